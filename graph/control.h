@@ -1,0 +1,36 @@
+/* The control block: every value that changes from step to step.
+ *
+ * A captured CUDA Graph freezes kernel arguments, so anything a replay must
+ * see change (learning rate, step count, Adam's bias corrections, the clip
+ * factor, the loss scale, the RNG offset) is read by kernels through a pointer
+ * to this struct instead. It lives in device memory on CUDA and host memory
+ * on the CPU. The host writes only base_lr, between steps; everything else is
+ * updated by the kernels themselves, so a replay reads no host value.
+ */
+#ifndef GE2_GRAPH_CONTROL_H
+#define GE2_GRAPH_CONTROL_H
+
+#include <stdint.h>
+
+typedef struct ge2_control {
+    /* written by the host between steps (ge2_set_lr) */
+    float base_lr;
+    float loss_scale;   /* 1 for fp32 training */
+    uint64_t rng_seed;
+
+    /* written by the optimizer kernels */
+    int64_t step;           /* optimizer updates completed */
+    int32_t micro_step;     /* gradient accumulation: micro-batches since the last update */
+    float lr;               /* lr of the last update (after the schedule) */
+    float bias_correction1; /* 1 - beta1^step of the last update */
+    float bias_correction2; /* 1 - beta2^step */
+    float grad_norm;        /* global L2 norm of the gradients, before clipping */
+    float clip_factor;      /* min(1, clip_norm / (grad_norm + 1e-6)); 1 without clipping */
+    uint64_t rng_offset;    /* advanced by kernels that draw random numbers */
+
+    /* scratch for kernels that finish a reduction across blocks in one launch */
+    float norm_partial;
+    uint32_t blocks_done;
+} ge2_control;
+
+#endif /* GE2_GRAPH_CONTROL_H */

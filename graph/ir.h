@@ -1,0 +1,181 @@
+/* The graph IR every module works on: tensors, nodes, the op table's graph
+ * part (arity, flags, shape/dtype inference) and the attribute structs.
+ *
+ * Tensors and nodes are referred to by index (tensor id, node id) inside one
+ * graph; the public ge2_tensor* handle is the tensor record itself, which
+ * knows its graph, so a tensor from another graph is detected at once.
+ */
+#ifndef GE2_GRAPH_IR_H
+#define GE2_GRAPH_IR_H
+
+#include "ge2/ge2.h"
+
+#define GE2_MAX_INPUTS 8
+#define GE2_MAX_OUTPUTS 2
+#define GE2_NAME_MAX 96
+/* ge2_reduce_attrs.axis for "all elements". */
+#define GE2_AXIS_ALL (-100)
+
+/* ------------------------------------------------------------------- ops */
+
+typedef enum ge2_op {
+#define GE2_OP(id, name, min_in, max_in, max_out, flags) GE2_OP_##id,
+#include "graph/ops.def"
+#undef GE2_OP
+    GE2_OP_COUNT
+} ge2_op;
+
+enum {
+    GE2_OPF_ELEMENTWISE = 1u << 0, /* output 0 may reuse input 0's memory when input 0 dies here */
+    GE2_OPF_LIKE1 = 1u << 1,       /* input 1 is a shape-only reference */
+    GE2_OPF_LOSS = 1u << 2,        /* output 0 is a scalar loss */
+    GE2_OPF_NO_GRAD = 1u << 3,     /* metric: never differentiated */
+    GE2_OPF_OPTIMIZER = 1u << 4,   /* works on the flat pools, runs after the backward */
+};
+
+typedef enum ge2_phase {
+    GE2_PHASE_FORWARD,  /* forward, loss and metrics: run in train and eval */
+    GE2_PHASE_BACKWARD, /* gradient nodes: train only */
+    GE2_PHASE_OPTIMIZER,
+    GE2_PHASE_COUNT
+} ge2_phase;
+
+/* ------------------------------------------------------------- attributes */
+
+typedef struct ge2_linear_attrs {
+    ge2_activation act;
+    float slope; /* leaky_relu */
+} ge2_linear_attrs;
+
+typedef struct ge2_matmul_attrs {
+    bool trans_a, trans_b;
+} ge2_matmul_attrs;
+
+typedef struct ge2_scale_attrs {
+    double alpha;
+} ge2_scale_attrs;
+
+typedef struct ge2_act_attrs {
+    ge2_activation act;
+    float slope;
+    bool from_output; /* ACTIVATION_BACKWARD: the saved input is y = act(z), not z */
+} ge2_act_attrs;
+
+typedef struct ge2_reduce_attrs {
+    int axis; /* normalized to [0, ndim), or GE2_AXIS_ALL */
+} ge2_reduce_attrs;
+
+typedef struct ge2_reshape_attrs {
+    ge2_shape shape; /* may hold one -1; unused when the like input is given */
+} ge2_reshape_attrs;
+
+typedef struct ge2_expand_attrs {
+    double scale; /* EXPAND multiplies by this (mean's backward: 1/n) */
+} ge2_expand_attrs;
+
+typedef struct ge2_concat_attrs {
+    int axis;
+} ge2_concat_attrs;
+
+typedef struct ge2_slice_attrs {
+    int axis;
+    int64_t start, end;
+} ge2_slice_attrs;
+
+typedef struct ge2_loss_attrs {
+    float label_smoothing;
+} ge2_loss_attrs;
+
+typedef struct ge2_optim_attrs {
+    ge2_optimizer_config config;
+} ge2_optim_attrs;
+
+typedef union ge2_attrs {
+    ge2_linear_attrs linear;
+    ge2_matmul_attrs matmul;
+    ge2_scale_attrs scale;
+    ge2_act_attrs act;
+    ge2_reduce_attrs reduce;
+    ge2_reshape_attrs reshape;
+    ge2_expand_attrs expand;
+    ge2_concat_attrs concat;
+    ge2_slice_attrs slice;
+    ge2_loss_attrs loss;
+    ge2_optim_attrs optim;
+} ge2_attrs;
+
+/* ---------------------------------------------------------- tensors, nodes */
+
+struct ge2_tensor {
+    ge2_graph *graph;
+    int id;
+    char name[GE2_NAME_MAX];
+    ge2_dtype dtype;
+    ge2_shape shape; /* as built; a graph key may specialize the first dim of inputs */
+    ge2_role role;
+    int producer;     /* node id, -1 for leaves */
+    int grad;         /* tensor id of this tensor's gradient, -1 if none */
+    int grad_of;      /* for a gradient tensor: the tensor it is the gradient of, else -1 */
+    bool requires_grad; /* inputs: ge2_require_grad was called */
+    bool is_output;     /* loss or metric: lives to the end of the step */
+    ge2_init init;      /* parameters */
+    void *constant_data; /* constants: host copy, owned (ge2_malloc) */
+};
+
+typedef struct ge2_node {
+    int id;
+    ge2_op op;
+    ge2_phase phase;
+    int n_inputs, n_outputs;
+    int inputs[GE2_MAX_INPUTS];   /* tensor ids */
+    int outputs[GE2_MAX_OUTPUTS]; /* tensor ids */
+    ge2_attrs attrs;
+} ge2_node;
+
+struct ge2_graph {
+    ge2_tensor **tensors; /* owned; tensors[i]->id == i; stable addresses */
+    int n_tensors, cap_tensors;
+    ge2_node *nodes; /* nodes[i].id == i, in creation order (a topological order) */
+    int n_nodes, cap_nodes;
+    uint64_t seed;
+    int loss;             /* tensor id given to ge2_backward, -1 before */
+    bool has_optimizer;
+    int n_parameters;     /* count of PARAMETER tensors */
+};
+
+/* ------------------------------------------------- graph part of the op table */
+
+/* What shape inference sees of a tensor. */
+typedef struct ge2_desc {
+    ge2_dtype dtype;
+    ge2_shape shape;
+    const char *name;
+} ge2_desc;
+
+/* Fills out[0..node->n_outputs) from in[0..node->n_inputs). Errors name the op,
+ * the tensors and their shapes ("ge2_linear: inner dims differ: x is [64,784], w is [256,785]").
+ * Runs at build time and again when a graph key specializes input shapes. */
+typedef ge2_status (*ge2_infer_fn)(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
+
+typedef struct ge2_op_info {
+    const char *name;
+    int min_inputs, max_inputs, max_outputs;
+    unsigned flags;
+    ge2_infer_fn infer;
+} ge2_op_info;
+
+extern const ge2_op_info ge2_op_table[GE2_OP_COUNT];
+
+static inline const ge2_op_info *ge2_op_info_of(ge2_op op) { return &ge2_op_table[op]; }
+
+/* ------------------------------------------------------ builder internals */
+
+/* Appends a node, infers its outputs, creates them (role ACTIVATION, named
+ * "<op>_<id>" unless names are given) and returns the node id in *node_id.
+ * Used by the public op functions and by backward rules. */
+ge2_status ge2_graph_add_node(ge2_graph *graph, ge2_op op, ge2_phase phase, const int *inputs, int n_inputs,
+                              int n_outputs, const ge2_attrs *attrs, int *node_id);
+
+static inline ge2_tensor *ge2_graph_tensor(const ge2_graph *graph, int id) { return graph->tensors[id]; }
+
+#endif /* GE2_GRAPH_IR_H */

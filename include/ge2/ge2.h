@@ -1,0 +1,368 @@
+/* ge2 — graph executor v2: the public C API.
+ *
+ * Build a static graph, ask for its backward and optimizer, compile it once,
+ * then train by calling ge2_program_step() per batch. On CUDA each step is one
+ * replay of a captured CUDA Graph.
+ *
+ * Conventions: every function that can fail returns ge2_status; on failure
+ * ge2_last_error() names the op, the tensor(s) and their shapes. Output
+ * handles are returned through the last argument(s). A user mistake never
+ * aborts the process. Handles are opaque; _new/_free pairs own them.
+ */
+#ifndef GE2_GE2_H
+#define GE2_GE2_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ status */
+
+typedef enum ge2_status {
+    GE2_OK = 0,
+    GE2_ERR_INVALID_ARGUMENT, /* null handle, bad attribute or flag value */
+    GE2_ERR_SHAPE,            /* shapes do not fit the op */
+    GE2_ERR_DTYPE,            /* dtype mismatch, or a dtype the op lacks */
+    GE2_ERR_GRAPH,            /* foreign tensor, cycle, non-scalar loss, ... */
+    GE2_ERR_UNSUPPORTED,      /* valid request the backend cannot run */
+    GE2_ERR_OUT_OF_MEMORY,
+    GE2_ERR_IO,               /* a file could not be opened, read or written */
+    GE2_ERR_FORMAT,           /* a file's contents are malformed */
+    GE2_ERR_NO_DEVICE,        /* CUDA requested, none present */
+    GE2_ERR_CUDA,             /* CUDA runtime or cuBLASLt failure */
+    GE2_ERR_STATE,            /* call not valid now (e.g. graph already has a backward) */
+    GE2_STATUS_COUNT
+} ge2_status;
+
+const char *ge2_status_name(ge2_status status);
+/* Message of the last failing call on this thread ("" if none). */
+const char *ge2_last_error(void);
+
+/* ------------------------------------------------------------------ dtypes */
+
+typedef enum ge2_dtype {
+    GE2_F32,
+    GE2_F64, /* CPU only: gradient checks */
+    GE2_BF16,
+    GE2_F16,
+    GE2_I32,
+    GE2_U8,
+    GE2_DTYPE_COUNT
+} ge2_dtype;
+
+size_t ge2_dtype_size(ge2_dtype dtype);
+const char *ge2_dtype_name(ge2_dtype dtype);
+
+/* ------------------------------------------------------------------ shapes */
+
+#define GE2_MAX_DIMS 4
+
+/* ndim 0 is a scalar (one element). */
+typedef struct ge2_shape {
+    int ndim;
+    int64_t dim[GE2_MAX_DIMS];
+} ge2_shape;
+
+static inline ge2_shape ge2_shape0(void) { ge2_shape s = {0, {0, 0, 0, 0}}; return s; }
+static inline ge2_shape ge2_shape1(int64_t a) { ge2_shape s = {1, {a, 0, 0, 0}}; return s; }
+static inline ge2_shape ge2_shape2(int64_t a, int64_t b) { ge2_shape s = {2, {a, b, 0, 0}}; return s; }
+static inline ge2_shape ge2_shape3(int64_t a, int64_t b, int64_t c) { ge2_shape s = {3, {a, b, c, 0}}; return s; }
+static inline ge2_shape ge2_shape4(int64_t a, int64_t b, int64_t c, int64_t d) { ge2_shape s = {4, {a, b, c, d}}; return s; }
+
+int64_t ge2_shape_numel(ge2_shape shape);
+/* Writes e.g. "[64,784]" into buf (always NUL-terminated); returns buf. */
+char *ge2_shape_str(ge2_shape shape, char *buf, size_t size);
+
+/* ----------------------------------------------------------------- devices */
+
+typedef enum ge2_device {
+    GE2_DEVICE_CPU,
+    GE2_DEVICE_CUDA,
+    GE2_DEVICE_AUTO, /* CUDA when a GPU is present, else CPU */
+    GE2_DEVICE_COUNT
+} ge2_device;
+
+const char *ge2_device_name(ge2_device device);
+/* True when a CUDA device can be used by this process. */
+bool ge2_cuda_available(void);
+
+typedef struct ge2_context ge2_context;
+
+ge2_status ge2_context_new(ge2_device device, ge2_context **out);
+void ge2_context_free(ge2_context *ctx);
+/* The resolved device: CPU or CUDA, never AUTO. */
+ge2_device ge2_context_device(const ge2_context *ctx);
+
+/* ------------------------------------------------------------------ graph */
+
+typedef struct ge2_graph ge2_graph;
+typedef struct ge2_tensor ge2_tensor;
+
+typedef enum ge2_role {
+    GE2_ROLE_INPUT,      /* fed per step */
+    GE2_ROLE_LABEL,      /* fed per step, never differentiated */
+    GE2_ROLE_PARAMETER,  /* trained; lives in the parameter pool */
+    GE2_ROLE_CONSTANT,   /* fixed data given at build time */
+    GE2_ROLE_ACTIVATION, /* produced by an op (gradients too) */
+    GE2_ROLE_COUNT
+} ge2_role;
+
+const char *ge2_role_name(ge2_role role);
+
+ge2_status ge2_graph_new(ge2_graph **out);
+void ge2_graph_free(ge2_graph *graph);
+/* Seed of the counter-based RNG used by initializers (default 0). */
+ge2_status ge2_graph_set_seed(ge2_graph *graph, uint64_t seed);
+
+ge2_status ge2_input(ge2_graph *graph, const char *name, ge2_dtype dtype, ge2_shape shape, ge2_tensor **out);
+ge2_status ge2_label(ge2_graph *graph, const char *name, ge2_dtype dtype, ge2_shape shape, ge2_tensor **out);
+/* Copies numel(shape) elements from data. */
+ge2_status ge2_constant(ge2_graph *graph, const char *name, ge2_dtype dtype, ge2_shape shape, const void *data,
+                        ge2_tensor **out);
+
+typedef enum ge2_init_kind {
+    GE2_INIT_ZEROS,
+    GE2_INIT_CONSTANT,       /* a */
+    GE2_INIT_UNIFORM,        /* U[a, b) */
+    GE2_INIT_NORMAL,         /* N(mean a, std b) */
+    GE2_INIT_LINEAR_DEFAULT, /* PyTorch nn.Linear: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
+    GE2_INIT_COUNT
+} ge2_init_kind;
+
+typedef struct ge2_init {
+    ge2_init_kind kind;
+    double a, b;
+    /* LINEAR_DEFAULT: fan_in; 0 = the last dim of a 2-D weight [out, in]. A bias [out] must give it. */
+    int64_t fan_in;
+} ge2_init;
+
+/* Values are a pure function of (graph seed, parameter name, element index). */
+ge2_status ge2_parameter(ge2_graph *graph, const char *name, ge2_dtype dtype, ge2_shape shape, ge2_init init,
+                         ge2_tensor **out);
+
+ge2_shape ge2_tensor_shape(const ge2_tensor *t);
+ge2_dtype ge2_tensor_dtype(const ge2_tensor *t);
+const char *ge2_tensor_name(const ge2_tensor *t);
+ge2_role ge2_tensor_role(const ge2_tensor *t);
+/* Looks a tensor up by name; NULL if absent. */
+ge2_tensor *ge2_graph_find(const ge2_graph *graph, const char *name);
+
+/* Marks a tensor as a program output (loss, metric): it lives to the end of
+ * the step and can be read back. ge2_backward marks its loss. */
+ge2_status ge2_mark_output(ge2_graph *graph, ge2_tensor *t);
+
+/* -------------------------------------------------------------------- ops */
+
+typedef enum ge2_activation {
+    GE2_ACT_NONE,
+    GE2_ACT_RELU,
+    GE2_ACT_LEAKY_RELU, /* slope */
+    GE2_ACT_GELU_TANH,
+    GE2_ACT_GELU_ERF,
+    GE2_ACT_SIGMOID,
+    GE2_ACT_TANH,
+    GE2_ACT_SILU,
+    GE2_ACT_COUNT
+} ge2_activation;
+
+const char *ge2_activation_name(ge2_activation act);
+/* Parses "relu", "gelu" (= gelu_tanh), "gelu_erf", ...; GE2_ERR_INVALID_ARGUMENT otherwise. */
+ge2_status ge2_activation_parse(const char *name, ge2_activation *out);
+
+/* y = act(x · wᵀ + b). x [B, in], w [out, in] (PyTorch layout), b [out] or NULL. */
+ge2_status ge2_linear(ge2_graph *graph, ge2_tensor *x, ge2_tensor *w, ge2_tensor *b, ge2_activation act,
+                      float slope, ge2_tensor **y);
+/* 2-D [M,K]·[K,N] or batched 3-D [N,M,K]·[N,K,N2], with optional transposes of the last two dims. */
+ge2_status ge2_matmul(ge2_graph *graph, ge2_tensor *a, ge2_tensor *b, bool trans_a, bool trans_b, ge2_tensor **y);
+/* Elementwise with broadcasting (right-aligned; each dim equal or 1). */
+ge2_status ge2_add(ge2_graph *graph, ge2_tensor *a, ge2_tensor *b, ge2_tensor **y);
+ge2_status ge2_sub(ge2_graph *graph, ge2_tensor *a, ge2_tensor *b, ge2_tensor **y);
+ge2_status ge2_mul(ge2_graph *graph, ge2_tensor *a, ge2_tensor *b, ge2_tensor **y);
+ge2_status ge2_scale(ge2_graph *graph, ge2_tensor *x, double alpha, ge2_tensor **y);
+ge2_status ge2_activate(ge2_graph *graph, ge2_tensor *x, ge2_activation act, float slope, ge2_tensor **y);
+/* Over the last axis. */
+ge2_status ge2_softmax(ge2_graph *graph, ge2_tensor *x, ge2_tensor **y);
+ge2_status ge2_log_softmax(ge2_graph *graph, ge2_tensor *x, ge2_tensor **y);
+/* Reductions: over all elements (scalar result) or one axis (negative counts from the end; dropped). */
+ge2_status ge2_sum_all(ge2_graph *graph, ge2_tensor *x, ge2_tensor **y);
+ge2_status ge2_mean_all(ge2_graph *graph, ge2_tensor *x, ge2_tensor **y);
+ge2_status ge2_sum(ge2_graph *graph, ge2_tensor *x, int axis, ge2_tensor **y);
+ge2_status ge2_mean(ge2_graph *graph, ge2_tensor *x, int axis, ge2_tensor **y);
+/* One dim of shape may be -1 (inferred), so the graph re-specializes for other batch sizes. */
+ge2_status ge2_reshape(ge2_graph *graph, ge2_tensor *x, ge2_shape shape, ge2_tensor **y);
+ge2_status ge2_transpose(ge2_graph *graph, ge2_tensor *x, ge2_tensor **y); /* 2-D */
+ge2_status ge2_concat(ge2_graph *graph, ge2_tensor *const *xs, int n, int axis, ge2_tensor **y);
+ge2_status ge2_slice(ge2_graph *graph, ge2_tensor *x, int axis, int64_t start, int64_t end, ge2_tensor **y);
+
+/* Mean cross-entropy of logits [B, C] f32 against labels [B] i32; scalar. */
+ge2_status ge2_cross_entropy(ge2_graph *graph, ge2_tensor *logits, ge2_tensor *labels, float label_smoothing,
+                             ge2_tensor **loss);
+/* Mean of (pred - target)^2; scalar. */
+ge2_status ge2_mse_loss(ge2_graph *graph, ge2_tensor *pred, ge2_tensor *target, ge2_tensor **loss);
+/* Number of rows whose argmax equals the label (f32 scalar; a metric, not differentiable). */
+ge2_status ge2_accuracy(ge2_graph *graph, ge2_tensor *logits, ge2_tensor *labels, ge2_tensor **correct);
+
+/* --------------------------------------------------------------- autograd */
+
+/* Ask for the gradient of an input tensor too (call before ge2_backward). */
+ge2_status ge2_require_grad(ge2_graph *graph, ge2_tensor *input);
+/* Appends gradient nodes for every parameter (and required inputs). loss must be a scalar. */
+ge2_status ge2_backward(ge2_graph *graph, ge2_tensor *loss);
+/* Gradient of t after ge2_backward; NULL if it has none. */
+ge2_tensor *ge2_grad(const ge2_tensor *t);
+
+/* -------------------------------------------------------------- optimizer */
+
+typedef enum ge2_optimizer_kind { GE2_OPT_SGD, GE2_OPT_ADAM, GE2_OPT_ADAMW, GE2_OPT_COUNT } ge2_optimizer_kind;
+
+typedef enum ge2_schedule_kind {
+    GE2_SCHEDULE_CONSTANT,
+    GE2_SCHEDULE_STEP,   /* lr * gamma^(step / step_size) */
+    GE2_SCHEDULE_COSINE, /* linear warm-up, then cosine from lr to min_lr over total_steps */
+    GE2_SCHEDULE_COUNT
+} ge2_schedule_kind;
+
+typedef struct ge2_schedule {
+    ge2_schedule_kind kind;
+    int64_t step_size;
+    double gamma;
+    int64_t warmup_steps;
+    int64_t total_steps;
+    double min_lr;
+} ge2_schedule;
+
+/* torch.optim semantics. */
+typedef struct ge2_optimizer_config {
+    ge2_optimizer_kind kind;
+    double lr;
+    double weight_decay;
+    /* SGD */
+    double momentum, dampening;
+    bool nesterov;
+    /* Adam, AdamW */
+    double beta1, beta2, eps;
+    bool amsgrad;
+    /* Clip gradients to this global L2 norm first; 0 = off. */
+    double clip_norm;
+    ge2_schedule schedule;
+    /* Micro-batches whose gradients are summed before one update; 1 = none. */
+    int accumulation_steps;
+} ge2_optimizer_config;
+
+/* PyTorch's defaults for the kind (Adam: lr 1e-3, betas 0.9/0.999, eps 1e-8; SGD: lr 0.01). */
+ge2_optimizer_config ge2_optimizer_defaults(ge2_optimizer_kind kind);
+const char *ge2_optimizer_name(ge2_optimizer_kind kind);
+/* Appends the update after the backward. */
+ge2_status ge2_optimizer(ge2_graph *graph, const ge2_optimizer_config *config);
+
+/* ---------------------------------------------------------------- viewing */
+
+/* Graphviz DOT: ops, shapes, forward and gradient nodes in two colours. */
+ge2_status ge2_graph_dump_dot(const ge2_graph *graph, FILE *out);
+/* One-screen text summary: ops, parameters, parameter count. */
+ge2_status ge2_graph_summary(const ge2_graph *graph, FILE *out);
+
+/* ---------------------------------------------------------------- program */
+
+typedef struct ge2_program ge2_program;
+
+typedef enum ge2_mode {
+    GE2_MODE_TRAIN, /* forward, loss, backward, optimizer */
+    GE2_MODE_EVAL,  /* forward, loss and metrics only */
+    GE2_MODE_COUNT
+} ge2_mode;
+
+typedef struct ge2_compile_options {
+    bool tf32;              /* TF32 tensor-core GEMMs (CUDA); off: fp32 matches the CPU */
+    bool separate_arenas;   /* one activation allocation per graph key instead of one shared */
+    bool disable_capture;   /* CUDA: run eagerly (also env GE2_DISABLE_CAPTURE=1) */
+    int readback_interval;  /* steps between asynchronous metric read-backs (default 1) */
+} ge2_compile_options;
+
+ge2_compile_options ge2_compile_defaults(void);
+
+/* Verifies, schedules and plans the graph; the graph must outlive the program. */
+ge2_status ge2_compile(ge2_context *ctx, ge2_graph *graph, const ge2_compile_options *options, ge2_program **out);
+void ge2_program_free(ge2_program *program);
+
+/* One batch: data for an input or label tensor; shape may differ from the
+ * built shape in its first dim (a new graph key). */
+typedef struct ge2_feed {
+    const ge2_tensor *tensor;
+    const void *data;
+    ge2_shape shape;
+} ge2_feed;
+
+/* Runs one step. Never waits for the GPU: results are read later. */
+ge2_status ge2_program_step(ge2_program *program, ge2_mode mode, const ge2_feed *feeds, int n_feeds);
+/* Waits for all submitted work. */
+ge2_status ge2_program_sync(ge2_program *program);
+/* Copies an output's value from the most recent step of the given mode (synchronizes). */
+ge2_status ge2_program_read_output(ge2_program *program, ge2_mode mode, const ge2_tensor *t, void *dst, size_t bytes);
+
+/* Running sums of outputs read back asynchronously (pinned buffer + event every readback_interval steps). */
+typedef struct ge2_metrics {
+    int64_t steps;      /* steps whose values are included */
+    double loss_sum;    /* sum over those steps of the loss output */
+    double metric_sum;  /* sum of the first marked metric (e.g. correct count), 0 if none */
+    int64_t examples;   /* sum of batch sizes */
+} ge2_metrics;
+/* Non-blocking: whatever has arrived so far; resets the sums. */
+ge2_status ge2_program_take_metrics(ge2_program *program, ge2_mode mode, ge2_metrics *out);
+
+ge2_status ge2_set_lr(ge2_program *program, double lr);
+ge2_status ge2_get_lr(ge2_program *program, double *lr);
+/* Optimizer steps taken. */
+ge2_status ge2_program_step_count(ge2_program *program, int64_t *steps);
+
+/* Parameter values, as host copies in the parameter's dtype. */
+ge2_status ge2_program_get_parameter(ge2_program *program, const ge2_tensor *param, void *dst, size_t bytes);
+ge2_status ge2_program_set_parameter(ge2_program *program, const ge2_tensor *param, const void *src, size_t bytes);
+
+/* Memory plan of one graph key. */
+typedef struct ge2_plan_stats {
+    size_t arena_bytes;       /* activation arena */
+    size_t lower_bound_bytes; /* max over schedule positions of live bytes */
+    size_t naive_bytes;       /* every tensor its own buffer */
+    size_t parameter_bytes, gradient_bytes, optimizer_state_bytes, input_bytes, workspace_bytes;
+    int n_nodes;
+    int n_tensors;
+} ge2_plan_stats;
+
+ge2_status ge2_program_plan_stats(ge2_program *program, ge2_mode mode, ge2_plan_stats *out);
+/* Printable report of every key planned so far; contains a line
+ * "plan: arena_bytes=A lower_bound_bytes=L naive_bytes=N" per key. */
+ge2_status ge2_program_plan_report(ge2_program *program, FILE *out);
+/* SVG of the train key's arena (schedule across, offset up, one rectangle per tensor). */
+ge2_status ge2_program_plan_svg(ge2_program *program, ge2_mode mode, const char *path);
+
+/* Number of graph keys compiled (planned + captured on CUDA). */
+int ge2_program_key_count(const ge2_program *program);
+int ge2_program_capture_count(const ge2_program *program);
+
+/* ------------------------------------------------------------ checkpoints */
+
+/* Training state beyond the pools that a checkpoint carries for exact resume. */
+typedef struct ge2_resume_state {
+    int64_t epoch;
+    int64_t batch_in_epoch;
+    uint64_t data_seed;
+} ge2_resume_state;
+
+/* safetensors: parameters under their names (PyTorch layout), optimizer state, step, resume state. Atomic. */
+ge2_status ge2_checkpoint_save(ge2_program *program, const char *path, const ge2_resume_state *resume);
+/* Untrusted file: every size and offset is checked. resume may be NULL. */
+ge2_status ge2_checkpoint_load(ge2_program *program, const char *path, ge2_resume_state *resume);
+/* Parameters only (e.g. --init): names and shapes must match the model. */
+ge2_status ge2_checkpoint_load_parameters(ge2_program *program, const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GE2_GE2_H */

@@ -1,0 +1,74 @@
+/* The memory plan of one graph key and the persistent layout shared by all keys.
+ *
+ * A graph key is (mode, concrete shapes of every input and label). Its plan
+ * is a schedule (node order), each tensor's concrete shape, its lifetime over
+ * the schedule and its place: a persistent pool or an offset in the key's
+ * activation arena.
+ */
+#ifndef GE2_PLANNER_PLAN_H
+#define GE2_PLANNER_PLAN_H
+
+#include <stddef.h>
+
+#include "graph/ir.h"
+
+#define GE2_ARENA_ALIGN 256
+/* Inputs plus labels a graph may have. */
+#define GE2_MAX_FEEDS 16
+
+typedef enum ge2_pool {
+    GE2_POOL_NONE,      /* not used by this key */
+    GE2_POOL_PARAMS,    /* parameter tensors */
+    GE2_POOL_GRADS,     /* parameter gradients: same offsets as PARAMS */
+    GE2_POOL_CONSTANTS, /* constant tensors */
+    GE2_POOL_INPUTS,    /* inputs and labels: the key's static input buffers */
+    GE2_POOL_ARENA,     /* everything else: the key's activation arena */
+    GE2_POOL_COUNT
+} ge2_pool;
+
+const char *ge2_pool_name(ge2_pool pool);
+
+/* Persistent layout, computed once per graph (shared by every key). */
+typedef struct ge2_layout {
+    size_t *offset;         /* [n_tensors] byte offset in its pool (params, grads, constants); 0 otherwise */
+    size_t param_bytes;     /* == gradient bytes; f32 parameters aligned to GE2_PARAM_ALIGN_ELEMS */
+    size_t constant_bytes;
+    int n_tensors;
+} ge2_layout;
+
+ge2_status ge2_layout_new(const ge2_graph *graph, ge2_layout **out);
+void ge2_layout_free(ge2_layout *layout);
+
+typedef struct ge2_key {
+    ge2_mode mode;
+    int n_feeds;                     /* inputs and labels, in tensor-id order */
+    int feed_ids[GE2_MAX_FEEDS];
+    ge2_shape feed_shapes[GE2_MAX_FEEDS];
+    uint64_t hash;
+} ge2_key;
+
+typedef struct ge2_plan_tensor {
+    ge2_pool pool;
+    size_t offset; /* bytes, in its pool */
+    size_t bytes;
+    ge2_shape shape;    /* concrete for this key */
+    int first, last;    /* schedule positions of the producer and the last consumer (-1: unused) */
+    int reuses;         /* tensor id whose memory this one took over in place, -1 if none */
+} ge2_plan_tensor;
+
+typedef struct ge2_plan {
+    ge2_key key;
+    int n_steps;
+    int *schedule;            /* [n_steps] node ids in execution order */
+    ge2_plan_tensor *tensors; /* [graph->n_tensors] */
+    int n_tensors;
+    size_t arena_bytes;
+    size_t lower_bound_bytes;
+    size_t naive_bytes;
+    size_t input_bytes;
+} ge2_plan;
+
+ge2_status ge2_plan_new(const ge2_graph *graph, const ge2_layout *layout, const ge2_key *key, ge2_plan **out);
+void ge2_plan_free(ge2_plan *plan);
+
+#endif /* GE2_PLANNER_PLAN_H */
