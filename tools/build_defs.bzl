@@ -1,0 +1,170 @@
+"""ge2 build macros. Load from any BUILD file:
+
+    load("//tools:build_defs.bzl", "ge2_c_library", "ge2_c_binary", "ge2_c_test",
+         "ge2_gpu_test", "ge2_cuda_library")
+
+Why macros: every C target must get the same dialect and warning flags
+(-std=c11 -Wall -Wextra -Werror), and tests/binaries must link the same way
+(statically against ge2's own libraries, so a binary copied out of bazel-bin for
+the GPU machine needs only system libraries). Keeping that here keeps module
+BUILD files short and uniform.
+
+Includes: the workspace root is the include root ("graph/ir.h",
+"kernels/kernel.h"); the public API is "ge2/ge2.h" through //include:ge2.
+"""
+
+load("@cuda//:cuda_config.bzl", "NVCC")
+
+GE2_VERSION = "0.1.0"
+
+# C flags for every ge2 C target. -O2 even in Bazel's default fastbuild mode:
+# the CPU backend and trainer are too slow at -O0 to be useful.
+GE2_COPTS = [
+    "-std=c11",
+    "-Wall",
+    "-Wextra",
+    "-Werror",
+    "-D_GNU_SOURCE",
+    "-O2",
+]
+
+# nvcc flags: one real architecture (Hopper, sm_90) plus its PTX so newer GPUs
+# JIT it. One gencode keeps cold CI builds fast; add more only when needed.
+GE2_NVCC_OPTS = [
+    "-gencode",
+    "arch=compute_90,code=sm_90",
+    "-gencode",
+    "arch=compute_90,code=compute_90",
+    "-O3",
+    "-std=c++17",
+    "-Xcompiler",
+    "-fPIC",
+    "--expt-relaxed-constexpr",
+]
+
+def ge2_c_library(name, srcs = [], hdrs = [], deps = [], copts = [], **kwargs):
+    """cc_library with ge2's C flags. Extra kwargs go to cc_library."""
+    native.cc_library(
+        name = name,
+        srcs = srcs,
+        hdrs = hdrs,
+        deps = deps,
+        copts = GE2_COPTS + copts,
+        **kwargs
+    )
+
+def ge2_c_binary(name, srcs = [], deps = [], copts = [], **kwargs):
+    """cc_binary with ge2's C flags, linked statically against ge2 libraries."""
+    native.cc_binary(
+        name = name,
+        srcs = srcs,
+        deps = deps,
+        copts = GE2_COPTS + copts,
+        linkstatic = True,
+        **kwargs
+    )
+
+def ge2_c_test(name, srcs = [], deps = [], copts = [], size = "small", tags = [], **kwargs):
+    """cc_test for a Check suite: ge2's C flags, //third_party:check linked in.
+
+    size: "small" (< 60 s) by default; use "medium" for gradient checks or
+    anything slower. linkstatic so the binary is self-contained (GPU staging
+    copies test binaries out of bazel-bin).
+    """
+    native.cc_test(
+        name = name,
+        srcs = srcs,
+        deps = deps + ["//third_party:check"],
+        copts = GE2_COPTS + copts,
+        linkstatic = True,
+        size = size,
+        tags = tags,
+        **kwargs
+    )
+
+def ge2_gpu_test(name, tags = [], **kwargs):
+    """ge2_c_test tagged "gpu": always built, run only with --config=gpu.
+
+    `bazel test //...` skips it (.bazelrc: --test_tag_filters=-gpu);
+    tools/stage_gpu.sh stages every test tagged gpu for the GPU machine.
+    Rule for the suite: no CUDA call in main()/the parent process (Check forks
+    each test, and a forked child cannot use its parent's CUDA context); probe
+    for a device with //tests:gpu_probe.
+    """
+    ge2_c_test(name = name, tags = tags + ["gpu"], **kwargs)
+
+def _nvcc_objects_impl(ctx):
+    cc_infos = [d[CcInfo] for d in ctx.attr.deps if CcInfo in d]
+    cctx = cc_common.merge_cc_infos(cc_infos = cc_infos).compilation_context
+
+    # Include root: the execroot (".") for sources, and bin/ for generated
+    # headers; then whatever include dirs and defines the deps export.
+    args = list(GE2_NVCC_OPTS) + ctx.attr.nvcc_opts + [
+        "-I.",
+        "-I" + ctx.bin_dir.path,
+    ]
+    for inc in depset(transitive = [
+        cctx.quote_includes,
+        cctx.includes,
+        cctx.system_includes,
+    ]).to_list():
+        args.append("-I" + inc)
+    for d in cctx.defines.to_list():
+        args.append("-D" + d)
+
+    inputs = depset(ctx.files.hdrs, transitive = [cctx.headers])
+    outs = []
+    for src in ctx.files.srcs:
+        stem = src.basename[:-len(src.extension) - 1] if src.extension else src.basename
+        out = ctx.actions.declare_file("_nvcc/%s/%s.o" % (ctx.label.name, stem))
+        ctx.actions.run(
+            executable = NVCC,
+            arguments = args + ["-c", src.path, "-o", out.path],
+            inputs = depset([src], transitive = [inputs]),
+            outputs = [out],
+            mnemonic = "NvccCompile",
+            progress_message = "Compiling %s with nvcc" % src.short_path,
+            # nvcc needs PATH to find the host compiler (gcc).
+            use_default_shell_env = True,
+        )
+        outs.append(out)
+    return [DefaultInfo(files = depset(outs))]
+
+_nvcc_objects = rule(
+    implementation = _nvcc_objects_impl,
+    doc = "Compiles .cu files to object files with the toolkit's nvcc.",
+    attrs = {
+        "srcs": attr.label_list(allow_files = [".cu"]),
+        "hdrs": attr.label_list(allow_files = True),
+        "deps": attr.label_list(providers = [CcInfo]),
+        "nvcc_opts": attr.string_list(),
+    },
+)
+
+def ge2_cuda_library(name, srcs = [], hdrs = [], deps = [], nvcc_opts = [], **kwargs):
+    """A cc_library whose .cu sources are compiled by nvcc.
+
+    srcs: .cu files. Expose them to C through extern "C" launchers declared in
+    hdrs (plain C headers). deps: cc_library targets whose headers the .cu files
+    include ("graph/ir.h" ...); @cuda//:cudart is added. The objects come from
+    `<name>_nvcc`, a rule running nvcc once per file (GE2_NVCC_OPTS), and are fed
+    to the cc_library as precompiled .o sources. Extra kwargs go to cc_library.
+    """
+    _nvcc_objects(
+        name = name + "_nvcc",
+        srcs = srcs,
+        hdrs = hdrs,
+        deps = deps,
+        nvcc_opts = nvcc_opts,
+        visibility = ["//visibility:private"],
+        tags = kwargs.get("tags", []),
+    )
+    native.cc_library(
+        name = name,
+        srcs = [":" + name + "_nvcc"],
+        hdrs = hdrs,
+        deps = deps + ["@cuda//:cudart"],
+        # The C++ runtime: nvcc's host code uses libstdc++.
+        linkopts = ["-lstdc++"],
+        **kwargs
+    )
