@@ -2,6 +2,7 @@
 #include "graph/alloc.h"
 
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,7 +55,11 @@ void *ge2_calloc(size_t n, size_t size)
 {
     if (n == 0 || size == 0)
         return ge2_malloc(0);
-    void *p = calloc(n, size); /* calloc rejects n * size overflow */
+    /* Checked here, not left to calloc: ASan aborts on calloc overflow
+     * instead of returning NULL. */
+    if (n > SIZE_MAX / size)
+        return NULL;
+    void *p = calloc(n, size);
     if (p)
         count_alloc(p);
     return p;
