@@ -12,6 +12,9 @@
 
 #include <stdint.h>
 
+/* Most blocks a single-launch cross-block reduction may use (ge2_control.partials). */
+#define GE2_CONTROL_PARTIALS 1024
+
 typedef struct ge2_control {
     /* written by the host between steps (ge2_set_lr) */
     float base_lr;
@@ -31,6 +34,10 @@ typedef struct ge2_control {
     /* scratch for kernels that finish a reduction across blocks in one launch */
     float norm_partial;
     uint32_t blocks_done;
+    /* One partial result per block of such a reduction. The launch's last block
+     * sums them in block order, so the result does not depend on which block
+     * finished first (float atomics would make it vary from run to run). */
+    float partials[GE2_CONTROL_PARTIALS];
 } ge2_control;
 
 #endif /* GE2_GRAPH_CONTROL_H */
