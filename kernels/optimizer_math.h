@@ -1,0 +1,221 @@
+/* The optimizer update math: the one place torch.optim's formulas live.
+ *
+ * Static inline and free of host-only calls, so the CPU kernel
+ * (kernels/cpu/optimizer.c) and the CUDA kernel (kernels/cuda/) compile the
+ * same lines; a difference between backends is then a reduction-order
+ * difference, never a formula difference.
+ *
+ * Control-block protocol (graph/control.h). One training step runs GRAD_NORM
+ * (only when clip_norm > 0) then OPTIMIZER_UPDATE. The host writes only
+ * control->base_lr (ge2_set_lr), between steps. Everything else is derived on
+ * the device from the control block as it was when the step began:
+ *
+ *   1. micro = control->micro_step + 1 (1-based micro-batch in this update).
+ *      ge2_opt_is_update_step(cfg, ctl) is true when micro == accumulation_steps.
+ *      Not an update step: OPTIMIZER_UPDATE adds the gradients into the
+ *      accumulation slot, GRAD_NORM does nothing, and the commit only
+ *      writes micro_step = micro. Parameters and step stay untouched.
+ *   2. An update step: ge2_opt_scalars_of(cfg, ctl) gives this update's
+ *      scalars, a pure function of (config, control->step, control->base_lr,
+ *      control->clip_factor): t = step + 1, lr = ge2_schedule_lr(schedule,
+ *      base_lr, step) (the schedule is indexed by updates completed, like a
+ *      torch LR scheduler stepped after optimizer.step()), bias corrections
+ *      1 - beta^t computed in double. Every CUDA thread may compute them
+ *      itself: they depend only on values nobody writes during the update.
+ *   3. GRAD_NORM (update steps only) reduces the squared effective gradient
+ *      (the accumulated mean, see ge2_opt_effective_grad) into grad_norm and
+ *      writes clip_factor = ge2_clip_factor(clip_norm, grad_norm). Without
+ *      clipping nothing writes clip_factor; scalars use 1 then.
+ *   4. OPTIMIZER_UPDATE applies ge2_opt_update_element to every element of
+ *      the flat pools (padding is zero and stays zero under every rule).
+ *   5. Once every element is done, exactly one writer runs ge2_opt_commit:
+ *      step = t, lr, bias corrections (for reporting), micro_step = 0. On
+ *      CUDA that is the last block to finish (blocks_done counter) or a
+ *      one-thread kernel after the sweep; it must not happen earlier, since
+ *      other blocks still derive their scalars from the old step.
+ *
+ * Gradient accumulation uses the MEAN of the k micro-batch gradients, so k
+ * micro-batches of B equal one batch of k*B under a mean loss (the
+ * accumulation buffer is cleared by the update that consumes it).
+ */
+#ifndef GE2_KERNELS_OPTIMIZER_MATH_H
+#define GE2_KERNELS_OPTIMIZER_MATH_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ge2/ge2.h"
+#include "graph/control.h"
+
+#ifndef GE2_HD
+#ifdef __CUDACC__
+#define GE2_HD __host__ __device__
+#else
+#define GE2_HD
+#endif
+#endif
+
+/* Slot indices into ge2_flat_pools.state ([slots * n]); -1 where the kind has none. */
+typedef struct ge2_opt_slots {
+    int momentum;   /* SGD momentum_buffer (momentum != 0) */
+    int exp_avg;    /* Adam m */
+    int exp_avg_sq; /* Adam v */
+    int max_exp_avg_sq; /* amsgrad v_max */
+    int accum;      /* gradient accumulation buffer (accumulation_steps > 1) */
+    int count;
+} ge2_opt_slots;
+
+static inline GE2_HD ge2_opt_slots ge2_opt_slots_of(const ge2_optimizer_config *cfg)
+{
+    ge2_opt_slots s = {-1, -1, -1, -1, -1, 0};
+    if (cfg->kind == GE2_OPT_SGD) {
+        if (cfg->momentum != 0.0)
+            s.momentum = s.count++;
+    } else {
+        s.exp_avg = s.count++;
+        s.exp_avg_sq = s.count++;
+        if (cfg->amsgrad)
+            s.max_exp_avg_sq = s.count++;
+    }
+    if (cfg->accumulation_steps > 1)
+        s.accum = s.count++;
+    return s;
+}
+
+/* Learning rate of the update that follows `step` completed updates.
+ * STEP: base_lr * gamma^floor(step / step_size).
+ * COSINE (transformers' get_cosine_schedule_with_warmup, floored at min_lr):
+ *   step < warmup: base_lr * step / warmup;
+ *   then min_lr + (base_lr - min_lr) * (1 + cos(pi * p)) / 2 with
+ *   p = (step - warmup) / (total - warmup), clamped to [0, 1]. */
+static inline GE2_HD float ge2_schedule_lr(const ge2_schedule *sched, float base_lr, int64_t step)
+{
+    double lr = base_lr;
+    switch (sched->kind) {
+    case GE2_SCHEDULE_STEP:
+        if (sched->step_size > 0)
+            lr = base_lr * pow(sched->gamma, (double)(step / sched->step_size));
+        break;
+    case GE2_SCHEDULE_COSINE: {
+        if (step < sched->warmup_steps)
+            return (float)(lr * (double)step / (double)sched->warmup_steps);
+        int64_t span = sched->total_steps - sched->warmup_steps;
+        double p = span > 0 ? (double)(step - sched->warmup_steps) / (double)span : 1.0;
+        if (p > 1.0)
+            p = 1.0;
+        lr = sched->min_lr + (lr - sched->min_lr) * 0.5 * (1.0 + cos(3.14159265358979323846 * p));
+        break;
+    }
+    default:
+        break;
+    }
+    return (float)lr;
+}
+
+/* torch.nn.utils.clip_grad_norm_: scale = min(1, max_norm / (norm + 1e-6)). */
+static inline GE2_HD float ge2_clip_factor(double clip_norm, float grad_norm)
+{
+    double f = clip_norm / ((double)grad_norm + 1e-6);
+    return f < 1.0 ? (float)f : 1.0f;
+}
+
+static inline GE2_HD bool ge2_opt_is_update_step(const ge2_optimizer_config *cfg, const ge2_control *ctl)
+{
+    return ctl->micro_step + 1 >= cfg->accumulation_steps;
+}
+
+/* The per-update scalars every element of one update shares. */
+typedef struct ge2_opt_scalars {
+    int64_t t;      /* 1-based number of this update */
+    float lr;       /* after the schedule */
+    float bc1, bc2; /* 1 - beta1^t, 1 - beta2^t */
+    float step_size;     /* Adam: lr / bc1 */
+    float bc2_sqrt;      /* Adam: sqrt(bc2) */
+    float grad_scale;    /* clip factor / accumulation_steps: applied to the raw (summed) gradient */
+    float decay;         /* AdamW: 1 - lr * weight_decay */
+} ge2_opt_scalars;
+
+static inline GE2_HD ge2_opt_scalars ge2_opt_scalars_of(const ge2_optimizer_config *cfg, const ge2_control *ctl)
+{
+    ge2_opt_scalars s;
+    s.t = ctl->step + 1;
+    s.lr = ge2_schedule_lr(&cfg->schedule, ctl->base_lr, ctl->step);
+    /* torch evaluates these in Python floats (double) before the f32 tensor ops. */
+    double bc1 = 1.0 - pow(cfg->beta1, (double)s.t);
+    double bc2 = 1.0 - pow(cfg->beta2, (double)s.t);
+    s.bc1 = (float)bc1;
+    s.bc2 = (float)bc2;
+    s.step_size = (float)((double)s.lr / bc1);
+    s.bc2_sqrt = (float)sqrt(bc2);
+    float clip = cfg->clip_norm > 0.0 ? ctl->clip_factor : 1.0f;
+    s.grad_scale = cfg->accumulation_steps > 1 ? clip / (float)cfg->accumulation_steps : clip;
+    s.decay = (float)(1.0 - (double)s.lr * cfg->weight_decay);
+    return s;
+}
+
+/* The gradient the update uses, before clipping: the micro-batch mean when
+ * accumulating (accum holds the sum of the earlier micro-batches). */
+static inline GE2_HD float ge2_opt_effective_grad(const ge2_optimizer_config *cfg, float grad, float accum)
+{
+    return cfg->accumulation_steps > 1 ? (accum + grad) / (float)cfg->accumulation_steps : grad;
+}
+
+/* One parameter element of one update, torch's single-tensor (non-foreach)
+ * order of operations. g is the raw gradient (already summed with the
+ * accumulation buffer). state points at element i of slot 0; the slots are
+ * `stride` (= n) floats apart. */
+static inline GE2_HD void ge2_opt_update_element(const ge2_optimizer_config *cfg, const ge2_opt_slots *slots,
+                                                 const ge2_opt_scalars *s, float *param, float g, float *state,
+                                                 int64_t stride)
+{
+    float p = *param;
+    g *= s->grad_scale;
+    if (cfg->kind == GE2_OPT_SGD) {
+        if (cfg->weight_decay != 0.0)
+            g += (float)cfg->weight_decay * p;
+        if (slots->momentum >= 0) {
+            float *buf = state + slots->momentum * stride;
+            /* torch: the first step's buffer is the gradient itself, undamped */
+            float b = s->t == 1 ? g : *buf * (float)cfg->momentum + (float)(1.0 - cfg->dampening) * g;
+            *buf = b;
+            g = cfg->nesterov ? g + (float)cfg->momentum * b : b;
+        }
+        *param = p - s->lr * g;
+        return;
+    }
+    if (cfg->kind == GE2_OPT_ADAMW)
+        p *= s->decay;
+    else if (cfg->weight_decay != 0.0)
+        g += (float)cfg->weight_decay * p;
+    float *m = state + slots->exp_avg * stride;
+    float *v = state + slots->exp_avg_sq * stride;
+    float mn = *m + (float)(1.0 - cfg->beta1) * (g - *m); /* exp_avg.lerp_(grad, 1 - beta1) */
+    float vn = *v * (float)cfg->beta2 + (float)(1.0 - cfg->beta2) * g * g;
+    *m = mn;
+    *v = vn;
+    if (slots->max_exp_avg_sq >= 0) {
+        float *vmax = state + slots->max_exp_avg_sq * stride;
+        if (vn > *vmax)
+            *vmax = vn;
+        vn = *vmax;
+    }
+    float denom = sqrtf(vn) / s->bc2_sqrt + (float)cfg->eps;
+    *param = p - s->step_size * (mn / denom);
+}
+
+/* Step 5 of the protocol; `update` says whether this step was an update step. */
+static inline GE2_HD void ge2_opt_commit(ge2_control *ctl, bool update, const ge2_opt_scalars *s)
+{
+    if (!update) {
+        ctl->micro_step += 1;
+        return;
+    }
+    ctl->micro_step = 0;
+    ctl->step = s->t;
+    ctl->lr = s->lr;
+    ctl->bias_correction1 = s->bc1;
+    ctl->bias_correction2 = s->bc2;
+}
+
+#endif /* GE2_KERNELS_OPTIMIZER_MATH_H */
