@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# gpu_stage/run.sh (copied there by tools/stage_gpu.sh): runs every staged GPU
+# test binary, prints each suite's Check summary line and a final
+# "N passed, N failed"; exits non-zero if any failed.
+#
+# Usage: ./run.sh [test names...]   (default: every name in tests.txt)
+set -u
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cd "$here"
+
+# The device's CUDA libraries (cudart, cuBLAS, cuBLASLt). Binaries also carry
+# the build machine's toolkit path in their rpath; this covers other layouts.
+cuda_lib=""
+for d in "${CUDA_PATH:-/nonexistent}/lib64" /usr/local/cuda/lib64 /usr/local/cuda-13*/lib64 \
+    /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu; do
+    if [ -e "$d/libcublasLt.so.13" ]; then
+        cuda_lib="$d"
+        break
+    fi
+done
+if [ -n "$cuda_lib" ]; then
+    echo "run.sh: CUDA libraries from $cuda_lib"
+else
+    echo "run.sh: warning: libcublasLt.so.13 not found; set CUDA_PATH to the CUDA 13 toolkit"
+fi
+export LD_LIBRARY_PATH="$here/bin${cuda_lib:+:$cuda_lib}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# Trainers and benchmarks find the dataset here.
+export GE2_DATA_DIR="$here/data/fashion-mnist"
+
+if [ -x bin/smoke ]; then
+    bin/smoke 2>&1 | sed 's/^/run.sh: /'
+fi
+
+if [ "$#" -gt 0 ]; then
+    tests=("$@")
+else
+    mapfile -t tests <tests.txt
+fi
+
+mkdir -p logs
+passed=0
+failed=0
+for t in "${tests[@]}"; do
+    log="logs/$t.log"
+    if [ ! -x "bin/$t" ]; then
+        echo "$t: FAIL (no such staged binary)"
+        failed=$((failed + 1))
+        continue
+    fi
+    timeout 900 "bin/$t" >"$log" 2>&1
+    rc=$?
+    summary="$(grep -E '^[0-9]+%: Checks: ' "$log" | tail -n 1)"
+    [ -n "$summary" ] || summary="$(tail -n 1 "$log")"
+    if [ "$rc" -eq 0 ]; then
+        passed=$((passed + 1))
+        echo "$t: PASS  $summary"
+    else
+        failed=$((failed + 1))
+        echo "$t: FAIL (exit $rc)  $summary"
+        sed 's/^/    /' "$log" | tail -n 40
+    fi
+done
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# Builds everything that needs a GPU and copies it, self-contained, into
+# gpu_stage/ (git-ignored) for a machine that has a GPU but no Bazel:
+#
+#   gpu_stage/bin/              test binaries tagged "gpu", //examples:smoke,
+#                               //examples:train_mlp and //bench cc_binaries (if
+#                               they exist), plus the non-system shared libraries
+#                               they need: the small reference BLAS as
+#                               libblas.so.3 (not OpenBLAS: 36 MB) ... Binaries
+#                               find them through their $ORIGIN rpath.
+#   gpu_stage/tests.txt         the GPU test binaries run.sh runs
+#   gpu_stage/data/fashion-mnist/   the dataset (.gz IDX files)
+#   gpu_stage/bench/            bench/ scripts (*.py, *.sh), if any
+#   gpu_stage/run.sh            runs every GPU test, prints a tally
+#
+# CUDA itself (cudart, cuBLAS, cuBLASLt, the driver) is not copied: the device
+# machine has the toolkit; run.sh puts its lib64 on LD_LIBRARY_PATH.
+#
+# Usage: tools/stage_gpu.sh [extra bazel build flags]
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+stage="$root/gpu_stage"
+limit_mib=50
+data_src="${GE2_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}"
+
+say() { printf 'stage_gpu: %s\n' "$*"; }
+die() { printf 'stage_gpu: error: %s\n' "$*" >&2; exit 1; }
+
+# ------------------------------------------------------------------ targets
+# Tests tagged exactly "gpu" (the tags list prints as "[a, gpu, b]").
+mapfile -t gpu_tests < <(bazel query --noshow_progress \
+    'attr(tags, "[\[ ]gpu[,\]]", tests(//...))' 2>/dev/null | sort)
+[ "${#gpu_tests[@]}" -gt 0 ] || die "no test tagged gpu under //..."
+
+# Optional binaries: present once their modules exist.
+extra=()
+for t in //examples:smoke //examples:train_mlp; do
+    if bazel query --noshow_progress "$t" >/dev/null 2>&1; then
+        extra+=("$t")
+    fi
+done
+if [ -f bench/BUILD ] || [ -f bench/BUILD.bazel ]; then
+    mapfile -t bench_bins < <(bazel query --noshow_progress \
+        'kind("cc_binary rule", //bench/...)' 2>/dev/null | sort)
+    extra+=("${bench_bins[@]}")
+fi
+
+say "building ${#gpu_tests[@]} GPU test(s) and ${#extra[@]} binary(ies)"
+bazel build --noshow_progress "$@" "${gpu_tests[@]}" "${extra[@]}"
+bin_dir="$(bazel info "$@" bazel-bin 2>/dev/null)"
+
+# -------------------------------------------------------------------- copy
+rm -rf "$stage"
+mkdir -p "$stage/bin" "$stage/data/fashion-mnist"
+
+label_path() { # //pkg/sub:name -> pkg/sub/name
+    local l="${1#//}"
+    printf '%s/%s' "${l%%:*}" "${l##*:}"
+}
+
+copy_bin() { # label
+    local src
+    src="$bin_dir/$(label_path "$1")"
+    local name="${1##*:}"
+    [ -f "$src" ] || die "$1 built no file at $src"
+    [ ! -e "$stage/bin/$name" ] || die "two staged binaries are named $name"
+    install -m 755 "$src" "$stage/bin/$name"
+}
+
+: >"$stage/tests.txt"
+for t in "${gpu_tests[@]}"; do
+    copy_bin "$t"
+    echo "${t##*:}" >>"$stage/tests.txt"
+done
+for t in "${extra[@]}"; do
+    copy_bin "$t"
+done
+
+# ------------------------------------------------------- shared libraries
+# glibc's own libraries exist on every Linux; CUDA's come from the device's
+# toolkit/driver. Everything else a binary needs is copied beside it.
+is_provided() {
+    case "$1" in
+    libc.so.* | libm.so.* | libdl.so.* | librt.so.* | libpthread.so.* | \
+        ld-linux*.so.* | libresolv.so.* | linux-vdso.so.*) return 0 ;;
+    libcuda.so.* | libcudart.so.* | libcublas.so.* | libcublasLt.so.* | \
+        libnvidia-*.so* | libnvrtc*.so* | libnvJitLink.so.*) return 0 ;;
+    esac
+    return 1
+}
+
+# The reference BLAS (libblas3), whatever Debian's alternatives say libblas.so.3 is.
+ref_blas="$(readlink -f /usr/lib/x86_64-linux-gnu/blas/libblas.so.3 2>/dev/null || true)"
+[ -f "$ref_blas" ] || die "reference BLAS not found (apt-get install libblas3)"
+
+resolve() { # soname -> path on this machine
+    ldconfig -p | awk -v n="$1" '$1 == n && /x86-64/ { print $NF; exit }'
+}
+
+declare -A seen=()
+stage_lib() { # soname
+    local so="$1" path dep
+    [ -z "${seen[$so]:-}" ] || return 0
+    seen[$so]=1
+    is_provided "$so" && return 0
+    if [ "$so" = "libblas.so.3" ]; then
+        path="$ref_blas"
+    else
+        path="$(resolve "$so")"
+        [ -n "$path" ] || die "cannot find $so, needed by a staged binary"
+    fi
+    install -m 644 "$(readlink -f "$path")" "$stage/bin/$so"
+    for dep in $(needed "$path"); do stage_lib "$dep"; done
+}
+
+needed() { # file -> its DT_NEEDED sonames
+    readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'
+}
+
+for f in "$stage/bin"/*; do
+    for so in $(needed "$f"); do stage_lib "$so"; done
+done
+
+# -------------------------------------------------------------- data, bench
+for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz \
+    t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do
+    [ -f "$data_src/$f" ] || die "missing $data_src/$f (apt-get install dataset-fashion-mnist)"
+    install -m 644 "$data_src/$f" "$stage/data/fashion-mnist/$f"
+done
+
+shopt -s nullglob
+bench_files=(bench/*.py bench/*.sh bench/*.txt)
+if [ "${#bench_files[@]}" -gt 0 ]; then
+    mkdir -p "$stage/bench"
+    for f in "${bench_files[@]}"; do
+        install -m "$([ -x "$f" ] && echo 755 || echo 644)" "$f" "$stage/bench/"
+    done
+fi
+shopt -u nullglob
+
+install -m 755 tools/gpu_run.sh "$stage/run.sh"
+
+# -------------------------------------------------------------------- size
+bytes="$(du -sb "$stage" | cut -f1)"
+mib=$(((bytes + 1048575) / 1048576))
+say "staged into gpu_stage/: $(wc -l <"$stage/tests.txt") GPU test(s), $(ls "$stage/bin" | wc -l) file(s) in bin/"
+say "gpu_stage/ size: ${mib} MiB ($bytes bytes; limit ${limit_mib} MiB)"
+[ "$mib" -le "$limit_mib" ] || die "gpu_stage/ is over ${limit_mib} MiB"
+say "on the GPU machine: gpu_stage/run.sh"
