@@ -1,0 +1,98 @@
+/* The compiled program, private to capture/ (program.c, the backends,
+ * checkpoint.c).
+ *
+ * A program owns the persistent state every graph key shares (parameter,
+ * gradient and optimizer-state pools, constants, the control block) and a
+ * cache of graph keys, each with its plan, resolved launches and IO buffers.
+ *
+ * Memory, per key:
+ *   - activation arena: by default every key points into ONE backing
+ *     allocation sized to the largest key (keys never run concurrently).
+ *     When a bigger key arrives the backing is reallocated and every other
+ *     key's launches are re-resolved; their backend state (on CUDA the
+ *     captured graph) is released and prepared again, so they re-capture on
+ *     their next step. compile option separate_arenas gives each key its own.
+ *   - IO buffer (plan pool GE2_POOL_INPUTS): the key's static feed buffers
+ *     first, then its outputs (loss, metrics), so a later step of another key
+ *     that reuses the shared arena cannot clobber what read_output returns.
+ *   - host staging (pinned on CUDA) for the feeds, one upload per step.
+ */
+#ifndef GE2_CAPTURE_PROGRAM_INTERNAL_H
+#define GE2_CAPTURE_PROGRAM_INTERNAL_H
+
+#include "capture/backend.h"
+#include "graph/control.h"
+#include "kernels/kernel.h"
+#include "planner/plan.h"
+
+/* Steps whose loss/metric may be in flight to the host before a step must wait. */
+#define GE2_METRICS_RING 64
+
+/* One graph key: everything a step of it needs, made on its first step. */
+typedef struct ge2_program_key {
+    ge2_key key;
+    ge2_plan *plan;
+    ge2_exec exec;        /* exec.plan == plan; exec.arena/inputs resolved */
+    void *inputs;         /* device: [plan->input_bytes] feeds, then outputs */
+    void *arena_own;      /* separate_arenas: this key's own arena, else NULL */
+    void *staging;        /* host (pinned): [staging_bytes], the feeds' bytes at their input offsets */
+    size_t staging_bytes; /* bytes of the feed region at the start of `inputs` */
+    int64_t batch;        /* dim 0 of the first feed: examples per step */
+} ge2_program_key;
+
+/* Asynchronous read-back of the loss and the first metric after each step. */
+typedef struct ge2_program_metrics {
+    double *ring;                       /* host (pinned): [GE2_METRICS_RING][2] raw values (f32 or f64 bits) */
+    int64_t examples[GE2_METRICS_RING]; /* batch size of the step in each slot */
+    int head, pending;                  /* slots [head, head + pending) are in flight */
+    int64_t until_readback;             /* steps left before the next sampled step */
+    ge2_metrics sums;                   /* arrived, not yet taken */
+} ge2_program_metrics;
+
+struct ge2_program {
+    ge2_context *ctx; /* not owned; outlives the program */
+    ge2_device device;
+    ge2_graph *graph; /* not owned; outlives the program */
+    ge2_compile_options options;
+    const ge2_backend *backend;
+    ge2_backend_ctx *bctx;
+
+    ge2_layout *layout;
+    /* Persistent, shared by every key (device memory on CUDA). */
+    ge2_flat_pools pools; /* params [n], grads [n], state [slots * n] */
+    void *constants;      /* [layout->constant_bytes] */
+    ge2_control *control; /* device pointer on CUDA, host on CPU */
+    ge2_control *control_host; /* host mirror (pinned), source of control uploads */
+    int optimizer_node;        /* node id of OPTIMIZER_UPDATE, -1 without optimizer */
+
+    /* Outputs the metrics read back: loss, first other marked output; -1 if none. */
+    int loss_id, metric_id;
+
+    ge2_program_key *keys; /* [n_keys]; pointers into it are not stable (grows) */
+    int n_keys, cap_keys;
+    int last_key[GE2_MODE_COUNT]; /* key index of the most recent step of each mode, -1 */
+    void *arena;                  /* shared backing (unless separate_arenas) */
+    size_t arena_bytes;
+
+    ge2_program_metrics metrics[GE2_MODE_COUNT];
+};
+
+/* --- for the other capture/ files (checkpoint, backends) --------------- */
+
+/* The flat pools (device pointers on CUDA). */
+ge2_flat_pools ge2_program_pools(const ge2_program *program);
+/* The backend and its per-program context. */
+const ge2_backend *ge2_program_backend(const ge2_program *program, ge2_backend_ctx **ctx);
+const ge2_layout *ge2_program_layout(const ge2_program *program);
+const ge2_graph *ge2_program_graph(const ge2_program *program);
+/* The optimizer's config, NULL when the graph has none. */
+const ge2_optimizer_config *ge2_program_optimizer_config(const ge2_program *program);
+
+/* Host mirror of the control block. Write it, then upload, between steps. */
+ge2_control *ge2_program_control_host(ge2_program *program);
+/* Copies the whole mirror to the device control block (checkpoint load). */
+ge2_status ge2_program_upload_control(ge2_program *program);
+/* Waits for the device, then refreshes the whole mirror from it. */
+ge2_status ge2_program_download_control(ge2_program *program);
+
+#endif /* GE2_CAPTURE_PROGRAM_INTERNAL_H */
