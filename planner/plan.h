@@ -71,4 +71,15 @@ typedef struct ge2_plan {
 ge2_status ge2_plan_new(const ge2_graph *graph, const ge2_layout *layout, const ge2_key *key, ge2_plan **out);
 void ge2_plan_free(ge2_plan *plan);
 
+/* Keys. ge2_key_init lists the graph's inputs and labels (tensor-id order) at
+ * their built shapes; a caller changes feed_shapes, then ge2_key_rehash. */
+ge2_status ge2_key_init(const ge2_graph *graph, ge2_mode mode, ge2_key *key);
+void ge2_key_rehash(ge2_key *key);
+bool ge2_key_equal(const ge2_key *a, const ge2_key *b);
+
+/* Text report of one plan; contains "plan: arena_bytes=A lower_bound_bytes=L naive_bytes=N". */
+void ge2_plan_report(const ge2_plan *plan, const ge2_graph *graph, FILE *out);
+/* Standalone SVG of the plan's arena: schedule position across, offset up. */
+ge2_status ge2_plan_svg(const ge2_plan *plan, const ge2_graph *graph, FILE *out);
+
 #endif /* GE2_PLANNER_PLAN_H */
