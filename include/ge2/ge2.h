@@ -344,6 +344,10 @@ ge2_status ge2_program_plan_svg(ge2_program *program, ge2_mode mode, const char 
 /* Number of graph keys compiled (planned + captured on CUDA). */
 int ge2_program_key_count(const ge2_program *program);
 int ge2_program_capture_count(const ge2_program *program);
+/* Launches one step of the most recent key of mode makes (one per scheduled
+ * node; on CUDA the nodes of its captured graph); 0 before its first step.
+ * For benchmarks and tests that count kernels per step. */
+int ge2_program_launch_count(const ge2_program *program, ge2_mode mode);
 
 /* ------------------------------------------------------------ checkpoints */
 
