@@ -145,11 +145,18 @@ def ge2_cuda_library(name, srcs = [], hdrs = [], deps = [], nvcc_opts = [], **kw
     """A cc_library whose .cu sources are compiled by nvcc.
 
     srcs: .cu files. Expose them to C through extern "C" launchers declared in
-    hdrs (plain C headers). deps: cc_library targets whose headers the .cu files
-    include ("graph/ir.h" ...); @cuda//:cudart is added. The objects come from
-    `<name>_nvcc`, a rule running nvcc once per file (GE2_NVCC_OPTS), and are fed
-    to the cc_library as precompiled .o sources. Extra kwargs go to cc_library.
+    hdrs (plain C headers). hdrs may also list CUDA-only headers (.cuh): nvcc
+    sees them, the cc_library does not export them (C cannot include them, and
+    cc_library rejects the extension). deps: cc_library targets whose headers
+    the .cu files include ("graph/ir.h" ...); @cuda//:cudart is added.
+    nvcc_opts: extra nvcc flags after GE2_NVCC_OPTS.
+
+    The objects come from `<name>_nvcc`, a rule running nvcc once per file, and
+    are fed to the cc_library as precompiled .o sources (cc_library accepts .o
+    in srcs; they are -fPIC, so they serve static and shared links alike).
+    Extra kwargs go to cc_library.
     """
+    c_hdrs = [h for h in hdrs if not h.endswith(".cuh")]
     _nvcc_objects(
         name = name + "_nvcc",
         srcs = srcs,
@@ -162,7 +169,7 @@ def ge2_cuda_library(name, srcs = [], hdrs = [], deps = [], nvcc_opts = [], **kw
     native.cc_library(
         name = name,
         srcs = [":" + name + "_nvcc"],
-        hdrs = hdrs,
+        hdrs = c_hdrs,
         deps = deps + ["@cuda//:cudart"],
         # The C++ runtime: nvcc's host code uses libstdc++.
         linkopts = ["-lstdc++"],
