@@ -1,0 +1,250 @@
+/* Data sets from IDX files, and the deterministic batcher. */
+#include "data/dataset.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "data/idx.h"
+#include "graph/alloc.h"
+#include "graph/error.h"
+
+ge2_status ge2_dataset_new(int64_t n, int64_t features, int n_classes, ge2_dataset **out)
+{
+    if (!out || n <= 0 || features <= 0 || n_classes <= 0)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_dataset_new: n=%lld features=%lld n_classes=%d must be > 0",
+                         (long long)n, (long long)features, n_classes);
+    *out = NULL;
+    if (n > INT64_MAX / features || (uint64_t)(n * features) > SIZE_MAX / sizeof(float))
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_dataset_new: %lld x %lld values do not fit", (long long)n,
+                         (long long)features);
+    ge2_dataset *ds = ge2_calloc(1, sizeof *ds);
+    if (!ds)
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_dataset_new: out of memory");
+    ds->n = n;
+    ds->features = features;
+    ds->n_classes = n_classes;
+    ds->images = ge2_calloc((size_t)(n * features), sizeof(float));
+    ds->labels = ge2_calloc((size_t)n, sizeof(int32_t));
+    if (!ds->images || !ds->labels) {
+        ge2_dataset_free(ds);
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_dataset_new: cannot allocate %lld examples", (long long)n);
+    }
+    *out = ds;
+    return GE2_OK;
+}
+
+void ge2_dataset_free(ge2_dataset *ds)
+{
+    if (!ds)
+        return;
+    ge2_free(ds->images);
+    ge2_free(ds->labels);
+    ge2_free(ds);
+}
+
+static ge2_status dataset_fill(const char *images_path, const char *labels_path, int n_classes,
+                               const ge2_idx *images, const ge2_idx *labels, ge2_dataset **out)
+{
+    if (images->ndim != 2 && images->ndim != 3)
+        return ge2_error(GE2_ERR_FORMAT, "%s: images must have 2 or 3 dims ([n, features] or [n, rows, cols]), got %d",
+                         images_path, images->ndim);
+    if (labels->ndim != 1)
+        return ge2_error(GE2_ERR_FORMAT, "%s: labels must have 1 dim, got %d", labels_path, labels->ndim);
+    if (images->dim[0] != labels->dim[0])
+        return ge2_error(GE2_ERR_FORMAT, "%s has %lld images but %s has %lld labels", images_path,
+                         (long long)images->dim[0], labels_path, (long long)labels->dim[0]);
+    int64_t n = images->dim[0], features = images->numel / n;
+    for (int64_t i = 0; i < n; i++)
+        if (labels->data[i] >= n_classes)
+            return ge2_error(GE2_ERR_FORMAT, "%s: label %d of example %lld is outside [0, %d)", labels_path,
+                             labels->data[i], (long long)i, n_classes);
+    ge2_dataset *ds;
+    GE2_TRY(ge2_dataset_new(n, features, n_classes, &ds));
+    for (int64_t i = 0; i < n * features; i++)
+        ds->images[i] = (float)images->data[i] / 255.0f;
+    for (int64_t i = 0; i < n; i++)
+        ds->labels[i] = labels->data[i];
+    *out = ds;
+    return GE2_OK;
+}
+
+ge2_status ge2_dataset_load_idx(const char *images_path, const char *labels_path, int n_classes,
+                                ge2_dataset **out)
+{
+    if (!images_path || !labels_path || !out || n_classes <= 0)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_dataset_load_idx: paths, out and n_classes > 0 are required");
+    *out = NULL;
+    ge2_idx images, labels;
+    GE2_TRY(ge2_idx_load(images_path, &images));
+    ge2_status st = ge2_idx_load(labels_path, &labels);
+    if (st == GE2_OK) {
+        st = dataset_fill(images_path, labels_path, n_classes, &images, &labels, out);
+        ge2_idx_release(&labels);
+    }
+    ge2_idx_release(&images);
+    return st;
+}
+
+/* "<dir>/<base>.gz" if present, else "<dir>/<base>". */
+static ge2_status dataset_find(const char *dir, const char *base, char *path, size_t size)
+{
+    struct stat st;
+    const char *suffix[2] = {".gz", ""};
+    for (int i = 0; i < 2; i++) {
+        int len = snprintf(path, size, "%s/%s%s", dir, base, suffix[i]);
+        if (len < 0 || (size_t)len >= size)
+            return ge2_error(GE2_ERR_INVALID_ARGUMENT, "%s: data directory path too long", dir);
+        if (stat(path, &st) == 0 && S_ISREG(st.st_mode))
+            return GE2_OK;
+    }
+    return ge2_error(GE2_ERR_IO, "%s: no %s or %s.gz in the data directory", dir, base, base);
+}
+
+ge2_status ge2_dataset_load_fashion_mnist(const char *dir, ge2_split split, ge2_dataset **out)
+{
+    if (!dir || !out || split < 0 || split >= GE2_SPLIT_COUNT)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_dataset_load_fashion_mnist: dir, out and a split are required");
+    *out = NULL;
+    struct stat st;
+    if (stat(dir, &st) != 0)
+        return ge2_error(GE2_ERR_IO, "%s: data directory: %s", dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return ge2_error(GE2_ERR_IO, "%s: data directory: not a directory", dir);
+    const char *prefix = split == GE2_SPLIT_TRAIN ? "train" : "t10k";
+    char base[64], images[4096], labels[4096];
+    snprintf(base, sizeof base, "%s-images-idx3-ubyte", prefix);
+    GE2_TRY(dataset_find(dir, base, images, sizeof images));
+    snprintf(base, sizeof base, "%s-labels-idx1-ubyte", prefix);
+    GE2_TRY(dataset_find(dir, base, labels, sizeof labels));
+    return ge2_dataset_load_idx(images, labels, 10, out);
+}
+
+/* ---------------------------------------------------------------- batcher */
+
+struct ge2_batcher {
+    const ge2_dataset *ds;
+    ge2_batcher_options opt;
+    int64_t epoch, next; /* next batch index in the epoch */
+    int64_t *order;      /* [n] example order of the epoch */
+    float *images;       /* [batch, features] gathered batch (shuffle mode) */
+    int32_t *labels;     /* [batch] */
+};
+
+/* splitmix64's finalizer: a counter-based generator, value = f(key, counter). */
+static uint64_t batcher_mix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+static void batcher_build_order(ge2_batcher *b)
+{
+    int64_t n = b->ds->n;
+    for (int64_t i = 0; i < n; i++)
+        b->order[i] = i;
+    if (!b->opt.shuffle)
+        return;
+    uint64_t key = batcher_mix(batcher_mix(b->opt.seed) ^ (uint64_t)b->epoch);
+    for (int64_t i = n - 1; i > 0; i--) {
+        /* multiply-shift maps 64 random bits onto [0, i] (bias < 2^-40 for n < 2^24) */
+        uint64_t r = batcher_mix(key ^ batcher_mix((uint64_t)i));
+        int64_t j = (int64_t)(((unsigned __int128)r * (uint64_t)(i + 1)) >> 64);
+        int64_t t = b->order[i];
+        b->order[i] = b->order[j];
+        b->order[j] = t;
+    }
+}
+
+ge2_status ge2_batcher_new(const ge2_dataset *ds, const ge2_batcher_options *options, ge2_batcher **out)
+{
+    if (!ds || !options || !out)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_batcher_new: data set, options and out are required");
+    *out = NULL;
+    if (options->batch_size <= 0 || options->batch_size > ds->n)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_batcher_new: batch_size %lld must be in [1, %lld]",
+                         (long long)options->batch_size, (long long)ds->n);
+    ge2_batcher *b = ge2_calloc(1, sizeof *b);
+    if (!b)
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_batcher_new: out of memory");
+    b->ds = ds;
+    b->opt = *options;
+    b->order = ge2_malloc((size_t)ds->n * sizeof *b->order);
+    b->images = ge2_malloc((size_t)(options->batch_size * ds->features) * sizeof(float));
+    b->labels = ge2_malloc((size_t)options->batch_size * sizeof(int32_t));
+    if (!b->order || !b->images || !b->labels) {
+        ge2_batcher_free(b);
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_batcher_new: out of memory");
+    }
+    batcher_build_order(b);
+    *out = b;
+    return GE2_OK;
+}
+
+void ge2_batcher_free(ge2_batcher *b)
+{
+    if (!b)
+        return;
+    ge2_free(b->order);
+    ge2_free(b->images);
+    ge2_free(b->labels);
+    ge2_free(b);
+}
+
+int64_t ge2_batcher_batches_per_epoch(const ge2_batcher *b)
+{
+    int64_t n = b->ds->n, bs = b->opt.batch_size;
+    return b->opt.drop_last ? n / bs : (n + bs - 1) / bs;
+}
+
+ge2_status ge2_batcher_seek(ge2_batcher *b, int64_t epoch, int64_t batch_in_epoch)
+{
+    if (!b || epoch < 0 || batch_in_epoch < 0 || batch_in_epoch > ge2_batcher_batches_per_epoch(b))
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_batcher_seek: position (epoch %lld, batch %lld) out of range",
+                         (long long)epoch, (long long)batch_in_epoch);
+    if (epoch != b->epoch) {
+        b->epoch = epoch;
+        batcher_build_order(b);
+    }
+    b->next = batch_in_epoch;
+    return GE2_OK;
+}
+
+bool ge2_batcher_next(ge2_batcher *b, ge2_batch *out)
+{
+    if (b->next >= ge2_batcher_batches_per_epoch(b))
+        return false;
+    const ge2_dataset *ds = b->ds;
+    int64_t start = b->next * b->opt.batch_size;
+    int64_t size = ds->n - start < b->opt.batch_size ? ds->n - start : b->opt.batch_size;
+    out->size = size;
+    out->epoch = b->epoch;
+    out->index = b->next++;
+    if (!b->opt.shuffle) {
+        out->images = ds->images + start * ds->features;
+        out->labels = ds->labels + start;
+        return true;
+    }
+    for (int64_t i = 0; i < size; i++) {
+        int64_t e = b->order[start + i];
+        memcpy(b->images + i * ds->features, ds->images + e * ds->features, (size_t)ds->features * sizeof(float));
+        b->labels[i] = ds->labels[e];
+    }
+    out->images = b->images;
+    out->labels = b->labels;
+    return true;
+}
+
+void ge2_batcher_position(const ge2_batcher *b, int64_t *epoch, int64_t *batch_in_epoch)
+{
+    *epoch = b->epoch;
+    *batch_in_epoch = b->next;
+}
+
+int64_t ge2_batcher_example(const ge2_batcher *b, int64_t i)
+{
+    return i >= 0 && i < b->ds->n ? b->order[i] : -1;
+}

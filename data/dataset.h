@@ -1,0 +1,76 @@
+/* In-memory classification data sets and the batcher that walks them.
+ *
+ * Not part of the public ge2 API (include/ge2/ge2.h): the trainer and the
+ * benchmarks include it. A data set is images as f32 rows (pixel / 255,
+ * flattened) and i32 labels. The batcher's order is a pure function of
+ * (seed, epoch): a counter-based RNG drives a Fisher-Yates shuffle, so
+ * training resumes at (epoch, batch_in_epoch) without replaying anything.
+ */
+#ifndef GE2_DATA_DATASET_H
+#define GE2_DATA_DATASET_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ge2/ge2.h"
+
+typedef enum ge2_split {
+    GE2_SPLIT_TRAIN,
+    GE2_SPLIT_TEST,
+    GE2_SPLIT_COUNT
+} ge2_split;
+
+typedef struct ge2_dataset {
+    int64_t n;        /* examples */
+    int64_t features; /* values per example (784 for 28x28 images) */
+    int n_classes;    /* labels are in [0, n_classes) */
+    float *images;    /* [n, features] */
+    int32_t *labels;  /* [n] */
+} ge2_dataset;
+
+/* Zero-filled data set for the caller to fill (tests, synthetic data). */
+ge2_status ge2_dataset_new(int64_t n, int64_t features, int n_classes, ge2_dataset **out);
+void ge2_dataset_free(ge2_dataset *ds);
+
+/* An image IDX file ([n, rows, cols] or [n, features], u8) and a label IDX
+ * file ([n], u8, each < n_classes); the counts must agree. */
+ge2_status ge2_dataset_load_idx(const char *images_path, const char *labels_path, int n_classes,
+                                ge2_dataset **out);
+/* dir holds {train,t10k}-{images-idx3,labels-idx1}-ubyte, each optionally .gz. */
+ge2_status ge2_dataset_load_fashion_mnist(const char *dir, ge2_split split, ge2_dataset **out);
+
+/* ---------------------------------------------------------------- batcher */
+
+typedef struct ge2_batcher_options {
+    int64_t batch_size;
+    bool shuffle;   /* off: batches are consecutive slices from example 0 */
+    uint64_t seed;  /* shuffle order = f(seed, epoch) */
+    bool drop_last; /* drop the last partial batch of an epoch instead of returning it */
+} ge2_batcher_options;
+
+typedef struct ge2_batch {
+    const float *images;   /* [size, features] */
+    const int32_t *labels; /* [size] */
+    int64_t size;
+    int64_t epoch;
+    int64_t index; /* batch_in_epoch of this batch */
+} ge2_batch;
+
+typedef struct ge2_batcher ge2_batcher;
+
+/* The data set must outlive the batcher. Starts at epoch 0, batch 0. */
+ge2_status ge2_batcher_new(const ge2_dataset *ds, const ge2_batcher_options *options, ge2_batcher **out);
+void ge2_batcher_free(ge2_batcher *b);
+int64_t ge2_batcher_batches_per_epoch(const ge2_batcher *b);
+/* Positions the batcher so the next batch is (epoch, batch_in_epoch). */
+ge2_status ge2_batcher_seek(ge2_batcher *b, int64_t epoch, int64_t batch_in_epoch);
+/* The next batch of the current epoch; false once the epoch is exhausted
+ * (seek to epoch + 1 to go on). The batch's pointers stay valid until the
+ * next call. */
+bool ge2_batcher_next(ge2_batcher *b, ge2_batch *out);
+/* Where the next batch would come from. */
+void ge2_batcher_position(const ge2_batcher *b, int64_t *epoch, int64_t *batch_in_epoch);
+/* Example index at position i of the epoch's order (the permutation itself). */
+int64_t ge2_batcher_example(const ge2_batcher *b, int64_t i);
+
+#endif /* GE2_DATA_DATASET_H */

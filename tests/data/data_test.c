@@ -1,0 +1,406 @@
+/* IDX reading, data-set loading and the batcher.
+ *
+ * Every file is written by the test itself, byte by byte, so the expected
+ * values and the expected failure are known independently of the reader. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "data/dataset.h"
+#include "data/idx.h"
+
+static char tmpdir[256];
+
+static void setup(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/ge2_data_test.XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void teardown(void)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static const char *tmp_path(const char *name)
+{
+    static char path[2][512];
+    static int which;
+    which ^= 1;
+    snprintf(path[which], sizeof path[which], "%s/%s", tmpdir, name);
+    return path[which];
+}
+
+/* Writes an IDX file: header for type/dims, then `data_bytes` bytes of data
+ * (value i -> (i * 7 + 3) mod 256), so sizes can disagree with the header. */
+static const char *write_idx(const char *name, const uint8_t magic[4], const uint32_t *dims, int ndim,
+                             size_t data_bytes, bool gz)
+{
+    const char *path = tmp_path(name);
+    uint8_t header[4 + 4 * 8];
+    memcpy(header, magic, 4);
+    for (int i = 0; i < ndim; i++) {
+        header[4 + 4 * i] = (uint8_t)(dims[i] >> 24);
+        header[5 + 4 * i] = (uint8_t)(dims[i] >> 16);
+        header[6 + 4 * i] = (uint8_t)(dims[i] >> 8);
+        header[7 + 4 * i] = (uint8_t)dims[i];
+    }
+    uint8_t *data = malloc(data_bytes + 1);
+    for (size_t i = 0; i < data_bytes; i++)
+        data[i] = (uint8_t)((i * 7 + 3) % 256);
+    if (gz) {
+        gzFile f = gzopen(path, "wb");
+        ck_assert_ptr_nonnull(f);
+        ck_assert_int_eq(gzwrite(f, header, 4 + 4 * ndim), 4 + 4 * ndim);
+        if (data_bytes)
+            ck_assert_int_eq(gzwrite(f, data, (unsigned)data_bytes), (int)data_bytes);
+        gzclose(f);
+    } else {
+        FILE *f = fopen(path, "wb");
+        ck_assert_ptr_nonnull(f);
+        fwrite(header, 1, 4 + 4 * ndim, f);
+        fwrite(data, 1, data_bytes, f);
+        fclose(f);
+    }
+    free(data);
+    return path;
+}
+
+static const uint8_t MAGIC_U8_1[4] = {0, 0, 8, 1};
+static const uint8_t MAGIC_U8_3[4] = {0, 0, 8, 3};
+
+static void check_load_ok(bool gz)
+{
+    uint32_t dims[3] = {5, 3, 4};
+    const char *path = write_idx(gz ? "img.gz" : "img", MAGIC_U8_3, dims, 3, 60, gz);
+    ge2_idx idx;
+    ck_assert_int_eq(ge2_idx_load(path, &idx), GE2_OK);
+    ck_assert_int_eq(idx.ndim, 3);
+    ck_assert_int_eq(idx.dim[0], 5);
+    ck_assert_int_eq(idx.dim[1], 3);
+    ck_assert_int_eq(idx.dim[2], 4);
+    ck_assert_int_eq(idx.numel, 60);
+    for (int i = 0; i < 60; i++)
+        ck_assert_int_eq(idx.data[i], (i * 7 + 3) % 256);
+    ge2_idx_release(&idx);
+}
+
+START_TEST(idx_plain) { check_load_ok(false); }
+END_TEST
+
+START_TEST(idx_gz) { check_load_ok(true); }
+END_TEST
+
+/* Loads a file expected to fail and checks the message names it and says why. */
+static void expect_error(const char *path, ge2_status status, const char *needle)
+{
+    ge2_idx idx;
+    ck_assert_int_eq(ge2_idx_load(path, &idx), status);
+    ck_assert_ptr_null(idx.data);
+    const char *msg = ge2_last_error();
+    ck_assert_msg(strstr(msg, needle) != NULL, "message \"%s\" lacks \"%s\"", msg, needle);
+    ck_assert_msg(strstr(msg, path) != NULL, "message \"%s\" does not name %s", msg, path);
+}
+
+START_TEST(idx_bad_magic)
+{
+    const uint8_t magic[4] = {0x1f, 0, 8, 1};
+    uint32_t dims[1] = {4};
+    expect_error(write_idx("bad", magic, dims, 1, 4, false), GE2_ERR_FORMAT, "bad magic");
+}
+END_TEST
+
+START_TEST(idx_bad_type)
+{
+    const uint8_t magic[4] = {0, 0, 0x0d, 1}; /* f32 */
+    uint32_t dims[1] = {4};
+    expect_error(write_idx("f32", magic, dims, 1, 16, true), GE2_ERR_FORMAT, "only u8");
+}
+END_TEST
+
+START_TEST(idx_bad_ndim)
+{
+    const uint8_t magic[4] = {0, 0, 8, 5};
+    uint32_t dims[5] = {1, 1, 1, 1, 1};
+    expect_error(write_idx("five", magic, dims, 5, 1, false), GE2_ERR_FORMAT, "5 dims");
+    const uint8_t magic0[4] = {0, 0, 8, 0};
+    expect_error(write_idx("zero", magic0, dims, 0, 1, false), GE2_ERR_FORMAT, "0 dims");
+}
+END_TEST
+
+START_TEST(idx_truncated)
+{
+    uint32_t dims[3] = {100, 28, 28};
+    expect_error(write_idx("t.gz", MAGIC_U8_3, dims, 3, 1200, true), GE2_ERR_FORMAT,
+                 "truncated: header says 78400 bytes of pixels, file has 1200");
+    expect_error(write_idx("t", MAGIC_U8_3, dims, 3, 1200, false), GE2_ERR_FORMAT,
+                 "truncated: header says 78400 bytes of pixels, file has 1200");
+    /* the header itself cut short */
+    expect_error(write_idx("h", MAGIC_U8_3, dims, 1, 0, false), GE2_ERR_FORMAT, "truncated: header of 3 dims");
+}
+END_TEST
+
+START_TEST(idx_huge_claim_small_file)
+{
+    uint32_t dims[3] = {0xffffffffu, 0xffffffffu, 16};
+    expect_error(write_idx("huge", MAGIC_U8_3, dims, 3, 10, true), GE2_ERR_FORMAT, "overflow");
+    uint32_t dims2[2] = {0x7fffffffu, 2};
+    const uint8_t magic[4] = {0, 0, 8, 2};
+    /* 4 GB announced, 10 bytes present: reported as truncated, not an allocation of 4 GB */
+    expect_error(write_idx("big", magic, dims2, 2, 10, false), GE2_ERR_FORMAT, "file has 10");
+}
+END_TEST
+
+START_TEST(idx_trailing)
+{
+    uint32_t dims[1] = {10};
+    expect_error(write_idx("tr", MAGIC_U8_1, dims, 1, 11, false), GE2_ERR_FORMAT, "trailing bytes");
+    expect_error(write_idx("tr.gz", MAGIC_U8_1, dims, 1, 11, true), GE2_ERR_FORMAT, "trailing bytes");
+}
+END_TEST
+
+START_TEST(idx_zero_dim)
+{
+    uint32_t dims[3] = {4, 0, 28};
+    expect_error(write_idx("z", MAGIC_U8_3, dims, 3, 0, false), GE2_ERR_FORMAT, "dim 1 is 0");
+}
+END_TEST
+
+START_TEST(idx_missing)
+{
+    expect_error(tmp_path("does-not-exist"), GE2_ERR_IO, "cannot open");
+}
+END_TEST
+
+START_TEST(idx_corrupt_gzip)
+{
+    uint32_t dims[1] = {1000};
+    const char *path = write_idx("c.gz", MAGIC_U8_1, dims, 1, 1000, true);
+    FILE *f = fopen(path, "r+b");
+    fseek(f, 20, SEEK_SET);
+    uint8_t junk[16];
+    memset(junk, 0xa5, sizeof junk);
+    fwrite(junk, 1, sizeof junk, f);
+    fclose(f);
+    ge2_idx idx;
+    ck_assert_int_ne(ge2_idx_load(path, &idx), GE2_OK);
+    ck_assert_ptr_nonnull(strstr(ge2_last_error(), path));
+}
+END_TEST
+
+/* ------------------------------------------------------------- data sets */
+
+START_TEST(dataset_load)
+{
+    uint32_t idims[3] = {6, 2, 2}, ldims[1] = {6};
+    const char *images = write_idx("train-images-idx3-ubyte.gz", MAGIC_U8_3, idims, 3, 24, true);
+    /* labels (i*7+3) % 256 = 3, 10, ... exceed 10 classes: write them by hand */
+    (void)ldims;
+    const char *lpath = tmp_path("train-labels-idx1-ubyte");
+    FILE *f = fopen(lpath, "wb");
+    const uint8_t lab[4 + 4 + 6] = {0, 0, 8, 1, 0, 0, 0, 6, 9, 0, 3, 3, 1, 7};
+    fwrite(lab, 1, sizeof lab, f);
+    fclose(f);
+    ge2_dataset *ds;
+    ck_assert_int_eq(ge2_dataset_load_idx(images, lpath, 10, &ds), GE2_OK);
+    ck_assert_int_eq(ds->n, 6);
+    ck_assert_int_eq(ds->features, 4);
+    for (int i = 0; i < 24; i++)
+        ck_assert_float_eq_tol(ds->images[i], ((i * 7 + 3) % 256) / 255.0, 1e-7);
+    ck_assert_int_eq(ds->labels[0], 9);
+    ck_assert_int_eq(ds->labels[5], 7);
+    ge2_dataset_free(ds);
+
+    /* the directory form finds the .gz images and the plain labels */
+    ck_assert_int_eq(ge2_dataset_load_fashion_mnist(tmpdir, GE2_SPLIT_TRAIN, &ds), GE2_OK);
+    ck_assert_int_eq(ds->n, 6);
+    ge2_dataset_free(ds);
+    ck_assert_int_eq(ge2_dataset_load_fashion_mnist(tmpdir, GE2_SPLIT_TEST, &ds), GE2_ERR_IO);
+    ck_assert_ptr_nonnull(strstr(ge2_last_error(), "t10k-images-idx3-ubyte"));
+    ck_assert_int_eq(ge2_dataset_load_fashion_mnist(tmp_path("nodir"), GE2_SPLIT_TRAIN, &ds), GE2_ERR_IO);
+    ck_assert_ptr_nonnull(strstr(ge2_last_error(), "nodir"));
+}
+END_TEST
+
+START_TEST(dataset_count_mismatch)
+{
+    uint32_t idims[3] = {6, 2, 2}, ldims[1] = {5};
+    const char *images = write_idx("im", MAGIC_U8_3, idims, 3, 24, false);
+    const char *labels = tmp_path("lb");
+    FILE *f = fopen(labels, "wb");
+    const uint8_t lab[4 + 4 + 5] = {0, 0, 8, 1, 0, 0, 0, 5, 1, 2, 3, 4, 5};
+    fwrite(lab, 1, sizeof lab, f);
+    fclose(f);
+    (void)ldims;
+    ge2_dataset *ds = (ge2_dataset *)1;
+    ck_assert_int_eq(ge2_dataset_load_idx(images, labels, 10, &ds), GE2_ERR_FORMAT);
+    ck_assert_ptr_null(ds);
+    ck_assert_ptr_nonnull(strstr(ge2_last_error(), "has 6 images but"));
+    ck_assert_ptr_nonnull(strstr(ge2_last_error(), "has 5 labels"));
+}
+END_TEST
+
+START_TEST(dataset_label_range)
+{
+    uint32_t idims[2] = {2, 3};
+    const char *images = write_idx("im2", (const uint8_t[4]){0, 0, 8, 2}, idims, 2, 6, false);
+    const char *labels = tmp_path("lb2");
+    FILE *f = fopen(labels, "wb");
+    const uint8_t lab[10] = {0, 0, 8, 1, 0, 0, 0, 2, 1, 10};
+    fwrite(lab, 1, sizeof lab, f);
+    fclose(f);
+    ge2_dataset *ds;
+    ck_assert_int_eq(ge2_dataset_load_idx(images, labels, 10, &ds), GE2_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(ge2_last_error(), "label 10 of example 1"));
+}
+END_TEST
+
+/* --------------------------------------------------------------- batcher */
+
+static ge2_dataset *counting_dataset(int64_t n)
+{
+    ge2_dataset *ds;
+    ck_assert_int_eq(ge2_dataset_new(n, 2, 10, &ds), GE2_OK);
+    for (int64_t i = 0; i < n; i++) {
+        ds->images[2 * i] = (float)i;
+        ds->images[2 * i + 1] = (float)-i;
+        ds->labels[i] = (int32_t)(i % 10);
+    }
+    return ds;
+}
+
+/* Collects the example ids of one epoch, checking each batch's contents. */
+static int64_t collect_epoch(ge2_batcher *b, const ge2_dataset *ds, int64_t *ids, int64_t *n_batches)
+{
+    ge2_batch batch;
+    int64_t count = 0;
+    *n_batches = 0;
+    while (ge2_batcher_next(b, &batch)) {
+        ck_assert_int_eq(batch.index, *n_batches);
+        for (int64_t i = 0; i < batch.size; i++) {
+            int64_t id = (int64_t)batch.images[2 * i];
+            ck_assert_float_eq(batch.images[2 * i + 1], (float)-id);
+            ck_assert_int_eq(batch.labels[i], ds->labels[id]);
+            ids[count++] = id;
+        }
+        (*n_batches)++;
+    }
+    return count;
+}
+
+START_TEST(batcher_permutation_and_determinism)
+{
+    const int64_t n = 103;
+    ge2_dataset *ds = counting_dataset(n);
+    ge2_batcher_options opt = {.batch_size = 10, .shuffle = true, .seed = 42, .drop_last = false};
+    ge2_batcher *a, *b;
+    ck_assert_int_eq(ge2_batcher_new(ds, &opt, &a), GE2_OK);
+    ck_assert_int_eq(ge2_batcher_new(ds, &opt, &b), GE2_OK);
+    ck_assert_int_eq(ge2_batcher_batches_per_epoch(a), 11);
+    int64_t ids[3][103], again[103], nb;
+    for (int e = 0; e < 3; e++) {
+        ck_assert_int_eq(ge2_batcher_seek(a, e, 0), GE2_OK);
+        ck_assert_int_eq(collect_epoch(a, ds, ids[e], &nb), n);
+        ck_assert_int_eq(nb, 11);
+        bool seen[103] = {false};
+        for (int64_t i = 0; i < n; i++) {
+            ck_assert(ids[e][i] >= 0 && ids[e][i] < n);
+            ck_assert_msg(!seen[ids[e][i]], "epoch %d repeats example %lld", e, (long long)ids[e][i]);
+            seen[ids[e][i]] = true;
+        }
+    }
+    ck_assert_msg(memcmp(ids[0], ids[1], sizeof ids[0]) != 0, "epochs 0 and 1 have the same order");
+    int64_t in_place = 0;
+    for (int64_t i = 0; i < n; i++)
+        in_place += ids[0][i] == i;
+    ck_assert_msg(in_place < n / 4, "shuffle left %lld of %lld in place", (long long)in_place, (long long)n);
+    /* a second batcher jumping straight to epoch 2 sees the same order */
+    ck_assert_int_eq(ge2_batcher_seek(b, 2, 0), GE2_OK);
+    collect_epoch(b, ds, again, &nb);
+    ck_assert_mem_eq(again, ids[2], sizeof again);
+    /* resuming mid-epoch: batch 4 of epoch 1 onwards */
+    ck_assert_int_eq(ge2_batcher_seek(b, 1, 4), GE2_OK);
+    ge2_batch batch;
+    ck_assert(ge2_batcher_next(b, &batch));
+    ck_assert_int_eq(batch.index, 4);
+    ck_assert_int_eq(batch.epoch, 1);
+    ck_assert_int_eq((int64_t)batch.images[0], ids[1][40]);
+    /* another seed, another order */
+    ge2_batcher *c;
+    opt.seed = 43;
+    ck_assert_int_eq(ge2_batcher_new(ds, &opt, &c), GE2_OK);
+    collect_epoch(c, ds, again, &nb);
+    ck_assert_msg(memcmp(again, ids[0], sizeof again) != 0, "seeds 42 and 43 give the same order");
+    ge2_batcher_free(a);
+    ge2_batcher_free(b);
+    ge2_batcher_free(c);
+    ge2_dataset_free(ds);
+}
+END_TEST
+
+START_TEST(batcher_no_shuffle_and_last_batch)
+{
+    ge2_dataset *ds = counting_dataset(25);
+    ge2_batcher_options opt = {.batch_size = 10, .shuffle = false, .seed = 1, .drop_last = false};
+    ge2_batcher *b;
+    ck_assert_int_eq(ge2_batcher_new(ds, &opt, &b), GE2_OK);
+    int64_t ids[25], nb;
+    ck_assert_int_eq(collect_epoch(b, ds, ids, &nb), 25);
+    ck_assert_int_eq(nb, 3);
+    for (int i = 0; i < 25; i++)
+        ck_assert_int_eq(ids[i], i);
+    ge2_batcher_free(b);
+
+    opt.drop_last = true;
+    ck_assert_int_eq(ge2_batcher_new(ds, &opt, &b), GE2_OK);
+    ck_assert_int_eq(collect_epoch(b, ds, ids, &nb), 20);
+    ck_assert_int_eq(nb, 2);
+    ge2_batcher_free(b);
+
+    opt.batch_size = 26;
+    ck_assert_int_eq(ge2_batcher_new(ds, &opt, &b), GE2_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(ge2_last_error(), "batch_size 26"));
+    ge2_dataset_free(ds);
+}
+END_TEST
+
+static Suite *data_suite(void)
+{
+    Suite *s = suite_create("data");
+    TCase *idx = tcase_create("idx");
+    tcase_add_checked_fixture(idx, setup, teardown);
+    tcase_add_test(idx, idx_plain);
+    tcase_add_test(idx, idx_gz);
+    tcase_add_test(idx, idx_bad_magic);
+    tcase_add_test(idx, idx_bad_type);
+    tcase_add_test(idx, idx_bad_ndim);
+    tcase_add_test(idx, idx_truncated);
+    tcase_add_test(idx, idx_huge_claim_small_file);
+    tcase_add_test(idx, idx_trailing);
+    tcase_add_test(idx, idx_zero_dim);
+    tcase_add_test(idx, idx_missing);
+    tcase_add_test(idx, idx_corrupt_gzip);
+    tcase_add_test(idx, dataset_load);
+    tcase_add_test(idx, dataset_count_mismatch);
+    tcase_add_test(idx, dataset_label_range);
+    suite_add_tcase(s, idx);
+    TCase *batcher = tcase_create("batcher");
+    tcase_add_test(batcher, batcher_permutation_and_determinism);
+    tcase_add_test(batcher, batcher_no_shuffle_and_last_batch);
+    suite_add_tcase(s, batcher);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(data_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
