@@ -1,0 +1,408 @@
+/* The CUDA backend: one non-blocking stream per program, and per graph key
+ * one CUDA Graph holding the whole step.
+ *
+ * A key's first step runs its launches eagerly. That run is the step itself
+ * (the optimizer must update once, not twice) and also the warm-up: every
+ * kernel module is loaded and every cuBLASLt kernel has run once before
+ * capture. The same launches are then captured, instantiated and uploaded
+ * without being executed; every later step of the key is one cudaGraphLaunch.
+ * A replay therefore allocates nothing, waits for nothing and reads no host
+ * value: what changes per step lives in the device control block.
+ *
+ * If a launch cannot be captured, the key falls back to eager execution for
+ * good (one warning line on stderr naming the node and op), and the program
+ * keeps working. compile option disable_capture or GE2_DISABLE_CAPTURE=1
+ * make every key eager, which is the reference the stability suite compares
+ * replays against.
+ */
+#include "capture/backend.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/alloc.h"
+#include "graph/error.h"
+
+/* cuBLASLt workspace shared by every GEMM of the program (one stream, so one
+ * GEMM at a time); 32 MiB covers the split-K and stream-K configurations the
+ * heuristic returns for the sizes ge2 trains. */
+#define GE2_CUDA_WORKSPACE_BYTES ((size_t)32 << 20)
+
+struct ge2_backend_ctx {
+    int device;
+    cudaStream_t stream;
+    cublasLtHandle_t lt;
+    void *workspace; /* [GE2_CUDA_WORKSPACE_BYTES] */
+    size_t workspace_bytes;
+    cudaEvent_t readback; /* recorded after the latest asynchronous read-back */
+    bool readback_pending;
+    bool tf32;
+    bool disable_capture;
+    int capture_count; /* graphs instantiated over the program's life */
+};
+
+/* Per key, in ge2_exec.backend_data. */
+typedef struct ge2_cuda_exec {
+    cudaGraphExec_t graph; /* NULL until captured */
+    bool eager;            /* capture failed: this key runs eagerly for good */
+} ge2_cuda_exec;
+
+static ge2_status cuda_fail(cudaError_t e, const char *call)
+{
+    return ge2_error(GE2_ERR_CUDA, "ge2 cuda backend: %s failed: %s (%s)", call, cudaGetErrorString(e),
+                     cudaGetErrorName(e));
+}
+
+#define CUDA_TRY(call)                            \
+    do {                                          \
+        cudaError_t e_ = (call);                  \
+        if (e_ != cudaSuccess)                    \
+            return cuda_fail(e_, #call);          \
+    } while (0)
+
+/* ------------------------------------------------------------ open, close */
+
+static void cuda_close(ge2_backend_ctx *ctx)
+{
+    if (!ctx)
+        return;
+    if (ctx->stream)
+        cudaStreamSynchronize(ctx->stream);
+    if (ctx->readback)
+        cudaEventDestroy(ctx->readback);
+    if (ctx->workspace)
+        cudaFree(ctx->workspace);
+    if (ctx->lt)
+        cublasLtDestroy(ctx->lt);
+    if (ctx->stream)
+        cudaStreamDestroy(ctx->stream);
+    ge2_free(ctx);
+}
+
+static bool env_disables_capture(void)
+{
+    const char *v = getenv("GE2_DISABLE_CAPTURE");
+    return v && v[0] && strcmp(v, "0") != 0;
+}
+
+static ge2_status open_resources(ge2_backend_ctx *ctx)
+{
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count < 1) {
+        const char *why = e != cudaSuccess ? cudaGetErrorString(e) : "the CUDA runtime reports 0 devices";
+        cudaGetLastError(); /* not sticky; don't leak it into later checks */
+        return ge2_error(GE2_ERR_NO_DEVICE, "ge2 cuda backend: no CUDA device (%s)", why);
+    }
+    CUDA_TRY(cudaSetDevice(ctx->device));
+    CUDA_TRY(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
+    cublasStatus_t s = cublasLtCreate(&ctx->lt);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        ctx->lt = NULL;
+        return ge2_error(GE2_ERR_CUDA, "ge2 cuda backend: cublasLtCreate failed: cuBLAS status %d", (int)s);
+    }
+    ctx->workspace_bytes = GE2_CUDA_WORKSPACE_BYTES;
+    CUDA_TRY(cudaMalloc(&ctx->workspace, ctx->workspace_bytes));
+    /* Timing off: the event only answers "has the copy landed". */
+    CUDA_TRY(cudaEventCreateWithFlags(&ctx->readback, cudaEventDisableTiming));
+    return GE2_OK;
+}
+
+static ge2_status cuda_open(const ge2_compile_options *options, ge2_backend_ctx **out)
+{
+    *out = NULL;
+    ge2_backend_ctx *ctx = ge2_calloc(1, sizeof *ctx);
+    if (!ctx)
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 cuda backend: out of host memory");
+    ctx->tf32 = options && options->tf32;
+    ctx->disable_capture = (options && options->disable_capture) || env_disables_capture();
+    ge2_status st = open_resources(ctx);
+    if (st != GE2_OK) {
+        cuda_close(ctx);
+        return st;
+    }
+    *out = ctx;
+    return GE2_OK;
+}
+
+/* ----------------------------------------------------------------- memory */
+
+static ge2_status cuda_alloc(ge2_backend_ctx *ctx, size_t bytes, void **out)
+{
+    *out = NULL;
+    if (bytes == 0)
+        return GE2_OK;
+    cudaError_t e = cudaMalloc(out, bytes);
+    if (e != cudaSuccess) {
+        *out = NULL;
+        cudaGetLastError();
+        return ge2_error(e == cudaErrorMemoryAllocation ? GE2_ERR_OUT_OF_MEMORY : GE2_ERR_CUDA,
+                         "ge2 cuda backend: cudaMalloc(%zu bytes) failed: %s", bytes, cudaGetErrorString(e));
+    }
+    /* On the step stream: ordered before every kernel that will use it. */
+    CUDA_TRY(cudaMemsetAsync(*out, 0, bytes, ctx->stream));
+    return GE2_OK;
+}
+
+static void cuda_free(ge2_backend_ctx *ctx, void *ptr)
+{
+    (void)ctx;
+    if (ptr)
+        cudaFree(ptr);
+}
+
+static ge2_status cuda_alloc_host(ge2_backend_ctx *ctx, size_t bytes, void **out)
+{
+    (void)ctx;
+    *out = NULL;
+    if (bytes == 0)
+        return GE2_OK;
+    cudaError_t e = cudaMallocHost(out, bytes);
+    if (e != cudaSuccess) {
+        *out = NULL;
+        cudaGetLastError();
+        return ge2_error(e == cudaErrorMemoryAllocation ? GE2_ERR_OUT_OF_MEMORY : GE2_ERR_CUDA,
+                         "ge2 cuda backend: cudaMallocHost(%zu bytes) failed: %s", bytes, cudaGetErrorString(e));
+    }
+    memset(*out, 0, bytes);
+    return GE2_OK;
+}
+
+static void cuda_free_host(ge2_backend_ctx *ctx, void *ptr)
+{
+    (void)ctx;
+    if (ptr)
+        cudaFreeHost(ptr);
+}
+
+static ge2_status cuda_upload(ge2_backend_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+    if (bytes == 0)
+        return GE2_OK;
+    CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx->stream));
+    return GE2_OK;
+}
+
+static ge2_status cuda_download(ge2_backend_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+    if (bytes == 0)
+        return GE2_OK;
+    CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx->stream));
+    CUDA_TRY(cudaStreamSynchronize(ctx->stream));
+    return GE2_OK;
+}
+
+static ge2_status cuda_readback_async(ge2_backend_ctx *ctx, void *dst_host, const void *src, size_t bytes)
+{
+    if (bytes)
+        CUDA_TRY(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, ctx->stream));
+    /* One event re-recorded: it completes after every read-back enqueued so far. */
+    CUDA_TRY(cudaEventRecord(ctx->readback, ctx->stream));
+    ctx->readback_pending = true;
+    return GE2_OK;
+}
+
+static bool cuda_readback_done(ge2_backend_ctx *ctx)
+{
+    if (!ctx->readback_pending)
+        return true;
+    cudaError_t e = cudaEventQuery(ctx->readback);
+    if (e == cudaSuccess) {
+        ctx->readback_pending = false;
+        return true;
+    }
+    if (e != cudaErrorNotReady)
+        cudaGetLastError(); /* a real fault surfaces at the next checked call (sync) */
+    return false;
+}
+
+static ge2_status cuda_sync(ge2_backend_ctx *ctx)
+{
+    CUDA_TRY(cudaStreamSynchronize(ctx->stream));
+    return GE2_OK;
+}
+
+static int cuda_capture_count(const ge2_backend_ctx *ctx)
+{
+    return ctx ? ctx->capture_count : 0;
+}
+
+/* ------------------------------------------------------------ graph keys */
+
+static const char *node_op_name(const ge2_launch *launch)
+{
+    return ge2_op_info_of(launch->node->op)->name;
+}
+
+static void release_launches(ge2_exec *exec, int n)
+{
+    for (int i = 0; i < n; i++) {
+        ge2_launch *l = &exec->launches[i];
+        const ge2_cuda_kernel *k = &ge2_cuda_kernels[l->node->op];
+        if (k->release)
+            k->release(l);
+        l->backend_data = NULL;
+    }
+}
+
+static void cuda_exec_release(ge2_backend_ctx *ctx, ge2_exec *exec)
+{
+    (void)ctx;
+    ge2_cuda_exec *ce = exec->backend_data;
+    if (ce && ce->graph)
+        cudaGraphExecDestroy(ce->graph);
+    ge2_free(ce);
+    exec->backend_data = NULL;
+    exec->captured = false;
+    release_launches(exec, exec->n_launches);
+}
+
+static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
+{
+    ge2_cuda_exec *ce = ge2_calloc(1, sizeof *ce);
+    if (!ce)
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 cuda backend: out of host memory");
+    ce->eager = ctx->disable_capture;
+    for (int i = 0; i < exec->n_launches; i++) {
+        ge2_launch *l = &exec->launches[i];
+        const ge2_cuda_kernel *k = &ge2_cuda_kernels[l->node->op];
+        ge2_status st = GE2_OK;
+        l->stream = ctx->stream;
+        l->blas = ctx->lt;
+        l->workspace = ctx->workspace;
+        l->workspace_bytes = ctx->workspace_bytes;
+        l->tf32 = ctx->tf32;
+        l->backend_data = NULL;
+        if (!k->launch)
+            st = ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s (node %d): no CUDA kernel for this op", node_op_name(l),
+                           l->node->id);
+        else if (k->prepare)
+            st = k->prepare(l);
+        if (st != GE2_OK) {
+            release_launches(exec, i);
+            ge2_free(ce);
+            return st;
+        }
+    }
+    exec->backend_data = ce;
+    exec->captured = false;
+    return GE2_OK;
+}
+
+/* Enqueues every launch in schedule order. During capture, *broke is the
+ * index of the launch after which the capture was invalidated (-1 if none). */
+static ge2_status enqueue_all(ge2_backend_ctx *ctx, ge2_exec *exec, bool capturing, int *broke)
+{
+    *broke = -1;
+    for (int i = 0; i < exec->n_launches; i++) {
+        const ge2_launch *l = &exec->launches[i];
+        ge2_status st = ge2_cuda_kernels[l->node->op].launch(l);
+        if (capturing) {
+            enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+            cudaError_t e = cudaStreamIsCapturing(ctx->stream, &cs);
+            if (st != GE2_OK || e != cudaSuccess || cs != cudaStreamCaptureStatusActive) {
+                *broke = i;
+                return st != GE2_OK ? st : ge2_error(GE2_ERR_CUDA, "capture invalidated");
+            }
+        } else if (st != GE2_OK) {
+            return st;
+        }
+    }
+    return GE2_OK;
+}
+
+/* Captures the key's launches into a graph, instantiates and uploads it.
+ * Nothing runs: the warm-up step already did the work. On failure the
+ * returned message names the node and op that broke the capture. */
+static ge2_status capture(ge2_backend_ctx *ctx, ge2_exec *exec, ge2_cuda_exec *ce)
+{
+    cudaGraph_t graph = NULL;
+    int broke = -1;
+    cudaError_t e = cudaStreamBeginCapture(ctx->stream, cudaStreamCaptureModeThreadLocal);
+    if (e != cudaSuccess)
+        return cuda_fail(e, "cudaStreamBeginCapture");
+    ge2_status st = enqueue_all(ctx, exec, true, &broke);
+    char why[512] = "";
+    if (st != GE2_OK)
+        snprintf(why, sizeof why, "%s", ge2_last_error());
+    /* Always end the capture, so the stream is usable again. */
+    e = cudaStreamEndCapture(ctx->stream, &graph);
+    cudaGetLastError(); /* capture errors are not sticky; clear them */
+    if (broke >= 0) {
+        const ge2_launch *l = &exec->launches[broke];
+        if (graph)
+            cudaGraphDestroy(graph);
+        return ge2_error(GE2_ERR_CUDA, "ge2 cuda backend: CUDA graph capture broken by node %d (%s): %s",
+                         l->node->id, node_op_name(l), why);
+    }
+    if (e != cudaSuccess || !graph) {
+        if (graph)
+            cudaGraphDestroy(graph);
+        return ge2_error(GE2_ERR_CUDA, "ge2 cuda backend: cudaStreamEndCapture failed: %s (%s)",
+                         cudaGetErrorString(e), cudaGetErrorName(e));
+    }
+    e = cudaGraphInstantiate(&ce->graph, graph, 0);
+    cudaGraphDestroy(graph);
+    if (e != cudaSuccess) {
+        ce->graph = NULL;
+        cudaGetLastError();
+        return cuda_fail(e, "cudaGraphInstantiate");
+    }
+    ctx->capture_count++;
+    e = cudaGraphUpload(ce->graph, ctx->stream);
+    if (e != cudaSuccess) {
+        cudaGraphExecDestroy(ce->graph);
+        ce->graph = NULL;
+        return cuda_fail(e, "cudaGraphUpload");
+    }
+    return GE2_OK;
+}
+
+static ge2_status cuda_exec_run(ge2_backend_ctx *ctx, ge2_exec *exec)
+{
+    ge2_cuda_exec *ce = exec->backend_data;
+    int broke;
+    if (!ce)
+        return ge2_error(GE2_ERR_STATE, "ge2 cuda backend: graph key run before exec_prepare");
+    if (ce->graph) {
+        CUDA_TRY(cudaGraphLaunch(ce->graph, ctx->stream));
+        return GE2_OK;
+    }
+    /* Eager: capture off, capture failed before, or this is the key's first
+     * step (the warm-up, which is also the step's real work). */
+    GE2_TRY(enqueue_all(ctx, exec, false, &broke));
+    if (ce->eager)
+        return GE2_OK;
+    ge2_status st = capture(ctx, exec, ce);
+    if (st != GE2_OK) {
+        ce->eager = true;
+        fprintf(stderr, "ge2: warning: %s; this graph key runs eagerly\n", ge2_last_error());
+        return GE2_OK; /* the step itself ran (eagerly) and the key keeps working */
+    }
+    exec->captured = true;
+    return GE2_OK;
+}
+
+const ge2_backend ge2_backend_cuda = {
+    .device = GE2_DEVICE_CUDA,
+    .name = "cuda",
+    .open = cuda_open,
+    .close = cuda_close,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .alloc_host = cuda_alloc_host,
+    .free_host = cuda_free_host,
+    .upload = cuda_upload,
+    .download = cuda_download,
+    .readback_async = cuda_readback_async,
+    .readback_done = cuda_readback_done,
+    .exec_prepare = cuda_exec_prepare,
+    .exec_run = cuda_exec_run,
+    .exec_release = cuda_exec_release,
+    .sync = cuda_sync,
+    .capture_count = cuda_capture_count,
+};

@@ -1,0 +1,513 @@
+// LINEAR and MATMUL through cuBLASLt, f32.
+//
+// ge2 tensors are row-major; cuBLASLt is column-major. A row-major [r, c]
+// buffer read column-major is its transpose [c, r] with ld = c, so every
+// row-major product C = A·B is issued as the column-major product
+// Cᵀ = Bᵀ·Aᵀ: cuBLASLt's first operand is always our second input, its second
+// operand our first. LINEAR y = act(x·Wᵀ + b) with x [B, in], W [out, in] is
+// then yᵀ [out, B] = op_T(W viewed [in, out]) · (x viewed [in, B]), and the
+// bias [out] runs along yᵀ's rows, which is exactly what cuBLASLt's BIAS
+// epilogues broadcast.
+//
+// Everything that costs host time (descriptors, layouts, the heuristic query)
+// happens once per graph key in prepare; launch only refreshes the epilogue
+// pointers (host-side descriptor writes, capture-safe) and enqueues.
+#include "kernels/cuda/check.h"
+
+#include "graph/alloc.h"
+extern "C" {
+#include "kernels/activation_math.h"
+}
+
+#include <cublasLt.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+// ------------------------------------------------------------------ kernels
+
+// The activation cuBLASLt has no epilogue for (or that must keep z): y = act(z).
+// z == y is allowed (in place when no stash is wanted).
+__global__ void ge2_gemm_act_kernel(int64_t n, ge2_activation act, float slope,
+                                    const float *z /* [B, out] */, float *y /* [B, out] */)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = ge2_act_f32(act, z[i], slope);
+}
+
+// ---------------------------------------------------------------- launchers
+
+// Algorithms kept from the heuristic: the first is used, the rest are there
+// for the kernel registry's autotuner.
+#define GE2_GEMM_ALGOS 4
+
+typedef struct ge2_gemm_plan {
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la; // cuBLASLt A = our in[1] (W, or matmul's b)
+    cublasLtMatrixLayout_t lb; // cuBLASLt B = our in[0] (x, or matmul's a)
+    cublasLtMatrixLayout_t ld; // C = D: the GEMM's output (y, or z when it is stashed)
+    cublasLtMatmulHeuristicResult_t algos[GE2_GEMM_ALGOS];
+    int n_algos;
+    cublasLtEpilogue_t epilogue;
+    bool has_bias;
+    bool gemm_writes_z; // D is out[1] (z); y comes from the aux output or the act kernel
+    bool act_kernel;    // ge2_gemm_act_kernel turns D into y after the GEMM
+    ge2_activation act;
+    float slope;
+    int64_t n_out; // elements of y
+    char description[160];
+} ge2_gemm_plan;
+
+static const char *lt_status_name(cublasStatus_t s)
+{
+    switch (s) {
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    default: return "cuBLAS status (unknown)";
+    }
+}
+
+// Every cuBLASLt/CUDA call below is checked; the message names the op, the
+// node and the call. `op` and `node_id` must be in scope.
+#define LT_CHECK(call)                                                                        \
+    do {                                                                                      \
+        cublasStatus_t s_ = (call);                                                           \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                                      \
+            return ge2_error(GE2_ERR_CUDA, "ge2_%s (node %d): %s failed: %s (%d)", op,        \
+                             node_id, #call, lt_status_name(s_), (int)s_);                     \
+    } while (0)
+
+static const char *epilogue_name(cublasLtEpilogue_t e)
+{
+    switch (e) {
+    case CUBLASLT_EPILOGUE_DEFAULT: return "DEFAULT";
+    case CUBLASLT_EPILOGUE_RELU: return "RELU";
+    case CUBLASLT_EPILOGUE_BIAS: return "BIAS";
+    case CUBLASLT_EPILOGUE_RELU_BIAS: return "RELU_BIAS";
+    case CUBLASLT_EPILOGUE_GELU: return "GELU";
+    case CUBLASLT_EPILOGUE_GELU_AUX: return "GELU_AUX";
+    case CUBLASLT_EPILOGUE_GELU_BIAS: return "GELU_BIAS";
+    case CUBLASLT_EPILOGUE_GELU_AUX_BIAS: return "GELU_AUX_BIAS";
+    case CUBLASLT_EPILOGUE_DRELU_BGRAD: return "DRELU_BGRAD";
+    case CUBLASLT_EPILOGUE_DGELU_BGRAD: return "DGELU_BGRAD";
+    case CUBLASLT_EPILOGUE_BGRADA: return "BGRADA";
+    case CUBLASLT_EPILOGUE_BGRADB: return "BGRADB";
+    default: return "epilogue?";
+    }
+}
+
+// cublasLtMatmulTile_t values 1..35 in order; later ones print as "#id".
+static const char *const tile_names[] = {
+    "?",       "8x8",     "8x16",    "16x8",    "8x32",    "16x16",   "32x8",    "8x64",
+    "16x32",   "32x16",   "64x8",    "32x32",   "32x64",   "64x32",   "32x128",  "64x64",
+    "128x32",  "64x128",  "128x64",  "64x256",  "128x128", "256x64",  "64x512",  "128x256",
+    "256x128", "512x64",  "64x96",   "96x64",   "96x128",  "128x160", "160x128", "192x128",
+    "128x192", "128x96",  "32x256",  "256x32",
+};
+
+static void describe_plan(ge2_gemm_plan *p)
+{
+    int algo_id = -1;
+    uint32_t tile = 0;
+    size_t written = 0;
+    const cublasLtMatmulAlgo_t *algo = &p->algos[0].algo;
+    if (cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_ID, &algo_id,
+                                             sizeof algo_id, &written) != CUBLAS_STATUS_SUCCESS)
+        algo_id = -1;
+    if (cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile,
+                                             sizeof tile, &written) != CUBLAS_STATUS_SUCCESS)
+        tile = 0;
+    char tile_buf[16];
+    const char *tile_str = tile_buf;
+    if (tile < sizeof tile_names / sizeof tile_names[0])
+        tile_str = tile_names[tile];
+    else
+        snprintf(tile_buf, sizeof tile_buf, "#%u", tile);
+    int n = snprintf(p->description, sizeof p->description, "cublasLt %s algo %d tile %s",
+                     epilogue_name(p->epilogue), algo_id, tile_str);
+    if (p->act_kernel && n > 0 && (size_t)n < sizeof p->description)
+        snprintf(p->description + n, sizeof p->description - (size_t)n, " + act %s",
+                 ge2_activation_name(p->act));
+}
+
+static void plan_free(ge2_gemm_plan *p)
+{
+    if (!p)
+        return;
+    if (p->ld)
+        cublasLtMatrixLayoutDestroy(p->ld);
+    if (p->lb)
+        cublasLtMatrixLayoutDestroy(p->lb);
+    if (p->la)
+        cublasLtMatrixLayoutDestroy(p->la);
+    if (p->desc)
+        cublasLtMatmulDescDestroy(p->desc);
+    ge2_free(p);
+}
+
+// Largest power of two (<= 256) dividing the address: what the heuristic may
+// assume about a buffer's alignment.
+static uint32_t alignment_of(const void *ptr)
+{
+    uintptr_t a = (uintptr_t)ptr;
+    uint32_t align = 256;
+    while (align > 1 && (a % align) != 0)
+        align /= 2;
+    return align;
+}
+
+// One row-major matrix operand, as cuBLASLt sees it: the stored buffer
+// [rows, cols] read column-major is [cols, rows] with ld = cols.
+typedef struct ge2_gemm_operand {
+    int64_t rows, cols; // row-major, one batch item
+    int64_t batch_stride; // elements; 0 broadcasts one matrix over the batch
+} ge2_gemm_operand;
+
+static ge2_status make_layout(const char *op, int node_id, ge2_gemm_operand m, int64_t batch,
+                              cublasLtMatrixLayout_t *out)
+{
+    LT_CHECK(cublasLtMatrixLayoutCreate(out, CUDA_R_32F, (uint64_t)m.cols, (uint64_t)m.rows,
+                                        m.cols));
+    if (batch > 1) {
+        int32_t count = (int32_t)batch;
+        LT_CHECK(cublasLtMatrixLayoutSetAttribute(*out, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                  &count, sizeof count));
+        LT_CHECK(cublasLtMatrixLayoutSetAttribute(
+            *out, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &m.batch_stride,
+            sizeof m.batch_stride));
+    }
+    return GE2_OK;
+}
+
+// Where the epilogue reads and writes this launch's buffers. Set at prepare
+// (the heuristic infers alignment from them) and again at every launch, so a
+// launch whose views were re-resolved still uses its current addresses.
+static ge2_status set_epilogue_pointers(const ge2_gemm_plan *p, const ge2_launch *launch)
+{
+    const char *op = ge2_op_info_of(launch->node->op)->name;
+    int node_id = launch->node->id;
+    if (p->has_bias) {
+        const void *bias = launch->in[2].data;
+        LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                &bias, sizeof bias));
+    }
+    if (p->epilogue == CUBLASLT_EPILOGUE_GELU_AUX || p->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
+        void *aux = launch->out[1].data;
+        LT_CHECK(cublasLtMatmulDescSetAttribute(
+            p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
+    }
+    return GE2_OK;
+}
+
+// Pointers of one GEMM: cuBLASLt A, B and D.
+typedef struct ge2_gemm_ptrs {
+    const void *a, *b;
+    void *d;
+} ge2_gemm_ptrs;
+
+static ge2_gemm_ptrs gemm_ptrs(const ge2_gemm_plan *p, const ge2_launch *launch)
+{
+    ge2_gemm_ptrs g;
+    g.a = launch->in[1].data;
+    g.b = launch->in[0].data;
+    g.d = p->gemm_writes_z ? launch->out[1].data : launch->out[0].data;
+    return g;
+}
+
+// Builds the descriptor for `epilogue` and asks the heuristic. *found == 0
+// (not an error) when no algorithm supports this epilogue here, so the caller
+// can fall back to a plainer one.
+static ge2_status plan_try(ge2_gemm_plan *p, const ge2_launch *launch, bool trans_a_lt,
+                           bool trans_b_lt, int64_t d_rows_lt, int *found)
+{
+    const char *op = ge2_op_info_of(launch->node->op)->name;
+    int node_id = launch->node->id;
+    *found = 0;
+    if (p->desc) {
+        cublasLtMatmulDescDestroy(p->desc);
+        p->desc = NULL;
+    }
+    cublasComputeType_t compute = launch->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    LT_CHECK(cublasLtMatmulDescCreate(&p->desc, compute, CUDA_R_32F));
+    int32_t ta = trans_a_lt ? CUBLAS_OP_T : CUBLAS_OP_N;
+    int32_t tb = trans_b_lt ? CUBLAS_OP_T : CUBLAS_OP_N;
+    LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    uint32_t epilogue = (uint32_t)p->epilogue;
+    LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                            sizeof epilogue));
+    if (p->epilogue == CUBLASLT_EPILOGUE_GELU_AUX || p->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
+        int64_t aux_ld = d_rows_lt;
+        LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                                                &aux_ld, sizeof aux_ld));
+    }
+    GE2_TRY(set_epilogue_pointers(p, launch));
+
+    ge2_gemm_ptrs g = gemm_ptrs(p, launch);
+    cublasLtMatmulPreference_t pref = NULL;
+    LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t ws = launch->workspace ? (uint64_t)launch->workspace_bytes : 0;
+    uint32_t align_a = alignment_of(g.a), align_b = alignment_of(g.b), align_d = alignment_of(g.d);
+    cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                 &align_a, sizeof align_a);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                 &align_b, sizeof align_b);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                                 &align_d, sizeof align_d);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                                 &align_d, sizeof align_d);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulAlgoGetHeuristic((cublasLtHandle_t)launch->blas, p->desc, p->la, p->lb,
+                                           p->ld, p->ld, pref, GE2_GEMM_ALGOS, p->algos, found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    // NOT_SUPPORTED from the heuristic means "no algorithm for this
+    // epilogue/layout": a reason to fall back, not a failure.
+    if (s == CUBLAS_STATUS_NOT_SUPPORTED) {
+        *found = 0;
+        return GE2_OK;
+    }
+    if (s != CUBLAS_STATUS_SUCCESS)
+        return ge2_error(GE2_ERR_CUDA, "ge2_%s (node %d): cublasLtMatmulAlgoGetHeuristic failed: %s (%d)",
+                         op, node_id, lt_status_name(s), (int)s);
+    p->n_algos = *found;
+    return GE2_OK;
+}
+
+static ge2_status check_launch(const ge2_launch *launch)
+{
+    GE2_TRY(ge2_cuda_require_f32(launch, 0));
+    if (!launch->blas || !launch->stream)
+        return ge2_error(GE2_ERR_STATE, "ge2_%s (node %d): launch has no stream or cuBLASLt handle",
+                         ge2_cuda_op_name(launch), launch->node->id);
+    return GE2_OK;
+}
+
+// The plan's epilogue choice for LINEAR, fused first; `fused` false asks for
+// the plain fallback (GEMM + bias, activation by ge2_gemm_act_kernel).
+static void linear_choose(ge2_gemm_plan *p, bool want_z, bool want_y, bool fused)
+{
+    const bool bias = p->has_bias;
+    const cublasLtEpilogue_t plain = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    p->epilogue = plain;
+    p->gemm_writes_z = want_z;
+    p->act_kernel = want_y && (want_z || p->act != GE2_ACT_NONE);
+    if (!fused || !want_y)
+        return;
+    if (!want_z && p->act == GE2_ACT_RELU) {
+        p->epilogue = bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+        p->act_kernel = false;
+    } else if (!want_z && p->act == GE2_ACT_GELU_TANH) {
+        p->epilogue = bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+        p->act_kernel = false;
+    } else if (want_z && p->act == GE2_ACT_GELU_TANH) {
+        // cuBLASLt's aux output is exactly the stash: the GELU input.
+        p->epilogue = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+        p->gemm_writes_z = false;
+        p->act_kernel = false;
+    }
+    // RELU with a stash: RELU_AUX keeps a bit-mask, not z, so it is plain + kernel.
+}
+
+// Hook for the fusion pass: backward GEMMs with DRELU_BGRAD / DGELU_BGRAD /
+// BGRADB epilogues will get their own op rows and a chooser like linear_choose;
+// plan_try, the layouts and the launch path already take any epilogue.
+
+extern "C" ge2_status ge2_cuda_linear_prepare(ge2_launch *launch)
+{
+    const char *op = "linear";
+    int node_id = launch->node->id;
+    GE2_TRY(check_launch(launch));
+    const ge2_view *x = &launch->in[0], *w = &launch->in[1];
+    if (x->shape.ndim < 1 || w->shape.ndim != 2)
+        return ge2_error(GE2_ERR_SHAPE, "ge2_linear (node %d): x has %d dims, w has %d (want w [out,in])",
+                         node_id, x->shape.ndim, w->shape.ndim);
+    const int64_t in = x->shape.dim[x->shape.ndim - 1];
+    const int64_t out_f = w->shape.dim[0];
+    if (w->shape.dim[1] != in) {
+        char xs[64], ws[64];
+        return ge2_error(GE2_ERR_SHAPE, "ge2_linear: inner dims differ: x is %s, w is %s",
+                         ge2_shape_str(x->shape, xs, sizeof xs), ge2_shape_str(w->shape, ws, sizeof ws));
+    }
+    const int64_t rows = in > 0 ? ge2_shape_numel(x->shape) / in : 0;
+
+    ge2_gemm_plan *p = (ge2_gemm_plan *)ge2_calloc(1, sizeof *p);
+    if (!p)
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_linear (node %d): out of host memory", node_id);
+    p->has_bias = launch->n_in >= 3 && launch->in[2].data != NULL;
+    p->act = launch->node->attrs.linear.act;
+    p->slope = launch->node->attrs.linear.slope;
+    p->n_out = rows * out_f;
+    const bool want_y = launch->out[0].data != NULL;
+    const bool want_z = launch->n_out >= 2 && launch->out[1].data != NULL;
+
+    // cuBLASLt A = W stored [out, in] (op T), B = x stored [rows, in] (op N), D = [rows, out].
+    ge2_gemm_operand wa = {out_f, in, 0}, xb = {rows, in, 0}, dd = {rows, out_f, 0};
+    ge2_status st = make_layout(op, node_id, wa, 1, &p->la);
+    if (st == GE2_OK)
+        st = make_layout(op, node_id, xb, 1, &p->lb);
+    if (st == GE2_OK)
+        st = make_layout(op, node_id, dd, 1, &p->ld);
+    int found = 0;
+    if (st == GE2_OK) {
+        linear_choose(p, want_z, want_y, true);
+        // GELU's aux ld must be a multiple of 8 elements.
+        bool aux = p->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || p->epilogue == CUBLASLT_EPILOGUE_GELU_AUX;
+        if (!(aux && out_f % 8 != 0))
+            st = plan_try(p, launch, true, false, out_f, &found);
+    }
+    if (st == GE2_OK && found == 0) {
+        linear_choose(p, want_z, want_y, false);
+        st = plan_try(p, launch, true, false, out_f, &found);
+    }
+    if (st == GE2_OK && found == 0) {
+        char xs[64], ws[64];
+        st = ge2_error(GE2_ERR_UNSUPPORTED, "ge2_linear (node %d): cuBLASLt has no algorithm for x %s, w %s",
+                       node_id, ge2_shape_str(x->shape, xs, sizeof xs), ge2_shape_str(w->shape, ws, sizeof ws));
+    }
+    if (st != GE2_OK) {
+        plan_free(p);
+        return st;
+    }
+    describe_plan(p);
+    launch->backend_data = p;
+    return GE2_OK;
+}
+
+static ge2_status gemm_enqueue(const ge2_launch *launch, const char *op)
+{
+    int node_id = launch->node->id;
+    const ge2_gemm_plan *p = (const ge2_gemm_plan *)launch->backend_data;
+    if (!p)
+        return ge2_error(GE2_ERR_STATE, "ge2_%s (node %d): launched before prepare", op, node_id);
+    GE2_TRY(set_epilogue_pointers(p, launch));
+    ge2_gemm_ptrs g = gemm_ptrs(p, launch);
+    const float one = 1.0f, zero = 0.0f;
+    cudaStream_t stream = (cudaStream_t)launch->stream;
+    if (g.d) {
+        LT_CHECK(cublasLtMatmul((cublasLtHandle_t)launch->blas, p->desc, &one, g.a, p->la, g.b,
+                                p->lb, &zero, g.d, p->ld, g.d, p->ld, &p->algos[0].algo,
+                                launch->workspace, launch->workspace ? launch->workspace_bytes : 0,
+                                stream));
+    }
+    if (p->act_kernel) {
+        const float *z = (const float *)g.d;
+        float *y = (float *)launch->out[0].data;
+        if (p->n_out > 0) {
+            ge2_gemm_act_kernel<<<ge2_cuda_blocks(p->n_out, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0,
+                                  stream>>>(p->n_out, p->act, p->slope, z, y);
+            GE2_CUDA_CHECK(launch, "ge2_gemm_act_kernel");
+        }
+    }
+    return GE2_OK;
+}
+
+extern "C" ge2_status ge2_cuda_linear_launch(const ge2_launch *launch)
+{
+    return gemm_enqueue(launch, "linear");
+}
+
+extern "C" void ge2_cuda_linear_release(ge2_launch *launch)
+{
+    plan_free((ge2_gemm_plan *)launch->backend_data);
+    launch->backend_data = NULL;
+}
+
+extern "C" const char *ge2_cuda_linear_describe(const ge2_launch *launch)
+{
+    const ge2_gemm_plan *p = (const ge2_gemm_plan *)launch->backend_data;
+    return p ? p->description : "cublasLt (not prepared)";
+}
+
+// MATMUL: y = op(a)·op(b), 2-D or batched 3-D; a 2-D operand of a batched
+// product is shared by every batch item (batch stride 0).
+extern "C" ge2_status ge2_cuda_matmul_prepare(ge2_launch *launch)
+{
+    const char *op = "matmul";
+    int node_id = launch->node->id;
+    GE2_TRY(check_launch(launch));
+    const ge2_view *a = &launch->in[0], *b = &launch->in[1];
+    const bool ta = launch->node->attrs.matmul.trans_a, tb = launch->node->attrs.matmul.trans_b;
+    char as[64], bs[64];
+    if (a->shape.ndim < 2 || a->shape.ndim > 3 || b->shape.ndim < 2 || b->shape.ndim > 3)
+        return ge2_error(GE2_ERR_SHAPE, "ge2_matmul (node %d): a is %s, b is %s: want 2-D or 3-D", node_id,
+                         ge2_shape_str(a->shape, as, sizeof as), ge2_shape_str(b->shape, bs, sizeof bs));
+    const int an = a->shape.ndim, bn = b->shape.ndim;
+    ge2_gemm_operand oa = {a->shape.dim[an - 2], a->shape.dim[an - 1], 0};
+    ge2_gemm_operand ob = {b->shape.dim[bn - 2], b->shape.dim[bn - 1], 0};
+    const int64_t m = ta ? oa.cols : oa.rows, k = ta ? oa.rows : oa.cols;
+    const int64_t kb = tb ? ob.cols : ob.rows, n = tb ? ob.rows : ob.cols;
+    int64_t batch = 1;
+    if (an == 3)
+        batch = a->shape.dim[0];
+    if (bn == 3) {
+        if (an == 3 && b->shape.dim[0] != batch)
+            return ge2_error(GE2_ERR_SHAPE, "ge2_matmul (node %d): batch dims differ: a is %s, b is %s", node_id,
+                             ge2_shape_str(a->shape, as, sizeof as), ge2_shape_str(b->shape, bs, sizeof bs));
+        batch = b->shape.dim[0];
+    }
+    if (k != kb)
+        return ge2_error(GE2_ERR_SHAPE, "ge2_matmul: inner dims differ: a is %s%s, b is %s%s",
+                         ge2_shape_str(a->shape, as, sizeof as), ta ? " (transposed)" : "",
+                         ge2_shape_str(b->shape, bs, sizeof bs), tb ? " (transposed)" : "");
+    if (an == 3)
+        oa.batch_stride = oa.rows * oa.cols;
+    if (bn == 3)
+        ob.batch_stride = ob.rows * ob.cols;
+    ge2_gemm_operand od = {m, n, m * n};
+
+    ge2_gemm_plan *p = (ge2_gemm_plan *)ge2_calloc(1, sizeof *p);
+    if (!p)
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_matmul (node %d): out of host memory", node_id);
+    p->epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+    p->n_out = batch * m * n;
+    // Column-major Yᵀ = op(b)ᵀ·op(a)ᵀ: cuBLASLt A = b with b's transpose flag, B = a with a's.
+    ge2_status st = make_layout(op, node_id, ob, batch, &p->la);
+    if (st == GE2_OK)
+        st = make_layout(op, node_id, oa, batch, &p->lb);
+    if (st == GE2_OK)
+        st = make_layout(op, node_id, od, batch, &p->ld);
+    int found = 0;
+    if (st == GE2_OK)
+        st = plan_try(p, launch, tb, ta, n, &found);
+    if (st == GE2_OK && found == 0)
+        st = ge2_error(GE2_ERR_UNSUPPORTED, "ge2_matmul (node %d): cuBLASLt has no algorithm for a %s, b %s",
+                       node_id, ge2_shape_str(a->shape, as, sizeof as), ge2_shape_str(b->shape, bs, sizeof bs));
+    if (st != GE2_OK) {
+        plan_free(p);
+        return st;
+    }
+    describe_plan(p);
+    launch->backend_data = p;
+    return GE2_OK;
+}
+
+extern "C" ge2_status ge2_cuda_matmul_launch(const ge2_launch *launch)
+{
+    return gemm_enqueue(launch, "matmul");
+}
+
+extern "C" void ge2_cuda_matmul_release(ge2_launch *launch)
+{
+    plan_free((ge2_gemm_plan *)launch->backend_data);
+    launch->backend_data = NULL;
+}
+
+extern "C" const char *ge2_cuda_matmul_describe(const ge2_launch *launch)
+{
+    return ge2_cuda_linear_describe(launch);
+}
