@@ -74,7 +74,7 @@ def ge2_c_test(name, srcs = [], deps = [], copts = [], size = "small", tags = []
     native.cc_test(
         name = name,
         srcs = srcs,
-        deps = deps + ["//third_party:check"],
+        deps = deps + [d for d in ["//third_party:check"] if d not in deps],
         copts = GE2_COPTS + copts,
         linkstatic = True,
         size = size,

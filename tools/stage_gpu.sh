@@ -30,8 +30,15 @@ die() { printf 'stage_gpu: error: %s\n' "$*" >&2; exit 1; }
 
 # ------------------------------------------------------------------ targets
 # Tests tagged exactly "gpu" (the tags list prints as "[a, gpu, b]").
-mapfile -t gpu_tests < <(bazel query --noshow_progress \
-    'attr(tags, "[\[ ]gpu[,\]]", tests(//...))' 2>/dev/null | sort)
+# --keep_going: a broken package elsewhere must not hide the GPU tests (exit 3
+# means "partial result"; its errors are still printed).
+query() {
+    local out rc=0
+    out="$(bazel query --keep_going --noshow_progress "$1")" || rc=$?
+    [ "$rc" -eq 0 ] || [ "$rc" -eq 3 ] || die "bazel query '$1' failed (exit $rc)"
+    printf '%s\n' "$out" | sed '/^$/d' | sort
+}
+mapfile -t gpu_tests < <(query 'attr(tags, "[\[ ]gpu[,\]]", tests(//...))')
 [ "${#gpu_tests[@]}" -gt 0 ] || die "no test tagged gpu under //..."
 
 # Optional binaries: present once their modules exist.
@@ -42,8 +49,7 @@ for t in //examples:smoke //examples:train_mlp; do
     fi
 done
 if [ -f bench/BUILD ] || [ -f bench/BUILD.bazel ]; then
-    mapfile -t bench_bins < <(bazel query --noshow_progress \
-        'kind("cc_binary rule", //bench/...)' 2>/dev/null | sort)
+    mapfile -t bench_bins < <(query 'kind("cc_binary rule", //bench/...)')
     extra+=("${bench_bins[@]}")
 fi
 
