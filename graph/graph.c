@@ -1,0 +1,293 @@
+/* The graph builder: leaves (inputs, labels, constants, parameters), nodes,
+ * and the checks every public entry point makes on its handles. */
+#include <string.h>
+
+#include "graph/alloc.h"
+#include "graph/graph_internal.h"
+
+ge2_status ge2_graph_new(ge2_graph **out)
+{
+    if (!out)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_graph_new: out is NULL");
+    ge2_graph *g = ge2_calloc(1, sizeof *g);
+    if (!g)
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_graph_new: out of memory");
+    g->loss = -1;
+    *out = g;
+    return GE2_OK;
+}
+
+void ge2_graph_free(ge2_graph *graph)
+{
+    if (!graph)
+        return;
+    for (int i = 0; i < graph->n_tensors; i++) {
+        ge2_free(graph->tensors[i]->constant_data);
+        ge2_free(graph->tensors[i]);
+    }
+    ge2_free(graph->tensors);
+    ge2_free(graph->nodes);
+    ge2_free(graph);
+}
+
+ge2_status ge2_graph_set_seed(ge2_graph *graph, uint64_t seed)
+{
+    GE2_TRY(ge2_check_graph(graph, "ge2_graph_set_seed"));
+    graph->seed = seed;
+    return GE2_OK;
+}
+
+ge2_status ge2_check_graph(const ge2_graph *graph, const char *fn)
+{
+    if (!graph)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "%s: graph is NULL", fn);
+    return GE2_OK;
+}
+
+ge2_status ge2_check_tensor(const ge2_graph *graph, const ge2_tensor *t, const char *fn, const char *what)
+{
+    if (!t)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, what);
+    if (t->graph != graph)
+        return ge2_error(GE2_ERR_GRAPH, "%s: %s '%s' belongs to another graph", fn, what, t->name);
+    return GE2_OK;
+}
+
+ge2_tensor *ge2_graph_find(const ge2_graph *graph, const char *name)
+{
+    if (!graph || !name)
+        return NULL;
+    for (int i = 0; i < graph->n_tensors; i++)
+        if (strcmp(graph->tensors[i]->name, name) == 0)
+            return graph->tensors[i];
+    return NULL;
+}
+
+static ge2_status reserve_tensors(ge2_graph *g, int extra)
+{
+    if (g->n_tensors + extra <= g->cap_tensors)
+        return GE2_OK;
+    int cap = g->cap_tensors ? g->cap_tensors : 64;
+    while (cap < g->n_tensors + extra)
+        cap *= 2;
+    ge2_tensor **t = ge2_realloc(g->tensors, (size_t)cap * sizeof *t);
+    if (!t)
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_graph: out of memory growing to %d tensors", cap);
+    g->tensors = t;
+    g->cap_tensors = cap;
+    return GE2_OK;
+}
+
+static ge2_status reserve_nodes(ge2_graph *g)
+{
+    if (g->n_nodes < g->cap_nodes)
+        return GE2_OK;
+    int cap = g->cap_nodes ? 2 * g->cap_nodes : 64;
+    ge2_node *n = ge2_realloc(g->nodes, (size_t)cap * sizeof *n);
+    if (!n)
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_graph: out of memory growing to %d nodes", cap);
+    g->nodes = n;
+    g->cap_nodes = cap;
+    return GE2_OK;
+}
+
+ge2_status ge2_graph_new_tensor(ge2_graph *g, const char *name, const char *prefix, ge2_dtype dtype, ge2_shape shape,
+                                ge2_role role, ge2_tensor **out)
+{
+    GE2_TRY(reserve_tensors(g, 1));
+    char auto_name[GE2_NAME_MAX];
+    if (!name) {
+        snprintf(auto_name, sizeof auto_name, "%s_%d", prefix, g->n_tensors);
+        name = auto_name;
+    }
+    if (name[0] == '\0' || strlen(name) >= GE2_NAME_MAX)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_graph: tensor name '%s' must have 1..%d characters", name,
+                         GE2_NAME_MAX - 1);
+    if (ge2_graph_find(g, name))
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_graph: a tensor named '%s' already exists", name);
+    ge2_tensor *t = ge2_calloc(1, sizeof *t);
+    if (!t)
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_graph: out of memory creating tensor '%s'", name);
+    t->graph = g;
+    t->id = g->n_tensors;
+    strcpy(t->name, name);
+    t->dtype = dtype;
+    t->shape = shape;
+    t->role = role;
+    t->producer = -1;
+    t->grad = -1;
+    t->grad_of = -1;
+    g->tensors[g->n_tensors++] = t;
+    *out = t;
+    return GE2_OK;
+}
+
+/* Shared checks of the leaf constructors; fn names the public function. */
+static ge2_status new_leaf(ge2_graph *g, const char *fn, const char *name, ge2_dtype dtype, ge2_shape shape,
+                           ge2_role role, ge2_tensor **out)
+{
+    GE2_TRY(ge2_check_graph(g, fn));
+    if (!out)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
+    if (!name)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "%s: name is NULL", fn);
+    if ((unsigned)dtype >= GE2_DTYPE_COUNT)
+        return ge2_error(GE2_ERR_DTYPE, "%s: '%s' has unknown dtype %d", fn, name, (int)dtype);
+    if (!ge2_shape_valid(shape))
+        return ge2_error(GE2_ERR_SHAPE, "%s: '%s' has invalid shape (ndim %d, each dim >= 1, at most %d dims)", fn,
+                         name, shape.ndim, GE2_MAX_DIMS);
+    ge2_status st = ge2_graph_new_tensor(g, name, NULL, dtype, shape, role, out);
+    if (st != GE2_OK)
+        return ge2_error(st, "%s: %s", fn, ge2_last_error() + strlen("ge2_graph: "));
+    return GE2_OK;
+}
+
+ge2_status ge2_input(ge2_graph *graph, const char *name, ge2_dtype dtype, ge2_shape shape, ge2_tensor **out)
+{
+    return new_leaf(graph, "ge2_input", name, dtype, shape, GE2_ROLE_INPUT, out);
+}
+
+ge2_status ge2_label(ge2_graph *graph, const char *name, ge2_dtype dtype, ge2_shape shape, ge2_tensor **out)
+{
+    return new_leaf(graph, "ge2_label", name, dtype, shape, GE2_ROLE_LABEL, out);
+}
+
+ge2_status ge2_constant(ge2_graph *graph, const char *name, ge2_dtype dtype, ge2_shape shape, const void *data,
+                        ge2_tensor **out)
+{
+    if (!data)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_constant: data of '%s' is NULL", name ? name : "?");
+    if ((unsigned)dtype < GE2_DTYPE_COUNT && ge2_shape_valid(shape)) {
+        /* allocate first so a failure leaves no half-made tensor behind */
+        size_t bytes = (size_t)ge2_shape_numel(shape) * ge2_dtype_size(dtype);
+        void *copy = ge2_malloc(bytes);
+        if (!copy)
+            return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_constant: out of memory for '%s'", name ? name : "?");
+        ge2_tensor *t;
+        ge2_status st = new_leaf(graph, "ge2_constant", name, dtype, shape, GE2_ROLE_CONSTANT, &t);
+        if (st != GE2_OK || !out) {
+            ge2_free(copy);
+            return st != GE2_OK ? st : ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_constant: out is NULL");
+        }
+        memcpy(copy, data, bytes);
+        t->constant_data = copy;
+        *out = t;
+        return GE2_OK;
+    }
+    return new_leaf(graph, "ge2_constant", name, dtype, shape, GE2_ROLE_CONSTANT, out);
+}
+
+static ge2_status check_init(const char *name, ge2_shape shape, ge2_init init)
+{
+    switch (init.kind) {
+    case GE2_INIT_ZEROS:
+    case GE2_INIT_CONSTANT:
+        return GE2_OK;
+    case GE2_INIT_UNIFORM:
+        if (!(init.a < init.b))
+            return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_parameter: '%s': uniform init needs a < b (a=%g, b=%g)",
+                             name, init.a, init.b);
+        return GE2_OK;
+    case GE2_INIT_NORMAL:
+        if (!(init.b >= 0))
+            return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_parameter: '%s': normal init needs std b >= 0 (b=%g)",
+                             name, init.b);
+        return GE2_OK;
+    case GE2_INIT_LINEAR_DEFAULT:
+        if (init.fan_in < 0 || (init.fan_in == 0 && shape.ndim != 2))
+            return ge2_error(GE2_ERR_INVALID_ARGUMENT,
+                             "ge2_parameter: '%s' %s: linear_default init needs fan_in > 0 unless the weight is "
+                             "2-D [out, in] (fan_in=%lld)",
+                             name, GE2_SHAPE_STR(shape), (long long)init.fan_in);
+        return GE2_OK;
+    default:
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_parameter: '%s': unknown init kind %d", name, (int)init.kind);
+    }
+}
+
+ge2_status ge2_parameter(ge2_graph *graph, const char *name, ge2_dtype dtype, ge2_shape shape, ge2_init init,
+                         ge2_tensor **out)
+{
+    if (name && !ge2_dtype_is_float(dtype))
+        return ge2_error(GE2_ERR_DTYPE, "ge2_parameter: '%s' is %s; parameters are f32 (or f64 on the CPU)", name,
+                         ge2_dtype_name(dtype));
+    if (name)
+        GE2_TRY(check_init(name, shape, init));
+    ge2_tensor *t;
+    GE2_TRY(new_leaf(graph, "ge2_parameter", name, dtype, shape, GE2_ROLE_PARAMETER, &t));
+    t->init = init;
+    graph->n_parameters++;
+    *out = t;
+    return GE2_OK;
+}
+
+ge2_shape ge2_tensor_shape(const ge2_tensor *t) { return t ? t->shape : ge2_shape0(); }
+ge2_dtype ge2_tensor_dtype(const ge2_tensor *t) { return t ? t->dtype : GE2_DTYPE_COUNT; }
+const char *ge2_tensor_name(const ge2_tensor *t) { return t ? t->name : NULL; }
+ge2_role ge2_tensor_role(const ge2_tensor *t) { return t ? t->role : GE2_ROLE_COUNT; }
+
+ge2_status ge2_mark_output(ge2_graph *graph, ge2_tensor *t)
+{
+    GE2_TRY(ge2_check_graph(graph, "ge2_mark_output"));
+    GE2_TRY(ge2_check_tensor(graph, t, "ge2_mark_output", "tensor"));
+    t->is_output = true;
+    return GE2_OK;
+}
+
+ge2_status ge2_graph_add_node(ge2_graph *graph, ge2_op op, ge2_phase phase, const int *inputs, int n_inputs,
+                              int n_outputs, const ge2_attrs *attrs, int *node_id)
+{
+    GE2_TRY(ge2_check_graph(graph, "ge2_graph_add_node"));
+    if ((unsigned)op >= GE2_OP_COUNT || (unsigned)phase >= GE2_PHASE_COUNT)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_graph_add_node: unknown op %d or phase %d", (int)op,
+                         (int)phase);
+    const ge2_op_info *info = ge2_op_info_of(op);
+    if (n_inputs < info->min_inputs || n_inputs > info->max_inputs || (n_inputs > 0 && !inputs))
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, GE2_OP_PREFIX "%s: takes %d..%d inputs, got %d", info->name,
+                         info->min_inputs, info->max_inputs, n_inputs);
+    if (n_outputs < (info->max_outputs ? 1 : 0) || n_outputs > info->max_outputs)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, GE2_OP_PREFIX "%s: makes 1..%d outputs, asked for %d", info->name,
+                         info->max_outputs, n_outputs);
+
+    ge2_node node;
+    memset(&node, 0, sizeof node);
+    node.id = graph->n_nodes;
+    node.op = op;
+    node.phase = phase;
+    node.n_inputs = n_inputs;
+    node.n_outputs = n_outputs;
+    if (attrs)
+        node.attrs = *attrs;
+    ge2_desc in[GE2_MAX_INPUTS], out[GE2_MAX_OUTPUTS];
+    for (int i = 0; i < n_inputs; i++) {
+        if (inputs[i] < 0 || inputs[i] >= graph->n_tensors)
+            return ge2_error(GE2_ERR_GRAPH, GE2_OP_PREFIX "%s: input %d is tensor id %d, not in this graph",
+                             info->name, i, inputs[i]);
+        const ge2_tensor *t = graph->tensors[inputs[i]];
+        node.inputs[i] = inputs[i];
+        in[i] = (ge2_desc){t->dtype, t->shape, t->name};
+    }
+    for (int i = 0; i < n_outputs; i++)
+        out[i] = (ge2_desc){GE2_F32, ge2_shape0(), NULL};
+    GE2_TRY(info->infer(&node, in, out));
+
+    /* Reserve everything before creating anything: a failure leaves the graph as it was. */
+    GE2_TRY(reserve_tensors(graph, n_outputs));
+    GE2_TRY(reserve_nodes(graph));
+    for (int i = 0; i < n_outputs; i++) {
+        ge2_tensor *t;
+        ge2_status st = ge2_graph_new_tensor(graph, NULL, info->name, out[i].dtype, out[i].shape,
+                                             GE2_ROLE_ACTIVATION, &t);
+        if (st != GE2_OK) {
+            while (i-- > 0)
+                ge2_free(graph->tensors[--graph->n_tensors]);
+            return st;
+        }
+        t->producer = node.id;
+        node.outputs[i] = t->id;
+    }
+    graph->nodes[graph->n_nodes++] = node;
+    if (node_id)
+        *node_id = node.id;
+    return GE2_OK;
+}
