@@ -60,7 +60,7 @@ def ge2_c_binary(name, srcs = [], deps = [], copts = [], **kwargs):
         srcs = srcs,
         deps = deps,
         copts = GE2_COPTS + copts,
-        linkstatic = True,
+        linkstatic = kwargs.pop("linkstatic", True),
         **kwargs
     )
 
@@ -76,7 +76,7 @@ def ge2_c_test(name, srcs = [], deps = [], copts = [], size = "small", tags = []
         srcs = srcs,
         deps = deps + [d for d in ["//third_party:check"] if d not in deps],
         copts = GE2_COPTS + copts,
-        linkstatic = True,
+        linkstatic = kwargs.pop("linkstatic", True),
         size = size,
         tags = tags,
         **kwargs
