@@ -69,8 +69,13 @@ typedef struct ge2_reshape_attrs {
     ge2_shape shape; /* may hold one -1; unused when the like input is given */
 } ge2_reshape_attrs;
 
+/* EXPAND and REDUCE_TO (each is the other's backward). */
 typedef struct ge2_expand_attrs {
     double scale; /* EXPAND multiplies by this (mean's backward: 1/n) */
+    /* Also divide by numel(larger shape) / numel(smaller shape), taken from the
+     * launch's concrete shapes: mean's 1/n stays right when a graph key changes
+     * the batch, which a literal scale would not. */
+    bool mean;
 } ge2_expand_attrs;
 
 typedef struct ge2_concat_attrs {
