@@ -1,0 +1,158 @@
+/* Arena offsets: greedy by size, best fit.
+ *
+ * First, in-place: an elementwise node whose input 0 dies at that node and
+ * has output 0's byte size writes its output over the input. Such chains
+ * become one block (one buffer over the union of their intervals), so every
+ * later step sees blocks, not tensors.
+ *
+ * Then blocks are placed largest first (ties by lowest tensor id, so the
+ * result is deterministic): each goes into the smallest gap between already
+ * placed blocks whose lifetimes overlap its own, or on top of them. Large
+ * buffers placed first pin the arena's shape; the many small ones fill the
+ * holes between them. The lower bound is the most bytes of blocks live at any
+ * one schedule position: no placement can beat it.
+ */
+#include <stdlib.h>
+
+#include "graph/alloc.h"
+#include "graph/error.h"
+#include "planner/plan_internal.h"
+
+typedef struct block {
+    int head;     /* lowest tensor id: the tie-break, and the block's name */
+    int first, last;
+    size_t bytes; /* aligned */
+    size_t offset;
+} block;
+
+static int cmp_size_desc(const void *pa, const void *pb)
+{
+    const block *a = *(const block *const *)pa, *b = *(const block *const *)pb;
+    if (a->bytes != b->bytes)
+        return a->bytes > b->bytes ? -1 : 1;
+    return (a->head > b->head) - (a->head < b->head);
+}
+
+static int cmp_offset(const void *pa, const void *pb)
+{
+    const block *a = *(const block *const *)pa, *b = *(const block *const *)pb;
+    if (a->offset != b->offset)
+        return a->offset < b->offset ? -1 : 1;
+    return (a->head > b->head) - (a->head < b->head);
+}
+
+/* Merges output 0 of each eligible elementwise node into its input 0's block.
+ * block_of[t] is the block index of arena tensor t. */
+static void merge_in_place(const ge2_graph *graph, ge2_plan *plan, int *block_of, block *blocks)
+{
+    for (int p = 0; p < plan->n_steps; p++) {
+        const ge2_node *node = &graph->nodes[plan->schedule[p]];
+        if (!(ge2_op_info_of(node->op)->flags & GE2_OPF_ELEMENTWISE) || node->n_inputs < 1 || node->n_outputs < 1)
+            continue;
+        int in = node->inputs[0], out = node->outputs[0];
+        ge2_plan_tensor *ti = &plan->tensors[in], *to = &plan->tensors[out];
+        if (ti->pool != GE2_POOL_ARENA || to->pool != GE2_POOL_ARENA || ti->last != p || ti->bytes != to->bytes)
+            continue;
+        int b = block_of[in];
+        if (blocks[b].last != p)
+            continue; /* the block already continues past this node */
+        block_of[out] = b;
+        blocks[b].last = to->last;
+        to->reuses = in;
+    }
+}
+
+/* Smallest gap free over [b->first, b->last] among placed blocks, else on top. */
+static size_t best_fit(const block *b, block **placed, int n_placed, block **scratch)
+{
+    int n = 0;
+    for (int i = 0; i < n_placed; i++)
+        if (placed[i]->first <= b->last && b->first <= placed[i]->last)
+            scratch[n++] = placed[i];
+    qsort(scratch, (size_t)n, sizeof *scratch, cmp_offset);
+    size_t cursor = 0, best = 0, best_gap = SIZE_MAX;
+    for (int i = 0; i < n; i++) {
+        if (scratch[i]->offset > cursor) {
+            size_t gap = scratch[i]->offset - cursor;
+            if (gap >= b->bytes && gap < best_gap) {
+                best_gap = gap;
+                best = cursor;
+            }
+        }
+        size_t end = scratch[i]->offset + scratch[i]->bytes;
+        if (end > cursor)
+            cursor = end;
+    }
+    return best_gap != SIZE_MAX ? best : cursor;
+}
+
+/* Most aligned bytes of blocks live at one schedule position (difference array). */
+static size_t lower_bound(const block *blocks, int n_blocks, int n_steps, size_t *delta)
+{
+    for (int p = 0; p <= n_steps; p++)
+        delta[p] = 0;
+    for (int i = 0; i < n_blocks; i++) {
+        delta[blocks[i].first] += blocks[i].bytes;
+        delta[blocks[i].last + 1] -= blocks[i].bytes; /* wraps, and unwraps in the running sum */
+    }
+    size_t live = 0, most = 0;
+    for (int p = 0; p < n_steps; p++) {
+        live += delta[p];
+        if (live > most)
+            most = live;
+    }
+    return most;
+}
+
+ge2_status ge2_plan_assign(const ge2_graph *graph, ge2_plan *plan)
+{
+    int n = plan->n_tensors;
+    size_t cells = (size_t)(n > 0 ? n : 1);
+    int *block_of = ge2_malloc(cells * sizeof *block_of);
+    block *blocks = ge2_calloc(cells, sizeof *blocks);
+    block **order = ge2_malloc(cells * sizeof *order);
+    block **scratch = ge2_malloc(cells * sizeof *scratch);
+    size_t *delta = ge2_malloc(((size_t)plan->n_steps + 1) * sizeof *delta);
+    ge2_status st = GE2_OK;
+    if (!block_of || !blocks || !order || !scratch || !delta) {
+        st = ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_plan: assigning %d tensors", n);
+        goto done;
+    }
+
+    int n_blocks = 0;
+    plan->naive_bytes = 0;
+    for (int t = 0; t < n; t++) {
+        const ge2_plan_tensor *pt = &plan->tensors[t];
+        block_of[t] = -1;
+        if (pt->pool != GE2_POOL_ARENA)
+            continue;
+        size_t bytes = ge2_plan_align(pt->bytes > 0 ? pt->bytes : 1, GE2_ARENA_ALIGN);
+        plan->naive_bytes += bytes;
+        blocks[n_blocks] = (block){t, pt->first, pt->last, bytes, 0};
+        block_of[t] = n_blocks++;
+    }
+    merge_in_place(graph, plan, block_of, blocks);
+
+    for (int i = 0; i < n_blocks; i++)
+        order[i] = &blocks[i];
+    qsort(order, (size_t)n_blocks, sizeof *order, cmp_size_desc);
+    plan->arena_bytes = 0;
+    for (int i = 0; i < n_blocks; i++) {
+        block *b = order[i];
+        b->offset = best_fit(b, order, i, scratch);
+        if (b->offset + b->bytes > plan->arena_bytes)
+            plan->arena_bytes = b->offset + b->bytes;
+    }
+    for (int t = 0; t < n; t++)
+        if (block_of[t] >= 0)
+            plan->tensors[t].offset = blocks[block_of[t]].offset;
+    plan->lower_bound_bytes = lower_bound(blocks, n_blocks, plan->n_steps, delta);
+
+done:
+    ge2_free(block_of);
+    ge2_free(blocks);
+    ge2_free(order);
+    ge2_free(scratch);
+    ge2_free(delta);
+    return st;
+}

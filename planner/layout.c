@@ -1,0 +1,60 @@
+/* The persistent layout: where each parameter (and so its gradient and its
+ * optimizer state) sits in the flat pools, and each constant in its pool.
+ * Computed once per graph; every key shares it. */
+#include "graph/alloc.h"
+#include "graph/error.h"
+#include "kernels/kernel.h"
+#include "planner/plan_internal.h"
+
+const char *ge2_pool_name(ge2_pool pool)
+{
+    static const char *const names[GE2_POOL_COUNT] = {"none", "params", "grads", "constants", "inputs", "arena"};
+    return (unsigned)pool < GE2_POOL_COUNT ? names[pool] : "?";
+}
+
+ge2_status ge2_layout_new(const ge2_graph *graph, ge2_layout **out)
+{
+    if (!graph || !out)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_layout_new: graph and out must not be NULL");
+    *out = NULL;
+    ge2_layout *layout = ge2_calloc(1, sizeof *layout);
+    size_t *offset = ge2_calloc(graph->n_tensors > 0 ? (size_t)graph->n_tensors : 1, sizeof *offset);
+    if (!layout || !offset) {
+        ge2_free(layout);
+        ge2_free(offset);
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_layout_new: %d tensors", graph->n_tensors);
+    }
+    layout->offset = offset;
+    layout->n_tensors = graph->n_tensors;
+
+    /* Parameter padding is whole f32 elements so a kernel may treat the
+     * pools as one [n] array; constants only need the arena's alignment. */
+    const size_t param_align = GE2_PARAM_ALIGN_ELEMS * sizeof(float);
+    for (int i = 0; i < graph->n_tensors; i++) {
+        const ge2_tensor *t = graph->tensors[i];
+        size_t bytes = ge2_plan_bytes(t->dtype, t->shape);
+        if (t->role == GE2_ROLE_PARAMETER) {
+            if (t->dtype != GE2_F32) {
+                char s[64];
+                ge2_layout_free(layout);
+                return ge2_error(GE2_ERR_DTYPE, "ge2_compile: parameter '%s' %s is %s; the parameter pool holds f32",
+                                 t->name, ge2_shape_str(t->shape, s, sizeof s), ge2_dtype_name(t->dtype));
+            }
+            offset[i] = layout->param_bytes;
+            layout->param_bytes += ge2_plan_align(bytes, param_align);
+        } else if (t->role == GE2_ROLE_CONSTANT) {
+            offset[i] = layout->constant_bytes;
+            layout->constant_bytes += ge2_plan_align(bytes, GE2_ARENA_ALIGN);
+        }
+    }
+    *out = layout;
+    return GE2_OK;
+}
+
+void ge2_layout_free(ge2_layout *layout)
+{
+    if (!layout)
+        return;
+    ge2_free(layout->offset);
+    ge2_free(layout);
+}

@@ -1,0 +1,51 @@
+/* The planner's passes, in the order ge2_plan_new runs them:
+ *
+ *   schedule  which nodes the key runs, in a deterministic topological order
+ *   liveness  each tensor's concrete shape, interval and pool
+ *   assign    in-place merges, arena offsets, the plan's statistics
+ *
+ * Private to planner/ (tests include it to check a pass on its own).
+ */
+#ifndef GE2_PLANNER_PLAN_INTERNAL_H
+#define GE2_PLANNER_PLAN_INTERNAL_H
+
+#include "planner/plan.h"
+
+static inline size_t ge2_plan_align(size_t bytes, size_t align) { return (bytes + align - 1) / align * align; }
+
+/* Byte size of a tensor of this dtype and shape. */
+static inline size_t ge2_plan_bytes(ge2_dtype dtype, ge2_shape shape)
+{
+    return (size_t)ge2_shape_numel(shape) * ge2_dtype_size(dtype);
+}
+
+/* True when input `slot` of the node is a shape-only reference. */
+static inline bool ge2_plan_is_like_input(const ge2_node *node, int slot)
+{
+    return slot == 1 && (ge2_op_info_of(node->op)->flags & GE2_OPF_LIKE1);
+}
+
+/* TRAIN: every node, in creation order. EVAL: forward-phase nodes that an
+ * output (loss, metric) depends on. Fills plan->schedule and n_steps. */
+ge2_status ge2_plan_schedule(const ge2_graph *graph, ge2_plan *plan);
+
+/* Infers the key's concrete shapes along the schedule, then fills first/last
+ * and pool (offsets for the persistent pools and the IO buffer) of every
+ * tensor, and plan->input_bytes. */
+ge2_status ge2_plan_liveness(const ge2_graph *graph, const ge2_layout *layout, ge2_plan *plan);
+
+/* Arena offsets (greedy by size, best fit, in place where allowed) and
+ * arena/lower-bound/naive bytes. */
+ge2_status ge2_plan_assign(const ge2_graph *graph, ge2_plan *plan);
+
+/* The tensor that carries the gradient of parameter p (its final, summed
+ * gradient): such a tensor lives in the gradient pool at p's offset. */
+static inline bool ge2_plan_is_param_grad(const ge2_graph *graph, const ge2_tensor *t)
+{
+    if (t->grad_of < 0)
+        return false;
+    const ge2_tensor *p = graph->tensors[t->grad_of];
+    return p->role == GE2_ROLE_PARAMETER && p->grad == t->id;
+}
+
+#endif /* GE2_PLANNER_PLAN_INTERNAL_H */

@@ -1,0 +1,112 @@
+/* Human-readable views of a plan: a text report and an SVG of the arena. */
+#include <stdio.h>
+
+#include "graph/error.h"
+#include "planner/plan_internal.h"
+
+static const char *const mode_names[GE2_MODE_COUNT] = {"train", "eval"};
+
+static double ratio(size_t a, size_t b) { return b ? (double)a / (double)b : 1.0; }
+
+void ge2_plan_report(const ge2_plan *plan, const ge2_graph *graph, FILE *out)
+{
+    int in_place = 0, arena_tensors = 0;
+    size_t pool_bytes[GE2_POOL_COUNT] = {0};
+    for (int t = 0; t < plan->n_tensors; t++) {
+        const ge2_plan_tensor *pt = &plan->tensors[t];
+        pool_bytes[pt->pool] += pt->bytes;
+        arena_tensors += pt->pool == GE2_POOL_ARENA;
+        in_place += pt->reuses >= 0;
+    }
+    fprintf(out, "key %016llx: mode=%s feeds:", (unsigned long long)plan->key.hash, mode_names[plan->key.mode]);
+    for (int f = 0; f < plan->key.n_feeds; f++) {
+        char s[64];
+        fprintf(out, " %s%s", graph->tensors[plan->key.feed_ids[f]]->name,
+                ge2_shape_str(plan->key.feed_shapes[f], s, sizeof s));
+    }
+    fprintf(out, "\n  nodes=%d tensors=%d arena_tensors=%d in_place=%d\n", plan->n_steps, plan->n_tensors,
+            arena_tensors, in_place);
+    fprintf(out, "  arena %zu B = %.4f x lower bound %zu B; naive %zu B (%.2f x arena)\n", plan->arena_bytes,
+            ratio(plan->arena_bytes, plan->lower_bound_bytes), plan->lower_bound_bytes, plan->naive_bytes,
+            ratio(plan->naive_bytes, plan->arena_bytes));
+    fprintf(out, "  tensor bytes by pool:");
+    for (int p = GE2_POOL_PARAMS; p < GE2_POOL_COUNT; p++)
+        fprintf(out, " %s=%zu", ge2_pool_name((ge2_pool)p), pool_bytes[p]);
+    fprintf(out, "; io buffer %zu B\n", plan->input_bytes);
+    fprintf(out, "plan: arena_bytes=%zu lower_bound_bytes=%zu naive_bytes=%zu\n", plan->arena_bytes,
+            plan->lower_bound_bytes, plan->naive_bytes);
+}
+
+/* Writes s with the five XML specials escaped (tensor names are user text). */
+static void xml_escaped(FILE *out, const char *s)
+{
+    for (; *s; s++) {
+        switch (*s) {
+        case '&': fputs("&amp;", out); break;
+        case '<': fputs("&lt;", out); break;
+        case '>': fputs("&gt;", out); break;
+        case '"': fputs("&quot;", out); break;
+        case '\'': fputs("&apos;", out); break;
+        default: fputc(*s, out);
+        }
+    }
+}
+
+enum { SVG_LEFT = 70, SVG_TOP = 40, SVG_BOTTOM = 30, SVG_HEIGHT = 600, SVG_MIN_COL = 6, SVG_WIDTH = 1200 };
+
+ge2_status ge2_plan_svg(const ge2_plan *plan, const ge2_graph *graph, FILE *out)
+{
+    if (!plan || !graph || !out)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_plan_svg: plan, graph and out must not be NULL");
+    int steps = plan->n_steps > 0 ? plan->n_steps : 1;
+    double col = (double)SVG_WIDTH / steps;
+    if (col < SVG_MIN_COL)
+        col = SVG_MIN_COL;
+    double width = SVG_LEFT + col * steps + 20;
+    double height = SVG_TOP + SVG_HEIGHT + SVG_BOTTOM;
+    double scale = plan->arena_bytes ? (double)SVG_HEIGHT / (double)plan->arena_bytes : 0.0;
+
+    fprintf(out,
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
+            "font-family=\"monospace\" font-size=\"10\">\n",
+            width, height, width, height);
+    fprintf(out,
+            "<text x=\"%d\" y=\"16\" font-size=\"13\">%s arena: %zu B, lower bound %zu B (%.4f x), naive %zu B</text>\n",
+            SVG_LEFT, mode_names[plan->key.mode], plan->arena_bytes, plan->lower_bound_bytes,
+            ratio(plan->arena_bytes, plan->lower_bound_bytes), plan->naive_bytes);
+    fprintf(out,
+            "<rect x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"none\" stroke=\"#888\"/>\n"
+            "<text x=\"4\" y=\"%d\">%zu B</text><text x=\"4\" y=\"%d\">0</text>\n"
+            "<text x=\"%d\" y=\"%.0f\">schedule position 0..%d</text>\n",
+            SVG_LEFT, SVG_TOP, col * steps, SVG_HEIGHT, SVG_TOP + 10, plan->arena_bytes, SVG_TOP + SVG_HEIGHT,
+            SVG_LEFT, height - 8, plan->n_steps - 1);
+
+    for (int t = 0; t < plan->n_tensors; t++) {
+        const ge2_plan_tensor *pt = &plan->tensors[t];
+        if (pt->pool != GE2_POOL_ARENA)
+            continue;
+        const ge2_tensor *tensor = graph->tensors[t];
+        bool backward = tensor->producer >= 0 && graph->nodes[tensor->producer].phase != GE2_PHASE_FORWARD;
+        size_t bytes = ge2_plan_align(pt->bytes, GE2_ARENA_ALIGN);
+        double x = SVG_LEFT + col * pt->first, w = col * (pt->last - pt->first + 1);
+        double h = (double)bytes * scale, y = SVG_TOP + SVG_HEIGHT - (double)(pt->offset + bytes) * scale;
+        char s[64];
+        fprintf(out, "<g><title>");
+        xml_escaped(out, tensor->name);
+        fprintf(out, " %s %zu B @%zu, steps %d..%d%s</title>", ge2_shape_str(pt->shape, s, sizeof s), pt->bytes,
+                pt->offset, pt->first, pt->last, pt->reuses >= 0 ? ", in place" : "");
+        fprintf(out,
+                "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\" fill-opacity=\"0.7\" "
+                "stroke=\"#333\" stroke-width=\"0.5\"/>",
+                x, y, w, h, backward ? "#e8a05c" : "#5c9ee8");
+        if (h >= 10 && w >= 30) {
+            fprintf(out, "<text x=\"%.1f\" y=\"%.1f\">", x + 2, y + h / 2 + 3);
+            xml_escaped(out, tensor->name);
+            fprintf(out, "</text>");
+        }
+        fprintf(out, "</g>\n");
+    }
+    fprintf(out, "</svg>\n");
+    return ferror(out) ? ge2_error(GE2_ERR_IO, "ge2_plan_svg: write failed") : GE2_OK;
+}
