@@ -69,7 +69,9 @@ typedef struct ge2_reshape_attrs {
     ge2_shape shape; /* may hold one -1; unused when the like input is given */
 } ge2_reshape_attrs;
 
-/* EXPAND and REDUCE_TO (each is the other's backward). */
+/* EXPAND and REDUCE_TO (each is the other's backward): out = (x broadcast
+ * up, or summed down, to like's shape) * scale [/ factor when mean]. Builders
+ * always set scale (1 for a plain broadcast or sum). */
 typedef struct ge2_expand_attrs {
     double scale; /* EXPAND multiplies by this (mean's backward: 1/n) */
     /* Also divide by numel(larger shape) / numel(smaller shape), taken from the
