@@ -1,5 +1,5 @@
 /* The CUDA kernels' C entry points: one launcher per op family, implemented
- * by the extern "C" launchers at the end of each kernels/cuda/*.cu file and
+ * by the extern "C" launchers at the end of each .cu file in kernels/cuda/ and
  * gathered into ge2_cuda_kernels[] by kernels/cuda/table.c.
  *
  * Every launcher follows ge2_cuda_kernel's rules (kernels/kernel.h): it reads
@@ -36,12 +36,12 @@ ge2_status ge2_cuda_binary_launch(const ge2_launch *launch);              /* ADD
 ge2_status ge2_cuda_scale_launch(const ge2_launch *launch);               /* SCALE */
 ge2_status ge2_cuda_activation_launch(const ge2_launch *launch);          /* ACTIVATION */
 ge2_status ge2_cuda_activation_backward_launch(const ge2_launch *launch); /* ACTIVATION_BACKWARD */
+ge2_status ge2_cuda_expand_launch(const ge2_launch *launch);              /* EXPAND: broadcast times scale */
 const char *ge2_cuda_elementwise_describe(const ge2_launch *launch);
 
 /* reduce.cu */
 ge2_status ge2_cuda_reduce_launch(const ge2_launch *launch);    /* SUM, MEAN: all elements or one axis */
 ge2_status ge2_cuda_reduce_to_launch(const ge2_launch *launch); /* REDUCE_TO */
-ge2_status ge2_cuda_expand_launch(const ge2_launch *launch);    /* EXPAND */
 
 /* softmax.cu: over the last axis */
 ge2_status ge2_cuda_softmax_launch(const ge2_launch *launch);          /* SOFTMAX, LOG_SOFTMAX */

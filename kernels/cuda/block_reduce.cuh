@@ -1,0 +1,78 @@
+/* Deterministic reductions inside a warp, a block, and across the blocks of
+ * one launch.
+ *
+ * Every tree here has a fixed shape (shuffle offsets 16..1, warps in index
+ * order, blocks in index order), so a sum comes out bit-identical on every
+ * run: replayed steps must reproduce eager ones exactly. No float atomics.
+ */
+#ifndef GE2_KERNELS_CUDA_BLOCK_REDUCE_CUH
+#define GE2_KERNELS_CUDA_BLOCK_REDUCE_CUH
+
+#include <cuda_runtime.h>
+
+#define GE2_WARP 32
+
+__device__ __forceinline__ float ge2_warp_sum(float v)
+{
+    for (int off = GE2_WARP / 2; off > 0; off /= 2)
+        v += __shfl_xor_sync(0xffffffffu, v, off);
+    return v;
+}
+
+__device__ __forceinline__ float ge2_warp_max(float v)
+{
+    for (int off = GE2_WARP / 2; off > 0; off /= 2)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+    return v;
+}
+
+/* Sum over the block; every thread gets the result. blockDim.x must be a
+ * multiple of 32 (at most 1024). Contains __syncthreads: call from all threads. */
+__device__ __forceinline__ float ge2_block_sum(float v)
+{
+    __shared__ float warp_sums[GE2_WARP];
+    int lane = threadIdx.x % GE2_WARP, warp = threadIdx.x / GE2_WARP;
+    int n_warps = blockDim.x / GE2_WARP;
+    v = ge2_warp_sum(v);
+    __syncthreads(); /* warp_sums may still be read by a previous call */
+    if (lane == 0)
+        warp_sums[warp] = v;
+    __syncthreads();
+    v = lane < n_warps ? warp_sums[lane] : 0.0f;
+    return ge2_warp_sum(v);
+}
+
+/* The "last block finishes" ticket: each block publishes its partial, then
+ * takes a ticket; the block drawing the last one sees every partial and
+ * finishes the reduction in the same launch — no second kernel, no memset
+ * node. Call from all threads after thread 0 wrote this block's partial.
+ * The last block must reset *counter to 0 (ge2_ticket_reset) so the next
+ * launch, or replay, starts from zero. */
+__device__ __forceinline__ bool ge2_ticket_is_last(unsigned *counter)
+{
+    __shared__ bool last;
+    __threadfence(); /* this block's partial is visible before its ticket */
+    __syncthreads();
+    if (threadIdx.x == 0)
+        last = atomicAdd(counter, 1u) == gridDim.x - 1;
+    __syncthreads();
+    return last;
+}
+
+__device__ __forceinline__ void ge2_ticket_reset(unsigned *counter)
+{
+    if (threadIdx.x == 0)
+        *counter = 0;
+}
+
+/* In the last block: the sum of partials[0, n) in a fixed order. volatile so
+ * the other blocks' partials are read from memory, not a stale cache line. */
+__device__ __forceinline__ float ge2_sum_partials(const volatile float *partials /* [n] */, int n)
+{
+    float v = 0.0f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        v += partials[i];
+    return ge2_block_sum(v);
+}
+
+#endif /* GE2_KERNELS_CUDA_BLOCK_REDUCE_CUH */

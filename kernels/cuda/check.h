@@ -1,0 +1,114 @@
+/* Shared plumbing for the .cu files: CUDA errors as ge2_status, dtype checks,
+ * the stream and grid sizes. C++ (nvcc) only; C code sees cuda_kernels.h.
+ *
+ * Every launcher ends with GE2_CUDA_CHECK(launch, "kernel_name") after each
+ * <<<>>> so a bad configuration surfaces at the op that caused it, with the
+ * op and kernel in the message, instead of at some later synchronization.
+ */
+#ifndef GE2_KERNELS_CUDA_CHECK_H
+#define GE2_KERNELS_CUDA_CHECK_H
+
+#ifndef __CUDACC__
+#error "kernels/cuda/check.h is for .cu files; C code includes kernels/cuda/cuda_kernels.h"
+#endif
+
+#include <cuda_runtime.h>
+
+#include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* The C headers declare functions without extern "C" of their own (ge2.h
+ * aside); the system headers they pull in are included above first, so only
+ * ge2's declarations get C linkage here. */
+extern "C" {
+#include "graph/error.h"
+#include "kernels/kernel.h"
+}
+#include "kernels/cuda/cuda_kernels.h"
+
+/* Threads per block for the simple one-thread-per-element kernels. */
+#define GE2_CUDA_THREADS 256
+/* Grid-stride kernels never use more blocks than this: enough to fill any
+ * current GPU several times over, few enough that a tiny tensor is not
+ * spread over idle blocks. */
+#define GE2_CUDA_MAX_BLOCKS 4096
+
+static inline const char *ge2_cuda_op_name(const ge2_launch *launch)
+{
+    return launch->node ? ge2_op_table[launch->node->op].name : "?";
+}
+
+static inline cudaStream_t ge2_cuda_stream(const ge2_launch *launch)
+{
+    return (cudaStream_t)launch->stream;
+}
+
+/* Blocks for a grid-stride loop over `work` items, `threads` per block. */
+static inline unsigned ge2_cuda_blocks(int64_t work, int threads)
+{
+    int64_t blocks = (work + threads - 1) / threads;
+    if (blocks < 1)
+        blocks = 1;
+    if (blocks > GE2_CUDA_MAX_BLOCKS)
+        blocks = GE2_CUDA_MAX_BLOCKS;
+    return (unsigned)blocks;
+}
+
+/* After a kernel launch: a launch error (bad configuration, no device, a
+ * sticky fault from an earlier kernel) becomes GE2_ERR_CUDA naming the op. */
+static inline ge2_status ge2_cuda_check_launch(const ge2_launch *launch, const char *kernel)
+{
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess)
+        return GE2_OK;
+    return ge2_error(GE2_ERR_CUDA, "ge2_%s (node %d): CUDA kernel %s: %s (%s)", ge2_cuda_op_name(launch),
+                     launch->node ? launch->node->id : -1, kernel, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+/* For runtime calls that return a cudaError_t (cudaMemcpyAsync, ...). */
+static inline ge2_status ge2_cuda_check_call(const ge2_launch *launch, cudaError_t e, const char *call)
+{
+    if (e == cudaSuccess)
+        return GE2_OK;
+    return ge2_error(GE2_ERR_CUDA, "ge2_%s (node %d): %s: %s (%s)", ge2_cuda_op_name(launch),
+                     launch->node ? launch->node->id : -1, call, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+#define GE2_CUDA_CHECK(launch, kernel) GE2_TRY(ge2_cuda_check_launch((launch), (kernel)))
+
+/* The CUDA backend runs f32 only (f64 is a CPU gradient-check dtype). Inputs
+ * whose bit is set in int_inputs must be i32 instead (labels). */
+static inline ge2_status ge2_cuda_require_f32(const ge2_launch *launch, unsigned int_inputs)
+{
+    for (int i = 0; i < launch->n_in; i++) {
+        ge2_dtype want = (int_inputs >> i) & 1u ? GE2_I32 : GE2_F32;
+        if (launch->in[i].dtype != want)
+            return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s: input %d is %s; the CUDA kernel takes %s",
+                             ge2_cuda_op_name(launch), i, ge2_dtype_name(launch->in[i].dtype), ge2_dtype_name(want));
+    }
+    for (int i = 0; i < launch->n_out; i++)
+        if (launch->out[i].dtype != GE2_F32)
+            return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s: output %d is %s; the CUDA kernel takes f32",
+                             ge2_cuda_op_name(launch), i, ge2_dtype_name(launch->out[i].dtype));
+    return GE2_OK;
+}
+
+/* Kernels that finish a reduction across blocks keep their scratch in the
+ * control block; a launch without one is a program bug, reported not crashed. */
+static inline ge2_status ge2_cuda_require_control(const ge2_launch *launch)
+{
+    if (launch->control)
+        return GE2_OK;
+    return ge2_error(GE2_ERR_STATE, "ge2_%s: CUDA kernel needs the control block (launch->control is NULL)",
+                     ge2_cuda_op_name(launch));
+}
+
+static inline bool ge2_cuda_aligned16(const void *p)
+{
+    return ((uintptr_t)p & 15u) == 0;
+}
+
+#endif /* GE2_KERNELS_CUDA_CHECK_H */
