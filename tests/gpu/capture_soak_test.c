@@ -1,0 +1,97 @@
+/* Capture stability, part 3: a long run of replays leaks nothing.
+ *
+ *   (5) 10,000 replayed training steps after warm-up: no host allocation
+ *       (ge2_alloc_stats_get), device free memory unchanged (cudaMemGetInfo),
+ *       no CUDA error, still one captured graph, finite loss.
+ *
+ * GE2_TEST_SHORT=1 (the sanitizer run) replays 50 steps instead.
+ */
+#include <check.h>
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/alloc.h"
+#include "tests/gpu/capture_mlp.h"
+#include "tests/gpu_probe.h"
+
+#define BATCH 64
+#define SEED 77
+#define DATA_SEED 5
+#define LR 1e-3
+/* Batches cycled through: the data stream is not what is under test. */
+#define N_BATCHES 16
+
+START_TEST(test_ten_thousand_replays_leak_nothing)
+{
+    const char *short_env = getenv("GE2_TEST_SHORT");
+    const int n = short_env && short_env[0] && strcmp(short_env, "0") != 0 ? 50 : 10000;
+    mlp m;
+    mlp_open(&m, GE2_DEVICE_CUDA, BATCH, SEED, LR, false);
+    ge2_metrics metrics;
+    /* Warm-up: the eager first step and capture, then a few replays and one
+     * metrics read-back, so every lazily made host or device object exists. */
+    for (int i = 0; i < 4; i++)
+        mlp_step(&m, DATA_SEED, i % N_BATCHES, BATCH, i == 3);
+    ck_assert_int_eq(ge2_program_sync(m.program), GE2_OK);
+    ck_assert_int_eq(ge2_program_take_metrics(m.program, GE2_MODE_TRAIN, &metrics), GE2_OK);
+    ck_assert_int_eq(ge2_program_capture_count(m.program), 1);
+
+    ge2_alloc_stats before, after;
+    size_t free_before = 0, free_after = 0, total = 0;
+    ck_assert_int_eq(cudaMemGetInfo(&free_before, &total), cudaSuccess);
+    ge2_alloc_stats_get(&before);
+    int64_t steps_seen = 0;
+    double loss_sum = 0;
+    for (int i = 0; i < n; i++) {
+        mlp_step(&m, DATA_SEED, (4 + i) % N_BATCHES, BATCH, false);
+        if (i % 100 == 99) {
+            /* What a trainer does: collect whatever losses have arrived. */
+            ck_assert_int_eq(ge2_program_take_metrics(m.program, GE2_MODE_TRAIN, &metrics), GE2_OK);
+            steps_seen += metrics.steps;
+            loss_sum += metrics.loss_sum;
+        }
+    }
+    ck_assert_int_eq(ge2_program_sync(m.program), GE2_OK);
+    ck_assert_int_eq(ge2_program_take_metrics(m.program, GE2_MODE_TRAIN, &metrics), GE2_OK);
+    steps_seen += metrics.steps;
+    loss_sum += metrics.loss_sum;
+    ge2_alloc_stats_get(&after);
+    ck_assert_int_eq(cudaMemGetInfo(&free_after, &total), cudaSuccess);
+
+    ck_assert_msg(after.allocations == before.allocations, "%llu host allocations during %d replayed steps",
+                  (unsigned long long)(after.allocations - before.allocations), n);
+    ck_assert_msg(free_after == free_before, "device free memory changed: %zu -> %zu bytes", free_before,
+                  free_after);
+    cudaError_t e = cudaGetLastError();
+    ck_assert_msg(e == cudaSuccess, "CUDA error after the run: %s", cudaGetErrorString(e));
+    ck_assert_int_eq(ge2_program_capture_count(m.program), 1);
+    ck_assert_int_eq(ge2_program_key_count(m.program), 1);
+    int64_t updates = -1;
+    ck_assert_int_eq(ge2_program_step_count(m.program, &updates), GE2_OK);
+    ck_assert_int_eq(updates, 4 + n);
+    ck_assert_msg(steps_seen > 0, "no loss was read back in %d steps", n);
+    ck_assert_msg(isfinite(loss_sum / (double)steps_seen), "mean loss %g", loss_sum / (double)steps_seen);
+    float last = 0;
+    ck_assert_int_eq(ge2_program_read_output(m.program, GE2_MODE_TRAIN, m.loss, &last, sizeof last), GE2_OK);
+    ck_assert_msg(isfinite(last) && last > 0.0f, "last loss %g", last);
+    mlp_close(&m);
+}
+END_TEST
+
+int main(void)
+{
+    if (!ge2_test_require_gpu("capture_soak_test"))
+        return 0;
+    Suite *s = suite_create("capture_soak");
+    TCase *tc = tcase_create("soak");
+    tcase_set_timeout(tc, 900);
+    tcase_add_test(tc, test_ten_thousand_replays_leak_nothing);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
