@@ -4,6 +4,8 @@
 # "N passed, N failed"; exits non-zero if any failed.
 #
 # Usage: ./run.sh [test names...]   (default: every name in tests.txt)
+#        ./run.sh --sanitize        short capture stability runs under
+#                                   compute-sanitizer memcheck and racecheck
 set -u
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -30,6 +32,25 @@ export GE2_DATA_DIR="$here/data/fashion-mnist"
 
 if [ -x bin/smoke ]; then
     bin/smoke 2>&1 | sed 's/^/run.sh: /'
+fi
+
+# --sanitize: the capture suites with GE2_TEST_SHORT=1 (a few steps) and
+# CK_FORK=no (the sanitizer then sees the test's own CUDA work), once per tool.
+if [ "${1:-}" = "--sanitize" ]; then
+    san="$(command -v compute-sanitizer || echo "${cuda_lib%/*}/bin/compute-sanitizer")"
+    [ -x "$san" ] || san=/usr/local/cuda/bin/compute-sanitizer
+    mkdir -p logs
+    bad=0
+    for tool in memcheck racecheck; do
+        for t in capture_replay_test capture_soak_test; do
+            log="logs/sanitize-$tool-$t.log"
+            GE2_TEST_SHORT=1 CK_FORK=no "$san" --tool "$tool" --error-exitcode 86 "bin/$t" >"$log" 2>&1
+            rc=$?
+            echo "sanitize $tool $t: $([ "$rc" -eq 0 ] && echo clean || echo "FAIL (exit $rc)")  $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1)"
+            [ "$rc" -eq 0 ] || { bad=1; tail -n 30 "$log" | sed 's/^/    /'; }
+        done
+    done
+    exit "$bad"
 fi
 
 if [ "$#" -gt 0 ]; then
