@@ -5,8 +5,12 @@
  * order, blocks in index order), so a sum comes out bit-identical on every
  * run: replayed steps must reproduce eager ones exactly. No float atomics.
  */
-#ifndef GE2_KERNELS_CUDA_BLOCK_REDUCE_CUH
-#define GE2_KERNELS_CUDA_BLOCK_REDUCE_CUH
+#ifndef GE2_KERNELS_CUDA_BLOCK_REDUCE_H
+#define GE2_KERNELS_CUDA_BLOCK_REDUCE_H
+
+#ifndef __CUDACC__
+#error "kernels/cuda/block_reduce.h is device code for .cu files"
+#endif
 
 #include <cuda_runtime.h>
 
@@ -75,4 +79,4 @@ __device__ __forceinline__ float ge2_sum_partials(const volatile float *partials
     return ge2_block_sum(v);
 }
 
-#endif /* GE2_KERNELS_CUDA_BLOCK_REDUCE_CUH */
+#endif /* GE2_KERNELS_CUDA_BLOCK_REDUCE_H */

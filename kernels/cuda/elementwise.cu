@@ -180,12 +180,18 @@ extern "C" ge2_status ge2_cuda_binary_launch(const ge2_launch *l)
     }
 }
 
-// x is broadcast (right-aligned) to the like input's shape, which out[0] has.
+// x is broadcast (right-aligned) to the like input's shape, which out[0] has,
+// times scale, and divided by the broadcast factor when attrs.mean (taken
+// from this key's shapes, so a new batch size keeps mean's 1/n right).
 extern "C" ge2_status ge2_cuda_expand_launch(const ge2_launch *l)
 {
     GE2_TRY(ge2_cuda_require_f32(l, 0));
     const ge2_view *x = &l->in[0], *y = &l->out[0];
-    ge2_expand_fn f = {(float)l->node->attrs.expand.scale};
+    const ge2_expand_attrs *at = &l->node->attrs.expand;
+    double scale = at->scale;
+    if (at->mean && ge2_shape_numel(x->shape) > 0)
+        scale /= (double)ge2_shape_numel(y->shape) / (double)ge2_shape_numel(x->shape);
+    ge2_expand_fn f = {(float)scale};
     if (same_shape(x->shape, y->shape))
         return launch_map(l, (const float *)x->data, NULL, f);
     long long n = ge2_shape_numel(y->shape);

@@ -4,10 +4,10 @@
 // Each is one launch that ends in a scalar. No zero-fill kernel or memset
 // node precedes it: every block writes its partial into the control block's
 // scratch (ge2_control.partials), takes a ticket, and the last block sums the
-// partials in block order and resets the ticket counter (block_reduce.cuh).
+// partials in block order and resets the ticket counter (block_reduce.h).
 // Rows are dealt to blocks by a fixed rule, so for a given shape the sum's
 // order — hence its bits — is the same on every run and every replay.
-#include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/check.h"
 
 // Threads per block for the row kernels: 8 warps, one row per warp at a time.

@@ -9,7 +9,7 @@
 // with the ticket pattern: GRAD_NORM's last block sums the per-block partials
 // in block order (deterministic), OPTIMIZER_UPDATE's last block commits the
 // step once every element has read the old one.
-#include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/check.h"
 
 #include "kernels/optimizer_math.h"

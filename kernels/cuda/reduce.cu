@@ -5,7 +5,7 @@
 //
 // Deterministic: each output is summed in a fixed order by a fixed tree, no
 // atomics, so replays reproduce eager runs bit for bit.
-#include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/check.h"
 
 // ------------------------------------------------------------------- kernels
@@ -127,7 +127,9 @@ extern "C" ge2_status ge2_cuda_reduce_launch(const ge2_launch *l)
 }
 
 // Sum x down to out's shape (= like's): right-aligned, a dim is summed where
-// out lacks it or has 1 against x's larger dim.
+// out lacks it or has 1 against x's larger dim. Then times scale, divided by
+// the reduction factor when attrs.mean (EXPAND's attrs; each is the other's
+// backward).
 extern "C" ge2_status ge2_cuda_reduce_to_launch(const ge2_launch *l)
 {
     GE2_TRY(ge2_cuda_require_f32(l, 0));
@@ -137,5 +139,9 @@ extern "C" ge2_status ge2_cuda_reduce_to_launch(const ge2_launch *l)
         int od = out.ndim - (x.ndim - d);
         keep[d] = od >= 0 && (out.dim[od] == x.dim[d] || x.dim[d] == 1);
     }
-    return launch_reduce(l, make_geom(x, keep), 1.0f);
+    const ge2_expand_attrs *at = &l->node->attrs.expand;
+    double scale = at->scale;
+    if (at->mean && ge2_shape_numel(out) > 0)
+        scale /= (double)ge2_shape_numel(x) / (double)ge2_shape_numel(out);
+    return launch_reduce(l, make_geom(x, keep), (float)scale);
 }

@@ -4,7 +4,7 @@
 // attention rows), so a warp covers a row in a few strided steps and the
 // row's max and sums stay in registers through shuffles — no shared memory,
 // no second pass over global memory for the statistics beyond one re-read.
-#include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/check.h"
 
 // Rows per block: 4 warps.
