@@ -1,0 +1,64 @@
+/* Shared by the CPU kernel files: type dispatch and broadcast indexing. */
+#ifndef GE2_KERNELS_CPU_CPU_UTIL_H
+#define GE2_KERNELS_CPU_CPU_UTIL_H
+
+#include "graph/error.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+/* Each kernel body is written once as a macro over (T, SUF) and expanded for
+ * float and double; this picks the expansion by the first input's dtype. */
+#define GE2_CPU_DEFINE_BOTH(DEF) DEF(float, f32) DEF(double, f64)
+#define GE2_CPU_DISPATCH(fn, l, dtype) \
+    ((dtype) == GE2_F64 ? fn##_f64(l) : (dtype) == GE2_F32 ? fn##_f32(l) : ge2_cpu_bad_dtype(l, dtype))
+
+static inline ge2_status ge2_cpu_bad_dtype(const ge2_launch *l, ge2_dtype dtype)
+{
+    return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s: the CPU kernel has no %s version",
+                     ge2_op_info_of(l->node->op)->name, ge2_dtype_name(dtype));
+}
+
+/* A shape right-aligned into 4 dims (missing leading dims are 1). */
+static inline void ge2_cpu_dims4(ge2_shape s, int64_t d[4])
+{
+    for (int i = 0; i < 4; i++) {
+        int j = i - (4 - s.ndim);
+        d[i] = j >= 0 ? s.dim[j] : 1;
+    }
+}
+
+/* Element strides of `in` over the 4-D index space of `out`; 0 along the
+ * dims `in` broadcasts (size 1 against a larger out dim). */
+static inline void ge2_cpu_bcast_strides(ge2_shape in, ge2_shape out, int64_t st[4])
+{
+    int64_t di[4], dout[4], s = 1;
+    ge2_cpu_dims4(in, di);
+    ge2_cpu_dims4(out, dout);
+    for (int i = 3; i >= 0; i--) {
+        st[i] = di[i] == dout[i] ? s : 0;
+        s *= di[i];
+    }
+}
+
+/* Offset into `in` (strides st) of the element at flat position i of a tensor with 4-D dims d. */
+static inline int64_t ge2_cpu_bcast_offset(int64_t i, const int64_t d[4], const int64_t st[4])
+{
+    int64_t off = 0;
+    for (int k = 3; k >= 0; k--) {
+        off += (i % d[k]) * st[k];
+        i /= d[k];
+    }
+    return off;
+}
+
+/* Splits a shape around `axis` into outer x len x inner. */
+static inline void ge2_cpu_split_axis(ge2_shape s, int axis, int64_t *outer, int64_t *len, int64_t *inner)
+{
+    *outer = 1, *inner = 1;
+    for (int i = 0; i < axis; i++)
+        *outer *= s.dim[i];
+    *len = s.dim[axis];
+    for (int i = axis + 1; i < s.ndim; i++)
+        *inner *= s.dim[i];
+}
+
+#endif /* GE2_KERNELS_CPU_CPU_UTIL_H */

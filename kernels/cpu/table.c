@@ -1,0 +1,31 @@
+/* The CPU column of the op table. */
+#include "kernels/cpu/cpu_kernels.h"
+
+const ge2_cpu_kernel_fn ge2_cpu_kernels[GE2_OP_COUNT] = {
+    [GE2_OP_LINEAR] = ge2_cpu_linear,
+    [GE2_OP_MATMUL] = ge2_cpu_matmul,
+    [GE2_OP_ADD] = ge2_cpu_binary,
+    [GE2_OP_SUB] = ge2_cpu_binary,
+    [GE2_OP_MUL] = ge2_cpu_binary,
+    [GE2_OP_SCALE] = ge2_cpu_scale,
+    [GE2_OP_ACTIVATION] = ge2_cpu_activation,
+    [GE2_OP_SOFTMAX] = ge2_cpu_softmax,
+    [GE2_OP_LOG_SOFTMAX] = ge2_cpu_softmax,
+    [GE2_OP_SUM] = ge2_cpu_reduce,
+    [GE2_OP_MEAN] = ge2_cpu_reduce,
+    [GE2_OP_RESHAPE] = ge2_cpu_reshape,
+    [GE2_OP_TRANSPOSE] = ge2_cpu_transpose,
+    [GE2_OP_CONCAT] = ge2_cpu_concat,
+    [GE2_OP_SLICE] = ge2_cpu_slice,
+    [GE2_OP_EXPAND] = ge2_cpu_expand,
+    [GE2_OP_REDUCE_TO] = ge2_cpu_reduce_to,
+    [GE2_OP_CROSS_ENTROPY] = ge2_cpu_cross_entropy,
+    [GE2_OP_MSE_LOSS] = ge2_cpu_mse_loss,
+    [GE2_OP_ACCURACY] = ge2_cpu_accuracy,
+    [GE2_OP_ACTIVATION_BACKWARD] = ge2_cpu_activation_backward,
+    [GE2_OP_SOFTMAX_BACKWARD] = ge2_cpu_softmax_backward,
+    [GE2_OP_LOG_SOFTMAX_BACKWARD] = ge2_cpu_softmax_backward,
+    [GE2_OP_SLICE_BACKWARD] = ge2_cpu_slice_backward,
+    [GE2_OP_GRAD_NORM] = ge2_cpu_grad_norm,
+    [GE2_OP_OPTIMIZER_UPDATE] = ge2_cpu_optimizer_update,
+};
