@@ -68,7 +68,8 @@ struct ge2_program {
     /* Outputs the metrics read back: loss, first other marked output; -1 if none. */
     int loss_id, metric_id;
 
-    ge2_program_key *keys; /* [n_keys]; pointers into it are not stable (grows) */
+    ge2_key feed_key;      /* the graph's feeds at built shapes: each step's key starts from it */
+    ge2_program_key **keys; /* [n_keys], each its own block: an exec's address never moves */
     int n_keys, cap_keys;
     int last_key[GE2_MODE_COUNT]; /* key index of the most recent step of each mode, -1 */
     void *arena;                  /* shared backing (unless separate_arenas) */
@@ -94,5 +95,15 @@ ge2_control *ge2_program_control_host(ge2_program *program);
 ge2_status ge2_program_upload_control(ge2_program *program);
 /* Waits for the device, then refreshes the whole mirror from it. */
 ge2_status ge2_program_download_control(ge2_program *program);
+
+/* --- between the program*.c files ------------------------------------- */
+
+/* Index of the key's cache entry, planning, allocating and preparing it on
+ * first sight. */
+ge2_status ge2_program_key_get(ge2_program *program, const ge2_key *key, int *index);
+/* Frees one key and what ge2_program_key_get made for it (not the shared arena). */
+void ge2_program_key_release(ge2_program *program, ge2_program_key *pk);
+/* Where a tensor lives for this key (device address on CUDA); NULL without memory. */
+void *ge2_program_tensor_data(const ge2_program *program, const ge2_program_key *pk, int tensor_id);
 
 #endif /* GE2_CAPTURE_PROGRAM_INTERNAL_H */

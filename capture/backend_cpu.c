@@ -1,0 +1,132 @@
+/* The CPU backend: the same launches, offsets and pools as CUDA, in host
+ * memory, run one after the other by the reference kernels. A bad offset
+ * therefore corrupts results here too, where CI can see it. */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "capture/backend.h"
+#include "graph/alloc.h"
+#include "graph/error.h"
+
+/* Nothing per program: host memory needs no handles. A distinct object still,
+ * so open/close pair up like on CUDA. */
+struct ge2_backend_ctx {
+    int unused;
+};
+
+static ge2_status cpu_open(const ge2_compile_options *options, ge2_backend_ctx **out)
+{
+    (void)options;
+    *out = ge2_calloc(1, sizeof **out);
+    return *out ? GE2_OK : ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_backend_cpu: context");
+}
+
+static void cpu_close(ge2_backend_ctx *ctx) { ge2_free(ctx); }
+
+/* Arena offsets are multiples of GE2_ARENA_ALIGN, so the base must be too
+ * (vector kernels and the CUDA layout assume it). The block ge2_calloc gave
+ * is stored just below the aligned pointer so free can find it. */
+static ge2_status cpu_alloc(ge2_backend_ctx *ctx, size_t bytes, void **out)
+{
+    (void)ctx;
+    *out = NULL;
+    size_t extra = GE2_ARENA_ALIGN + sizeof(void *);
+    if (bytes > SIZE_MAX - extra)
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_backend_cpu: %zu bytes", bytes);
+    unsigned char *raw = ge2_calloc(1, bytes + extra);
+    if (!raw)
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_backend_cpu: out of host memory allocating %zu bytes", bytes);
+    uintptr_t aligned = ((uintptr_t)raw + sizeof(void *) + GE2_ARENA_ALIGN - 1) & ~(uintptr_t)(GE2_ARENA_ALIGN - 1);
+    ((void **)aligned)[-1] = raw;
+    *out = (void *)aligned;
+    return GE2_OK;
+}
+
+static void cpu_free(ge2_backend_ctx *ctx, void *ptr)
+{
+    (void)ctx;
+    if (ptr)
+        ge2_free(((void **)ptr)[-1]);
+}
+
+static ge2_status cpu_copy(ge2_backend_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+    (void)ctx;
+    if (bytes)
+        memcpy(dst, src, bytes);
+    return GE2_OK;
+}
+
+static bool cpu_readback_done(ge2_backend_ctx *ctx)
+{
+    (void)ctx;
+    return true;
+}
+
+static ge2_status cpu_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
+{
+    (void)ctx;
+    (void)exec;
+    return GE2_OK;
+}
+
+static ge2_status cpu_exec_run(ge2_backend_ctx *ctx, ge2_exec *exec)
+{
+    (void)ctx;
+    for (int i = 0; i < exec->n_launches; i++) {
+        const ge2_launch *launch = &exec->launches[i];
+        const ge2_node *node = launch->node;
+        ge2_cpu_kernel_fn kernel = ge2_cpu_kernels[node->op];
+        if (!kernel)
+            return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_backend_cpu: op %s (node %d) has no CPU kernel",
+                             ge2_op_info_of(node->op)->name, node->id);
+        ge2_status st = kernel(launch);
+        if (st != GE2_OK) {
+            /* The kernel's message names the op and tensors; add where in the step. */
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", ge2_last_error());
+            return ge2_error(st, "%s (node %d, step position %d)", msg, node->id, i);
+        }
+    }
+    return GE2_OK;
+}
+
+static void cpu_exec_release(ge2_backend_ctx *ctx, ge2_exec *exec)
+{
+    (void)ctx;
+    (void)exec;
+}
+
+static ge2_status cpu_sync(ge2_backend_ctx *ctx)
+{
+    (void)ctx;
+    return GE2_OK;
+}
+
+static int cpu_capture_count(const ge2_backend_ctx *ctx)
+{
+    (void)ctx;
+    return 0;
+}
+
+const ge2_backend ge2_backend_cpu = {
+    .device = GE2_DEVICE_CPU,
+    .name = "cpu",
+    .open = cpu_open,
+    .close = cpu_close,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    /* Host staging is ordinary memory here; the same aligned blocks do. */
+    .alloc_host = cpu_alloc,
+    .free_host = cpu_free,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .readback_async = cpu_copy,
+    .readback_done = cpu_readback_done,
+    .exec_prepare = cpu_exec_prepare,
+    .exec_run = cpu_exec_run,
+    .exec_release = cpu_exec_release,
+    .sync = cpu_sync,
+    .capture_count = cpu_capture_count,
+};

@@ -1,0 +1,236 @@
+/* ge2_compile and the program's persistent state: parameter, gradient and
+ * optimizer-state pools, constants and the control block, shared by every
+ * graph key. Keys live in program_keys.c, the step in program_step.c. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "capture/program_internal.h"
+#include "graph/alloc.h"
+#include "graph/error.h"
+#include "graph/init.h"
+#include "graph/verify.h"
+#include "kernels/optimizer_math.h"
+
+ge2_compile_options ge2_compile_defaults(void)
+{
+    ge2_compile_options o = {.tf32 = false, .separate_arenas = false, .disable_capture = false, .readback_interval = 1};
+    return o;
+}
+
+/* ------------------------------------------------------------- accessors */
+
+ge2_flat_pools ge2_program_pools(const ge2_program *program) { return program->pools; }
+
+const ge2_backend *ge2_program_backend(const ge2_program *program, ge2_backend_ctx **ctx)
+{
+    if (ctx)
+        *ctx = program->bctx;
+    return program->backend;
+}
+
+const ge2_layout *ge2_program_layout(const ge2_program *program) { return program->layout; }
+
+const ge2_graph *ge2_program_graph(const ge2_program *program) { return program->graph; }
+
+const ge2_optimizer_config *ge2_program_optimizer_config(const ge2_program *program)
+{
+    if (program->optimizer_node < 0)
+        return NULL;
+    return &program->graph->nodes[program->optimizer_node].attrs.optim.config;
+}
+
+ge2_control *ge2_program_control_host(ge2_program *program) { return program->control_host; }
+
+ge2_status ge2_program_upload_control(ge2_program *program)
+{
+    GE2_TRY(program->backend->upload(program->bctx, program->control, program->control_host, sizeof(ge2_control)));
+    /* The mirror is the upload's source: keep it untouched until the copy is done. */
+    return program->backend->sync(program->bctx);
+}
+
+ge2_status ge2_program_download_control(ge2_program *program)
+{
+    return program->backend->download(program->bctx, program->control_host, program->control, sizeof(ge2_control));
+}
+
+/* ------------------------------------------------------- persistent pools */
+
+/* Host-side image of a pool, filled by `fill`, then copied to the device once. */
+static ge2_status upload_image(ge2_program *program, void *dst, size_t bytes,
+                               void (*fill)(const ge2_program *, unsigned char *))
+{
+    if (bytes == 0)
+        return GE2_OK;
+    unsigned char *image = ge2_calloc(1, bytes);
+    if (!image)
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_compile: %zu bytes of host staging", bytes);
+    fill(program, image);
+    ge2_status st = program->backend->upload(program->bctx, dst, image, bytes);
+    if (st == GE2_OK)
+        st = program->backend->sync(program->bctx);
+    ge2_free(image);
+    return st;
+}
+
+static void fill_parameters(const ge2_program *program, unsigned char *image)
+{
+    const ge2_graph *g = program->graph;
+    for (int i = 0; i < g->n_tensors; i++)
+        if (g->tensors[i]->role == GE2_ROLE_PARAMETER)
+            ge2_init_fill(g, g->tensors[i], image + program->layout->offset[i]);
+}
+
+static void fill_constants(const ge2_program *program, unsigned char *image)
+{
+    const ge2_graph *g = program->graph;
+    for (int i = 0; i < g->n_tensors; i++) {
+        const ge2_tensor *t = g->tensors[i];
+        if (t->role == GE2_ROLE_CONSTANT && t->constant_data)
+            memcpy(image + program->layout->offset[i], t->constant_data,
+                   (size_t)ge2_shape_numel(t->shape) * ge2_dtype_size(t->dtype));
+    }
+}
+
+/* Device memory of at least one byte, so an empty pool still has an address. */
+static ge2_status backend_alloc(ge2_program *program, size_t bytes, void **out)
+{
+    return program->backend->alloc(program->bctx, bytes ? bytes : 1, out);
+}
+
+static ge2_status alloc_pools(ge2_program *program)
+{
+    const ge2_optimizer_config *cfg = ge2_program_optimizer_config(program);
+    size_t param_bytes = program->layout->param_bytes;
+    program->pools.n = (int64_t)(param_bytes / sizeof(float));
+    program->pools.slots = cfg ? ge2_opt_slots_of(cfg).count : 0;
+    GE2_TRY(backend_alloc(program, param_bytes, (void **)&program->pools.params));
+    GE2_TRY(backend_alloc(program, param_bytes, (void **)&program->pools.grads));
+    if (program->pools.slots > 0)
+        GE2_TRY(backend_alloc(program, (size_t)program->pools.slots * param_bytes, (void **)&program->pools.state));
+    GE2_TRY(backend_alloc(program, program->layout->constant_bytes, &program->constants));
+    GE2_TRY(upload_image(program, program->pools.params, param_bytes, fill_parameters));
+    return upload_image(program, program->constants, program->layout->constant_bytes, fill_constants);
+}
+
+static ge2_status init_control(ge2_program *program)
+{
+    GE2_TRY(program->backend->alloc(program->bctx, sizeof(ge2_control), (void **)&program->control));
+    GE2_TRY(program->backend->alloc_host(program->bctx, sizeof(ge2_control), (void **)&program->control_host));
+    ge2_control *c = program->control_host;
+    memset(c, 0, sizeof *c);
+    const ge2_optimizer_config *cfg = ge2_program_optimizer_config(program);
+    c->base_lr = cfg ? (float)cfg->lr : 0.0f;
+    c->loss_scale = 1.0f;
+    c->clip_factor = 1.0f;
+    c->rng_seed = program->graph->seed;
+    return ge2_program_upload_control(program);
+}
+
+/* The loss (what ge2_backward was given, else the first marked output of a
+ * loss op) and the first other marked output: what the metrics read back. */
+static void find_metric_outputs(ge2_program *program)
+{
+    const ge2_graph *g = program->graph;
+    program->loss_id = g->loss;
+    program->metric_id = -1;
+    for (int i = 0; i < g->n_tensors && program->loss_id < 0; i++) {
+        const ge2_tensor *t = g->tensors[i];
+        if (t->is_output && t->producer >= 0 && (ge2_op_info_of(g->nodes[t->producer].op)->flags & GE2_OPF_LOSS))
+            program->loss_id = i;
+    }
+    for (int i = 0; i < g->n_tensors && program->metric_id < 0; i++)
+        if (g->tensors[i]->is_output && i != program->loss_id)
+            program->metric_id = i;
+}
+
+static ge2_status init_metrics(ge2_program *program)
+{
+    for (int m = 0; m < GE2_MODE_COUNT; m++) {
+        ge2_program_metrics *pm = &program->metrics[m];
+        GE2_TRY(program->backend->alloc_host(program->bctx, GE2_METRICS_RING * 2 * sizeof(double), (void **)&pm->ring));
+        pm->until_readback = 1; /* the first step is always sampled */
+    }
+    return GE2_OK;
+}
+
+static ge2_status check_options(const ge2_compile_options *o)
+{
+    if (o->readback_interval < 0)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_compile: readback_interval is %d; it must be >= 0 (0: default 1)",
+                         o->readback_interval);
+    return GE2_OK;
+}
+
+static ge2_status compile(ge2_program *program)
+{
+    GE2_TRY(ge2_graph_verify(program->graph));
+    for (int n = 0; n < program->graph->n_nodes; n++)
+        if (program->graph->nodes[n].op == GE2_OP_OPTIMIZER_UPDATE)
+            program->optimizer_node = n;
+    find_metric_outputs(program);
+    GE2_TRY(ge2_key_init(program->graph, GE2_MODE_TRAIN, &program->feed_key));
+    GE2_TRY(program->backend->open(&program->options, &program->bctx));
+    GE2_TRY(ge2_layout_new(program->graph, &program->layout));
+    GE2_TRY(alloc_pools(program));
+    GE2_TRY(init_control(program));
+    return init_metrics(program);
+}
+
+ge2_status ge2_compile(ge2_context *ctx, ge2_graph *graph, const ge2_compile_options *options, ge2_program **out)
+{
+    if (!ctx || !graph || !out)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_compile: context, graph and out must not be NULL");
+    *out = NULL;
+    ge2_compile_options opts = options ? *options : ge2_compile_defaults();
+    GE2_TRY(check_options(&opts));
+    if (opts.readback_interval == 0)
+        opts.readback_interval = 1;
+    const char *env = getenv("GE2_DISABLE_CAPTURE");
+    if (env && strcmp(env, "1") == 0)
+        opts.disable_capture = true;
+
+    ge2_program *program = ge2_calloc(1, sizeof *program);
+    if (!program)
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_compile: program");
+    program->ctx = ctx;
+    program->device = ge2_context_device(ctx);
+    program->graph = graph;
+    program->options = opts;
+    program->backend = program->device == GE2_DEVICE_CUDA ? &ge2_backend_cuda : &ge2_backend_cpu;
+    program->optimizer_node = -1;
+    for (int m = 0; m < GE2_MODE_COUNT; m++)
+        program->last_key[m] = -1;
+
+    ge2_status st = compile(program);
+    if (st != GE2_OK) {
+        ge2_program_free(program);
+        return st;
+    }
+    *out = program;
+    return GE2_OK;
+}
+
+void ge2_program_free(ge2_program *program)
+{
+    if (!program)
+        return;
+    const ge2_backend *b = program->backend;
+    if (program->bctx) {
+        b->sync(program->bctx); /* nothing in flight may touch what is freed below */
+        for (int k = 0; k < program->n_keys; k++)
+            ge2_program_key_release(program, program->keys[k]);
+        b->free(program->bctx, program->arena);
+        for (int m = 0; m < GE2_MODE_COUNT; m++)
+            b->free_host(program->bctx, program->metrics[m].ring);
+        b->free(program->bctx, program->control);
+        b->free_host(program->bctx, program->control_host);
+        b->free(program->bctx, program->constants);
+        b->free(program->bctx, program->pools.state);
+        b->free(program->bctx, program->pools.grads);
+        b->free(program->bctx, program->pools.params);
+        b->close(program->bctx);
+    }
+    ge2_free(program->keys);
+    ge2_layout_free(program->layout);
+    ge2_free(program);
+}

@@ -1,0 +1,186 @@
+/* What a caller reads or sets between steps: the learning rate, the step
+ * count, parameters, and the memory plans. */
+#include <math.h>
+#include <stdio.h>
+#include <stddef.h>
+
+#include "capture/program_internal.h"
+#include "graph/error.h"
+
+static const char *const mode_names[GE2_MODE_COUNT] = {"train", "eval"};
+
+/* --------------------------------------------------- learning rate, steps */
+
+ge2_status ge2_set_lr(ge2_program *program, double lr)
+{
+    if (!program)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_set_lr: program must not be NULL");
+    if (!isfinite(lr) || lr < 0)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_set_lr: lr %g must be finite and >= 0", lr);
+    /* The mirror is the source of a pending upload; wait so an earlier value
+     * reaches the steps it was set for. Setting the LR is rare (per epoch). */
+    GE2_TRY(program->backend->sync(program->bctx));
+    program->control_host->base_lr = (float)lr;
+    /* Only base_lr: every other field is the kernels' to write. */
+    return program->backend->upload(program->bctx, &program->control->base_lr, &program->control_host->base_lr,
+                                    sizeof program->control_host->base_lr);
+}
+
+ge2_status ge2_get_lr(ge2_program *program, double *lr)
+{
+    if (!program || !lr)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_get_lr: program and lr must not be NULL");
+    *lr = program->control_host->base_lr;
+    return GE2_OK;
+}
+
+ge2_status ge2_program_step_count(ge2_program *program, int64_t *steps)
+{
+    if (!program || !steps)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_step_count: program and steps must not be NULL");
+    int64_t step;
+    GE2_TRY(program->backend->download(program->bctx, &step, (const char *)program->control + offsetof(ge2_control, step),
+                                       sizeof step));
+    program->control_host->step = step;
+    *steps = step;
+    return GE2_OK;
+}
+
+/* ------------------------------------------------------------ parameters */
+
+static ge2_status param_place(const ge2_program *program, const ge2_tensor *param, size_t bytes, const char *fn,
+                              size_t *offset)
+{
+    if (!program || !param)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "%s: program and parameter must not be NULL", fn);
+    if (param->graph != program->graph)
+        return ge2_error(GE2_ERR_GRAPH, "%s: tensor '%s' belongs to another graph", fn, param->name);
+    char s[64];
+    ge2_shape_str(param->shape, s, sizeof s);
+    if (param->role != GE2_ROLE_PARAMETER)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "%s: '%s' %s is a %s, not a parameter", fn, param->name, s,
+                         ge2_role_name(param->role));
+    size_t want = (size_t)ge2_shape_numel(param->shape) * ge2_dtype_size(param->dtype);
+    if (bytes != want)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "%s: '%s' is %s %s (%zu bytes), buffer has %zu", fn, param->name,
+                         ge2_dtype_name(param->dtype), s, want, bytes);
+    *offset = program->layout->offset[param->id];
+    return GE2_OK;
+}
+
+ge2_status ge2_program_get_parameter(ge2_program *program, const ge2_tensor *param, void *dst, size_t bytes)
+{
+    size_t offset;
+    GE2_TRY(param_place(program, param, bytes, "ge2_program_get_parameter", &offset));
+    if (!dst)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_get_parameter: dst must not be NULL");
+    return program->backend->download(program->bctx, dst, (const char *)program->pools.params + offset, bytes);
+}
+
+ge2_status ge2_program_set_parameter(ge2_program *program, const ge2_tensor *param, const void *src, size_t bytes)
+{
+    size_t offset;
+    GE2_TRY(param_place(program, param, bytes, "ge2_program_set_parameter", &offset));
+    if (!src)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_set_parameter: src must not be NULL");
+    GE2_TRY(program->backend->upload(program->bctx, (char *)program->pools.params + offset, src, bytes));
+    return program->backend->sync(program->bctx); /* src is the caller's: done with it on return */
+}
+
+/* ----------------------------------------------------------------- plans */
+
+/* The plan of the most recent step of mode, else one made now at the built shapes (*made: free it). */
+static ge2_status plan_of_mode(ge2_program *program, ge2_mode mode, const ge2_plan **plan, ge2_plan **made)
+{
+    *made = NULL;
+    if ((unsigned)mode >= GE2_MODE_COUNT)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_plan: unknown mode %d", (int)mode);
+    if (program->last_key[mode] >= 0) {
+        *plan = program->keys[program->last_key[mode]]->plan;
+        return GE2_OK;
+    }
+    ge2_key key = program->feed_key;
+    key.mode = mode;
+    ge2_key_rehash(&key);
+    GE2_TRY(ge2_plan_new(program->graph, program->layout, &key, made));
+    *plan = *made;
+    return GE2_OK;
+}
+
+ge2_status ge2_program_plan_stats(ge2_program *program, ge2_mode mode, ge2_plan_stats *out)
+{
+    if (!program || !out)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_plan_stats: program and out must not be NULL");
+    const ge2_plan *plan;
+    ge2_plan *made;
+    GE2_TRY(plan_of_mode(program, mode, &plan, &made));
+    ge2_plan_stats s = {0};
+    s.arena_bytes = plan->arena_bytes;
+    s.lower_bound_bytes = plan->lower_bound_bytes;
+    s.naive_bytes = plan->naive_bytes;
+    s.parameter_bytes = s.gradient_bytes = program->layout->param_bytes;
+    s.optimizer_state_bytes = (size_t)program->pools.slots * program->layout->param_bytes;
+    s.input_bytes = plan->input_bytes;
+    s.n_nodes = plan->n_steps;
+    for (int t = 0; t < plan->n_tensors; t++)
+        s.n_tensors += plan->tensors[t].pool != GE2_POOL_NONE;
+    *out = s;
+    ge2_plan_free(made);
+    return GE2_OK;
+}
+
+static void report_pools(const ge2_program *program, FILE *out)
+{
+    const ge2_layout *l = program->layout;
+    fprintf(out, "pools: params=%zu grads=%zu optimizer_state=%zu (%d slots) constants=%zu control=%zu", l->param_bytes,
+            l->param_bytes, (size_t)program->pools.slots * l->param_bytes, program->pools.slots, l->constant_bytes,
+            sizeof(ge2_control));
+    fprintf(out, " shared_arena=%zu%s\n", program->arena_bytes,
+            program->options.separate_arenas ? " (separate arenas per key)" : "");
+}
+
+ge2_status ge2_program_plan_report(ge2_program *program, FILE *out)
+{
+    if (!program || !out)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_plan_report: program and out must not be NULL");
+    fprintf(out, "ge2 program on %s: %d graph key(s)\n", program->backend->name, program->n_keys);
+    report_pools(program, out);
+    if (program->n_keys == 0) {
+        /* Nothing has run yet: show the train key at the built shapes. */
+        const ge2_plan *plan;
+        ge2_plan *made;
+        GE2_TRY(plan_of_mode(program, GE2_MODE_TRAIN, &plan, &made));
+        fprintf(out, "(not run yet; train key at built shapes)\n");
+        ge2_plan_report(plan, program->graph, out);
+        ge2_plan_free(made);
+    }
+    for (int k = 0; k < program->n_keys; k++)
+        ge2_plan_report(program->keys[k]->plan, program->graph, out);
+    return ferror(out) ? ge2_error(GE2_ERR_IO, "ge2_program_plan_report: write failed") : GE2_OK;
+}
+
+ge2_status ge2_program_plan_svg(ge2_program *program, ge2_mode mode, const char *path)
+{
+    if (!program || !path)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_plan_svg: program and path must not be NULL");
+    const ge2_plan *plan;
+    ge2_plan *made;
+    GE2_TRY(plan_of_mode(program, mode, &plan, &made));
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        ge2_plan_free(made);
+        return ge2_error(GE2_ERR_IO, "ge2_program_plan_svg: cannot open '%s' for the %s plan", path, mode_names[mode]);
+    }
+    ge2_status st = ge2_plan_svg(plan, program->graph, f);
+    if (fclose(f) != 0 && st == GE2_OK)
+        st = ge2_error(GE2_ERR_IO, "ge2_program_plan_svg: writing '%s' failed", path);
+    ge2_plan_free(made);
+    return st;
+}
+
+int ge2_program_key_count(const ge2_program *program) { return program ? program->n_keys : 0; }
+
+int ge2_program_capture_count(const ge2_program *program)
+{
+    return program && program->bctx ? program->backend->capture_count(program->bctx) : 0;
+}

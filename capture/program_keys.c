@@ -1,0 +1,182 @@
+/* The graph-key cache: per key a plan, its IO buffer and staging, and the
+ * launches resolved to concrete addresses.
+ *
+ * Shared arena (the default): keys never run concurrently, so all of them
+ * point into one backing allocation of the largest key's size. A key larger
+ * than the backing grows it; the other keys' launches then point at freed
+ * memory, so they are released (on CUDA: their captured graphs), re-resolved
+ * and prepared again, and re-capture on their next step. That happens at most
+ * once per distinct larger size, typically once (the first train key is the
+ * largest), so the simple, obviously correct choice is kept.
+ */
+#include <string.h>
+
+#include "capture/program_internal.h"
+#include "graph/alloc.h"
+#include "graph/error.h"
+
+void *ge2_program_tensor_data(const ge2_program *program, const ge2_program_key *pk, int tensor_id)
+{
+    const ge2_plan_tensor *pt = &pk->plan->tensors[tensor_id];
+    unsigned char *base = NULL;
+    switch (pt->pool) {
+    case GE2_POOL_PARAMS: base = (unsigned char *)program->pools.params; break;
+    case GE2_POOL_GRADS: base = (unsigned char *)program->pools.grads; break;
+    case GE2_POOL_CONSTANTS: base = program->constants; break;
+    case GE2_POOL_INPUTS: base = pk->inputs; break;
+    case GE2_POOL_ARENA: base = pk->exec.arena; break;
+    default: return NULL;
+    }
+    return base + pt->offset;
+}
+
+static ge2_view view_of(const ge2_program *program, const ge2_program_key *pk, int tensor_id)
+{
+    const ge2_tensor *t = program->graph->tensors[tensor_id];
+    ge2_view v = {ge2_program_tensor_data(program, pk, tensor_id), t->dtype, pk->plan->tensors[tensor_id].shape};
+    return v;
+}
+
+/* Fills every launch from the plan and the current pool addresses. */
+static void resolve_launches(const ge2_program *program, ge2_program_key *pk)
+{
+    const ge2_plan *plan = pk->plan;
+    for (int p = 0; p < plan->n_steps; p++) {
+        const ge2_node *node = &program->graph->nodes[plan->schedule[p]];
+        ge2_launch *l = &pk->exec.launches[p];
+        memset(l, 0, sizeof *l);
+        l->node = node;
+        l->n_in = node->n_inputs;
+        l->n_out = node->n_outputs;
+        for (int i = 0; i < node->n_inputs; i++) {
+            l->in[i] = view_of(program, pk, node->inputs[i]);
+            /* Shape only: its memory may already hold another tensor. */
+            if (ge2_op_info_of(node->op)->flags & GE2_OPF_LIKE1 && i == 1)
+                l->in[i].data = NULL;
+        }
+        for (int o = 0; o < node->n_outputs; o++)
+            l->out[o] = view_of(program, pk, node->outputs[o]);
+        l->control = program->control;
+        l->pools = program->pools;
+        l->tf32 = program->options.tf32;
+    }
+}
+
+static void release_exec(ge2_program *program, ge2_program_key *pk)
+{
+    program->backend->exec_release(program->bctx, &pk->exec);
+    pk->exec.backend_data = NULL;
+    pk->exec.captured = false;
+}
+
+/* Grows the shared backing to `bytes`; see the top of the file. */
+static ge2_status grow_shared_arena(ge2_program *program, size_t bytes)
+{
+    const ge2_backend *b = program->backend;
+    GE2_TRY(b->sync(program->bctx));
+    for (int k = 0; k < program->n_keys; k++)
+        if (program->keys[k]->exec.launches)
+            release_exec(program, program->keys[k]);
+    void *arena = NULL;
+    b->free(program->bctx, program->arena);
+    program->arena = NULL;
+    program->arena_bytes = 0;
+    GE2_TRY(b->alloc(program->bctx, bytes, &arena));
+    program->arena = arena;
+    program->arena_bytes = bytes;
+    for (int k = 0; k < program->n_keys; k++) {
+        ge2_program_key *pk = program->keys[k];
+        if (!pk->exec.launches || pk->arena_own)
+            continue;
+        pk->exec.arena = arena;
+        resolve_launches(program, pk);
+        GE2_TRY(b->exec_prepare(program->bctx, &pk->exec));
+    }
+    return GE2_OK;
+}
+
+static size_t feed_region_bytes(const ge2_plan *plan)
+{
+    size_t end = 0;
+    for (int f = 0; f < plan->key.n_feeds; f++) {
+        const ge2_plan_tensor *pt = &plan->tensors[plan->key.feed_ids[f]];
+        if (pt->offset + pt->bytes > end)
+            end = pt->offset + pt->bytes;
+    }
+    return end;
+}
+
+/* Plans and allocates a new key into *pk (zeroed). */
+static ge2_status make_key(ge2_program *program, ge2_program_key *pk, const ge2_key *key)
+{
+    const ge2_backend *b = program->backend;
+    pk->key = *key;
+    GE2_TRY(ge2_plan_new(program->graph, program->layout, key, &pk->plan));
+    const ge2_plan *plan = pk->plan;
+    pk->staging_bytes = feed_region_bytes(plan);
+    pk->batch = key->n_feeds > 0 && key->feed_shapes[0].ndim > 0 ? key->feed_shapes[0].dim[0] : 1;
+    GE2_TRY(b->alloc(program->bctx, plan->input_bytes ? plan->input_bytes : 1, &pk->inputs));
+    GE2_TRY(b->alloc_host(program->bctx, pk->staging_bytes ? pk->staging_bytes : 1, &pk->staging));
+
+    size_t arena_bytes = plan->arena_bytes ? plan->arena_bytes : 1;
+    if (program->options.separate_arenas) {
+        GE2_TRY(b->alloc(program->bctx, arena_bytes, &pk->arena_own));
+        pk->exec.arena = pk->arena_own;
+    } else {
+        if (arena_bytes > program->arena_bytes)
+            GE2_TRY(grow_shared_arena(program, arena_bytes));
+        pk->exec.arena = program->arena;
+    }
+
+    pk->exec.plan = plan;
+    pk->exec.inputs = pk->inputs;
+    pk->exec.n_launches = plan->n_steps;
+    pk->exec.launches = ge2_calloc((size_t)(plan->n_steps > 0 ? plan->n_steps : 1), sizeof *pk->exec.launches);
+    if (!pk->exec.launches)
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_program_step: %d launches", plan->n_steps);
+    resolve_launches(program, pk);
+    return b->exec_prepare(program->bctx, &pk->exec);
+}
+
+void ge2_program_key_release(ge2_program *program, ge2_program_key *pk)
+{
+    const ge2_backend *b = program->backend;
+    if (pk->exec.launches)
+        release_exec(program, pk);
+    ge2_free(pk->exec.launches);
+    pk->exec.launches = NULL;
+    b->free(program->bctx, pk->arena_own);
+    b->free(program->bctx, pk->inputs);
+    b->free_host(program->bctx, pk->staging);
+    ge2_plan_free(pk->plan);
+    ge2_free(pk);
+}
+
+ge2_status ge2_program_key_get(ge2_program *program, const ge2_key *key, int *index)
+{
+    for (int k = 0; k < program->n_keys; k++) {
+        if (ge2_key_equal(&program->keys[k]->key, key)) {
+            *index = k;
+            return GE2_OK;
+        }
+    }
+    if (program->n_keys == program->cap_keys) {
+        int cap = program->cap_keys ? 2 * program->cap_keys : 4;
+        ge2_program_key **keys = ge2_realloc(program->keys, (size_t)cap * sizeof *keys);
+        if (!keys)
+            return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_program_step: key cache of %d", cap);
+        program->keys = keys;
+        program->cap_keys = cap;
+    }
+    ge2_program_key *pk = ge2_calloc(1, sizeof *pk);
+    if (!pk)
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_program_step: key");
+    ge2_status st = make_key(program, pk, key);
+    if (st != GE2_OK) {
+        ge2_program_key_release(program, pk);
+        return st;
+    }
+    program->keys[program->n_keys] = pk;
+    *index = program->n_keys++;
+    return GE2_OK;
+}

@@ -1,0 +1,215 @@
+/* One step: feeds -> key -> staged upload -> run -> asynchronous metrics.
+ *
+ * After a key's first step nothing here allocates: the key is found in the
+ * cache, the feeds go through the key's staging buffer, and the loss and the
+ * metric land in a fixed ring the host drains when they have arrived.
+ */
+#include <string.h>
+
+#include "capture/program_internal.h"
+#include "graph/error.h"
+
+static const char *const mode_names[GE2_MODE_COUNT] = {"train", "eval"};
+
+static ge2_status check_mode(ge2_mode mode, const char *fn)
+{
+    if ((unsigned)mode >= GE2_MODE_COUNT)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "%s: unknown mode %d", fn, (int)mode);
+    return GE2_OK;
+}
+
+/* Same rank, same dims except dim 0 (the batch), which must be >= 1. */
+static ge2_status check_feed(const ge2_program *program, const ge2_feed *feed, int index)
+{
+    const ge2_tensor *t = feed->tensor;
+    if (!t)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_step: feed %d has no tensor", index);
+    if (t->graph != program->graph)
+        return ge2_error(GE2_ERR_GRAPH, "ge2_program_step: feed %d tensor '%s' belongs to another graph", index,
+                         t->name);
+    if (t->role != GE2_ROLE_INPUT && t->role != GE2_ROLE_LABEL)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_step: feed %d tensor '%s' is a %s, not an input or label",
+                         index, t->name, ge2_role_name(t->role));
+    char built[64], given[64];
+    ge2_shape_str(t->shape, built, sizeof built);
+    bool ok = feed->shape.ndim == t->shape.ndim && (t->shape.ndim == 0 || feed->shape.dim[0] >= 1);
+    for (int d = 1; ok && d < t->shape.ndim; d++)
+        ok = feed->shape.dim[d] == t->shape.dim[d];
+    if (!ok) {
+        if (feed->shape.ndim < 0 || feed->shape.ndim > GE2_MAX_DIMS)
+            return ge2_error(GE2_ERR_SHAPE, "ge2_program_step: feed '%s' has %d dims; it is %s", t->name,
+                             feed->shape.ndim, built);
+        return ge2_error(GE2_ERR_SHAPE,
+                         "ge2_program_step: feed '%s' is %s but the input is %s (only dim 0, the batch, may differ)",
+                         t->name, ge2_shape_str(feed->shape, given, sizeof given), built);
+    }
+    if (!feed->data)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_step: feed '%s' %s has no data", t->name,
+                         ge2_shape_str(feed->shape, given, sizeof given));
+    return GE2_OK;
+}
+
+/* The key of these feeds; feed_of[f] is the feed giving the key's feed f. */
+static ge2_status key_of_feeds(const ge2_program *program, ge2_mode mode, const ge2_feed *feeds, int n_feeds,
+                               ge2_key *key, int *feed_of)
+{
+    *key = program->feed_key;
+    key->mode = mode;
+    for (int f = 0; f < key->n_feeds; f++)
+        feed_of[f] = -1;
+    for (int j = 0; j < n_feeds; j++) {
+        GE2_TRY(check_feed(program, &feeds[j], j));
+        for (int f = 0; f < key->n_feeds; f++) {
+            if (key->feed_ids[f] != feeds[j].tensor->id)
+                continue;
+            if (feed_of[f] >= 0)
+                return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_step: '%s' is fed twice (feeds %d and %d)",
+                                 feeds[j].tensor->name, feed_of[f], j);
+            feed_of[f] = j;
+            key->feed_shapes[f] = feeds[j].shape;
+        }
+    }
+    for (int f = 0; f < key->n_feeds; f++) {
+        if (feed_of[f] < 0) {
+            const ge2_tensor *t = program->graph->tensors[key->feed_ids[f]];
+            char s[64];
+            return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_step: %s '%s' %s was not fed",
+                             ge2_role_name(t->role), t->name, ge2_shape_str(t->shape, s, sizeof s));
+        }
+    }
+    ge2_key_rehash(key);
+    return GE2_OK;
+}
+
+/* Copies the feeds into the key's staging buffer, then one upload for all. */
+static ge2_status stage_feeds(ge2_program *program, ge2_program_key *pk, const ge2_feed *feeds, const int *feed_of)
+{
+    unsigned char *staging = pk->staging;
+    for (int f = 0; f < pk->key.n_feeds; f++) {
+        const ge2_plan_tensor *pt = &pk->plan->tensors[pk->key.feed_ids[f]];
+        memcpy(staging + pt->offset, feeds[feed_of[f]].data, pt->bytes);
+    }
+    return program->backend->upload(program->bctx, pk->inputs, pk->staging, pk->staging_bytes);
+}
+
+/* ------------------------------------------------------------- metrics */
+
+static double raw_value(const double *slot, ge2_dtype dtype)
+{
+    if (dtype == GE2_F64)
+        return *slot;
+    float f;
+    memcpy(&f, slot, sizeof f);
+    return f;
+}
+
+/* Adds every in-flight slot to the sums once the backend says they arrived. */
+static void fold_arrived(ge2_program *program, ge2_program_metrics *pm)
+{
+    if (pm->pending == 0 || !program->backend->readback_done(program->bctx))
+        return;
+    const ge2_graph *g = program->graph;
+    for (; pm->pending > 0; pm->pending--, pm->head = (pm->head + 1) % GE2_METRICS_RING) {
+        const double *slot = &pm->ring[2 * pm->head];
+        pm->sums.steps++;
+        pm->sums.examples += pm->examples[pm->head];
+        pm->sums.loss_sum += raw_value(&slot[0], g->tensors[program->loss_id]->dtype);
+        if (program->metric_id >= 0)
+            pm->sums.metric_sum += raw_value(&slot[1], g->tensors[program->metric_id]->dtype);
+    }
+}
+
+static ge2_status read_back_async(ge2_program *program, const ge2_program_key *pk, int tensor_id, double *dst)
+{
+    const void *src = ge2_program_tensor_data(program, pk, tensor_id);
+    size_t bytes = pk->plan->tensors[tensor_id].bytes;
+    if (!src || bytes > sizeof *dst)
+        return GE2_OK; /* not computed by this key, or not a scalar: nothing to sum */
+    return program->backend->readback_async(program->bctx, dst, src, bytes);
+}
+
+/* Queues this step's loss and metric into the ring (every readback_interval steps). */
+static ge2_status queue_metrics(ge2_program *program, ge2_mode mode, const ge2_program_key *pk)
+{
+    ge2_program_metrics *pm = &program->metrics[mode];
+    if (program->loss_id < 0 || --pm->until_readback > 0)
+        return GE2_OK;
+    pm->until_readback = program->options.readback_interval;
+    fold_arrived(program, pm);
+    if (pm->pending == GE2_METRICS_RING) {
+        /* The host fell a whole ring behind: wait once rather than drop values. */
+        GE2_TRY(program->backend->sync(program->bctx));
+        fold_arrived(program, pm);
+    }
+    int slot = (pm->head + pm->pending) % GE2_METRICS_RING;
+    double *dst = &pm->ring[2 * slot];
+    dst[0] = dst[1] = 0.0;
+    GE2_TRY(read_back_async(program, pk, program->loss_id, &dst[0]));
+    if (program->metric_id >= 0)
+        GE2_TRY(read_back_async(program, pk, program->metric_id, &dst[1]));
+    pm->examples[slot] = pk->batch;
+    pm->pending++;
+    return GE2_OK;
+}
+
+ge2_status ge2_program_take_metrics(ge2_program *program, ge2_mode mode, ge2_metrics *out)
+{
+    if (!program || !out)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_take_metrics: program and out must not be NULL");
+    GE2_TRY(check_mode(mode, "ge2_program_take_metrics"));
+    ge2_program_metrics *pm = &program->metrics[mode];
+    fold_arrived(program, pm);
+    *out = pm->sums;
+    memset(&pm->sums, 0, sizeof pm->sums);
+    return GE2_OK;
+}
+
+/* ---------------------------------------------------------------- step */
+
+ge2_status ge2_program_step(ge2_program *program, ge2_mode mode, const ge2_feed *feeds, int n_feeds)
+{
+    if (!program || (n_feeds > 0 && !feeds) || n_feeds < 0)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_step: program and %d feeds required", n_feeds);
+    GE2_TRY(check_mode(mode, "ge2_program_step"));
+    ge2_key key;
+    int feed_of[GE2_MAX_FEEDS];
+    GE2_TRY(key_of_feeds(program, mode, feeds, n_feeds, &key, feed_of));
+    int index;
+    GE2_TRY(ge2_program_key_get(program, &key, &index));
+    ge2_program_key *pk = program->keys[index];
+    GE2_TRY(stage_feeds(program, pk, feeds, feed_of));
+    GE2_TRY(program->backend->exec_run(program->bctx, &pk->exec));
+    program->last_key[mode] = index;
+    return queue_metrics(program, mode, pk);
+}
+
+ge2_status ge2_program_sync(ge2_program *program)
+{
+    if (!program)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_sync: program must not be NULL");
+    return program->backend->sync(program->bctx);
+}
+
+ge2_status ge2_program_read_output(ge2_program *program, ge2_mode mode, const ge2_tensor *t, void *dst, size_t bytes)
+{
+    if (!program || !t || !dst)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_read_output: program, tensor and dst must not be NULL");
+    GE2_TRY(check_mode(mode, "ge2_program_read_output"));
+    if (t->graph != program->graph)
+        return ge2_error(GE2_ERR_GRAPH, "ge2_program_read_output: tensor '%s' belongs to another graph", t->name);
+    if (program->last_key[mode] < 0)
+        return ge2_error(GE2_ERR_STATE, "ge2_program_read_output: no %s step has run yet", mode_names[mode]);
+    const ge2_program_key *pk = program->keys[program->last_key[mode]];
+    const ge2_plan_tensor *pt = &pk->plan->tensors[t->id];
+    char s[64];
+    ge2_shape_str(pt->shape, s, sizeof s);
+    if (pt->pool != GE2_POOL_INPUTS && pt->pool != GE2_POOL_PARAMS && pt->pool != GE2_POOL_GRADS &&
+        pt->pool != GE2_POOL_CONSTANTS)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT,
+                         "ge2_program_read_output: '%s' %s is not an output of the %s step (mark it with ge2_mark_output)",
+                         t->name, s, mode_names[mode]);
+    if (bytes != pt->bytes)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_read_output: '%s' is %s %s (%zu bytes), dst has %zu",
+                         t->name, ge2_dtype_name(t->dtype), s, pt->bytes, bytes);
+    return program->backend->download(program->bctx, dst, ge2_program_tensor_data(program, pk, t->id), bytes);
+}
