@@ -184,3 +184,10 @@ int ge2_program_capture_count(const ge2_program *program)
 {
     return program && program->bctx ? program->backend->capture_count(program->bctx) : 0;
 }
+
+int ge2_program_launch_count(const ge2_program *program, ge2_mode mode)
+{
+    if (!program || (unsigned)mode >= GE2_MODE_COUNT || program->last_key[mode] < 0)
+        return 0;
+    return program->keys[program->last_key[mode]]->exec.n_launches;
+}
