@@ -15,6 +15,8 @@
  * make every key eager, which is the reference the stability suite compares
  * replays against.
  */
+#include "capture/backend_cuda.h"
+
 #include "capture/backend.h"
 
 #include <cublasLt.h>
@@ -44,6 +46,8 @@ struct ge2_backend_ctx {
     bool disable_capture;
     int capture_count; /* graphs instantiated over the program's life */
 };
+
+const ge2_cuda_kernel *ge2_backend_cuda_kernels = ge2_cuda_kernels;
 
 /* Per key, in ge2_exec.backend_data. */
 typedef struct ge2_cuda_exec {
@@ -242,7 +246,7 @@ static void release_launches(ge2_exec *exec, int n)
 {
     for (int i = 0; i < n; i++) {
         ge2_launch *l = &exec->launches[i];
-        const ge2_cuda_kernel *k = &ge2_cuda_kernels[l->node->op];
+        const ge2_cuda_kernel *k = &ge2_backend_cuda_kernels[l->node->op];
         if (k->release)
             k->release(l);
         l->backend_data = NULL;
@@ -269,7 +273,7 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
     ce->eager = ctx->disable_capture;
     for (int i = 0; i < exec->n_launches; i++) {
         ge2_launch *l = &exec->launches[i];
-        const ge2_cuda_kernel *k = &ge2_cuda_kernels[l->node->op];
+        const ge2_cuda_kernel *k = &ge2_backend_cuda_kernels[l->node->op];
         ge2_status st = GE2_OK;
         l->stream = ctx->stream;
         l->blas = ctx->lt;
@@ -300,7 +304,7 @@ static ge2_status enqueue_all(ge2_backend_ctx *ctx, ge2_exec *exec, bool capturi
     *broke = -1;
     for (int i = 0; i < exec->n_launches; i++) {
         const ge2_launch *l = &exec->launches[i];
-        ge2_status st = ge2_cuda_kernels[l->node->op].launch(l);
+        ge2_status st = ge2_backend_cuda_kernels[l->node->op].launch(l);
         if (capturing) {
             enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
             cudaError_t e = cudaStreamIsCapturing(ctx->stream, &cs);

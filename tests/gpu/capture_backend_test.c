@@ -1,0 +1,300 @@
+/* The CUDA backend (capture/backend_cuda.c) on its own, without the program:
+ * a hand-built key of two LINEAR launches (x -> relu(x·W1ᵀ + b1) -> ·W2ᵀ + b2).
+ *
+ *   - memory: alloc is zero-filled, upload/download and the asynchronous
+ *     read-back round-trip;
+ *   - the first run computes the step (eager warm-up) and captures; a replay
+ *     reads the static input buffer, so new uploaded inputs give new results,
+ *     matching a float64 reference computed here;
+ *   - replay == eager (capture disabled) bitwise;
+ *   - a launch that breaks capture: the key falls back to eager with one
+ *     warning naming the node and op, and keeps computing correctly;
+ *   - GE2_DISABLE_CAPTURE=1: no graph is instantiated.
+ */
+#include <check.h>
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "capture/backend.h"
+#include "capture/backend_cuda.h"
+#include "graph/error.h"
+#include "tests/gpu_probe.h"
+
+#define B 8
+#define IN 20
+#define H 16
+#define OUT 6
+
+#define API(call) ck_assert_msg((call) == GE2_OK, "%s: %s", #call, ge2_last_error())
+
+/* The key: device buffers, nodes, launches. */
+typedef struct key {
+    const ge2_backend *be;
+    ge2_backend_ctx *ctx;
+    float *x, *w1, *b1, *h, *w2, *b2, *y; /* device */
+    float *staging;                       /* pinned [B, IN] */
+    ge2_node nodes[2];
+    ge2_launch launches[2];
+    ge2_exec exec;
+    float hw1[H * IN], hb1[H], hw2[OUT * H], hb2[OUT];
+} key;
+
+static uint64_t rng = 42;
+
+static float uniform(void)
+{
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+
+static ge2_view view(void *data, ge2_shape s)
+{
+    ge2_view v = {data, GE2_F32, s};
+    return v;
+}
+
+static void linear_launch(key *k, int i, float *x, int64_t in, float *w, float *b, float *y, int64_t out,
+                          ge2_activation act)
+{
+    ge2_node *n = &k->nodes[i];
+    memset(n, 0, sizeof *n);
+    n->id = 10 + i;
+    n->op = GE2_OP_LINEAR;
+    n->n_inputs = 3;
+    n->n_outputs = 1;
+    n->attrs.linear.act = act;
+    ge2_launch *l = &k->launches[i];
+    memset(l, 0, sizeof *l);
+    l->node = n;
+    l->n_in = 3;
+    l->n_out = 1;
+    l->in[0] = view(x, ge2_shape2(B, in));
+    l->in[1] = view(w, ge2_shape2(out, in));
+    l->in[2] = view(b, ge2_shape1(out));
+    l->out[0] = view(y, ge2_shape2(B, out));
+}
+
+static void *dev(key *k, size_t n)
+{
+    void *p = NULL;
+    API(k->be->alloc(k->ctx, n * sizeof(float), &p));
+    return p;
+}
+
+static void upload_floats(key *k, float *dst, const float *src, size_t n)
+{
+    memcpy(k->staging, src, n * sizeof(float));
+    API(k->be->upload(k->ctx, dst, k->staging, n * sizeof(float)));
+    API(k->be->sync(k->ctx)); /* staging is reused right away */
+}
+
+static void key_open(key *k, bool disable_capture)
+{
+    memset(k, 0, sizeof *k);
+    rng = 42;
+    k->be = &ge2_backend_cuda;
+    ge2_compile_options o = ge2_compile_defaults();
+    o.disable_capture = disable_capture;
+    API(k->be->open(&o, &k->ctx));
+    API(k->be->alloc_host(k->ctx, B * IN * sizeof(float), (void **)&k->staging));
+    k->x = dev(k, B * IN), k->w1 = dev(k, H * IN), k->b1 = dev(k, H), k->h = dev(k, B * H);
+    k->w2 = dev(k, OUT * H), k->b2 = dev(k, OUT), k->y = dev(k, B * OUT);
+    for (int i = 0; i < H * IN; i++)
+        k->hw1[i] = uniform();
+    for (int i = 0; i < H; i++)
+        k->hb1[i] = uniform();
+    for (int i = 0; i < OUT * H; i++)
+        k->hw2[i] = uniform();
+    for (int i = 0; i < OUT; i++)
+        k->hb2[i] = uniform();
+    upload_floats(k, k->w1, k->hw1, H * IN);
+    upload_floats(k, k->b1, k->hb1, H);
+    upload_floats(k, k->w2, k->hw2, OUT * H);
+    upload_floats(k, k->b2, k->hb2, OUT);
+    linear_launch(k, 0, k->x, IN, k->w1, k->b1, k->h, H, GE2_ACT_RELU);
+    linear_launch(k, 1, k->h, H, k->w2, k->b2, k->y, OUT, GE2_ACT_NONE);
+    k->exec.n_launches = 2;
+    k->exec.launches = k->launches;
+    API(k->be->exec_prepare(k->ctx, &k->exec));
+}
+
+static void key_close(key *k)
+{
+    k->be->exec_release(k->ctx, &k->exec);
+    float *bufs[] = {k->x, k->w1, k->b1, k->h, k->w2, k->b2, k->y};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        k->be->free(k->ctx, bufs[i]);
+    k->be->free_host(k->ctx, k->staging);
+    k->be->close(k->ctx);
+}
+
+static void make_input(float *x, uint64_t seed)
+{
+    rng = seed;
+    for (int i = 0; i < B * IN; i++)
+        x[i] = uniform();
+}
+
+/* One step on input x; y back on the host. */
+static void step(key *k, const float *x, float *y)
+{
+    upload_floats(k, k->x, x, B * IN);
+    API(k->be->exec_run(k->ctx, &k->exec));
+    API(k->be->download(k->ctx, y, k->y, B * OUT * sizeof(float)));
+}
+
+static void check_reference(const key *k, const float *x, const float *y)
+{
+    for (int r = 0; r < B; r++) {
+        double h[H];
+        for (int j = 0; j < H; j++) {
+            double acc = k->hb1[j];
+            for (int i = 0; i < IN; i++)
+                acc += (double)x[r * IN + i] * k->hw1[j * IN + i];
+            h[j] = acc > 0 ? acc : 0;
+        }
+        for (int o = 0; o < OUT; o++) {
+            double acc = k->hb2[o];
+            for (int j = 0; j < H; j++)
+                acc += h[j] * k->hw2[o * H + j];
+            ck_assert_msg(fabs(y[r * OUT + o] - acc) <= 1e-5 * (1 + fabs(acc)), "y[%d,%d] = %.9g, want %.9g", r, o,
+                          y[r * OUT + o], acc);
+        }
+    }
+}
+
+START_TEST(test_memory_round_trip)
+{
+    key k;
+    key_open(&k, false);
+    float z[B * H];
+    memset(z, 0x7f, sizeof z);
+    API(k.be->download(k.ctx, z, k.h, sizeof z));
+    for (int i = 0; i < B * H; i++)
+        ck_assert_msg(z[i] == 0.0f, "alloc is not zero-filled at %d: %g", i, z[i]);
+    float back[H];
+    API(k.be->download(k.ctx, back, k.b1, sizeof back));
+    ck_assert(memcmp(back, k.hb1, sizeof back) == 0);
+    /* Asynchronous read-back into pinned memory, polled until it lands. */
+    float *pinned = NULL;
+    API(k.be->alloc_host(k.ctx, sizeof back, (void **)&pinned));
+    API(k.be->readback_async(k.ctx, pinned, k.b1, sizeof back));
+    API(k.be->sync(k.ctx));
+    ck_assert(k.be->readback_done(k.ctx));
+    ck_assert(memcmp(pinned, k.hb1, sizeof back) == 0);
+    k.be->free_host(k.ctx, pinned);
+    key_close(&k);
+}
+END_TEST
+
+START_TEST(test_capture_then_replay_new_inputs)
+{
+    key k;
+    key_open(&k, false);
+    float x[B * IN], y[B * OUT];
+    make_input(x, 1);
+    step(&k, x, y); /* eager warm-up + capture */
+    check_reference(&k, x, y);
+    ck_assert_int_eq(k.be->capture_count(k.ctx), 1);
+    ck_assert(k.exec.captured);
+    for (uint64_t s = 2; s < 6; s++) { /* replays, each on a new input */
+        make_input(x, s);
+        step(&k, x, y);
+        check_reference(&k, x, y);
+    }
+    ck_assert_int_eq(k.be->capture_count(k.ctx), 1);
+    key_close(&k);
+}
+END_TEST
+
+START_TEST(test_replay_equals_eager_bitwise)
+{
+    key cap, eager;
+    key_open(&cap, false);
+    key_open(&eager, true);
+    float x[B * IN], y1[B * OUT], y2[B * OUT];
+    for (uint64_t s = 1; s < 5; s++) {
+        make_input(x, s);
+        step(&cap, x, y1);
+        step(&eager, x, y2);
+        ck_assert_msg(memcmp(y1, y2, sizeof y1) == 0, "step %d: replay and eager differ", (int)s);
+    }
+    ck_assert_int_eq(cap.be->capture_count(cap.ctx), 1);
+    ck_assert_int_eq(eager.be->capture_count(eager.ctx), 0);
+    key_close(&cap);
+    key_close(&eager);
+}
+END_TEST
+
+/* LINEAR that synchronizes its stream: fine eagerly, illegal during capture. */
+static ge2_status linear_then_sync(const ge2_launch *l)
+{
+    GE2_TRY(ge2_cuda_kernels[GE2_OP_LINEAR].launch(l));
+    cudaError_t e = cudaStreamSynchronize((cudaStream_t)l->stream);
+    if (e != cudaSuccess)
+        return ge2_error(GE2_ERR_CUDA, "cudaStreamSynchronize: %s", cudaGetErrorString(e));
+    return GE2_OK;
+}
+
+START_TEST(test_broken_capture_falls_back_to_eager)
+{
+    static ge2_cuda_kernel table[GE2_OP_COUNT];
+    memcpy(table, ge2_cuda_kernels, sizeof table);
+    table[GE2_OP_LINEAR].launch = linear_then_sync;
+    ge2_backend_cuda_kernels = table;
+    key k;
+    key_open(&k, false);
+    float x[B * IN], y[B * OUT];
+    make_input(x, 7);
+    step(&k, x, y); /* runs, capture fails, falls back */
+    check_reference(&k, x, y);
+    ck_assert_int_eq(k.be->capture_count(k.ctx), 0);
+    ck_assert(!k.exec.captured);
+    const char *why = ge2_last_error();
+    ck_assert_msg(strstr(why, "node 10 (linear)") != NULL, "capture failure message: %s", why);
+    make_input(x, 8);
+    step(&k, x, y); /* eager from now on, still right */
+    check_reference(&k, x, y);
+    ck_assert_int_eq(k.be->capture_count(k.ctx), 0);
+    key_close(&k);
+    ge2_backend_cuda_kernels = ge2_cuda_kernels;
+}
+END_TEST
+
+START_TEST(test_env_disables_capture)
+{
+    setenv("GE2_DISABLE_CAPTURE", "1", 1); /* this forked child only */
+    key k;
+    key_open(&k, false);
+    float x[B * IN], y[B * OUT];
+    for (uint64_t s = 1; s < 4; s++) {
+        make_input(x, s);
+        step(&k, x, y);
+        check_reference(&k, x, y);
+    }
+    ck_assert_int_eq(k.be->capture_count(k.ctx), 0);
+    key_close(&k);
+}
+END_TEST
+
+int main(void)
+{
+    if (!ge2_test_require_gpu("capture_backend_test"))
+        return 0;
+    Suite *s = suite_create("capture_backend");
+    TCase *tc = tcase_create("backend");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_memory_round_trip);
+    tcase_add_test(tc, test_capture_then_replay_new_inputs);
+    tcase_add_test(tc, test_replay_equals_eager_bitwise);
+    tcase_add_test(tc, test_broken_capture_falls_back_to_eager);
+    tcase_add_test(tc, test_env_disables_capture);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
