@@ -83,7 +83,10 @@ static inline ge2_status ge2_cuda_check_call(const ge2_launch *launch, cudaError
  * whose bit is set in int_inputs must be i32 instead (labels). */
 static inline ge2_status ge2_cuda_require_f32(const ge2_launch *launch, unsigned int_inputs)
 {
+    bool like1 = launch->node && (ge2_op_table[launch->node->op].flags & GE2_OPF_LIKE1);
     for (int i = 0; i < launch->n_in; i++) {
+        if (i == 1 && like1)
+            continue; /* shape-only reference: never read */
         ge2_dtype want = (int_inputs >> i) & 1u ? GE2_I32 : GE2_F32;
         if (launch->in[i].dtype != want)
             return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s: input %d is %s; the CUDA kernel takes %s",
