@@ -1,0 +1,37 @@
+/* Reverse-mode autodiff over the static graph: ge2_backward walks the forward
+ * nodes in reverse creation order and calls each op's backward rule, which
+ * appends PHASE_BACKWARD nodes to the same graph. */
+#ifndef GE2_AUTOGRAD_AUTOGRAD_H
+#define GE2_AUTOGRAD_AUTOGRAD_H
+
+#include "graph/error.h"
+#include "graph/ir.h"
+
+/* A dy entry meaning "the implicit seed of 1": the loss's own gradient,
+ * never materialized unless a rule needs it as a tensor. */
+#define GE2_GRAD_SEED (-2)
+/* A dy entry meaning "no gradient flows into this output". */
+#define GE2_GRAD_NONE (-1)
+
+typedef struct ge2_autograd {
+    ge2_graph *graph;
+    int n_forward_tensors; /* tensors that existed when ge2_backward began */
+    bool *needs;           /* [n_forward_tensors] depends on a parameter or a required input */
+    int *grad;             /* [n_forward_tensors] accumulated gradient tensor id, or GE2_GRAD_NONE / GE2_GRAD_SEED */
+    int seed;              /* tensor id of the materialized seed constant, -1 until a rule needs one */
+} ge2_autograd;
+
+/* dy[i] is the gradient of node->outputs[i]: a tensor id, GE2_GRAD_SEED or GE2_GRAD_NONE.
+ * A rule emits nodes with ge2_ag_emit and hands each input's gradient to ge2_ag_accumulate. */
+typedef ge2_status (*ge2_backward_rule)(ge2_autograd *ag, const ge2_node *node, const int *dy);
+
+/* Whether input tensor id wants a gradient (rules skip the work otherwise). */
+bool ge2_ag_wants(const ge2_autograd *ag, int tensor_id);
+/* Adds grad_id to the gradient of tensor_id (an ADD node from the second contribution on). */
+ge2_status ge2_ag_accumulate(ge2_autograd *ag, int tensor_id, int grad_id);
+/* Appends a one-output PHASE_BACKWARD node; its output id in *out. */
+ge2_status ge2_ag_emit(ge2_autograd *ag, ge2_op op, const int *inputs, int n_inputs, const ge2_attrs *attrs, int *out);
+/* A dy as a tensor id: materializes the seed (a scalar constant 1 in the loss's dtype) when given GE2_GRAD_SEED. */
+ge2_status ge2_ag_dy_tensor(ge2_autograd *ag, int dy, int *out);
+
+#endif /* GE2_AUTOGRAD_AUTOGRAD_H */

@@ -1,0 +1,203 @@
+/* ge2_backward: which tensors need gradients, the reverse walk over the
+ * forward nodes, accumulation, and handing parameters their gradients. */
+#include <stdio.h>
+#include <string.h>
+
+#include "autograd/rules.h"
+#include "graph/alloc.h"
+#include "graph/error.h"
+
+bool ge2_ag_wants(const ge2_autograd *ag, int id) { return id < ag->n_forward_tensors && ag->needs[id]; }
+
+ge2_status ge2_ag_emit(ge2_autograd *ag, ge2_op op, const int *inputs, int n_inputs, const ge2_attrs *attrs, int *out)
+{
+    int node;
+    GE2_TRY(ge2_graph_add_node(ag->graph, op, GE2_PHASE_BACKWARD, inputs, n_inputs, 1, attrs, &node));
+    *out = ag->graph->nodes[node].outputs[0];
+    return GE2_OK;
+}
+
+ge2_status ge2_ag_dy_tensor(ge2_autograd *ag, int dy, int *out)
+{
+    if (dy != GE2_GRAD_SEED) {
+        *out = dy;
+        return GE2_OK;
+    }
+    if (ag->seed < 0) {
+        ge2_graph *g = ag->graph;
+        const ge2_tensor *loss = g->tensors[g->loss];
+        double one64 = 1.0;
+        float one32 = 1.0f;
+        ge2_tensor *t;
+        GE2_TRY(ge2_constant(g, "ge2_grad_seed", loss->dtype, ge2_shape0(),
+                             loss->dtype == GE2_F64 ? (const void *)&one64 : (const void *)&one32, &t));
+        ag->seed = t->id;
+    }
+    *out = ag->seed;
+    return GE2_OK;
+}
+
+ge2_status ge2_ag_accumulate(ge2_autograd *ag, int id, int grad)
+{
+    if (!ge2_ag_wants(ag, id))
+        return GE2_OK;
+    if (ag->grad[id] == GE2_GRAD_NONE) {
+        ag->grad[id] = grad;
+        return GE2_OK;
+    }
+    int in[2] = {ag->grad[id], grad};
+    return ge2_ag_emit(ag, GE2_OP_ADD, in, 2, NULL, &ag->grad[id]);
+}
+
+ge2_status ge2_require_grad(ge2_graph *graph, ge2_tensor *input)
+{
+    if (!graph || !input)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_require_grad: %s is NULL", graph ? "input" : "graph");
+    if (input->graph != graph)
+        return ge2_error(GE2_ERR_GRAPH, "ge2_require_grad: '%s' belongs to another graph", input->name);
+    if (graph->loss >= 0)
+        return ge2_error(GE2_ERR_STATE, "ge2_require_grad: '%s': the graph already has its backward", input->name);
+    if (input->role != GE2_ROLE_INPUT)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT,
+                         "ge2_require_grad: '%s' is a %s; only inputs take it (parameters always get gradients, "
+                         "labels and constants never)",
+                         input->name, ge2_role_name(input->role));
+    input->requires_grad = true;
+    return GE2_OK;
+}
+
+ge2_tensor *ge2_grad(const ge2_tensor *t)
+{
+    return t && t->grad >= 0 ? t->graph->tensors[t->grad] : NULL;
+}
+
+/* Forward: a tensor needs a gradient when it is a parameter, a required
+ * input, or the output of a differentiable op fed by one. */
+static void mark_needs(ge2_autograd *ag)
+{
+    ge2_graph *g = ag->graph;
+    for (int i = 0; i < ag->n_forward_tensors; i++) {
+        const ge2_tensor *t = g->tensors[i];
+        ag->needs[i] = t->role == GE2_ROLE_PARAMETER || (t->role == GE2_ROLE_INPUT && t->requires_grad);
+    }
+    for (int n = 0; n < g->n_nodes; n++) {
+        const ge2_node *node = &g->nodes[n];
+        unsigned flags = ge2_op_info_of(node->op)->flags;
+        if (node->phase != GE2_PHASE_FORWARD || (flags & GE2_OPF_NO_GRAD))
+            continue;
+        bool any = false;
+        for (int i = 0; i < node->n_inputs; i++)
+            any |= !(i == 1 && (flags & GE2_OPF_LIKE1)) && ag->needs[node->inputs[i]];
+        for (int i = 0; i < node->n_outputs; i++)
+            ag->needs[node->outputs[i]] = any;
+    }
+}
+
+/* The planner writes a parameter's gradient tensor straight into the
+ * gradient pool, so that tensor must be the gradient's alone: made by a
+ * backward node and not already another parameter's. Otherwise copy it. */
+static ge2_status give_gradient(ge2_autograd *ag, ge2_tensor *leaf, int grad)
+{
+    ge2_graph *g = ag->graph;
+    const ge2_tensor *gt = g->tensors[grad];
+    if (gt->producer < 0 || g->nodes[gt->producer].phase != GE2_PHASE_BACKWARD || gt->grad_of >= 0) {
+        ge2_attrs a;
+        memset(&a, 0, sizeof a);
+        a.scale.alpha = 1.0;
+        GE2_TRY(ge2_ag_emit(ag, GE2_OP_SCALE, &grad, 1, &a, &grad));
+    }
+    ge2_tensor *t = g->tensors[grad];
+    char name[GE2_NAME_MAX];
+    /* "grad/<name>" reads well in DOT and summaries; keep the generated name if it would clash */
+    if (snprintf(name, sizeof name, "grad/%s", leaf->name) < (int)sizeof name && !ge2_graph_find(g, name))
+        strcpy(t->name, name);
+    t->grad_of = leaf->id;
+    leaf->grad = grad;
+    return GE2_OK;
+}
+
+static ge2_status check_loss(ge2_graph *g, const ge2_tensor *loss)
+{
+    if (!g || !loss)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_backward: %s is NULL", g ? "loss" : "graph");
+    if (loss->graph != g)
+        return ge2_error(GE2_ERR_GRAPH, "ge2_backward: loss '%s' belongs to another graph", loss->name);
+    if (g->loss >= 0)
+        return ge2_error(GE2_ERR_STATE, "ge2_backward: called twice; the graph already has the backward of '%s'",
+                         g->tensors[g->loss]->name);
+    if (loss->shape.ndim != 0) {
+        char buf[64];
+        return ge2_error(GE2_ERR_GRAPH, "ge2_backward: loss must be a scalar, '%s' is %s", loss->name,
+                         ge2_shape_str(loss->shape, buf, sizeof buf));
+    }
+    if (loss->dtype != GE2_F32 && loss->dtype != GE2_F64)
+        return ge2_error(GE2_ERR_DTYPE, "ge2_backward: loss '%s' is %s, expected f32 or f64", loss->name,
+                         ge2_dtype_name(loss->dtype));
+    if (g->n_parameters == 0)
+        return ge2_error(GE2_ERR_GRAPH, "ge2_backward: the graph has no parameters to differentiate");
+    return GE2_OK;
+}
+
+static ge2_status walk(ge2_autograd *ag, int n_forward_nodes)
+{
+    ge2_graph *g = ag->graph;
+    for (int n = n_forward_nodes - 1; n >= 0; n--) {
+        /* copy: emitting nodes may move g->nodes */
+        ge2_node node = g->nodes[n];
+        if (node.phase != GE2_PHASE_FORWARD)
+            continue;
+        int dy[GE2_MAX_OUTPUTS];
+        bool any = false;
+        for (int i = 0; i < node.n_outputs; i++) {
+            dy[i] = ag->grad[node.outputs[i]];
+            any |= dy[i] != GE2_GRAD_NONE;
+        }
+        if (!any)
+            continue;
+        ge2_backward_rule rule = ge2_backward_rules[node.op];
+        if (!rule)
+            return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_backward: op %s (node %d) has no backward rule",
+                             ge2_op_info_of(node.op)->name, n);
+        GE2_TRY(rule(ag, &node, dy));
+    }
+    return GE2_OK;
+}
+
+ge2_status ge2_backward(ge2_graph *graph, ge2_tensor *loss)
+{
+    GE2_TRY(check_loss(graph, loss));
+    ge2_autograd ag = {.graph = graph, .n_forward_tensors = graph->n_tensors, .seed = -1};
+    ag.needs = ge2_calloc((size_t)graph->n_tensors, sizeof *ag.needs);
+    ag.grad = ge2_malloc((size_t)graph->n_tensors * sizeof *ag.grad);
+    ge2_status st = GE2_OK;
+    if (!ag.needs || !ag.grad) {
+        st = ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_backward: out of memory");
+        goto done;
+    }
+    mark_needs(&ag);
+    if (!ag.needs[loss->id]) {
+        st = ge2_error(GE2_ERR_GRAPH, "ge2_backward: loss '%s' does not depend on any parameter", loss->name);
+        goto done;
+    }
+    for (int i = 0; i < graph->n_tensors; i++)
+        ag.grad[i] = GE2_GRAD_NONE;
+    ag.grad[loss->id] = GE2_GRAD_SEED;
+    graph->loss = loss->id;
+    loss->is_output = true;
+    if ((st = walk(&ag, graph->n_nodes)) != GE2_OK)
+        goto done;
+    for (int i = 0; i < ag.n_forward_tensors && st == GE2_OK; i++) {
+        ge2_tensor *t = graph->tensors[i];
+        bool leaf = t->role == GE2_ROLE_PARAMETER || (t->role == GE2_ROLE_INPUT && t->requires_grad);
+        if (ag.grad[i] < 0)
+            continue;
+        if (leaf)
+            st = give_gradient(&ag, t, ag.grad[i]);
+        else
+            t->grad = ag.grad[i];
+    }
+done:
+    ge2_free(ag.needs);
+    ge2_free(ag.grad);
+    return st;
+}

@@ -1,0 +1,92 @@
+/* Backward of the GEMM family. LINEAR: dz = act'(.) * dy (ACTIVATION_BACKWARD,
+ * from y or the stashed z), dx = dz · W, dW = dzᵀ · x, db = sum over rows of dz.
+ * MATMUL: the two products with the transposes arranged so that no
+ * transposed copy is ever made. */
+#include <string.h>
+
+#include "autograd/rules.h"
+#include "kernels/activation_math.h"
+
+static ge2_status matmul(ge2_autograd *ag, int a, int b, bool ta, bool tb, int *out)
+{
+    ge2_attrs at;
+    memset(&at, 0, sizeof at);
+    at.matmul.trans_a = ta;
+    at.matmul.trans_b = tb;
+    int in[2] = {a, b};
+    return ge2_ag_emit(ag, GE2_OP_MATMUL, in, 2, &at, out);
+}
+
+/* node: x [B, in], w [out, in], b [out] -> y [B, out][, z [B, out]] */
+ge2_status ge2_backward_linear(ge2_autograd *ag, const ge2_node *node, const int *dy)
+{
+    const ge2_linear_attrs *la = &node->attrs.linear;
+    int x = node->inputs[0], w = node->inputs[1], dz = GE2_GRAD_NONE;
+    if (dy[0] != GE2_GRAD_NONE) {
+        GE2_TRY(ge2_ag_dy_tensor(ag, dy[0], &dz));
+        if (la->act != GE2_ACT_NONE) {
+            ge2_attrs a;
+            memset(&a, 0, sizeof a);
+            a.act.act = la->act;
+            a.act.slope = la->slope;
+            a.act.from_output = node->n_outputs == 1;
+            int in[2] = {dz, a.act.from_output ? node->outputs[0] : node->outputs[1]};
+            GE2_TRY(ge2_ag_emit(ag, GE2_OP_ACTIVATION_BACKWARD, in, 2, &a, &dz));
+        }
+    }
+    /* z is a stash, but if anything consumed it its gradient joins here */
+    if (node->n_outputs > 1 && dy[1] != GE2_GRAD_NONE) {
+        int dz2;
+        GE2_TRY(ge2_ag_dy_tensor(ag, dy[1], &dz2));
+        if (dz == GE2_GRAD_NONE) {
+            dz = dz2;
+        } else {
+            int in[2] = {dz, dz2};
+            GE2_TRY(ge2_ag_emit(ag, GE2_OP_ADD, in, 2, NULL, &dz));
+        }
+    }
+    int g;
+    if (ge2_ag_wants(ag, x)) {
+        GE2_TRY(matmul(ag, dz, w, false, false, &g)); /* [B, out] · [out, in] */
+        GE2_TRY(ge2_ag_accumulate(ag, x, g));
+    }
+    if (ge2_ag_wants(ag, w)) {
+        GE2_TRY(matmul(ag, dz, x, true, false, &g)); /* [B, out]ᵀ · [B, in] */
+        GE2_TRY(ge2_ag_accumulate(ag, w, g));
+    }
+    if (node->n_inputs > 2 && ge2_ag_wants(ag, node->inputs[2])) {
+        ge2_attrs a;
+        memset(&a, 0, sizeof a);
+        a.reduce.axis = 0;
+        GE2_TRY(ge2_ag_emit(ag, GE2_OP_SUM, &dz, 1, &a, &g));
+        GE2_TRY(ge2_ag_accumulate(ag, node->inputs[2], g));
+    }
+    return GE2_OK;
+}
+
+/* node: y = op(a) · op(b), op = transpose when trans_* (last two dims).
+ *   plain    (y = a b):    da = dy bᵀ,      db = aᵀ dy
+ *   trans_a  (y = aᵀ b):   da = b dyᵀ,      db = a dy
+ *   trans_b  (y = a bᵀ):   da = dy b,       db = dyᵀ a
+ *   both     (y = aᵀ bᵀ):  da = bᵀ dyᵀ,     db = dyᵀ aᵀ */
+ge2_status ge2_backward_matmul(ge2_autograd *ag, const ge2_node *node, const int *dy)
+{
+    int a = node->inputs[0], b = node->inputs[1], d, g;
+    bool ta = node->attrs.matmul.trans_a, tb = node->attrs.matmul.trans_b;
+    GE2_TRY(ge2_ag_dy_tensor(ag, dy[0], &d));
+    if (ge2_ag_wants(ag, a)) {
+        if (!ta)
+            GE2_TRY(matmul(ag, d, b, false, !tb, &g));
+        else
+            GE2_TRY(matmul(ag, b, d, tb, true, &g));
+        GE2_TRY(ge2_ag_accumulate(ag, a, g));
+    }
+    if (ge2_ag_wants(ag, b)) {
+        if (!tb)
+            GE2_TRY(matmul(ag, a, d, !ta, false, &g));
+        else
+            GE2_TRY(matmul(ag, d, a, true, ta, &g));
+        GE2_TRY(ge2_ag_accumulate(ag, b, g));
+    }
+    return GE2_OK;
+}
