@@ -56,6 +56,9 @@
 #endif
 #endif
 
+/* Most state slots a config can need: amsgrad's m, v, v_max plus accumulation. */
+#define GE2_OPT_MAX_SLOTS 4
+
 /* Slot indices into ge2_flat_pools.state ([slots * n]); -1 where the kind has none. */
 typedef struct ge2_opt_slots {
     int momentum;   /* SGD momentum_buffer (momentum != 0) */
@@ -202,6 +205,25 @@ static inline GE2_HD void ge2_opt_update_element(const ge2_optimizer_config *cfg
     }
     float denom = sqrtf(vn) / s->bc2_sqrt + (float)cfg->eps;
     *param = p - s->step_size * (mn / denom);
+}
+
+/* Steps 1 and 4 for one element: on a micro-step add the gradient into the
+ * accumulation slot; on an update step consume (and clear) that slot, then
+ * update. The one entry point both backends' update kernels call per element. */
+static inline GE2_HD void ge2_opt_step_element(const ge2_optimizer_config *cfg, const ge2_opt_slots *slots,
+                                               const ge2_opt_scalars *s, bool update, float *param, float g,
+                                               float *state, int64_t stride)
+{
+    if (slots->accum >= 0) {
+        float *acc = state + slots->accum * stride;
+        if (!update) {
+            *acc += g;
+            return;
+        }
+        g = *acc + g;
+        *acc = 0.0f;
+    }
+    ge2_opt_update_element(cfg, slots, s, param, g, state, stride);
 }
 
 /* Step 5 of the protocol; `update` says whether this step was an update step. */

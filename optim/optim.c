@@ -1,0 +1,165 @@
+/* Optimizer configs and the nodes that run them. */
+#include "optim/optim.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "graph/error.h"
+#include "graph/ir.h"
+#include "kernels/optimizer_math.h"
+
+static const char *const kind_names[GE2_OPT_COUNT] = {"sgd", "adam", "adamw"};
+
+const char *ge2_optimizer_name(ge2_optimizer_kind kind)
+{
+    return (unsigned)kind < GE2_OPT_COUNT ? kind_names[kind] : "unknown";
+}
+
+ge2_status ge2_optimizer_parse(const char *name, ge2_optimizer_kind *out)
+{
+    for (int k = 0; name && k < GE2_OPT_COUNT; k++)
+        if (!strcmp(name, kind_names[k])) {
+            *out = (ge2_optimizer_kind)k;
+            return GE2_OK;
+        }
+    return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_optimizer: unknown optimizer '%s' (sgd, adam or adamw)",
+                     name ? name : "(null)");
+}
+
+ge2_optimizer_config ge2_optimizer_defaults(ge2_optimizer_kind kind)
+{
+    ge2_optimizer_config c;
+    memset(&c, 0, sizeof c);
+    c.kind = kind;
+    c.lr = kind == GE2_OPT_SGD ? 0.01 : 1e-3;
+    c.weight_decay = kind == GE2_OPT_ADAMW ? 1e-2 : 0.0;
+    c.beta1 = 0.9;
+    c.beta2 = 0.999;
+    c.eps = 1e-8;
+    c.schedule.kind = GE2_SCHEDULE_CONSTANT;
+    c.schedule.gamma = 0.1;
+    c.accumulation_steps = 1;
+    return c;
+}
+
+int ge2_opt_state_slots(const ge2_optimizer_config *config)
+{
+    return ge2_opt_slots_of(config).count;
+}
+
+int ge2_opt_state_names(const ge2_optimizer_config *config, const char *names[4])
+{
+    ge2_opt_slots s = ge2_opt_slots_of(config);
+    const struct {
+        int slot;
+        const char *name;
+    } all[] = {{s.momentum, "momentum_buffer"},
+               {s.exp_avg, "exp_avg"},
+               {s.exp_avg_sq, "exp_avg_sq"},
+               {s.max_exp_avg_sq, "max_exp_avg_sq"},
+               {s.accum, "grad_accum"}};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i].slot >= 0)
+            names[all[i].slot] = all[i].name;
+    return s.count;
+}
+
+#define BAD(field, fmt, value) \
+    ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_optimizer: %s: " field " " fmt, ge2_optimizer_name(c->kind), value)
+
+static ge2_status validate_schedule(const ge2_optimizer_config *c)
+{
+    const ge2_schedule *s = &c->schedule;
+    switch (s->kind) {
+    case GE2_SCHEDULE_CONSTANT:
+        return GE2_OK;
+    case GE2_SCHEDULE_STEP:
+        if (s->step_size <= 0)
+            return BAD("schedule.step_size must be > 0, got", "%lld", (long long)s->step_size);
+        if (!(s->gamma > 0) || !isfinite(s->gamma))
+            return BAD("schedule.gamma must be > 0, got", "%g", s->gamma);
+        return GE2_OK;
+    case GE2_SCHEDULE_COSINE:
+        if (s->warmup_steps < 0)
+            return BAD("schedule.warmup_steps must be >= 0, got", "%lld", (long long)s->warmup_steps);
+        if (s->total_steps <= s->warmup_steps)
+            return ge2_error(GE2_ERR_INVALID_ARGUMENT,
+                             "ge2_optimizer: %s: schedule.total_steps must exceed warmup_steps (%lld), got %lld",
+                             ge2_optimizer_name(c->kind), (long long)s->warmup_steps, (long long)s->total_steps);
+        if (!(s->min_lr >= 0) || !(s->min_lr <= c->lr))
+            return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_optimizer: %s: schedule.min_lr must be in [0, lr=%g], got %g",
+                             ge2_optimizer_name(c->kind), c->lr, s->min_lr);
+        return GE2_OK;
+    default:
+        return BAD("schedule.kind is unknown:", "%d", (int)s->kind);
+    }
+}
+
+ge2_status ge2_opt_validate(const ge2_optimizer_config *c)
+{
+    if (!c)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_optimizer: config must not be NULL");
+    if ((unsigned)c->kind >= GE2_OPT_COUNT)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_optimizer: unknown kind %d", (int)c->kind);
+    /* `!(x > 0)` so NaN fails too */
+    if (!(c->lr > 0) || !isfinite(c->lr))
+        return BAD("lr must be > 0, got", "%g", c->lr);
+    if (!(c->weight_decay >= 0) || !isfinite(c->weight_decay))
+        return BAD("weight_decay must be >= 0, got", "%g", c->weight_decay);
+    if (c->kind == GE2_OPT_SGD) {
+        if (!(c->momentum >= 0) || !isfinite(c->momentum))
+            return BAD("momentum must be >= 0, got", "%g", c->momentum);
+        if (!isfinite(c->dampening))
+            return BAD("dampening must be finite, got", "%g", c->dampening);
+        if (c->nesterov && (c->momentum <= 0 || c->dampening != 0))
+            return ge2_error(GE2_ERR_INVALID_ARGUMENT,
+                             "ge2_optimizer: sgd: nesterov needs momentum > 0 and dampening 0, got momentum %g, "
+                             "dampening %g",
+                             c->momentum, c->dampening);
+    } else {
+        if (!(c->beta1 >= 0 && c->beta1 < 1))
+            return BAD("beta1 must be in [0, 1), got", "%g", c->beta1);
+        if (!(c->beta2 >= 0 && c->beta2 < 1))
+            return BAD("beta2 must be in [0, 1), got", "%g", c->beta2);
+        if (!(c->eps > 0) || !isfinite(c->eps))
+            return BAD("eps must be > 0, got", "%g", c->eps);
+    }
+    if (!(c->clip_norm >= 0) || !isfinite(c->clip_norm))
+        return BAD("clip_norm must be >= 0 (0 = off), got", "%g", c->clip_norm);
+    if (c->accumulation_steps < 1)
+        return BAD("accumulation_steps must be >= 1, got", "%d", c->accumulation_steps);
+    return validate_schedule(c);
+}
+
+ge2_status ge2_optimizer(ge2_graph *graph, const ge2_optimizer_config *config)
+{
+    if (!graph)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_optimizer: graph must not be NULL");
+    GE2_TRY(ge2_opt_validate(config));
+    if (graph->loss < 0)
+        return ge2_error(GE2_ERR_STATE, "ge2_optimizer: the graph has no backward yet: call ge2_backward first");
+    if (graph->has_optimizer)
+        return ge2_error(GE2_ERR_STATE, "ge2_optimizer: the graph already has an optimizer");
+    for (int i = 0; i < graph->n_tensors; i++) {
+        const ge2_tensor *t = graph->tensors[i];
+        if (t->role == GE2_ROLE_PARAMETER && t->dtype != GE2_F32)
+            return ge2_error(GE2_ERR_DTYPE, "ge2_optimizer: parameter '%s' is %s; the optimizer updates f32 parameters",
+                             t->name, ge2_dtype_name(t->dtype));
+    }
+    ge2_attrs attrs;
+    memset(&attrs, 0, sizeof attrs);
+    attrs.optim.config = *config;
+    /* Both nodes or neither: roll the node count back if the second fails. */
+    int n_nodes = graph->n_nodes;
+    ge2_status st = GE2_OK;
+    if (config->clip_norm > 0)
+        st = ge2_graph_add_node(graph, GE2_OP_GRAD_NORM, GE2_PHASE_OPTIMIZER, NULL, 0, 0, &attrs, NULL);
+    if (st == GE2_OK)
+        st = ge2_graph_add_node(graph, GE2_OP_OPTIMIZER_UPDATE, GE2_PHASE_OPTIMIZER, NULL, 0, 0, &attrs, NULL);
+    if (st != GE2_OK) {
+        graph->n_nodes = n_nodes;
+        return st;
+    }
+    graph->has_optimizer = true;
+    return GE2_OK;
+}
