@@ -41,9 +41,11 @@ static int cmp_offset(const void *pa, const void *pb)
     return (a->head > b->head) - (a->head < b->head);
 }
 
-/* Merges output 0 of each eligible elementwise node into its input 0's block.
- * block_of[t] is the block index of arena tensor t. */
-static void merge_in_place(const ge2_graph *graph, ge2_plan *plan, int *block_of, block *blocks)
+/* Records in-place takeovers: output 0 of each eligible elementwise node
+ * joins its input 0's chain. head[t] is the first tensor of t's chain; only
+ * heads become blocks. An input that dies at its node is the tail of its
+ * chain (had it been taken over, it would have died earlier). */
+static void merge_in_place(const ge2_graph *graph, ge2_plan *plan, int *head)
 {
     for (int p = 0; p < plan->n_steps; p++) {
         const ge2_node *node = &graph->nodes[plan->schedule[p]];
@@ -53,11 +55,7 @@ static void merge_in_place(const ge2_graph *graph, ge2_plan *plan, int *block_of
         ge2_plan_tensor *ti = &plan->tensors[in], *to = &plan->tensors[out];
         if (ti->pool != GE2_POOL_ARENA || to->pool != GE2_POOL_ARENA || ti->last != p || ti->bytes != to->bytes)
             continue;
-        int b = block_of[in];
-        if (blocks[b].last != p)
-            continue; /* the block already continues past this node */
-        block_of[out] = b;
-        blocks[b].last = to->last;
+        head[out] = head[in];
         to->reuses = in;
     }
 }
@@ -109,29 +107,43 @@ ge2_status ge2_plan_assign(const ge2_graph *graph, ge2_plan *plan)
     int n = plan->n_tensors;
     size_t cells = (size_t)(n > 0 ? n : 1);
     int *block_of = ge2_malloc(cells * sizeof *block_of);
+    int *head = ge2_malloc(cells * sizeof *head);
     block *blocks = ge2_calloc(cells, sizeof *blocks);
     block **order = ge2_malloc(cells * sizeof *order);
     block **scratch = ge2_malloc(cells * sizeof *scratch);
     size_t *delta = ge2_malloc(((size_t)plan->n_steps + 1) * sizeof *delta);
     ge2_status st = GE2_OK;
-    if (!block_of || !blocks || !order || !scratch || !delta) {
+    if (!block_of || !head || !blocks || !order || !scratch || !delta) {
         st = ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_plan: assigning %d tensors", n);
         goto done;
     }
 
-    int n_blocks = 0;
     plan->naive_bytes = 0;
+    for (int t = 0; t < n; t++) {
+        head[t] = t;
+        if (plan->tensors[t].pool == GE2_POOL_ARENA)
+            plan->naive_bytes += ge2_plan_align(plan->tensors[t].bytes ? plan->tensors[t].bytes : 1, GE2_ARENA_ALIGN);
+    }
+    merge_in_place(graph, plan, head);
+
+    /* A chain is created in tensor-id order, so its head comes first here. */
+    int n_blocks = 0;
     for (int t = 0; t < n; t++) {
         const ge2_plan_tensor *pt = &plan->tensors[t];
         block_of[t] = -1;
         if (pt->pool != GE2_POOL_ARENA)
             continue;
-        size_t bytes = ge2_plan_align(pt->bytes > 0 ? pt->bytes : 1, GE2_ARENA_ALIGN);
-        plan->naive_bytes += bytes;
+        if (head[t] != t) {
+            block *b = &blocks[block_of[head[t]]];
+            block_of[t] = block_of[head[t]];
+            if (pt->last > b->last)
+                b->last = pt->last;
+            continue;
+        }
+        size_t bytes = ge2_plan_align(pt->bytes ? pt->bytes : 1, GE2_ARENA_ALIGN);
         blocks[n_blocks] = (block){t, pt->first, pt->last, bytes, 0};
         block_of[t] = n_blocks++;
     }
-    merge_in_place(graph, plan, block_of, blocks);
 
     for (int i = 0; i < n_blocks; i++)
         order[i] = &blocks[i];
@@ -150,6 +162,7 @@ ge2_status ge2_plan_assign(const ge2_graph *graph, ge2_plan *plan)
 
 done:
     ge2_free(block_of);
+    ge2_free(head);
     ge2_free(blocks);
     ge2_free(order);
     ge2_free(scratch);

@@ -1,0 +1,310 @@
+/* Planner properties over a corpus of seeded random training graphs.
+ *
+ * Everything the plan claims is re-derived here from the graph alone
+ * (schedule order, lifetimes, the lower bound) and the assignment is checked
+ * pair by pair: two arena tensors alive at the same schedule position never
+ * share a byte unless one took the other over in place.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/ir.h"
+#include "planner/plan.h"
+#include "tests/planner/random_graph.h"
+
+#define CORPUS 400
+
+static size_t align256(size_t n) { return (n + 255) / 256 * 256; }
+
+static bool is_like_input(const ge2_node *node, int slot)
+{
+    return slot == 1 && (ge2_op_info_of(node->op)->flags & GE2_OPF_LIKE1);
+}
+
+/* Position of each node in the schedule, -1 if not scheduled. */
+static int *positions(const ge2_graph *g, const ge2_plan *plan)
+{
+    int *pos = malloc(sizeof(int) * (size_t)(g->n_nodes + 1));
+    for (int n = 0; n < g->n_nodes; n++)
+        pos[n] = -1;
+    for (int p = 0; p < plan->n_steps; p++)
+        pos[plan->schedule[p]] = p;
+    return pos;
+}
+
+static void check_schedule(const ge2_graph *g, const ge2_plan *plan, const int *pos)
+{
+    for (int p = 0; p < plan->n_steps; p++) {
+        const ge2_node *node = &g->nodes[plan->schedule[p]];
+        if (plan->key.mode == GE2_MODE_EVAL)
+            ck_assert_int_eq(node->phase, GE2_PHASE_FORWARD);
+        for (int i = 0; i < node->n_inputs; i++) {
+            int producer = g->tensors[node->inputs[i]]->producer;
+            if (producer >= 0 && !is_like_input(node, i)) {
+                ck_assert_msg(pos[producer] >= 0 && pos[producer] < p, "node %d reads tensor %d before its producer",
+                              node->id, node->inputs[i]);
+            }
+        }
+    }
+    if (plan->key.mode == GE2_MODE_TRAIN)
+        ck_assert_int_eq(plan->n_steps, g->n_nodes);
+}
+
+/* Lifetimes from the graph: producer position .. last real consumer. */
+static void check_liveness(const ge2_graph *g, const ge2_plan *plan, const int *pos)
+{
+    for (int t = 0; t < g->n_tensors; t++) {
+        const ge2_plan_tensor *pt = &plan->tensors[t];
+        if (pt->pool != GE2_POOL_ARENA)
+            continue;
+        const ge2_tensor *tensor = g->tensors[t];
+        ck_assert_int_ge(tensor->producer, 0);
+        ck_assert_int_eq(pt->first, pos[tensor->producer]);
+        int last = -1;
+        for (int p = 0; p < plan->n_steps; p++) {
+            const ge2_node *node = &g->nodes[plan->schedule[p]];
+            for (int i = 0; i < node->n_inputs; i++)
+                if (node->inputs[i] == t && !is_like_input(node, i))
+                    last = p;
+        }
+        ck_assert_msg(last > pt->first, "arena tensor %s is never read", tensor->name);
+        ck_assert_int_eq(pt->last, last);
+        ck_assert_msg(!tensor->is_output, "output %s in the arena", tensor->name);
+        ck_assert_uint_eq(pt->bytes, (size_t)ge2_shape_numel(pt->shape) * ge2_dtype_size(tensor->dtype));
+    }
+}
+
+static bool in_place_pair(const ge2_plan *plan, int a, int b)
+{
+    return plan->tensors[a].reuses == b || plan->tensors[b].reuses == a;
+}
+
+static void check_assignment(const ge2_graph *g, const ge2_plan *plan)
+{
+    for (int a = 0; a < g->n_tensors; a++) {
+        const ge2_plan_tensor *pa = &plan->tensors[a];
+        if (pa->pool != GE2_POOL_ARENA)
+            continue;
+        ck_assert_uint_eq(pa->offset % 256, 0);
+        ck_assert_uint_le(pa->offset + pa->bytes, plan->arena_bytes);
+        if (pa->reuses >= 0) {
+            const ge2_plan_tensor *src = &plan->tensors[pa->reuses];
+            ck_assert_int_eq(src->pool, GE2_POOL_ARENA);
+            ck_assert_uint_eq(src->offset, pa->offset);
+            ck_assert_uint_eq(src->bytes, pa->bytes);
+            ck_assert_int_eq(src->last, pa->first); /* dies where the output is born */
+            const ge2_node *node = &g->nodes[g->tensors[a]->producer];
+            ck_assert(ge2_op_info_of(node->op)->flags & GE2_OPF_ELEMENTWISE);
+            ck_assert_int_eq(node->inputs[0], pa->reuses);
+        }
+        for (int b = a + 1; b < g->n_tensors; b++) {
+            const ge2_plan_tensor *pb = &plan->tensors[b];
+            if (pb->pool != GE2_POOL_ARENA)
+                continue;
+            bool time = pa->first <= pb->last && pb->first <= pa->last;
+            bool space = pa->offset < pb->offset + pb->bytes && pb->offset < pa->offset + pa->bytes;
+            ck_assert_msg(!(time && space) || in_place_pair(plan, a, b),
+                          "%s [%d,%d] @%zu+%zu and %s [%d,%d] @%zu+%zu overlap", g->tensors[a]->name, pa->first,
+                          pa->last, pa->offset, pa->bytes, g->tensors[b]->name, pb->first, pb->last, pb->offset,
+                          pb->bytes);
+        }
+    }
+}
+
+/* Live aligned bytes per position; an in-place output is the same buffer as
+ * its input at its birth position, so it counts from the next one. */
+static size_t independent_lower_bound(const ge2_plan *plan, size_t *naive)
+{
+    size_t most = 0;
+    *naive = 0;
+    for (int t = 0; t < plan->n_tensors; t++)
+        if (plan->tensors[t].pool == GE2_POOL_ARENA)
+            *naive += align256(plan->tensors[t].bytes);
+    for (int p = 0; p < plan->n_steps; p++) {
+        size_t live = 0;
+        for (int t = 0; t < plan->n_tensors; t++) {
+            const ge2_plan_tensor *pt = &plan->tensors[t];
+            int from = pt->reuses >= 0 ? pt->first + 1 : pt->first;
+            if (pt->pool == GE2_POOL_ARENA && from <= p && p <= pt->last)
+                live += align256(pt->bytes);
+        }
+        if (live > most)
+            most = live;
+    }
+    return most;
+}
+
+static bool plans_equal(const ge2_plan *a, const ge2_plan *b)
+{
+    if (a->n_steps != b->n_steps || a->arena_bytes != b->arena_bytes || a->n_tensors != b->n_tensors)
+        return false;
+    if (memcmp(a->schedule, b->schedule, sizeof(int) * (size_t)a->n_steps) != 0)
+        return false;
+    for (int t = 0; t < a->n_tensors; t++)
+        if (a->tensors[t].pool != b->tensors[t].pool || a->tensors[t].offset != b->tensors[t].offset ||
+            a->tensors[t].first != b->tensors[t].first || a->tensors[t].last != b->tensors[t].last ||
+            a->tensors[t].reuses != b->tensors[t].reuses)
+            return false;
+    return true;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void check_graph_plans(uint64_t seed, double *ratio, int *in_place)
+{
+    rg_graph rg;
+    ck_assert_int_eq(rg_build(seed, true, &rg), GE2_OK);
+    const ge2_graph *g = rg.graph;
+    ge2_layout *layout;
+    ck_assert_int_eq(ge2_layout_new(g, &layout), GE2_OK);
+    for (int m = 0; m < GE2_MODE_COUNT; m++) {
+        ge2_key key;
+        ck_assert_int_eq(ge2_key_init(g, (ge2_mode)m, &key), GE2_OK);
+        ge2_plan *plan, *again;
+        ck_assert_int_eq(ge2_plan_new(g, layout, &key, &plan), GE2_OK);
+        ck_assert_int_eq(ge2_plan_new(g, layout, &key, &again), GE2_OK);
+        int *pos = positions(g, plan);
+        check_schedule(g, plan, pos);
+        check_liveness(g, plan, pos);
+        check_assignment(g, plan);
+        size_t naive, lb = independent_lower_bound(plan, &naive);
+        ck_assert_uint_eq(plan->lower_bound_bytes, lb);
+        ck_assert_uint_eq(plan->naive_bytes, naive);
+        ck_assert_uint_ge(plan->arena_bytes, plan->lower_bound_bytes);
+        ck_assert_uint_le(plan->arena_bytes, plan->naive_bytes);
+        ck_assert_msg(plans_equal(plan, again), "seed %llu: same graph, different plan", (unsigned long long)seed);
+        if (m == GE2_MODE_TRAIN) {
+            *ratio = lb ? (double)plan->arena_bytes / (double)lb : 1.0;
+            for (int t = 0; t < plan->n_tensors; t++)
+                *in_place += plan->tensors[t].reuses >= 0;
+        }
+        free(pos);
+        ge2_plan_free(plan);
+        ge2_plan_free(again);
+    }
+    ge2_layout_free(layout);
+    rg_free(&rg);
+}
+
+START_TEST(test_random_corpus)
+{
+    static double ratios[CORPUS];
+    int in_place = 0;
+    for (int i = 0; i < CORPUS; i++)
+        check_graph_plans((uint64_t)i + 1, &ratios[i], &in_place);
+    qsort(ratios, CORPUS, sizeof ratios[0], cmp_double);
+    printf("plan_property_test: %d random train graphs: arena/lower bound median %.4f, worst %.4f; %d in-place outputs\n",
+           CORPUS, ratios[CORPUS / 2], ratios[CORPUS - 1], in_place);
+    ck_assert_int_gt(in_place, 0); /* the corpus exercises in-place reuse */
+}
+END_TEST
+
+/* The same graph built twice (two graph objects) plans identically. */
+START_TEST(test_rebuilt_graph_same_plan)
+{
+    rg_graph a, b;
+    ck_assert_int_eq(rg_build(77, true, &a), GE2_OK);
+    ck_assert_int_eq(rg_build(77, true, &b), GE2_OK);
+    ge2_layout *la, *lb;
+    ck_assert_int_eq(ge2_layout_new(a.graph, &la), GE2_OK);
+    ck_assert_int_eq(ge2_layout_new(b.graph, &lb), GE2_OK);
+    ge2_key ka, kb;
+    ck_assert_int_eq(ge2_key_init(a.graph, GE2_MODE_TRAIN, &ka), GE2_OK);
+    ck_assert_int_eq(ge2_key_init(b.graph, GE2_MODE_TRAIN, &kb), GE2_OK);
+    ck_assert(ge2_key_equal(&ka, &kb));
+    ge2_plan *pa, *pb;
+    ck_assert_int_eq(ge2_plan_new(a.graph, la, &ka, &pa), GE2_OK);
+    ck_assert_int_eq(ge2_plan_new(b.graph, lb, &kb, &pb), GE2_OK);
+    ck_assert(plans_equal(pa, pb));
+    ge2_plan_free(pa);
+    ge2_plan_free(pb);
+    ge2_layout_free(la);
+    ge2_layout_free(lb);
+    rg_free(&a);
+    rg_free(&b);
+}
+END_TEST
+
+/* Keys: the hash and equality see the mode and every feed dim, nothing else. */
+START_TEST(test_keys)
+{
+    rg_graph rg;
+    ck_assert_int_eq(rg_build(5, true, &rg), GE2_OK);
+    ge2_key train, eval, smaller, same;
+    ck_assert_int_eq(ge2_key_init(rg.graph, GE2_MODE_TRAIN, &train), GE2_OK);
+    ck_assert_int_eq(ge2_key_init(rg.graph, GE2_MODE_EVAL, &eval), GE2_OK);
+    ck_assert_int_eq(train.n_feeds, rg.label ? 2 : 1);
+    ck_assert_int_eq(train.feed_ids[0], rg.x->id);
+    ck_assert(!ge2_key_equal(&train, &eval));
+    ck_assert(train.hash != eval.hash);
+    smaller = train;
+    smaller.feed_shapes[0].dim[0] -= 1;
+    ge2_key_rehash(&smaller);
+    ck_assert(!ge2_key_equal(&train, &smaller));
+    same = train;
+    same.feed_shapes[0].dim[3] = 12345; /* beyond ndim: not part of the key */
+    ge2_key_rehash(&same);
+    ck_assert(ge2_key_equal(&train, &same));
+    rg_free(&rg);
+}
+END_TEST
+
+/* EVAL drops the backward and leaves outputs nobody reads without memory. */
+START_TEST(test_eval_unread_outputs_get_no_memory)
+{
+    ge2_graph *g;
+    ge2_tensor *x, *y, *w, *logits, *loss;
+    ck_assert_int_eq(ge2_graph_new(&g), GE2_OK);
+    ck_assert_int_eq(ge2_input(g, "x", GE2_F32, ge2_shape2(8, 16), &x), GE2_OK);
+    ck_assert_int_eq(ge2_label(g, "y", GE2_I32, ge2_shape1(8), &y), GE2_OK);
+    ge2_init init = {GE2_INIT_LINEAR_DEFAULT, 0, 0, 0};
+    ck_assert_int_eq(ge2_parameter(g, "w", GE2_F32, ge2_shape2(4, 16), init, &w), GE2_OK);
+    ck_assert_int_eq(ge2_linear(g, x, w, NULL, GE2_ACT_NONE, 0, &logits), GE2_OK);
+    ck_assert_int_eq(ge2_cross_entropy(g, logits, y, 0, &loss), GE2_OK);
+    ck_assert_int_eq(ge2_backward(g, loss), GE2_OK);
+    ge2_layout *layout;
+    ck_assert_int_eq(ge2_layout_new(g, &layout), GE2_OK);
+    ge2_key key;
+    ck_assert_int_eq(ge2_key_init(g, GE2_MODE_EVAL, &key), GE2_OK);
+    ge2_plan *plan;
+    ck_assert_int_eq(ge2_plan_new(g, layout, &key, &plan), GE2_OK);
+    const ge2_node *ce = &g->nodes[loss->producer];
+    ck_assert_int_eq(ce->n_outputs, 2);
+    ck_assert_int_eq(plan->tensors[ce->outputs[1]].pool, GE2_POOL_NONE); /* dlogits */
+    ck_assert_int_eq(plan->tensors[loss->id].pool, GE2_POOL_INPUTS);     /* outputs live in the IO buffer */
+    ck_assert_int_eq(plan->tensors[ge2_grad(w)->id].pool, GE2_POOL_NONE);
+    ck_assert_int_eq(plan->n_steps, 2);
+    ge2_plan_free(plan);
+    ck_assert_int_eq(ge2_key_init(g, GE2_MODE_TRAIN, &key), GE2_OK);
+    ck_assert_int_eq(ge2_plan_new(g, layout, &key, &plan), GE2_OK);
+    ck_assert_int_eq(plan->tensors[ge2_grad(w)->id].pool, GE2_POOL_GRADS);
+    ck_assert_uint_eq(plan->tensors[ge2_grad(w)->id].offset, layout->offset[w->id]);
+    ck_assert_int_eq(plan->tensors[ce->outputs[1]].pool, GE2_POOL_ARENA);
+    ge2_plan_free(plan);
+    ge2_layout_free(layout);
+    ge2_graph_free(g);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("plan_property");
+    TCase *tc = tcase_create("plan");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_random_corpus);
+    tcase_add_test(tc, test_rebuilt_graph_same_plan);
+    tcase_add_test(tc, test_keys);
+    tcase_add_test(tc, test_eval_unread_outputs_get_no_memory);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
