@@ -14,6 +14,8 @@
 
 #include <cuda_runtime.h>
 
+#include "graph/control.h"
+
 #define GE2_WARP 32
 
 __device__ __forceinline__ float ge2_warp_sum(float v)
@@ -77,6 +79,23 @@ __device__ __forceinline__ float ge2_sum_partials(const volatile float *partials
     for (int i = threadIdx.x; i < n; i += blockDim.x)
         v += partials[i];
     return ge2_block_sum(v);
+}
+
+/* Sum of v over every thread of the launch, in one launch, deterministic:
+ * each block's sum goes to ctl->partials[blockIdx.x] (so gridDim.x <=
+ * GE2_CONTROL_PARTIALS), the last block adds them in block order. Returns
+ * true in every thread of the last block, with the sum in *total; that block
+ * then writes its result and calls ge2_ticket_reset(&ctl->blocks_done).
+ * Call from all threads. */
+__device__ __forceinline__ bool ge2_grid_sum(float v, ge2_control *ctl, float *total)
+{
+    v = ge2_block_sum(v);
+    if (threadIdx.x == 0)
+        ctl->partials[blockIdx.x] = v;
+    if (!ge2_ticket_is_last(&ctl->blocks_done))
+        return false;
+    *total = ge2_sum_partials(ctl->partials, gridDim.x);
+    return true;
 }
 
 #endif /* GE2_KERNELS_CUDA_BLOCK_REDUCE_H */

@@ -2,9 +2,9 @@
 // one kernel), MSE_LOSS and ACCURACY.
 //
 // Each is one launch that ends in a scalar. No zero-fill kernel or memset
-// node precedes it: every block writes its partial into the control block's
-// scratch (ge2_control.partials), takes a ticket, and the last block sums the
-// partials in block order and resets the ticket counter (block_reduce.h).
+// node precedes it: ge2_grid_sum (block_reduce.h) has every block write its
+// partial into the control block's scratch and take a ticket; the last block
+// sums the partials in block order, writes the scalar and resets the ticket.
 // Rows are dealt to blocks by a fixed rule, so for a given shape the sum's
 // order — hence its bits — is the same on every run and every replay.
 #include "kernels/cuda/block_reduce.h"
@@ -22,7 +22,6 @@ __global__ void ge2_cross_entropy_kernel(int rows, int cols, float smoothing, co
                                          const int *labels /* [B] */, float *loss /* [] */,
                                          float *dlogits /* [B, C] or NULL */, ge2_control *ctl)
 {
-    __shared__ float warp_loss[GE2_LOSS_WARPS];
     int lane = threadIdx.x % GE2_WARP, warp = threadIdx.x / GE2_WARP;
     int warps = gridDim.x * GE2_LOSS_WARPS;
     float inv_rows = 1.0f / (float)rows;
@@ -58,18 +57,9 @@ __global__ void ge2_cross_entropy_kernel(int rows, int cols, float smoothing, co
             }
         }
     }
-    if (lane == 0)
-        warp_loss[warp] = my_loss;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        float b = 0.0f;
-        for (int w = 0; w < GE2_LOSS_WARPS; w++)
-            b += warp_loss[w];
-        ctl->partials[blockIdx.x] = b;
-    }
-    if (!ge2_ticket_is_last(&ctl->blocks_done))
+    float total;
+    if (!ge2_grid_sum(lane == 0 ? my_loss : 0.0f, ctl, &total))
         return;
-    float total = ge2_sum_partials(ctl->partials, gridDim.x);
     if (threadIdx.x == 0 && loss)
         *loss = total * inv_rows;
     ge2_ticket_reset(&ctl->blocks_done);
@@ -84,12 +74,9 @@ __global__ void ge2_mse_kernel(long long n, const float *pred /* [n] */, const f
         float d = pred[i] - target[i];
         acc += d * d;
     }
-    acc = ge2_block_sum(acc);
-    if (threadIdx.x == 0)
-        ctl->partials[blockIdx.x] = acc;
-    if (!ge2_ticket_is_last(&ctl->blocks_done))
+    float total;
+    if (!ge2_grid_sum(acc, ctl, &total))
         return;
-    float total = ge2_sum_partials(ctl->partials, gridDim.x);
     if (threadIdx.x == 0)
         *loss = total / (float)n;
     ge2_ticket_reset(&ctl->blocks_done);
@@ -101,7 +88,6 @@ __global__ void ge2_mse_kernel(long long n, const float *pred /* [n] */, const f
 __global__ void ge2_accuracy_kernel(int rows, int cols, const float *logits /* [B, C] */,
                                     const int *labels /* [B] */, float *correct /* [] */, ge2_control *ctl)
 {
-    __shared__ int warp_hits[GE2_LOSS_WARPS];
     int lane = threadIdx.x % GE2_WARP, warp = threadIdx.x / GE2_WARP;
     int warps = gridDim.x * GE2_LOSS_WARPS;
     int hits = 0;
@@ -124,18 +110,9 @@ __global__ void ge2_accuracy_kernel(int rows, int cols, const float *logits /* [
         }
         hits += arg == labels[r];
     }
-    if (lane == 0)
-        warp_hits[warp] = hits;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        int b = 0;
-        for (int w = 0; w < GE2_LOSS_WARPS; w++)
-            b += warp_hits[w];
-        ctl->partials[blockIdx.x] = (float)b;
-    }
-    if (!ge2_ticket_is_last(&ctl->blocks_done))
+    float total;
+    if (!ge2_grid_sum(lane == 0 ? (float)hits : 0.0f, ctl, &total))
         return;
-    float total = ge2_sum_partials(ctl->partials, gridDim.x);
     if (threadIdx.x == 0)
         *correct = total;
     ge2_ticket_reset(&ctl->blocks_done);

@@ -46,12 +46,9 @@ __global__ void ge2_grad_norm_kernel(long long n, const float *grads /* [n] */, 
         float e = ge2_opt_effective_grad(&cfg, grads[i], accum ? accum[i] : 0.0f);
         acc += e * e;
     }
-    acc = ge2_block_sum(acc);
-    if (threadIdx.x == 0)
-        ctl->partials[blockIdx.x] = acc;
-    if (!ge2_ticket_is_last(&ctl->blocks_done))
+    float total;
+    if (!ge2_grid_sum(acc, ctl, &total))
         return;
-    float total = ge2_sum_partials(ctl->partials, gridDim.x);
     if (threadIdx.x == 0) {
         float norm = sqrtf(total);
         ctl->grad_norm = norm;
