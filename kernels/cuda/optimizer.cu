@@ -14,9 +14,6 @@
 
 #include "kernels/optimizer_math.h"
 
-// Slots the state may have: momentum or (m, v, v_max), plus accumulation.
-#define GE2_OPT_MAX_SLOTS 4
-
 // ------------------------------------------------------------------- kernels
 
 template <bool VEC4>
@@ -57,25 +54,6 @@ __global__ void ge2_grad_norm_kernel(long long n, const float *grads /* [n] */, 
     ge2_ticket_reset(&ctl->blocks_done);
 }
 
-// One element: accumulate on a micro-step, else update and clear the
-// accumulation slot. st points at this element of slot 0; slots are
-// `stride` floats apart.
-__device__ __forceinline__ void ge2_opt_element(const ge2_optimizer_config &cfg, const ge2_opt_slots &slots,
-                                                const ge2_opt_scalars &s, bool update, float *param, float g,
-                                                float *st, long long stride)
-{
-    if (slots.accum >= 0) {
-        float *acc = st + slots.accum * stride;
-        if (!update) {
-            *acc += g;
-            return;
-        }
-        g = *acc + g;
-        *acc = 0.0f;
-    }
-    ge2_opt_update_element(&cfg, &slots, &s, param, g, st, stride);
-}
-
 // VEC4 (n % 4 == 0, every pool 16-byte aligned): each thread moves four
 // elements of params, grads and every state slot as float4, updating them in
 // registers through the same per-element function.
@@ -105,7 +83,7 @@ __global__ void ge2_optimizer_update_kernel(long long n, float *params /* [n] */
                 st[k * 4 + 3] = v.w;
             }
             for (int j = 0; j < 4; j++)
-                ge2_opt_element(cfg, slots, s, update, &p[j], g[j], &st[j], 4);
+                ge2_opt_step_element(&cfg, &slots, &s, update, &p[j], g[j], &st[j], 4);
             if (update)
                 p4[i] = make_float4(p[0], p[1], p[2], p[3]);
             for (int k = 0; k < slots.count; k++)
@@ -113,7 +91,7 @@ __global__ void ge2_optimizer_update_kernel(long long n, float *params /* [n] */
         }
     } else {
         for (long long i = tid; i < n; i += stride)
-            ge2_opt_element(cfg, slots, s, update, params + i, grads[i], state + i, n);
+            ge2_opt_step_element(&cfg, &slots, &s, update, params + i, grads[i], state + i, n);
     }
     if (!ge2_ticket_is_last(&ctl->blocks_done))
         return;
