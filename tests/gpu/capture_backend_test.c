@@ -26,6 +26,7 @@
 #define IN 20
 #define H 16
 #define OUT 6
+#define STAGING (H * IN)
 
 #define API(call) ck_assert_msg((call) == GE2_OK, "%s: %s", #call, ge2_last_error())
 
@@ -34,7 +35,7 @@ typedef struct key {
     const ge2_backend *be;
     ge2_backend_ctx *ctx;
     float *x, *w1, *b1, *h, *w2, *b2, *y; /* device */
-    float *staging;                       /* pinned [B, IN] */
+    float *staging;                       /* pinned [STAGING], the largest upload */
     ge2_node nodes[2];
     ge2_launch launches[2];
     ge2_exec exec;
@@ -85,6 +86,7 @@ static void *dev(key *k, size_t n)
 
 static void upload_floats(key *k, float *dst, const float *src, size_t n)
 {
+    ck_assert_uint_le(n, STAGING);
     memcpy(k->staging, src, n * sizeof(float));
     API(k->be->upload(k->ctx, dst, k->staging, n * sizeof(float)));
     API(k->be->sync(k->ctx)); /* staging is reused right away */
@@ -98,7 +100,7 @@ static void key_open(key *k, bool disable_capture)
     ge2_compile_options o = ge2_compile_defaults();
     o.disable_capture = disable_capture;
     API(k->be->open(&o, &k->ctx));
-    API(k->be->alloc_host(k->ctx, B * IN * sizeof(float), (void **)&k->staging));
+    API(k->be->alloc_host(k->ctx, STAGING * sizeof(float), (void **)&k->staging));
     k->x = dev(k, B * IN), k->w1 = dev(k, H * IN), k->b1 = dev(k, H), k->h = dev(k, B * H);
     k->w2 = dev(k, OUT * H), k->b2 = dev(k, OUT), k->y = dev(k, B * OUT);
     for (int i = 0; i < H * IN; i++)

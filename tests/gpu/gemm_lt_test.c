@@ -247,12 +247,13 @@ static double at(const float *m, int64_t cols, bool trans, int64_t r, int64_t c)
 static void check_matmul(const gpu *g, int64_t batch_a, int64_t batch_b, int64_t m, int64_t kk, int64_t n, bool ta,
                          bool tb)
 {
-    const int64_t batch = batch_a > batch_b ? batch_a : batch_b;
+    const int64_t batch = batch_a > batch_b ? batch_a : batch_b; /* 0: a 2-D product */
+    const int64_t nbatch = batch ? batch : 1;
     const int64_t a_rows = ta ? kk : m, a_cols = ta ? m : kk;
     const int64_t b_rows = tb ? n : kk, b_cols = tb ? kk : n;
     const int64_t na = (batch_a ? batch_a : 1) * a_rows * a_cols, nb = (batch_b ? batch_b : 1) * b_rows * b_cols;
     float *ha = random_host(na), *hb = random_host(nb);
-    void *da = to_device(ha, na), *db = to_device(hb, nb), *dy = poisoned(batch * m * n);
+    void *da = to_device(ha, na), *db = to_device(hb, nb), *dy = poisoned(nbatch * m * n);
 
     ge2_node node;
     memset(&node, 0, sizeof node);
@@ -276,7 +277,6 @@ static void check_matmul(const gpu *g, int64_t batch_a, int64_t batch_b, int64_t
     ck_assert_msg(k->launch(&l) == GE2_OK, "launch: %s", ge2_last_error());
     CUDA_OK(cudaStreamSynchronize(g->stream));
 
-    const int64_t nbatch = batch ? batch : 1;
     double *ref = malloc((size_t)(nbatch * m * n) * sizeof(double));
     for (int64_t bi = 0; bi < nbatch; bi++) {
         const float *pa = ha + (batch_a ? bi * a_rows * a_cols : 0);
