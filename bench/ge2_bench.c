@@ -14,12 +14,14 @@
  * HOST_BURST steps after a sync, so that a full launch queue never blocks a
  * step and inflates it.
  *
- * Usage: ge2_bench [--data DIR] [--only WORKLOAD] [--seconds S] [--epochs E]
+ * Usage: ge2_bench [--data DIR] [--only WORKLOAD] [--seconds S] [--epochs E] [--cpu]
  *   --data     Fashion-MNIST folder for the epoch (default $GE2_DATA_DIR,
  *              else /usr/share/datasets/fashion-mnist)
  *   --only     run one workload (mlp_small, mlp_medium, mlp_large, epoch)
  *   --seconds  timed seconds per (workload, mode) (default 1)
  *   --epochs   timed epochs per mode (default 5, after one warm-up epoch)
+ *   --cpu      run on the CPU backend, timed by the host clock: checks the
+ *              bench itself on a machine without a GPU (figures meaningless)
  * Exit status: 0 when every row ran, 1 otherwise (failed rows carry "error").
  */
 #include <cuda_runtime.h>
@@ -75,6 +77,7 @@ typedef struct bench_options {
     const char *only;
     double seconds;
     int epochs;
+    bool cpu;
 } bench_options;
 
 /* What one (workload, mode) row reports. */
@@ -100,7 +103,7 @@ typedef struct bench_model {
     ge2_dataset *data; /* owned unless borrowed */
     bool data_borrowed;
     ge2_batcher *batcher;
-    cudaEvent_t start, stop;
+    cudaEvent_t start, stop; /* NULL on the CPU backend: the host clock times blocks */
 } bench_model;
 
 /* --------------------------------------------------------------- helpers */
@@ -253,16 +256,22 @@ static ge2_status read_loss(bench_model *m, float *out)
 /* Device-timed µs per step of a block of n steps (see the top comment). */
 static ge2_status time_block(bench_model *m, int64_t n, double *us_per_step)
 {
-    float ms = 0.0f;
     GE2_TRY(ge2_program_sync(m->program));
-    GE2_TRY(cuda_ok(cudaEventRecord(m->start, 0), "cudaEventRecord"));
+    double t0 = now_us();
+    if (m->start)
+        GE2_TRY(cuda_ok(cudaEventRecord(m->start, 0), "cudaEventRecord"));
     for (int64_t i = 0; i < n; i++)
         GE2_TRY(model_step(m));
     GE2_TRY(ge2_program_sync(m->program));
-    GE2_TRY(cuda_ok(cudaEventRecord(m->stop, 0), "cudaEventRecord"));
-    GE2_TRY(cuda_ok(cudaEventSynchronize(m->stop), "cudaEventSynchronize"));
-    GE2_TRY(cuda_ok(cudaEventElapsedTime(&ms, m->start, m->stop), "cudaEventElapsedTime"));
-    *us_per_step = (double)ms * 1e3 / (double)n;
+    double us = now_us() - t0;
+    if (m->start) {
+        float ms = 0.0f;
+        GE2_TRY(cuda_ok(cudaEventRecord(m->stop, 0), "cudaEventRecord"));
+        GE2_TRY(cuda_ok(cudaEventSynchronize(m->stop), "cudaEventSynchronize"));
+        GE2_TRY(cuda_ok(cudaEventElapsedTime(&ms, m->start, m->stop), "cudaEventElapsedTime"));
+        us = (double)ms * 1e3;
+    }
+    *us_per_step = us / (double)n;
     return GE2_OK;
 }
 
@@ -343,7 +352,7 @@ static ge2_status run_row(ge2_context *ctx, const bench_workload *w, const bench
     memset(&m, 0, sizeof m);
     memset(r, 0, sizeof *r);
     size_t free0 = 0, free1 = 0, total = 0;
-    ge2_status st = cuda_ok(cudaMemGetInfo(&free0, &total), "cudaMemGetInfo");
+    ge2_status st = opt->cpu ? GE2_OK : cuda_ok(cudaMemGetInfo(&free0, &total), "cudaMemGetInfo");
 #define ROW_TRY(expr)              \
     do {                           \
         if (st == GE2_OK)          \
@@ -362,8 +371,10 @@ static ge2_status run_row(ge2_context *ctx, const bench_workload *w, const bench
     }
     ge2_batcher_options bopt = {w->batch, false, SEED, false};
     ROW_TRY(m.data ? ge2_batcher_new(m.data, &bopt, &m.batcher) : GE2_OK);
-    ROW_TRY(cuda_ok(cudaEventCreate(&m.start), "cudaEventCreate"));
-    ROW_TRY(cuda_ok(cudaEventCreate(&m.stop), "cudaEventCreate"));
+    if (!opt->cpu) {
+        ROW_TRY(cuda_ok(cudaEventCreate(&m.start), "cudaEventCreate"));
+        ROW_TRY(cuda_ok(cudaEventCreate(&m.stop), "cudaEventCreate"));
+    }
 
     /* First step: plan + capture; its loss shows where training starts. */
     ROW_TRY(model_step(&m));
@@ -377,7 +388,7 @@ static ge2_status run_row(ge2_context *ctx, const bench_workload *w, const bench
     ROW_TRY(time_host(&m, r));
     ROW_TRY(read_loss(&m, &r->loss_last));
     ROW_TRY(ge2_program_plan_stats(m.program, GE2_MODE_TRAIN, &r->plan));
-    ROW_TRY(cuda_ok(cudaMemGetInfo(&free1, &total), "cudaMemGetInfo"));
+    ROW_TRY(opt->cpu ? GE2_OK : cuda_ok(cudaMemGetInfo(&free1, &total), "cudaMemGetInfo"));
 #undef ROW_TRY
     r->launches = m.program ? ge2_program_launch_count(m.program, GE2_MODE_TRAIN) : 0;
     r->meminfo_bytes = free0 > free1 ? free0 - free1 : 0;
@@ -430,7 +441,7 @@ static void print_row(const bench_workload *w, const bench_mode *mode, const cha
 
 static int usage(const char *argv0)
 {
-    fprintf(stderr, "usage: %s [--data DIR] [--only WORKLOAD] [--seconds S] [--epochs E]\n", argv0);
+    fprintf(stderr, "usage: %s [--data DIR] [--only WORKLOAD] [--seconds S] [--epochs E] [--cpu]\n", argv0);
     return 2;
 }
 
@@ -442,7 +453,12 @@ static bool parse_options(int argc, char **argv, bench_options *opt)
     opt->only = NULL;
     opt->seconds = 1.0;
     opt->epochs = 5;
+    opt->cpu = false;
     for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--cpu")) {
+            opt->cpu = true;
+            continue;
+        }
         if (i + 1 >= argc)
             return false;
         if (!strcmp(argv[i], "--data"))
@@ -464,19 +480,19 @@ int main(int argc, char **argv)
     bench_options opt;
     if (!parse_options(argc, argv, &opt))
         return usage(argv[0]);
-    if (!ge2_cuda_available()) {
-        fprintf(stderr, "ge2_bench: no CUDA device\n");
-        return 1;
+    char device[256] = "cpu";
+    if (!opt.cpu) {
+        struct cudaDeviceProp prop;
+        if (!ge2_cuda_available() || cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
+            fprintf(stderr, "ge2_bench: no CUDA device (--cpu checks the bench on the CPU backend)\n");
+            return 1;
+        }
+        snprintf(device, sizeof device, "%s", prop.name);
+        fprintf(stderr, "ge2_bench: device %s, %d SMs\n", prop.name, prop.multiProcessorCount);
     }
-    struct cudaDeviceProp prop;
-    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
-        fprintf(stderr, "ge2_bench: cudaGetDeviceProperties failed\n");
-        return 1;
-    }
-    fprintf(stderr, "ge2_bench: device %s, %d SMs\n", prop.name, prop.multiProcessorCount);
 
     ge2_context *ctx = NULL;
-    if (ge2_context_new(GE2_DEVICE_CUDA, &ctx) != GE2_OK) {
+    if (ge2_context_new(opt.cpu ? GE2_DEVICE_CPU : GE2_DEVICE_CUDA, &ctx) != GE2_OK) {
         fprintf(stderr, "ge2_bench: %s\n", ge2_last_error());
         return 1;
     }
@@ -504,7 +520,7 @@ int main(int argc, char **argv)
                 st = ge2_error(data_st, "ge2_bench: epoch: %s", data_err);
             else
                 st = run_row(ctx, w, mode, fmnist, &opt, &r);
-            print_row(w, mode, prop.name, &r, st);
+            print_row(w, mode, device, &r, st);
             failures += st != GE2_OK;
         }
     }
