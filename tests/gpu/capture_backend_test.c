@@ -20,7 +20,7 @@
 #include "capture/backend.h"
 #include "capture/backend_cuda.h"
 #include "graph/error.h"
-#include "tests/gpu_probe.h"
+#include "tests/gpu/capture_suite.h"
 
 #define B 8
 #define IN 20
@@ -281,22 +281,4 @@ START_TEST(test_env_disables_capture)
 }
 END_TEST
 
-int main(void)
-{
-    if (!ge2_test_require_gpu("capture_backend_test"))
-        return 0;
-    Suite *s = suite_create("capture_backend");
-    TCase *tc = tcase_create("backend");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_memory_round_trip);
-    tcase_add_test(tc, test_capture_then_replay_new_inputs);
-    tcase_add_test(tc, test_replay_equals_eager_bitwise);
-    tcase_add_test(tc, test_broken_capture_falls_back_to_eager);
-    tcase_add_test(tc, test_env_disables_capture);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+GE2_GPU_SUITE_MAIN("capture_backend_test", 120, test_memory_round_trip, test_capture_then_replay_new_inputs, test_replay_equals_eager_bitwise, test_broken_capture_falls_back_to_eager, test_env_disables_capture)

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 
 #include "tests/gpu/capture_mlp.h"
-#include "tests/gpu_probe.h"
+#include "tests/gpu/capture_suite.h"
 
 #define BATCH 64
 #define SEED 4321
@@ -120,20 +120,4 @@ START_TEST(test_second_batch_size_is_second_key)
 }
 END_TEST
 
-int main(void)
-{
-    if (!ge2_test_require_gpu("capture_cpu_agreement_test"))
-        return 0;
-    Suite *s = suite_create("capture_cpu_agreement");
-    TCase *tc = tcase_create("agreement");
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, test_one_step_matches_cpu);
-    tcase_add_test(tc, test_lr_change_takes_effect_without_recapture);
-    tcase_add_test(tc, test_second_batch_size_is_second_key);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+GE2_GPU_SUITE_MAIN("capture_cpu_agreement_test", 600, test_one_step_matches_cpu, test_lr_change_takes_effect_without_recapture, test_second_batch_size_is_second_key)

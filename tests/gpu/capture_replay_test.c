@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "tests/gpu/capture_mlp.h"
-#include "tests/gpu_probe.h"
+#include "tests/gpu/capture_suite.h"
 
 #define BATCH 64
 #define SEED 1234
@@ -99,20 +99,4 @@ START_TEST(test_env_disables_capture)
 }
 END_TEST
 
-int main(void)
-{
-    if (!ge2_test_require_gpu("capture_replay_test"))
-        return 0;
-    Suite *s = suite_create("capture_replay");
-    TCase *tc = tcase_create("replay");
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, test_replay_equals_eager_bitwise);
-    tcase_add_test(tc, test_same_seed_bitwise);
-    tcase_add_test(tc, test_env_disables_capture);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+GE2_GPU_SUITE_MAIN("capture_replay_test", 600, test_replay_equals_eager_bitwise, test_same_seed_bitwise, test_env_disables_capture)

@@ -14,7 +14,7 @@
 
 #include "graph/alloc.h"
 #include "tests/gpu/capture_mlp.h"
-#include "tests/gpu_probe.h"
+#include "tests/gpu/capture_suite.h"
 
 #define BATCH 64
 #define SEED 77
@@ -80,18 +80,4 @@ START_TEST(test_ten_thousand_replays_leak_nothing)
 }
 END_TEST
 
-int main(void)
-{
-    if (!ge2_test_require_gpu("capture_soak_test"))
-        return 0;
-    Suite *s = suite_create("capture_soak");
-    TCase *tc = tcase_create("soak");
-    tcase_set_timeout(tc, 900);
-    tcase_add_test(tc, test_ten_thousand_replays_leak_nothing);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+GE2_GPU_SUITE_MAIN("capture_soak_test", 900, test_ten_thousand_replays_leak_nothing)

@@ -17,7 +17,7 @@
 
 #include "graph/error.h"
 #include "kernels/cuda/cuda_kernels.h"
-#include "tests/gpu_probe.h"
+#include "tests/gpu/capture_suite.h"
 
 #define WORKSPACE_BYTES ((size_t)32 << 20)
 
@@ -326,21 +326,4 @@ START_TEST(test_matmul_batched)
 }
 END_TEST
 
-int main(void)
-{
-    if (!ge2_test_require_gpu("gemm_lt_test"))
-        return 0;
-    Suite *s = suite_create("gemm_lt");
-    TCase *tc = tcase_create("gemm");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_linear_every_activation_bias_and_stash);
-    tcase_add_test(tc, test_linear_rejects_f64);
-    tcase_add_test(tc, test_matmul_2d_all_transposes);
-    tcase_add_test(tc, test_matmul_batched);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+GE2_GPU_SUITE_MAIN("gemm_lt_test", 300, test_linear_every_activation_bias_and_stash, test_linear_rejects_f64, test_matmul_2d_all_transposes, test_matmul_batched)
