@@ -188,6 +188,15 @@ static ge2_status make_layout(const char *op, int node_id, ge2_gemm_operand m, i
     return GE2_OK;
 }
 
+// The three layouts of one plan: cuBLASLt A (our in[1]), B (our in[0]), D.
+static ge2_status make_layouts(const char *op, int node_id, ge2_gemm_plan *p, ge2_gemm_operand a_lt,
+                               ge2_gemm_operand b_lt, ge2_gemm_operand d, int64_t batch)
+{
+    GE2_TRY(make_layout(op, node_id, a_lt, batch, &p->la));
+    GE2_TRY(make_layout(op, node_id, b_lt, batch, &p->lb));
+    return make_layout(op, node_id, d, batch, &p->ld);
+}
+
 // Where the epilogue reads and writes this launch's buffers. Set at prepare
 // (the heuristic infers alignment from them) and again at every launch, so a
 // launch whose views were re-resolved still uses its current addresses.
@@ -257,20 +266,20 @@ static ge2_status plan_try(ge2_gemm_plan *p, const ge2_launch *launch, bool tran
     LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     uint64_t ws = launch->workspace ? (uint64_t)launch->workspace_bytes : 0;
     uint32_t align_a = alignment_of(g.a), align_b = alignment_of(g.b), align_d = alignment_of(g.d);
-    cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-    if (s == CUBLAS_STATUS_SUCCESS)
-        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                                                 &align_a, sizeof align_a);
-    if (s == CUBLAS_STATUS_SUCCESS)
-        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                                                 &align_b, sizeof align_b);
-    if (s == CUBLAS_STATUS_SUCCESS)
-        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                                                 &align_d, sizeof align_d);
-    if (s == CUBLAS_STATUS_SUCCESS)
-        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-                                                 &align_d, sizeof align_d);
+    const struct {
+        cublasLtMatmulPreferenceAttributes_t attr;
+        const void *value;
+        size_t size;
+    } prefs[] = {
+        {CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof align_a},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof align_b},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof align_d},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof align_d},
+    };
+    cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
+    for (size_t i = 0; i < sizeof prefs / sizeof prefs[0] && s == CUBLAS_STATUS_SUCCESS; i++)
+        s = cublasLtMatmulPreferenceSetAttribute(pref, prefs[i].attr, prefs[i].value, prefs[i].size);
     if (s == CUBLAS_STATUS_SUCCESS)
         s = cublasLtMatmulAlgoGetHeuristic((cublasLtHandle_t)launch->blas, p->desc, p->la, p->lb,
                                            p->ld, p->ld, pref, GE2_GEMM_ALGOS, p->algos, found);
@@ -294,6 +303,25 @@ static ge2_status check_launch(const ge2_launch *launch)
     if (!launch->blas || !launch->stream)
         return ge2_error(GE2_ERR_STATE, "ge2_%s (node %d): launch has no stream or cuBLASLt handle",
                          ge2_cuda_op_name(launch), launch->node->id);
+    return GE2_OK;
+}
+
+// Ends a prepare: the plan goes to launch->backend_data, or is freed on
+// error; found == 0 means cuBLASLt offered nothing for these shapes.
+static ge2_status plan_commit(ge2_launch *launch, ge2_gemm_plan *p, ge2_status st, int found)
+{
+    if (st == GE2_OK && found == 0) {
+        char s0[64], s1[64];
+        st = ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s (node %d): cuBLASLt has no algorithm for %s x %s",
+                       ge2_cuda_op_name(launch), launch->node->id, ge2_shape_str(launch->in[0].shape, s0, sizeof s0),
+                       ge2_shape_str(launch->in[1].shape, s1, sizeof s1));
+    }
+    if (st != GE2_OK) {
+        plan_free(p);
+        return st;
+    }
+    describe_plan(p);
+    launch->backend_data = p;
     return GE2_OK;
 }
 
@@ -357,11 +385,7 @@ extern "C" ge2_status ge2_cuda_linear_prepare(ge2_launch *launch)
 
     // cuBLASLt A = W stored [out, in] (op T), B = x stored [rows, in] (op N), D = [rows, out].
     ge2_gemm_operand wa = {out_f, in, 0}, xb = {rows, in, 0}, dd = {rows, out_f, 0};
-    ge2_status st = make_layout(op, node_id, wa, 1, &p->la);
-    if (st == GE2_OK)
-        st = make_layout(op, node_id, xb, 1, &p->lb);
-    if (st == GE2_OK)
-        st = make_layout(op, node_id, dd, 1, &p->ld);
+    ge2_status st = make_layouts(op, node_id, p, wa, xb, dd, 1);
     int found = 0;
     if (st == GE2_OK) {
         linear_choose(p, want_z, want_y, true);
@@ -374,18 +398,7 @@ extern "C" ge2_status ge2_cuda_linear_prepare(ge2_launch *launch)
         linear_choose(p, want_z, want_y, false);
         st = plan_try(p, launch, true, false, out_f, &found);
     }
-    if (st == GE2_OK && found == 0) {
-        char xs[64], ws[64];
-        st = ge2_error(GE2_ERR_UNSUPPORTED, "ge2_linear (node %d): cuBLASLt has no algorithm for x %s, w %s",
-                       node_id, ge2_shape_str(x->shape, xs, sizeof xs), ge2_shape_str(w->shape, ws, sizeof ws));
-    }
-    if (st != GE2_OK) {
-        plan_free(p);
-        return st;
-    }
-    describe_plan(p);
-    launch->backend_data = p;
-    return GE2_OK;
+    return plan_commit(launch, p, st, found);
 }
 
 static ge2_status gemm_enqueue(const ge2_launch *launch, const char *op)
@@ -476,24 +489,11 @@ extern "C" ge2_status ge2_cuda_matmul_prepare(ge2_launch *launch)
     p->epilogue = CUBLASLT_EPILOGUE_DEFAULT;
     p->n_out = batch * m * n;
     // Column-major Yᵀ = op(b)ᵀ·op(a)ᵀ: cuBLASLt A = b with b's transpose flag, B = a with a's.
-    ge2_status st = make_layout(op, node_id, ob, batch, &p->la);
-    if (st == GE2_OK)
-        st = make_layout(op, node_id, oa, batch, &p->lb);
-    if (st == GE2_OK)
-        st = make_layout(op, node_id, od, batch, &p->ld);
+    ge2_status st = make_layouts(op, node_id, p, ob, oa, od, batch);
     int found = 0;
     if (st == GE2_OK)
         st = plan_try(p, launch, tb, ta, n, &found);
-    if (st == GE2_OK && found == 0)
-        st = ge2_error(GE2_ERR_UNSUPPORTED, "ge2_matmul (node %d): cuBLASLt has no algorithm for a %s, b %s",
-                       node_id, ge2_shape_str(a->shape, as, sizeof as), ge2_shape_str(b->shape, bs, sizeof bs));
-    if (st != GE2_OK) {
-        plan_free(p);
-        return st;
-    }
-    describe_plan(p);
-    launch->backend_data = p;
-    return GE2_OK;
+    return plan_commit(launch, p, st, found);
 }
 
 extern "C" ge2_status ge2_cuda_matmul_launch(const ge2_launch *launch)
@@ -503,8 +503,7 @@ extern "C" ge2_status ge2_cuda_matmul_launch(const ge2_launch *launch)
 
 extern "C" void ge2_cuda_matmul_release(ge2_launch *launch)
 {
-    plan_free((ge2_gemm_plan *)launch->backend_data);
-    launch->backend_data = NULL;
+    ge2_cuda_linear_release(launch);
 }
 
 extern "C" const char *ge2_cuda_matmul_describe(const ge2_launch *launch)
