@@ -1,0 +1,394 @@
+/* The planned program on the CPU against the naive executor (every tensor its
+ * own buffer): bitwise the same loss and gradients on random graphs, for
+ * several graph keys sharing one arena and one parameter pool; plus the
+ * step path's promises (no host allocation after a key's first step,
+ * metrics, learning rate, feed validation). */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "capture/program_internal.h"
+#include "graph/alloc.h"
+#include "tests/planner/random_graph.h"
+#include "tests/support/naive_run.h"
+
+#define CORPUS 120
+
+typedef struct feeds {
+    float *x;
+    void *label;
+    ge2_feed feed[2];
+    int n;
+} feeds;
+
+static void make_feeds(const rg_graph *g, int64_t b, uint64_t *rng, feeds *f)
+{
+    f->x = malloc(sizeof(float) * (size_t)(b * rg_x_row(g)));
+    f->label = malloc(4 * (size_t)(b * (rg_label_row(g) ? rg_label_row(g) : 1)));
+    f->n = rg_feeds(g, b, rng, f->x, f->label, f->feed);
+}
+
+static void free_feeds(feeds *f)
+{
+    free(f->x);
+    free(f->label);
+}
+
+static ge2_program *compile_cpu(ge2_graph *g, bool separate, ge2_context **ctx)
+{
+    ge2_compile_options o = ge2_compile_defaults();
+    o.separate_arenas = separate;
+    ge2_program *prog;
+    ck_assert_int_eq(ge2_context_new(GE2_DEVICE_CPU, ctx), GE2_OK);
+    ck_assert_msg(ge2_compile(*ctx, g, &o, &prog) == GE2_OK, "%s", ge2_last_error());
+    return prog;
+}
+
+static size_t tensor_bytes(const ge2_tensor *t, ge2_shape shape)
+{
+    return (size_t)ge2_shape_numel(shape) * ge2_dtype_size(ge2_tensor_dtype(t));
+}
+
+/* One train step (no optimizer: parameters stay) and one eval step of this
+ * batch; loss, every parameter gradient and x's gradient must equal the
+ * naive run's bit for bit. */
+static void check_step_matches_naive(ge2_program *prog, const rg_graph *rg, int64_t b, uint64_t *rng)
+{
+    const ge2_graph *g = rg->graph;
+    feeds f;
+    make_feeds(rg, b, rng, &f);
+    ge2_naive *ref;
+    ck_assert_msg(ge2_naive_run(g, f.feed, f.n, &ref) == GE2_OK, "%s", ge2_last_error());
+    ck_assert_msg(ge2_program_step(prog, GE2_MODE_TRAIN, f.feed, f.n) == GE2_OK, "%s", ge2_last_error());
+
+    unsigned char loss[8], want[8];
+    size_t lb = tensor_bytes(rg->loss, ge2_shape0());
+    ck_assert_int_eq(ge2_program_read_output(prog, GE2_MODE_TRAIN, rg->loss, loss, lb), GE2_OK);
+    memcpy(want, ge2_naive_data(ref, rg->loss), lb);
+    ck_assert_msg(memcmp(loss, want, lb) == 0, "loss differs at batch %lld", (long long)b);
+
+    ge2_flat_pools pools = ge2_program_pools(prog);
+    const ge2_layout *layout = ge2_program_layout(prog);
+    for (int i = 0; i < g->n_tensors; i++) {
+        const ge2_tensor *p = g->tensors[i];
+        if (p->role != GE2_ROLE_PARAMETER)
+            continue;
+        const ge2_tensor *grad = ge2_grad(p);
+        ck_assert_ptr_nonnull(grad);
+        const float *got = pools.grads + layout->offset[i] / sizeof(float);
+        ck_assert_msg(memcmp(got, ge2_naive_data(ref, grad), tensor_bytes(p, p->shape)) == 0,
+                      "gradient of %s differs at batch %lld", p->name, (long long)b);
+    }
+    const ge2_tensor *dx = ge2_grad(rg->x);
+    if (dx) {
+        size_t bytes = tensor_bytes(dx, ref->shape[dx->id]);
+        void *got = malloc(bytes);
+        ck_assert_int_eq(ge2_program_read_output(prog, GE2_MODE_TRAIN, dx, got, bytes), GE2_OK);
+        ck_assert_msg(memcmp(got, ge2_naive_data(ref, dx), bytes) == 0, "dx differs at batch %lld", (long long)b);
+        free(got);
+    }
+
+    ck_assert_int_eq(ge2_program_step(prog, GE2_MODE_EVAL, f.feed, f.n), GE2_OK);
+    ck_assert_int_eq(ge2_program_read_output(prog, GE2_MODE_EVAL, rg->loss, loss, lb), GE2_OK);
+    ck_assert_msg(memcmp(loss, want, lb) == 0, "eval loss differs at batch %lld", (long long)b);
+    ge2_naive_free(ref);
+    free_feeds(&f);
+}
+
+START_TEST(test_random_graphs_match_naive)
+{
+    for (int i = 0; i < CORPUS; i++) {
+        uint64_t seed = 1000 + (uint64_t)i, rng = seed;
+        rg_graph rg;
+        ck_assert_int_eq(rg_build(seed, true, &rg), GE2_OK);
+        ge2_context *ctx;
+        ge2_program *prog = compile_cpu(rg.graph, i % 4 == 3, &ctx);
+        /* Built batch, a larger one (the shared arena grows and the first key
+         * is re-resolved), a smaller one, then the first again. */
+        int64_t batches[4] = {rg.batch, rg.batch + 5, rg.batch > 2 ? rg.batch - 1 : 1, rg.batch};
+        for (int k = 0; k < 4; k++)
+            check_step_matches_naive(prog, &rg, batches[k], &rng);
+        ck_assert_int_eq(ge2_program_key_count(prog), 6); /* three batch sizes x {train, eval} */
+        ge2_program_free(prog);
+        ge2_context_free(ctx);
+        rg_free(&rg);
+    }
+}
+END_TEST
+
+/* A small classifier with SGD for the step-path tests. */
+typedef struct net {
+    ge2_graph *graph;
+    ge2_tensor *x, *y, *w, *loss, *correct;
+} net;
+
+static void build_net(net *n, ge2_optimizer_kind kind)
+{
+    ge2_tensor *h, *w2, *logits;
+    ck_assert_int_eq(ge2_graph_new(&n->graph), GE2_OK);
+    ck_assert_int_eq(ge2_input(n->graph, "x", GE2_F32, ge2_shape2(16, 12), &n->x), GE2_OK);
+    ck_assert_int_eq(ge2_label(n->graph, "y", GE2_I32, ge2_shape1(16), &n->y), GE2_OK);
+    ge2_init init = {GE2_INIT_LINEAR_DEFAULT, 0, 0, 0};
+    ck_assert_int_eq(ge2_parameter(n->graph, "w", GE2_F32, ge2_shape2(20, 12), init, &n->w), GE2_OK);
+    ck_assert_int_eq(ge2_parameter(n->graph, "w2", GE2_F32, ge2_shape2(5, 20), init, &w2), GE2_OK);
+    ck_assert_int_eq(ge2_linear(n->graph, n->x, n->w, NULL, GE2_ACT_TANH, 0, &h), GE2_OK);
+    ck_assert_int_eq(ge2_linear(n->graph, h, w2, NULL, GE2_ACT_NONE, 0, &logits), GE2_OK);
+    ck_assert_int_eq(ge2_cross_entropy(n->graph, logits, n->y, 0, &n->loss), GE2_OK);
+    ck_assert_int_eq(ge2_accuracy(n->graph, logits, n->y, &n->correct), GE2_OK);
+    ck_assert_int_eq(ge2_mark_output(n->graph, n->correct), GE2_OK);
+    ck_assert_int_eq(ge2_backward(n->graph, n->loss), GE2_OK);
+    ge2_optimizer_config cfg = ge2_optimizer_defaults(kind);
+    ck_assert_int_eq(ge2_optimizer(n->graph, &cfg), GE2_OK);
+}
+
+static void net_feeds(const net *n, int64_t b, uint64_t *rng, float *x, int32_t *y, ge2_feed *f)
+{
+    for (int64_t i = 0; i < b * 12; i++)
+        x[i] = rg_uniform(rng);
+    for (int64_t i = 0; i < b; i++)
+        y[i] = (int32_t)rg_below(rng, 5);
+    f[0] = (ge2_feed){n->x, x, ge2_shape2(b, 12)};
+    f[1] = (ge2_feed){n->y, y, ge2_shape1(b)};
+}
+
+START_TEST(test_no_host_allocation_after_first_step)
+{
+    net n;
+    build_net(&n, GE2_OPT_ADAM);
+    ge2_context *ctx;
+    ge2_program *prog = compile_cpu(n.graph, false, &ctx);
+    uint64_t rng = 3;
+    float x[16 * 12];
+    int32_t y[16];
+    ge2_feed f16[2], f7[2];
+    net_feeds(&n, 16, &rng, x, y, f16);
+    f7[0] = (ge2_feed){n.x, x, ge2_shape2(7, 12)};
+    f7[1] = (ge2_feed){n.y, y, ge2_shape1(7)};
+    /* First steps of each key may allocate (plan, launches, buffers). */
+    ck_assert_int_eq(ge2_program_step(prog, GE2_MODE_TRAIN, f16, 2), GE2_OK);
+    ck_assert_int_eq(ge2_program_step(prog, GE2_MODE_TRAIN, f7, 2), GE2_OK);
+    ck_assert_int_eq(ge2_program_step(prog, GE2_MODE_EVAL, f16, 2), GE2_OK);
+
+    ge2_alloc_stats before, after;
+    ge2_metrics m;
+    ge2_alloc_stats_get(&before);
+    for (int s = 0; s < 50; s++) {
+        ck_assert_int_eq(ge2_program_step(prog, GE2_MODE_TRAIN, s % 3 ? f16 : f7, 2), GE2_OK);
+        ck_assert_int_eq(ge2_program_step(prog, GE2_MODE_EVAL, f16, 2), GE2_OK);
+        ck_assert_int_eq(ge2_program_take_metrics(prog, GE2_MODE_TRAIN, &m), GE2_OK);
+    }
+    ck_assert_int_eq(ge2_program_sync(prog), GE2_OK);
+    ge2_alloc_stats_get(&after);
+    ck_assert_uint_eq(after.allocations, before.allocations);
+    ck_assert_int_eq(ge2_program_key_count(prog), 3);
+    ge2_program_free(prog);
+    ge2_context_free(ctx);
+    ge2_graph_free(n.graph);
+}
+END_TEST
+
+/* take_metrics sums exactly what read_output showed, per mode, and resets. */
+START_TEST(test_metrics_sum_outputs)
+{
+    net n;
+    build_net(&n, GE2_OPT_SGD);
+    ge2_context *ctx;
+    ge2_program *prog = compile_cpu(n.graph, false, &ctx);
+    uint64_t rng = 11;
+    float x[16 * 12];
+    int32_t y[16];
+    ge2_feed f[2];
+    double loss_sum = 0, correct_sum = 0;
+    int64_t examples = 0;
+    for (int s = 0; s < 6; s++) {
+        int64_t b = s == 5 ? 9 : 16;
+        net_feeds(&n, b, &rng, x, y, f);
+        ck_assert_int_eq(ge2_program_step(prog, GE2_MODE_TRAIN, f, 2), GE2_OK);
+        float loss, correct;
+        ck_assert_int_eq(ge2_program_read_output(prog, GE2_MODE_TRAIN, n.loss, &loss, 4), GE2_OK);
+        ck_assert_int_eq(ge2_program_read_output(prog, GE2_MODE_TRAIN, n.correct, &correct, 4), GE2_OK);
+        ck_assert(correct >= 0 && correct <= b && correct == floorf(correct));
+        loss_sum += loss;
+        correct_sum += correct;
+        examples += b;
+    }
+    ge2_metrics m;
+    ck_assert_int_eq(ge2_program_take_metrics(prog, GE2_MODE_TRAIN, &m), GE2_OK);
+    ck_assert_int_eq(m.steps, 6);
+    ck_assert_int_eq(m.examples, examples);
+    ck_assert_double_eq_tol(m.loss_sum, loss_sum, 1e-9);
+    ck_assert_double_eq_tol(m.metric_sum, correct_sum, 1e-9);
+    ck_assert_int_eq(ge2_program_take_metrics(prog, GE2_MODE_TRAIN, &m), GE2_OK);
+    ck_assert_int_eq(m.steps, 0);
+    ck_assert_int_eq(ge2_program_take_metrics(prog, GE2_MODE_EVAL, &m), GE2_OK);
+    ck_assert_int_eq(m.steps, 0);
+    ge2_program_free(prog);
+    ge2_context_free(ctx);
+
+    /* readback_interval 3: steps 1, 4, 7, 10 are sampled. */
+    ge2_compile_options o = ge2_compile_defaults();
+    o.readback_interval = 3;
+    ck_assert_int_eq(ge2_context_new(GE2_DEVICE_CPU, &ctx), GE2_OK);
+    ck_assert_int_eq(ge2_compile(ctx, n.graph, &o, &prog), GE2_OK);
+    for (int s = 0; s < 10; s++)
+        ck_assert_int_eq(ge2_program_step(prog, GE2_MODE_EVAL, f, 2), GE2_OK);
+    ck_assert_int_eq(ge2_program_take_metrics(prog, GE2_MODE_EVAL, &m), GE2_OK);
+    ck_assert_int_eq(m.steps, 4);
+    ge2_program_free(prog);
+    ge2_context_free(ctx);
+    ge2_graph_free(n.graph);
+}
+END_TEST
+
+/* SGD without momentum: w1 = w0 - lr * grad, with the lr set between steps
+ * and the gradient from the naive run. Step count follows the updates. */
+START_TEST(test_set_lr_reaches_update)
+{
+    net n;
+    build_net(&n, GE2_OPT_SGD);
+    ge2_context *ctx;
+    ge2_program *prog = compile_cpu(n.graph, false, &ctx);
+    double lr;
+    ck_assert_int_eq(ge2_get_lr(prog, &lr), GE2_OK);
+    ck_assert_double_eq_tol(lr, 0.01, 1e-9); /* SGD default, from the optimizer node */
+    ck_assert_int_eq(ge2_set_lr(prog, 0.25), GE2_OK);
+    ck_assert_int_eq(ge2_get_lr(prog, &lr), GE2_OK);
+    ck_assert_double_eq(lr, 0.25);
+    ck_assert_int_eq(ge2_set_lr(prog, NAN), GE2_ERR_INVALID_ARGUMENT);
+
+    uint64_t rng = 5;
+    float x[16 * 12], w0[20 * 12], w1[20 * 12];
+    int32_t y[16];
+    ge2_feed f[2];
+    net_feeds(&n, 16, &rng, x, y, f);
+    ge2_naive *ref;
+    ck_assert_int_eq(ge2_naive_run(n.graph, f, 2, &ref), GE2_OK);
+    const float *grad = ge2_naive_data(ref, ge2_grad(n.w));
+    ck_assert_int_eq(ge2_program_get_parameter(prog, n.w, w0, sizeof w0), GE2_OK);
+    ck_assert_mem_eq(w0, ge2_naive_data(ref, n.w), sizeof w0); /* same initializer */
+    ck_assert_int_eq(ge2_program_step(prog, GE2_MODE_TRAIN, f, 2), GE2_OK);
+    ck_assert_int_eq(ge2_program_get_parameter(prog, n.w, w1, sizeof w1), GE2_OK);
+    for (int i = 0; i < 20 * 12; i++)
+        ck_assert_float_eq_tol(w1[i], (float)((double)w0[i] - 0.25 * (double)grad[i]), 1e-6);
+    int64_t steps;
+    ck_assert_int_eq(ge2_program_step_count(prog, &steps), GE2_OK);
+    ck_assert_int_eq(steps, 1);
+    ck_assert_int_eq(ge2_program_step(prog, GE2_MODE_EVAL, f, 2), GE2_OK);
+    ck_assert_int_eq(ge2_program_step_count(prog, &steps), GE2_OK);
+    ck_assert_int_eq(steps, 1); /* eval does not update */
+
+    /* set_parameter round trip, and its size check. */
+    for (int i = 0; i < 20 * 12; i++)
+        w0[i] = (float)i;
+    ck_assert_int_eq(ge2_program_set_parameter(prog, n.w, w0, sizeof w0), GE2_OK);
+    ck_assert_int_eq(ge2_program_get_parameter(prog, n.w, w1, sizeof w1), GE2_OK);
+    ck_assert_mem_eq(w0, w1, sizeof w0);
+    ck_assert_int_eq(ge2_program_set_parameter(prog, n.w, w0, 4), GE2_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(ge2_last_error(), "[20,12]"));
+    ck_assert_int_eq(ge2_program_get_parameter(prog, n.x, w0, sizeof w0), GE2_ERR_INVALID_ARGUMENT);
+    ge2_naive_free(ref);
+    ge2_program_free(prog);
+    ge2_context_free(ctx);
+    ge2_graph_free(n.graph);
+}
+END_TEST
+
+static void expect_error(ge2_status got, ge2_status want, const char *a, const char *b)
+{
+    ck_assert_msg(got == want, "got %s, want %s (%s)", ge2_status_name(got), ge2_status_name(want), ge2_last_error());
+    ck_assert_msg(strstr(ge2_last_error(), a), "'%s' lacks '%s'", ge2_last_error(), a);
+    if (b)
+        ck_assert_msg(strstr(ge2_last_error(), b), "'%s' lacks '%s'", ge2_last_error(), b);
+}
+
+START_TEST(test_feed_errors)
+{
+    net n, other;
+    build_net(&n, GE2_OPT_SGD);
+    build_net(&other, GE2_OPT_SGD);
+    ge2_context *ctx;
+    ge2_program *prog = compile_cpu(n.graph, false, &ctx);
+    float x[32 * 12] = {0};
+    int32_t y[32] = {0};
+    ge2_feed f[3] = {{n.x, x, ge2_shape2(16, 12)}, {n.y, y, ge2_shape1(16)}};
+
+    f[0].shape = ge2_shape2(16, 13);
+    expect_error(ge2_program_step(prog, GE2_MODE_TRAIN, f, 2), GE2_ERR_SHAPE, "[16,13]", "[16,12]");
+    f[0].shape = ge2_shape3(16, 12, 1);
+    expect_error(ge2_program_step(prog, GE2_MODE_TRAIN, f, 2), GE2_ERR_SHAPE, "'x'", "[16,12,1]");
+    f[0].shape = ge2_shape2(16, 12);
+    expect_error(ge2_program_step(prog, GE2_MODE_TRAIN, f, 1), GE2_ERR_INVALID_ARGUMENT, "'y'", "not fed");
+    f[2] = f[0];
+    expect_error(ge2_program_step(prog, GE2_MODE_TRAIN, f, 3), GE2_ERR_INVALID_ARGUMENT, "'x'", "twice");
+    f[2] = (ge2_feed){n.w, x, ge2_shape2(20, 12)};
+    expect_error(ge2_program_step(prog, GE2_MODE_TRAIN, f, 3), GE2_ERR_INVALID_ARGUMENT, "'w'", "parameter");
+    f[2] = (ge2_feed){other.x, x, ge2_shape2(16, 12)};
+    expect_error(ge2_program_step(prog, GE2_MODE_TRAIN, f, 3), GE2_ERR_GRAPH, "another graph", NULL);
+    f[1].data = NULL;
+    expect_error(ge2_program_step(prog, GE2_MODE_TRAIN, f, 2), GE2_ERR_INVALID_ARGUMENT, "'y'", "no data");
+    f[1].data = y;
+    /* Batch sizes that disagree: the op that meets both says so. */
+    f[1].shape = ge2_shape1(15);
+    ck_assert_int_eq(ge2_program_step(prog, GE2_MODE_TRAIN, f, 2), GE2_ERR_SHAPE);
+    ck_assert_ptr_nonnull(strstr(ge2_last_error(), "[16,5]"));
+    ck_assert_int_eq(ge2_program_key_count(prog), 0);
+    expect_error(ge2_program_step(prog, (ge2_mode)7, f, 2), GE2_ERR_INVALID_ARGUMENT, "mode", NULL);
+
+    float v;
+    expect_error(ge2_program_read_output(prog, GE2_MODE_TRAIN, n.loss, &v, 4), GE2_ERR_STATE, "no train step", NULL);
+    f[1].shape = ge2_shape1(16);
+    ck_assert_int_eq(ge2_program_step(prog, GE2_MODE_TRAIN, f, 2), GE2_OK);
+    expect_error(ge2_program_read_output(prog, GE2_MODE_TRAIN, n.loss, &v, 8), GE2_ERR_INVALID_ARGUMENT,
+                 "f32 [] (4 bytes)", "8");
+    ck_assert_int_eq(ge2_program_read_output(prog, GE2_MODE_TRAIN, n.loss, &v, 4), GE2_OK);
+    ck_assert(isfinite(v) && v > 0);
+    ge2_program_free(prog);
+    ge2_context_free(ctx);
+    ge2_graph_free(n.graph);
+    ge2_graph_free(other.graph);
+}
+END_TEST
+
+START_TEST(test_context_devices)
+{
+    ge2_context *ctx;
+    ck_assert_int_eq(ge2_context_new(GE2_DEVICE_CPU, &ctx), GE2_OK);
+    ck_assert_int_eq(ge2_context_device(ctx), GE2_DEVICE_CPU);
+    ge2_context_free(ctx);
+    bool gpu = ge2_cuda_available();
+    ck_assert_int_eq(ge2_cuda_available(), gpu); /* cached, stable */
+    ck_assert_int_eq(ge2_context_new(GE2_DEVICE_AUTO, &ctx), GE2_OK);
+    ck_assert_int_eq(ge2_context_device(ctx), gpu ? GE2_DEVICE_CUDA : GE2_DEVICE_CPU);
+    ge2_context_free(ctx);
+    ge2_status st = ge2_context_new(GE2_DEVICE_CUDA, &ctx);
+    if (gpu) {
+        ck_assert_int_eq(st, GE2_OK);
+        ge2_context_free(ctx);
+    } else {
+        expect_error(st, GE2_ERR_NO_DEVICE, "CUDA", NULL);
+        ck_assert_ptr_null(ctx);
+    }
+    expect_error(ge2_context_new((ge2_device)9, &ctx), GE2_ERR_INVALID_ARGUMENT, "device", NULL);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("program_exec");
+    TCase *tc = tcase_create("exec");
+    tcase_set_timeout(tc, 240);
+    tcase_add_test(tc, test_random_graphs_match_naive);
+    tcase_add_test(tc, test_no_host_allocation_after_first_step);
+    tcase_add_test(tc, test_metrics_sum_outputs);
+    tcase_add_test(tc, test_set_lr_reaches_update);
+    tcase_add_test(tc, test_feed_errors);
+    tcase_add_test(tc, test_context_devices);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
