@@ -48,6 +48,17 @@ typedef struct ge2_backend {
     void (*exec_release)(ge2_backend_ctx *ctx, ge2_exec *exec);
     ge2_status (*sync)(ge2_backend_ctx *ctx);
     int (*capture_count)(const ge2_backend_ctx *ctx);
+    /* Optional fences, so the program can reuse a pinned staging buffer without
+     * waiting for the whole device: fence_record marks the point after the
+     * work enqueued so far, fence_wait blocks until the work before the latest
+     * mark is done (at once if never recorded). program.c records one right
+     * after each feed upload. All four NULL: the program calls sync before
+     * refilling a staging buffer instead (free on the CPU, whose upload copies
+     * at once). */
+    ge2_status (*fence_new)(ge2_backend_ctx *ctx, void **fence);
+    void (*fence_free)(ge2_backend_ctx *ctx, void *fence);
+    ge2_status (*fence_record)(ge2_backend_ctx *ctx, void *fence);
+    ge2_status (*fence_wait)(ge2_backend_ctx *ctx, void *fence);
 } ge2_backend;
 
 extern const ge2_backend ge2_backend_cpu;
