@@ -62,6 +62,10 @@ def fmt(v, digits=1):
     return str(v)
 
 
+def fmt_loss(v):
+    return "n/a" if v is None else f"{v:.3g}"
+
+
 def fmt_ratio(v):
     return "n/a" if v is None else f"{v:.2f}×"
 
@@ -148,7 +152,7 @@ def workload_table(rows, workload):
                 cells = [impl, label, fmt(mine), f"{fmt(r.get('us_p10'))}–{fmt(r.get('us_p90'))}",
                          fmt(r.get("host_us_per_step")), vs[0], vs[1],
                          fmt(r.get("kernels_per_step")), fmt(mem / MIB if mem else None), vs[2],
-                         f"{fmt(r.get('loss_first'), 3)} → {fmt(r.get('loss_last'), 3)}"]
+                         f"{fmt_loss(r.get('loss_first'))} → {fmt_loss(r.get('loss_last'))}"]
                 if epoch:
                     cells.insert(2, fmt(r.get("ms_per_epoch")))
             lines.append("| " + " | ".join(cells) + " |")

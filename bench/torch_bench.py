@@ -20,6 +20,8 @@ steps. Device memory: torch.cuda.max_memory_allocated() over the whole row.
 
 Prints the torch version and device on stderr and as an "env" JSON line,
 then one JSON line per (workload, mode) on stdout. Exits 1 if a row failed.
+--cpu runs the eager rows on the CPU, timed by the host clock: it checks
+this script on a machine without a GPU (figures meaningless).
 """
 import argparse
 import gc
@@ -55,16 +57,28 @@ PROFILE_STEPS = 5
 WARMUP_STEPS = 20
 SEED = 1234
 DEFAULT_DATA = "/usr/share/datasets/fashion-mnist"
+DEVICE = "cuda"  # "cpu" with --cpu
+
+
+def sync():
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+
+
+def staged(t):
+    """Host batches live in pinned memory so copies to the GPU are asynchronous."""
+    return t.pin_memory() if DEVICE == "cuda" else t
 
 
 def set_tf32(on):
     """TF32 for matmuls only; returns the API used (2.9+ has fp32_precision)."""
     matmul = torch.backends.cuda.matmul
-    if hasattr(matmul, "fp32_precision"):
+    try:
         matmul.fp32_precision = "tf32" if on else "ieee"
         return "torch.backends.cuda.matmul.fp32_precision"
-    matmul.allow_tf32 = on
-    return "torch.backends.cuda.matmul.allow_tf32"
+    except (AttributeError, AssertionError):  # before 2.9 (old versions assert on unknown names)
+        matmul.allow_tf32 = on
+        return "torch.backends.cuda.matmul.allow_tf32"
 
 
 # ------------------------------------------------------------------- data
@@ -105,7 +119,7 @@ def fashion_mnist(folder):
         raise ValueError(f"{folder}: {images.shape[0]} images but {labels.shape[0]} labels")
     x = torch.from_numpy(images.reshape(images.shape[0], -1).astype(np.float32) / 255.0)
     y = torch.from_numpy(labels.astype(np.int64))
-    return x.pin_memory(), y.pin_memory()
+    return staged(x), staged(y)
 
 
 def synthetic(dims, batch):
@@ -114,7 +128,7 @@ def synthetic(dims, batch):
     n = SYNTHETIC_BATCHES * batch
     x = torch.randn(n, dims[0], generator=g)
     y = torch.randint(0, dims[-1], (n,), generator=g)
-    return x.pin_memory(), y.pin_memory()
+    return staged(x), staged(y)
 
 
 class Feeder:
@@ -144,7 +158,7 @@ def make_model(dims):
         layers.append(nn.Linear(dims[i], dims[i + 1]))
         if i + 2 < len(dims):
             layers.append(nn.ReLU())
-    return nn.Sequential(*layers).cuda()
+    return nn.Sequential(*layers).to(DEVICE)
 
 
 def train_body(model, opt, x, y):
@@ -161,8 +175,8 @@ class EagerTrainer:
         self.opt = torch.optim.Adam(self.model.parameters(), lr=1e-3)
 
     def step(self, xb, yb):
-        x = xb.to("cuda", non_blocking=True)
-        y = yb.to("cuda", non_blocking=True)
+        x = xb.to(DEVICE, non_blocking=True)
+        y = yb.to(DEVICE, non_blocking=True)
         return train_body(self.model, self.opt, x, y)
 
 
@@ -212,15 +226,19 @@ class GraphTrainer:
 
 
 def time_block(trainer, feeder, n, events):
-    start, stop = events
-    torch.cuda.synchronize()
-    start.record()
+    """µs per step of n steps between two synchronizations (events: CUDA's, or None for the host clock)."""
+    sync()
+    t0 = time.perf_counter()
+    if events:
+        events[0].record()
     for _ in range(n):
         trainer.step(*feeder.next())
-    torch.cuda.synchronize()
-    stop.record()
-    stop.synchronize()
-    return start.elapsed_time(stop) * 1e3 / n
+    sync()
+    if not events:
+        return (time.perf_counter() - t0) * 1e6 / n
+    events[1].record()
+    events[1].synchronize()
+    return events[0].elapsed_time(events[1]) * 1e3 / n
 
 
 def quantiles(values):
@@ -258,31 +276,35 @@ def time_host(trainer, feeder, row):
     samples = []
     for i in range(HOST_SAMPLES):
         if i % HOST_BURST == 0:
-            torch.cuda.synchronize()
+            sync()
         xb, yb = feeder.next()
         t0 = time.perf_counter()
         trainer.step(xb, yb)
         samples.append((time.perf_counter() - t0) * 1e6)
-    torch.cuda.synchronize()
+    sync()
     row["host_us_per_step"] = statistics.median(samples)
 
 
 def count_kernels(trainer, feeder, row):
-    """Kernels per step as CUPTI sees them (graph replays included); copies
-    and memsets are not kernels."""
+    """Kernels per step as CUPTI sees them, graph replays included: events
+    of category "kernel" in the profiler's trace (copies and memsets have
+    categories of their own)."""
+    import tempfile
+
     from torch.profiler import ProfilerActivity, profile
 
-    torch.cuda.synchronize()
+    sync()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(PROFILE_STEPS):
             trainer.step(*feeder.next())
-        torch.cuda.synchronize()
-    kernels = 0
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA:
-            name = e.name.lower()
-            if not (name.startswith("memcpy") or name.startswith("memset")):
-                kernels += 1
+        sync()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path, encoding="utf-8") as f:
+            trace = json.load(f)
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    kernels = sum(1 for e in events if str(e.get("cat", "")).lower() == "kernel")
     row["kernels_per_step"] = kernels / PROFILE_STEPS
     row["kernels_source"] = "torch.profiler"
 
@@ -296,14 +318,17 @@ def run_row(w, mode, tf32, args, data, device):
     trainer = None
     try:
         gc.collect()
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats()
+        if DEVICE == "cuda":
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
         row["tf32_api"] = set_tf32(tf32)
         x, y = data if w["epoch"] else synthetic(w["dims"], w["batch"])
         feeder = Feeder(x, y, w["batch"])
         trainer = (GraphTrainer if mode == "graph" else EagerTrainer)(w["dims"])
         row["optimizer"] = "Adam(lr=1e-3%s)" % (", capturable=True" if mode == "graph" else "")
-        events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+        events = None
+        if DEVICE == "cuda":
+            events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
 
         first = trainer.step(*feeder.next())
         warm = getattr(trainer, "first_loss", None)  # graph mode: its first warm-up step came first
@@ -316,9 +341,10 @@ def run_row(w, mode, tf32, args, data, device):
             time_steps(trainer, feeder, args.seconds, events, row)
         time_host(trainer, feeder, row)
         row["loss_last"] = trainer.step(*feeder.next()).item()
-        row["device_bytes"] = torch.cuda.max_memory_allocated()
+        row["device_bytes"] = torch.cuda.max_memory_allocated() if DEVICE == "cuda" else None
         try:
-            count_kernels(trainer, feeder, row)
+            if DEVICE == "cuda":
+                count_kernels(trainer, feeder, row)
         except Exception as exc:  # the profiler is optional; the timing stands
             row["kernels_per_step"] = None
             row["kernels_source"] = f"profiler failed: {exc}"
@@ -338,13 +364,16 @@ def main():
     ap.add_argument("--only", help="one workload: " + ", ".join(w["name"] for w in WORKLOADS))
     ap.add_argument("--seconds", type=float, default=1.0, help="timed seconds per (workload, mode)")
     ap.add_argument("--epochs", type=int, default=5, help="timed epochs per mode")
+    ap.add_argument("--cpu", action="store_true", help="eager rows on the CPU: checks the script, figures meaningless")
     args = ap.parse_args()
 
-    if not torch.cuda.is_available():
-        print("torch_bench: no CUDA device", file=sys.stderr)
+    global DEVICE
+    DEVICE = "cpu" if args.cpu else "cuda"
+    if DEVICE == "cuda" and not torch.cuda.is_available():
+        print("torch_bench: no CUDA device (--cpu checks the script on the CPU)", file=sys.stderr)
         return 1
     set_tf32(False)
-    device = torch.cuda.get_device_name(0)
+    device = torch.cuda.get_device_name(0) if DEVICE == "cuda" else "cpu"
     env = dict(impl="torch", env=True, torch=torch.__version__, cuda=torch.version.cuda, device=device,
                python=sys.version.split()[0])
     print(f"torch_bench: torch {env['torch']}, CUDA {env['cuda']}, device {device}", file=sys.stderr)
@@ -361,7 +390,7 @@ def main():
             except (OSError, ValueError) as exc:
                 data = exc
         for mode, tf32 in MODES:
-            if tf32 and not w["tf32_row"]:
+            if (tf32 and not w["tf32_row"]) or (mode == "graph" and DEVICE != "cuda"):
                 continue
             if w["epoch"] and isinstance(data, Exception):
                 row = dict(impl="torch", workload=w["name"], mode=mode, tf32=tf32, batch=w["batch"],
