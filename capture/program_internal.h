@@ -15,7 +15,8 @@
  *   - IO buffer (plan pool GE2_POOL_INPUTS): the key's static feed buffers
  *     first, then its outputs (loss, metrics), so a later step of another key
  *     that reuses the shared arena cannot clobber what read_output returns.
- *   - host staging (pinned on CUDA) for the feeds, one upload per step.
+ *   - host staging (pinned on CUDA) for the feeds, one upload per step,
+ *     alternating between GE2_STAGING_BUFFERS buffers.
  */
 #ifndef GE2_CAPTURE_PROGRAM_INTERNAL_H
 #define GE2_CAPTURE_PROGRAM_INTERNAL_H
@@ -27,6 +28,9 @@
 
 /* Steps whose loss/metric may be in flight to the host before a step must wait. */
 #define GE2_METRICS_RING 64
+/* Feed staging buffers per key: the host may prepare a step while the device
+ * still copies the previous one's feeds. */
+#define GE2_STAGING_BUFFERS 2
 
 /* One graph key: everything a step of it needs, made on its first step. */
 typedef struct ge2_program_key {
@@ -35,7 +39,11 @@ typedef struct ge2_program_key {
     ge2_exec exec;        /* exec.plan == plan; exec.arena/inputs resolved */
     void *inputs;         /* device: [plan->input_bytes] feeds, then outputs */
     void *arena_own;      /* separate_arenas: this key's own arena, else NULL */
-    void *staging;        /* host (pinned): [staging_bytes], the feeds' bytes at their input offsets */
+    /* host (pinned): [staging_bytes] each, the feeds' bytes at their input
+     * offsets; used in turn, each guarded by a fence after its upload */
+    void *staging[GE2_STAGING_BUFFERS];
+    void *fence[GE2_STAGING_BUFFERS]; /* NULL when the backend has no fences */
+    int next_staging;
     size_t staging_bytes; /* bytes of the feed region at the start of `inputs` */
     int64_t batch;        /* dim 0 of the first feed: examples per step */
 } ge2_program_key;

@@ -116,7 +116,11 @@ static ge2_status make_key(ge2_program *program, ge2_program_key *pk, const ge2_
     pk->staging_bytes = feed_region_bytes(plan);
     pk->batch = key->n_feeds > 0 && key->feed_shapes[0].ndim > 0 ? key->feed_shapes[0].dim[0] : 1;
     GE2_TRY(b->alloc(program->bctx, plan->input_bytes ? plan->input_bytes : 1, &pk->inputs));
-    GE2_TRY(b->alloc_host(program->bctx, pk->staging_bytes ? pk->staging_bytes : 1, &pk->staging));
+    for (int i = 0; i < GE2_STAGING_BUFFERS; i++) {
+        GE2_TRY(b->alloc_host(program->bctx, pk->staging_bytes ? pk->staging_bytes : 1, &pk->staging[i]));
+        if (b->fence_new)
+            GE2_TRY(b->fence_new(program->bctx, &pk->fence[i]));
+    }
 
     size_t arena_bytes = plan->arena_bytes ? plan->arena_bytes : 1;
     if (program->options.separate_arenas) {
@@ -147,7 +151,11 @@ void ge2_program_key_release(ge2_program *program, ge2_program_key *pk)
     pk->exec.launches = NULL;
     b->free(program->bctx, pk->arena_own);
     b->free(program->bctx, pk->inputs);
-    b->free_host(program->bctx, pk->staging);
+    for (int i = 0; i < GE2_STAGING_BUFFERS; i++) {
+        b->free_host(program->bctx, pk->staging[i]);
+        if (pk->fence[i])
+            b->fence_free(program->bctx, pk->fence[i]);
+    }
     ge2_plan_free(pk->plan);
     ge2_free(pk);
 }

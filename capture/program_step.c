@@ -81,15 +81,24 @@ static ge2_status key_of_feeds(const ge2_program *program, ge2_mode mode, const 
     return GE2_OK;
 }
 
-/* Copies the feeds into the key's staging buffer, then one upload for all. */
+/* Copies the feeds into the key's next staging buffer, then one upload for
+ * all. The buffer's previous upload must have been read by the device first. */
 static ge2_status stage_feeds(ge2_program *program, ge2_program_key *pk, const ge2_feed *feeds, const int *feed_of)
 {
-    unsigned char *staging = pk->staging;
+    const ge2_backend *b = program->backend;
+    int s = pk->next_staging;
+    pk->next_staging = (s + 1) % GE2_STAGING_BUFFERS;
+    if (pk->fence[s])
+        GE2_TRY(b->fence_wait(program->bctx, pk->fence[s]));
+    else
+        GE2_TRY(b->sync(program->bctx));
+    unsigned char *staging = pk->staging[s];
     for (int f = 0; f < pk->key.n_feeds; f++) {
         const ge2_plan_tensor *pt = &pk->plan->tensors[pk->key.feed_ids[f]];
         memcpy(staging + pt->offset, feeds[feed_of[f]].data, pt->bytes);
     }
-    return program->backend->upload(program->bctx, pk->inputs, pk->staging, pk->staging_bytes);
+    GE2_TRY(b->upload(program->bctx, pk->inputs, staging, pk->staging_bytes));
+    return pk->fence[s] ? b->fence_record(program->bctx, pk->fence[s]) : GE2_OK;
 }
 
 /* ------------------------------------------------------------- metrics */
