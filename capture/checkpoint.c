@@ -1,0 +1,304 @@
+/* ge2_checkpoint_save / _load / _load_parameters: a program's training state
+ * as safetensors (checkpoint_safetensors.h does the container).
+ *
+ * Tensors: every parameter under its own name in its graph shape (PyTorch
+ * layout, so safetensors.torch.load_file + load_state_dict takes them), and
+ * each optimizer state slot as "optim.<param>.<torch state name>"
+ * (exp_avg, exp_avg_sq, max_exp_avg_sq, momentum_buffer; grad_accum for the
+ * accumulation buffer). __metadata__ (strings, as the format requires):
+ * format, optimizer, step, micro_step, base_lr, rng_offset, epoch,
+ * batch_in_epoch, data_seed. Loading checks the whole file against the model
+ * before it touches the program, so a rejected file leaves it as it was.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "capture/checkpoint_safetensors.h"
+#include "capture/program_internal.h"
+#include "graph/alloc.h"
+#include "graph/error.h"
+#include "kernels/optimizer_math.h"
+
+#define CK_FORMAT "ge2"
+
+/* The tensors a checkpoint of this program holds, each with its place in a
+ * host image of the pools. */
+typedef struct ck_layout {
+    int n;
+    ge2_st_tensor *tensors;         /* [n] names and shapes; data into the images */
+    char (*names)[GE2_ST_MAX_NAME]; /* [n] storage for the names */
+    int64_t *offset;                /* [n] element offset in the joint image */
+    int n_params;                   /* tensors [0, n_params) are parameters */
+    float *image;                   /* [(1 + slots) * pools.n]: params, then the state slots */
+    int64_t image_n;
+} ck_layout;
+
+static void ck_layout_free(ck_layout *l)
+{
+    ge2_free(l->tensors);
+    ge2_free(l->names);
+    ge2_free(l->offset);
+    ge2_free(l->image);
+    memset(l, 0, sizeof *l);
+}
+
+static const char *ck_state_name(const ge2_opt_slots *s, int slot)
+{
+    if (slot == s->momentum)
+        return "momentum_buffer";
+    if (slot == s->exp_avg)
+        return "exp_avg";
+    if (slot == s->exp_avg_sq)
+        return "exp_avg_sq";
+    if (slot == s->max_exp_avg_sq)
+        return "max_exp_avg_sq";
+    return "grad_accum";
+}
+
+static ge2_status ck_layout_new(ge2_program *program, bool with_state, ck_layout *l)
+{
+    memset(l, 0, sizeof *l);
+    const ge2_graph *g = ge2_program_graph(program);
+    const ge2_layout *layout = ge2_program_layout(program);
+    const ge2_optimizer_config *cfg = ge2_program_optimizer_config(program);
+    ge2_flat_pools pools = ge2_program_pools(program);
+    ge2_opt_slots slots = {-1, -1, -1, -1, -1, 0};
+    if (cfg && with_state)
+        slots = ge2_opt_slots_of(cfg);
+    int n_params = 0;
+    for (int i = 0; i < g->n_tensors; i++)
+        n_params += g->tensors[i]->role == GE2_ROLE_PARAMETER;
+    int n = n_params * (1 + slots.count);
+    l->image_n = (1 + slots.count) * pools.n;
+    l->tensors = ge2_calloc((size_t)(n ? n : 1), sizeof *l->tensors);
+    l->names = ge2_calloc((size_t)(n ? n : 1), sizeof *l->names);
+    l->offset = ge2_calloc((size_t)(n ? n : 1), sizeof *l->offset);
+    l->image = ge2_calloc((size_t)(l->image_n ? l->image_n : 1), sizeof(float));
+    if (!l->tensors || !l->names || !l->offset || !l->image) {
+        ck_layout_free(l);
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_checkpoint: out of memory for %lld parameters",
+                         (long long)pools.n);
+    }
+    for (int slot = -1; slot < slots.count; slot++)
+        for (int i = 0; i < g->n_tensors; i++) {
+            const ge2_tensor *t = g->tensors[i];
+            if (t->role != GE2_ROLE_PARAMETER)
+                continue;
+            int k = l->n++;
+            int len = slot < 0 ? snprintf(l->names[k], GE2_ST_MAX_NAME, "%s", t->name)
+                               : snprintf(l->names[k], GE2_ST_MAX_NAME, "optim.%s.%s", t->name,
+                                          ck_state_name(&slots, slot));
+            if (len >= GE2_ST_MAX_NAME) {
+                ck_layout_free(l);
+                return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_checkpoint: parameter name '%s' too long", t->name);
+            }
+            l->offset[k] = (int64_t)(1 + slot) * pools.n + (int64_t)(layout->offset[i] / sizeof(float));
+            l->tensors[k] = (ge2_st_tensor){l->names[k], t->shape, l->image + l->offset[k]};
+        }
+    l->n_params = n_params;
+    return GE2_OK;
+}
+
+static bool ck_with_state(ge2_program *program)
+{
+    return ge2_program_optimizer_config(program) != NULL;
+}
+
+/* Pools -> image, or image -> pools (then waits: the image is freed next). */
+static ge2_status ck_transfer(ge2_program *program, ck_layout *l, bool to_device, bool params_only)
+{
+    ge2_backend_ctx *bctx;
+    const ge2_backend *b = ge2_program_backend(program, &bctx);
+    ge2_flat_pools pools = ge2_program_pools(program);
+    size_t bytes = (size_t)pools.n * sizeof(float);
+    int64_t slots = params_only ? 0 : l->image_n / (pools.n ? pools.n : 1) - 1;
+    if (to_device) {
+        GE2_TRY(b->upload(bctx, pools.params, l->image, bytes));
+        if (slots > 0)
+            GE2_TRY(b->upload(bctx, pools.state, l->image + pools.n, (size_t)slots * bytes));
+        return b->sync(bctx);
+    }
+    GE2_TRY(b->download(bctx, l->image, pools.params, bytes));
+    if (slots > 0)
+        GE2_TRY(b->download(bctx, l->image + pools.n, pools.state, (size_t)slots * bytes));
+    return GE2_OK;
+}
+
+ge2_status ge2_checkpoint_save(ge2_program *program, const char *path, const ge2_resume_state *resume)
+{
+    if (!program || !path)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_checkpoint_save: program and path must not be NULL");
+    ck_layout l;
+    GE2_TRY(ck_layout_new(program, ck_with_state(program), &l));
+    ge2_status st = ck_transfer(program, &l, false, false);
+    if (st == GE2_OK)
+        st = ge2_program_download_control(program);
+    if (st == GE2_OK) {
+        const ge2_control *c = ge2_program_control_host(program);
+        const ge2_optimizer_config *cfg = ge2_program_optimizer_config(program);
+        ge2_resume_state r = resume ? *resume : (ge2_resume_state){0, 0, 0};
+        ge2_st_kv meta[9] = {{"format", CK_FORMAT}, {"optimizer", ""}, {"step", ""}, {"micro_step", ""},
+                             {"base_lr", ""}, {"rng_offset", ""}, {"epoch", ""}, {"batch_in_epoch", ""},
+                             {"data_seed", ""}};
+        snprintf(meta[1].value, GE2_ST_MAX_VALUE, "%s", cfg ? ge2_optimizer_name(cfg->kind) : "none");
+        snprintf(meta[2].value, GE2_ST_MAX_VALUE, "%" PRId64, c->step);
+        snprintf(meta[3].value, GE2_ST_MAX_VALUE, "%" PRId32, c->micro_step);
+        snprintf(meta[4].value, GE2_ST_MAX_VALUE, "%.9g", (double)c->base_lr);
+        snprintf(meta[5].value, GE2_ST_MAX_VALUE, "%" PRIu64, c->rng_offset);
+        snprintf(meta[6].value, GE2_ST_MAX_VALUE, "%" PRId64, r.epoch);
+        snprintf(meta[7].value, GE2_ST_MAX_VALUE, "%" PRId64, r.batch_in_epoch);
+        snprintf(meta[8].value, GE2_ST_MAX_VALUE, "%" PRIu64, r.data_seed);
+        st = ge2_st_write(path, l.tensors, l.n, meta, 9);
+    }
+    ck_layout_free(&l);
+    return st;
+}
+
+/* Every expected tensor present with its dtype and shape, copied into the
+ * image; then no tensor the model lacks (ignoring "optim." ones when asked). */
+static ge2_status ck_match(const ge2_st_file *f, const char *path, ck_layout *l, bool ignore_optim)
+{
+    for (int k = 0; k < l->n; k++) {
+        const uint8_t *data;
+        GE2_TRY(ge2_st_expect_f32(f, path, l->tensors[k].name, l->tensors[k].shape, &data));
+        memcpy(l->image + l->offset[k], data, (size_t)ge2_shape_numel(l->tensors[k].shape) * sizeof(float));
+    }
+    for (int i = 0; i < f->n_entries; i++) {
+        const char *name = f->entries[i].name;
+        if (ignore_optim && !strncmp(name, "optim.", 6))
+            continue;
+        bool known = false;
+        for (int k = 0; k < l->n && !known; k++)
+            known = !strcmp(name, l->tensors[k].name);
+        if (!known)
+            return ge2_error(GE2_ERR_FORMAT, "%s: tensor %s is not in the model", path, name);
+    }
+    return GE2_OK;
+}
+
+/* A __metadata__ integer in [lo, hi]; all digits, nothing else. */
+static ge2_status ck_meta_int(const ge2_st_file *f, const char *path, const char *key, int64_t lo, int64_t hi,
+                              int64_t *out)
+{
+    const char *v = ge2_st_meta(f, key);
+    if (!v)
+        return ge2_error(GE2_ERR_FORMAT, "%s: __metadata__ lacks \"%s\"", path, key);
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (!*v || *end || errno || x < lo || x > hi)
+        return ge2_error(GE2_ERR_FORMAT, "%s: __metadata__ \"%s\" is \"%s\", expected an integer in [%lld, %lld]",
+                         path, key, v, (long long)lo, (long long)hi);
+    *out = x;
+    return GE2_OK;
+}
+
+static ge2_status ck_meta_u64(const ge2_st_file *f, const char *path, const char *key, uint64_t *out)
+{
+    const char *v = ge2_st_meta(f, key);
+    if (!v)
+        return ge2_error(GE2_ERR_FORMAT, "%s: __metadata__ lacks \"%s\"", path, key);
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (!*v || *v == '-' || *end || errno)
+        return ge2_error(GE2_ERR_FORMAT, "%s: __metadata__ \"%s\" is \"%s\", expected an unsigned integer", path, key,
+                         v);
+    *out = x;
+    return GE2_OK;
+}
+
+/* The training state the metadata carries, all validated before use. */
+typedef struct ck_meta {
+    int64_t step, micro_step, epoch, batch_in_epoch;
+    uint64_t rng_offset, data_seed;
+    double base_lr;
+} ck_meta;
+
+static ge2_status ck_read_meta(ge2_program *program, const ge2_st_file *f, const char *path, ck_meta *m)
+{
+    const char *format = ge2_st_meta(f, "format");
+    if (!format || strcmp(format, CK_FORMAT))
+        return ge2_error(GE2_ERR_FORMAT, "%s: not a ge2 checkpoint (__metadata__ format is %s%s%s); "
+                                         "--init / ge2_checkpoint_load_parameters reads parameters only",
+                         path, format ? "\"" : "", format ? format : "missing", format ? "\"" : "");
+    const ge2_optimizer_config *cfg = ge2_program_optimizer_config(program);
+    const char *kind = ge2_st_meta(f, "optimizer");
+    const char *want = cfg ? ge2_optimizer_name(cfg->kind) : "none";
+    if (!kind || strcmp(kind, want))
+        return ge2_error(GE2_ERR_FORMAT, "%s: checkpoint optimizer is %s, the program's is %s", path,
+                         kind ? kind : "missing", want);
+    int accumulation = cfg ? cfg->accumulation_steps : 1;
+    GE2_TRY(ck_meta_int(f, path, "step", 0, INT64_MAX, &m->step));
+    GE2_TRY(ck_meta_int(f, path, "micro_step", 0, accumulation - 1, &m->micro_step));
+    GE2_TRY(ck_meta_int(f, path, "epoch", 0, INT64_MAX, &m->epoch));
+    GE2_TRY(ck_meta_int(f, path, "batch_in_epoch", 0, INT64_MAX, &m->batch_in_epoch));
+    GE2_TRY(ck_meta_u64(f, path, "rng_offset", &m->rng_offset));
+    GE2_TRY(ck_meta_u64(f, path, "data_seed", &m->data_seed));
+    const char *lr = ge2_st_meta(f, "base_lr");
+    char *end = NULL;
+    m->base_lr = lr ? strtod(lr, &end) : NAN;
+    if (!lr || !*lr || *end || !isfinite(m->base_lr) || m->base_lr < 0)
+        return ge2_error(GE2_ERR_FORMAT, "%s: __metadata__ \"base_lr\" is %s, expected a finite lr >= 0", path,
+                         lr ? lr : "missing");
+    return GE2_OK;
+}
+
+ge2_status ge2_checkpoint_load(ge2_program *program, const char *path, ge2_resume_state *resume)
+{
+    if (!program || !path)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_checkpoint_load: program and path must not be NULL");
+    ge2_st_file f;
+    GE2_TRY(ge2_st_read(path, &f));
+    ck_layout l;
+    ck_meta m;
+    ge2_status st = ck_read_meta(program, &f, path, &m);
+    if (st == GE2_OK)
+        st = ck_layout_new(program, ck_with_state(program), &l);
+    if (st != GE2_OK) {
+        ge2_st_release(&f);
+        return st;
+    }
+    st = ck_match(&f, path, &l, false);
+    /* From here on the file is known good: the program changes. */
+    if (st == GE2_OK)
+        st = ck_transfer(program, &l, true, false);
+    if (st == GE2_OK)
+        st = ge2_program_download_control(program);
+    if (st == GE2_OK) {
+        ge2_control *c = ge2_program_control_host(program);
+        c->step = m.step;
+        c->micro_step = (int32_t)m.micro_step;
+        c->base_lr = (float)m.base_lr;
+        c->rng_offset = m.rng_offset;
+        st = ge2_program_upload_control(program);
+    }
+    if (st == GE2_OK && resume)
+        *resume = (ge2_resume_state){m.epoch, m.batch_in_epoch, m.data_seed};
+    ck_layout_free(&l);
+    ge2_st_release(&f);
+    return st;
+}
+
+ge2_status ge2_checkpoint_load_parameters(ge2_program *program, const char *path)
+{
+    if (!program || !path)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT,
+                         "ge2_checkpoint_load_parameters: program and path must not be NULL");
+    ge2_st_file f;
+    GE2_TRY(ge2_st_read(path, &f));
+    ck_layout l;
+    ge2_status st = ck_layout_new(program, false, &l);
+    if (st == GE2_OK) {
+        st = ck_match(&f, path, &l, true);
+        if (st == GE2_OK)
+            st = ck_transfer(program, &l, true, true);
+        ck_layout_free(&l);
+    }
+    ge2_st_release(&f);
+    return st;
+}

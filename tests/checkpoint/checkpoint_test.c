@@ -1,0 +1,485 @@
+/* Checkpoints of a real program on the CPU backend: round trip, resume
+ * exactness against an uninterrupted run, model mismatches, corrupt files,
+ * atomic save, and parameter-only loads of PyTorch-style files. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "capture/checkpoint_safetensors.h"
+#include "capture/program_internal.h"
+#include "data/dataset.h"
+#include "ge2/ge2.h"
+
+#define API(call) ck_assert_msg((call) == GE2_OK, "%s: %s", #call, ge2_last_error())
+
+enum { IN = 8, HID = 6, CLS = 3, N_EX = 50 };
+
+typedef struct net {
+    ge2_context *ctx;
+    ge2_graph *graph;
+    ge2_program *program;
+    ge2_tensor *x, *y, *loss, *params[4];
+} net;
+
+static const char *const pnames[4] = {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"};
+
+static void net_open(net *n, const ge2_optimizer_config *cfg, int hidden)
+{
+    memset(n, 0, sizeof *n);
+    API(ge2_context_new(GE2_DEVICE_CPU, &n->ctx));
+    API(ge2_graph_new(&n->graph));
+    API(ge2_graph_set_seed(n->graph, 7));
+    API(ge2_input(n->graph, "x", GE2_F32, ge2_shape2(8, IN), &n->x));
+    API(ge2_label(n->graph, "y", GE2_I32, ge2_shape1(8), &n->y));
+    ge2_init wi = {GE2_INIT_LINEAR_DEFAULT, 0, 0, 0};
+    ge2_init b1 = {GE2_INIT_LINEAR_DEFAULT, 0, 0, IN}, b2 = {GE2_INIT_LINEAR_DEFAULT, 0, 0, hidden};
+    ge2_tensor *h, *logits, *correct;
+    API(ge2_parameter(n->graph, pnames[0], GE2_F32, ge2_shape2(hidden, IN), wi, &n->params[0]));
+    API(ge2_parameter(n->graph, pnames[1], GE2_F32, ge2_shape1(hidden), b1, &n->params[1]));
+    API(ge2_parameter(n->graph, pnames[2], GE2_F32, ge2_shape2(CLS, hidden), wi, &n->params[2]));
+    API(ge2_parameter(n->graph, pnames[3], GE2_F32, ge2_shape1(CLS), b2, &n->params[3]));
+    API(ge2_linear(n->graph, n->x, n->params[0], n->params[1], GE2_ACT_TANH, 0, &h));
+    API(ge2_linear(n->graph, h, n->params[2], n->params[3], GE2_ACT_NONE, 0, &logits));
+    API(ge2_cross_entropy(n->graph, logits, n->y, 0, &n->loss));
+    API(ge2_accuracy(n->graph, logits, n->y, &correct));
+    API(ge2_mark_output(n->graph, correct));
+    API(ge2_backward(n->graph, n->loss));
+    API(ge2_optimizer(n->graph, cfg));
+    ge2_compile_options opt = ge2_compile_defaults();
+    API(ge2_compile(n->ctx, n->graph, &opt, &n->program));
+}
+
+static void net_close(net *n)
+{
+    ge2_program_free(n->program);
+    ge2_graph_free(n->graph);
+    ge2_context_free(n->ctx);
+}
+
+/* Host copy of params followed by optimizer state: the whole persistent state. */
+static float *net_state(net *n, size_t *count)
+{
+    ge2_flat_pools p = ge2_program_pools(n->program);
+    ge2_backend_ctx *b;
+    const ge2_backend *be = ge2_program_backend(n->program, &b);
+    *count = (size_t)(p.n * (1 + p.slots));
+    float *out = malloc(*count * sizeof(float));
+    API(be->download(b, out, p.params, (size_t)p.n * sizeof(float)));
+    if (p.slots)
+        API(be->download(b, out + p.n, p.state, (size_t)(p.n * p.slots) * sizeof(float)));
+    return out;
+}
+
+static ge2_dataset *make_data(void)
+{
+    ge2_dataset *ds;
+    API(ge2_dataset_new(N_EX, IN, CLS, &ds));
+    for (int i = 0; i < N_EX; i++) {
+        for (int j = 0; j < IN; j++)
+            ds->images[i * IN + j] = (float)(0.5 * __builtin_sin(1.1 * i + 0.7 * j));
+        ds->labels[i] = (i * 7) % CLS;
+    }
+    return ds;
+}
+
+/* Runs `steps` batches from the batcher's position, rolling over epochs. */
+static void train(net *n, ge2_batcher *b, int steps)
+{
+    ge2_batch batch;
+    for (int s = 0; s < steps; s++) {
+        while (!ge2_batcher_next(b, &batch)) {
+            int64_t e, k;
+            ge2_batcher_position(b, &e, &k);
+            API(ge2_batcher_seek(b, e + 1, 0));
+        }
+        ge2_feed feeds[2] = {{n->x, batch.images, ge2_shape2(batch.size, IN)},
+                             {n->y, batch.labels, ge2_shape1(batch.size)}};
+        API(ge2_program_step(n->program, GE2_MODE_TRAIN, feeds, 2));
+    }
+}
+
+static char tmpdir[256];
+
+static void setup(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/ge2_ckpt_test.XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void teardown(void)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static const char *tmp_path(const char *name)
+{
+    static char path[32][512];
+    static int which;
+    which = (which + 1) % 32;
+    snprintf(path[which], sizeof path[which], "%s/%s", tmpdir, name);
+    return path[which];
+}
+
+static ge2_optimizer_config resume_configs(int i)
+{
+    ge2_optimizer_config c;
+    if (i == 0) {
+        c = ge2_optimizer_defaults(GE2_OPT_ADAM);
+        c.lr = 0.01;
+        c.amsgrad = true;
+        c.schedule = (ge2_schedule){GE2_SCHEDULE_COSINE, 0, 0, 3, 40, 0.001};
+    } else {
+        c = ge2_optimizer_defaults(GE2_OPT_SGD);
+        c.lr = 0.1;
+        c.momentum = 0.9;
+        c.nesterov = true;
+        c.clip_norm = 0.5;
+        c.accumulation_steps = 2;
+    }
+    return c;
+}
+
+/* N steps, save, load into a fresh program, M steps == N + M straight, bitwise. */
+START_TEST(resume_is_exact)
+{
+    ge2_optimizer_config cfg = resume_configs(_i);
+    const int N = 9, M = 8; /* N odd: with accumulation the save lands mid-update */
+    ge2_dataset *ds = make_data();
+    ge2_batcher_options bo = {.batch_size = 8, .shuffle = true, .seed = 1234, .drop_last = false};
+
+    net straight;
+    ge2_batcher *b;
+    net_open(&straight, &cfg, HID);
+    API(ge2_batcher_new(ds, &bo, &b));
+    train(&straight, b, N + M);
+    ge2_batcher_free(b);
+
+    net first;
+    net_open(&first, &cfg, HID);
+    API(ge2_batcher_new(ds, &bo, &b));
+    train(&first, b, N);
+    ge2_resume_state rs;
+    ge2_batcher_position(b, &rs.epoch, &rs.batch_in_epoch);
+    rs.data_seed = bo.seed;
+    const char *path = tmp_path("resume.safetensors");
+    API(ge2_set_lr(first.program, cfg.lr)); /* unchanged value: exercise the host write path */
+    API(ge2_checkpoint_save(first.program, path, &rs));
+    ge2_batcher_free(b);
+    net_close(&first);
+
+    net second;
+    net_open(&second, &cfg, HID);
+    ge2_resume_state got;
+    API(ge2_checkpoint_load(second.program, path, &got));
+    ck_assert_int_eq(got.epoch, rs.epoch);
+    ck_assert_int_eq(got.batch_in_epoch, rs.batch_in_epoch);
+    ck_assert_uint_eq(got.data_seed, 1234);
+    bo.seed = got.data_seed;
+    API(ge2_batcher_new(ds, &bo, &b));
+    API(ge2_batcher_seek(b, got.epoch, got.batch_in_epoch));
+    train(&second, b, M);
+    ge2_batcher_free(b);
+
+    size_t na, nb;
+    float *a = net_state(&straight, &na), *c = net_state(&second, &nb);
+    ck_assert_uint_eq(na, nb);
+    for (size_t i = 0; i < na; i++)
+        ck_assert_msg(memcmp(&a[i], &c[i], sizeof(float)) == 0, "element %zu: straight %.9g, resumed %.9g", i, a[i],
+                      c[i]);
+    int64_t sa, sc;
+    API(ge2_program_step_count(straight.program, &sa));
+    API(ge2_program_step_count(second.program, &sc));
+    ck_assert_int_eq(sa, sc);
+    ck_assert_int_eq(sa, (N + M) / cfg.accumulation_steps);
+    free(a);
+    free(c);
+    net_close(&straight);
+    net_close(&second);
+    ge2_dataset_free(ds);
+}
+END_TEST
+
+START_TEST(saved_file_layout)
+{
+    ge2_optimizer_config cfg = ge2_optimizer_defaults(GE2_OPT_ADAMW);
+    net n;
+    net_open(&n, &cfg, HID);
+    ge2_dataset *ds = make_data();
+    ge2_batcher_options bo = {.batch_size = 8, .shuffle = false};
+    ge2_batcher *b;
+    API(ge2_batcher_new(ds, &bo, &b));
+    train(&n, b, 3);
+    const char *path = tmp_path("layout.safetensors");
+    API(ge2_checkpoint_save(n.program, path, NULL));
+    ge2_st_file f;
+    API(ge2_st_read(path, &f));
+    ck_assert_int_eq(f.n_entries, 12);
+    ck_assert_str_eq(ge2_st_meta(&f, "optimizer"), "adamw");
+    ck_assert_str_eq(ge2_st_meta(&f, "step"), "3");
+    ck_assert_str_eq(ge2_st_meta(&f, "format"), "ge2");
+    const uint8_t *data;
+    API(ge2_st_expect_f32(&f, path, "fc1.weight", ge2_shape2(HID, IN), &data));
+    API(ge2_st_expect_f32(&f, path, "optim.fc2.bias.exp_avg_sq", ge2_shape1(CLS), &data));
+    /* the parameter bytes are the program's */
+    float w[HID * IN];
+    API(ge2_program_get_parameter(n.program, n.params[0], w, sizeof w));
+    API(ge2_st_expect_f32(&f, path, "fc1.weight", ge2_shape2(HID, IN), &data));
+    ck_assert_int_eq(memcmp(data, w, sizeof w), 0);
+    /* Adam's v is a running mean of squares: positive after 3 steps */
+    float v[CLS];
+    API(ge2_st_expect_f32(&f, path, "optim.fc2.bias.exp_avg_sq", ge2_shape1(CLS), &data));
+    memcpy(v, data, sizeof v);
+    for (int i = 0; i < CLS; i++)
+        ck_assert(v[i] > 0);
+    ge2_st_release(&f);
+    ge2_batcher_free(b);
+    ge2_dataset_free(ds);
+    net_close(&n);
+}
+END_TEST
+
+/* Writes a file of the model's parameters (as torch would), with edits. */
+typedef struct edit {
+    const char *skip;        /* leave this tensor out */
+    const char *extra;       /* add this tensor */
+    const char *reshape;     /* give this tensor shape [1, numel] */
+} edit;
+
+static const char *write_params(net *n, const char *name, edit e, const ge2_st_kv *meta, int n_meta)
+{
+    ge2_st_tensor t[5];
+    float *bufs[5] = {0};
+    int k = 0;
+    for (int i = 0; i < 4; i++) {
+        if (e.skip && !strcmp(e.skip, pnames[i]))
+            continue;
+        ge2_shape s = ge2_tensor_shape(n->params[i]);
+        size_t bytes = (size_t)ge2_shape_numel(s) * sizeof(float);
+        bufs[k] = malloc(bytes);
+        API(ge2_program_get_parameter(n->program, n->params[i], bufs[k], bytes));
+        if (e.reshape && !strcmp(e.reshape, pnames[i]))
+            s = ge2_shape2(1, ge2_shape_numel(s));
+        t[k] = (ge2_st_tensor){pnames[i], s, bufs[k]};
+        k++;
+    }
+    static float extra[2] = {1, 2};
+    if (e.extra)
+        t[k++] = (ge2_st_tensor){e.extra, ge2_shape1(2), extra};
+    const char *path = tmp_path(name);
+    API(ge2_st_write(path, t, k, meta, n_meta));
+    for (int i = 0; i < 5; i++)
+        free(bufs[i]);
+    return path;
+}
+
+static void expect_load_error(net *n, const char *path, bool params_only, ge2_status status, const char *needle)
+{
+    size_t c0, c1;
+    float *before = net_state(n, &c0);
+    ge2_status st = params_only ? ge2_checkpoint_load_parameters(n->program, path)
+                                : ge2_checkpoint_load(n->program, path, NULL);
+    ck_assert_msg(st == status, "%s: got %s (%s), wanted %s", path, ge2_status_name(st), ge2_last_error(),
+                  ge2_status_name(status));
+    ck_assert_msg(strstr(ge2_last_error(), needle) != NULL, "message \"%s\" lacks \"%s\"", ge2_last_error(), needle);
+    float *after = net_state(n, &c1);
+    ck_assert_int_eq(memcmp(before, after, c0 * sizeof(float)), 0); /* a rejected file changes nothing */
+    free(before);
+    free(after);
+}
+
+START_TEST(parameter_files)
+{
+    ge2_optimizer_config cfg = ge2_optimizer_defaults(GE2_OPT_SGD);
+    net src, dst;
+    net_open(&src, &cfg, HID);
+    net_open(&dst, &cfg, HID);
+    float w0[HID * IN];
+    API(ge2_program_get_parameter(dst.program, dst.params[0], w0, sizeof w0));
+    /* a torch-style file: parameters only, no metadata; perturb first so src != dst */
+    float w[HID * IN];
+    for (int i = 0; i < HID * IN; i++)
+        w[i] = (float)i / 10;
+    API(ge2_program_set_parameter(src.program, src.params[0], w, sizeof w));
+    const char *good = write_params(&src, "torch.safetensors", (edit){0}, NULL, 0);
+    API(ge2_checkpoint_load_parameters(dst.program, good));
+    float got[HID * IN];
+    API(ge2_program_get_parameter(dst.program, dst.params[0], got, sizeof got));
+    ck_assert_int_eq(memcmp(got, w, sizeof w), 0);
+    API(ge2_program_set_parameter(dst.program, dst.params[0], w0, sizeof w0));
+
+    expect_load_error(&dst, write_params(&src, "missing", (edit){.skip = "fc2.bias"}, NULL, 0), true, GE2_ERR_FORMAT,
+                      "missing tensor fc2.bias");
+    expect_load_error(&dst, write_params(&src, "extra", (edit){.extra = "fc3.weight"}, NULL, 0), true,
+                      GE2_ERR_FORMAT, "tensor fc3.weight is not in the model");
+    expect_load_error(&dst, write_params(&src, "shape", (edit){.reshape = "fc1.bias"}, NULL, 0), true, GE2_ERR_SHAPE,
+                      "tensor fc1.bias has shape [1,6], the model has [6]");
+    /* optimizer state in a full checkpoint is ignored by a parameter-only load */
+    const char *full = tmp_path("full.safetensors");
+    API(ge2_checkpoint_save(src.program, full, NULL));
+    API(ge2_checkpoint_load_parameters(dst.program, full));
+    /* a model of another width */
+    net other;
+    net_open(&other, &cfg, HID + 1);
+    expect_load_error(&other, good, true, GE2_ERR_SHAPE, "tensor fc1.weight has shape [6,8], the model has [7,8]");
+    /* a parameter-only file is not a resumable checkpoint */
+    expect_load_error(&dst, good, false, GE2_ERR_FORMAT, "not a ge2 checkpoint");
+    expect_load_error(&dst, tmp_path("absent.safetensors"), true, GE2_ERR_IO, "absent.safetensors");
+    net_close(&other);
+    net_close(&src);
+    net_close(&dst);
+}
+END_TEST
+
+START_TEST(full_checkpoint_mismatches)
+{
+    ge2_optimizer_config adam = ge2_optimizer_defaults(GE2_OPT_ADAM), sgd = ge2_optimizer_defaults(GE2_OPT_SGD);
+    sgd.momentum = 0.9;
+    net a, s;
+    net_open(&a, &adam, HID);
+    net_open(&s, &sgd, HID);
+    const char *pa = tmp_path("adam.safetensors");
+    API(ge2_checkpoint_save(a.program, pa, NULL));
+    expect_load_error(&s, pa, false, GE2_ERR_FORMAT, "checkpoint optimizer is adam, the program's is sgd");
+    /* same kind, but the state of one parameter is gone */
+    ge2_st_file f;
+    API(ge2_st_read(pa, &f));
+    ge2_st_tensor t[16];
+    int k = 0;
+    for (int i = 0; i < f.n_entries; i++)
+        if (strcmp(f.entries[i].name, "optim.fc1.bias.exp_avg")) {
+            ge2_shape sh = {f.entries[i].rank, {0}};
+            for (int d = 0; d < f.entries[i].rank; d++)
+                sh.dim[d] = f.entries[i].shape[d];
+            t[k++] = (ge2_st_tensor){f.entries[i].name, sh, (const float *)(f.data + f.entries[i].begin)};
+        }
+    const char *pb = tmp_path("nostate.safetensors");
+    API(ge2_st_write(pb, t, k, f.meta, f.n_meta));
+    expect_load_error(&a, pb, false, GE2_ERR_FORMAT, "missing tensor optim.fc1.bias.exp_avg");
+    /* bad metadata values */
+    ge2_st_kv meta[16];
+    memcpy(meta, f.meta, (size_t)f.n_meta * sizeof *meta);
+    for (int i = 0; i < f.n_meta; i++)
+        if (!strcmp(meta[i].key, "micro_step"))
+            strcpy(meta[i].value, "1");
+    API(ge2_st_write(pb, t, k, meta, f.n_meta));
+    t[k] = t[0]; /* keep the tensor list complete for the metadata cases */
+    const char *pc = tmp_path("meta.safetensors");
+    ge2_st_tensor all[16];
+    for (int i = 0; i < f.n_entries; i++) {
+        ge2_shape sh = {f.entries[i].rank, {0}};
+        for (int d = 0; d < f.entries[i].rank; d++)
+            sh.dim[d] = f.entries[i].shape[d];
+        all[i] = (ge2_st_tensor){f.entries[i].name, sh, (const float *)(f.data + f.entries[i].begin)};
+    }
+    API(ge2_st_write(pc, all, f.n_entries, meta, f.n_meta));
+    expect_load_error(&a, pc, false, GE2_ERR_FORMAT, "\"micro_step\" is \"1\", expected an integer in [0, 0]");
+    memcpy(meta, f.meta, (size_t)f.n_meta * sizeof *meta);
+    for (int i = 0; i < f.n_meta; i++)
+        if (!strcmp(meta[i].key, "step"))
+            strcpy(meta[i].value, "12x");
+    API(ge2_st_write(pc, all, f.n_entries, meta, f.n_meta));
+    expect_load_error(&a, pc, false, GE2_ERR_FORMAT, "\"step\" is \"12x\"");
+    API(ge2_st_write(pc, all, f.n_entries, meta, 0));
+    expect_load_error(&a, pc, false, GE2_ERR_FORMAT, "not a ge2 checkpoint");
+    ge2_st_release(&f);
+    net_close(&a);
+    net_close(&s);
+}
+END_TEST
+
+/* Every truncation and many single-byte corruptions of a real checkpoint:
+ * each load either fails cleanly (program untouched) or, where the damage
+ * hits only tensor data, succeeds. Never a crash. */
+START_TEST(corrupt_files)
+{
+    ge2_optimizer_config cfg = ge2_optimizer_defaults(GE2_OPT_ADAM);
+    net n;
+    net_open(&n, &cfg, HID);
+    const char *path = tmp_path("c.safetensors");
+    API(ge2_checkpoint_save(n.program, path, NULL));
+    FILE *fp = fopen(path, "rb");
+    static uint8_t buf[1 << 16];
+    size_t size = fread(buf, 1, sizeof buf, fp);
+    fclose(fp);
+    uint64_t hl = 0;
+    for (int i = 7; i >= 0; i--)
+        hl = hl << 8 | buf[i];
+    const char *bad = tmp_path("bad.safetensors");
+    for (size_t cut = 0; cut < size; cut += (cut < 8 + hl ? 7 : 61)) {
+        fp = fopen(bad, "wb");
+        fwrite(buf, 1, cut, fp);
+        fclose(fp);
+        ck_assert_int_eq(ge2_checkpoint_load(n.program, bad, NULL), GE2_ERR_FORMAT);
+    }
+    expect_load_error(&n, bad, false, GE2_ERR_FORMAT, "bad.safetensors");
+    /* header length far beyond the file */
+    uint8_t saved[8];
+    memcpy(saved, buf, 8);
+    buf[5] = 0x10;
+    fp = fopen(bad, "wb");
+    fwrite(buf, 1, size, fp);
+    fclose(fp);
+    expect_load_error(&n, bad, false, GE2_ERR_FORMAT, "exceeds");
+    memcpy(buf, saved, 8);
+    for (size_t pos = 8; pos < 8 + hl; pos += 3) {
+        uint8_t old = buf[pos];
+        buf[pos] = (uint8_t)(old ^ 0x5a);
+        fp = fopen(bad, "wb");
+        fwrite(buf, 1, size, fp);
+        fclose(fp);
+        ge2_status st = ge2_checkpoint_load(n.program, bad, NULL);
+        ck_assert_msg(st == GE2_OK || st == GE2_ERR_FORMAT || st == GE2_ERR_SHAPE, "byte %zu: %s", pos,
+                      ge2_last_error());
+        buf[pos] = old;
+    }
+    net_close(&n);
+}
+END_TEST
+
+START_TEST(atomic_save)
+{
+    ge2_optimizer_config cfg = ge2_optimizer_defaults(GE2_OPT_ADAM);
+    net n;
+    net_open(&n, &cfg, HID);
+    const char *path = tmp_path("keep.safetensors");
+    API(ge2_checkpoint_save(n.program, path, NULL));
+    struct stat before, after;
+    ck_assert_int_eq(stat(path, &before), 0);
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    ck_assert_int_eq(mkdir(tmp, 0700), 0);
+    ck_assert_int_eq(ge2_checkpoint_save(n.program, path, NULL), GE2_ERR_IO);
+    ck_assert_int_eq(stat(path, &after), 0);
+    ck_assert_int_eq(before.st_ino, after.st_ino);
+    ck_assert_int_eq(before.st_size, after.st_size);
+    API(ge2_checkpoint_load(n.program, path, NULL));
+    rmdir(tmp);
+    ck_assert_int_eq(ge2_checkpoint_save(n.program, tmp_path("no/such/dir.safetensors"), NULL), GE2_ERR_IO);
+    net_close(&n);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("checkpoint");
+    TCase *tc = tcase_create("checkpoint");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, resume_is_exact, 0, 2);
+    tcase_add_test(tc, saved_file_layout);
+    tcase_add_test(tc, parameter_files);
+    tcase_add_test(tc, full_checkpoint_mismatches);
+    tcase_add_test(tc, corrupt_files);
+    tcase_add_test(tc, atomic_save);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
