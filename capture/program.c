@@ -53,6 +53,16 @@ ge2_status ge2_program_download_control(ge2_program *program)
     return program->backend->download(program->bctx, program->control_host, program->control, sizeof(ge2_control));
 }
 
+ge2_status ge2_program_check_graph(const ge2_program *program, const char *fn)
+{
+    const ge2_graph *g = program->graph;
+    if (g->n_nodes != program->n_nodes || g->n_tensors != program->n_tensors)
+        return ge2_error(GE2_ERR_STATE,
+                         "%s: the graph changed after ge2_compile (%d nodes, %d tensors then; %d, %d now); compile again",
+                         fn, program->n_nodes, program->n_tensors, g->n_nodes, g->n_tensors);
+    return GE2_OK;
+}
+
 /* ------------------------------------------------------- persistent pools */
 
 /* Host-side image of a pool, filled by `fill`, then copied to the device once. */
@@ -195,6 +205,8 @@ ge2_status ge2_compile(ge2_context *ctx, ge2_graph *graph, const ge2_compile_opt
     program->ctx = ctx;
     program->device = ge2_context_device(ctx);
     program->graph = graph;
+    program->n_nodes = graph->n_nodes;
+    program->n_tensors = graph->n_tensors;
     program->options = opts;
     program->backend = program->device == GE2_DEVICE_CUDA ? &ge2_backend_cuda : &ge2_backend_cpu;
     program->optimizer_node = -1;

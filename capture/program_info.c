@@ -99,6 +99,7 @@ static ge2_status plan_of_mode(ge2_program *program, ge2_mode mode, const ge2_pl
         *plan = program->keys[program->last_key[mode]]->plan;
         return GE2_OK;
     }
+    GE2_TRY(ge2_program_check_graph(program, "ge2_program_plan"));
     ge2_key key = program->feed_key;
     key.mode = mode;
     ge2_key_rehash(&key);

@@ -61,6 +61,7 @@ struct ge2_program {
     ge2_context *ctx; /* not owned; outlives the program */
     ge2_device device;
     ge2_graph *graph; /* not owned; outlives the program */
+    int n_nodes, n_tensors; /* the graph as compiled: it must not grow after */
     ge2_compile_options options;
     const ge2_backend *backend;
     ge2_backend_ctx *bctx;
@@ -109,6 +110,8 @@ ge2_status ge2_program_download_control(ge2_program *program);
 /* Index of the key's cache entry, planning, allocating and preparing it on
  * first sight. */
 ge2_status ge2_program_key_get(ge2_program *program, const ge2_key *key, int *index);
+/* GE2_ERR_STATE if nodes or tensors were added to the graph after ge2_compile. */
+ge2_status ge2_program_check_graph(const ge2_program *program, const char *fn);
 /* Frees one key and what ge2_program_key_get made for it (not the shared arena). */
 void ge2_program_key_release(ge2_program *program, ge2_program_key *pk);
 /* Where a tensor lives for this key (device address on CUDA); NULL without memory. */

@@ -180,6 +180,7 @@ ge2_status ge2_program_step(ge2_program *program, ge2_mode mode, const ge2_feed 
     if (!program || (n_feeds > 0 && !feeds) || n_feeds < 0)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_step: program and %d feeds required", n_feeds);
     GE2_TRY(check_mode(mode, "ge2_program_step"));
+    GE2_TRY(ge2_program_check_graph(program, "ge2_program_step"));
     ge2_key key;
     int feed_of[GE2_MAX_FEEDS];
     GE2_TRY(key_of_feeds(program, mode, feeds, n_feeds, &key, feed_of));

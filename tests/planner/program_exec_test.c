@@ -344,6 +344,10 @@ START_TEST(test_feed_errors)
                  "f32 [] (4 bytes)", "8");
     ck_assert_int_eq(ge2_program_read_output(prog, GE2_MODE_TRAIN, n.loss, &v, 4), GE2_OK);
     ck_assert(isfinite(v) && v > 0);
+    /* Growing the graph after compile is caught, not planned with a stale layout. */
+    ge2_tensor *extra;
+    ck_assert_int_eq(ge2_scale(n.graph, n.loss, 2.0, &extra), GE2_OK);
+    expect_error(ge2_program_step(prog, GE2_MODE_TRAIN, f, 2), GE2_ERR_STATE, "changed after ge2_compile", NULL);
     ge2_program_free(prog);
     ge2_context_free(ctx);
     ge2_graph_free(n.graph);
