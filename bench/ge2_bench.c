@@ -90,7 +90,7 @@ typedef struct bench_result {
     int64_t steps_timed, steps_per_epoch;
     int launches;
     ge2_plan_stats plan;
-    size_t meminfo_bytes; /* device memory the program took (cudaMemGetInfo delta) */
+    size_t taken_bytes; /* device memory the row took from the GPU (cudaMemGetInfo drop) */
     float loss_first, loss_last;
 } bench_result;
 
@@ -392,7 +392,7 @@ static ge2_status run_row(ge2_context *ctx, const bench_workload *w, const bench
     ROW_TRY(opt->cpu ? GE2_OK : cuda_ok(cudaMemGetInfo(&free1, &total), "cudaMemGetInfo"));
 #undef ROW_TRY
     r->launches = m.program ? ge2_program_launch_count(m.program, GE2_MODE_TRAIN) : 0;
-    r->meminfo_bytes = free0 > free1 ? free0 - free1 : 0;
+    r->taken_bytes = free0 > free1 ? free0 - free1 : 0;
     model_free(&m);
     return st;
 }
@@ -426,11 +426,11 @@ static void print_row(const bench_workload *w, const bench_mode *mode, const cha
            "\"host_us_per_step\":%.3f,\"host_allocs_per_step\":%.3f,\"kernels_per_step\":%d,"
            "\"kernels_source\":\"ge2_program_launch_count\",\"device_bytes\":%zu,"
            "\"param_bytes\":%zu,\"grad_bytes\":%zu,\"optimizer_state_bytes\":%zu,\"arena_bytes\":%zu,"
-           "\"arena_lower_bound_bytes\":%zu,\"input_bytes\":%zu,\"workspace_bytes\":%zu,\"meminfo_bytes\":%zu,"
+           "\"arena_lower_bound_bytes\":%zu,\"input_bytes\":%zu,\"workspace_bytes\":%zu,\"taken_bytes\":%zu,"
            "\"loss_first\":%.6g,\"loss_last\":%.6g",
            r->us_median, r->us_p10, r->us_p90, (long long)r->steps_timed, r->host_us, r->host_allocs, r->launches,
            plan_device_bytes(p), p->parameter_bytes, p->gradient_bytes, p->optimizer_state_bytes, p->arena_bytes,
-           p->lower_bound_bytes, p->input_bytes, p->workspace_bytes, r->meminfo_bytes, (double)r->loss_first,
+           p->lower_bound_bytes, p->input_bytes, p->workspace_bytes, r->taken_bytes, (double)r->loss_first,
            (double)r->loss_last);
     if (w->epoch)
         printf(",\"ms_per_epoch\":%.3f,\"steps_per_epoch\":%lld", r->ms_epoch, (long long)r->steps_per_epoch);

@@ -123,7 +123,7 @@ def workload_table(rows, workload):
     lines = [f"### {workload}: MLP {first.get('dims', '?')}, batch {first.get('batch', '?')}"
              + (", one Fashion-MNIST epoch (60,000 images) with host → device staging" if epoch else ""), ""]
     head = ["impl", "mode", "µs/step", "p10–p90", "host µs/step", "× torch eager", "× torch graph",
-            "kernels/step", "device MiB", "× torch peak", "loss first → last"]
+            "kernels/step", "device MiB", "× torch peak", "taken MiB", "loss first → last"]
     if epoch:
         head.insert(2, "ms/epoch")
     lines.append("| " + " | ".join(head) + " |")
@@ -152,6 +152,7 @@ def workload_table(rows, workload):
                 cells = [impl, label, fmt(mine), f"{fmt(r.get('us_p10'))}–{fmt(r.get('us_p90'))}",
                          fmt(r.get("host_us_per_step")), vs[0], vs[1],
                          fmt(r.get("kernels_per_step")), fmt(mem / MIB if mem else None), vs[2],
+                         fmt(r["taken_bytes"] / MIB if r.get("taken_bytes") else None),
                          f"{fmt_loss(r.get('loss_first'))} → {fmt_loss(r.get('loss_last'))}"]
                 if epoch:
                     cells.insert(2, fmt(r.get("ms_per_epoch")))

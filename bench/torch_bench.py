@@ -16,7 +16,8 @@ Timing matches ge2_bench: a block of N steps between two synchronizations,
 CUDA events recorded after each, median over blocks of (block time / N).
 Host time: perf_counter around one step, in bursts of HOST_BURST steps after a
 synchronization. Kernels per step: torch.profiler (CUPTI) over PROFILE_STEPS
-steps. Device memory: torch.cuda.max_memory_allocated() over the whole row.
+steps. Device memory: torch.cuda.max_memory_allocated() over the whole row
+(and max_memory_reserved(), what the caching allocator took from the device).
 
 Prints the torch version and device on stderr and as an "env" JSON line,
 then one JSON line per (workload, mode) on stdout. Exits 1 if a row failed.
@@ -342,6 +343,8 @@ def run_row(w, mode, tf32, args, data, device):
         time_host(trainer, feeder, row)
         row["loss_last"] = trainer.step(*feeder.next()).item()
         row["device_bytes"] = torch.cuda.max_memory_allocated() if DEVICE == "cuda" else None
+        # What the caching allocator took from the device (ge2's twin: the cudaMemGetInfo drop).
+        row["taken_bytes"] = torch.cuda.max_memory_reserved() if DEVICE == "cuda" else None
         try:
             if DEVICE == "cuda":
                 count_kernels(trainer, feeder, row)
