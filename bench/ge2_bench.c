@@ -4,8 +4,9 @@
  * cross-entropy) and prints one JSON line on stdout; bench/torch_bench.py
  * prints the same lines for PyTorch and bench/report.py joins the two.
  *
- * Timing. ge2_program_step never waits for the GPU, and ge2 runs on a stream
- * of its own, so an event on the default stream cannot bracket one step.
+ * Timing. ge2_program_step returns before the GPU has run the step, and ge2
+ * runs on a non-blocking stream of its own, so an event on the default
+ * stream cannot bracket one step.
  * Instead a block of N steps sits between two ge2_program_sync() calls with
  * an event recorded after each: the elapsed time covers the block's enqueue
  * and execution plus one sync round trip, amortized over N. The reported
