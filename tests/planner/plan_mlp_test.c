@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ge2/ge2.h"
+#include "tests/planner/suite.h"
 
 typedef struct mlp {
     ge2_graph *graph;
@@ -168,15 +169,9 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("plan_mlp");
-    TCase *tc = tcase_create("mlp");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_mlp_plan_near_lower_bound);
-    tcase_add_test(tc, test_svg_escapes_names);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    const TTest *tests[] = {
+        test_mlp_plan_near_lower_bound,
+        test_svg_escapes_names,
+    };
+    return planner_run_tests("plan_mlp", tests, (int)(sizeof tests / sizeof tests[0]), 60);
 }

@@ -13,6 +13,7 @@
 #include "graph/ir.h"
 #include "planner/plan.h"
 #include "tests/planner/random_graph.h"
+#include "tests/planner/suite.h"
 
 #define CORPUS 400
 
@@ -294,17 +295,11 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("plan_property");
-    TCase *tc = tcase_create("plan");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_random_corpus);
-    tcase_add_test(tc, test_rebuilt_graph_same_plan);
-    tcase_add_test(tc, test_keys);
-    tcase_add_test(tc, test_eval_unread_outputs_get_no_memory);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    const TTest *tests[] = {
+        test_random_corpus,
+        test_rebuilt_graph_same_plan,
+        test_keys,
+        test_eval_unread_outputs_get_no_memory,
+    };
+    return planner_run_tests("plan_property", tests, (int)(sizeof tests / sizeof tests[0]), 120);
 }

@@ -12,6 +12,7 @@
 #include "capture/program_internal.h"
 #include "graph/alloc.h"
 #include "tests/planner/random_graph.h"
+#include "tests/planner/suite.h"
 #include "tests/support/naive_run.h"
 
 #define CORPUS 120
@@ -380,19 +381,13 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("program_exec");
-    TCase *tc = tcase_create("exec");
-    tcase_set_timeout(tc, 240);
-    tcase_add_test(tc, test_random_graphs_match_naive);
-    tcase_add_test(tc, test_no_host_allocation_after_first_step);
-    tcase_add_test(tc, test_metrics_sum_outputs);
-    tcase_add_test(tc, test_set_lr_reaches_update);
-    tcase_add_test(tc, test_feed_errors);
-    tcase_add_test(tc, test_context_devices);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    const TTest *tests[] = {
+        test_random_graphs_match_naive,
+        test_no_host_allocation_after_first_step,
+        test_metrics_sum_outputs,
+        test_set_lr_reaches_update,
+        test_feed_errors,
+        test_context_devices,
+    };
+    return planner_run_tests("program_exec", tests, (int)(sizeof tests / sizeof tests[0]), 240);
 }
