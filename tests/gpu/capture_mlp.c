@@ -3,6 +3,7 @@
 
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -121,21 +122,39 @@ float *mlp_get_params(mlp *m)
     return all;
 }
 
-double mlp_max_rel_diff(const float *a, const float *b)
+double mlp_rel_diff(const float *a, const float *b)
 {
     double worst = 0.0;
     for (int i = 0; i < MLP_N_PARAMS; i++) {
-        double diff = 0.0, scale = 0.0;
+        double diff = 0.0, norm = 0.0;
         for (int64_t j = 0; j < mlp_param_numel(i); j++) {
             ck_assert_msg(isfinite(a[j]) && isfinite(b[j]), "%s[%lld] is not finite", param_names[i],
                           (long long)j);
-            diff = fmax(diff, fabs((double)a[j] - (double)b[j]));
-            scale = fmax(scale, fabs((double)b[j]));
+            double d = (double)a[j] - (double)b[j];
+            diff += d * d;
+            norm += (double)b[j] * b[j];
         }
-        double rel = scale > 0.0 ? diff / scale : diff;
-        worst = fmax(worst, rel);
+        worst = fmax(worst, norm > 0.0 ? sqrt(diff / norm) : sqrt(diff));
         a += mlp_param_numel(i);
         b += mlp_param_numel(i);
     }
     return worst;
+}
+
+const char *mlp_worst_element(const float *a, const float *b, const float *base, char *buf, size_t size)
+{
+    double worst = -1.0;
+    int64_t at = 0;
+    for (int64_t j = 0; j < mlp_total_numel(); j++) {
+        double d = fabs((double)a[j] - (double)b[j]);
+        if (d > worst)
+            worst = d, at = j;
+    }
+    int i = 0;
+    int64_t local = at;
+    while (i < MLP_N_PARAMS - 1 && local >= mlp_param_numel(i))
+        local -= mlp_param_numel(i++);
+    snprintf(buf, size, "worst element %s[%lld]: %.9g vs %.9g (from %.9g)", param_names[i], (long long)local,
+             a[at], b[at], base ? base[at] : 0.0f);
+    return buf;
 }

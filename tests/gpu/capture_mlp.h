@@ -9,6 +9,7 @@
 #define GE2_TESTS_GPU_CAPTURE_MLP_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ge2/ge2.h"
@@ -46,7 +47,11 @@ int64_t mlp_param_numel(int i);
 int64_t mlp_total_numel(void);
 float *mlp_get_params(mlp *m);
 
-/* Largest |a - b| over the largest |b|, per parameter; the worst over all. */
-double mlp_max_rel_diff(const float *a, const float *b);
+/* ||a - b||_2 / ||b||_2 per parameter; the worst over all. Normwise, since
+ * Adam's first steps divide by sqrt(v) + eps: the few elements whose gradient
+ * is near eps (cancellation) amplify last-bit differences elementwise. */
+double mlp_rel_diff(const float *a, const float *b);
+/* "worst element w1[123]: a vs b (from base)" for failure messages; base may be NULL. */
+const char *mlp_worst_element(const float *a, const float *b, const float *base, char *buf, size_t size);
 
 #endif /* GE2_TESTS_GPU_CAPTURE_MLP_H */
