@@ -98,6 +98,31 @@ static void check_step_matches_naive(ge2_program *prog, const rg_graph *rg, int6
     free_feeds(&f);
 }
 
+/* Every key's launches read parameters from (and write gradients into) the
+ * one parameter pool at the layout's offsets: keys share the model. */
+static void check_keys_share_pools(const ge2_program *prog)
+{
+    const ge2_graph *g = prog->graph;
+    const char *params = (const char *)prog->pools.params, *grads = (const char *)prog->pools.grads;
+    for (int k = 0; k < prog->n_keys; k++) {
+        const ge2_exec *e = &prog->keys[k]->exec;
+        for (int l = 0; l < e->n_launches; l++) {
+            const ge2_launch *launch = &e->launches[l];
+            for (int i = 0; i < launch->n_in; i++) {
+                const ge2_tensor *t = g->tensors[launch->node->inputs[i]];
+                if (t->role == GE2_ROLE_PARAMETER && launch->in[i].data)
+                    ck_assert_ptr_eq(launch->in[i].data, params + prog->layout->offset[t->id]);
+            }
+            for (int o = 0; o < launch->n_out; o++) {
+                const ge2_tensor *t = g->tensors[launch->node->outputs[o]];
+                if (t->grad_of >= 0 && g->tensors[t->grad_of]->role == GE2_ROLE_PARAMETER &&
+                    g->tensors[t->grad_of]->grad == t->id)
+                    ck_assert_ptr_eq(launch->out[o].data, grads + prog->layout->offset[t->grad_of]);
+            }
+        }
+    }
+}
+
 START_TEST(test_random_graphs_match_naive)
 {
     for (int i = 0; i < CORPUS; i++) {
@@ -112,6 +137,7 @@ START_TEST(test_random_graphs_match_naive)
         for (int k = 0; k < 4; k++)
             check_step_matches_naive(prog, &rg, batches[k], &rng);
         ck_assert_int_eq(ge2_program_key_count(prog), 6); /* three batch sizes x {train, eval} */
+        check_keys_share_pools(prog);
         ge2_program_free(prog);
         ge2_context_free(ctx);
         rg_free(&rg);
