@@ -7,6 +7,7 @@
 #include "graph/ir.h"
 #include "graph/specialize.h"
 #include "graph/verify.h"
+#include "tests/support/check_main.h"
 
 static ge2_graph *g;
 
@@ -190,9 +191,5 @@ int main(void)
     tcase_add_test(tc, verifier_rejects_corrupted_graphs);
     tcase_add_test(tc, specialization_errors);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ge2_check_run(s);
 }

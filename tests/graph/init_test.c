@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "graph/init.h"
+#include "tests/support/check_main.h"
 
 static const ge2_init uniform01 = {GE2_INIT_UNIFORM, 0, 1, 0};
 
@@ -129,9 +130,5 @@ int main(void)
     tcase_add_test(tc, linear_default_bounds);
     tcase_add_test(tc, uniform_and_normal_moments);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ge2_check_run(s);
 }

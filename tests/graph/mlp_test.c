@@ -8,6 +8,7 @@
 #include "graph/init.h"
 #include "tests/graph/reference.h"
 #include "tests/support/naive_run.h"
+#include "tests/support/check_main.h"
 
 enum { B = 6, IN = 5, H = 7, C = 4 };
 
@@ -228,9 +229,5 @@ int main(void)
     tcase_add_test(tc, specialized_batch_matches_graph_built_at_that_batch);
     tcase_add_test(tc, mse_mean_gradient_follows_the_batch);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ge2_check_run(s);
 }

@@ -11,6 +11,7 @@
 #include "tests/graph/reference.h"
 #include "tests/support/naive_run.h"
 #include "tests/support/op_cases.h"
+#include "tests/support/check_main.h"
 
 #define SEEDS 12
 
@@ -156,9 +157,5 @@ int main(void)
     tcase_add_loop_test(tc, forward_matches_reference, 0, GE2_OP_COUNT);
     tcase_add_loop_test(tc, gradient_matches_finite_differences, 0, GE2_OP_COUNT);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ge2_check_run(s);
 }

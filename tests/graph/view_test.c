@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "graph/ir.h"
+#include "tests/support/check_main.h"
 
 static char *capture(ge2_status (*fn)(const ge2_graph *, FILE *), const ge2_graph *g)
 {
@@ -73,9 +74,5 @@ int main(void)
     tcase_add_test(tc, dot_shows_ops_shapes_phases_and_parameters);
     tcase_add_test(tc, summary_counts_ops_and_parameters);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ge2_check_run(s);
 }
