@@ -322,6 +322,80 @@ START_TEST(test_set_lr_reaches_update)
 }
 END_TEST
 
+/* Program gradients of every parameter equal the naive run's, bitwise. */
+static void check_grads_equal(ge2_program *prog, const ge2_naive *ref)
+{
+    const ge2_graph *g = prog->graph;
+    for (int i = 0; i < g->n_tensors; i++) {
+        const ge2_tensor *p = g->tensors[i];
+        if (p->role != GE2_ROLE_PARAMETER)
+            continue;
+        const float *got = prog->pools.grads + prog->layout->offset[i] / sizeof(float);
+        ck_assert_msg(memcmp(got, ge2_naive_data(ref, ge2_grad(p)), tensor_bytes(p, p->shape)) == 0,
+                      "gradient of %s differs", p->name);
+    }
+}
+
+/* p_next == p - lr * grad for every parameter (SGD, no momentum). */
+static void check_sgd_update(ge2_program *prog, const ge2_naive *ref, float **before, double lr)
+{
+    const ge2_graph *g = prog->graph;
+    for (int i = 0, k = 0; i < g->n_tensors; i++) {
+        const ge2_tensor *p = g->tensors[i];
+        if (p->role != GE2_ROLE_PARAMETER)
+            continue;
+        const float *grad = ge2_naive_data(ref, ge2_grad(p));
+        const float *now = prog->pools.params + prog->layout->offset[i] / sizeof(float);
+        for (int64_t e = 0; e < ge2_shape_numel(p->shape); e++)
+            ck_assert_float_eq_tol(now[e], (float)((double)before[k][e] - lr * (double)grad[e]), 1e-6);
+        k++;
+    }
+}
+
+/* Two batch sizes train one model: key B's gradient is taken at the
+ * parameters key A's update left in the shared pool. */
+START_TEST(test_two_keys_train_one_model)
+{
+    net n;
+    build_net(&n, GE2_OPT_SGD);
+    ge2_context *ctx;
+    ge2_program *prog = compile_cpu(n.graph, false, &ctx);
+    ck_assert_int_eq(ge2_set_lr(prog, 0.1), GE2_OK);
+    uint64_t rng = 21;
+    float x[16 * 12], *before[2];
+    int32_t y[16];
+    ge2_feed f[2];
+    const ge2_tensor *params[2] = {n.w, ge2_graph_find(n.graph, "w2")};
+    for (int k = 0; k < 2; k++)
+        before[k] = malloc(tensor_bytes(params[k], params[k]->shape));
+    int64_t batches[3] = {16, 7, 16};
+    ge2_naive *ref = NULL;
+    for (int s = 0; s < 3; s++) {
+        net_feeds(&n, batches[s], &rng, x, y, f);
+        ck_assert_int_eq(ge2_naive_new(n.graph, f, 2, &ref), GE2_OK);
+        for (int k = 0; k < 2; k++) {
+            size_t bytes = tensor_bytes(params[k], params[k]->shape);
+            ck_assert_int_eq(ge2_program_get_parameter(prog, params[k], before[k], bytes), GE2_OK);
+            memcpy(ge2_naive_data(ref, params[k]), before[k], bytes); /* the model as the program has it now */
+        }
+        ck_assert_int_eq(ge2_naive_exec(ref, true), GE2_OK);
+        ck_assert_int_eq(ge2_program_step(prog, GE2_MODE_TRAIN, f, 2), GE2_OK);
+        check_grads_equal(prog, ref);
+        check_sgd_update(prog, ref, before, 0.1);
+        ge2_naive_free(ref);
+    }
+    ck_assert_int_eq(ge2_program_key_count(prog), 2);
+    int64_t steps;
+    ck_assert_int_eq(ge2_program_step_count(prog, &steps), GE2_OK);
+    ck_assert_int_eq(steps, 3);
+    for (int k = 0; k < 2; k++)
+        free(before[k]);
+    ge2_program_free(prog);
+    ge2_context_free(ctx);
+    ge2_graph_free(n.graph);
+}
+END_TEST
+
 static void expect_error(ge2_status got, ge2_status want, const char *a, const char *b)
 {
     ck_assert_msg(got == want, "got %s, want %s (%s)", ge2_status_name(got), ge2_status_name(want), ge2_last_error());
@@ -411,6 +485,7 @@ int main(void)
         test_random_graphs_match_naive,
         test_no_host_allocation_after_first_step,
         test_metrics_sum_outputs,
+        test_two_keys_train_one_model,
         test_set_lr_reaches_update,
         test_feed_errors,
         test_context_devices,
