@@ -51,8 +51,12 @@ void ge2_init_fill(const ge2_graph *g, const ge2_tensor *param, void *dst)
 {
     int64_t n = ge2_shape_numel(param->shape);
     uint64_t key = ge2_init_key(g->seed, param->name);
-    int64_t fan_in = param->init.fan_in > 0 ? param->init.fan_in : param->shape.dim[param->shape.ndim - 1];
-    double bound = param->init.kind == GE2_INIT_LINEAR_DEFAULT ? 1.0 / sqrt((double)fan_in) : 0.0;
+    double bound = 0.0;
+    if (param->init.kind == GE2_INIT_LINEAR_DEFAULT) {
+        /* fan_in 0 is only accepted for a 2-D weight [out, in] (ge2_parameter checks) */
+        int64_t fan_in = param->init.fan_in > 0 ? param->init.fan_in : param->shape.dim[1];
+        bound = 1.0 / sqrt((double)fan_in);
+    }
     for (int64_t i = 0; i < n; i++) {
         double v = init_value(&param->init, key, i, bound);
         if (param->dtype == GE2_F64)
