@@ -1,0 +1,657 @@
+/* CUDA vs CPU agreement for every op in the table.
+ *
+ * The CPU kernels are the reference: straightforward loops (double
+ * accumulation in the reductions) and cblas. For each op the graph engineer's
+ * op case (tests/support/op_cases) builds a small random instance; every node
+ * of it — the op, and the backward ops its case emits — runs on both
+ * backends with every tensor in its own buffer, and every tensor a node
+ * writes is compared. The optimizer ops, which work on the flat pools
+ * instead of tensors, run several steps of each optimizer configuration on
+ * random pools and compare parameters, every state slot and the control
+ * block.
+ *
+ * Tolerance: |cuda - cpu| <= rtol * |cpu| + rtol * max|cpu over the tensor|.
+ * rtol is 1e-5 in fp32; the absolute part judges near-zero elements that come
+ * out of cancellation (p - q in dlogits, mixed-sign sums) against the scale of
+ * their tensor instead of their own size. GEMM rows use 1e-4: cuBLASLt splits
+ * and orders the K-sums differently from BLAS's one running sum per element,
+ * so the rounding differs by about sqrt(K) ulps of the terms.
+ *
+ * CUDA is touched only inside test functions (Check forks each test); main()
+ * asks //tests:gpu_probe, which asks in a child process.
+ */
+#include <check.h>
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/error.h"
+#include "graph/init.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/optimizer_math.h"
+#include "tests/gpu_probe.h"
+#include "tests/support/op_cases.h"
+
+#define RTOL 1e-5
+#define RTOL_GEMM 1e-4
+#define WORKSPACE_BYTES (32u << 20)
+
+/* ------------------------------------------------------------ CUDA state */
+
+#define CK_CUDA(expr)                                                                                        \
+    do {                                                                                                     \
+        cudaError_t e_ = (expr);                                                                             \
+        ck_assert_msg(e_ == cudaSuccess, "%s: %s", #expr, cudaGetErrorString(e_));                           \
+    } while (0)
+
+/* What the CUDA backend hands every launch. */
+typedef struct device {
+    cudaStream_t stream;
+    cublasLtHandle_t blas;
+    void *workspace;
+    ge2_control *control; /* device */
+} device;
+
+static void device_open(device *d)
+{
+    CK_CUDA(cudaSetDevice(0));
+    CK_CUDA(cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking));
+    ck_assert_int_eq(cublasLtCreate(&d->blas), CUBLAS_STATUS_SUCCESS);
+    CK_CUDA(cudaMalloc(&d->workspace, WORKSPACE_BYTES));
+    CK_CUDA(cudaMalloc((void **)&d->control, sizeof(ge2_control)));
+    CK_CUDA(cudaMemset(d->control, 0, sizeof(ge2_control)));
+}
+
+static void device_close(device *d)
+{
+    CK_CUDA(cudaStreamSynchronize(d->stream));
+    CK_CUDA(cudaFree(d->control));
+    CK_CUDA(cudaFree(d->workspace));
+    cublasLtDestroy(d->blas);
+    CK_CUDA(cudaStreamDestroy(d->stream));
+}
+
+static void device_fill(const device *d, ge2_launch *l)
+{
+    l->stream = d->stream;
+    l->blas = d->blas;
+    l->workspace = d->workspace;
+    l->workspace_bytes = WORKSPACE_BYTES;
+    l->tf32 = false;
+    l->control = d->control;
+}
+
+/* A device copy of host (NULL: just the allocation). */
+static void *to_device(const void *host, size_t bytes)
+{
+    void *p = NULL;
+    CK_CUDA(cudaMalloc(&p, bytes ? bytes : 1));
+    if (bytes && host)
+        CK_CUDA(cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice));
+    return p;
+}
+
+static void from_device(void *host, const void *dev, size_t bytes)
+{
+    if (bytes)
+        CK_CUDA(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost));
+}
+
+/* Runs one launch through the CUDA table row: prepare, launch, wait, release. */
+static void cuda_run(ge2_launch *l)
+{
+    const ge2_cuda_kernel *k = &ge2_cuda_kernels[l->node->op];
+    const char *op = ge2_op_table[l->node->op].name;
+    if (k->prepare)
+        ck_assert_msg(k->prepare(l) == GE2_OK, "%s: CUDA prepare: %s", op, ge2_last_error());
+    ck_assert_msg(k->launch(l) == GE2_OK, "%s: CUDA launch: %s", op, ge2_last_error());
+    CK_CUDA(cudaStreamSynchronize((cudaStream_t)l->stream));
+    if (k->release)
+        k->release(l);
+}
+
+/* ------------------------------------------------------------- comparing */
+
+static double max_abs(const float *x, int64_t n)
+{
+    double m = 0;
+    for (int64_t i = 0; i < n; i++)
+        m = fmax(m, fabs((double)x[i]));
+    return m;
+}
+
+/* Fails naming the first element out of tolerance (see the file comment). */
+static void assert_close(const char *what, const float *got /* cuda */, const float *want /* cpu */, int64_t n,
+                         double rtol)
+{
+    double floor = rtol * max_abs(want, n);
+    for (int64_t i = 0; i < n; i++) {
+        double g = got[i], w = want[i];
+        bool same_special = (isnan(g) && isnan(w)) || (isinf(g) && g == w);
+        ck_assert_msg(same_special || fabs(g - w) <= rtol * fabs(w) + floor,
+                      "%s: element %lld: CUDA %.9g, CPU %.9g (|diff| %.3g > %.3g)", what, (long long)i, g, w,
+                      fabs(g - w), rtol * fabs(w) + floor);
+    }
+}
+
+/* ----------------------------------------------------- every tensor op */
+
+/* Host random values for a leaf tensor the op case did not feed. */
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static double rng01(void)
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(rng_state >> 11) * 0x1.0p-53;
+}
+
+static bool gemm_op(ge2_op op)
+{
+    return op == GE2_OP_LINEAR || op == GE2_OP_MATMUL;
+}
+
+static bool optimizer_op(ge2_op op)
+{
+    return (ge2_op_table[op].flags & GE2_OPF_OPTIMIZER) != 0;
+}
+
+/* Runs every node of the case's graph in creation order (a topological
+ * order) on both backends and compares each tensor a node writes. */
+static void check_graph(const char *label, const ge2_graph *g, const ge2_feed *feeds, int n_feeds)
+{
+    int n = g->n_tensors;
+    void **cpu = calloc((size_t)n, sizeof(void *)), **gpu = calloc((size_t)n, sizeof(void *));
+    size_t *bytes = calloc((size_t)n, sizeof(size_t));
+    ck_assert(cpu && gpu && bytes);
+
+    /* Leaves get the case's data (or the initializer, for parameters);
+     * everything else starts as NaN on the CPU, so an unwritten element shows. */
+    for (int t = 0; t < n; t++) {
+        const ge2_tensor *x = g->tensors[t];
+        int64_t numel = ge2_shape_numel(x->shape);
+        bytes[t] = (size_t)numel * ge2_dtype_size(x->dtype);
+        cpu[t] = malloc(bytes[t] ? bytes[t] : 1);
+        ck_assert(cpu[t]);
+        const void *given = NULL;
+        for (int f = 0; f < n_feeds; f++)
+            if (feeds[f].tensor == x)
+                given = feeds[f].data;
+        if (given)
+            memcpy(cpu[t], given, bytes[t]);
+        else if (x->role == GE2_ROLE_PARAMETER)
+            ge2_init_fill(g, x, cpu[t]);
+        else if (x->role == GE2_ROLE_CONSTANT && x->constant_data)
+            memcpy(cpu[t], x->constant_data, bytes[t]);
+        else if (x->producer < 0 && x->dtype == GE2_F32)
+            for (int64_t i = 0; i < numel; i++)
+                ((float *)cpu[t])[i] = (float)(2.0 * rng01() - 1.0);
+        else if (x->dtype == GE2_F32)
+            for (int64_t i = 0; i < numel; i++)
+                ((float *)cpu[t])[i] = NAN;
+        else if (x->producer < 0)
+            memset(cpu[t], 0, bytes[t]);
+        gpu[t] = to_device(cpu[t], bytes[t]);
+    }
+
+    device d;
+    device_open(&d);
+    ge2_control host_control;
+    memset(&host_control, 0, sizeof host_control);
+    int checked = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ge2_node *node = &g->nodes[i];
+        if (optimizer_op(node->op))
+            continue;
+        ge2_launch lc, lg;
+        memset(&lc, 0, sizeof lc);
+        lc.node = node;
+        lc.n_in = node->n_inputs;
+        lc.n_out = node->n_outputs;
+        for (int k = 0; k < node->n_inputs; k++) {
+            const ge2_tensor *x = g->tensors[node->inputs[k]];
+            lc.in[k] = (ge2_view){cpu[x->id], x->dtype, x->shape};
+        }
+        for (int k = 0; k < node->n_outputs; k++) {
+            const ge2_tensor *y = g->tensors[node->outputs[k]];
+            lc.out[k] = (ge2_view){cpu[y->id], y->dtype, y->shape};
+        }
+        lc.control = &host_control;
+        lg = lc;
+        device_fill(&d, &lg);
+        for (int k = 0; k < node->n_inputs; k++)
+            lg.in[k].data = gpu[node->inputs[k]];
+        for (int k = 0; k < node->n_outputs; k++)
+            lg.out[k].data = gpu[node->outputs[k]];
+
+        const char *name = ge2_op_table[node->op].name;
+        ck_assert_msg(ge2_cpu_kernels[node->op](&lc) == GE2_OK, "%s: CPU kernel: %s", name, ge2_last_error());
+        cuda_run(&lg);
+
+        for (int k = 0; k < node->n_outputs; k++) {
+            const ge2_tensor *y = g->tensors[node->outputs[k]];
+            int64_t numel = ge2_shape_numel(y->shape);
+            float *got = malloc(bytes[y->id] ? bytes[y->id] : 1);
+            ck_assert(got);
+            from_device(got, gpu[y->id], bytes[y->id]);
+            char what[256], shape[64];
+            snprintf(what, sizeof what, "%s: node %d %s: output %d '%s' %s", label, node->id, name, k, y->name,
+                     ge2_shape_str(y->shape, shape, sizeof shape));
+            assert_close(what, got, cpu[y->id], numel, gemm_op(node->op) ? RTOL_GEMM : RTOL);
+            /* later nodes read the CPU's values on both sides, so one
+             * disagreement is reported where it starts, not downstream */
+            CK_CUDA(cudaMemcpy(gpu[y->id], cpu[y->id], bytes[y->id], cudaMemcpyHostToDevice));
+            free(got);
+            checked++;
+        }
+    }
+    ck_assert_msg(checked > 0, "%s: no node ran", label);
+    device_close(&d);
+    for (int t = 0; t < n; t++) {
+        free(cpu[t]);
+        CK_CUDA(cudaFree(gpu[t]));
+    }
+    free(cpu);
+    free(gpu);
+    free(bytes);
+}
+
+/* For a differentiable case: a scalar loss over the op's output 0 — itself
+ * when it is a scalar, else sum(y * r) with a random constant r so every
+ * element gets its own upstream gradient — and its backward, so the op's
+ * backward ops run too. */
+static void add_backward(ge2_op_instance *inst, uint64_t seed)
+{
+    ge2_graph *g = inst->graph;
+    ge2_tensor *y = g->tensors[g->nodes[inst->node].outputs[0]], *loss = y;
+    int64_t n = ge2_shape_numel(y->shape);
+    if (y->shape.ndim > 0) {
+        float *r = malloc(sizeof(float) * (size_t)(n ? n : 1));
+        ck_assert(r);
+        rng_state = seed * 0x2545f4914f6cdd1dull + 1;
+        for (int64_t i = 0; i < n; i++)
+            r[i] = (float)(2.0 * rng01() - 1.0);
+        ge2_tensor *rt, *m;
+        ck_assert_msg(ge2_constant(g, "upstream", GE2_F32, y->shape, r, &rt) == GE2_OK, "%s", ge2_last_error());
+        ck_assert_msg(ge2_mul(g, y, rt, &m) == GE2_OK, "%s", ge2_last_error());
+        ck_assert_msg(ge2_sum_all(g, m, &loss) == GE2_OK, "%s", ge2_last_error());
+        free(r);
+    }
+    ck_assert_msg(ge2_backward(g, loss) == GE2_OK, "backward: %s", ge2_last_error());
+}
+
+START_TEST(test_op_agrees)
+{
+    ge2_op op = (ge2_op)_i;
+    const char *name = ge2_op_table[op].name;
+    ck_assert_msg(ge2_cuda_kernels[op].launch, "%s: no CUDA kernel in the table", name);
+    const ge2_op_case *c = &ge2_op_cases[op];
+    if (c->kind == GE2_CASE_ELSEWHERE)
+        return; /* the optimizer ops: test_optimizer_agrees */
+    ck_assert_msg(c->build, "%s: no op case", name);
+    for (uint64_t seed = 1; seed <= 6; seed++) {
+        ge2_op_instance inst;
+        memset(&inst, 0, sizeof inst);
+        ck_assert_msg(c->build(seed, GE2_F32, &inst) == GE2_OK, "%s: op case: %s", name, ge2_last_error());
+        if (c->kind == GE2_CASE_GRADIENT)
+            add_backward(&inst, seed);
+        char label[96];
+        snprintf(label, sizeof label, "case %s seed %llu", name, (unsigned long long)seed);
+        check_graph(label, inst.graph, inst.feeds, inst.n_feeds);
+        ge2_op_instance_free(&inst);
+    }
+}
+END_TEST
+
+/* The op cases are tiny (dims 1..4); these graphs are big enough for the
+ * kernels' other paths: float4 bodies and tails, multi-block grids and
+ * several loss blocks, block-per-output reductions, 32x32 transpose tiles
+ * with ragged edges. Built through the public API, with their backward. */
+static float *random_f32(int64_t n, double lo, double hi)
+{
+    float *p = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    ck_assert(p);
+    for (int64_t i = 0; i < n; i++)
+        p[i] = (float)(lo + (hi - lo) * rng01());
+    return p;
+}
+
+#define OK(expr) ck_assert_msg((expr) == GE2_OK, "%s: %s", #expr, ge2_last_error())
+
+static ge2_tensor *param(ge2_graph *g, const char *name, ge2_shape s)
+{
+    ge2_tensor *t;
+    ge2_init init = {GE2_INIT_UNIFORM, -0.5, 0.5, 0};
+    OK(ge2_parameter(g, name, GE2_F32, s, init, &t));
+    return t;
+}
+
+/* MLP 99 -> 130 (gelu, z stash) -> 10 with label-smoothed cross-entropy,
+ * accuracy and its backward; 257 rows = 33 loss blocks of 8 rows, ragged. */
+static void large_mlp(void)
+{
+    enum { B = 257, IN = 99, H = 130, OUT = 10 };
+    ge2_graph *g;
+    OK(ge2_graph_new(&g));
+    ge2_tensor *x, *labels, *h, *logits, *loss, *correct;
+    OK(ge2_input(g, "x", GE2_F32, ge2_shape2(B, IN), &x));
+    OK(ge2_label(g, "labels", GE2_I32, ge2_shape1(B), &labels));
+    OK(ge2_linear(g, x, param(g, "w1", ge2_shape2(H, IN)), param(g, "b1", ge2_shape1(H)), GE2_ACT_GELU_TANH, 0, &h));
+    OK(ge2_linear(g, h, param(g, "w2", ge2_shape2(OUT, H)), param(g, "b2", ge2_shape1(OUT)), GE2_ACT_NONE, 0,
+                  &logits));
+    OK(ge2_cross_entropy(g, logits, labels, 0.1f, &loss));
+    OK(ge2_accuracy(g, logits, labels, &correct));
+    OK(ge2_backward(g, loss));
+    float *xd = random_f32(B * IN, -1, 1);
+    int32_t *yd = malloc(sizeof(int32_t) * B);
+    ck_assert(yd);
+    for (int i = 0; i < B; i++)
+        yd[i] = (int32_t)(rng01() * OUT);
+    ge2_feed feeds[] = {{x, xd, ge2_shape2(B, IN)}, {labels, yd, ge2_shape1(B)}};
+    check_graph("large mlp", g, feeds, 2);
+    free(xd);
+    free(yd);
+    ge2_graph_free(g);
+}
+
+/* Broadcasting, softmax rows longer than a warp, reductions over long axes,
+ * transpose, concat, slice and MSE, with the backward of all of it. */
+static void large_mixed(void)
+{
+    ge2_graph *g;
+    OK(ge2_graph_new(&g));
+    ge2_tensor *a, *t, *u, *v, *w, *sm, *lsm, *s1, *m0, *tr, *cat, *sl, *mse, *target, *sum_all, *l1, *l2, *l3, *loss;
+    OK(ge2_input(g, "a", GE2_F32, ge2_shape3(6, 67, 45), &a));
+    OK(ge2_input(g, "target", GE2_F32, ge2_shape2(45, 67), &target));
+    ge2_tensor *bias = param(g, "bias", ge2_shape2(67, 1)), *gain = param(g, "gain", ge2_shape1(45));
+    OK(ge2_add(g, a, bias, &t));                       /* [6,67,45] + [67,1] */
+    OK(ge2_mul(g, t, gain, &u));                       /* * [45] */
+    OK(ge2_sub(g, u, a, &v));
+    OK(ge2_scale(g, v, 0.75, &w));
+    OK(ge2_softmax(g, w, &sm));                        /* rows of 45 > 32 lanes */
+    OK(ge2_log_softmax(g, u, &lsm));
+    OK(ge2_sum(g, lsm, 0, &s1));                       /* [67,45], reduction over 6 */
+    OK(ge2_mean(g, sm, 1, &m0));                       /* [6,45] over 67 */
+    OK(ge2_transpose(g, s1, &tr));                     /* [45,67]: ragged 32x32 tiles */
+    ge2_tensor *parts[2] = {tr, target};
+    OK(ge2_concat(g, parts, 2, 1, &cat));              /* [45,134] */
+    OK(ge2_slice(g, cat, 1, 3, 70, &sl));              /* [45,67] */
+    OK(ge2_mse_loss(g, sl, target, &mse));
+    OK(ge2_sum_all(g, m0, &sum_all));                  /* 270 elements */
+    OK(ge2_mean_all(g, v, &l1));                       /* 18090 elements: block-per-output */
+    OK(ge2_add(g, mse, sum_all, &l2));
+    OK(ge2_add(g, l2, l1, &l3));
+    OK(ge2_scale(g, l3, 1.0, &loss));
+    OK(ge2_backward(g, loss));
+    float *ad = random_f32(6 * 67 * 45, -2, 2), *td = random_f32(45 * 67, -1, 1);
+    ge2_feed feeds[] = {{a, ad, ge2_shape3(6, 67, 45)}, {target, td, ge2_shape2(45, 67)}};
+    check_graph("large mixed", g, feeds, 2);
+    free(ad);
+    free(td);
+    ge2_graph_free(g);
+}
+
+START_TEST(test_large_graphs_agree)
+{
+    large_mlp();
+    large_mixed();
+}
+END_TEST
+
+/* f64 is a CPU gradient-check dtype: the CUDA row says so instead of
+ * computing garbage. */
+START_TEST(test_f64_is_unsupported)
+{
+    ge2_node node;
+    memset(&node, 0, sizeof node);
+    node.op = GE2_OP_ADD;
+    node.n_inputs = 2;
+    node.n_outputs = 1;
+    ge2_launch l;
+    memset(&l, 0, sizeof l);
+    l.node = &node;
+    l.n_in = 2;
+    l.n_out = 1;
+    for (int k = 0; k < 2; k++)
+        l.in[k] = (ge2_view){NULL, GE2_F64, ge2_shape1(4)};
+    l.out[0] = (ge2_view){NULL, GE2_F64, ge2_shape1(4)};
+    ck_assert_int_eq(ge2_cuda_kernels[GE2_OP_ADD].launch(&l), GE2_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(ge2_last_error(), "add"));
+    ck_assert_ptr_nonnull(strstr(ge2_last_error(), "f64"));
+}
+END_TEST
+
+/* ------------------------------------------------------------ optimizer */
+
+typedef struct opt_case {
+    const char *name;
+    ge2_optimizer_config cfg;
+} opt_case;
+
+static opt_case opt_case_at(int i)
+{
+    ge2_optimizer_config c;
+    memset(&c, 0, sizeof c);
+    c.beta1 = 0.9;
+    c.beta2 = 0.999;
+    c.eps = 1e-8;
+    c.accumulation_steps = 1;
+    switch (i) {
+    case 0: /* SGD, momentum, nesterov, weight decay, clipping */
+        c.kind = GE2_OPT_SGD;
+        c.lr = 0.05;
+        c.momentum = 0.9;
+        c.nesterov = true;
+        c.weight_decay = 1e-3;
+        c.clip_norm = 0.5;
+        return (opt_case){"sgd nesterov clip", c};
+    case 1: /* SGD with dampening, step schedule, accumulation over 2 */
+        c.kind = GE2_OPT_SGD;
+        c.lr = 0.1;
+        c.momentum = 0.8;
+        c.dampening = 0.3;
+        c.schedule = (ge2_schedule){GE2_SCHEDULE_STEP, 2, 0.5, 0, 0, 0};
+        c.accumulation_steps = 2;
+        return (opt_case){"sgd dampening step-lr accum2", c};
+    case 2: /* Adam, coupled weight decay, clipping */
+        c.kind = GE2_OPT_ADAM;
+        c.lr = 1e-3;
+        c.weight_decay = 1e-2;
+        c.clip_norm = 1.0;
+        return (opt_case){"adam wd clip", c};
+    case 3: /* AdamW, amsgrad, cosine with warm-up */
+        c.kind = GE2_OPT_ADAMW;
+        c.lr = 3e-3;
+        c.weight_decay = 0.05;
+        c.amsgrad = true;
+        c.schedule = (ge2_schedule){GE2_SCHEDULE_COSINE, 0, 0, 2, 6, 1e-4};
+        return (opt_case){"adamw amsgrad cosine", c};
+    default: /* Adam, accumulation over 3, clipping */
+        c.kind = GE2_OPT_ADAM;
+        c.lr = 2e-3;
+        c.accumulation_steps = 3;
+        c.clip_norm = 0.1;
+        return (opt_case){"adam accum3 clip", c};
+    }
+}
+#define N_OPT_CASES 5
+#define OPT_STEPS 7
+
+static void compare_control(const char *what, const ge2_control *got, const ge2_control *want)
+{
+    ck_assert_msg(got->step == want->step, "%s: step %lld vs %lld", what, (long long)got->step,
+                  (long long)want->step);
+    ck_assert_msg(got->micro_step == want->micro_step, "%s: micro_step %d vs %d", what, got->micro_step,
+                  want->micro_step);
+    ck_assert_msg(got->blocks_done == 0, "%s: the ticket counter was left at %u", what, got->blocks_done);
+    const float g[] = {got->lr, got->bias_correction1, got->bias_correction2, got->grad_norm, got->clip_factor};
+    const float w[] = {want->lr, want->bias_correction1, want->bias_correction2, want->grad_norm, want->clip_factor};
+    assert_close(what, g, w, 5, RTOL);
+}
+
+/* One optimizer configuration for OPT_STEPS steps on pools of n elements
+ * (n % 4 == 0 takes the float4 path, otherwise the scalar one). */
+static void check_optimizer(int which, int64_t n)
+{
+    opt_case oc = opt_case_at(which);
+    ge2_node norm_node, update_node;
+    memset(&norm_node, 0, sizeof norm_node);
+    norm_node.op = GE2_OP_GRAD_NORM;
+    norm_node.attrs.optim.config = oc.cfg;
+    update_node = norm_node;
+    update_node.op = GE2_OP_OPTIMIZER_UPDATE;
+    int slots = ge2_opt_slots_of(&oc.cfg).count;
+    size_t pbytes = (size_t)n * sizeof(float), sbytes = (size_t)(slots ? slots : 1) * pbytes;
+
+    ge2_flat_pools cpu = {malloc(pbytes), malloc(pbytes), calloc(1, sbytes), slots, n};
+    ck_assert(cpu.params && cpu.grads && cpu.state);
+    for (int64_t i = 0; i < n; i++)
+        cpu.params[i] = (float)(2.0 * rng01() - 1.0);
+    ge2_control cctl;
+    memset(&cctl, 0, sizeof cctl);
+    cctl.base_lr = (float)oc.cfg.lr;
+    cctl.loss_scale = 1.0f;
+    cctl.clip_factor = 1.0f;
+
+    device d;
+    device_open(&d);
+    ge2_flat_pools gpu = {to_device(cpu.params, pbytes), to_device(cpu.grads, pbytes), to_device(cpu.state, sbytes),
+                          slots, n};
+    CK_CUDA(cudaMemcpy(d.control, &cctl, sizeof cctl, cudaMemcpyHostToDevice));
+
+    float *got = malloc(sbytes);
+    ck_assert(got);
+    for (int step = 0; step < OPT_STEPS; step++) {
+        for (int64_t i = 0; i < n; i++)
+            cpu.grads[i] = (float)(0.2 * (2.0 * rng01() - 1.0));
+        CK_CUDA(cudaMemcpy(gpu.grads, cpu.grads, pbytes, cudaMemcpyHostToDevice));
+        ge2_node *nodes[2] = {&norm_node, &update_node};
+        for (int k = oc.cfg.clip_norm > 0 ? 0 : 1; k < 2; k++) {
+            ge2_launch lc;
+            memset(&lc, 0, sizeof lc);
+            lc.node = nodes[k];
+            lc.control = &cctl;
+            lc.pools = cpu;
+            ge2_launch lg = lc;
+            device_fill(&d, &lg);
+            lg.pools = gpu;
+            ck_assert_msg(ge2_cpu_kernels[nodes[k]->op](&lc) == GE2_OK, "%s: CPU: %s", oc.name, ge2_last_error());
+            cuda_run(&lg);
+        }
+        char what[160];
+        snprintf(what, sizeof what, "%s, n=%lld, step %d: params", oc.name, (long long)n, step + 1);
+        from_device(got, gpu.params, pbytes);
+        assert_close(what, got, cpu.params, n, RTOL);
+        snprintf(what, sizeof what, "%s, n=%lld, step %d: state", oc.name, (long long)n, step + 1);
+        from_device(got, gpu.state, (size_t)slots * pbytes);
+        assert_close(what, got, cpu.state, (int64_t)slots * n, RTOL);
+        ge2_control gctl;
+        from_device(&gctl, d.control, sizeof gctl);
+        snprintf(what, sizeof what, "%s, n=%lld, step %d: control", oc.name, (long long)n, step + 1);
+        compare_control(what, &gctl, &cctl);
+        /* the next step starts from the same values on both sides */
+        CK_CUDA(cudaMemcpy(gpu.params, cpu.params, pbytes, cudaMemcpyHostToDevice));
+        CK_CUDA(cudaMemcpy(gpu.state, cpu.state, sbytes, cudaMemcpyHostToDevice));
+    }
+    free(got);
+    CK_CUDA(cudaFree(gpu.params));
+    CK_CUDA(cudaFree(gpu.grads));
+    CK_CUDA(cudaFree(gpu.state));
+    device_close(&d);
+    free(cpu.params);
+    free(cpu.grads);
+    free(cpu.state);
+}
+
+START_TEST(test_optimizer_agrees)
+{
+    check_optimizer(_i, 64 * 67);     /* float4 path, like the planner's 64-element alignment */
+    check_optimizer(_i, 64 * 67 + 3); /* scalar path */
+}
+END_TEST
+
+/* The fused cross-entropy's loss is the same bits on every run: the last
+ * block sums fixed per-block partials in block order. Many blocks, so the
+ * order blocks finish in varies between runs. */
+START_TEST(test_cross_entropy_deterministic)
+{
+    enum { B = 4096, C = 37 };
+    float *x = malloc(sizeof(float) * B * C);
+    int32_t *y = malloc(sizeof(int32_t) * B);
+    ck_assert(x && y);
+    for (int i = 0; i < B * C; i++)
+        x[i] = (float)(6.0 * rng01() - 3.0);
+    for (int i = 0; i < B; i++)
+        y[i] = (int32_t)(rng01() * C);
+    y[7] = -1; /* out of range: skipped, never read out of bounds */
+    y[9] = C;
+    ge2_node node;
+    memset(&node, 0, sizeof node);
+    node.op = GE2_OP_CROSS_ENTROPY;
+    node.n_inputs = 2;
+    node.n_outputs = 2;
+    node.attrs.loss.label_smoothing = 0.1f;
+    device d;
+    device_open(&d);
+    ge2_launch l;
+    memset(&l, 0, sizeof l);
+    l.node = &node;
+    l.n_in = 2;
+    l.n_out = 2;
+    l.in[0] = (ge2_view){to_device(x, sizeof(float) * B * C), GE2_F32, ge2_shape2(B, C)};
+    l.in[1] = (ge2_view){to_device(y, sizeof(int32_t) * B), GE2_I32, ge2_shape1(B)};
+    float *loss_dev = to_device(NULL, sizeof(float));
+    l.out[0] = (ge2_view){loss_dev, GE2_F32, ge2_shape0()};
+    l.out[1] = (ge2_view){to_device(NULL, sizeof(float) * B * C), GE2_F32, ge2_shape2(B, C)};
+    device_fill(&d, &l);
+    float first = 0;
+    for (int run = 0; run < 50; run++) {
+        cuda_run(&l);
+        float loss;
+        from_device(&loss, loss_dev, sizeof loss);
+        if (run == 0)
+            first = loss;
+        ck_assert_msg(memcmp(&loss, &first, sizeof loss) == 0, "run %d: loss %.9g, first run %.9g", run, loss,
+                      first);
+    }
+    ck_assert(isfinite(first) && first > 0);
+    device_close(&d);
+    CK_CUDA(cudaFree(l.in[0].data));
+    CK_CUDA(cudaFree(l.in[1].data));
+    CK_CUDA(cudaFree(l.out[0].data));
+    CK_CUDA(cudaFree(l.out[1].data));
+    free(x);
+    free(y);
+}
+END_TEST
+
+/* Every row of the table is filled (launch at least). */
+START_TEST(test_table_complete)
+{
+    for (int op = 0; op < GE2_OP_COUNT; op++)
+        ck_assert_msg(ge2_cuda_kernels[op].launch != NULL, "op %s has no CUDA launch", ge2_op_table[op].name);
+}
+END_TEST
+
+int main(void)
+{
+    if (!ge2_test_require_gpu("op_agreement_test"))
+        return 1;
+    Suite *s = suite_create("op_agreement");
+    TCase *tc = tcase_create("cuda_vs_cpu");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_table_complete);
+    tcase_add_loop_test(tc, test_op_agrees, 0, GE2_OP_COUNT);
+    tcase_add_test(tc, test_large_graphs_agree);
+    tcase_add_test(tc, test_f64_is_unsupported);
+    tcase_add_loop_test(tc, test_optimizer_agrees, 0, N_OPT_CASES);
+    tcase_add_test(tc, test_cross_entropy_deterministic);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
