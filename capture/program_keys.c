@@ -69,19 +69,23 @@ static void release_exec(ge2_program *program, ge2_program_key *pk)
     pk->exec.captured = false;
 }
 
-/* Grows the shared backing to `bytes`; see the top of the file. */
+/* Grows the shared backing to `bytes`; see the top of the file. The new
+ * block is allocated before the old one is let go, so a failure leaves every
+ * existing key as it was. */
 static ge2_status grow_shared_arena(ge2_program *program, size_t bytes)
 {
     const ge2_backend *b = program->backend;
-    GE2_TRY(b->sync(program->bctx));
-    for (int k = 0; k < program->n_keys; k++)
-        if (program->keys[k]->exec.launches)
-            release_exec(program, program->keys[k]);
     void *arena = NULL;
-    b->free(program->bctx, program->arena);
-    program->arena = NULL;
-    program->arena_bytes = 0;
     GE2_TRY(b->alloc(program->bctx, bytes, &arena));
+    ge2_status st = b->sync(program->bctx);
+    if (st != GE2_OK) {
+        b->free(program->bctx, arena);
+        return st;
+    }
+    for (int k = 0; k < program->n_keys; k++)
+        if (program->keys[k]->exec.launches && !program->keys[k]->arena_own)
+            release_exec(program, program->keys[k]);
+    b->free(program->bctx, program->arena);
     program->arena = arena;
     program->arena_bytes = bytes;
     for (int k = 0; k < program->n_keys; k++) {
