@@ -21,7 +21,8 @@ typedef enum ge2_pool {
     GE2_POOL_PARAMS,    /* parameter tensors */
     GE2_POOL_GRADS,     /* parameter gradients: same offsets as PARAMS */
     GE2_POOL_CONSTANTS, /* constant tensors */
-    GE2_POOL_INPUTS,    /* inputs and labels: the key's static input buffers */
+    GE2_POOL_INPUTS,    /* the key's static IO buffer: inputs and labels, then outputs (loss, metrics,
+                           required input gradients), which a shared arena would not keep */
     GE2_POOL_ARENA,     /* everything else: the key's activation arena */
     GE2_POOL_COUNT
 } ge2_pool;
@@ -65,7 +66,7 @@ typedef struct ge2_plan {
     size_t arena_bytes;
     size_t lower_bound_bytes;
     size_t naive_bytes;
-    size_t input_bytes;
+    size_t input_bytes; /* the GE2_POOL_INPUTS buffer: feeds, then outputs */
 } ge2_plan;
 
 ge2_status ge2_plan_new(const ge2_graph *graph, const ge2_layout *layout, const ge2_key *key, ge2_plan **out);
