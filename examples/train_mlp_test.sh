@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Smoke test of the trainer on the CPU: a short run ends with the exact
+# accuracy line; bad flags, a missing data dir, corrupt or mismatched files
+# are one line on stderr with exit 2 / 1; save, resume and --init work.
+set -uo pipefail
+bin="$1"
+data="${GE2_DATA_DIR:-/usr/share/datasets/fashion-mnist}"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+passes=0
+
+check() { # name, condition result
+    if [ "$2" = 0 ]; then passes=$((passes + 1)); else echo "FAIL: $1"; failures=$((failures + 1)); fi
+}
+
+# expect NAME CODE -- ARGS...: exit code CODE and exactly one stderr line
+expect_error() {
+    local name="$1" code="$2"
+    shift 2
+    "$bin" "$@" >"$tmp/out" 2>"$tmp/err"
+    local rc=$?
+    [ "$rc" = "$code" ] && [ "$(wc -l <"$tmp/err")" = 1 ] && grep -q '^train_mlp: ' "$tmp/err"
+    check "$name (rc $rc, stderr: $(cat "$tmp/err"))" $?
+}
+
+last_line_ok() {
+    tail -n 1 "$1" | grep -Eq '^test accuracy: 0\.[0-9]{4} \([0-9]+/10000\)$'
+}
+
+"$bin" --device cpu --data "$data" --hidden 16 --steps 20 --save "$tmp/a.safetensors" >"$tmp/run1" 2>"$tmp/err1"
+check "short run exits 0 ($(cat "$tmp/err1"))" $?
+last_line_ok "$tmp/run1"
+check "short run last line: $(tail -n 1 "$tmp/run1")" $?
+test -s "$tmp/a.safetensors"
+check "--save wrote the checkpoint" $?
+
+"$bin" --device cpu --data "$data" --hidden 16 --steps 10 --resume "$tmp/a.safetensors" --plan-report \
+    >"$tmp/run2" 2>"$tmp/err2"
+check "resume exits 0 ($(cat "$tmp/err2"))" $?
+last_line_ok "$tmp/run2"
+check "resumed run last line" $?
+grep -Eq '^plan: arena_bytes=[0-9]+ lower_bound_bytes=[0-9]+ naive_bytes=[0-9]+' "$tmp/run2"
+check "--plan-report prints the plan line" $?
+
+"$bin" --device cpu --data "$data" --hidden 16 --steps 5 --init "$tmp/a.safetensors" >"$tmp/run3" 2>&1
+check "--init from a checkpoint of the same model" $?
+
+expect_error "unknown flag" 2 --bogus
+expect_error "bad number" 2 --batch abc
+expect_error "missing value" 2 --lr
+expect_error "bad optimizer" 2 --optimizer rmsprop
+expect_error "missing data dir" 1 --device cpu --data "$tmp/nowhere"
+expect_error "--init of another model" 1 --device cpu --data "$data" --hidden 17 --steps 1 --init "$tmp/a.safetensors"
+grep -q 'fc1.weight has shape \[16,784\], the model has \[17,784\]' "$tmp/err"
+check "--init mismatch names the tensor and shapes" $?
+head -c 100 "$tmp/a.safetensors" >"$tmp/cut.safetensors"
+expect_error "truncated checkpoint" 1 --device cpu --data "$data" --hidden 16 --steps 1 --resume "$tmp/cut.safetensors"
+expect_error "missing --init file" 1 --device cpu --data "$data" --hidden 16 --init "$tmp/none.safetensors"
+
+echo "$passes passed, $failures failed"
+[ "$failures" = 0 ]
