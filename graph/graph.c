@@ -97,7 +97,10 @@ ge2_status ge2_graph_new_tensor(ge2_graph *g, const char *name, const char *pref
     GE2_TRY(reserve_tensors(g, 1));
     char auto_name[GE2_NAME_MAX];
     if (!name) {
+        /* "<op>_<id>" is unique unless a user took that name; then add a suffix until it is */
         snprintf(auto_name, sizeof auto_name, "%s_%d", prefix, g->n_tensors);
+        for (int k = 1; ge2_graph_find(g, auto_name); k++)
+            snprintf(auto_name, sizeof auto_name, "%s_%d_%d", prefix, g->n_tensors, k);
         name = auto_name;
     }
     if (name[0] == '\0' || strlen(name) >= GE2_NAME_MAX)

@@ -178,6 +178,17 @@ START_TEST(specialization_errors)
 }
 END_TEST
 
+/* A user may take a name the builder would generate; the builder steps around it. */
+START_TEST(generated_names_never_clash)
+{
+    ge2_tensor *a = input("add_1", GE2_F32, ge2_shape1(2)), *y;
+    ck_assert_int_eq(ge2_add(g, a, a, &y), GE2_OK);
+    ck_assert_str_eq(ge2_tensor_name(y), "add_1_1");
+    ck_assert_ptr_eq(ge2_graph_find(g, "add_1"), a);
+    ck_assert_ptr_eq(ge2_graph_find(g, "add_1_1"), y);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("errors");
@@ -190,6 +201,7 @@ int main(void)
     tcase_add_test(tc, backward_errors);
     tcase_add_test(tc, verifier_rejects_corrupted_graphs);
     tcase_add_test(tc, specialization_errors);
+    tcase_add_test(tc, generated_names_never_clash);
     suite_add_tcase(s, tc);
     return ge2_check_run(s);
 }
