@@ -32,16 +32,6 @@ static ge2_status infer_shapes(const ge2_graph *graph, ge2_plan *plan)
     return st;
 }
 
-/* What the caller reads back after a step: marked outputs, and the gradient
- * of an input asked for with ge2_require_grad. */
-static bool is_step_output(const ge2_graph *graph, const ge2_tensor *t)
-{
-    if (t->is_output)
-        return true;
-    return t->grad_of >= 0 && graph->tensors[t->grad_of]->role != GE2_ROLE_PARAMETER &&
-           graph->tensors[t->grad_of]->grad == t->id;
-}
-
 static void compute_intervals(const ge2_graph *graph, ge2_plan *plan)
 {
     for (int p = 0; p < plan->n_steps; p++) {
@@ -106,7 +96,7 @@ ge2_status ge2_plan_liveness(const ge2_graph *graph, const ge2_layout *layout, g
             pt->offset = layout->offset[t->grad_of];
             if (pt->last < pt->first)
                 pt->last = pt->first;
-        } else if (is_step_output(graph, t)) {
+        } else if (ge2_plan_is_step_output(graph, t)) {
             pt->pool = GE2_POOL_INPUTS;
             pt->offset = io;
             io += ge2_plan_align(pt->bytes, GE2_ARENA_ALIGN);

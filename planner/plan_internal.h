@@ -25,8 +25,10 @@ static inline bool ge2_plan_is_like_input(const ge2_node *node, int slot)
     return slot == 1 && (ge2_op_info_of(node->op)->flags & GE2_OPF_LIKE1);
 }
 
-/* TRAIN: every node, in creation order. EVAL: forward-phase nodes that an
- * output (loss, metric) depends on. Fills plan->schedule and n_steps. */
+/* TRAIN: every node that computes something the step keeps (outputs,
+ * gradients, the optimizer update), in creation order: all of them unless
+ * the user left dead ops. EVAL: the forward-phase nodes the outputs (loss,
+ * metrics) depend on. Fills plan->schedule and n_steps. */
 ge2_status ge2_plan_schedule(const ge2_graph *graph, ge2_plan *plan);
 
 /* Infers the key's concrete shapes along the schedule, then fills first/last
@@ -46,6 +48,16 @@ static inline bool ge2_plan_is_param_grad(const ge2_graph *graph, const ge2_tens
         return false;
     const ge2_tensor *p = graph->tensors[t->grad_of];
     return p->role == GE2_ROLE_PARAMETER && p->grad == t->id;
+}
+
+/* What the caller reads back after a step: marked outputs, and the gradient
+ * of an input asked for with ge2_require_grad. */
+static inline bool ge2_plan_is_step_output(const ge2_graph *graph, const ge2_tensor *t)
+{
+    if (t->is_output)
+        return true;
+    return t->grad_of >= 0 && graph->tensors[t->grad_of]->role != GE2_ROLE_PARAMETER &&
+           graph->tensors[t->grad_of]->grad == t->id;
 }
 
 #endif /* GE2_PLANNER_PLAN_INTERNAL_H */

@@ -4,23 +4,35 @@
  * consume tensors that exist). That order is also the one a user reads in the
  * graph dump and the one autograd emits (backward in reverse of the forward),
  * which keeps activations short-lived, so the schedule keeps it and only
- * drops what the mode does not need. Same graph, same mode: same schedule.
+ * drops what the key does not need. Same graph, same mode: same schedule.
+ *
+ * Needed: in TRAIN whatever leads to an output, a parameter's or a required
+ * input's gradient, or an op without outputs (the optimizer); in EVAL only
+ * forward ops leading to an output. An op nobody needs (an unmarked metric,
+ * say) is dropped rather than run with nowhere to write.
  */
 #include "graph/alloc.h"
 #include "graph/error.h"
 #include "planner/plan_internal.h"
 
-/* EVAL: mark the forward nodes the outputs depend on, walking the nodes in
- * reverse creation order so one pass sees every consumer before its producer. */
-static void mark_eval_needed(const ge2_graph *graph, bool *tensor_needed, bool *node_needed)
+static bool is_root(const ge2_graph *graph, const ge2_tensor *t, ge2_mode mode)
+{
+    if (mode == GE2_MODE_EVAL)
+        return t->is_output;
+    return ge2_plan_is_step_output(graph, t) || ge2_plan_is_param_grad(graph, t);
+}
+
+/* Marks needed nodes walking in reverse creation order, so one pass sees
+ * every consumer before its producer. */
+static void mark_needed(const ge2_graph *graph, ge2_mode mode, bool *tensor_needed, bool *node_needed)
 {
     for (int i = 0; i < graph->n_tensors; i++)
-        tensor_needed[i] = graph->tensors[i]->is_output;
+        tensor_needed[i] = is_root(graph, graph->tensors[i], mode);
     for (int n = graph->n_nodes - 1; n >= 0; n--) {
         const ge2_node *node = &graph->nodes[n];
-        if (node->phase != GE2_PHASE_FORWARD)
+        if (mode == GE2_MODE_EVAL && node->phase != GE2_PHASE_FORWARD)
             continue;
-        bool needed = false;
+        bool needed = node->n_outputs == 0;
         for (int o = 0; o < node->n_outputs; o++)
             needed = needed || tensor_needed[node->outputs[o]];
         node_needed[n] = needed;
@@ -35,28 +47,19 @@ ge2_status ge2_plan_schedule(const ge2_graph *graph, ge2_plan *plan)
 {
     int n_nodes = graph->n_nodes;
     plan->schedule = ge2_malloc((size_t)(n_nodes > 0 ? n_nodes : 1) * sizeof *plan->schedule);
-    if (!plan->schedule)
-        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_plan: schedule of %d nodes", n_nodes);
-    plan->n_steps = 0;
-
-    if (plan->key.mode == GE2_MODE_TRAIN) {
-        for (int n = 0; n < n_nodes; n++)
-            plan->schedule[plan->n_steps++] = n;
-        return GE2_OK;
-    }
-
     bool *tensor_needed = ge2_calloc((size_t)graph->n_tensors + 1, sizeof *tensor_needed);
     bool *node_needed = ge2_calloc((size_t)n_nodes + 1, sizeof *node_needed);
-    if (!tensor_needed || !node_needed) {
-        ge2_free(tensor_needed);
-        ge2_free(node_needed);
-        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_plan: schedule of %d nodes", n_nodes);
+    ge2_status st = GE2_OK;
+    if (!plan->schedule || !tensor_needed || !node_needed) {
+        st = ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_plan: schedule of %d nodes", n_nodes);
+    } else {
+        mark_needed(graph, plan->key.mode, tensor_needed, node_needed);
+        plan->n_steps = 0;
+        for (int n = 0; n < n_nodes; n++)
+            if (node_needed[n])
+                plan->schedule[plan->n_steps++] = n;
     }
-    mark_eval_needed(graph, tensor_needed, node_needed);
-    for (int n = 0; n < n_nodes; n++)
-        if (node_needed[n])
-            plan->schedule[plan->n_steps++] = n;
     ge2_free(tensor_needed);
     ge2_free(node_needed);
-    return GE2_OK;
+    return st;
 }

@@ -298,6 +298,40 @@ START_TEST(test_eval_unread_outputs_get_no_memory)
 }
 END_TEST
 
+/* An op whose result nobody reads or asked for (an unmarked metric) is not
+ * scheduled in either mode, so no kernel is handed a NULL output. */
+START_TEST(test_dead_op_dropped)
+{
+    ge2_graph *g;
+    ge2_tensor *x, *y, *w, *logits, *loss, *correct;
+    ck_assert_int_eq(ge2_graph_new(&g), GE2_OK);
+    ck_assert_int_eq(ge2_input(g, "x", GE2_F32, ge2_shape2(8, 16), &x), GE2_OK);
+    ck_assert_int_eq(ge2_label(g, "y", GE2_I32, ge2_shape1(8), &y), GE2_OK);
+    ge2_init init = {GE2_INIT_LINEAR_DEFAULT, 0, 0, 0};
+    ck_assert_int_eq(ge2_parameter(g, "w", GE2_F32, ge2_shape2(4, 16), init, &w), GE2_OK);
+    ck_assert_int_eq(ge2_linear(g, x, w, NULL, GE2_ACT_NONE, 0, &logits), GE2_OK);
+    ck_assert_int_eq(ge2_cross_entropy(g, logits, y, 0, &loss), GE2_OK);
+    ck_assert_int_eq(ge2_accuracy(g, logits, y, &correct), GE2_OK); /* never marked */
+    ck_assert_int_eq(ge2_backward(g, loss), GE2_OK);
+    ge2_layout *layout;
+    ck_assert_int_eq(ge2_layout_new(g, &layout), GE2_OK);
+    for (int m = 0; m < GE2_MODE_COUNT; m++) {
+        ge2_key key;
+        ge2_plan *plan;
+        ck_assert_int_eq(ge2_key_init(g, (ge2_mode)m, &key), GE2_OK);
+        ck_assert_int_eq(ge2_plan_new(g, layout, &key, &plan), GE2_OK);
+        for (int p = 0; p < plan->n_steps; p++)
+            ck_assert_int_ne(plan->schedule[p], correct->producer);
+        ck_assert_int_eq(plan->tensors[correct->id].pool, GE2_POOL_NONE);
+        if (m == GE2_MODE_TRAIN)
+            ck_assert_int_eq(plan->n_steps, g->n_nodes - 1);
+        ge2_plan_free(plan);
+    }
+    ge2_layout_free(layout);
+    ge2_graph_free(g);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *tests[] = {
@@ -305,6 +339,7 @@ int main(void)
         test_rebuilt_graph_same_plan,
         test_keys,
         test_eval_unread_outputs_get_no_memory,
+        test_dead_op_dropped,
     };
     return planner_run_tests("plan_property", tests, (int)(sizeof tests / sizeof tests[0]), 120);
 }
