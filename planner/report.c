@@ -71,10 +71,12 @@ ge2_status ge2_plan_svg(const ge2_plan *plan, const ge2_graph *graph, FILE *out)
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
             "font-family=\"monospace\" font-size=\"10\">\n",
             width, height, width, height);
-    fprintf(out,
-            "<text x=\"%d\" y=\"16\" font-size=\"13\">%s arena: %zu B, lower bound %zu B (%.4f x), naive %zu B</text>\n",
-            SVG_LEFT, mode_names[plan->key.mode], plan->arena_bytes, plan->lower_bound_bytes,
-            ratio(plan->arena_bytes, plan->lower_bound_bytes), plan->naive_bytes);
+    char heading[160];
+    snprintf(heading, sizeof heading, "%s arena: %zu B, lower bound %zu B (%.4f x), naive %zu B",
+             mode_names[plan->key.mode], plan->arena_bytes, plan->lower_bound_bytes,
+             ratio(plan->arena_bytes, plan->lower_bound_bytes), plan->naive_bytes);
+    fprintf(out, "<title>ge2 plan: %s</title>\n<text x=\"%d\" y=\"16\" font-size=\"13\">%s</text>\n", heading,
+            SVG_LEFT, heading);
     fprintf(out,
             "<rect x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"none\" stroke=\"#888\"/>\n"
             "<text x=\"4\" y=\"%d\">%zu B</text><text x=\"4\" y=\"%d\">0</text>\n"
