@@ -39,15 +39,37 @@ static inline void ge2_cpu_bcast_strides(ge2_shape in, ge2_shape out, int64_t st
     }
 }
 
-/* Offset into `in` (strides st) of the element at flat position i of a tensor with 4-D dims d. */
-static inline int64_t ge2_cpu_bcast_offset(int64_t i, const int64_t d[4], const int64_t st[4])
+/* Walks the 4-D index space of an output in row-major order, keeping the
+ * offsets of up to two broadcast operands (strides from
+ * ge2_cpu_bcast_strides) in step: O(1) amortized per element, no division. */
+typedef struct ge2_cpu_odometer {
+    int64_t dim[4];
+    int64_t stride[2][4];
+    int64_t idx[4];
+    int64_t off[2];
+} ge2_cpu_odometer;
+
+static inline void ge2_cpu_odometer_init(ge2_cpu_odometer *o, ge2_shape out, ge2_shape a, ge2_shape b)
 {
-    int64_t off = 0;
+    ge2_cpu_dims4(out, o->dim);
+    ge2_cpu_bcast_strides(a, out, o->stride[0]);
+    ge2_cpu_bcast_strides(b, out, o->stride[1]);
+    for (int k = 0; k < 4; k++)
+        o->idx[k] = 0;
+    o->off[0] = o->off[1] = 0;
+}
+
+static inline void ge2_cpu_odometer_next(ge2_cpu_odometer *o)
+{
     for (int k = 3; k >= 0; k--) {
-        off += (i % d[k]) * st[k];
-        i /= d[k];
+        o->off[0] += o->stride[0][k];
+        o->off[1] += o->stride[1][k];
+        if (++o->idx[k] < o->dim[k])
+            return;
+        o->off[0] -= o->stride[0][k] * o->dim[k];
+        o->off[1] -= o->stride[1][k] * o->dim[k];
+        o->idx[k] = 0;
     }
-    return off;
 }
 
 /* Splits a shape around `axis` into outer x len x inner. */

@@ -11,13 +11,12 @@
         T *y = l->out[0].data;                                                                                  \
         if (!y)                                                                                                 \
             return GE2_OK;                                                                                      \
-        int64_t d[4], sa[4], sb[4], n = ge2_shape_numel(l->out[0].shape);                                       \
-        ge2_cpu_dims4(l->out[0].shape, d);                                                                      \
-        ge2_cpu_bcast_strides(l->in[0].shape, l->out[0].shape, sa);                                             \
-        ge2_cpu_bcast_strides(l->in[1].shape, l->out[0].shape, sb);                                             \
+        int64_t n = ge2_shape_numel(l->out[0].shape);                                                           \
+        ge2_cpu_odometer o;                                                                                     \
+        ge2_cpu_odometer_init(&o, l->out[0].shape, l->in[0].shape, l->in[1].shape);                             \
         ge2_op op = l->node->op;                                                                                \
-        for (int64_t i = 0; i < n; i++) {                                                                       \
-            T u = a[ge2_cpu_bcast_offset(i, d, sa)], v = b[ge2_cpu_bcast_offset(i, d, sb)];                     \
+        for (int64_t i = 0; i < n; i++, ge2_cpu_odometer_next(&o)) {                                            \
+            T u = a[o.off[0]], v = b[o.off[1]];                                                                 \
             y[i] = op == GE2_OP_ADD ? u + v : op == GE2_OP_SUB ? u - v : u * v;                                 \
         }                                                                                                       \
         return GE2_OK;                                                                                          \

@@ -43,12 +43,12 @@ static double expand_scale(const ge2_launch *l, ge2_shape small, ge2_shape big)
         if (!y)                                                                                                 \
             return GE2_OK;                                                                                      \
         ge2_shape so = l->out[0].shape;                                                                         \
-        int64_t d[4], st[4], n = ge2_shape_numel(so);                                                           \
-        ge2_cpu_dims4(so, d);                                                                                   \
-        ge2_cpu_bcast_strides(l->in[0].shape, so, st);                                                          \
+        int64_t n = ge2_shape_numel(so);                                                                        \
+        ge2_cpu_odometer o;                                                                                     \
+        ge2_cpu_odometer_init(&o, so, l->in[0].shape, so);                                                      \
         T scale = (T)expand_scale(l, l->in[0].shape, so);                                                       \
-        for (int64_t i = 0; i < n; i++)                                                                         \
-            y[i] = x[ge2_cpu_bcast_offset(i, d, st)] * scale;                                                   \
+        for (int64_t i = 0; i < n; i++, ge2_cpu_odometer_next(&o))                                              \
+            y[i] = x[o.off[0]] * scale;                                                                         \
         return GE2_OK;                                                                                          \
     }
 
@@ -61,14 +61,14 @@ static double expand_scale(const ge2_launch *l, ge2_shape small, ge2_shape big)
         if (!y)                                                                                                 \
             return GE2_OK;                                                                                      \
         ge2_shape sx = l->in[0].shape, so = l->out[0].shape;                                                    \
-        int64_t d[4], st[4], n = ge2_shape_numel(sx), m = ge2_shape_numel(so);                                  \
-        ge2_cpu_dims4(sx, d);                                                                                   \
-        ge2_cpu_bcast_strides(so, sx, st);                                                                      \
+        int64_t n = ge2_shape_numel(sx), m = ge2_shape_numel(so);                                               \
+        ge2_cpu_odometer o;                                                                                     \
+        ge2_cpu_odometer_init(&o, sx, so, sx);                                                                  \
         T scale = (T)expand_scale(l, so, sx);                                                                   \
         for (int64_t j = 0; j < m; j++)                                                                         \
             y[j] = 0;                                                                                           \
-        for (int64_t i = 0; i < n; i++)                                                                         \
-            y[ge2_cpu_bcast_offset(i, d, st)] += x[i];                                                          \
+        for (int64_t i = 0; i < n; i++, ge2_cpu_odometer_next(&o))                                              \
+            y[o.off[0]] += x[i];                                                                                \
         for (int64_t j = 0; j < m; j++)                                                                         \
             y[j] *= scale;                                                                                      \
         return GE2_OK;                                                                                          \

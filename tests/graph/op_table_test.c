@@ -13,7 +13,7 @@
 #include "tests/support/op_cases.h"
 #include "tests/support/check_main.h"
 
-#define SEEDS 12
+#define SEEDS 40
 
 static double *to_f64(const ge2_naive *n, const ge2_tensor *t)
 {
