@@ -99,13 +99,20 @@ static void check_step_matches_naive(ge2_program *prog, const rg_graph *rg, int6
 }
 
 /* Every key's launches read parameters from (and write gradients into) the
- * one parameter pool at the layout's offsets: keys share the model. */
+ * one parameter pool at the layout's offsets: keys share the model. Unless
+ * asked otherwise, their arenas are one backing sized to the largest key. */
 static void check_keys_share_pools(const ge2_program *prog)
 {
     const ge2_graph *g = prog->graph;
     const char *params = (const char *)prog->pools.params, *grads = (const char *)prog->pools.grads;
+    size_t largest = 0;
     for (int k = 0; k < prog->n_keys; k++) {
         const ge2_exec *e = &prog->keys[k]->exec;
+        largest = e->plan->arena_bytes > largest ? e->plan->arena_bytes : largest;
+        if (!prog->options.separate_arenas)
+            ck_assert_ptr_eq(e->arena, prog->arena); /* one backing for all keys */
+        else
+            ck_assert_ptr_ne(e->arena, prog->arena);
         for (int l = 0; l < e->n_launches; l++) {
             const ge2_launch *launch = &e->launches[l];
             for (int i = 0; i < launch->n_in; i++) {
@@ -121,6 +128,8 @@ static void check_keys_share_pools(const ge2_program *prog)
             }
         }
     }
+    if (!prog->options.separate_arenas)
+        ck_assert_uint_eq(prog->arena_bytes, largest ? largest : 1); /* sized to the largest key */
 }
 
 START_TEST(test_random_graphs_match_naive)
