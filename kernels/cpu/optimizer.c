@@ -8,52 +8,60 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/optimizer_math.h"
 
-/* The config's slots, checked against what the program allocated. */
-static ge2_status opt_slots(const ge2_launch *l, ge2_opt_slots *slots)
+/* What both kernels start from: the config, its slots (checked against
+ * what the program allocated) and the pools. */
+typedef struct opt_launch {
+    const ge2_optimizer_config *cfg;
+    ge2_opt_slots slots;
+    ge2_control *ctl;
+    int64_t n;
+    float *params;      /* [n] */
+    const float *grads; /* [n] */
+    float *state;       /* [slots, n] */
+} opt_launch;
+
+static ge2_status opt_begin(const ge2_launch *l, opt_launch *o)
 {
-    *slots = ge2_opt_slots_of(&l->node->attrs.optim.config);
-    if (l->pools.slots < slots->count || (l->pools.n > 0 && (!l->pools.params || !l->pools.grads)) ||
-        (slots->count > 0 && l->pools.n > 0 && !l->pools.state) || !l->control)
+    o->cfg = &l->node->attrs.optim.config;
+    o->slots = ge2_opt_slots_of(o->cfg);
+    o->ctl = l->control;
+    o->n = l->pools.n;
+    o->params = l->pools.params;
+    o->grads = l->pools.grads;
+    o->state = l->pools.state;
+    if (l->pools.slots < o->slots.count || (o->n > 0 && (!o->params || !o->grads)) ||
+        (o->slots.count > 0 && o->n > 0 && !o->state) || !o->ctl)
         return ge2_error(GE2_ERR_STATE, "ge2_%s: the program gave %d optimizer state slots, the config needs %d",
-                         ge2_op_info_of(l->node->op)->name, l->pools.slots, slots->count);
+                         ge2_op_info_of(l->node->op)->name, l->pools.slots, o->slots.count);
     return GE2_OK;
 }
 
 ge2_status ge2_cpu_grad_norm(const ge2_launch *l)
 {
-    const ge2_optimizer_config *cfg = &l->node->attrs.optim.config;
-    ge2_opt_slots slots;
-    GE2_TRY(opt_slots(l, &slots));
-    ge2_control *ctl = l->control;
-    if (!ge2_opt_is_update_step(cfg, ctl))
+    opt_launch o;
+    GE2_TRY(opt_begin(l, &o));
+    if (!ge2_opt_is_update_step(o.cfg, o.ctl))
         return GE2_OK;
-    const int64_t n = l->pools.n;
-    const float *grads = l->pools.grads;                                              /* [n] */
-    const float *accum = slots.accum >= 0 ? l->pools.state + slots.accum * n : NULL; /* [n] */
+    const float *accum = o.slots.accum >= 0 ? o.state + o.slots.accum * o.n : NULL; /* [n] */
     double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        double e = ge2_opt_effective_grad(cfg, grads[i], accum ? accum[i] : 0.0f);
+    for (int64_t i = 0; i < o.n; i++) {
+        double e = ge2_opt_effective_grad(o.cfg, o.grads[i], accum ? accum[i] : 0.0f);
         sum += e * e;
     }
-    ctl->grad_norm = (float)sqrt(sum);
-    ctl->clip_factor = ge2_clip_factor(cfg->clip_norm, ctl->grad_norm);
+    o.ctl->grad_norm = (float)sqrt(sum);
+    o.ctl->clip_factor = ge2_clip_factor(o.cfg->clip_norm, o.ctl->grad_norm);
     return GE2_OK;
 }
 
 ge2_status ge2_cpu_optimizer_update(const ge2_launch *l)
 {
-    const ge2_optimizer_config *cfg = &l->node->attrs.optim.config;
-    ge2_opt_slots slots;
-    GE2_TRY(opt_slots(l, &slots));
-    ge2_control *ctl = l->control;
-    const bool update = ge2_opt_is_update_step(cfg, ctl);
-    const ge2_opt_scalars s = ge2_opt_scalars_of(cfg, ctl);
-    const int64_t n = l->pools.n;
-    float *params = l->pools.params;      /* [n] */
-    const float *grads = l->pools.grads;  /* [n] */
-    float *state = l->pools.state;        /* [slots, n] */
-    for (int64_t i = 0; i < n; i++)
-        ge2_opt_step_element(cfg, &slots, &s, update, params + i, grads[i], state ? state + i : NULL, n);
-    ge2_opt_commit(ctl, update, &s);
+    opt_launch o;
+    GE2_TRY(opt_begin(l, &o));
+    const bool update = ge2_opt_is_update_step(o.cfg, o.ctl);
+    const ge2_opt_scalars s = ge2_opt_scalars_of(o.cfg, o.ctl);
+    for (int64_t i = 0; i < o.n; i++)
+        ge2_opt_step_element(o.cfg, &o.slots, &s, update, o.params + i, o.grads[i], o.state ? o.state + i : NULL,
+                             o.n);
+    ge2_opt_commit(o.ctl, update, &s);
     return GE2_OK;
 }

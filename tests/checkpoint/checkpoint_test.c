@@ -12,6 +12,7 @@
 #include "capture/program_internal.h"
 #include "data/dataset.h"
 #include "ge2/ge2.h"
+#include "tests/data/testutil.h"
 
 #define API(call) ck_assert_msg((call) == GE2_OK, "%s: %s", #call, ge2_last_error())
 
@@ -101,29 +102,7 @@ static void train(net *n, ge2_batcher *b, int steps)
     }
 }
 
-static char tmpdir[256];
-
-static void setup(void)
-{
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/ge2_ckpt_test.XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
-
-static void teardown(void)
-{
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
-}
-
-static const char *tmp_path(const char *name)
-{
-    static char path[32][512];
-    static int which;
-    which = (which + 1) % 32;
-    snprintf(path[which], sizeof path[which], "%s/%s", tmpdir, name);
-    return path[which];
-}
+#define tmp_path tu_path
 
 static ge2_optimizer_config resume_configs(int i)
 {
@@ -335,6 +314,32 @@ START_TEST(parameter_files)
 }
 END_TEST
 
+/* The tensors of f as a write list, leaving out `skip` (NULL: none). */
+static int file_tensors(const ge2_st_file *f, const char *skip, ge2_st_tensor *t)
+{
+    int k = 0;
+    for (int i = 0; i < f->n_entries; i++) {
+        const ge2_st_entry *e = &f->entries[i];
+        if (skip && !strcmp(e->name, skip))
+            continue;
+        ge2_shape shape = {e->rank, {0}};
+        for (int d = 0; d < e->rank; d++)
+            shape.dim[d] = e->shape[d];
+        t[k++] = (ge2_st_tensor){e->name, shape, (const float *)(f->data + e->begin)};
+    }
+    return k;
+}
+
+/* f's metadata with key's value replaced. */
+static const ge2_st_kv *meta_with(const ge2_st_file *f, const char *key, const char *value, ge2_st_kv *meta)
+{
+    memcpy(meta, f->meta, (size_t)f->n_meta * sizeof *meta);
+    for (int i = 0; i < f->n_meta; i++)
+        if (!strcmp(meta[i].key, key))
+            snprintf(meta[i].value, sizeof meta[i].value, "%s", value);
+    return meta;
+}
+
 START_TEST(full_checkpoint_mismatches)
 {
     ge2_optimizer_config adam = ge2_optimizer_defaults(GE2_OPT_ADAM), sgd = ge2_optimizer_defaults(GE2_OPT_SGD);
@@ -349,43 +354,21 @@ START_TEST(full_checkpoint_mismatches)
     ge2_st_file f;
     API(ge2_st_read(pa, &f));
     ge2_st_tensor t[16];
-    int k = 0;
-    for (int i = 0; i < f.n_entries; i++)
-        if (strcmp(f.entries[i].name, "optim.fc1.bias.exp_avg")) {
-            ge2_shape sh = {f.entries[i].rank, {0}};
-            for (int d = 0; d < f.entries[i].rank; d++)
-                sh.dim[d] = f.entries[i].shape[d];
-            t[k++] = (ge2_st_tensor){f.entries[i].name, sh, (const float *)(f.data + f.entries[i].begin)};
-        }
-    const char *pb = tmp_path("nostate.safetensors");
+    int k = file_tensors(&f, "optim.fc1.bias.exp_avg", t);
+    const char *pb = tmp_path("edited.safetensors");
     API(ge2_st_write(pb, t, k, f.meta, f.n_meta));
     expect_load_error(&a, pb, false, GE2_ERR_FORMAT, "missing tensor optim.fc1.bias.exp_avg");
-    /* bad metadata values */
+    /* every tensor, bad metadata values */
     ge2_st_kv meta[16];
-    memcpy(meta, f.meta, (size_t)f.n_meta * sizeof *meta);
-    for (int i = 0; i < f.n_meta; i++)
-        if (!strcmp(meta[i].key, "micro_step"))
-            strcpy(meta[i].value, "1");
-    API(ge2_st_write(pb, t, k, meta, f.n_meta));
-    t[k] = t[0]; /* keep the tensor list complete for the metadata cases */
-    const char *pc = tmp_path("meta.safetensors");
-    ge2_st_tensor all[16];
-    for (int i = 0; i < f.n_entries; i++) {
-        ge2_shape sh = {f.entries[i].rank, {0}};
-        for (int d = 0; d < f.entries[i].rank; d++)
-            sh.dim[d] = f.entries[i].shape[d];
-        all[i] = (ge2_st_tensor){f.entries[i].name, sh, (const float *)(f.data + f.entries[i].begin)};
-    }
-    API(ge2_st_write(pc, all, f.n_entries, meta, f.n_meta));
-    expect_load_error(&a, pc, false, GE2_ERR_FORMAT, "\"micro_step\" is \"1\", expected an integer in [0, 0]");
-    memcpy(meta, f.meta, (size_t)f.n_meta * sizeof *meta);
-    for (int i = 0; i < f.n_meta; i++)
-        if (!strcmp(meta[i].key, "step"))
-            strcpy(meta[i].value, "12x");
-    API(ge2_st_write(pc, all, f.n_entries, meta, f.n_meta));
-    expect_load_error(&a, pc, false, GE2_ERR_FORMAT, "\"step\" is \"12x\"");
-    API(ge2_st_write(pc, all, f.n_entries, meta, 0));
-    expect_load_error(&a, pc, false, GE2_ERR_FORMAT, "not a ge2 checkpoint");
+    k = file_tensors(&f, NULL, t);
+    API(ge2_st_write(pb, t, k, meta_with(&f, "micro_step", "1", meta), f.n_meta));
+    expect_load_error(&a, pb, false, GE2_ERR_FORMAT, "\"micro_step\" is \"1\", expected an integer in [0, 0]");
+    API(ge2_st_write(pb, t, k, meta_with(&f, "step", "12x", meta), f.n_meta));
+    expect_load_error(&a, pb, false, GE2_ERR_FORMAT, "\"step\" is \"12x\"");
+    API(ge2_st_write(pb, t, k, meta_with(&f, "base_lr", "nan", meta), f.n_meta));
+    expect_load_error(&a, pb, false, GE2_ERR_FORMAT, "\"base_lr\" is nan");
+    API(ge2_st_write(pb, t, k, meta, 0));
+    expect_load_error(&a, pb, false, GE2_ERR_FORMAT, "not a ge2 checkpoint");
     ge2_st_release(&f);
     net_close(&a);
     net_close(&s);
@@ -468,7 +451,7 @@ int main(void)
 {
     Suite *s = suite_create("checkpoint");
     TCase *tc = tcase_create("checkpoint");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, tu_tmpdir_setup, tu_tmpdir_teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, resume_is_exact, 0, 2);
     tcase_add_test(tc, saved_file_layout);
@@ -477,9 +460,5 @@ int main(void)
     tcase_add_test(tc, corrupt_files);
     tcase_add_test(tc, atomic_save);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run(s);
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "capture/checkpoint_safetensors.h"
+#include "tests/data/testutil.h"
 
 /* A file image: 8-byte length of `header`, the header, then data_bytes bytes. */
 static uint8_t *image(const char *header, uint64_t claimed_len, size_t data_bytes, size_t *size)
@@ -179,25 +180,9 @@ START_TEST(dtype_mismatch_for_model)
 }
 END_TEST
 
-static char tmpdir[256];
-
-static void setup(void)
-{
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/ge2_st_test.XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
-
-static void teardown(void)
-{
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
-}
-
 START_TEST(write_read_round_trip)
 {
-    char path[512];
-    snprintf(path, sizeof path, "%s/rt.safetensors", tmpdir);
+    const char *path = tu_path("rt.safetensors");
     float w[6] = {1, 2, 3, 4, 5, 6}, b[2] = {-1, 0.5f};
     ge2_st_tensor t[2] = {{"fc1.weight", ge2_shape2(2, 3), w}, {"fc\"1\".bias", ge2_shape1(2), b}};
     ge2_st_kv meta[1] = {{"step", "17"}};
@@ -233,8 +218,8 @@ END_TEST
 
 START_TEST(atomic_save_keeps_target_on_failure)
 {
-    char path[512], tmp[600];
-    snprintf(path, sizeof path, "%s/keep.safetensors", tmpdir);
+    const char *path = tu_path("keep.safetensors");
+    char tmp[600];
     float a[1] = {42};
     ge2_st_tensor t = {"a", ge2_shape1(1), a};
     ck_assert_int_eq(ge2_st_write(path, &t, 1, NULL, 0), GE2_OK);
@@ -254,8 +239,7 @@ START_TEST(atomic_save_keeps_target_on_failure)
     ge2_st_release(&f);
     rmdir(tmp);
     /* and a save into a directory that does not exist fails cleanly */
-    snprintf(tmp, sizeof tmp, "%s/none/x.safetensors", tmpdir);
-    ck_assert_int_eq(ge2_st_write(tmp, &t2, 1, NULL, 0), GE2_ERR_IO);
+    ck_assert_int_eq(ge2_st_write(tu_path("none/x.safetensors"), &t2, 1, NULL, 0), GE2_ERR_IO);
     /* no temporary left behind by a successful save */
     ck_assert_int_eq(ge2_st_write(path, &t2, 1, NULL, 0), GE2_OK);
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
@@ -284,13 +268,9 @@ int main(void)
     tcase_add_test(parse, read_missing_file);
     suite_add_tcase(s, parse);
     TCase *file = tcase_create("file");
-    tcase_add_checked_fixture(file, setup, teardown);
+    tcase_add_checked_fixture(file, tu_tmpdir_setup, tu_tmpdir_teardown);
     tcase_add_test(file, write_read_round_trip);
     tcase_add_test(file, atomic_save_keeps_target_on_failure);
     suite_add_tcase(s, file);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run(s);
 }

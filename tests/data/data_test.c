@@ -11,30 +11,9 @@
 
 #include "data/dataset.h"
 #include "data/idx.h"
+#include "tests/data/testutil.h"
 
-static char tmpdir[256];
-
-static void setup(void)
-{
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/ge2_data_test.XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
-
-static void teardown(void)
-{
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
-}
-
-static const char *tmp_path(const char *name)
-{
-    static char path[2][512];
-    static int which;
-    which ^= 1;
-    snprintf(path[which], sizeof path[which], "%s/%s", tmpdir, name);
-    return path[which];
-}
+#define tmp_path tu_path
 
 /* Writes an IDX file: header for type/dims, then `data_bytes` bytes of data
  * (value i -> (i * 7 + 3) mod 256), so sizes can disagree with the header. */
@@ -217,10 +196,10 @@ START_TEST(dataset_load)
     ge2_dataset_free(ds);
 
     /* the directory form finds the .gz images and the plain labels */
-    ck_assert_int_eq(ge2_dataset_load_fashion_mnist(tmpdir, GE2_SPLIT_TRAIN, &ds), GE2_OK);
+    ck_assert_int_eq(ge2_dataset_load_fashion_mnist(tu_tmpdir(), GE2_SPLIT_TRAIN, &ds), GE2_OK);
     ck_assert_int_eq(ds->n, 6);
     ge2_dataset_free(ds);
-    ck_assert_int_eq(ge2_dataset_load_fashion_mnist(tmpdir, GE2_SPLIT_TEST, &ds), GE2_ERR_IO);
+    ck_assert_int_eq(ge2_dataset_load_fashion_mnist(tu_tmpdir(), GE2_SPLIT_TEST, &ds), GE2_ERR_IO);
     ck_assert_ptr_nonnull(strstr(ge2_last_error(), "t10k-images-idx3-ubyte"));
     ck_assert_int_eq(ge2_dataset_load_fashion_mnist(tmp_path("nodir"), GE2_SPLIT_TRAIN, &ds), GE2_ERR_IO);
     ck_assert_ptr_nonnull(strstr(ge2_last_error(), "nodir"));
@@ -373,7 +352,7 @@ static Suite *data_suite(void)
 {
     Suite *s = suite_create("data");
     TCase *idx = tcase_create("idx");
-    tcase_add_checked_fixture(idx, setup, teardown);
+    tcase_add_checked_fixture(idx, tu_tmpdir_setup, tu_tmpdir_teardown);
     tcase_add_test(idx, idx_plain);
     tcase_add_test(idx, idx_gz);
     tcase_add_test(idx, idx_bad_magic);
@@ -398,9 +377,5 @@ static Suite *data_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(data_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run(data_suite());
 }

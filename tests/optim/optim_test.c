@@ -15,6 +15,7 @@
 #include "ge2/ge2.h"
 #include "kernels/optimizer_math.h"
 #include "optim/optim.h"
+#include "tests/data/testutil.h"
 
 #define API(call) ck_assert_msg((call) == GE2_OK, "%s: %s", #call, ge2_last_error())
 
@@ -384,17 +385,23 @@ START_TEST(accumulation_equals_big_batch)
 }
 END_TEST
 
+/* x [2,3] · wᵀ, mean: the smallest graph with a parameter; returns the loss. */
+static ge2_tensor *tiny_graph(ge2_graph **g)
+{
+    API(ge2_graph_new(g));
+    ge2_tensor *x, *w, *y, *loss;
+    ge2_init init = {GE2_INIT_CONSTANT, 0.5, 0, 0};
+    API(ge2_input(*g, "x", GE2_F32, ge2_shape2(2, 3), &x));
+    API(ge2_parameter(*g, "w", GE2_F32, ge2_shape2(1, 3), init, &w));
+    API(ge2_linear(*g, x, w, NULL, GE2_ACT_NONE, 0, &y));
+    API(ge2_mean_all(*g, y, &loss));
+    return loss;
+}
+
 static void expect_invalid(const ge2_optimizer_config *c, const char *needle)
 {
     ge2_graph *g;
-    API(ge2_graph_new(&g));
-    ge2_tensor *x, *w, *y, *loss;
-    ge2_init init = {GE2_INIT_CONSTANT, 0.5, 0, 0};
-    API(ge2_input(g, "x", GE2_F32, ge2_shape2(2, 3), &x));
-    API(ge2_parameter(g, "w", GE2_F32, ge2_shape2(1, 3), init, &w));
-    API(ge2_linear(g, x, w, NULL, GE2_ACT_NONE, 0, &y));
-    API(ge2_mean_all(g, y, &loss));
-    API(ge2_backward(g, loss));
+    API(ge2_backward(g, tiny_graph(&g)));
     int n_nodes = g->n_nodes;
     ck_assert_int_eq(ge2_optimizer(g, c), GE2_ERR_INVALID_ARGUMENT);
     ck_assert_msg(strstr(ge2_last_error(), needle) != NULL, "message \"%s\" lacks \"%s\"", ge2_last_error(), needle);
@@ -453,13 +460,7 @@ START_TEST(state_errors)
 {
     ge2_optimizer_config c = ge2_optimizer_defaults(GE2_OPT_SGD);
     ge2_graph *g;
-    API(ge2_graph_new(&g));
-    ge2_tensor *x, *w, *y, *loss;
-    ge2_init init = {GE2_INIT_CONSTANT, 0.5, 0, 0};
-    API(ge2_input(g, "x", GE2_F32, ge2_shape2(2, 3), &x));
-    API(ge2_parameter(g, "w", GE2_F32, ge2_shape2(1, 3), init, &w));
-    API(ge2_linear(g, x, w, NULL, GE2_ACT_NONE, 0, &y));
-    API(ge2_mean_all(g, y, &loss));
+    ge2_tensor *loss = tiny_graph(&g);
     ck_assert_int_eq(ge2_optimizer(g, &c), GE2_ERR_STATE);
     ck_assert_ptr_nonnull(strstr(ge2_last_error(), "call ge2_backward first"));
     API(ge2_backward(g, loss));
@@ -525,9 +526,5 @@ int main(void)
     tcase_add_test(tc, state_errors);
     tcase_add_test(tc, defaults_names_slots);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run(s);
 }

@@ -1,0 +1,18 @@
+/* Helpers the data, checkpoint and optim suites share: a scratch directory
+ * per test (Check forks each test, so each gets its own) and the runner. */
+#ifndef GE2_TESTS_DATA_TESTUTIL_H
+#define GE2_TESTS_DATA_TESTUTIL_H
+
+#include <check.h>
+
+/* Checked fixture: a fresh directory under /tmp, removed with its contents. */
+void tu_tmpdir_setup(void);
+void tu_tmpdir_teardown(void);
+const char *tu_tmpdir(void);
+/* "<tmpdir>/<name>" in one of 32 rotating buffers (valid for the next 31 calls). */
+const char *tu_path(const char *name);
+
+/* Runs the suite; the exit code for main(). */
+int tu_run(Suite *suite);
+
+#endif /* GE2_TESTS_DATA_TESTUTIL_H */
