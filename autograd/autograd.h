@@ -31,6 +31,8 @@ bool ge2_ag_wants(const ge2_autograd *ag, int tensor_id);
 ge2_status ge2_ag_accumulate(ge2_autograd *ag, int tensor_id, int grad_id);
 /* Appends a one-output PHASE_BACKWARD node; its output id in *out. */
 ge2_status ge2_ag_emit(ge2_autograd *ag, ge2_op op, const int *inputs, int n_inputs, const ge2_attrs *attrs, int *out);
+/* The same for the common two-input case. */
+ge2_status ge2_ag_emit2(ge2_autograd *ag, ge2_op op, int a, int b, const ge2_attrs *attrs, int *out);
 /* A dy as a tensor id: materializes the seed (a scalar constant 1 in the loss's dtype) when given GE2_GRAD_SEED. */
 ge2_status ge2_ag_dy_tensor(ge2_autograd *ag, int dy, int *out);
 

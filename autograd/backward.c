@@ -17,6 +17,12 @@ ge2_status ge2_ag_emit(ge2_autograd *ag, ge2_op op, const int *inputs, int n_inp
     return GE2_OK;
 }
 
+ge2_status ge2_ag_emit2(ge2_autograd *ag, ge2_op op, int a, int b, const ge2_attrs *attrs, int *out)
+{
+    int in[2] = {a, b};
+    return ge2_ag_emit(ag, op, in, 2, attrs, out);
+}
+
 ge2_status ge2_ag_dy_tensor(ge2_autograd *ag, int dy, int *out)
 {
     if (dy != GE2_GRAD_SEED) {
@@ -45,8 +51,7 @@ ge2_status ge2_ag_accumulate(ge2_autograd *ag, int id, int grad)
         ag->grad[id] = grad;
         return GE2_OK;
     }
-    int in[2] = {ag->grad[id], grad};
-    return ge2_ag_emit(ag, GE2_OP_ADD, in, 2, NULL, &ag->grad[id]);
+    return ge2_ag_emit2(ag, GE2_OP_ADD, ag->grad[id], grad, NULL, &ag->grad[id]);
 }
 
 ge2_status ge2_require_grad(ge2_graph *graph, ge2_tensor *input)

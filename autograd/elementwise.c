@@ -28,8 +28,7 @@ static ge2_status give_reduced(ge2_autograd *ag, int x, int g, double sign)
         ge2_attrs a;
         memset(&a, 0, sizeof a);
         a.expand.scale = 1.0;
-        int in[2] = {g, x};
-        GE2_TRY(ge2_ag_emit(ag, GE2_OP_REDUCE_TO, in, 2, &a, &g));
+        GE2_TRY(ge2_ag_emit2(ag, GE2_OP_REDUCE_TO, g, x, &a, &g));
     }
     if (sign != 1.0)
         GE2_TRY(scale(ag, g, sign, &g));
@@ -53,8 +52,7 @@ ge2_status ge2_backward_mul(ge2_autograd *ag, const ge2_node *node, const int *d
     for (int i = 0; i < 2; i++) {
         if (!ge2_ag_wants(ag, node->inputs[i]))
             continue;
-        int in[2] = {d, node->inputs[1 - i]};
-        GE2_TRY(ge2_ag_emit(ag, GE2_OP_MUL, in, 2, NULL, &g));
+        GE2_TRY(ge2_ag_emit2(ag, GE2_OP_MUL, d, node->inputs[1 - i], NULL, &g));
         GE2_TRY(give_reduced(ag, node->inputs[i], g, 1.0));
     }
     return GE2_OK;
@@ -76,8 +74,8 @@ ge2_status ge2_backward_activation(ge2_autograd *ag, const ge2_node *node, const
     GE2_TRY(ge2_ag_dy_tensor(ag, dy[0], &d));
     ge2_attrs a = node->attrs;
     a.act.from_output = ge2_act_grad_from_output(a.act.act, a.act.slope);
-    int in[2] = {d, a.act.from_output ? node->outputs[0] : node->inputs[0]};
-    GE2_TRY(ge2_ag_emit(ag, GE2_OP_ACTIVATION_BACKWARD, in, 2, &a, &g));
+    int saved = a.act.from_output ? node->outputs[0] : node->inputs[0];
+    GE2_TRY(ge2_ag_emit2(ag, GE2_OP_ACTIVATION_BACKWARD, d, saved, &a, &g));
     return ge2_ag_accumulate(ag, node->inputs[0], g);
 }
 
@@ -86,8 +84,7 @@ ge2_status ge2_backward_softmax(ge2_autograd *ag, const ge2_node *node, const in
 {
     int d, g;
     GE2_TRY(ge2_ag_dy_tensor(ag, dy[0], &d));
-    int in[2] = {d, node->outputs[0]};
     ge2_op op = node->op == GE2_OP_SOFTMAX ? GE2_OP_SOFTMAX_BACKWARD : GE2_OP_LOG_SOFTMAX_BACKWARD;
-    GE2_TRY(ge2_ag_emit(ag, op, in, 2, NULL, &g));
+    GE2_TRY(ge2_ag_emit2(ag, op, d, node->outputs[0], NULL, &g));
     return ge2_ag_accumulate(ag, node->inputs[0], g);
 }

@@ -13,8 +13,7 @@ static ge2_status matmul(ge2_autograd *ag, int a, int b, bool ta, bool tb, int *
     memset(&at, 0, sizeof at);
     at.matmul.trans_a = ta;
     at.matmul.trans_b = tb;
-    int in[2] = {a, b};
-    return ge2_ag_emit(ag, GE2_OP_MATMUL, in, 2, &at, out);
+    return ge2_ag_emit2(ag, GE2_OP_MATMUL, a, b, &at, out);
 }
 
 /* node: x [B, in], w [out, in], b [out] -> y [B, out][, z [B, out]] */
@@ -30,8 +29,8 @@ ge2_status ge2_backward_linear(ge2_autograd *ag, const ge2_node *node, const int
             a.act.act = la->act;
             a.act.slope = la->slope;
             a.act.from_output = node->n_outputs == 1;
-            int in[2] = {dz, a.act.from_output ? node->outputs[0] : node->outputs[1]};
-            GE2_TRY(ge2_ag_emit(ag, GE2_OP_ACTIVATION_BACKWARD, in, 2, &a, &dz));
+            int saved = a.act.from_output ? node->outputs[0] : node->outputs[1];
+            GE2_TRY(ge2_ag_emit2(ag, GE2_OP_ACTIVATION_BACKWARD, dz, saved, &a, &dz));
         }
     }
     /* z is a stash, but if anything consumed it its gradient joins here */
@@ -41,8 +40,7 @@ ge2_status ge2_backward_linear(ge2_autograd *ag, const ge2_node *node, const int
         if (dz == GE2_GRAD_NONE) {
             dz = dz2;
         } else {
-            int in[2] = {dz, dz2};
-            GE2_TRY(ge2_ag_emit(ag, GE2_OP_ADD, in, 2, NULL, &dz));
+            GE2_TRY(ge2_ag_emit2(ag, GE2_OP_ADD, dz, dz2, NULL, &dz));
         }
     }
     int g;

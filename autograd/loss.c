@@ -11,8 +11,7 @@ ge2_status ge2_backward_cross_entropy(ge2_autograd *ag, const ge2_node *node, co
     if (dy[0] == GE2_GRAD_NONE)
         return GE2_OK; /* only dlogits was consumed: no second derivatives */
     if (dy[0] != GE2_GRAD_SEED) {
-        int in[2] = {g, dy[0]};
-        GE2_TRY(ge2_ag_emit(ag, GE2_OP_MUL, in, 2, NULL, &g));
+        GE2_TRY(ge2_ag_emit2(ag, GE2_OP_MUL, g, dy[0], NULL, &g));
     }
     return ge2_ag_accumulate(ag, node->inputs[0], g);
 }
@@ -27,12 +26,9 @@ ge2_status ge2_backward_mse_loss(ge2_autograd *ag, const ge2_node *node, const i
     memset(&a, 0, sizeof a);
     a.expand.scale = 2.0;
     a.expand.mean = true;
-    int ein[2] = {d, p};
-    GE2_TRY(ge2_ag_emit(ag, GE2_OP_EXPAND, ein, 2, &a, &e));
-    int sin[2] = {p, t};
-    GE2_TRY(ge2_ag_emit(ag, GE2_OP_SUB, sin, 2, NULL, &diff));
-    int min[2] = {diff, e};
-    GE2_TRY(ge2_ag_emit(ag, GE2_OP_MUL, min, 2, NULL, &g));
+    GE2_TRY(ge2_ag_emit2(ag, GE2_OP_EXPAND, d, p, &a, &e));
+    GE2_TRY(ge2_ag_emit2(ag, GE2_OP_SUB, p, t, NULL, &diff));
+    GE2_TRY(ge2_ag_emit2(ag, GE2_OP_MUL, diff, e, NULL, &g));
     GE2_TRY(ge2_ag_accumulate(ag, p, g));
     if (ge2_ag_wants(ag, t)) {
         memset(&a, 0, sizeof a);

@@ -11,8 +11,7 @@ static ge2_status expand_like(ge2_autograd *ag, ge2_op op, int x, int like, doub
     memset(&a, 0, sizeof a);
     a.expand.scale = scale;
     a.expand.mean = mean;
-    int in[2] = {x, like};
-    return ge2_ag_emit(ag, op, in, 2, &a, out);
+    return ge2_ag_emit2(ag, op, x, like, &a, out);
 }
 
 /* SUM/MEAN: dy broadcast back over the reduced axis. Reducing axis 0 leaves
