@@ -74,6 +74,14 @@ START_TEST(test_mlp_plan_near_lower_bound)
     /* Feeds x [64,784] f32 and y [64] i32, then loss and correct, each 256-aligned. */
     ck_assert_uint_eq(st.input_bytes, 200704 + 256 + 256 + 256);
 
+    /* Eval: forward only (3 linears, loss, accuracy), a smaller arena, no gradients in it. */
+    ge2_plan_stats ev;
+    ck_assert_int_eq(ge2_program_plan_stats(prog, GE2_MODE_EVAL, &ev), GE2_OK);
+    ck_assert_int_eq(ev.n_nodes, 5);
+    ck_assert_uint_lt(ev.arena_bytes, st.arena_bytes);
+    ck_assert_uint_ge(ev.arena_bytes, ev.lower_bound_bytes);
+    ck_assert_int_eq(ge2_program_key_count(prog), 0); /* stats alone compile no key */
+
     /* Run a step so the report shows a real key, then check its lines. */
     float *x = calloc(64 * 784, sizeof *x);
     int32_t y[64] = {0};
