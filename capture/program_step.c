@@ -1,9 +1,10 @@
 /* One step: feeds -> key -> staged upload -> run -> asynchronous metrics.
  *
  * After a key's first step nothing here allocates: the key is found in the
- * cache, the feeds go through the key's staging buffer, and the loss and the
+ * cache, the feeds go through the key's staging buffers, and the loss and the
  * metric land in a fixed ring the host drains when they have arrived.
  */
+#include <stdint.h>
 #include <string.h>
 
 #include "capture/program_internal.h"
@@ -45,6 +46,11 @@ static ge2_status check_feed(const ge2_program *program, const ge2_feed *feed, i
     }
     if (!feed->data)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_step: feed '%s' %s has no data", t->name,
+                         ge2_shape_str(feed->shape, given, sizeof given));
+    /* A batch so large its byte size overflows is a user error, not a wrap-around. */
+    int64_t row = t->shape.ndim > 0 ? ge2_shape_numel(t->shape) / t->shape.dim[0] : 1;
+    if (t->shape.ndim > 0 && feed->shape.dim[0] > INT64_MAX / 4 / (row * (int64_t)ge2_dtype_size(t->dtype)))
+        return ge2_error(GE2_ERR_SHAPE, "ge2_program_step: feed '%s' %s is too large", t->name,
                          ge2_shape_str(feed->shape, given, sizeof given));
     return GE2_OK;
 }

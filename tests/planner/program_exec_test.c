@@ -428,6 +428,8 @@ START_TEST(test_feed_errors)
     expect_error(ge2_program_step(prog, GE2_MODE_TRAIN, f, 2), GE2_ERR_SHAPE, "[16,13]", "[16,12]");
     f[0].shape = ge2_shape3(16, 12, 1);
     expect_error(ge2_program_step(prog, GE2_MODE_TRAIN, f, 2), GE2_ERR_SHAPE, "'x'", "[16,12,1]");
+    f[0].shape = ge2_shape2(INT64_MAX / 8, 12);
+    expect_error(ge2_program_step(prog, GE2_MODE_TRAIN, f, 2), GE2_ERR_SHAPE, "'x'", "too large");
     f[0].shape = ge2_shape2(16, 12);
     expect_error(ge2_program_step(prog, GE2_MODE_TRAIN, f, 1), GE2_ERR_INVALID_ARGUMENT, "'y'", "not fed");
     f[2] = f[0];
