@@ -5,8 +5,9 @@
 
 static ge2_status verify_node(const ge2_graph *g, const ge2_node *node, int at)
 {
-    if (node->id != at || (unsigned)node->op >= GE2_OP_COUNT)
-        return ge2_error(GE2_ERR_GRAPH, "ge2_graph_verify: node %d has id %d / op %d", at, node->id, (int)node->op);
+    if (node->id != at || (unsigned)node->op >= GE2_OP_COUNT || (unsigned)node->phase >= GE2_PHASE_COUNT)
+        return ge2_error(GE2_ERR_GRAPH, "ge2_graph_verify: node %d has id %d, op %d, phase %d", at, node->id,
+                         (int)node->op, (int)node->phase);
     const ge2_op_info *info = ge2_op_info_of(node->op);
     if (node->n_inputs < info->min_inputs || node->n_inputs > info->max_inputs || node->n_outputs < 0 ||
         node->n_outputs > info->max_outputs)
@@ -24,6 +25,10 @@ static ge2_status verify_node(const ge2_graph *g, const ge2_node *node, int at)
                              "ge2_graph_verify: cycle: node %d (%s) consumes '%s', produced by node %d, which does not "
                              "precede it",
                              at, info->name, g->tensors[id]->name, p);
+        /* eval runs the forward phase alone, so it may not depend on a later phase */
+        if (p >= 0 && g->nodes[p].phase > node->phase)
+            return ge2_error(GE2_ERR_GRAPH, "ge2_graph_verify: node %d (%s, phase %d) consumes '%s' from node %d of a later phase %d",
+                             at, info->name, (int)node->phase, g->tensors[id]->name, p, (int)g->nodes[p].phase);
     }
     for (int i = 0; i < node->n_outputs; i++) {
         int id = node->outputs[i];

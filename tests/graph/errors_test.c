@@ -159,6 +159,11 @@ START_TEST(verifier_rejects_corrupted_graphs)
     EXPECT_ERR(ge2_graph_verify(g), GE2_ERR_GRAPH, "has 2 inputs");
     g->nodes[1].n_inputs = 1;
     ck_assert_int_eq(ge2_graph_verify(g), GE2_OK);
+    /* a forward node fed by the backward: eval would read a tensor nobody wrote */
+    g->nodes[0].phase = GE2_PHASE_BACKWARD;
+    EXPECT_ERR(ge2_graph_verify(g), GE2_ERR_GRAPH, "node 1 (activation, phase 0) consumes");
+    g->nodes[0].phase = GE2_PHASE_FORWARD;
+    ck_assert_int_eq(ge2_graph_verify(g), GE2_OK);
 }
 END_TEST
 
