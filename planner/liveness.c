@@ -58,19 +58,27 @@ ge2_status ge2_plan_liveness(const ge2_graph *graph, const ge2_layout *layout, g
     GE2_TRY(infer_shapes(graph, plan));
     compute_intervals(graph, plan);
 
+    for (int i = 0; i < plan->n_tensors; i++) {
+        const ge2_tensor *t = graph->tensors[i];
+        ge2_plan_tensor *pt = &plan->tensors[i];
+        if (!ge2_plan_bytes_fit(t->dtype, pt->shape, &pt->bytes)) {
+            char s[64];
+            return ge2_error(GE2_ERR_SHAPE, "ge2_plan: tensor '%s' would be %s %s, too large to allocate", t->name,
+                             ge2_dtype_name(t->dtype), ge2_shape_str(pt->shape, s, sizeof s));
+        }
+    }
+
     size_t io = 0;
     for (int f = 0; f < plan->key.n_feeds; f++) {
         ge2_plan_tensor *pt = &plan->tensors[plan->key.feed_ids[f]];
         pt->pool = GE2_POOL_INPUTS;
         pt->offset = io;
-        io += ge2_plan_align(ge2_plan_bytes(graph->tensors[plan->key.feed_ids[f]]->dtype, pt->shape),
-                             GE2_ARENA_ALIGN);
+        io += ge2_plan_align(pt->bytes, GE2_ARENA_ALIGN);
     }
 
     for (int i = 0; i < plan->n_tensors; i++) {
         const ge2_tensor *t = graph->tensors[i];
         ge2_plan_tensor *pt = &plan->tensors[i];
-        pt->bytes = ge2_plan_bytes(t->dtype, pt->shape);
         switch (t->role) {
         case GE2_ROLE_PARAMETER:
             pt->pool = GE2_POOL_PARAMS;

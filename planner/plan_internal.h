@@ -9,6 +9,8 @@
 #ifndef GE2_PLANNER_PLAN_INTERNAL_H
 #define GE2_PLANNER_PLAN_INTERNAL_H
 
+#include <stdint.h>
+
 #include "planner/plan.h"
 
 static inline size_t ge2_plan_align(size_t bytes, size_t align) { return (bytes + align - 1) / align * align; }
@@ -17,6 +19,18 @@ static inline size_t ge2_plan_align(size_t bytes, size_t align) { return (bytes 
 static inline size_t ge2_plan_bytes(ge2_dtype dtype, ge2_shape shape)
 {
     return (size_t)ge2_shape_numel(shape) * ge2_dtype_size(dtype);
+}
+
+/* ge2_plan_bytes without wrap-around: false when the size does not fit in
+ * a quarter of the address space (room for offsets and alignment on top). */
+static inline bool ge2_plan_bytes_fit(ge2_dtype dtype, ge2_shape shape, size_t *bytes)
+{
+    size_t n = ge2_dtype_size(dtype);
+    for (int d = 0; d < shape.ndim; d++)
+        if (shape.dim[d] < 0 || __builtin_mul_overflow(n, (size_t)shape.dim[d], &n) || n > SIZE_MAX / 4)
+            return false;
+    *bytes = n;
+    return true;
 }
 
 /* True when input `slot` of the node is a shape-only reference. */

@@ -6,6 +6,7 @@
  * share a byte unless one took the other over in place.
  */
 #include <check.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -293,6 +294,12 @@ START_TEST(test_eval_unread_outputs_get_no_memory)
     ck_assert_uint_eq(plan->tensors[ge2_grad(w)->id].offset, layout->offset[w->id]);
     ck_assert_int_eq(plan->tensors[ce->outputs[1]].pool, GE2_POOL_ARENA);
     ge2_plan_free(plan);
+
+    /* A batch whose activations would not fit in memory: an error naming the tensor, no wrap-around. */
+    key.feed_shapes[0].dim[0] = key.feed_shapes[1].dim[0] = INT64_MAX / 64;
+    ge2_key_rehash(&key);
+    ck_assert_int_eq(ge2_plan_new(g, layout, &key, &plan), GE2_ERR_SHAPE);
+    ck_assert_msg(strstr(ge2_last_error(), "too large"), "%s", ge2_last_error());
     ge2_layout_free(layout);
     ge2_graph_free(g);
 }
