@@ -37,8 +37,8 @@ static int cmp_size_desc(const void *pa, const void *pb)
 }
 
 /* Other orders tried after size: greedy by size is the rule, but on a few
- * graphs placing long-lived or early blocks first packs tighter, and trying
- * them costs far less than planning. */
+ * graphs placing long-lived or early blocks first packs tighter, and each
+ * try is only a sort and one sweep. */
 static int lifetime(const block *b) { return b->last - b->first + 1; }
 
 static int cmp_area_desc(const void *pa, const void *pb)
