@@ -10,12 +10,13 @@ static double ratio(size_t a, size_t b) { return b ? (double)a / (double)b : 1.0
 
 void ge2_plan_report(const ge2_plan *plan, const ge2_graph *graph, FILE *out)
 {
-    int in_place = 0, arena_tensors = 0;
+    int in_place = 0, arena_tensors = 0, used = 0;
     size_t pool_bytes[GE2_POOL_COUNT] = {0};
     for (int t = 0; t < plan->n_tensors; t++) {
         const ge2_plan_tensor *pt = &plan->tensors[t];
         pool_bytes[pt->pool] += pt->bytes;
         arena_tensors += pt->pool == GE2_POOL_ARENA;
+        used += pt->pool != GE2_POOL_NONE;
         in_place += pt->reuses >= 0;
     }
     fprintf(out, "key %016llx: mode=%s feeds:", (unsigned long long)plan->key.hash, mode_names[plan->key.mode]);
@@ -24,8 +25,8 @@ void ge2_plan_report(const ge2_plan *plan, const ge2_graph *graph, FILE *out)
         fprintf(out, " %s%s", graph->tensors[plan->key.feed_ids[f]]->name,
                 ge2_shape_str(plan->key.feed_shapes[f], s, sizeof s));
     }
-    fprintf(out, "\n  nodes=%d tensors=%d arena_tensors=%d in_place=%d\n", plan->n_steps, plan->n_tensors,
-            arena_tensors, in_place);
+    fprintf(out, "\n  nodes=%d tensors=%d (of %d in the graph) arena_tensors=%d in_place=%d\n", plan->n_steps, used,
+            plan->n_tensors, arena_tensors, in_place);
     fprintf(out, "  arena %zu B = %.4f x lower bound %zu B; naive %zu B (%.2f x arena)\n", plan->arena_bytes,
             ratio(plan->arena_bytes, plan->lower_bound_bytes), plan->lower_bound_bytes, plan->naive_bytes,
             ratio(plan->naive_bytes, plan->arena_bytes));
