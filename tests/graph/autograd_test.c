@@ -1,0 +1,175 @@
+/* Autograd on composed graphs: accumulation over reuse, parameters shared by
+ * several ops, required inputs, a scaled cross-entropy, concat/slice of one
+ * tensor — each checked by central differences — and the structure the
+ * planner relies on (who owns a parameter's gradient). */
+#include <check.h>
+#include <string.h>
+
+#include "graph/verify.h"
+#include "tests/support/check_main.h"
+#include "tests/support/grad_check.h"
+
+static ge2_graph *g;
+
+static void setup(void)
+{
+    ck_assert_int_eq(ge2_graph_new(&g), GE2_OK);
+    ge2_graph_set_seed(g, 11);
+}
+
+static void teardown(void) { ge2_graph_free(g); }
+
+static ge2_tensor *param(const char *name, ge2_shape s)
+{
+    ge2_tensor *t;
+    ck_assert_int_eq(ge2_parameter(g, name, GE2_F64, s, (ge2_init){GE2_INIT_UNIFORM, -1, 1, 0}, &t), GE2_OK);
+    return t;
+}
+
+#define OK(call) ck_assert_msg((call) == GE2_OK, "%s: %s", #call, ge2_last_error())
+
+static void expect_gradients(ge2_tensor *loss, const ge2_feed *feeds, int n_feeds, ge2_tensor *const *wrt, int n_wrt)
+{
+    OK(ge2_backward(g, loss));
+    OK(ge2_graph_verify(g));
+    ge2_grad_check_result r = ge2_grad_check(g, loss, feeds, n_feeds, wrt, n_wrt, 1e-6, 1e-5);
+    ck_assert_msg(r.ok, "%s", r.message);
+}
+
+START_TEST(reuse_accumulates)
+{
+    /* h used three times, w in two ops, x an input with require_grad */
+    ge2_tensor *x, *w = param("w", ge2_shape2(3, 3)), *b = param("b", ge2_shape1(3)), *h, *u, *v, *s, *q, *t, *loss;
+    OK(ge2_input(g, "x", GE2_F64, ge2_shape2(4, 3), &x));
+    OK(ge2_require_grad(g, x));
+    OK(ge2_linear(g, x, w, b, GE2_ACT_TANH, 0, &h));
+    OK(ge2_mul(g, h, h, &u));
+    OK(ge2_add(g, u, h, &v));
+    OK(ge2_mean(g, v, 1, &s));
+    OK(ge2_matmul(g, h, w, false, true, &q)); /* h wᵀ: w again */
+    OK(ge2_sum(g, q, 0, &t));
+    ge2_tensor *st, *tt, *a;
+    OK(ge2_sum_all(g, s, &st));
+    OK(ge2_sum_all(g, t, &tt));
+    OK(ge2_sub(g, st, tt, &a));
+    OK(ge2_mul(g, a, a, &loss));
+    double xv[12];
+    for (int i = 0; i < 12; i++)
+        xv[i] = 0.1 * i - 0.5;
+    ge2_feed f = {x, xv, x->shape};
+    ge2_tensor *wrt[3] = {w, b, x};
+    expect_gradients(loss, &f, 1, wrt, 3);
+}
+END_TEST
+
+START_TEST(scaled_cross_entropy_and_log_softmax)
+{
+    /* loss = 3 * CE(z) + sum(log_softmax(z) * c): CE's backward is MUL(dlogits, dy), not the seed */
+    ge2_tensor *x, *labels, *c, *w = param("w", ge2_shape2(5, 2)), *z, *ce, *ce3, *ls, *m, *ms, *loss;
+    OK(ge2_input(g, "x", GE2_F64, ge2_shape2(3, 2), &x));
+    OK(ge2_label(g, "labels", GE2_I32, ge2_shape1(3), &labels));
+    double cv[15];
+    for (int i = 0; i < 15; i++)
+        cv[i] = (i % 4) * 0.25;
+    OK(ge2_constant(g, "c", GE2_F64, ge2_shape2(3, 5), cv, &c));
+    OK(ge2_linear(g, x, w, NULL, GE2_ACT_GELU_TANH, 0, &z));
+    OK(ge2_cross_entropy(g, z, labels, 0.1f, &ce));
+    OK(ge2_scale(g, ce, 3.0, &ce3));
+    OK(ge2_log_softmax(g, z, &ls));
+    OK(ge2_mul(g, ls, c, &m));
+    OK(ge2_sum_all(g, m, &ms));
+    OK(ge2_add(g, ce3, ms, &loss));
+    double xv[6] = {0.5, -1, 2, 0.25, -0.75, 1};
+    int32_t lv[3] = {4, 0, 2};
+    ge2_feed f[2] = {{x, xv, x->shape}, {labels, lv, labels->shape}};
+    expect_gradients(loss, f, 2, &w, 1);
+    ck_assert_ptr_null(ge2_grad(c));
+    ck_assert_ptr_null(ge2_grad(labels));
+    ck_assert_ptr_null(ge2_grad(x));
+}
+END_TEST
+
+START_TEST(concat_slice_reshape_transpose_of_one_tensor)
+{
+    ge2_tensor *p = param("p", ge2_shape2(2, 3)), *xs[3], *cat, *sl, *r, *tr, *sm, *e, *loss;
+    xs[0] = p, xs[1] = p, xs[2] = p;
+    OK(ge2_concat(g, xs, 3, 1, &cat));          /* [2, 9] */
+    OK(ge2_slice(g, cat, 1, 2, 7, &sl));        /* [2, 5] overlaps two copies */
+    OK(ge2_reshape(g, sl, ge2_shape2(5, -1), &r));
+    OK(ge2_transpose(g, r, &tr));
+    OK(ge2_softmax(g, tr, &sm));
+    OK(ge2_mul(g, sm, tr, &e));
+    OK(ge2_mean_all(g, e, &loss));
+    expect_gradients(loss, NULL, 0, &p, 1);
+}
+END_TEST
+
+START_TEST(mse_with_a_differentiated_target)
+{
+    ge2_tensor *a = param("a", ge2_shape2(2, 2)), *b = param("b", ge2_shape1(2)), *t, *loss;
+    OK(ge2_activate(g, b, GE2_ACT_SILU, 0, &t));
+    ge2_tensor *tb;
+    OK(ge2_mul(g, t, a, &tb)); /* broadcast [2] against [2,2] */
+    OK(ge2_mse_loss(g, a, tb, &loss));
+    ge2_tensor *wrt[2] = {a, b};
+    expect_gradients(loss, NULL, 0, wrt, 2);
+}
+END_TEST
+
+/* The planner writes a parameter's gradient tensor straight into the gradient
+ * pool: it must be made by a backward node, be that parameter's alone, and
+ * say so in grad_of. */
+START_TEST(each_parameter_owns_its_gradient_tensor)
+{
+    ge2_tensor *w1 = param("w1", ge2_shape1(3)), *w2 = param("w2", ge2_shape1(3)), *unused = param("unused", ge2_shape1(2));
+    ge2_tensor *y, *loss;
+    OK(ge2_add(g, w1, w2, &y)); /* both gradients are dy itself */
+    OK(ge2_sum_all(g, y, &loss));
+    OK(ge2_backward(g, loss));
+    ge2_tensor *g1 = ge2_grad(w1), *g2 = ge2_grad(w2);
+    ck_assert_ptr_nonnull(g1);
+    ck_assert_ptr_nonnull(g2);
+    ck_assert_ptr_ne(g1, g2);
+    ck_assert_int_eq(g1->grad_of, w1->id);
+    ck_assert_int_eq(g2->grad_of, w2->id);
+    ck_assert_str_eq(g1->name, "grad/w1");
+    ck_assert_int_eq(g->nodes[g1->producer].phase, GE2_PHASE_BACKWARD);
+    ck_assert_int_eq(g->nodes[g2->producer].phase, GE2_PHASE_BACKWARD);
+    ck_assert_ptr_null(ge2_grad(unused));
+    ck_assert_int_eq(g->loss, loss->id);
+    ck_assert(loss->is_output);
+    OK(ge2_graph_verify(g));
+}
+END_TEST
+
+START_TEST(a_parameter_used_as_logits_gets_a_copy_of_dlogits)
+{
+    ge2_tensor *w = param("w", ge2_shape2(2, 3)), *labels, *loss;
+    OK(ge2_label(g, "labels", GE2_I32, ge2_shape1(2), &labels));
+    OK(ge2_cross_entropy(g, w, labels, 0.0f, &loss));
+    OK(ge2_backward(g, loss));
+    const ge2_tensor *gw = ge2_grad(w);
+    /* dlogits is a forward tensor (made with the loss); the pool needs a tensor of its own */
+    ck_assert_int_eq(g->nodes[gw->producer].phase, GE2_PHASE_BACKWARD);
+    ck_assert_int_eq(g->nodes[gw->producer].op, GE2_OP_SCALE);
+    int32_t lv[2] = {2, 0};
+    ge2_feed f = {labels, lv, labels->shape};
+    ge2_grad_check_result r = ge2_grad_check(g, loss, &f, 1, &w, 1, 1e-6, 1e-5);
+    ck_assert_msg(r.ok, "%s", r.message);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("autograd");
+    TCase *tc = tcase_create("autograd");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, reuse_accumulates);
+    tcase_add_test(tc, scaled_cross_entropy_and_log_softmax);
+    tcase_add_test(tc, concat_slice_reshape_transpose_of_one_tensor);
+    tcase_add_test(tc, mse_with_a_differentiated_target);
+    tcase_add_test(tc, each_parameter_owns_its_gradient_tensor);
+    tcase_add_test(tc, a_parameter_used_as_logits_gets_a_copy_of_dlogits);
+    suite_add_tcase(s, tc);
+    return ge2_check_run(s);
+}

@@ -1,0 +1,54 @@
+#include "tests/support/grad_check.h"
+
+#include <math.h>
+#include <stdio.h>
+
+#include "tests/support/naive_run.h"
+
+static double loss_at(ge2_naive *n, const ge2_tensor *loss, bool *ok)
+{
+    *ok = ge2_naive_exec(n, false) == GE2_OK;
+    return *(const double *)ge2_naive_data(n, loss);
+}
+
+ge2_grad_check_result ge2_grad_check(const ge2_graph *g, const ge2_tensor *loss, const ge2_feed *feeds, int n_feeds,
+                                     ge2_tensor *const *wrt, int n_wrt, double atol, double rtol)
+{
+    ge2_grad_check_result r = {.ok = true, .worst_error = -INFINITY};
+    ge2_naive *n;
+    if (loss->dtype != GE2_F64 || ge2_naive_run(g, feeds, n_feeds, &n) != GE2_OK) {
+        snprintf(r.message, sizeof r.message, "cannot run: loss '%s' is %s (%s)", loss->name,
+                 ge2_dtype_name(loss->dtype), ge2_last_error());
+        r.ok = false;
+        return r;
+    }
+    for (int w = 0; w < n_wrt && r.ok; w++) {
+        const ge2_tensor *t = wrt[w], *gt = ge2_grad(t);
+        if (!gt || t->dtype != GE2_F64) {
+            snprintf(r.message, sizeof r.message, "'%s' has no f64 gradient", t->name);
+            r.ok = false;
+            break;
+        }
+        double *x = ge2_naive_data(n, t);
+        const double *analytic = ge2_naive_data(n, gt);
+        for (int64_t k = 0; k < ge2_shape_numel(n->shape[t->id]); k++) {
+            const double h = 1e-5, keep = x[k];
+            bool ok_p, ok_m;
+            x[k] = keep + h;
+            double lp = loss_at(n, loss, &ok_p);
+            x[k] = keep - h;
+            double lm = loss_at(n, loss, &ok_m);
+            x[k] = keep;
+            double numeric = (lp - lm) / (2 * h), err = fabs(analytic[k] - numeric) - (atol + rtol * fabs(numeric));
+            if (err > r.worst_error)
+                r.worst_error = err;
+            if ((err > 0 || !ok_p || !ok_m) && r.ok) {
+                snprintf(r.message, sizeof r.message, "d %s / d %s[%lld]: backward %.10g, finite difference %.10g",
+                         loss->name, t->name, (long long)k, analytic[k], numeric);
+                r.ok = false;
+            }
+        }
+    }
+    ge2_naive_free(n);
+    return r;
+}

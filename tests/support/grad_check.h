@@ -1,0 +1,22 @@
+/* Central-difference gradient check on the naive executor (float64 graphs). */
+#ifndef GE2_TESTS_SUPPORT_GRAD_CHECK_H
+#define GE2_TESTS_SUPPORT_GRAD_CHECK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "graph/ir.h"
+
+typedef struct ge2_grad_check_result {
+    bool ok;
+    double worst_error;  /* |analytic - numeric| - (atol + rtol |numeric|), largest over all elements */
+    char message[512];   /* the first element out of tolerance, or why the check could not run */
+} ge2_grad_check_result;
+
+/* After ge2_backward(g, loss) on an f64 graph: runs it once with feeds, then
+ * compares each wrt tensor's gradient (ge2_grad) element by element with
+ * (L(x + h) - L(x - h)) / 2h, h = 1e-5, within atol + rtol * |numeric|. */
+ge2_grad_check_result ge2_grad_check(const ge2_graph *g, const ge2_tensor *loss, const ge2_feed *feeds, int n_feeds,
+                                     ge2_tensor *const *wrt, int n_wrt, double atol, double rtol);
+
+#endif /* GE2_TESTS_SUPPORT_GRAD_CHECK_H */
