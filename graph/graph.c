@@ -140,8 +140,12 @@ static ge2_status new_leaf(ge2_graph *g, const char *fn, const char *name, ge2_d
         return ge2_error(GE2_ERR_SHAPE, "%s: '%s' has invalid shape (ndim %d, each dim >= 1, at most %d dims)", fn,
                          name, shape.ndim, GE2_MAX_DIMS);
     ge2_status st = ge2_graph_new_tensor(g, name, NULL, dtype, shape, role, out);
-    if (st != GE2_OK)
-        return ge2_error(st, "%s: %s", fn, ge2_last_error() + strlen("ge2_graph: "));
+    if (st != GE2_OK) {
+        /* re-attribute the builder's message to the public function (copied: ge2_error writes the same buffer) */
+        char why[512];
+        snprintf(why, sizeof why, "%s", ge2_last_error() + strlen("ge2_graph: "));
+        return ge2_error(st, "%s: %s", fn, why);
+    }
     return GE2_OK;
 }
 
@@ -158,26 +162,21 @@ ge2_status ge2_label(ge2_graph *graph, const char *name, ge2_dtype dtype, ge2_sh
 ge2_status ge2_constant(ge2_graph *graph, const char *name, ge2_dtype dtype, ge2_shape shape, const void *data,
                         ge2_tensor **out)
 {
-    if (!data)
-        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_constant: data of '%s' is NULL", name ? name : "?");
-    if ((unsigned)dtype < GE2_DTYPE_COUNT && ge2_shape_valid(shape)) {
-        /* allocate first so a failure leaves no half-made tensor behind */
-        size_t bytes = (size_t)ge2_shape_numel(shape) * ge2_dtype_size(dtype);
-        void *copy = ge2_malloc(bytes);
-        if (!copy)
-            return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_constant: out of memory for '%s'", name ? name : "?");
-        ge2_tensor *t;
-        ge2_status st = new_leaf(graph, "ge2_constant", name, dtype, shape, GE2_ROLE_CONSTANT, &t);
-        if (st != GE2_OK || !out) {
-            ge2_free(copy);
-            return st != GE2_OK ? st : ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_constant: out is NULL");
-        }
-        memcpy(copy, data, bytes);
-        t->constant_data = copy;
-        *out = t;
-        return GE2_OK;
+    ge2_tensor *t;
+    if (!data || !out)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_constant: %s of '%s' is NULL", data ? "out" : "data",
+                         name ? name : "?");
+    GE2_TRY(new_leaf(graph, "ge2_constant", name, dtype, shape, GE2_ROLE_CONSTANT, &t));
+    size_t bytes = (size_t)ge2_shape_numel(shape) * ge2_dtype_size(dtype);
+    t->constant_data = ge2_malloc(bytes);
+    if (!t->constant_data) {
+        /* the tensor is the graph's last: take it back so a failure leaves no half-made constant */
+        ge2_free(graph->tensors[--graph->n_tensors]);
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_constant: out of memory for '%s' (%zu bytes)", name, bytes);
     }
-    return new_leaf(graph, "ge2_constant", name, dtype, shape, GE2_ROLE_CONSTANT, out);
+    memcpy(t->constant_data, data, bytes);
+    *out = t;
+    return GE2_OK;
 }
 
 static ge2_status check_init(const char *name, ge2_shape shape, ge2_init init)
