@@ -168,10 +168,28 @@ static ge2_status walk(ge2_autograd *ag, int n_forward_nodes)
     return GE2_OK;
 }
 
+/* Undoes a failed backward: the graph is left as the user built it. */
+static void roll_back(ge2_graph *g, int n_nodes, int n_tensors, ge2_tensor *loss, bool was_output)
+{
+    while (g->n_tensors > n_tensors) {
+        ge2_tensor *t = g->tensors[--g->n_tensors];
+        ge2_free(t->constant_data);
+        ge2_free(t);
+    }
+    for (int i = 0; i < n_tensors; i++)
+        if (g->tensors[i]->grad >= n_tensors)
+            g->tensors[i]->grad = -1;
+    g->n_nodes = n_nodes;
+    g->loss = -1;
+    loss->is_output = was_output;
+}
+
 ge2_status ge2_backward(ge2_graph *graph, ge2_tensor *loss)
 {
     GE2_TRY(check_loss(graph, loss));
     ge2_autograd ag = {.graph = graph, .n_forward_tensors = graph->n_tensors, .seed = -1};
+    int n_nodes = graph->n_nodes;
+    bool was_output = loss->is_output;
     ag.needs = ge2_calloc((size_t)graph->n_tensors, sizeof *ag.needs);
     ag.grad = ge2_malloc((size_t)graph->n_tensors * sizeof *ag.grad);
     ge2_status st = GE2_OK;
@@ -202,6 +220,8 @@ ge2_status ge2_backward(ge2_graph *graph, ge2_tensor *loss)
             t->grad = ag.grad[i];
     }
 done:
+    if (st != GE2_OK)
+        roll_back(graph, n_nodes, ag.n_forward_tensors, loss, was_output);
     ge2_free(ag.needs);
     ge2_free(ag.grad);
     return st;

@@ -159,6 +159,30 @@ START_TEST(a_parameter_used_as_logits_gets_a_copy_of_dlogits)
 }
 END_TEST
 
+/* A backward that fails part-way leaves the graph as it was. */
+START_TEST(failed_backward_rolls_back)
+{
+    ge2_tensor *p = param("p", ge2_shape1(3)), *y, *loss, *ok_loss;
+    int ids[2] = {p->id, p->id}, node;
+    /* an op only the backward emits, used forward: it has no backward rule */
+    OK(ge2_graph_add_node(g, GE2_OP_SOFTMAX_BACKWARD, GE2_PHASE_FORWARD, ids, 2, 1, NULL, &node));
+    y = g->tensors[g->nodes[node].outputs[0]];
+    OK(ge2_sum_all(g, y, &loss));
+    OK(ge2_mean_all(g, p, &ok_loss));
+    int n_nodes = g->n_nodes, n_tensors = g->n_tensors;
+    ck_assert_int_eq(ge2_backward(g, loss), GE2_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(ge2_last_error(), "softmax_backward (node 0) has no backward rule"));
+    ck_assert_int_eq(g->n_nodes, n_nodes);
+    ck_assert_int_eq(g->n_tensors, n_tensors);
+    ck_assert_int_eq(g->loss, -1);
+    ck_assert(!loss->is_output);
+    ck_assert_ptr_null(ge2_grad(p));
+    OK(ge2_backward(g, ok_loss));
+    ck_assert_ptr_nonnull(ge2_grad(p));
+    OK(ge2_graph_verify(g));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("autograd");
@@ -170,6 +194,7 @@ int main(void)
     tcase_add_test(tc, mse_with_a_differentiated_target);
     tcase_add_test(tc, each_parameter_owns_its_gradient_tensor);
     tcase_add_test(tc, a_parameter_used_as_logits_gets_a_copy_of_dlogits);
+    tcase_add_test(tc, failed_backward_rolls_back);
     suite_add_tcase(s, tc);
     return ge2_check_run(s);
 }
