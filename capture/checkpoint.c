@@ -248,12 +248,20 @@ static ge2_status ck_read_meta(ge2_program *program, const ge2_st_file *f, const
     return GE2_OK;
 }
 
+/* Most data bytes a usable file can hold: parameters and every state slot
+ * (a parameter-only load tolerates a full checkpoint's "optim." tensors). */
+static uint64_t ck_max_data(ge2_program *program)
+{
+    ge2_flat_pools pools = ge2_program_pools(program);
+    return (uint64_t)(1 + GE2_OPT_MAX_SLOTS) * (uint64_t)pools.n * sizeof(float);
+}
+
 ge2_status ge2_checkpoint_load(ge2_program *program, const char *path, ge2_resume_state *resume)
 {
     if (!program || !path)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_checkpoint_load: program and path must not be NULL");
     ge2_st_file f;
-    GE2_TRY(ge2_st_read(path, &f));
+    GE2_TRY(ge2_st_read(path, ck_max_data(program), &f));
     ck_layout l;
     ck_meta m;
     ge2_status st = ck_read_meta(program, &f, path, &m);
@@ -290,7 +298,7 @@ ge2_status ge2_checkpoint_load_parameters(ge2_program *program, const char *path
         return ge2_error(GE2_ERR_INVALID_ARGUMENT,
                          "ge2_checkpoint_load_parameters: program and path must not be NULL");
     ge2_st_file f;
-    GE2_TRY(ge2_st_read(path, &f));
+    GE2_TRY(ge2_st_read(path, ck_max_data(program), &f));
     ck_layout l;
     ge2_status st = ck_layout_new(program, false, &l);
     if (st == GE2_OK) {

@@ -148,7 +148,7 @@ ge2_status ge2_st_parse(const uint8_t *buf, size_t size, const char *what, ge2_s
     return st;
 }
 
-ge2_status ge2_st_read(const char *path, ge2_st_file *out)
+ge2_status ge2_st_read(const char *path, uint64_t max_data, ge2_st_file *out)
 {
     memset(out, 0, sizeof *out);
     FILE *f = fopen(path, "rb");
@@ -158,6 +158,12 @@ ge2_status ge2_st_read(const char *path, ge2_st_file *out)
     if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
         fclose(f);
         return ge2_error(GE2_ERR_IO, "%s: not a regular file", path);
+    }
+    uint64_t limit = max_data > UINT64_MAX - 8 - GE2_ST_MAX_HEADER ? UINT64_MAX : 8 + GE2_ST_MAX_HEADER + max_data;
+    if ((uint64_t)sb.st_size > limit || (uint64_t)sb.st_size > SIZE_MAX) {
+        fclose(f);
+        return ge2_error(GE2_ERR_FORMAT, "%s: %lld bytes: larger than any checkpoint of this model (at most %llu)",
+                         path, (long long)sb.st_size, (unsigned long long)limit);
     }
     size_t size = (size_t)sb.st_size;
     uint8_t *buf = ge2_malloc(size ? size : 1);

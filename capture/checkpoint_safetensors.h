@@ -54,8 +54,10 @@ size_t ge2_st_dtype_size(const char *dtype);
 /* Parses and validates a whole file image (buf is borrowed: out->data points
  * into it). `what` names the source in errors (the path). */
 ge2_status ge2_st_parse(const uint8_t *buf, size_t size, const char *what, ge2_st_file *out);
-/* Reads path (at most GE2_ST_MAX_HEADER + the data its header announces) and parses it. */
-ge2_status ge2_st_read(const char *path, ge2_st_file *out);
+/* Reads path whole and parses it. A file larger than 8 + GE2_ST_MAX_HEADER +
+ * max_data bytes is rejected before anything is allocated for it (a caller
+ * knows how much data a file it can use may hold). */
+ge2_status ge2_st_read(const char *path, uint64_t max_data, ge2_st_file *out);
 void ge2_st_release(ge2_st_file *file);
 
 const ge2_st_entry *ge2_st_find(const ge2_st_file *file, const char *name);

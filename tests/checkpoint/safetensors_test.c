@@ -207,7 +207,7 @@ START_TEST(write_read_round_trip)
     ck_assert_int_eq(memcmp(raw + 8 + hl, w, 24), 0);
 
     ge2_st_file f;
-    ck_assert_int_eq(ge2_st_read(path, &f), GE2_OK);
+    ck_assert_int_eq(ge2_st_read(path, UINT64_MAX, &f), GE2_OK);
     const uint8_t *data;
     ck_assert_int_eq(ge2_st_expect_f32(&f, path, "fc\"1\".bias", ge2_shape1(2), &data), GE2_OK);
     ck_assert_int_eq(memcmp(data, b, 8), 0);
@@ -233,7 +233,7 @@ START_TEST(atomic_save_keeps_target_on_failure)
     ck_assert_int_eq(ge2_st_write(path, &t2, 1, NULL, 0), GE2_ERR_IO);
     ck_assert_ptr_nonnull(strstr(ge2_last_error(), "temporary"));
     ge2_st_file f;
-    ck_assert_int_eq(ge2_st_read(path, &f), GE2_OK);
+    ck_assert_int_eq(ge2_st_read(path, UINT64_MAX, &f), GE2_OK);
     ck_assert_int_eq(f.n_entries, 1);
     ck_assert_str_eq(f.entries[0].name, "a");
     ge2_st_release(&f);
@@ -247,10 +247,23 @@ START_TEST(atomic_save_keeps_target_on_failure)
 }
 END_TEST
 
+START_TEST(read_oversized_file)
+{
+    /* a sparse 1 GB file: rejected from its size alone, nothing read or allocated */
+    const char *path = tu_path("huge.safetensors");
+    FILE *f = fopen(path, "wb");
+    ck_assert_int_eq(ftruncate(fileno(f), (off_t)1 << 30), 0);
+    fclose(f);
+    ge2_st_file st;
+    ck_assert_int_eq(ge2_st_read(path, 1 << 20, &st), GE2_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(ge2_last_error(), "1073741824 bytes: larger than any checkpoint of this model"));
+}
+END_TEST
+
 START_TEST(read_missing_file)
 {
     ge2_st_file f;
-    ck_assert_int_eq(ge2_st_read("/nonexistent/ck.safetensors", &f), GE2_ERR_IO);
+    ck_assert_int_eq(ge2_st_read("/nonexistent/ck.safetensors", UINT64_MAX, &f), GE2_ERR_IO);
     ck_assert_ptr_nonnull(strstr(ge2_last_error(), "/nonexistent/ck.safetensors"));
 }
 END_TEST
@@ -271,6 +284,7 @@ int main(void)
     tcase_add_checked_fixture(file, tu_tmpdir_setup, tu_tmpdir_teardown);
     tcase_add_test(file, write_read_round_trip);
     tcase_add_test(file, atomic_save_keeps_target_on_failure);
+    tcase_add_test(file, read_oversized_file);
     suite_add_tcase(s, file);
     return tu_run(s);
 }
