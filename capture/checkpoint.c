@@ -9,6 +9,10 @@
  * format, optimizer, step, micro_step, base_lr, rng_offset, epoch,
  * batch_in_epoch, data_seed. Loading checks the whole file against the model
  * before it touches the program, so a rejected file leaves it as it was.
+ *
+ * In PyTorch: sd = safetensors.torch.load_file(path);
+ * model.load_state_dict({k: v for k, v in sd.items() if not k.startswith("optim.")}).
+ * A file saved from a state_dict loads with ge2_checkpoint_load_parameters.
  */
 #include <errno.h>
 #include <inttypes.h>
