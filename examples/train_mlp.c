@@ -140,6 +140,17 @@ static bool parse_hidden(const char *s, options *o)
     return true;
 }
 
+static ge2_optimizer_config optimizer_config(const options *o)
+{
+    ge2_optimizer_config c = ge2_optimizer_defaults(o->optimizer);
+    if (o->lr >= 0)
+        c.lr = o->lr;
+    if (o->weight_decay >= 0)
+        c.weight_decay = o->weight_decay;
+    c.momentum = o->momentum;
+    return c;
+}
+
 enum { OPT_NO_SHUFFLE = 256, OPT_PLAN_REPORT, OPT_WEIGHT_DECAY, OPT_HELP };
 
 /* 0: run; -1: --help printed; 2: bad flag (message printed). */
@@ -248,6 +259,11 @@ static int parse_args(int argc, char **argv, options *o)
         return fail(2, "unexpected argument '%s' (see --help)", argv[optind]);
     if (o->init && o->resume)
         return fail(2, "--init and --resume both set parameters: give one");
+    if (o->momentum != 0 && o->optimizer != GE2_OPT_SGD)
+        return fail(2, "--momentum applies to --optimizer sgd only");
+    ge2_optimizer_config oc = optimizer_config(o);
+    if (ge2_opt_validate(&oc) != GE2_OK)
+        return fail(2, "%s", ge2_last_error());
     return 0;
 }
 
@@ -421,17 +437,6 @@ static ge2_status evaluate(run *r, const ge2_dataset *test_set, ge2_metrics *m, 
     if (st == GE2_OK)
         st = ge2_program_take_metrics(r->program, GE2_MODE_EVAL, m);
     return st;
-}
-
-static ge2_optimizer_config optimizer_config(const options *o)
-{
-    ge2_optimizer_config c = ge2_optimizer_defaults(o->optimizer);
-    if (o->lr >= 0)
-        c.lr = o->lr;
-    if (o->weight_decay >= 0)
-        c.weight_decay = o->weight_decay;
-    c.momentum = o->momentum;
-    return c;
 }
 
 static void describe(const options *o, const ge2_optimizer_config *c, ge2_device device)
