@@ -56,6 +56,7 @@ typedef struct ge2_gemm_plan {
     bool act_kernel;    // ge2_gemm_act_kernel turns D into y after the GEMM
     ge2_activation act;
     float slope;
+    bool tf32;     // CUBLAS_COMPUTE_32F_FAST_TF32 instead of plain fp32
     int64_t n_out; // elements of y
     char description[160];
 } ge2_gemm_plan;
@@ -135,8 +136,10 @@ static void describe_plan(ge2_gemm_plan *p)
     int n = snprintf(p->description, sizeof p->description, "cublasLt %s algo %d tile %s",
                      epilogue_name(p->epilogue), algo_id, tile_str);
     if (p->act_kernel && n > 0 && (size_t)n < sizeof p->description)
-        snprintf(p->description + n, sizeof p->description - (size_t)n, " + act %s",
-                 ge2_activation_name(p->act));
+        n += snprintf(p->description + n, sizeof p->description - (size_t)n, " + act %s",
+                      ge2_activation_name(p->act));
+    if (p->tf32 && n > 0 && (size_t)n < sizeof p->description)
+        snprintf(p->description + n, sizeof p->description - (size_t)n, " tf32");
 }
 
 static void plan_free(ge2_gemm_plan *p)
@@ -245,7 +248,8 @@ static ge2_status plan_try(ge2_gemm_plan *p, const ge2_launch *launch, bool tran
         cublasLtMatmulDescDestroy(p->desc);
         p->desc = NULL;
     }
-    cublasComputeType_t compute = launch->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    p->tf32 = launch->tf32;
+    cublasComputeType_t compute = p->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     LT_CHECK(cublasLtMatmulDescCreate(&p->desc, compute, CUDA_R_32F));
     int32_t ta = trans_a_lt ? CUBLAS_OP_T : CUBLAS_OP_N;
     int32_t tb = trans_b_lt ? CUBLAS_OP_T : CUBLAS_OP_N;

@@ -12,6 +12,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -131,9 +132,12 @@ static double act_ref(ge2_activation act, double z, double slope)
     }
 }
 
+/* One LINEAR against the float64 reference; tf32 loosens the tolerance to
+ * TF32's 10-bit mantissa. The kernel's description lands in `what`. */
 static void check_linear(const gpu *g, int64_t rows, int64_t in, int64_t out, ge2_activation act, float slope,
-                         bool bias, bool stash)
+                         bool bias, bool stash, bool tf32, char *what_out, size_t what_size)
 {
+    const double tol = tf32 ? 5e-3 : 2e-5;
     float *hx = random_host(rows * in), *hw = random_host(out * in), *hb = random_host(out);
     void *dx = to_device(hx, rows * in), *dw = to_device(hw, out * in), *db = to_device(hb, out);
     void *dy = poisoned(rows * out), *dz = poisoned(rows * out);
@@ -159,11 +163,13 @@ static void check_linear(const gpu *g, int64_t rows, int64_t in, int64_t out, ge
     if (stash)
         l.out[1] = view(dz, ge2_shape2(rows, out));
     fill_resources(&l, g);
+    l.tf32 = tf32;
 
     const ge2_cuda_kernel *k = &ge2_cuda_kernels[GE2_OP_LINEAR];
     ck_assert_msg(k->prepare(&l) == GE2_OK, "prepare: %s", ge2_last_error());
     const char *what = k->describe(&l);
     ck_assert_msg(strstr(what, "cublasLt") != NULL, "describe: %s", what);
+    snprintf(what_out, what_size, "%s", what);
     ck_assert_msg(k->launch(&l) == GE2_OK, "launch: %s", ge2_last_error());
     CUDA_OK(cudaStreamSynchronize(g->stream));
 
@@ -180,13 +186,14 @@ static void check_linear(const gpu *g, int64_t rows, int64_t in, int64_t out, ge
     float *y = to_host(dy, rows * out);
     int64_t nan_at;
     double err = rel_err(y, yref, rows * out, &nan_at);
-    ck_assert_msg(nan_at < 0 && err <= 2e-5, "linear [%lld,%lld]x[%lld,%lld]^T %s bias=%d z=%d (%s): y rel err %g, first NaN %lld",
+    ck_assert_msg(nan_at < 0 && err <= tol,
+                  "linear [%lld,%lld]x[%lld,%lld]^T %s bias=%d z=%d tf32=%d (%s): y rel err %g, first NaN %lld",
                   (long long)rows, (long long)in, (long long)out, (long long)in, ge2_activation_name(act), bias, stash,
-                  what, err, (long long)nan_at);
+                  tf32, what, err, (long long)nan_at);
     if (stash) {
         float *z = to_host(dz, rows * out);
         err = rel_err(z, zref, rows * out, &nan_at);
-        ck_assert_msg(nan_at < 0 && err <= 2e-5, "linear %s bias=%d (%s): z rel err %g, first NaN %lld",
+        ck_assert_msg(nan_at < 0 && err <= tol, "linear %s bias=%d (%s): z rel err %g, first NaN %lld",
                       ge2_activation_name(act), bias, what, err, (long long)nan_at);
         free(z);
     }
@@ -205,7 +212,31 @@ START_TEST(test_linear_every_activation_bias_and_stash)
         for (int act = 0; act < GE2_ACT_COUNT; act++)
             for (int bias = 0; bias < 2; bias++)
                 for (int stash = 0; stash < 2; stash++)
-                    check_linear(&g, sizes[s][0], sizes[s][1], sizes[s][2], (ge2_activation)act, 0.1f, bias, stash);
+                {
+                    char what[160];
+                    check_linear(&g, sizes[s][0], sizes[s][1], sizes[s][2], (ge2_activation)act, 0.1f, bias, stash,
+                                 false, what, sizeof what);
+                    /* ReLU + bias without a stash is cuBLASLt's own epilogue, never the fallback. */
+                    ck_assert_msg(strstr(what, "tf32") == NULL, "fp32 launch described as: %s", what);
+                    if (act == GE2_ACT_RELU && bias && !stash)
+                        ck_assert_msg(strstr(what, "RELU_BIAS") && !strstr(what, "+ act"), "relu+bias ran as: %s", what);
+                    if (s == 0)
+                        printf("gemm_lt_test: linear %s bias=%d z=%d: %s\n", ge2_activation_name((ge2_activation)act),
+                               bias, stash, what);
+                }
+    gpu_close(&g);
+}
+END_TEST
+
+START_TEST(test_linear_tf32)
+{
+    gpu g;
+    gpu_open(&g);
+    char what[160];
+    check_linear(&g, 64, 784, 256, GE2_ACT_RELU, 0.0f, true, false, true, what, sizeof what);
+    ck_assert_msg(strstr(what, "tf32") != NULL, "tf32 launch described as: %s", what);
+    check_linear(&g, 7, 33, 10, GE2_ACT_GELU_TANH, 0.0f, true, true, true, what, sizeof what);
+    ck_assert_msg(strstr(what, "tf32") != NULL, "tf32 launch described as: %s", what);
     gpu_close(&g);
 }
 END_TEST
@@ -326,4 +357,5 @@ START_TEST(test_matmul_batched)
 }
 END_TEST
 
-GE2_GPU_SUITE_MAIN("gemm_lt_test", 300, test_linear_every_activation_bias_and_stash, test_linear_rejects_f64, test_matmul_2d_all_transposes, test_matmul_batched)
+GE2_GPU_SUITE_MAIN("gemm_lt_test", 300, test_linear_every_activation_bias_and_stash, test_linear_tf32,
+                   test_linear_rejects_f64, test_matmul_2d_all_transposes, test_matmul_batched)
