@@ -13,7 +13,8 @@
  * good (one warning line on stderr naming the node and op), and the program
  * keeps working. compile option disable_capture or GE2_DISABLE_CAPTURE=1
  * make every key eager, which is the reference the stability suite compares
- * replays against.
+ * replays against. GE2_PRINT_KERNELS=1 prints, per key, the kernel (and for
+ * GEMMs the cuBLASLt epilogue, algorithm and tile) each node got.
  */
 #include "capture/backend_cuda.h"
 
@@ -44,6 +45,7 @@ struct ge2_backend_ctx {
     bool readback_pending;
     bool tf32;
     bool disable_capture;
+    bool print_kernels; /* GE2_PRINT_KERNELS: describe every launch at prepare */
     int capture_count; /* graphs instantiated over the program's life */
 };
 
@@ -87,9 +89,10 @@ static void cuda_close(ge2_backend_ctx *ctx)
     ge2_free(ctx);
 }
 
-static bool env_disables_capture(void)
+/* A flag variable: set, not empty and not "0". */
+static bool env_flag(const char *name)
 {
-    const char *v = getenv("GE2_DISABLE_CAPTURE");
+    const char *v = getenv(name);
     return v && v[0] && strcmp(v, "0") != 0;
 }
 
@@ -123,7 +126,8 @@ static ge2_status cuda_open(const ge2_compile_options *options, ge2_backend_ctx 
     if (!ctx)
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 cuda backend: out of host memory");
     ctx->tf32 = options && options->tf32;
-    ctx->disable_capture = (options && options->disable_capture) || env_disables_capture();
+    ctx->disable_capture = (options && options->disable_capture) || env_flag("GE2_DISABLE_CAPTURE");
+    ctx->print_kernels = env_flag("GE2_PRINT_KERNELS");
     ge2_status st = open_resources(ctx);
     if (st != GE2_OK) {
         cuda_close(ctx);
@@ -265,6 +269,16 @@ static void cuda_exec_release(ge2_backend_ctx *ctx, ge2_exec *exec)
     release_launches(exec, exec->n_launches);
 }
 
+static void print_kernels(const ge2_exec *exec)
+{
+    for (int i = 0; i < exec->n_launches; i++) {
+        const ge2_launch *l = &exec->launches[i];
+        const ge2_cuda_kernel *k = &ge2_backend_cuda_kernels[l->node->op];
+        fprintf(stderr, "ge2: node %d %s: %s\n", l->node->id, node_op_name(l),
+                k->describe ? k->describe(l) : "cuda kernel");
+    }
+}
+
 static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
 {
     ge2_cuda_exec *ce = ge2_calloc(1, sizeof *ce);
@@ -294,6 +308,8 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
     }
     exec->backend_data = ce;
     exec->captured = false;
+    if (ctx->print_kernels)
+        print_kernels(exec);
     return GE2_OK;
 }
 

@@ -16,6 +16,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "capture/backend.h"
 #include "capture/backend_cuda.h"
@@ -281,4 +282,30 @@ START_TEST(test_env_disables_capture)
 }
 END_TEST
 
-GE2_GPU_SUITE_MAIN("capture_backend_test", 120, test_memory_round_trip, test_capture_then_replay_new_inputs, test_replay_equals_eager_bitwise, test_broken_capture_falls_back_to_eager, test_env_disables_capture)
+START_TEST(test_print_kernels_names_each_node)
+{
+    setenv("GE2_PRINT_KERNELS", "1", 1); /* this forked child only */
+    char path[] = "/tmp/ge2_print_kernels_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_ptr_nonnull(freopen(path, "w", stderr));
+    key k;
+    key_open(&k, false);
+    key_close(&k);
+    fflush(stderr);
+    char text[1024] = "";
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    close(fd);
+    unlink(path);
+    ck_assert_msg(strstr(text, "ge2: node 10 linear: cublasLt RELU_BIAS") != NULL, "printed: %s", text);
+    ck_assert_msg(strstr(text, "ge2: node 11 linear: cublasLt BIAS") != NULL, "printed: %s", text);
+}
+END_TEST
+
+GE2_GPU_SUITE_MAIN("capture_backend_test", 120, test_memory_round_trip, test_capture_then_replay_new_inputs,
+                   test_replay_equals_eager_bitwise, test_broken_capture_falls_back_to_eager,
+                   test_env_disables_capture, test_print_kernels_names_each_node)

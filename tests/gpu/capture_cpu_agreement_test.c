@@ -130,4 +130,5 @@ START_TEST(test_second_batch_size_is_second_key)
 }
 END_TEST
 
-GE2_GPU_SUITE_MAIN("capture_cpu_agreement_test", 600, test_one_step_matches_cpu, test_lr_change_takes_effect_without_recapture, test_second_batch_size_is_second_key)
+GE2_GPU_SUITE_MAIN("capture_cpu_agreement_test", 600, test_one_step_matches_cpu,
+                   test_lr_change_takes_effect_without_recapture, test_second_batch_size_is_second_key)

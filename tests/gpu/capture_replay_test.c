@@ -99,4 +99,5 @@ START_TEST(test_env_disables_capture)
 }
 END_TEST
 
-GE2_GPU_SUITE_MAIN("capture_replay_test", 600, test_replay_equals_eager_bitwise, test_same_seed_bitwise, test_env_disables_capture)
+GE2_GPU_SUITE_MAIN("capture_replay_test", 600,
+                   test_replay_equals_eager_bitwise, test_same_seed_bitwise, test_env_disables_capture)
