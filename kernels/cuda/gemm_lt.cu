@@ -393,10 +393,13 @@ extern "C" ge2_status ge2_cuda_linear_prepare(ge2_launch *launch)
     int found = 0;
     if (st == GE2_OK) {
         linear_choose(p, want_z, want_y, true);
-        // GELU's aux ld must be a multiple of 8 elements.
+        // GELU's aux ld must be a multiple of 8 elements. Any failure of the
+        // fused epilogue only means the plain one is tried next.
         bool aux = p->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || p->epilogue == CUBLASLT_EPILOGUE_GELU_AUX;
-        if (!(aux && out_f % 8 != 0))
-            st = plan_try(p, launch, true, false, out_f, &found);
+        if (!(aux && out_f % 8 != 0) && plan_try(p, launch, true, false, out_f, &found) != GE2_OK) {
+            ge2_clear_error();
+            found = 0;
+        }
     }
     if (st == GE2_OK && found == 0) {
         linear_choose(p, want_z, want_y, false);
