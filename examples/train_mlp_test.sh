@@ -46,6 +46,18 @@ check "--plan-report prints the plan line" $?
 "$bin" --device cpu --data "$data" --hidden 16 --steps 5 --init "$tmp/a.safetensors" >"$tmp/run3" 2>&1
 check "--init from a checkpoint of the same model" $?
 
+# 30 steps straight == 20 steps, save, resume, 10 steps: the same checkpoint, byte for byte
+common=(--device cpu --data "$data" --hidden 16 --optimizer sgd --momentum 0.9 --lr 0.05)
+"$bin" "${common[@]}" --steps 30 --save "$tmp/straight.safetensors" >"$tmp/s1" 2>&1 &&
+    "$bin" "${common[@]}" --steps 20 --save "$tmp/part.safetensors" >"$tmp/s2" 2>&1 &&
+    "$bin" "${common[@]}" --steps 10 --resume "$tmp/part.safetensors" --save "$tmp/resumed.safetensors" \
+        >"$tmp/s3" 2>&1
+check "save/resume runs ($(tail -n 1 "$tmp/s3"))" $?
+cmp -s "$tmp/straight.safetensors" "$tmp/resumed.safetensors"
+check "resumed checkpoint is byte-identical to the straight one" $?
+[ "$(tail -n 1 "$tmp/s1")" = "$(tail -n 1 "$tmp/s3")" ]
+check "resumed run reaches the same test accuracy" $?
+
 expect_error "unknown flag" 2 --bogus
 expect_error "bad number" 2 --batch abc
 expect_error "missing value" 2 --lr
