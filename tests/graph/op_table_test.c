@@ -14,7 +14,10 @@
 #include "tests/support/op_cases.h"
 #include "tests/support/check_main.h"
 
-#define SEEDS 40
+/* random instances per op; more with --copt=-DGE2_OP_TEST_SEEDS=N for a soak */
+#ifndef GE2_OP_TEST_SEEDS
+#define GE2_OP_TEST_SEEDS 40
+#endif
 
 static double *to_f64(const ge2_naive *n, const ge2_tensor *t)
 {
@@ -84,7 +87,7 @@ START_TEST(forward_matches_reference)
     int op = _i;
     if (ge2_op_cases[op].kind == GE2_CASE_ELSEWHERE)
         return;
-    for (uint64_t seed = 1; seed <= SEEDS; seed++) {
+    for (uint64_t seed = 1; seed <= GE2_OP_TEST_SEEDS; seed++) {
         check_forward(op, GE2_F64, seed);
         check_forward(op, GE2_F32, seed);
     }
@@ -122,7 +125,7 @@ START_TEST(gradient_matches_finite_differences)
     int op = _i;
     if (ge2_op_cases[op].kind != GE2_CASE_GRADIENT)
         return;
-    for (uint64_t seed = 1; seed <= SEEDS; seed++)
+    for (uint64_t seed = 1; seed <= GE2_OP_TEST_SEEDS; seed++)
         check_gradient(op, seed);
 }
 END_TEST
