@@ -503,6 +503,11 @@ done:
 
 int main(int argc, char **argv)
 {
+    /* `bazel run` starts us in the runfiles tree: resolve the user's relative
+     * paths (--data, --save, plan.svg, ...) from where they ran it. */
+    const char *cwd = getenv("BUILD_WORKING_DIRECTORY");
+    if (cwd && chdir(cwd) != 0)
+        return fail(1, "cannot enter %s: %s", cwd, strerror(errno));
     options o;
     int parsed = parse_args(argc, argv, &o);
     if (parsed)
