@@ -334,11 +334,12 @@ START_TEST(set_lr_takes_effect_next_step)
 END_TEST
 
 /* k micro-batches of B under accumulation == one batch of k·B (mean loss). */
-static void check_accumulation(ge2_optimizer_kind kind, int k)
+static void check_accumulation(ge2_optimizer_kind kind, int k, double clip_norm)
 {
     ge2_optimizer_config acc = ge2_optimizer_defaults(kind), one = acc;
     acc.lr = one.lr = kind == GE2_OPT_SGD ? 0.1 : 0.01;
     acc.momentum = one.momentum = kind == GE2_OPT_SGD ? 0.9 : 0.0;
+    acc.clip_norm = one.clip_norm = clip_norm; /* the norm of the mean gradient is clipped, as for the big batch */
     acc.accumulation_steps = k;
     ck_assert_int_eq(ge2_opt_state_slots(&acc), ge2_opt_state_slots(&one) + 1);
     double p0[NP];
@@ -379,9 +380,11 @@ static void check_accumulation(ge2_optimizer_kind kind, int k)
 
 START_TEST(accumulation_equals_big_batch)
 {
-    check_accumulation(GE2_OPT_SGD, 2);
-    check_accumulation(GE2_OPT_ADAM, 2);
-    check_accumulation(GE2_OPT_SGD, 3);
+    check_accumulation(GE2_OPT_SGD, 2, 0.0);
+    check_accumulation(GE2_OPT_ADAM, 2, 0.0);
+    check_accumulation(GE2_OPT_SGD, 3, 0.0);
+    check_accumulation(GE2_OPT_SGD, 2, 0.05);
+    check_accumulation(GE2_OPT_ADAMW, 3, 0.05);
 }
 END_TEST
 
@@ -475,6 +478,18 @@ START_TEST(state_errors)
     ck_assert_int_eq(ge2_optimizer(g, &c), GE2_ERR_STATE);
     ck_assert_ptr_nonnull(strstr(ge2_last_error(), "already has an optimizer"));
     ck_assert_int_eq(ge2_optimizer(NULL, &c), GE2_ERR_INVALID_ARGUMENT);
+    ge2_graph_free(g);
+
+    /* the flat pools are f32: an f64 parameter (gradient checks) cannot be optimized */
+    API(ge2_graph_new(&g));
+    ge2_tensor *x64, *w64, *y64, *l64;
+    API(ge2_input(g, "x", GE2_F64, ge2_shape2(2, 3), &x64));
+    API(ge2_parameter(g, "w64", GE2_F64, ge2_shape2(1, 3), (ge2_init){GE2_INIT_CONSTANT, 0.5, 0, 0}, &w64));
+    API(ge2_linear(g, x64, w64, NULL, GE2_ACT_NONE, 0, &y64));
+    API(ge2_mean_all(g, y64, &l64));
+    API(ge2_backward(g, l64));
+    ck_assert_int_eq(ge2_optimizer(g, &c), GE2_ERR_DTYPE);
+    ck_assert_ptr_nonnull(strstr(ge2_last_error(), "parameter 'w64' is f64"));
     ge2_graph_free(g);
 }
 END_TEST
