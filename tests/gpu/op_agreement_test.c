@@ -10,10 +10,11 @@
  * random pools and compare parameters, every state slot and the control
  * block.
  *
- * Tolerance: |cuda - cpu| <= rtol * |cpu| + rtol * max|cpu over the tensor|.
- * rtol is 1e-5 in fp32; the absolute part judges near-zero elements that come
- * out of cancellation (p - q in dlogits, mixed-sign sums) against the scale of
- * their tensor instead of their own size. GEMM rows use 1e-4: cuBLASLt splits
+ * Tolerance: |cuda - cpu| <= rtol * |cpu| + rtol * max(max|cpu output|,
+ * max|operand|). rtol is 1e-5 in fp32; the absolute part judges near-zero
+ * elements that come out of cancellation (p - q in dlogits, mixed-sign sums,
+ * a softmax backward whose exact answer is 0) against the scale of their
+ * tensor and operands instead of their own size. GEMM rows use 1e-4: cuBLASLt splits
  * and orders the K-sums differently from BLAS's one running sum per element,
  * so the rounding differs by about sqrt(K) ulps of the terms.
  *
@@ -64,6 +65,7 @@ static void device_open(device *d)
     CK_CUDA(cudaMalloc(&d->workspace, WORKSPACE_BYTES));
     CK_CUDA(cudaMalloc((void **)&d->control, sizeof(ge2_control)));
     CK_CUDA(cudaMemset(d->control, 0, sizeof(ge2_control)));
+    CK_CUDA(cudaDeviceSynchronize());
 }
 
 static void device_close(device *d)
@@ -85,13 +87,30 @@ static void device_fill(const device *d, ge2_launch *l)
     l->control = d->control;
 }
 
+/* Host -> device, finished before it returns. The launches run on a
+ * non-blocking stream, which the legacy stream of cudaMemcpy/cudaMemset does
+ * not order against, so each copy waits for the whole device. */
+static void h2d(void *dev, const void *host, size_t bytes)
+{
+    if (!bytes)
+        return;
+    CK_CUDA(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice));
+    CK_CUDA(cudaDeviceSynchronize());
+}
+
+static void poison(void *dev, size_t bytes)
+{
+    CK_CUDA(cudaMemset(dev, 0xff, bytes)); /* NaN in every float */
+    CK_CUDA(cudaDeviceSynchronize());
+}
+
 /* A device copy of host (NULL: just the allocation). */
 static void *to_device(const void *host, size_t bytes)
 {
     void *p = NULL;
     CK_CUDA(cudaMalloc(&p, bytes ? bytes : 1));
-    if (bytes && host)
-        CK_CUDA(cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice));
+    if (host)
+        h2d(p, host, bytes);
     return p;
 }
 
@@ -101,17 +120,35 @@ static void from_device(void *host, const void *dev, size_t bytes)
         CK_CUDA(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost));
 }
 
+static void cuda_prepare(ge2_launch *l)
+{
+    const ge2_cuda_kernel *k = &ge2_cuda_kernels[l->node->op];
+    if (k->prepare)
+        ck_assert_msg(k->prepare(l) == GE2_OK, "%s: CUDA prepare: %s", ge2_op_table[l->node->op].name,
+                      ge2_last_error());
+}
+
+/* Enqueues only: no wait, so it can run under stream capture. */
+static void cuda_enqueue(const ge2_launch *l)
+{
+    ck_assert_msg(ge2_cuda_kernels[l->node->op].launch(l) == GE2_OK, "%s: CUDA launch: %s",
+                  ge2_op_table[l->node->op].name, ge2_last_error());
+}
+
+static void cuda_release(ge2_launch *l)
+{
+    const ge2_cuda_kernel *k = &ge2_cuda_kernels[l->node->op];
+    if (k->release)
+        k->release(l);
+}
+
 /* Runs one launch through the CUDA table row: prepare, launch, wait, release. */
 static void cuda_run(ge2_launch *l)
 {
-    const ge2_cuda_kernel *k = &ge2_cuda_kernels[l->node->op];
-    const char *op = ge2_op_table[l->node->op].name;
-    if (k->prepare)
-        ck_assert_msg(k->prepare(l) == GE2_OK, "%s: CUDA prepare: %s", op, ge2_last_error());
-    ck_assert_msg(k->launch(l) == GE2_OK, "%s: CUDA launch: %s", op, ge2_last_error());
+    cuda_prepare(l);
+    cuda_enqueue(l);
     CK_CUDA(cudaStreamSynchronize((cudaStream_t)l->stream));
-    if (k->release)
-        k->release(l);
+    cuda_release(l);
 }
 
 /* ------------------------------------------------------------- comparing */
@@ -124,11 +161,12 @@ static double max_abs(const float *x, int64_t n)
     return m;
 }
 
-/* Fails naming the first element out of tolerance (see the file comment). */
+/* Fails naming the first element out of tolerance (see the file comment);
+ * scale: the magnitude of the operands, for outputs that cancel to ~0. */
 static void assert_close(const char *what, const float *got /* cuda */, const float *want /* cpu */, int64_t n,
-                         double rtol)
+                         double rtol, double scale)
 {
-    double floor = rtol * max_abs(want, n);
+    double floor = rtol * fmax(max_abs(want, n), scale);
     for (int64_t i = 0; i < n; i++) {
         double g = got[i], w = want[i];
         bool same_special = (isnan(g) && isnan(w)) || (isinf(g) && g == w);
@@ -156,6 +194,68 @@ static bool gemm_op(ge2_op op)
 static bool optimizer_op(ge2_op op)
 {
     return (ge2_op_table[op].flags & GE2_OPF_OPTIMIZER) != 0;
+}
+
+/* Every output a launch writes, as raw bytes. */
+static void **save_outputs(const ge2_graph *g, const ge2_launch *lgs, int n, void **gpu, const size_t *bytes)
+{
+    void **saved = calloc((size_t)g->n_tensors, sizeof(void *));
+    ck_assert(saved);
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < lgs[i].n_out; k++) {
+            int t = lgs[i].node->outputs[k];
+            saved[t] = malloc(bytes[t] ? bytes[t] : 1);
+            ck_assert(saved[t]);
+            from_device(saved[t], gpu[t], bytes[t]);
+        }
+    return saved;
+}
+
+static void free_saved(const ge2_graph *g, void **saved)
+{
+    for (int t = 0; t < g->n_tensors; t++)
+        free(saved[t]);
+    free(saved);
+}
+
+/* The launches must be capturable (no sync, no allocation, no host read)
+ * and deterministic: the whole sequence, captured into one CUDA Graph and
+ * replayed twice over outputs poisoned with NaN, reproduces an eager run of
+ * the same sequence bit for bit (the ticket counters reset themselves). */
+static void check_capture(const char *label, const ge2_graph *g, ge2_launch *lgs, int n, void **gpu,
+                          const size_t *bytes, const device *d)
+{
+    for (int i = 0; i < n; i++)
+        cuda_enqueue(&lgs[i]);
+    CK_CUDA(cudaStreamSynchronize(d->stream));
+    void **eager = save_outputs(g, lgs, n, gpu, bytes);
+
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CK_CUDA(cudaStreamBeginCapture(d->stream, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < n; i++)
+        cuda_enqueue(&lgs[i]);
+    CK_CUDA(cudaStreamEndCapture(d->stream, &graph));
+    CK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+    for (int replay = 0; replay < 2; replay++) {
+        for (int i = 0; i < n; i++)
+            for (int k = 0; k < lgs[i].n_out; k++)
+                poison(gpu[lgs[i].node->outputs[k]], bytes[lgs[i].node->outputs[k]]);
+        CK_CUDA(cudaGraphLaunch(exec, d->stream));
+        CK_CUDA(cudaStreamSynchronize(d->stream));
+        void **got = save_outputs(g, lgs, n, gpu, bytes);
+        for (int i = 0; i < n; i++)
+            for (int k = 0; k < lgs[i].n_out; k++) {
+                int t = lgs[i].node->outputs[k];
+                ck_assert_msg(memcmp(got[t], eager[t], bytes[t]) == 0,
+                              "%s: replay %d of the captured graph: node %d %s output %d differs from eager", label,
+                              replay, lgs[i].node->id, ge2_op_table[lgs[i].node->op].name, k);
+            }
+        free_saved(g, got);
+    }
+    CK_CUDA(cudaGraphExecDestroy(exec));
+    CK_CUDA(cudaGraphDestroy(graph));
+    free_saved(g, eager);
 }
 
 /* Runs every node of the case's graph in creation order (a topological
@@ -200,7 +300,9 @@ static void check_graph(const char *label, const ge2_graph *g, const ge2_feed *f
     device_open(&d);
     ge2_control host_control;
     memset(&host_control, 0, sizeof host_control);
-    int checked = 0;
+    ge2_launch *lgs = calloc((size_t)g->n_nodes, sizeof *lgs); /* the CUDA launches, prepared, for the capture */
+    ck_assert(lgs);
+    int checked = 0, n_lgs = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         const ge2_node *node = &g->nodes[i];
         if (optimizer_op(node->op))
@@ -226,9 +328,18 @@ static void check_graph(const char *label, const ge2_graph *g, const ge2_feed *f
         for (int k = 0; k < node->n_outputs; k++)
             lg.out[k].data = gpu[node->outputs[k]];
 
+        /* softmax_backward of a row-constant dy is exactly 0 in math and
+         * ~1e-11 in floats: judge it against its operands' magnitude */
+        double in_scale = 0;
+        for (int k = 0; k < node->n_inputs; k++)
+            if (lc.in[k].dtype == GE2_F32 && !(k == 1 && (ge2_op_table[node->op].flags & GE2_OPF_LIKE1)))
+                in_scale = fmax(in_scale, max_abs(lc.in[k].data, ge2_shape_numel(lc.in[k].shape)));
         const char *name = ge2_op_table[node->op].name;
         ck_assert_msg(ge2_cpu_kernels[node->op](&lc) == GE2_OK, "%s: CPU kernel: %s", name, ge2_last_error());
-        cuda_run(&lg);
+        cuda_prepare(&lg);
+        cuda_enqueue(&lg);
+        CK_CUDA(cudaStreamSynchronize(d.stream));
+        lgs[n_lgs++] = lg;
 
         for (int k = 0; k < node->n_outputs; k++) {
             const ge2_tensor *y = g->tensors[node->outputs[k]];
@@ -239,15 +350,19 @@ static void check_graph(const char *label, const ge2_graph *g, const ge2_feed *f
             char what[256], shape[64];
             snprintf(what, sizeof what, "%s: node %d %s: output %d '%s' %s", label, node->id, name, k, y->name,
                      ge2_shape_str(y->shape, shape, sizeof shape));
-            assert_close(what, got, cpu[y->id], numel, gemm_op(node->op) ? RTOL_GEMM : RTOL);
+            assert_close(what, got, cpu[y->id], numel, gemm_op(node->op) ? RTOL_GEMM : RTOL, in_scale);
             /* later nodes read the CPU's values on both sides, so one
              * disagreement is reported where it starts, not downstream */
-            CK_CUDA(cudaMemcpy(gpu[y->id], cpu[y->id], bytes[y->id], cudaMemcpyHostToDevice));
+            h2d(gpu[y->id], cpu[y->id], bytes[y->id]);
             free(got);
             checked++;
         }
     }
     ck_assert_msg(checked > 0, "%s: no node ran", label);
+    check_capture(label, g, lgs, n_lgs, gpu, bytes, &d);
+    for (int i = 0; i < n_lgs; i++)
+        cuda_release(&lgs[i]);
+    free(lgs);
     device_close(&d);
     for (int t = 0; t < n; t++) {
         free(cpu[t]);
@@ -488,7 +603,7 @@ static void compare_control(const char *what, const ge2_control *got, const ge2_
     ck_assert_msg(got->blocks_done == 0, "%s: the ticket counter was left at %u", what, got->blocks_done);
     const float g[] = {got->lr, got->bias_correction1, got->bias_correction2, got->grad_norm, got->clip_factor};
     const float w[] = {want->lr, want->bias_correction1, want->bias_correction2, want->grad_norm, want->clip_factor};
-    assert_close(what, g, w, 5, RTOL);
+    assert_close(what, g, w, 5, RTOL, 0);
 }
 
 /* One optimizer configuration for OPT_STEPS steps on pools of n elements
@@ -519,43 +634,64 @@ static void check_optimizer(int which, int64_t n)
     device_open(&d);
     ge2_flat_pools gpu = {to_device(cpu.params, pbytes), to_device(cpu.grads, pbytes), to_device(cpu.state, sbytes),
                           slots, n};
-    CK_CUDA(cudaMemcpy(d.control, &cctl, sizeof cctl, cudaMemcpyHostToDevice));
+    h2d(d.control, &cctl, sizeof cctl);
 
     float *got = malloc(sbytes);
     ck_assert(got);
+    /* GRAD_NORM (when clipping) then OPTIMIZER_UPDATE, as the program schedules them */
+    ge2_node *nodes[2] = {&norm_node, &update_node};
+    int first = oc.cfg.clip_norm > 0 ? 0 : 1;
+    ge2_launch lcs[2], lgs[2];
+    for (int k = first; k < 2; k++) {
+        memset(&lcs[k], 0, sizeof lcs[k]);
+        lcs[k].node = nodes[k];
+        lcs[k].control = &cctl;
+        lcs[k].pools = cpu;
+        lgs[k] = lcs[k];
+        device_fill(&d, &lgs[k]);
+        lgs[k].pools = gpu;
+    }
+    /* Odd steps replay a captured graph of the launches: the step count,
+     * schedule and bias corrections must advance on the device alone. */
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CK_CUDA(cudaStreamBeginCapture(d.stream, cudaStreamCaptureModeThreadLocal));
+    for (int k = first; k < 2; k++)
+        cuda_enqueue(&lgs[k]);
+    CK_CUDA(cudaStreamEndCapture(d.stream, &graph));
+    CK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
     for (int step = 0; step < OPT_STEPS; step++) {
         for (int64_t i = 0; i < n; i++)
             cpu.grads[i] = (float)(0.2 * (2.0 * rng01() - 1.0));
-        CK_CUDA(cudaMemcpy(gpu.grads, cpu.grads, pbytes, cudaMemcpyHostToDevice));
-        ge2_node *nodes[2] = {&norm_node, &update_node};
-        for (int k = oc.cfg.clip_norm > 0 ? 0 : 1; k < 2; k++) {
-            ge2_launch lc;
-            memset(&lc, 0, sizeof lc);
-            lc.node = nodes[k];
-            lc.control = &cctl;
-            lc.pools = cpu;
-            ge2_launch lg = lc;
-            device_fill(&d, &lg);
-            lg.pools = gpu;
-            ck_assert_msg(ge2_cpu_kernels[nodes[k]->op](&lc) == GE2_OK, "%s: CPU: %s", oc.name, ge2_last_error());
-            cuda_run(&lg);
-        }
+        h2d(gpu.grads, cpu.grads, pbytes);
+        for (int k = first; k < 2; k++)
+            ck_assert_msg(ge2_cpu_kernels[nodes[k]->op](&lcs[k]) == GE2_OK, "%s: CPU: %s", oc.name,
+                          ge2_last_error());
+        if (step % 2)
+            CK_CUDA(cudaGraphLaunch(exec, d.stream));
+        else
+            for (int k = first; k < 2; k++)
+                cuda_enqueue(&lgs[k]);
+        CK_CUDA(cudaStreamSynchronize(d.stream));
         char what[160];
-        snprintf(what, sizeof what, "%s, n=%lld, step %d: params", oc.name, (long long)n, step + 1);
+        snprintf(what, sizeof what, "%s, n=%lld, step %d (%s): params", oc.name, (long long)n, step + 1,
+                 step % 2 ? "replay" : "eager");
         from_device(got, gpu.params, pbytes);
-        assert_close(what, got, cpu.params, n, RTOL);
+        assert_close(what, got, cpu.params, n, RTOL, 0);
         snprintf(what, sizeof what, "%s, n=%lld, step %d: state", oc.name, (long long)n, step + 1);
         from_device(got, gpu.state, (size_t)slots * pbytes);
-        assert_close(what, got, cpu.state, (int64_t)slots * n, RTOL);
+        assert_close(what, got, cpu.state, (int64_t)slots * n, RTOL, 0);
         ge2_control gctl;
         from_device(&gctl, d.control, sizeof gctl);
         snprintf(what, sizeof what, "%s, n=%lld, step %d: control", oc.name, (long long)n, step + 1);
         compare_control(what, &gctl, &cctl);
         /* the next step starts from the same values on both sides */
-        CK_CUDA(cudaMemcpy(gpu.params, cpu.params, pbytes, cudaMemcpyHostToDevice));
-        CK_CUDA(cudaMemcpy(gpu.state, cpu.state, sbytes, cudaMemcpyHostToDevice));
+        h2d(gpu.params, cpu.params, pbytes);
+        h2d(gpu.state, cpu.state, sbytes);
     }
     free(got);
+    CK_CUDA(cudaGraphExecDestroy(exec));
+    CK_CUDA(cudaGraphDestroy(graph));
     CK_CUDA(cudaFree(gpu.params));
     CK_CUDA(cudaFree(gpu.grads));
     CK_CUDA(cudaFree(gpu.state));
