@@ -50,19 +50,6 @@ static void ck_layout_free(ck_layout *l)
     memset(l, 0, sizeof *l);
 }
 
-static const char *ck_state_name(const ge2_opt_slots *s, int slot)
-{
-    if (slot == s->momentum)
-        return "momentum_buffer";
-    if (slot == s->exp_avg)
-        return "exp_avg";
-    if (slot == s->exp_avg_sq)
-        return "exp_avg_sq";
-    if (slot == s->max_exp_avg_sq)
-        return "max_exp_avg_sq";
-    return "grad_accum";
-}
-
 static ge2_status ck_layout_new(ge2_program *program, bool with_state, ck_layout *l)
 {
     memset(l, 0, sizeof *l);
@@ -95,7 +82,7 @@ static ge2_status ck_layout_new(ge2_program *program, bool with_state, ck_layout
             int k = l->n++;
             int len = slot < 0 ? snprintf(l->names[k], GE2_ST_MAX_NAME, "%s", t->name)
                                : snprintf(l->names[k], GE2_ST_MAX_NAME, "optim.%s.%s", t->name,
-                                          ck_state_name(&slots, slot));
+                                          ge2_opt_slot_name(&slots, slot));
             if (len >= GE2_ST_MAX_NAME) {
                 ck_layout_free(l);
                 return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_checkpoint: parameter name '%s' too long", t->name);

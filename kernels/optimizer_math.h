@@ -86,6 +86,22 @@ static inline GE2_HD ge2_opt_slots ge2_opt_slots_of(const ge2_optimizer_config *
     return s;
 }
 
+/* The name torch.optim's state_dict gives a slot ("exp_avg", ...); the
+ * accumulation buffer, which torch lacks, is "grad_accum". Checkpoints store
+ * state as "optim.<param>.<name>". */
+static inline const char *ge2_opt_slot_name(const ge2_opt_slots *s, int slot)
+{
+    if (slot == s->momentum)
+        return "momentum_buffer";
+    if (slot == s->exp_avg)
+        return "exp_avg";
+    if (slot == s->exp_avg_sq)
+        return "exp_avg_sq";
+    if (slot == s->max_exp_avg_sq)
+        return "max_exp_avg_sq";
+    return slot == s->accum ? "grad_accum" : "?";
+}
+
 /* Learning rate of the update that follows `step` completed updates.
  * STEP: base_lr * gamma^floor(step / step_size).
  * COSINE (transformers' get_cosine_schedule_with_warmup, floored at min_lr):

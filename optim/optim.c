@@ -50,17 +50,8 @@ int ge2_opt_state_slots(const ge2_optimizer_config *config)
 int ge2_opt_state_names(const ge2_optimizer_config *config, const char *names[4])
 {
     ge2_opt_slots s = ge2_opt_slots_of(config);
-    const struct {
-        int slot;
-        const char *name;
-    } all[] = {{s.momentum, "momentum_buffer"},
-               {s.exp_avg, "exp_avg"},
-               {s.exp_avg_sq, "exp_avg_sq"},
-               {s.max_exp_avg_sq, "max_exp_avg_sq"},
-               {s.accum, "grad_accum"}};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        if (all[i].slot >= 0)
-            names[all[i].slot] = all[i].name;
+    for (int slot = 0; slot < s.count; slot++)
+        names[slot] = ge2_opt_slot_name(&s, slot);
     return s.count;
 }
 
