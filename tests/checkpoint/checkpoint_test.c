@@ -394,9 +394,7 @@ START_TEST(corrupt_files)
         hl = hl << 8 | buf[i];
     const char *bad = tmp_path("bad.safetensors");
     for (size_t cut = 0; cut < size; cut += (cut < 8 + hl ? 7 : 61)) {
-        fp = fopen(bad, "wb");
-        fwrite(buf, 1, cut, fp);
-        fclose(fp);
+        tu_write(bad, buf, cut);
         ck_assert_int_eq(ge2_checkpoint_load(n.program, bad, NULL), GE2_ERR_FORMAT);
     }
     expect_load_error(&n, bad, false, GE2_ERR_FORMAT, "bad.safetensors");
@@ -404,17 +402,13 @@ START_TEST(corrupt_files)
     uint8_t saved[8];
     memcpy(saved, buf, 8);
     buf[5] = 0x10;
-    fp = fopen(bad, "wb");
-    fwrite(buf, 1, size, fp);
-    fclose(fp);
+    tu_write(bad, buf, size);
     expect_load_error(&n, bad, false, GE2_ERR_FORMAT, "exceeds");
     memcpy(buf, saved, 8);
     for (size_t pos = 8; pos < 8 + hl; pos += 3) {
         uint8_t old = buf[pos];
         buf[pos] = (uint8_t)(old ^ 0x5a);
-        fp = fopen(bad, "wb");
-        fwrite(buf, 1, size, fp);
-        fclose(fp);
+        tu_write(bad, buf, size);
         ge2_status st = ge2_checkpoint_load(n.program, bad, NULL);
         ck_assert_msg(st == GE2_OK || st == GE2_ERR_FORMAT || st == GE2_ERR_SHAPE, "byte %zu: %s", pos,
                       ge2_last_error());

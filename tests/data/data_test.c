@@ -176,15 +176,12 @@ END_TEST
 
 START_TEST(dataset_load)
 {
-    uint32_t idims[3] = {6, 2, 2}, ldims[1] = {6};
+    uint32_t idims[3] = {6, 2, 2};
     const char *images = write_idx("train-images-idx3-ubyte.gz", MAGIC_U8_3, idims, 3, 24, true);
-    /* labels (i*7+3) % 256 = 3, 10, ... exceed 10 classes: write them by hand */
-    (void)ldims;
+    /* write_idx's values (i*7+3) % 256 = 3, 10, ... exceed 10 classes: labels by hand */
     const char *lpath = tmp_path("train-labels-idx1-ubyte");
-    FILE *f = fopen(lpath, "wb");
     const uint8_t lab[4 + 4 + 6] = {0, 0, 8, 1, 0, 0, 0, 6, 9, 0, 3, 3, 1, 7};
-    fwrite(lab, 1, sizeof lab, f);
-    fclose(f);
+    tu_write(lpath, lab, sizeof lab);
     ge2_dataset *ds;
     ck_assert_int_eq(ge2_dataset_load_idx(images, lpath, 10, &ds), GE2_OK);
     ck_assert_int_eq(ds->n, 6);
@@ -208,14 +205,11 @@ END_TEST
 
 START_TEST(dataset_count_mismatch)
 {
-    uint32_t idims[3] = {6, 2, 2}, ldims[1] = {5};
+    uint32_t idims[3] = {6, 2, 2};
     const char *images = write_idx("im", MAGIC_U8_3, idims, 3, 24, false);
     const char *labels = tmp_path("lb");
-    FILE *f = fopen(labels, "wb");
     const uint8_t lab[4 + 4 + 5] = {0, 0, 8, 1, 0, 0, 0, 5, 1, 2, 3, 4, 5};
-    fwrite(lab, 1, sizeof lab, f);
-    fclose(f);
-    (void)ldims;
+    tu_write(labels, lab, sizeof lab);
     ge2_dataset *ds = (ge2_dataset *)1;
     ck_assert_int_eq(ge2_dataset_load_idx(images, labels, 10, &ds), GE2_ERR_FORMAT);
     ck_assert_ptr_null(ds);
@@ -229,10 +223,8 @@ START_TEST(dataset_label_range)
     uint32_t idims[2] = {2, 3};
     const char *images = write_idx("im2", (const uint8_t[4]){0, 0, 8, 2}, idims, 2, 6, false);
     const char *labels = tmp_path("lb2");
-    FILE *f = fopen(labels, "wb");
     const uint8_t lab[10] = {0, 0, 8, 1, 0, 0, 0, 2, 1, 10};
-    fwrite(lab, 1, sizeof lab, f);
-    fclose(f);
+    tu_write(labels, lab, sizeof lab);
     ge2_dataset *ds;
     ck_assert_int_eq(ge2_dataset_load_idx(images, labels, 10, &ds), GE2_ERR_FORMAT);
     ck_assert_ptr_nonnull(strstr(ge2_last_error(), "label 10 of example 1"));

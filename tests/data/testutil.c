@@ -32,6 +32,14 @@ const char *tu_path(const char *name)
     return path[which];
 }
 
+void tu_write(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(data, 1, n, f), n);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
 int tu_run(Suite *suite)
 {
     SRunner *sr = srunner_create(suite);

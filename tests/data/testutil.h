@@ -4,6 +4,7 @@
 #define GE2_TESTS_DATA_TESTUTIL_H
 
 #include <check.h>
+#include <stddef.h>
 
 /* Checked fixture: a fresh directory under /tmp, removed with its contents. */
 void tu_tmpdir_setup(void);
@@ -11,6 +12,9 @@ void tu_tmpdir_teardown(void);
 const char *tu_tmpdir(void);
 /* "<tmpdir>/<name>" in one of 32 rotating buffers (valid for the next 31 calls). */
 const char *tu_path(const char *name);
+
+/* Writes n bytes to path (replacing it). */
+void tu_write(const char *path, const void *data, size_t n);
 
 /* Runs the suite; the exit code for main(). */
 int tu_run(Suite *suite);
