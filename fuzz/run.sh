@@ -1,17 +1,37 @@
 #!/usr/bin/env bash
-# Builds the checkpoint-reader fuzzer with clang (libFuzzer + ASan + UBSan)
-# and runs it on fuzz/corpus/ for SECONDS (default 120). New interesting
-# inputs are written to a scratch corpus, not the committed one; crashes
-# land in fuzz/artifacts/. Usage: fuzz/run.sh [SECONDS] [extra libFuzzer flags]
+# Builds a fuzz target with clang (libFuzzer + ASan + UBSan) and runs it on
+# its committed corpus for SECONDS (default 120). New interesting inputs go to
+# a scratch corpus, not the committed one; crashes land in fuzz/artifacts/.
+#
+#   fuzz/run.sh [checkpoint|idx] [SECONDS] [extra libFuzzer flags]
+#
+# checkpoint: the safetensors reader (capture/checkpoint_*.c), corpus fuzz/corpus/
+# idx:        the IDX reader, plain and gzip (data/idx.c), corpus fuzz/corpus_idx/
 set -euo pipefail
 cd "$(dirname "$0")/.."
-seconds="${1:-120}"
-shift || true
-out="${FUZZ_OUT:-/tmp/ge2_fuzz}"
+target="${1:-checkpoint}"
+seconds="${2:-120}"
+shift $(($# < 2 ? $# : 2))
+common=(graph/alloc.c graph/error.c graph/dtype.c)
+case "$target" in
+checkpoint)
+    srcs=(fuzz/checkpoint_fuzz.c capture/checkpoint_json.c capture/checkpoint_safetensors.c)
+    corpus=fuzz/corpus
+    flags=(-max_len=4096 -dict=fuzz/safetensors.dict)
+    ;;
+idx)
+    srcs=(fuzz/idx_fuzz.c data/idx.c)
+    corpus=fuzz/corpus_idx
+    flags=(-max_len=2048 -rss_limit_mb=4096)
+    ;;
+*)
+    echo "usage: fuzz/run.sh [checkpoint|idx] [SECONDS] [libFuzzer flags]" >&2
+    exit 2
+    ;;
+esac
+out="${FUZZ_OUT:-/tmp/ge2_fuzz}/$target"
 mkdir -p "$out/corpus" fuzz/artifacts
 clang -std=c11 -g -O1 -D_GNU_SOURCE -DGE2_NO_JEMALLOC -I. -Iinclude \
     -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    fuzz/checkpoint_fuzz.c capture/checkpoint_json.c capture/checkpoint_safetensors.c \
-    graph/alloc.c graph/error.c graph/dtype.c -lm -o "$out/checkpoint_fuzz"
-"$out/checkpoint_fuzz" -max_total_time="$seconds" -max_len=4096 -artifact_prefix=fuzz/artifacts/ \
-    -dict=fuzz/safetensors.dict "$@" "$out/corpus" fuzz/corpus
+    "${srcs[@]}" "${common[@]}" -lz -lm -o "$out/fuzz"
+"$out/fuzz" -max_total_time="$seconds" -artifact_prefix=fuzz/artifacts/ "${flags[@]}" "$@" "$out/corpus" "$corpus"
