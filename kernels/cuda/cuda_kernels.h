@@ -40,8 +40,8 @@ ge2_status ge2_cuda_expand_launch(const ge2_launch *launch);              /* EXP
 const char *ge2_cuda_elementwise_describe(const ge2_launch *launch);
 
 /* reduce.cu */
-ge2_status ge2_cuda_reduce_launch(const ge2_launch *launch);    /* SUM, MEAN: all elements or one axis */
-ge2_status ge2_cuda_reduce_to_launch(const ge2_launch *launch); /* REDUCE_TO */
+ge2_status ge2_cuda_reduce_launch(const ge2_launch *launch); /* SUM, MEAN (all elements or one axis), REDUCE_TO */
+const char *ge2_cuda_reduce_describe(const ge2_launch *launch);
 
 /* softmax.cu: over the last axis */
 ge2_status ge2_cuda_softmax_launch(const ge2_launch *launch);          /* SOFTMAX, LOG_SOFTMAX */

@@ -8,6 +8,7 @@
 
 #define GE2_CUDA_SIMPLE(fn) {NULL, fn, NULL, NULL}
 #define GE2_CUDA_ELEMENTWISE(fn) {NULL, fn, NULL, ge2_cuda_elementwise_describe}
+#define GE2_CUDA_REDUCE {NULL, ge2_cuda_reduce_launch, NULL, ge2_cuda_reduce_describe}
 #define GE2_CUDA_GEMM(name) \
     {ge2_cuda_##name##_prepare, ge2_cuda_##name##_launch, ge2_cuda_##name##_release, ge2_cuda_##name##_describe}
 
@@ -21,14 +22,14 @@ const ge2_cuda_kernel ge2_cuda_kernels[GE2_OP_COUNT] = {
     [GE2_OP_ACTIVATION] = GE2_CUDA_ELEMENTWISE(ge2_cuda_activation_launch),
     [GE2_OP_SOFTMAX] = GE2_CUDA_SIMPLE(ge2_cuda_softmax_launch),
     [GE2_OP_LOG_SOFTMAX] = GE2_CUDA_SIMPLE(ge2_cuda_softmax_launch),
-    [GE2_OP_SUM] = GE2_CUDA_SIMPLE(ge2_cuda_reduce_launch),
-    [GE2_OP_MEAN] = GE2_CUDA_SIMPLE(ge2_cuda_reduce_launch),
+    [GE2_OP_SUM] = GE2_CUDA_REDUCE,
+    [GE2_OP_MEAN] = GE2_CUDA_REDUCE,
     [GE2_OP_RESHAPE] = GE2_CUDA_SIMPLE(ge2_cuda_reshape_launch),
     [GE2_OP_TRANSPOSE] = GE2_CUDA_SIMPLE(ge2_cuda_transpose_launch),
     [GE2_OP_CONCAT] = GE2_CUDA_SIMPLE(ge2_cuda_concat_launch),
     [GE2_OP_SLICE] = GE2_CUDA_SIMPLE(ge2_cuda_slice_launch),
     [GE2_OP_EXPAND] = GE2_CUDA_ELEMENTWISE(ge2_cuda_expand_launch),
-    [GE2_OP_REDUCE_TO] = GE2_CUDA_SIMPLE(ge2_cuda_reduce_to_launch),
+    [GE2_OP_REDUCE_TO] = GE2_CUDA_REDUCE,
     [GE2_OP_CROSS_ENTROPY] = GE2_CUDA_SIMPLE(ge2_cuda_cross_entropy_launch),
     [GE2_OP_MSE_LOSS] = GE2_CUDA_SIMPLE(ge2_cuda_mse_loss_launch),
     [GE2_OP_ACCURACY] = GE2_CUDA_SIMPLE(ge2_cuda_accuracy_launch),

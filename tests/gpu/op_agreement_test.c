@@ -508,10 +508,44 @@ static void large_mixed(void)
     ge2_graph_free(g);
 }
 
+/* Reductions shaped for each of the reduce kernels: block per output
+ * (strided and contiguous terms), warp per output, 32-column slices, and a
+ * REDUCE_TO over two separated dims (a broadcast mul's gradient). */
+static void large_reductions(void)
+{
+    static const int64_t shapes[][2] = {{3000, 5}, {40, 5000}, {3000, 100}, {100, 3000}};
+    static const int axes[] = {0, 1, 1, 0};
+    ge2_graph *g;
+    OK(ge2_graph_new(&g));
+    ge2_tensor *loss = NULL, *a, *u, *v;
+    for (int i = 0; i < 4; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "r%d", i);
+        ge2_tensor *p = param(g, name, ge2_shape2(shapes[i][0], shapes[i][1])), *r, *t;
+        OK(i % 2 ? ge2_mean(g, p, axes[i], &r) : ge2_sum(g, p, axes[i], &r));
+        OK(ge2_sum_all(g, r, &t));
+        if (loss)
+            OK(ge2_add(g, loss, t, &loss));
+        else
+            loss = t;
+    }
+    OK(ge2_input(g, "a", GE2_F32, ge2_shape3(64, 33, 17), &a));
+    OK(ge2_mul(g, a, param(g, "q", ge2_shape2(33, 1)), &u));
+    OK(ge2_sum_all(g, u, &v));
+    OK(ge2_add(g, loss, v, &loss));
+    OK(ge2_backward(g, loss));
+    float *ad = random_f32(64 * 33 * 17, -1, 1);
+    ge2_feed feeds[] = {{a, ad, ge2_shape3(64, 33, 17)}};
+    check_graph("large reductions", g, feeds, 1);
+    free(ad);
+    ge2_graph_free(g);
+}
+
 START_TEST(test_large_graphs_agree)
 {
     large_mlp();
     large_mixed();
+    large_reductions();
 }
 END_TEST
 
