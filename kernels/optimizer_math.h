@@ -26,8 +26,10 @@
  *      (the accumulated mean, see ge2_opt_effective_grad) into grad_norm and
  *      writes clip_factor = ge2_clip_factor(clip_norm, grad_norm). Without
  *      clipping nothing writes clip_factor; scalars use 1 then.
- *   4. OPTIMIZER_UPDATE applies ge2_opt_update_element to every element of
- *      the flat pools (padding is zero and stays zero under every rule).
+ *   4. OPTIMIZER_UPDATE applies ge2_opt_step_element to every element of
+ *      the flat pools (or, the same math, ge2_opt_take_accum then the kind's
+ *      ge2_opt_sgd_element / ge2_opt_adam_element in a loop per kind).
+ *      Padding is zero and stays zero under every rule.
  *   5. Once every element is done, exactly one writer runs ge2_opt_commit:
  *      step = t, lr, bias corrections (for reporting), micro_step = 0. On
  *      CUDA that is the last block to finish (blocks_done counter) or a
@@ -144,15 +146,20 @@ static inline GE2_HD bool ge2_opt_is_update_step(const ge2_optimizer_config *cfg
     return ctl->micro_step + 1 >= cfg->accumulation_steps;
 }
 
-/* The per-update scalars every element of one update shares. */
+/* The per-update scalars every element of one update shares, with the
+ * config's coefficients already in f32 (converted once per update, not per
+ * element; the f32 values are what torch's f32 tensor ops use too). */
 typedef struct ge2_opt_scalars {
-    int64_t t;      /* 1-based number of this update */
-    float lr;       /* after the schedule */
-    float bc1, bc2; /* 1 - beta1^t, 1 - beta2^t */
+    int64_t t;           /* 1-based number of this update */
+    float lr;            /* after the schedule */
+    float bc1, bc2;      /* 1 - beta1^t, 1 - beta2^t */
     float step_size;     /* Adam: lr / bc1 */
     float bc2_sqrt;      /* Adam: sqrt(bc2) */
     float grad_scale;    /* clip factor / accumulation_steps: applied to the raw (summed) gradient */
     float decay;         /* AdamW: 1 - lr * weight_decay */
+    float weight_decay;  /* SGD, Adam: coupled, g += weight_decay * p */
+    float momentum, one_minus_dampening;
+    float one_minus_beta1, beta2, one_minus_beta2, eps;
 } ge2_opt_scalars;
 
 static inline GE2_HD ge2_opt_scalars ge2_opt_scalars_of(const ge2_optimizer_config *cfg, const ge2_control *ctl)
@@ -170,6 +177,13 @@ static inline GE2_HD ge2_opt_scalars ge2_opt_scalars_of(const ge2_optimizer_conf
     float clip = cfg->clip_norm > 0.0 ? ctl->clip_factor : 1.0f;
     s.grad_scale = cfg->accumulation_steps > 1 ? clip / (float)cfg->accumulation_steps : clip;
     s.decay = (float)(1.0 - (double)s.lr * cfg->weight_decay);
+    s.weight_decay = cfg->kind == GE2_OPT_ADAMW ? 0.0f : (float)cfg->weight_decay;
+    s.momentum = (float)cfg->momentum;
+    s.one_minus_dampening = (float)(1.0 - cfg->dampening);
+    s.one_minus_beta1 = (float)(1.0 - cfg->beta1);
+    s.beta2 = (float)cfg->beta2;
+    s.one_minus_beta2 = (float)(1.0 - cfg->beta2);
+    s.eps = (float)cfg->eps;
     return s;
 }
 
@@ -180,66 +194,93 @@ static inline GE2_HD float ge2_opt_effective_grad(const ge2_optimizer_config *cf
     return cfg->accumulation_steps > 1 ? (accum + grad) / (float)cfg->accumulation_steps : grad;
 }
 
-/* One parameter element of one update, torch's single-tensor (non-foreach)
+/* The element functions below follow torch's single-tensor (non-foreach)
  * order of operations. g is the raw gradient (already summed with the
- * accumulation buffer). state points at element i of slot 0; the slots are
- * `stride` (= n) floats apart. */
-static inline GE2_HD void ge2_opt_update_element(const ge2_optimizer_config *cfg, const ge2_opt_slots *slots,
-                                                 const ge2_opt_scalars *s, float *param, float g, float *state,
-                                                 int64_t stride)
+ * accumulation buffer); the clip factor and 1/k are applied here. */
+
+/* torch.optim.SGD. buf: the momentum buffer element, NULL without momentum. */
+static inline GE2_HD void ge2_opt_sgd_element(const ge2_opt_scalars *s, bool nesterov, float *param, float g,
+                                              float *buf)
 {
     float p = *param;
     g *= s->grad_scale;
-    if (cfg->kind == GE2_OPT_SGD) {
-        if (cfg->weight_decay != 0.0)
-            g += (float)cfg->weight_decay * p;
-        if (slots->momentum >= 0) {
-            float *buf = state + slots->momentum * stride;
-            /* torch: the first step's buffer is the gradient itself, undamped */
-            float b = s->t == 1 ? g : *buf * (float)cfg->momentum + (float)(1.0 - cfg->dampening) * g;
-            *buf = b;
-            g = cfg->nesterov ? g + (float)cfg->momentum * b : b;
-        }
-        *param = p - s->lr * g;
-        return;
+    if (s->weight_decay != 0.0f)
+        g += s->weight_decay * p;
+    if (buf) {
+        /* torch: the first step's buffer is the gradient itself, undamped */
+        float b = s->t == 1 ? g : *buf * s->momentum + s->one_minus_dampening * g;
+        *buf = b;
+        g = nesterov ? g + s->momentum * b : b;
     }
-    if (cfg->kind == GE2_OPT_ADAMW)
+    *param = p - s->lr * g;
+}
+
+/* torch.optim.Adam / AdamW. vmax: amsgrad's running max, NULL without amsgrad. */
+static inline GE2_HD void ge2_opt_adam_element(const ge2_opt_scalars *s, bool decoupled, float *param, float g,
+                                               float *m, float *v, float *vmax)
+{
+    float p = *param;
+    g *= s->grad_scale;
+    if (decoupled)
         p *= s->decay;
-    else if (cfg->weight_decay != 0.0)
-        g += (float)cfg->weight_decay * p;
-    float *m = state + slots->exp_avg * stride;
-    float *v = state + slots->exp_avg_sq * stride;
-    float mn = *m + (float)(1.0 - cfg->beta1) * (g - *m); /* exp_avg.lerp_(grad, 1 - beta1) */
-    float vn = *v * (float)cfg->beta2 + (float)(1.0 - cfg->beta2) * g * g;
+    else if (s->weight_decay != 0.0f)
+        g += s->weight_decay * p;
+    float mn = *m + s->one_minus_beta1 * (g - *m); /* exp_avg.lerp_(grad, 1 - beta1) */
+    float vn = *v * s->beta2 + s->one_minus_beta2 * g * g;
     *m = mn;
     *v = vn;
-    if (slots->max_exp_avg_sq >= 0) {
-        float *vmax = state + slots->max_exp_avg_sq * stride;
+    if (vmax) {
         if (vn > *vmax)
             *vmax = vn;
         vn = *vmax;
     }
-    float denom = sqrtf(vn) / s->bc2_sqrt + (float)cfg->eps;
+    float denom = sqrtf(vn) / s->bc2_sqrt + s->eps;
     *param = p - s->step_size * (mn / denom);
 }
 
-/* Steps 1 and 4 for one element: on a micro-step add the gradient into the
- * accumulation slot; on an update step consume (and clear) that slot, then
- * update. The one entry point both backends' update kernels call per element. */
+/* One parameter element of one update, any kind. state points at element i
+ * of slot 0; the slots are `stride` (= n) floats apart. */
+static inline GE2_HD void ge2_opt_update_element(const ge2_optimizer_config *cfg, const ge2_opt_slots *slots,
+                                                 const ge2_opt_scalars *s, float *param, float g, float *state,
+                                                 int64_t stride)
+{
+    if (cfg->kind == GE2_OPT_SGD) {
+        ge2_opt_sgd_element(s, cfg->nesterov, param, g, slots->momentum >= 0 ? state + slots->momentum * stride : 0);
+        return;
+    }
+    ge2_opt_adam_element(s, cfg->kind == GE2_OPT_ADAMW, param, g, state + slots->exp_avg * stride,
+                         state + slots->exp_avg_sq * stride,
+                         slots->max_exp_avg_sq >= 0 ? state + slots->max_exp_avg_sq * stride : 0);
+}
+
+/* Step 4's gradient of one element on an update step when accumulating:
+ * the slot's sum of the earlier micro-batches plus this one, and the slot
+ * cleared for the next round (acc NULL: no accumulation). On a micro-step
+ * kernels only add the gradient into the slot. */
+static inline GE2_HD float ge2_opt_take_accum(float g, float *acc)
+{
+    if (!acc)
+        return g;
+    g += *acc;
+    *acc = 0.0f;
+    return g;
+}
+
+/* Steps 1 and 4 for one element, any kind: on a micro-step add the gradient
+ * into the accumulation slot; on an update step take (and clear) it, then
+ * update. The generic per-element entry point (the CUDA kernel's); the CPU
+ * kernel runs the same functions in one loop per kind. */
 static inline GE2_HD void ge2_opt_step_element(const ge2_optimizer_config *cfg, const ge2_opt_slots *slots,
                                                const ge2_opt_scalars *s, bool update, float *param, float g,
                                                float *state, int64_t stride)
 {
-    if (slots->accum >= 0) {
-        float *acc = state + slots->accum * stride;
-        if (!update) {
+    float *acc = slots->accum >= 0 ? state + slots->accum * stride : 0;
+    if (!update) {
+        if (acc)
             *acc += g;
-            return;
-        }
-        g = *acc + g;
-        *acc = 0.0f;
+        return;
     }
-    ge2_opt_update_element(cfg, slots, s, param, g, state, stride);
+    ge2_opt_update_element(cfg, slots, s, param, ge2_opt_take_accum(g, acc), state, stride);
 }
 
 /* Step 5 of the protocol; `update` says whether this step was an update step. */

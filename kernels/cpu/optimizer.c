@@ -53,15 +53,48 @@ ge2_status ge2_cpu_grad_norm(const ge2_launch *l)
     return GE2_OK;
 }
 
+/* One loop per kind, so the per-element branches on the config are gone
+ * from the hot loop; the element math is optimizer_math.h's. */
+static void opt_update(const opt_launch *o, const ge2_opt_scalars *scalars)
+{
+    /* a local copy: the compiler can keep it in registers, as writes through
+     * the float pools cannot alias it */
+    const ge2_opt_scalars sc = *scalars, *s = &sc;
+    const int64_t n = o->n;
+    float *slot0 = o->state;
+    float *accum = o->slots.accum >= 0 ? slot0 + o->slots.accum * n : NULL; /* [n] */
+    if (o->cfg->kind == GE2_OPT_SGD) {
+        float *buf = o->slots.momentum >= 0 ? slot0 + o->slots.momentum * n : NULL; /* [n] */
+        const bool nesterov = o->cfg->nesterov;
+        for (int64_t i = 0; i < n; i++) {
+            float g = ge2_opt_take_accum(o->grads[i], accum ? accum + i : NULL);
+            ge2_opt_sgd_element(s, nesterov, o->params + i, g, buf ? buf + i : NULL);
+        }
+        return;
+    }
+    const bool decoupled = o->cfg->kind == GE2_OPT_ADAMW;
+    float *m = slot0 + o->slots.exp_avg * n;    /* [n] */
+    float *v = slot0 + o->slots.exp_avg_sq * n; /* [n] */
+    float *vmax = o->slots.max_exp_avg_sq >= 0 ? slot0 + o->slots.max_exp_avg_sq * n : NULL; /* [n] */
+    for (int64_t i = 0; i < n; i++) {
+        float g = ge2_opt_take_accum(o->grads[i], accum ? accum + i : NULL);
+        ge2_opt_adam_element(s, decoupled, o->params + i, g, m + i, v + i, vmax ? vmax + i : NULL);
+    }
+}
+
 ge2_status ge2_cpu_optimizer_update(const ge2_launch *l)
 {
     opt_launch o;
     GE2_TRY(opt_begin(l, &o));
     const bool update = ge2_opt_is_update_step(o.cfg, o.ctl);
     const ge2_opt_scalars s = ge2_opt_scalars_of(o.cfg, o.ctl);
-    for (int64_t i = 0; i < o.n; i++)
-        ge2_opt_step_element(o.cfg, &o.slots, &s, update, o.params + i, o.grads[i], o.state ? o.state + i : NULL,
-                             o.n);
+    if (update) {
+        opt_update(&o, &s);
+    } else {
+        float *accum = o.state + o.slots.accum * o.n; /* [n]: a micro-step implies the slot */
+        for (int64_t i = 0; i < o.n; i++)
+            accum[i] += o.grads[i];
+    }
     ge2_opt_commit(o.ctl, update, &s);
     return GE2_OK;
 }
