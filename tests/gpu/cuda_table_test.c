@@ -1,0 +1,127 @@
+/* The CUDA column of the op table, checked where there is no GPU (CI): every
+ * row is filled, and the launchers refuse what they cannot run — f64, a
+ * missing control block, too few optimizer state slots — with a message
+ * naming the op, before touching the device. (What the kernels compute is
+ * op_agreement_test's job, on a GPU.)
+ */
+#include <check.h>
+#include <string.h>
+
+#include "graph/error.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/optimizer_math.h"
+
+static bool gemm_op(ge2_op op)
+{
+    return op == GE2_OP_LINEAR || op == GE2_OP_MATMUL;
+}
+
+static bool optimizer_op(ge2_op op)
+{
+    return (ge2_op_table[op].flags & GE2_OPF_OPTIMIZER) != 0;
+}
+
+/* A launch with the op's smallest arity over views of dtype dt and shape
+ * [4, 3] (labels [4] i32); no memory behind them: nothing may be launched. */
+static void make_launch(ge2_op op, ge2_dtype dt, ge2_node *node, ge2_launch *l)
+{
+    const ge2_op_info *info = &ge2_op_table[op];
+    memset(node, 0, sizeof *node);
+    node->op = op;
+    node->n_inputs = info->min_inputs;
+    node->n_outputs = info->max_outputs;
+    node->attrs.reduce.axis = GE2_AXIS_ALL;
+    memset(l, 0, sizeof *l);
+    l->node = node;
+    l->n_in = node->n_inputs;
+    l->n_out = node->n_outputs;
+    for (int i = 0; i < l->n_in; i++)
+        l->in[i] = (ge2_view){NULL, dt, ge2_shape2(4, 3)};
+    if (op == GE2_OP_CROSS_ENTROPY || op == GE2_OP_ACCURACY)
+        l->in[1] = (ge2_view){NULL, GE2_I32, ge2_shape1(4)};
+    for (int i = 0; i < l->n_out; i++)
+        l->out[i] = (ge2_view){NULL, dt, ge2_shape2(4, 3)};
+    if (info->flags & (GE2_OPF_LOSS | GE2_OPF_NO_GRAD))
+        l->out[0].shape = ge2_shape0();
+}
+
+START_TEST(test_every_row_filled)
+{
+    for (int op = 0; op < GE2_OP_COUNT; op++) {
+        const ge2_cuda_kernel *k = &ge2_cuda_kernels[op];
+        ck_assert_msg(k->launch != NULL, "%s: no CUDA launch", ge2_op_table[op].name);
+        /* prepare and release come in pairs: what one makes the other frees */
+        ck_assert_msg((k->prepare == NULL) == (k->release == NULL), "%s: prepare without release or back",
+                      ge2_op_table[op].name);
+        if (gemm_op((ge2_op)op))
+            ck_assert_msg(k->prepare && k->describe, "%s: cuBLASLt rows prepare and describe",
+                          ge2_op_table[op].name);
+    }
+}
+END_TEST
+
+START_TEST(test_f64_refused)
+{
+    ge2_op op = (ge2_op)_i;
+    if (gemm_op(op) || optimizer_op(op))
+        return; /* GEMM: gemm_lt_test; optimizer: no tensors */
+    ge2_node node;
+    ge2_launch l;
+    make_launch(op, GE2_F64, &node, &l);
+    ge2_clear_error();
+    ck_assert_int_eq(ge2_cuda_kernels[op].launch(&l), GE2_ERR_UNSUPPORTED);
+    const char *msg = ge2_last_error();
+    ck_assert_msg(strstr(msg, ge2_op_table[op].name) && strstr(msg, "f64"), "%s: message: %s",
+                  ge2_op_table[op].name, msg);
+}
+END_TEST
+
+/* The single-launch reductions keep their scratch in the control block. */
+START_TEST(test_control_block_required)
+{
+    static const ge2_op ops[] = {GE2_OP_CROSS_ENTROPY, GE2_OP_MSE_LOSS, GE2_OP_ACCURACY, GE2_OP_GRAD_NORM,
+                                 GE2_OP_OPTIMIZER_UPDATE};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        ge2_node node;
+        ge2_launch l;
+        make_launch(ops[i], GE2_F32, &node, &l);
+        node.attrs.optim.config.accumulation_steps = 1;
+        ck_assert_int_eq(ge2_cuda_kernels[ops[i]].launch(&l), GE2_ERR_STATE);
+        ck_assert_msg(strstr(ge2_last_error(), ge2_op_table[ops[i]].name) && strstr(ge2_last_error(), "control"),
+                      "%s: message: %s", ge2_op_table[ops[i]].name, ge2_last_error());
+    }
+}
+END_TEST
+
+START_TEST(test_optimizer_slots_checked)
+{
+    ge2_node node;
+    ge2_launch l;
+    make_launch(GE2_OP_OPTIMIZER_UPDATE, GE2_F32, &node, &l);
+    node.attrs.optim.config.kind = GE2_OPT_ADAM;
+    node.attrs.optim.config.amsgrad = true;
+    node.attrs.optim.config.accumulation_steps = 1;
+    ge2_control not_dereferenced;
+    l.control = &not_dereferenced;
+    l.pools.slots = 2; /* amsgrad needs m, v, v_max */
+    l.pools.n = 64;
+    ck_assert_int_eq(ge2_cuda_kernels[GE2_OP_OPTIMIZER_UPDATE].launch(&l), GE2_ERR_STATE);
+    ck_assert_msg(strstr(ge2_last_error(), "needs 3 state slots, the pool has 2"), "message: %s", ge2_last_error());
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("cuda_table");
+    TCase *tc = tcase_create("rows");
+    tcase_add_test(tc, test_every_row_filled);
+    tcase_add_loop_test(tc, test_f64_refused, 0, GE2_OP_COUNT);
+    tcase_add_test(tc, test_control_block_required);
+    tcase_add_test(tc, test_optimizer_slots_checked);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
