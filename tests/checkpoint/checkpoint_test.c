@@ -454,5 +454,5 @@ int main(void)
     tcase_add_test(tc, corrupt_files);
     tcase_add_test(tc, atomic_save);
     suite_add_tcase(s, tc);
-    return tu_run(s);
+    return ge2_check_run(s);
 }

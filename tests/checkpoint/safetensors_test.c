@@ -286,5 +286,5 @@ int main(void)
     tcase_add_test(file, atomic_save_keeps_target_on_failure);
     tcase_add_test(file, read_oversized_file);
     suite_add_tcase(s, file);
-    return tu_run(s);
+    return ge2_check_run(s);
 }

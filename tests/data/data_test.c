@@ -369,5 +369,5 @@ static Suite *data_suite(void)
 
 int main(void)
 {
-    return tu_run(data_suite());
+    return ge2_check_run(data_suite());
 }

@@ -39,12 +39,3 @@ void tu_write(const char *path, const void *data, size_t n)
     ck_assert_uint_eq(fwrite(data, 1, n, f), n);
     ck_assert_int_eq(fclose(f), 0);
 }
-
-int tu_run(Suite *suite)
-{
-    SRunner *sr = srunner_create(suite);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}

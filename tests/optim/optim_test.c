@@ -541,5 +541,5 @@ int main(void)
     tcase_add_test(tc, state_errors);
     tcase_add_test(tc, defaults_names_slots);
     suite_add_tcase(s, tc);
-    return tu_run(s);
+    return ge2_check_run(s);
 }
