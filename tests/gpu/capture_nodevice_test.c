@@ -9,6 +9,7 @@
 
 #include "capture/backend.h"
 #include "tests/gpu_probe.h"
+#include "tests/support/check_main.h"
 
 static bool have_gpu;
 
@@ -37,9 +38,5 @@ int main(void)
     TCase *tc = tcase_create("nodevice");
     tcase_add_test(tc, test_open_without_device_is_no_device);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ge2_check_run(s);
 }

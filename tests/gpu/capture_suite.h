@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "tests/gpu_probe.h"
+#include "tests/support/check_main.h"
 
 /* tests: n tests made by START_TEST. Returns main()'s exit status. */
 static inline int ge2_gpu_suite_main(const char *name, int timeout_s, const TTest *const *tests, int n)
@@ -22,11 +23,7 @@ static inline int ge2_gpu_suite_main(const char *name, int timeout_s, const TTes
     for (int i = 0; i < n; i++)
         tcase_add_test(tc, tests[i]);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ge2_check_run(s);
 }
 
 /* GE2_GPU_SUITE_MAIN("name_test", 600, test_a, test_b, ...) defines main(). */
