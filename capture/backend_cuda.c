@@ -139,6 +139,14 @@ static ge2_status cuda_open(const ge2_compile_options *options, ge2_backend_ctx 
 
 /* ----------------------------------------------------------------- memory */
 
+/* An allocation failure: out of memory is its own status, a user can act on it. */
+static ge2_status alloc_fail(cudaError_t e, const char *call, size_t bytes)
+{
+    cudaGetLastError();
+    return ge2_error(e == cudaErrorMemoryAllocation ? GE2_ERR_OUT_OF_MEMORY : GE2_ERR_CUDA,
+                     "ge2 cuda backend: %s(%zu bytes) failed: %s", call, bytes, cudaGetErrorString(e));
+}
+
 static ge2_status cuda_alloc(ge2_backend_ctx *ctx, size_t bytes, void **out)
 {
     *out = NULL;
@@ -147,9 +155,7 @@ static ge2_status cuda_alloc(ge2_backend_ctx *ctx, size_t bytes, void **out)
     cudaError_t e = cudaMalloc(out, bytes);
     if (e != cudaSuccess) {
         *out = NULL;
-        cudaGetLastError();
-        return ge2_error(e == cudaErrorMemoryAllocation ? GE2_ERR_OUT_OF_MEMORY : GE2_ERR_CUDA,
-                         "ge2 cuda backend: cudaMalloc(%zu bytes) failed: %s", bytes, cudaGetErrorString(e));
+        return alloc_fail(e, "cudaMalloc", bytes);
     }
     /* On the step stream: ordered before every kernel that will use it. */
     CUDA_TRY(cudaMemsetAsync(*out, 0, bytes, ctx->stream));
@@ -172,9 +178,7 @@ static ge2_status cuda_alloc_host(ge2_backend_ctx *ctx, size_t bytes, void **out
     cudaError_t e = cudaMallocHost(out, bytes);
     if (e != cudaSuccess) {
         *out = NULL;
-        cudaGetLastError();
-        return ge2_error(e == cudaErrorMemoryAllocation ? GE2_ERR_OUT_OF_MEMORY : GE2_ERR_CUDA,
-                         "ge2 cuda backend: cudaMallocHost(%zu bytes) failed: %s", bytes, cudaGetErrorString(e));
+        return alloc_fail(e, "cudaMallocHost", bytes);
     }
     memset(*out, 0, bytes);
     return GE2_OK;

@@ -148,6 +148,19 @@ static void step(key *k, const float *x, float *y)
     API(k->be->download(k->ctx, y, k->y, B * OUT * sizeof(float)));
 }
 
+static void check_reference(const key *k, const float *x, const float *y);
+
+/* Steps on inputs seeded first..last-1, each checked against the reference. */
+static void checked_steps(key *k, uint64_t first, uint64_t last)
+{
+    float x[B * IN], y[B * OUT];
+    for (uint64_t s = first; s < last; s++) {
+        make_input(x, s);
+        step(k, x, y);
+        check_reference(k, x, y);
+    }
+}
+
 static void check_reference(const key *k, const float *x, const float *y)
 {
     for (int r = 0; r < B; r++) {
@@ -196,17 +209,10 @@ START_TEST(test_capture_then_replay_new_inputs)
 {
     key k;
     key_open(&k, false);
-    float x[B * IN], y[B * OUT];
-    make_input(x, 1);
-    step(&k, x, y); /* eager warm-up + capture */
-    check_reference(&k, x, y);
+    checked_steps(&k, 1, 2); /* eager warm-up + capture */
     ck_assert_int_eq(k.be->capture_count(k.ctx), 1);
     ck_assert(k.exec.captured);
-    for (uint64_t s = 2; s < 6; s++) { /* replays, each on a new input */
-        make_input(x, s);
-        step(&k, x, y);
-        check_reference(&k, x, y);
-    }
+    checked_steps(&k, 2, 6); /* replays, each on a new input */
     ck_assert_int_eq(k.be->capture_count(k.ctx), 1);
     key_close(&k);
 }
@@ -271,12 +277,7 @@ START_TEST(test_env_disables_capture)
     setenv("GE2_DISABLE_CAPTURE", "1", 1); /* this forked child only */
     key k;
     key_open(&k, false);
-    float x[B * IN], y[B * OUT];
-    for (uint64_t s = 1; s < 4; s++) {
-        make_input(x, s);
-        step(&k, x, y);
-        check_reference(&k, x, y);
-    }
+    checked_steps(&k, 1, 4);
     ck_assert_int_eq(k.be->capture_count(k.ctx), 0);
     key_close(&k);
 }
