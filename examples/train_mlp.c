@@ -45,7 +45,7 @@ typedef struct options {
     int n_hidden;
     int64_t hidden[MAX_LAYERS - 1];
     ge2_activation act;
-    int64_t batch, epochs, steps; /* steps 0: no limit */
+    int64_t batch, epochs, steps; /* steps -1: no limit; 0: evaluate only */
     ge2_optimizer_kind optimizer;
     double lr, momentum, weight_decay; /* < 0: the optimizer's default */
     uint64_t seed;
@@ -163,6 +163,7 @@ static int parse_args(int argc, char **argv, options *o)
                    .act = GE2_ACT_RELU,
                    .batch = 64,
                    .epochs = 10,
+                   .steps = -1,
                    .optimizer = GE2_OPT_ADAM,
                    .lr = -1,
                    .momentum = 0,
@@ -371,7 +372,7 @@ typedef struct run {
 
 static bool step_limit_hit(const run *r)
 {
-    return r->o->steps > 0 && r->steps_done >= r->o->steps;
+    return r->o->steps >= 0 && r->steps_done >= r->o->steps;
 }
 
 static ge2_status train(run *r, const ge2_dataset *train_set)
