@@ -10,6 +10,7 @@
 #include "graph/error.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/optimizer_math.h"
+#include "tests/support/check_main.h"
 
 static bool gemm_op(ge2_op op)
 {
@@ -119,9 +120,5 @@ int main(void)
     tcase_add_test(tc, test_control_block_required);
     tcase_add_test(tc, test_optimizer_slots_checked);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return ge2_check_run(s);
 }

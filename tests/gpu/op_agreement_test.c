@@ -35,6 +35,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/optimizer_math.h"
 #include "tests/gpu_probe.h"
+#include "tests/support/check_main.h"
 #include "tests/support/op_cases.h"
 
 #define RTOL 1e-5
@@ -786,9 +787,5 @@ int main(void)
     tcase_add_loop_test(tc, test_optimizer_agrees, 0, N_OPT_CASES);
     tcase_add_test(tc, test_cross_entropy_deterministic);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return ge2_check_run(s);
 }
