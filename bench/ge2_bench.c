@@ -153,6 +153,15 @@ static void json_string(const char *s)
     putchar('"');
 }
 
+/* ,"key":v, or null when v is NaN or infinite (JSON has no such numbers). */
+static void json_number(const char *key, double v)
+{
+    if (isfinite(v))
+        printf(",\"%s\":%.6g", key, v);
+    else
+        printf(",\"%s\":null", key);
+}
+
 static void dims_string(const bench_workload *w, char *buf, size_t size)
 {
     size_t used = 0;
@@ -427,12 +436,12 @@ static void print_row(const bench_workload *w, const bench_mode *mode, const cha
            "\"host_us_per_step\":%.3f,\"host_allocs_per_step\":%.3f,\"kernels_per_step\":%d,"
            "\"kernels_source\":\"ge2_program_launch_count\",\"device_bytes\":%zu,"
            "\"param_bytes\":%zu,\"grad_bytes\":%zu,\"optimizer_state_bytes\":%zu,\"arena_bytes\":%zu,"
-           "\"arena_lower_bound_bytes\":%zu,\"input_bytes\":%zu,\"workspace_bytes\":%zu,\"taken_bytes\":%zu,"
-           "\"loss_first\":%.6g,\"loss_last\":%.6g",
+           "\"arena_lower_bound_bytes\":%zu,\"input_bytes\":%zu,\"workspace_bytes\":%zu,\"taken_bytes\":%zu",
            r->us_median, r->us_p10, r->us_p90, (long long)r->steps_timed, r->host_us, r->host_allocs, r->launches,
            plan_device_bytes(p), p->parameter_bytes, p->gradient_bytes, p->optimizer_state_bytes, p->arena_bytes,
-           p->lower_bound_bytes, p->input_bytes, p->workspace_bytes, r->taken_bytes, (double)r->loss_first,
-           (double)r->loss_last);
+           p->lower_bound_bytes, p->input_bytes, p->workspace_bytes, r->taken_bytes);
+    json_number("loss_first", r->loss_first);
+    json_number("loss_last", r->loss_last);
     if (w->epoch)
         printf(",\"ms_per_epoch\":%.3f,\"steps_per_epoch\":%lld", r->ms_epoch, (long long)r->steps_per_epoch);
     printf("}\n");

@@ -12,6 +12,7 @@ precision (fp32 with fp32, TF32 with TF32).
 import argparse
 import datetime
 import json
+import math
 import sys
 
 WORKLOAD_ORDER = ["mlp_small", "mlp_medium", "mlp_large", "epoch"]
@@ -156,6 +157,9 @@ def workload_table(rows, workload):
                          f"{fmt_loss(r.get('loss_first'))} → {fmt_loss(r.get('loss_last'))}"]
                 if epoch:
                     cells.insert(2, fmt(r.get("ms_per_epoch")))
+                last = r.get("loss_last")
+                if last is None or not math.isfinite(last):
+                    errors.append(f"- {impl} {label}: final loss is {last}: the timed steps do not train")
             lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     lines.extend(errors)

@@ -36,6 +36,9 @@ ROWS = [
     row("ge2", "mlp_large", "replay", 350.0, tf32=True),
     row("torch", "mlp_large", "graph", 900.0),
     row("torch", "mlp_large", "graph", 500.0, tf32=True),
+    # medium eager: trains into NaN (ge2 writes null, torch NaN).
+    row("ge2", "mlp_medium", "eager", 90.0, loss_last=None),
+    row("torch", "mlp_medium", "eager", 300.0, loss_last=float("nan")),
     # epoch: ge2 failed.
     dict(impl="ge2", workload="epoch", mode="replay", tf32=False, error="GE2_ERR_CUDA: boom"),
 ]
@@ -77,6 +80,9 @@ class ReportTest(unittest.TestCase):
         large_tf32 = next(line for line in text.splitlines() if line.startswith("| ge2 | replay TF32"))
         self.assertEqual([c.strip() for c in large_tf32.strip("|").split("|")][6], "0.70×")  # 350 / 500
         self.assertIn("- ge2 replay: GE2_ERR_CUDA: boom", text)
+        self.assertIn("- ge2 eager: final loss is None", text)
+        self.assertIn("- torch eager: final loss is nan", text)
+        self.assertNotIn("- ge2 replay: final loss", text)
         self.assertTrue(text.rstrip().endswith("targets met."))
         self.assertIn("2026-11-21 · Test GPU · ge2 abc1234", text)
 
