@@ -7,13 +7,16 @@
 # Runs bin/ge2_bench, then torch_bench.py, then report.py on both outputs; the
 # report comes last. JSON lines and the report are kept in $GE2_BENCH_OUT
 # (default gpu_stage/results/). Options go to both programs. Exits non-zero if
-# any of the three fails (a row that failed makes its program fail).
+# any of the three fails (a row that failed makes its program fail). Each
+# program is stopped after GE2_BENCH_TIMEOUT seconds (default 300), so a hung
+# ge2 still leaves time for PyTorch's numbers and the report.
 set -u -o pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 stage="$(cd "$here/.." && pwd)"
 out="${GE2_BENCH_OUT:-$stage/results}"
 python="${PYTHON:-python3}"
+limit="${GE2_BENCH_TIMEOUT:-300}"
 mkdir -p "$out"
 
 export PYTHONUNBUFFERED=1
@@ -31,10 +34,10 @@ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,c
 
 rc=0
 echo "run.sh: ge2_bench"
-"$stage/bin/ge2_bench" --data "$GE2_DATA_DIR" "$@" | tee "$out/ge2.jsonl" ||
+timeout "$limit" "$stage/bin/ge2_bench" --data "$GE2_DATA_DIR" "$@" | tee "$out/ge2.jsonl" ||
     { echo "run.sh: ge2_bench failed"; rc=1; }
 echo "run.sh: torch_bench.py"
-"$python" "$here/torch_bench.py" --data "$GE2_DATA_DIR" "$@" | tee "$out/torch.jsonl" ||
+timeout "$limit" "$python" "$here/torch_bench.py" --data "$GE2_DATA_DIR" "$@" | tee "$out/torch.jsonl" ||
     { echo "run.sh: torch_bench.py failed"; rc=1; }
 echo
 "$python" "$here/report.py" --commit "${GE2_COMMIT:-unknown}" "$out/ge2.jsonl" "$out/torch.jsonl" |
