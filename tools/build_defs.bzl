@@ -40,6 +40,10 @@ GE2_NVCC_OPTS = [
     "-Xcompiler",
     "-fPIC",
     "--expt-relaxed-constexpr",
+    # Smallest fatbins (about a third of the default): every staged GPU binary
+    # embeds all kernels, and the staged folder must stay under 50 MiB.
+    # Needs a CUDA 12.8+ driver to load, which sm_90 + CUDA 13 implies.
+    "-compress-mode=size",
 ]
 
 def ge2_c_library(name, srcs = [], hdrs = [], deps = [], copts = [], **kwargs):
@@ -102,6 +106,10 @@ def _nvcc_objects_impl(ctx):
     args = list(GE2_NVCC_OPTS) + ctx.attr.nvcc_opts + [
         "-I.",
         "-I" + ctx.bin_dir.path,
+        # Intermediates beside the object, not in /tmp: inside linux-sandbox
+        # every nvcc is PID 2 of its own PID namespace while /tmp is shared,
+        # so parallel compiles wrote the same /tmp/tmpxft_00000002_* files.
+        "--objdir-as-tempdir",
     ]
     for inc in depset(transitive = [
         cctx.quote_includes,

@@ -93,6 +93,9 @@ is_provided() {
         ld-linux*.so.* | libresolv.so.* | linux-vdso.so.*) return 0 ;;
     libcuda.so.* | libcudart.so.* | libcublas.so.* | libcublasLt.so.* | \
         libnvidia-*.so* | libnvrtc*.so* | libnvJitLink.so.*) return 0 ;;
+    # The GPU machine (Ubuntu 24.04, GCC 14 runtime) has newer copies of the
+    # compiler runtime than Debian bookworm's; staging ours would only cost space.
+    libstdc++.so.* | libgcc_s.so.*) return 0 ;;
     esac
     return 1
 }
@@ -102,7 +105,9 @@ ref_blas="$(readlink -f /usr/lib/x86_64-linux-gnu/blas/libblas.so.3 2>/dev/null 
 [ -f "$ref_blas" ] || die "reference BLAS not found (apt-get install libblas3)"
 
 resolve() { # soname -> path on this machine
-    ldconfig -p | awk -v n="$1" '$1 == n && /x86-64/ { print $NF; exit }'
+    # awk reads all of its input (no early exit): an early exit breaks the
+    # pipe, ldconfig dies of SIGPIPE and pipefail turns that into exit 141.
+    ldconfig -p | awk -v n="$1" '$1 == n && /x86-64/ && !found { print $NF; found = 1 }'
 }
 
 declare -A seen=()
