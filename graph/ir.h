@@ -58,7 +58,9 @@ typedef struct ge2_scale_attrs {
 typedef struct ge2_act_attrs {
     ge2_activation act;
     float slope;
-    bool from_output; /* ACTIVATION_BACKWARD: the saved input is y = act(z), not z */
+    /* ACTIVATION_BACKWARD, LINEAR_GRAD_INPUT: the saved input is y = act(z), not z
+     * (LINEAR_GRAD_INPUT's relu from z reads LINEAR's U8 bit-mask instead) */
+    bool from_output;
 } ge2_act_attrs;
 
 typedef struct ge2_reduce_attrs {
@@ -148,6 +150,10 @@ struct ge2_graph {
     int loss;             /* tensor id given to ge2_backward, -1 before */
     bool has_optimizer;
     int n_parameters;     /* count of PARAMETER tensors */
+    /* ge2_backward emits the generic LINEAR backward (ACTIVATION_BACKWARD,
+     * MATMUL, SUM) instead of LINEAR_GRAD_INPUT / LINEAR_GRAD_WEIGHT: the
+     * unfused graph the fused one is tested against */
+    bool no_backward_fusion;
 };
 
 /* ------------------------------------------------- graph part of the op table */
