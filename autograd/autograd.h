@@ -12,6 +12,14 @@
 #define GE2_GRAD_SEED (-2)
 /* A dy entry meaning "no gradient flows into this output". */
 #define GE2_GRAD_NONE (-1)
+/* A dy entry meaning "not materialized: the product pending[id].dz · pending[id].w,
+ * left for the producer's rule to fuse with its own epilogue" (autograd/linear.c). */
+#define GE2_GRAD_PENDING (-3)
+
+typedef struct ge2_ag_pending {
+    int dz; /* [B, out] tensor id */
+    int w;  /* [out, in] tensor id */
+} ge2_ag_pending;
 
 typedef struct ge2_autograd {
     ge2_graph *graph;
@@ -19,6 +27,7 @@ typedef struct ge2_autograd {
     bool *needs;           /* [n_forward_tensors] depends on a parameter or a required input */
     int *grad;             /* [n_forward_tensors] accumulated gradient tensor id, or GE2_GRAD_NONE / GE2_GRAD_SEED */
     int seed;              /* tensor id of the materialized seed constant, -1 until a rule needs one */
+    ge2_ag_pending *pending; /* [n_forward_tensors] meaningful where grad is GE2_GRAD_PENDING */
 } ge2_autograd;
 
 /* dy[i] is the gradient of node->outputs[i]: a tensor id, GE2_GRAD_SEED or GE2_GRAD_NONE.
@@ -31,6 +40,9 @@ bool ge2_ag_wants(const ge2_autograd *ag, int tensor_id);
 ge2_status ge2_ag_accumulate(ge2_autograd *ag, int tensor_id, int grad_id);
 /* Appends a one-output PHASE_BACKWARD node; its output id in *out. */
 ge2_status ge2_ag_emit(ge2_autograd *ag, ge2_op op, const int *inputs, int n_inputs, const ge2_attrs *attrs, int *out);
+/* Appends a PHASE_BACKWARD node with n_outputs outputs; their ids in out[0..n_outputs). */
+ge2_status ge2_ag_emit_n(ge2_autograd *ag, ge2_op op, const int *inputs, int n_inputs, int n_outputs,
+                         const ge2_attrs *attrs, int *out);
 /* The same for the common two-input case. */
 ge2_status ge2_ag_emit2(ge2_autograd *ag, ge2_op op, int a, int b, const ge2_attrs *attrs, int *out);
 /* A dy as a tensor id: materializes the seed (a scalar constant 1 in the loss's dtype) when given GE2_GRAD_SEED. */

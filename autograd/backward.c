@@ -9,12 +9,19 @@
 
 bool ge2_ag_wants(const ge2_autograd *ag, int id) { return id < ag->n_forward_tensors && ag->needs[id]; }
 
-ge2_status ge2_ag_emit(ge2_autograd *ag, ge2_op op, const int *inputs, int n_inputs, const ge2_attrs *attrs, int *out)
+ge2_status ge2_ag_emit_n(ge2_autograd *ag, ge2_op op, const int *inputs, int n_inputs, int n_outputs,
+                         const ge2_attrs *attrs, int *out)
 {
     int node;
-    GE2_TRY(ge2_graph_add_node(ag->graph, op, GE2_PHASE_BACKWARD, inputs, n_inputs, 1, attrs, &node));
-    *out = ag->graph->nodes[node].outputs[0];
+    GE2_TRY(ge2_graph_add_node(ag->graph, op, GE2_PHASE_BACKWARD, inputs, n_inputs, n_outputs, attrs, &node));
+    for (int i = 0; i < n_outputs; i++)
+        out[i] = ag->graph->nodes[node].outputs[i];
     return GE2_OK;
+}
+
+ge2_status ge2_ag_emit(ge2_autograd *ag, ge2_op op, const int *inputs, int n_inputs, const ge2_attrs *attrs, int *out)
+{
+    return ge2_ag_emit_n(ag, op, inputs, n_inputs, 1, attrs, out);
 }
 
 ge2_status ge2_ag_emit2(ge2_autograd *ag, ge2_op op, int a, int b, const ge2_attrs *attrs, int *out)
@@ -192,8 +199,9 @@ ge2_status ge2_backward(ge2_graph *graph, ge2_tensor *loss)
     bool was_output = loss->is_output;
     ag.needs = ge2_calloc((size_t)graph->n_tensors, sizeof *ag.needs);
     ag.grad = ge2_malloc((size_t)graph->n_tensors * sizeof *ag.grad);
+    ag.pending = ge2_malloc((size_t)graph->n_tensors * sizeof *ag.pending);
     ge2_status st = GE2_OK;
-    if (!ag.needs || !ag.grad) {
+    if (!ag.needs || !ag.grad || !ag.pending) {
         st = ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_backward: out of memory");
         goto done;
     }
@@ -224,5 +232,6 @@ done:
         roll_back(graph, n_nodes, ag.n_forward_tensors, loss, was_output);
     ge2_free(ag.needs);
     ge2_free(ag.grad);
+    ge2_free(ag.pending);
     return st;
 }

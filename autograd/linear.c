@@ -16,49 +16,136 @@ static ge2_status matmul(ge2_autograd *ag, int a, int b, bool ta, bool tb, int *
     return ge2_ag_emit2(ag, GE2_OP_MATMUL, a, b, &at, out);
 }
 
-/* node: x [B, in], w [out, in], b [out] -> y [B, out][, z [B, out]] */
-ge2_status ge2_backward_linear(ge2_autograd *ag, const ge2_node *node, const int *dy)
+/* Whether the gradient of x, the input of a LINEAR, may stay a
+ * pending product dz · w for x's producer to fuse: the producer is a LINEAR
+ * whose y is x, and nothing but this node reads x or the producer's stash,
+ * so the product is x's whole gradient and the producer's rule is the only
+ * one that will see it. */
+static bool can_defer(const ge2_autograd *ag, int x)
+{
+    const ge2_graph *g = ag->graph;
+    const ge2_tensor *t = g->tensors[x];
+    if (g->no_backward_fusion || t->producer < 0)
+        return false;
+    const ge2_node *p = &g->nodes[t->producer];
+    if (p->op != GE2_OP_LINEAR || p->phase != GE2_PHASE_FORWARD || p->outputs[0] != x)
+        return false;
+    /* a LINEAR made by hand without its stash has nothing to fuse with */
+    if (p->n_outputs != (ge2_linear_stash_of(p->attrs.linear.act, p->attrs.linear.slope) == GE2_STASH_NONE ? 1 : 2))
+        return false;
+    int uses = 0;
+    for (int n = 0; n < g->n_nodes; n++) {
+        const ge2_node *c = &g->nodes[n];
+        if (c->phase != GE2_PHASE_FORWARD)
+            continue;
+        for (int i = 0; i < c->n_inputs; i++)
+            uses += c->inputs[i] == x || (p->n_outputs > 1 && c->inputs[i] == p->outputs[1]);
+    }
+    return uses == 1;
+}
+
+/* The LINEAR_GRAD_INPUT that turns a pending dz_next · w_next into this
+ * node's dz: (dz_next · w_next) ⊙ act'(stash), plus db when wanted. */
+static ge2_status pending_dz(ge2_autograd *ag, const ge2_node *node, bool want_db, int *dz, int *db)
 {
     const ge2_linear_attrs *la = &node->attrs.linear;
-    int x = node->inputs[0], w = node->inputs[1], dz = GE2_GRAD_NONE;
+    const ge2_ag_pending *p = &ag->pending[node->outputs[0]];
+    ge2_attrs a;
+    memset(&a, 0, sizeof a);
+    a.act.act = la->act;
+    a.act.slope = la->slope;
+    int in[3] = {p->dz, p->w, -1}, n_in = 2;
+    if (la->act != GE2_ACT_NONE) {
+        a.act.from_output = ge2_linear_stash_of(la->act, la->slope) == GE2_STASH_NONE;
+        in[n_in++] = a.act.from_output ? node->outputs[0] : node->outputs[1];
+    }
+    int out[2];
+    GE2_TRY(ge2_ag_emit_n(ag, GE2_OP_LINEAR_GRAD_INPUT, in, n_in, want_db ? 2 : 1, &a, out));
+    *dz = out[0];
+    *db = want_db ? out[1] : GE2_GRAD_NONE;
+    return GE2_OK;
+}
+
+/* The generic dz: dy through ACTIVATION_BACKWARD, plus a gradient of the
+ * z stash if anything consumed it. */
+static ge2_status plain_dz(ge2_autograd *ag, const ge2_node *node, const int *dy, int *dz)
+{
+    const ge2_linear_attrs *la = &node->attrs.linear;
+    ge2_linear_stash stash = ge2_linear_stash_of(la->act, la->slope);
+    *dz = GE2_GRAD_NONE;
     if (dy[0] != GE2_GRAD_NONE) {
-        GE2_TRY(ge2_ag_dy_tensor(ag, dy[0], &dz));
+        GE2_TRY(ge2_ag_dy_tensor(ag, dy[0], dz));
         if (la->act != GE2_ACT_NONE) {
             ge2_attrs a;
             memset(&a, 0, sizeof a);
             a.act.act = la->act;
             a.act.slope = la->slope;
-            a.act.from_output = node->n_outputs == 1;
+            /* the relu mask is for LINEAR_GRAD_INPUT; ACTIVATION_BACKWARD reads y */
+            a.act.from_output = stash != GE2_STASH_Z;
             int saved = a.act.from_output ? node->outputs[0] : node->outputs[1];
-            GE2_TRY(ge2_ag_emit2(ag, GE2_OP_ACTIVATION_BACKWARD, dz, saved, &a, &dz));
+            GE2_TRY(ge2_ag_emit2(ag, GE2_OP_ACTIVATION_BACKWARD, *dz, saved, &a, dz));
         }
     }
-    /* z is a stash, but if anything consumed it its gradient joins here */
-    if (node->n_outputs > 1 && dy[1] != GE2_GRAD_NONE) {
+    if (stash == GE2_STASH_Z && dy[1] != GE2_GRAD_NONE) {
         int dz2;
         GE2_TRY(ge2_ag_dy_tensor(ag, dy[1], &dz2));
-        if (dz == GE2_GRAD_NONE) {
-            dz = dz2;
+        if (*dz == GE2_GRAD_NONE)
+            *dz = dz2;
+        else
+            GE2_TRY(ge2_ag_emit2(ag, GE2_OP_ADD, *dz, dz2, NULL, dz));
+    }
+    return GE2_OK;
+}
+
+/* node: x [B, in], w [out, in], b [out] -> y [B, out][, stash]
+ *
+ * Fusion happens here, in the rule, rather than in a pass over the finished
+ * graph: the rule knows which tensors are whose gradient and that dz feeds
+ * exactly the three products below, so nothing has to be pattern-matched
+ * back out of MATMUL/SUM/ACTIVATION_BACKWARD nodes and nothing is rewritten.
+ *   dW, db: one LINEAR_GRAD_WEIGHT (the bias gradient in the GEMM's epilogue).
+ *   dx:     when x's producer is a LINEAR (can_defer), left pending; that
+ *           LINEAR's rule emits one LINEAR_GRAD_INPUT = the product, its
+ *           activation's derivative and its bias gradient. Otherwise a MATMUL.
+ * With graph->no_backward_fusion the rule emits the generic nodes only. */
+ge2_status ge2_backward_linear(ge2_autograd *ag, const ge2_node *node, const int *dy)
+{
+    const ge2_graph *g = ag->graph;
+    int x = node->inputs[0], w = node->inputs[1], b = node->n_inputs > 2 ? node->inputs[2] : -1;
+    bool want_db = b >= 0 && ge2_ag_wants(ag, b), fuse = !g->no_backward_fusion;
+    int dz, db = GE2_GRAD_NONE, gx, gw;
+    if (dy[0] == GE2_GRAD_PENDING)
+        GE2_TRY(pending_dz(ag, node, want_db, &dz, &db));
+    else
+        GE2_TRY(plain_dz(ag, node, dy, &dz));
+    if (ge2_ag_wants(ag, x)) {
+        if (can_defer(ag, x)) {
+            ag->grad[x] = GE2_GRAD_PENDING;
+            ag->pending[x] = (ge2_ag_pending){dz, w};
         } else {
-            GE2_TRY(ge2_ag_emit2(ag, GE2_OP_ADD, dz, dz2, NULL, &dz));
+            GE2_TRY(matmul(ag, dz, w, false, false, &gx)); /* [B, out] · [out, in] */
+            GE2_TRY(ge2_ag_accumulate(ag, x, gx));
         }
     }
-    int g;
-    if (ge2_ag_wants(ag, x)) {
-        GE2_TRY(matmul(ag, dz, w, false, false, &g)); /* [B, out] · [out, in] */
-        GE2_TRY(ge2_ag_accumulate(ag, x, g));
+    if (ge2_ag_wants(ag, w) && fuse) {
+        bool with_db = want_db && db == GE2_GRAD_NONE;
+        int in[2] = {dz, x}, out[2];
+        GE2_TRY(ge2_ag_emit_n(ag, GE2_OP_LINEAR_GRAD_WEIGHT, in, 2, with_db ? 2 : 1, NULL, out));
+        GE2_TRY(ge2_ag_accumulate(ag, w, out[0]));
+        if (with_db)
+            db = out[1];
+    } else if (ge2_ag_wants(ag, w)) {
+        GE2_TRY(matmul(ag, dz, x, true, false, &gw)); /* [B, out]ᵀ · [B, in] */
+        GE2_TRY(ge2_ag_accumulate(ag, w, gw));
     }
-    if (ge2_ag_wants(ag, w)) {
-        GE2_TRY(matmul(ag, dz, x, true, false, &g)); /* [B, out]ᵀ · [B, in] */
-        GE2_TRY(ge2_ag_accumulate(ag, w, g));
-    }
-    if (node->n_inputs > 2 && ge2_ag_wants(ag, node->inputs[2])) {
+    if (want_db && db == GE2_GRAD_NONE) {
         ge2_attrs a;
         memset(&a, 0, sizeof a);
         a.reduce.axis = 0;
-        GE2_TRY(ge2_ag_emit(ag, GE2_OP_SUM, &dz, 1, &a, &g));
-        GE2_TRY(ge2_ag_accumulate(ag, node->inputs[2], g));
+        GE2_TRY(ge2_ag_emit(ag, GE2_OP_SUM, &dz, 1, &a, &db));
     }
+    if (want_db)
+        GE2_TRY(ge2_ag_accumulate(ag, b, db));
     return GE2_OK;
 }
 

@@ -36,7 +36,7 @@ ge2_status ge2_linear(ge2_graph *graph, ge2_tensor *x, ge2_tensor *w, ge2_tensor
     a.linear.slope = slope;
     if ((unsigned)act >= GE2_ACT_COUNT)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_linear: unknown activation %d", (int)act);
-    int n_out = ge2_act_grad_from_output(act, slope) ? 1 : 2;
+    int n_out = ge2_linear_stash_of(act, slope) == GE2_STASH_NONE ? 1 : 2;
     return add_op(graph, GE2_OP_LINEAR, "ge2_linear", ts, what, b ? 3 : 2, n_out, &a, y);
 }
 

@@ -10,6 +10,8 @@
 
 ge2_status ge2_cpu_linear(const ge2_launch *l);
 ge2_status ge2_cpu_matmul(const ge2_launch *l);
+ge2_status ge2_cpu_linear_grad_input(const ge2_launch *l);
+ge2_status ge2_cpu_linear_grad_weight(const ge2_launch *l);
 ge2_status ge2_cpu_binary(const ge2_launch *l); /* ADD, SUB, MUL */
 ge2_status ge2_cpu_scale(const ge2_launch *l);
 ge2_status ge2_cpu_activation(const ge2_launch *l);

@@ -1,6 +1,8 @@
-/* LINEAR and MATMUL on the CPU: the GEMM through cblas, then LINEAR's
- * bias + activation epilogue in one pass over the output. */
+/* The GEMM family on the CPU: the GEMM through cblas, then the epilogue in
+ * one pass over the output (LINEAR: bias + activation + stash; the backward
+ * GEMMs: activation derivative and bias gradient). */
 #include <cblas.h>
+#include <string.h>
 
 #include "kernels/activation_math.h"
 #include "kernels/cpu/cpu_util.h"
@@ -19,17 +21,24 @@ static void gemm_f64(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const do
                 1.0, a, (int)lda, b, (int)ldb, 0.0, c, (int)n);
 }
 
-/* in: x [B, in], w [out, in], b [out] (optional); out: y [B, out], z [B, out] (pre-activation, optional) */
+/* in: x [B, in], w [out, in], b [out] (optional); out: y [B, out], stash (optional): z [B, out] or
+ * the relu bit-mask [B, ge2_relu_mask_row_bytes(out)] (kernels/activation_math.h) */
 #define LINEAR(T, SUF)                                                                                            \
     static ge2_status linear_##SUF(const ge2_launch *l)                                                         \
     {                                                                                                           \
         const T *x = l->in[0].data, *w = l->in[1].data, *b = l->n_in > 2 ? l->in[2].data : NULL;                \
-        T *y = l->out[0].data, *z = l->n_out > 1 ? l->out[1].data : NULL;                                       \
+        T *y = l->out[0].data;                                                                                  \
+        void *stash = l->n_out > 1 ? l->out[1].data : NULL;                                                     \
+        bool mask = stash && l->out[1].dtype == GE2_U8;                                                         \
+        T *z = mask ? NULL : stash;                                                                             \
         int64_t rows = l->in[0].shape.dim[0], k = l->in[0].shape.dim[1], n = l->in[1].shape.dim[0];            \
+        int64_t mask_row = ge2_relu_mask_row_bytes(n);                                                          \
         T *acc = z ? z : y;                                                                                     \
         if (!acc)                                                                                               \
             return GE2_OK;                                                                                      \
         gemm_##SUF(false, true, rows, n, k, x, k, w, k, acc);                                                   \
+        if (mask)                                                                                               \
+            memset(stash, 0, (size_t)(rows * mask_row));                                                       \
         ge2_activation act = l->node->attrs.linear.act;                                                         \
         float slope = l->node->attrs.linear.slope;                                                              \
         for (int64_t r = 0; r < rows; r++)                                                                      \
@@ -37,6 +46,8 @@ static void gemm_f64(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const do
                 T v = acc[r * n + c] + (b ? b[c] : (T)0);                                                       \
                 if (z)                                                                                          \
                     z[r * n + c] = v;                                                                           \
+                if (mask && v > (T)0)                                                                           \
+                    ((uint8_t *)stash)[r * mask_row + (c >> 3)] |= (uint8_t)(1u << (c & 7));                    \
                 if (y)                                                                                          \
                     y[r * n + c] = ge2_act_##SUF(act, v, slope);                                                \
             }                                                                                                   \
@@ -62,8 +73,63 @@ static void gemm_f64(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const do
         return GE2_OK;                                                                                          \
     }
 
+/* db [n] = column sums of g [rows, n]; NULL db: not wanted */
+#define COLUMN_SUMS(T, SUF)                                                                                       \
+    static void column_sums_##SUF(const T *g, int64_t rows, int64_t n, T *db)                                   \
+    {                                                                                                           \
+        if (!db)                                                                                                \
+            return;                                                                                             \
+        for (int64_t c = 0; c < n; c++)                                                                         \
+            db[c] = 0;                                                                                          \
+        for (int64_t r = 0; r < rows; r++)                                                                      \
+            for (int64_t c = 0; c < n; c++)                                                                     \
+                db[c] += g[r * n + c];                                                                          \
+    }
+
+/* in: dz [B, out], w [out, in], saved (optional): z or y [B, in], or the relu bit-mask [B, mask_row(in)];
+ * out: dx [B, in] = (dz · w) ⊙ act'(saved), db [in] (optional) = column sums of dx */
+#define LINEAR_GRAD_INPUT(T, SUF)                                                                                 \
+    static ge2_status linear_grad_input_##SUF(const ge2_launch *l)                                              \
+    {                                                                                                           \
+        const T *dz = l->in[0].data, *w = l->in[1].data;                                                        \
+        const void *saved = l->n_in > 2 ? l->in[2].data : NULL;                                                 \
+        bool mask = saved && l->in[2].dtype == GE2_U8;                                                          \
+        T *dx = l->out[0].data, *db = l->n_out > 1 ? l->out[1].data : NULL;                                     \
+        int64_t rows = l->in[0].shape.dim[0], k = l->in[0].shape.dim[1], n = l->in[1].shape.dim[1];            \
+        int64_t mask_row = ge2_relu_mask_row_bytes(n);                                                          \
+        const ge2_act_attrs *a = &l->node->attrs.act;                                                           \
+        if (!dx)                                                                                                \
+            return GE2_OK;                                                                                      \
+        gemm_##SUF(false, false, rows, n, k, dz, k, w, n, dx);                                                  \
+        for (int64_t r = 0; saved && r < rows; r++)                                                             \
+            for (int64_t c = 0; c < n; c++)                                                                     \
+                dx[r * n + c] *= mask ? (T)ge2_relu_mask_bit((const uint8_t *)saved + r * mask_row, c)         \
+                                      : ge2_act_grad_##SUF(a->act, ((const T *)saved)[r * n + c],              \
+                                                           a->from_output, a->slope);                           \
+        column_sums_##SUF(dx, rows, n, db);                                                                     \
+        return GE2_OK;                                                                                          \
+    }
+
+/* in: dz [B, out], x [B, in]; out: dw [out, in] = dzᵀ · x, db [out] (optional) = column sums of dz */
+#define LINEAR_GRAD_WEIGHT(T, SUF)                                                                                \
+    static ge2_status linear_grad_weight_##SUF(const ge2_launch *l)                                             \
+    {                                                                                                           \
+        const T *dz = l->in[0].data, *x = l->in[1].data;                                                        \
+        T *dw = l->out[0].data, *db = l->n_out > 1 ? l->out[1].data : NULL;                                     \
+        int64_t rows = l->in[0].shape.dim[0], m = l->in[0].shape.dim[1], n = l->in[1].shape.dim[1];            \
+        if (dw)                                                                                                 \
+            gemm_##SUF(true, false, m, n, rows, dz, m, x, n, dw);                                               \
+        column_sums_##SUF(dz, rows, m, db);                                                                     \
+        return GE2_OK;                                                                                          \
+    }
+
 GE2_CPU_DEFINE_BOTH(LINEAR)
 GE2_CPU_DEFINE_BOTH(MATMUL)
+GE2_CPU_DEFINE_BOTH(COLUMN_SUMS)
+GE2_CPU_DEFINE_BOTH(LINEAR_GRAD_INPUT)
+GE2_CPU_DEFINE_BOTH(LINEAR_GRAD_WEIGHT)
 
 ge2_status ge2_cpu_linear(const ge2_launch *l) { return GE2_CPU_DISPATCH(linear, l, l->in[0].dtype); }
 ge2_status ge2_cpu_matmul(const ge2_launch *l) { return GE2_CPU_DISPATCH(matmul, l, l->in[0].dtype); }
+ge2_status ge2_cpu_linear_grad_input(const ge2_launch *l) { return GE2_CPU_DISPATCH(linear_grad_input, l, l->in[0].dtype); }
+ge2_status ge2_cpu_linear_grad_weight(const ge2_launch *l) { return GE2_CPU_DISPATCH(linear_grad_weight, l, l->in[0].dtype); }

@@ -26,6 +26,8 @@ const ge2_cpu_kernel_fn ge2_cpu_kernels[GE2_OP_COUNT] = {
     [GE2_OP_SOFTMAX_BACKWARD] = ge2_cpu_softmax_backward,
     [GE2_OP_LOG_SOFTMAX_BACKWARD] = ge2_cpu_softmax_backward,
     [GE2_OP_SLICE_BACKWARD] = ge2_cpu_slice_backward,
+    [GE2_OP_LINEAR_GRAD_INPUT] = ge2_cpu_linear_grad_input,
+    [GE2_OP_LINEAR_GRAD_WEIGHT] = ge2_cpu_linear_grad_weight,
     [GE2_OP_GRAD_NORM] = ge2_cpu_grad_norm,
     [GE2_OP_OPTIMIZER_UPDATE] = ge2_cpu_optimizer_update,
 };

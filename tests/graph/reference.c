@@ -90,9 +90,48 @@ static void ref_linear(const ge2_node *node, const ref_tensor *in, ref_tensor *o
             for (int64_t k = 0; k < K; k++)
                 z += in[0].v[r * K + k] * in[1].v[o * K + k];
             out[0].v[r * N + o] = ref_act(node->attrs.linear.act, z, node->attrs.linear.slope);
-            if (node->n_outputs > 1)
+            if (node->n_outputs > 1 && node->attrs.linear.act != GE2_ACT_RELU)
                 out[1].v[r * N + o] = z;
+            else if (node->n_outputs > 1) /* bytes of a bit-mask: rows of N bits padded to 128, LSB first */
+                out[1].v[r * out[1].shape.dim[1] + o / 8] += z > 0 ? (double)(1 << (o % 8)) : 0;
         }
+}
+
+/* dz [B, O], w [O, N], saved [B, N] (z, y, or bytes of the relu bit-mask) ->
+ * dx = (dz w) * act'(saved) [B, N], db = column sums of dx [N] */
+static void ref_linear_grad_input(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
+{
+    int64_t B = in[0].shape.dim[0], O = in[0].shape.dim[1], N = in[1].shape.dim[1];
+    const ge2_act_attrs *a = &node->attrs.act;
+    for (int64_t r = 0; r < B; r++)
+        for (int64_t c = 0; c < N; c++) {
+            double g = 0, d = 1;
+            for (int64_t k = 0; k < O; k++)
+                g += in[0].v[r * O + k] * in[1].v[k * N + c];
+            if (node->n_inputs > 2 && a->act == GE2_ACT_RELU && !a->from_output) /* bytes of the bit-mask */
+                d = ((int)in[2].v[r * in[2].shape.dim[1] + c / 8] >> (c % 8)) & 1;
+            else if (node->n_inputs > 2)
+                d = ref_act_grad(a->act, in[2].v[r * N + c], a->from_output, a->slope);
+            out[0].v[r * N + c] = g * d;
+            if (node->n_outputs > 1)
+                out[1].v[c] += g * d;
+        }
+}
+
+/* dz [B, O], x [B, N] -> dw = dzᵀ x [O, N], db = column sums of dz [O] */
+static void ref_linear_grad_weight(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
+{
+    int64_t B = in[0].shape.dim[0], O = in[0].shape.dim[1], N = in[1].shape.dim[1];
+    for (int64_t o = 0; o < O; o++) {
+        for (int64_t c = 0; c < N; c++) {
+            double s = 0;
+            for (int64_t r = 0; r < B; r++)
+                s += in[0].v[r * O + o] * in[1].v[r * N + c];
+            out[0].v[o * N + c] = s;
+        }
+        for (int64_t r = 0; node->n_outputs > 1 && r < B; r++)
+            out[1].v[o] += in[0].v[r * O + o];
+    }
 }
 
 /* element (b, i, j) of op(x), op = transpose of the last two dims when t */
@@ -282,6 +321,12 @@ void ref_eval(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
         break;
     case GE2_OP_MATMUL:
         ref_matmul(node, in, out);
+        break;
+    case GE2_OP_LINEAR_GRAD_INPUT:
+        ref_linear_grad_input(node, in, out);
+        break;
+    case GE2_OP_LINEAR_GRAD_WEIGHT:
+        ref_linear_grad_weight(node, in, out);
         break;
     case GE2_OP_ADD:
     case GE2_OP_SUB:

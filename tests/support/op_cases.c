@@ -44,6 +44,8 @@ static ge2_status feed(ctx *c, ge2_role role, ge2_dtype dtype, ge2_shape s, int6
     for (int64_t i = 0; i < n; i++) {
         if (dtype == GE2_I32)
             ((int32_t *)data)[i] = (int32_t)irange(c, 0, classes - 1);
+        else if (dtype == GE2_U8)
+            ((uint8_t *)data)[i] = (uint8_t)irange(c, 0, 255);
         else if (dtype == GE2_F64)
             ((double *)data)[i] = uniform(c, -1, 1);
         else
@@ -93,6 +95,17 @@ static ge2_activation random_act(ctx *c, float *slope)
 {
     *slope = coin(c) ? 0.1f : -0.2f;
     return (ge2_activation)irange(c, 0, GE2_ACT_COUNT - 1);
+}
+
+/* Attrs of an activation derivative: any activation, from y where y allows it, else from z. */
+static ge2_attrs random_act_backward(ctx *c)
+{
+    ge2_attrs a;
+    memset(&a, 0, sizeof a);
+    a.act.act = random_act(c, &a.act.slope);
+    a.act.from_output = coin(c) && (a.act.act == GE2_ACT_RELU || a.act.act == GE2_ACT_SIGMOID ||
+                                    a.act.act == GE2_ACT_TANH || (a.act.act == GE2_ACT_LEAKY_RELU && a.act.slope >= 0));
+    return a;
 }
 
 /* ------------------------------------------------------------- the cases */
@@ -321,11 +334,7 @@ static ge2_status case_mse_loss(ctx *c)
 static ge2_status case_activation_backward(ctx *c)
 {
     ge2_shape s = random_shape(c, 1, 4);
-    ge2_attrs a;
-    memset(&a, 0, sizeof a);
-    a.act.act = random_act(c, &a.act.slope);
-    a.act.from_output = coin(c) && (a.act.act == GE2_ACT_RELU || a.act.act == GE2_ACT_SIGMOID ||
-                                    a.act.act == GE2_ACT_TANH || (a.act.act == GE2_ACT_LEAKY_RELU && a.act.slope >= 0));
+    ge2_attrs a = random_act_backward(c);
     ge2_tensor *ts[2];
     GE2_TRY(plain(c, s, &ts[0]));
     GE2_TRY(plain(c, s, &ts[1]));
@@ -343,6 +352,33 @@ static ge2_status case_softmax_backward_op(ctx *c, ge2_op op)
 
 static ge2_status case_softmax_backward(ctx *c) { return case_softmax_backward_op(c, GE2_OP_SOFTMAX_BACKWARD); }
 static ge2_status case_log_softmax_backward(ctx *c) { return case_softmax_backward_op(c, GE2_OP_LOG_SOFTMAX_BACKWARD); }
+
+/* dz [B, out], w [out, in][, saved] -> dx[, db]: every activation, each
+ * stash kind (relu's random bit-mask, z, y), with and without db. */
+static ge2_status case_linear_grad_input(ctx *c)
+{
+    int64_t b = irange(c, 1, 4), out = irange(c, 1, 5), in = irange(c, 1, 12);
+    ge2_attrs a = random_act_backward(c);
+    ge2_tensor *ts[3];
+    int n = 2;
+    GE2_TRY(plain(c, ge2_shape2(b, out), &ts[0]));
+    GE2_TRY(plain(c, ge2_shape2(out, in), &ts[1]));
+    if (a.act.act == GE2_ACT_RELU && !a.act.from_output)
+        GE2_TRY(feed(c, GE2_ROLE_INPUT, GE2_U8, ge2_shape2(b, (in + 127) / 128 * 16), 0, false, &ts[n++]));
+    else if (a.act.act != GE2_ACT_NONE)
+        GE2_TRY(plain(c, ge2_shape2(b, in), &ts[n++]));
+    return direct(c, GE2_OP_LINEAR_GRAD_INPUT, ts, n, coin(c) ? 2 : 1, &a);
+}
+
+/* dz [B, out], x [B, in] -> dw[, db] */
+static ge2_status case_linear_grad_weight(ctx *c)
+{
+    int64_t b = irange(c, 1, 6), out = irange(c, 1, 5), in = irange(c, 1, 5);
+    ge2_tensor *ts[2];
+    GE2_TRY(plain(c, ge2_shape2(b, out), &ts[0]));
+    GE2_TRY(plain(c, ge2_shape2(b, in), &ts[1]));
+    return direct(c, GE2_OP_LINEAR_GRAD_WEIGHT, ts, 2, coin(c) ? 2 : 1, NULL);
+}
 
 /* ------------------------------------------------------------- the table */
 
@@ -394,6 +430,8 @@ CASE(activation_backward)
 CASE(softmax_backward)
 CASE(log_softmax_backward)
 CASE(slice_backward)
+CASE(linear_grad_input)
+CASE(linear_grad_weight)
 
 const ge2_op_case ge2_op_cases[GE2_OP_COUNT] = {
     [GE2_OP_LINEAR] = {GE2_CASE_GRADIENT, build_linear},
@@ -420,6 +458,8 @@ const ge2_op_case ge2_op_cases[GE2_OP_COUNT] = {
     [GE2_OP_SOFTMAX_BACKWARD] = {GE2_CASE_FORWARD, build_softmax_backward},
     [GE2_OP_LOG_SOFTMAX_BACKWARD] = {GE2_CASE_FORWARD, build_log_softmax_backward},
     [GE2_OP_SLICE_BACKWARD] = {GE2_CASE_GRADIENT, build_slice_backward},
+    [GE2_OP_LINEAR_GRAD_INPUT] = {GE2_CASE_FORWARD, build_linear_grad_input},
+    [GE2_OP_LINEAR_GRAD_WEIGHT] = {GE2_CASE_FORWARD, build_linear_grad_weight},
     [GE2_OP_GRAD_NORM] = {GE2_CASE_ELSEWHERE, NULL},
     [GE2_OP_OPTIMIZER_UPDATE] = {GE2_CASE_ELSEWHERE, NULL},
 };

@@ -1,0 +1,172 @@
+/* The fused LINEAR backward (autograd/linear.c): a 3-layer MLP's train graph
+ * has the node count fusion promises, still matches finite differences, and
+ * on the CPU equals the generic graph (graph->no_backward_fusion) within
+ * 1e-6 relative; the generic path stays where the pattern does not hold. */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "tests/support/check_main.h"
+#include "tests/support/grad_check.h"
+#include "tests/support/naive_run.h"
+
+enum { B = 5, IN = 6, H1 = 9, H2 = 7, C = 4 };
+
+typedef struct mlp {
+    ge2_graph *g;
+    ge2_tensor *x, *labels, *params[6], *loss;
+    double xv[B * IN];
+    int32_t lv[B];
+} mlp;
+
+/* x -> linear(act1) -> h1 -> linear(act2) -> h2 -> linear -> cross-entropy.
+ * With h1_twice, h1 also reaches the logits through a row sum, so h1's
+ * gradient has two contributions and must stay generic (no pending product). */
+static void build(mlp *m, ge2_dtype dt, ge2_activation act1, ge2_activation act2, bool fuse, bool h1_twice)
+{
+    ck_assert_int_eq(ge2_graph_new(&m->g), GE2_OK);
+    ge2_graph_set_seed(m->g, 7);
+    m->g->no_backward_fusion = !fuse;
+    static const int64_t dims[4] = {IN, H1, H2, C};
+    ck_assert_int_eq(ge2_input(m->g, "x", dt, ge2_shape2(B, IN), &m->x), GE2_OK);
+    ck_assert_int_eq(ge2_label(m->g, "labels", GE2_I32, ge2_shape1(B), &m->labels), GE2_OK);
+    for (int l = 0; l < 3; l++) {
+        char name[32];
+        ge2_init w = {GE2_INIT_UNIFORM, -0.8, 0.8, 0}, b = {GE2_INIT_UNIFORM, -0.5, 0.5, 0};
+        snprintf(name, sizeof name, "w%d", l);
+        ck_assert_int_eq(ge2_parameter(m->g, name, dt, ge2_shape2(dims[l + 1], dims[l]), w, &m->params[2 * l]),
+                         GE2_OK);
+        snprintf(name, sizeof name, "b%d", l);
+        ck_assert_int_eq(ge2_parameter(m->g, name, dt, ge2_shape1(dims[l + 1]), b, &m->params[2 * l + 1]), GE2_OK);
+    }
+    ge2_tensor *h1, *h2, *logits;
+    ck_assert_int_eq(ge2_linear(m->g, m->x, m->params[0], m->params[1], act1, 0.1f, &h1), GE2_OK);
+    ck_assert_int_eq(ge2_linear(m->g, h1, m->params[2], m->params[3], act2, 0.1f, &h2), GE2_OK);
+    ck_assert_int_eq(ge2_linear(m->g, h2, m->params[4], m->params[5], GE2_ACT_NONE, 0, &logits), GE2_OK);
+    if (h1_twice) {
+        ge2_tensor *h1s;
+        ck_assert_int_eq(ge2_sum(m->g, h1, 1, &h1s), GE2_OK); /* [B] */
+        ck_assert_int_eq(ge2_reshape(m->g, h1s, ge2_shape2(B, 1), &h1s), GE2_OK);
+        ck_assert_int_eq(ge2_add(m->g, logits, h1s, &logits), GE2_OK);
+    }
+    ck_assert_int_eq(ge2_cross_entropy(m->g, logits, m->labels, 0.0f, &m->loss), GE2_OK);
+    ck_assert_int_eq(ge2_backward(m->g, m->loss), GE2_OK);
+    for (int i = 0; i < B * IN; i++)
+        m->xv[i] = sin(0.9 * i + 0.2) * 1.5;
+    for (int r = 0; r < B; r++)
+        m->lv[r] = (r * 3 + 2) % C;
+}
+
+static int count_ops(const ge2_graph *g, ge2_op op)
+{
+    int n = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        n += g->nodes[i].op == op;
+    return n;
+}
+
+static int backward_nodes(const ge2_graph *g)
+{
+    int n = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        n += g->nodes[i].phase == GE2_PHASE_BACKWARD;
+    return n;
+}
+
+START_TEST(three_layer_mlp_backward_is_five_nodes)
+{
+    mlp m, plain;
+    build(&m, GE2_F32, GE2_ACT_RELU, GE2_ACT_RELU, true, false);
+    build(&plain, GE2_F32, GE2_ACT_RELU, GE2_ACT_RELU, false, false);
+    /* layer 3: dW+db; layer 2: dx3 through relu' + db, dW; layer 1: the same; x wants none */
+    ck_assert_int_eq(backward_nodes(m.g), 5);
+    ck_assert_int_eq(count_ops(m.g, GE2_OP_LINEAR_GRAD_WEIGHT), 3);
+    ck_assert_int_eq(count_ops(m.g, GE2_OP_LINEAR_GRAD_INPUT), 2);
+    /* generic: 2 relu', 2 dx, 3 dW, 3 db */
+    ck_assert_int_eq(backward_nodes(plain.g), 10);
+    ck_assert_int_eq(count_ops(plain.g, GE2_OP_LINEAR_GRAD_INPUT) + count_ops(plain.g, GE2_OP_LINEAR_GRAD_WEIGHT), 0);
+    ge2_graph_free(m.g);
+    ge2_graph_free(plain.g);
+}
+END_TEST
+
+static const ge2_activation acts[][2] = {
+    {GE2_ACT_RELU, GE2_ACT_RELU},          {GE2_ACT_GELU_TANH, GE2_ACT_TANH},
+    {GE2_ACT_SIGMOID, GE2_ACT_GELU_ERF},   {GE2_ACT_LEAKY_RELU, GE2_ACT_SILU},
+    {GE2_ACT_NONE, GE2_ACT_RELU},
+};
+enum { N_ACTS = sizeof acts / sizeof acts[0] };
+
+START_TEST(fused_mlp_matches_finite_differences)
+{
+    for (int twice = 0; twice < 2; twice++) {
+        mlp m;
+        build(&m, GE2_F64, acts[_i][0], acts[_i][1], true, twice);
+        ck_assert_int_eq(count_ops(m.g, GE2_OP_LINEAR_GRAD_INPUT), twice ? 1 : 2);
+        ge2_feed feeds[2] = {{m.x, m.xv, m.x->shape}, {m.labels, m.lv, m.labels->shape}};
+        ge2_grad_check_result r = ge2_grad_check(m.g, m.loss, feeds, 2, m.params, 6, 1e-7, 1e-5);
+        ck_assert_msg(r.ok, "%s/%s%s: %s", ge2_activation_name(acts[_i][0]), ge2_activation_name(acts[_i][1]),
+                      twice ? " (h1 read twice)" : "", r.message);
+        ge2_graph_free(m.g);
+    }
+}
+END_TEST
+
+/* f32 on the CPU kernels: the fused graph's gradients equal the generic graph's within 1e-6 relative. */
+START_TEST(fused_equals_unfused_on_cpu)
+{
+    mlp f, u;
+    build(&f, GE2_F32, acts[_i][0], acts[_i][1], true, false);
+    build(&u, GE2_F32, acts[_i][0], acts[_i][1], false, false);
+    float x[B * IN];
+    for (int i = 0; i < B * IN; i++)
+        x[i] = (float)f.xv[i];
+    ge2_feed ff[2] = {{f.x, x, f.x->shape}, {f.labels, f.lv, f.labels->shape}};
+    ge2_feed uf[2] = {{u.x, x, u.x->shape}, {u.labels, u.lv, u.labels->shape}};
+    ge2_naive *nf, *nu;
+    ck_assert_int_eq(ge2_naive_run(f.g, ff, 2, &nf), GE2_OK);
+    ck_assert_int_eq(ge2_naive_run(u.g, uf, 2, &nu), GE2_OK);
+    for (int p = 0; p < 6; p++) {
+        const float *gf = ge2_naive_data(nf, ge2_grad(f.params[p])), *gu = ge2_naive_data(nu, ge2_grad(u.params[p]));
+        int64_t n = ge2_shape_numel(f.params[p]->shape);
+        double scale = 0;
+        for (int64_t i = 0; i < n; i++)
+            scale = fmax(scale, fabs(gu[i]));
+        for (int64_t i = 0; i < n; i++)
+            ck_assert_msg(fabs(gf[i] - gu[i]) <= 1e-6 * scale, "%s/%s grad %s[%lld]: fused %.9g, generic %.9g",
+                          ge2_activation_name(acts[_i][0]), ge2_activation_name(acts[_i][1]), f.params[p]->name,
+                          (long long)i, (double)gf[i], (double)gu[i]);
+    }
+    ge2_naive_free(nf);
+    ge2_naive_free(nu);
+    ge2_graph_free(f.g);
+    ge2_graph_free(u.g);
+}
+END_TEST
+
+/* A LINEAR built by hand without its stash, or whose y is read elsewhere,
+ * gets the generic dx (a MATMUL), not a pending product. */
+START_TEST(generic_path_where_the_pattern_does_not_hold)
+{
+    mlp m;
+    build(&m, GE2_F32, GE2_ACT_RELU, GE2_ACT_RELU, true, true);
+    ck_assert_int_eq(count_ops(m.g, GE2_OP_LINEAR_GRAD_INPUT), 1); /* layer 3 into layer 2 only */
+    ck_assert_int_eq(count_ops(m.g, GE2_OP_MATMUL), 1);            /* layer 2's dx */
+    ck_assert_int_eq(count_ops(m.g, GE2_OP_ACTIVATION_BACKWARD), 1);
+    ck_assert_ptr_nonnull(ge2_grad(m.params[1]));
+    ge2_graph_free(m.g);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("fusion");
+    TCase *tc = tcase_create("fusion");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, three_layer_mlp_backward_is_five_nodes);
+    tcase_add_loop_test(tc, fused_mlp_matches_finite_differences, 0, N_ACTS);
+    tcase_add_loop_test(tc, fused_equals_unfused_on_cpu, 0, N_ACTS);
+    tcase_add_test(tc, generic_path_where_the_pattern_does_not_hold);
+    suite_add_tcase(s, tc);
+    return ge2_check_run(s);
+}
