@@ -12,14 +12,12 @@
 // Everything that costs host time (descriptors, layouts, the heuristic query)
 // happens once per graph key in prepare; launch only refreshes the epilogue
 // pointers (host-side descriptor writes, capture-safe) and enqueues.
-#include "kernels/cuda/check.h"
+#include "kernels/cuda/gemm_lt_internal.h"
 
 #include "graph/alloc.h"
 extern "C" {
 #include "kernels/activation_math.h"
 }
-
-#include <cublasLt.h>
 
 #include <stdint.h>
 #include <stdio.h>
@@ -39,29 +37,7 @@ __global__ void ge2_gemm_act_kernel(int64_t n, ge2_activation act, float slope,
 
 // ---------------------------------------------------------------- launchers
 
-// Algorithms kept from the heuristic: the first is used, the rest are there
-// for the kernel registry's autotuner.
-#define GE2_GEMM_ALGOS 4
-
-typedef struct ge2_gemm_plan {
-    cublasLtMatmulDesc_t desc;
-    cublasLtMatrixLayout_t la; // cuBLASLt A = our in[1] (W, or matmul's b)
-    cublasLtMatrixLayout_t lb; // cuBLASLt B = our in[0] (x, or matmul's a)
-    cublasLtMatrixLayout_t ld; // C = D: the GEMM's output (y, or z when it is stashed)
-    cublasLtMatmulHeuristicResult_t algos[GE2_GEMM_ALGOS];
-    int n_algos;
-    cublasLtEpilogue_t epilogue;
-    bool has_bias;
-    bool gemm_writes_z; // D is out[1] (z); y comes from the aux output or the act kernel
-    bool act_kernel;    // ge2_gemm_act_kernel turns D into y after the GEMM
-    ge2_activation act;
-    float slope;
-    bool tf32;     // CUBLAS_COMPUTE_32F_FAST_TF32 instead of plain fp32
-    int64_t n_out; // elements of y
-    char description[160];
-} ge2_gemm_plan;
-
-static const char *lt_status_name(cublasStatus_t s)
+const char *ge2_gemm_lt_status_name(cublasStatus_t s)
 {
     switch (s) {
     case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
@@ -76,16 +52,6 @@ static const char *lt_status_name(cublasStatus_t s)
     default: return "cuBLAS status (unknown)";
     }
 }
-
-// Every cuBLASLt/CUDA call below is checked; the message names the op, the
-// node and the call. `op` and `node_id` must be in scope.
-#define LT_CHECK(call)                                                                        \
-    do {                                                                                      \
-        cublasStatus_t s_ = (call);                                                           \
-        if (s_ != CUBLAS_STATUS_SUCCESS)                                                      \
-            return ge2_error(GE2_ERR_CUDA, "ge2_%s (node %d): %s failed: %s (%d)", op,        \
-                             node_id, #call, lt_status_name(s_), (int)s_);                     \
-    } while (0)
 
 static const char *epilogue_name(cublasLtEpilogue_t e)
 {
@@ -142,7 +108,7 @@ static void describe_plan(ge2_gemm_plan *p)
         snprintf(p->description + n, sizeof p->description - (size_t)n, " tf32");
 }
 
-static void plan_free(ge2_gemm_plan *p)
+void ge2_gemm_plan_free(ge2_gemm_plan *p)
 {
     if (!p)
         return;
@@ -168,13 +134,6 @@ static uint32_t alignment_of(const void *ptr)
     return align;
 }
 
-// One row-major matrix operand, as cuBLASLt sees it: the stored buffer
-// [rows, cols] read column-major is [cols, rows] with ld = cols.
-typedef struct ge2_gemm_operand {
-    int64_t rows, cols; // row-major, one batch item
-    int64_t batch_stride; // elements; 0 broadcasts one matrix over the batch
-} ge2_gemm_operand;
-
 static ge2_status make_layout(const char *op, int node_id, ge2_gemm_operand m, int64_t batch,
                               cublasLtMatrixLayout_t *out)
 {
@@ -192,7 +151,7 @@ static ge2_status make_layout(const char *op, int node_id, ge2_gemm_operand m, i
 }
 
 // The three layouts of one plan: cuBLASLt A (our in[1]), B (our in[0]), D.
-static ge2_status make_layouts(const char *op, int node_id, ge2_gemm_plan *p, ge2_gemm_operand a_lt,
+ge2_status ge2_gemm_make_layouts(const char *op, int node_id, ge2_gemm_plan *p, ge2_gemm_operand a_lt,
                                ge2_gemm_operand b_lt, ge2_gemm_operand d, int64_t batch)
 {
     GE2_TRY(make_layout(op, node_id, a_lt, batch, &p->la));
@@ -238,7 +197,7 @@ static ge2_gemm_ptrs gemm_ptrs(const ge2_gemm_plan *p, const ge2_launch *launch)
 // Builds the descriptor for `epilogue` and asks the heuristic. *found == 0
 // (not an error) when no algorithm supports this epilogue here, so the caller
 // can fall back to a plainer one.
-static ge2_status plan_try(ge2_gemm_plan *p, const ge2_launch *launch, bool trans_a_lt,
+ge2_status ge2_gemm_plan_try(ge2_gemm_plan *p, const ge2_launch *launch, bool trans_a_lt,
                            bool trans_b_lt, int64_t d_rows_lt, int *found)
 {
     const char *op = ge2_op_info_of(launch->node->op)->name;
@@ -296,12 +255,12 @@ static ge2_status plan_try(ge2_gemm_plan *p, const ge2_launch *launch, bool tran
     }
     if (s != CUBLAS_STATUS_SUCCESS)
         return ge2_error(GE2_ERR_CUDA, "ge2_%s (node %d): cublasLtMatmulAlgoGetHeuristic failed: %s (%d)",
-                         op, node_id, lt_status_name(s), (int)s);
+                         op, node_id, ge2_gemm_lt_status_name(s), (int)s);
     p->n_algos = *found;
     return GE2_OK;
 }
 
-static ge2_status check_launch(const ge2_launch *launch)
+ge2_status ge2_gemm_check_launch(const ge2_launch *launch)
 {
     GE2_TRY(ge2_cuda_require_f32(launch, 0));
     if (!launch->blas || !launch->stream)
@@ -312,7 +271,7 @@ static ge2_status check_launch(const ge2_launch *launch)
 
 // Ends a prepare: the plan goes to launch->backend_data, or is freed on
 // error; found == 0 means cuBLASLt offered nothing for these shapes.
-static ge2_status plan_commit(ge2_launch *launch, ge2_gemm_plan *p, ge2_status st, int found)
+ge2_status ge2_gemm_plan_commit(ge2_launch *launch, ge2_gemm_plan *p, ge2_status st, int found)
 {
     if (st == GE2_OK && found == 0) {
         char s0[64], s1[64];
@@ -321,7 +280,7 @@ static ge2_status plan_commit(ge2_launch *launch, ge2_gemm_plan *p, ge2_status s
                        ge2_shape_str(launch->in[1].shape, s1, sizeof s1));
     }
     if (st != GE2_OK) {
-        plan_free(p);
+        ge2_gemm_plan_free(p);
         return st;
     }
     describe_plan(p);
@@ -363,7 +322,7 @@ extern "C" ge2_status ge2_cuda_linear_prepare(ge2_launch *launch)
 {
     const char *op = "linear";
     int node_id = launch->node->id;
-    GE2_TRY(check_launch(launch));
+    GE2_TRY(ge2_gemm_check_launch(launch));
     const ge2_view *x = &launch->in[0], *w = &launch->in[1];
     if (x->shape.ndim < 1 || w->shape.ndim != 2)
         return ge2_error(GE2_ERR_SHAPE, "ge2_linear (node %d): x has %d dims, w has %d (want w [out,in])",
@@ -389,26 +348,26 @@ extern "C" ge2_status ge2_cuda_linear_prepare(ge2_launch *launch)
 
     // cuBLASLt A = W stored [out, in] (op T), B = x stored [rows, in] (op N), D = [rows, out].
     ge2_gemm_operand wa = {out_f, in, 0}, xb = {rows, in, 0}, dd = {rows, out_f, 0};
-    ge2_status st = make_layouts(op, node_id, p, wa, xb, dd, 1);
+    ge2_status st = ge2_gemm_make_layouts(op, node_id, p, wa, xb, dd, 1);
     int found = 0;
     if (st == GE2_OK) {
         linear_choose(p, want_z, want_y, true);
         // GELU's aux ld must be a multiple of 8 elements. Any failure of the
         // fused epilogue only means the plain one is tried next.
         bool aux = p->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || p->epilogue == CUBLASLT_EPILOGUE_GELU_AUX;
-        if (!(aux && out_f % 8 != 0) && plan_try(p, launch, true, false, out_f, &found) != GE2_OK) {
+        if (!(aux && out_f % 8 != 0) && ge2_gemm_plan_try(p, launch, true, false, out_f, &found) != GE2_OK) {
             ge2_clear_error();
             found = 0;
         }
     }
     if (st == GE2_OK && found == 0) {
         linear_choose(p, want_z, want_y, false);
-        st = plan_try(p, launch, true, false, out_f, &found);
+        st = ge2_gemm_plan_try(p, launch, true, false, out_f, &found);
     }
-    return plan_commit(launch, p, st, found);
+    return ge2_gemm_plan_commit(launch, p, st, found);
 }
 
-static ge2_status gemm_enqueue(const ge2_launch *launch, const char *op)
+ge2_status ge2_gemm_enqueue(const ge2_launch *launch, const char *op)
 {
     int node_id = launch->node->id;
     const ge2_gemm_plan *p = (const ge2_gemm_plan *)launch->backend_data;
@@ -438,12 +397,12 @@ static ge2_status gemm_enqueue(const ge2_launch *launch, const char *op)
 
 extern "C" ge2_status ge2_cuda_linear_launch(const ge2_launch *launch)
 {
-    return gemm_enqueue(launch, "linear");
+    return ge2_gemm_enqueue(launch, "linear");
 }
 
 extern "C" void ge2_cuda_linear_release(ge2_launch *launch)
 {
-    plan_free((ge2_gemm_plan *)launch->backend_data);
+    ge2_gemm_plan_free((ge2_gemm_plan *)launch->backend_data);
     launch->backend_data = NULL;
 }
 
@@ -459,7 +418,7 @@ extern "C" ge2_status ge2_cuda_matmul_prepare(ge2_launch *launch)
 {
     const char *op = "matmul";
     int node_id = launch->node->id;
-    GE2_TRY(check_launch(launch));
+    GE2_TRY(ge2_gemm_check_launch(launch));
     const ge2_view *a = &launch->in[0], *b = &launch->in[1];
     const bool ta = launch->node->attrs.matmul.trans_a, tb = launch->node->attrs.matmul.trans_b;
     char as[64], bs[64];
@@ -496,16 +455,16 @@ extern "C" ge2_status ge2_cuda_matmul_prepare(ge2_launch *launch)
     p->epilogue = CUBLASLT_EPILOGUE_DEFAULT;
     p->n_out = batch * m * n;
     // Column-major Yᵀ = op(b)ᵀ·op(a)ᵀ: cuBLASLt A = b with b's transpose flag, B = a with a's.
-    ge2_status st = make_layouts(op, node_id, p, ob, oa, od, batch);
+    ge2_status st = ge2_gemm_make_layouts(op, node_id, p, ob, oa, od, batch);
     int found = 0;
     if (st == GE2_OK)
-        st = plan_try(p, launch, tb, ta, n, &found);
-    return plan_commit(launch, p, st, found);
+        st = ge2_gemm_plan_try(p, launch, tb, ta, n, &found);
+    return ge2_gemm_plan_commit(launch, p, st, found);
 }
 
 extern "C" ge2_status ge2_cuda_matmul_launch(const ge2_launch *launch)
 {
-    return gemm_enqueue(launch, "matmul");
+    return ge2_gemm_enqueue(launch, "matmul");
 }
 
 extern "C" void ge2_cuda_matmul_release(ge2_launch *launch)

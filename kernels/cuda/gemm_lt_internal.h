@@ -1,0 +1,91 @@
+// The cuBLASLt plan machinery of gemm_lt.cu, shared with the other GEMM files
+// of kernels/cuda (gemm_fused.cu: LINEAR's backward GEMMs; the kernel
+// registry). C++ (nvcc) only, internal to kernels/cuda.
+//
+// A plan is what prepare builds once per graph key: the descriptor with its
+// epilogue, the three layouts, the heuristic's algorithms. ge2_gemm_enqueue
+// runs it: the GEMM (cuBLASLt A = our in[1], B = our in[0], D = out[0] or the
+// z stash; see gemm_lt.cu for the row-/column-major mapping), then the act
+// kernel and the plan's post step, if any.
+#ifndef GE2_KERNELS_CUDA_GEMM_LT_INTERNAL_H
+#define GE2_KERNELS_CUDA_GEMM_LT_INTERNAL_H
+
+#include "kernels/cuda/check.h"
+
+#include <cublasLt.h>
+
+// Algorithms kept from the heuristic: the first is used, the rest are there
+// for the kernel registry's autotuner.
+#define GE2_GEMM_ALGOS 4
+
+// A launch view an epilogue pointer comes from: 0 = none (a calloc'd plan
+// has none), else one of the launch's inputs or outputs.
+#define GE2_GEMM_NO_VIEW 0
+#define GE2_GEMM_IN(i) (1 + (i))
+#define GE2_GEMM_OUT(i) (1 + GE2_MAX_INPUTS + (i))
+
+typedef struct ge2_gemm_plan ge2_gemm_plan;
+
+// What a plan's epilogue leaves undone, enqueued after the GEMM on the same stream.
+typedef ge2_status (*ge2_gemm_post_fn)(const ge2_launch *launch, const ge2_gemm_plan *p);
+
+struct ge2_gemm_plan {
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la; // cuBLASLt A = our in[1] (W, or matmul's b)
+    cublasLtMatrixLayout_t lb; // cuBLASLt B = our in[0] (x, or matmul's a)
+    cublasLtMatrixLayout_t ld; // C = D: the GEMM's output (y, or z when it is stashed)
+    cublasLtMatmulHeuristicResult_t algos[GE2_GEMM_ALGOS];
+    int n_algos;
+    cublasLtEpilogue_t epilogue;
+    bool has_bias;
+    bool gemm_writes_z; // D is out[1] (z); y comes from the aux output or the act kernel
+    bool act_kernel;    // ge2_gemm_act_kernel turns D into y after the GEMM
+    ge2_activation act;
+    float slope;
+    bool tf32;     // CUBLAS_COMPUTE_32F_FAST_TF32 instead of plain fp32
+    int64_t n_out; // elements of y
+    int bias_view;  // GE2_GEMM_IN/OUT: CUBLASLT_MATMUL_DESC_BIAS_POINTER (a bias, or a BGRAD epilogue's output)
+    int aux_view;   // GE2_GEMM_IN/OUT: CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER
+    int64_t aux_ld; // CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: elements (GELU z) or bits (relu mask)
+    ge2_gemm_post_fn post;
+    const char *post_name; // for the description: "cublasLt DEFAULT ... + <post_name>"
+    char description[160];
+};
+
+// One row-major matrix operand, as cuBLASLt sees it: the stored buffer
+// [rows, cols] read column-major is [cols, rows] with ld = cols.
+typedef struct ge2_gemm_operand {
+    int64_t rows, cols;   // row-major, one batch item
+    int64_t batch_stride; // elements; 0 broadcasts one matrix over the batch
+} ge2_gemm_operand;
+
+const char *ge2_gemm_lt_status_name(cublasStatus_t s);
+
+// Every cuBLASLt call is checked; the message names the op, the node and the
+// call. `op` and `node_id` must be in scope.
+#define LT_CHECK(call)                                                                        \
+    do {                                                                                      \
+        cublasStatus_t s_ = (call);                                                           \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                                      \
+            return ge2_error(GE2_ERR_CUDA, "ge2_%s (node %d): %s failed: %s (%d)", op,        \
+                             node_id, #call, ge2_gemm_lt_status_name(s_), (int)s_);           \
+    } while (0)
+
+void ge2_gemm_plan_free(ge2_gemm_plan *p);
+// The three layouts of one plan: cuBLASLt A (our in[1]), B (our in[0]), D.
+ge2_status ge2_gemm_make_layouts(const char *op, int node_id, ge2_gemm_plan *p, ge2_gemm_operand a_lt,
+                                 ge2_gemm_operand b_lt, ge2_gemm_operand d, int64_t batch);
+// Builds the descriptor for p->epilogue and asks the heuristic. *found == 0
+// (not an error) when no algorithm supports this epilogue here, so the
+// caller can fall back to a plainer one.
+ge2_status ge2_gemm_plan_try(ge2_gemm_plan *p, const ge2_launch *launch, bool trans_a_lt, bool trans_b_lt,
+                             int64_t d_rows_lt, int *found);
+// f32 operands (bar the relu bit-mask), a stream and a cuBLASLt handle.
+ge2_status ge2_gemm_check_launch(const ge2_launch *launch);
+// Ends a prepare: the plan goes to launch->backend_data, or is freed on
+// error; found == 0 means cuBLASLt offered nothing for these shapes.
+ge2_status ge2_gemm_plan_commit(ge2_launch *launch, ge2_gemm_plan *p, ge2_status st, int found);
+// The GEMM, the act kernel and the post step of a prepared plan.
+ge2_status ge2_gemm_enqueue(const ge2_launch *launch, const char *op);
+
+#endif // GE2_KERNELS_CUDA_GEMM_LT_INTERNAL_H
