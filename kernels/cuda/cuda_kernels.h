@@ -31,6 +31,13 @@ ge2_status ge2_cuda_matmul_launch(const ge2_launch *launch);
 void ge2_cuda_matmul_release(ge2_launch *launch);
 const char *ge2_cuda_matmul_describe(const ge2_launch *launch);
 
+/* gemm_fused.cu: LINEAR's backward GEMMs with their epilogues (release and
+ * describe are LINEAR's) */
+ge2_status ge2_cuda_linear_grad_input_prepare(ge2_launch *launch);
+ge2_status ge2_cuda_linear_grad_input_launch(const ge2_launch *launch);
+ge2_status ge2_cuda_linear_grad_weight_prepare(ge2_launch *launch);
+ge2_status ge2_cuda_linear_grad_weight_launch(const ge2_launch *launch);
+
 /* elementwise.cu */
 ge2_status ge2_cuda_binary_launch(const ge2_launch *launch);              /* ADD, SUB, MUL (broadcasting) */
 ge2_status ge2_cuda_scale_launch(const ge2_launch *launch);               /* SCALE */

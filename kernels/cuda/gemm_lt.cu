@@ -104,6 +104,8 @@ static void describe_plan(ge2_gemm_plan *p)
     if (p->act_kernel && n > 0 && (size_t)n < sizeof p->description)
         n += snprintf(p->description + n, sizeof p->description - (size_t)n, " + act %s",
                       ge2_activation_name(p->act));
+    if (p->post && p->post_name && n > 0 && (size_t)n < sizeof p->description)
+        n += snprintf(p->description + n, sizeof p->description - (size_t)n, " + %s", p->post_name);
     if (p->tf32 && n > 0 && (size_t)n < sizeof p->description)
         snprintf(p->description + n, sizeof p->description - (size_t)n, " tf32");
 }
@@ -159,6 +161,11 @@ ge2_status ge2_gemm_make_layouts(const char *op, int node_id, ge2_gemm_plan *p, 
     return make_layout(op, node_id, d, batch, &p->ld);
 }
 
+static void *view_data(const ge2_launch *launch, int view)
+{
+    return view > GE2_MAX_INPUTS ? launch->out[view - GE2_GEMM_OUT(0)].data : launch->in[view - GE2_GEMM_IN(0)].data;
+}
+
 // Where the epilogue reads and writes this launch's buffers. Set at prepare
 // (the heuristic infers alignment from them) and again at every launch, so a
 // launch whose views were re-resolved still uses its current addresses.
@@ -166,13 +173,13 @@ static ge2_status set_epilogue_pointers(const ge2_gemm_plan *p, const ge2_launch
 {
     const char *op = ge2_op_info_of(launch->node->op)->name;
     int node_id = launch->node->id;
-    if (p->has_bias) {
-        const void *bias = launch->in[2].data;
+    if (p->bias_view != GE2_GEMM_NO_VIEW) {
+        const void *bias = view_data(launch, p->bias_view);
         LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                 &bias, sizeof bias));
     }
-    if (p->epilogue == CUBLASLT_EPILOGUE_GELU_AUX || p->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
-        void *aux = launch->out[1].data;
+    if (p->aux_view != GE2_GEMM_NO_VIEW) {
+        void *aux = view_data(launch, p->aux_view);
         LT_CHECK(cublasLtMatmulDescSetAttribute(
             p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
     }
@@ -217,8 +224,8 @@ ge2_status ge2_gemm_plan_try(ge2_gemm_plan *p, const ge2_launch *launch, bool tr
     uint32_t epilogue = (uint32_t)p->epilogue;
     LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
                                             sizeof epilogue));
-    if (p->epilogue == CUBLASLT_EPILOGUE_GELU_AUX || p->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
-        int64_t aux_ld = d_rows_lt;
+    if (p->aux_view != GE2_GEMM_NO_VIEW) {
+        int64_t aux_ld = p->aux_ld ? p->aux_ld : d_rows_lt;
         LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
                                                 &aux_ld, sizeof aux_ld));
     }
@@ -260,9 +267,23 @@ ge2_status ge2_gemm_plan_try(ge2_gemm_plan *p, const ge2_launch *launch, bool tr
     return GE2_OK;
 }
 
+// The u8 relu bit-mask LINEAR writes as out[1] and LINEAR_GRAD_INPUT reads as in[2].
+static bool relu_mask_view(const ge2_launch *launch, const ge2_view *v)
+{
+    ge2_op op = launch->node->op;
+    return v->dtype == GE2_U8 && ((op == GE2_OP_LINEAR && v == &launch->out[1]) ||
+                                  (op == GE2_OP_LINEAR_GRAD_INPUT && v == &launch->in[2]));
+}
+
 ge2_status ge2_gemm_check_launch(const ge2_launch *launch)
 {
-    GE2_TRY(ge2_cuda_require_f32(launch, 0));
+    for (int i = 0; i < launch->n_in + launch->n_out; i++) {
+        const ge2_view *v = i < launch->n_in ? &launch->in[i] : &launch->out[i - launch->n_in];
+        if (v->dtype != GE2_F32 && !relu_mask_view(launch, v))
+            return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s: %s %d is %s; the CUDA kernel takes f32",
+                             ge2_cuda_op_name(launch), i < launch->n_in ? "input" : "output",
+                             i < launch->n_in ? i : i - launch->n_in, ge2_dtype_name(v->dtype));
+    }
     if (!launch->blas || !launch->stream)
         return ge2_error(GE2_ERR_STATE, "ge2_%s (node %d): launch has no stream or cuBLASLt handle",
                          ge2_cuda_op_name(launch), launch->node->id);
@@ -289,14 +310,30 @@ ge2_status ge2_gemm_plan_commit(ge2_launch *launch, ge2_gemm_plan *p, ge2_status
 }
 
 // The plan's epilogue choice for LINEAR, fused first; `fused` false asks for
-// the plain fallback (GEMM + bias, activation by ge2_gemm_act_kernel).
-static void linear_choose(ge2_gemm_plan *p, bool want_z, bool want_y, bool fused)
+// the plain fallback (GEMM + bias, activation by ge2_gemm_act_kernel, the
+// relu bit-mask by ge2_gemm_relu_mask_post). out[1] is z (want_z) or, for
+// relu, the bit-mask (want_mask): see kernels/activation_math.h.
+static void linear_choose(ge2_gemm_plan *p, bool want_z, bool want_mask, bool want_y, bool fused)
 {
     const bool bias = p->has_bias;
     const cublasLtEpilogue_t plain = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     p->epilogue = plain;
     p->gemm_writes_z = want_z;
     p->act_kernel = want_y && (want_z || p->act != GE2_ACT_NONE);
+    p->aux_view = GE2_GEMM_NO_VIEW;
+    p->post = NULL;
+    if (want_mask && want_y) {
+        // relu with its bit-mask: RELU_AUX writes exactly the layout LINEAR_GRAD_INPUT's DRELU reads
+        p->act_kernel = false;
+        if (fused) {
+            p->epilogue = bias ? CUBLASLT_EPILOGUE_RELU_AUX_BIAS : CUBLASLT_EPILOGUE_RELU_AUX;
+            p->aux_view = GE2_GEMM_OUT(1);
+        } else {
+            p->post = ge2_gemm_relu_mask_post;
+            p->post_name = "relu mask";
+        }
+        return;
+    }
     if (!fused || !want_y)
         return;
     if (!want_z && p->act == GE2_ACT_RELU) {
@@ -308,15 +345,13 @@ static void linear_choose(ge2_gemm_plan *p, bool want_z, bool want_y, bool fused
     } else if (want_z && p->act == GE2_ACT_GELU_TANH) {
         // cuBLASLt's aux output is exactly the stash: the GELU input.
         p->epilogue = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+        p->aux_view = GE2_GEMM_OUT(1);
         p->gemm_writes_z = false;
         p->act_kernel = false;
     }
-    // RELU with a stash: RELU_AUX keeps a bit-mask, not z, so it is plain + kernel.
 }
 
-// Hook for the fusion pass: backward GEMMs with DRELU_BGRAD / DGELU_BGRAD /
-// BGRADB epilogues will get their own op rows and a chooser like linear_choose;
-// plan_try, the layouts and the launch path already take any epilogue.
+// LINEAR's backward GEMMs (DRELU_BGRAD / DGELU_BGRAD / BGRADB) live in gemm_fused.cu.
 
 extern "C" ge2_status ge2_cuda_linear_prepare(ge2_launch *launch)
 {
@@ -340,18 +375,23 @@ extern "C" ge2_status ge2_cuda_linear_prepare(ge2_launch *launch)
     if (!p)
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_linear (node %d): out of host memory", node_id);
     p->has_bias = launch->n_in >= 3 && launch->in[2].data != NULL;
+    p->bias_view = p->has_bias ? GE2_GEMM_IN(2) : GE2_GEMM_NO_VIEW;
     p->act = launch->node->attrs.linear.act;
     p->slope = launch->node->attrs.linear.slope;
     p->n_out = rows * out_f;
     const bool want_y = launch->out[0].data != NULL;
-    const bool want_z = launch->n_out >= 2 && launch->out[1].data != NULL;
+    const bool stash = launch->n_out >= 2 && launch->out[1].data != NULL;
+    const bool want_mask = stash && launch->out[1].dtype == GE2_U8, want_z = stash && !want_mask;
+    // the mask's rows are out_f bits padded to 128 (CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD counts bits);
+    // GELU's z has D's leading dimension
+    p->aux_ld = want_mask ? ge2_relu_mask_row_bytes(out_f) * 8 : out_f;
 
     // cuBLASLt A = W stored [out, in] (op T), B = x stored [rows, in] (op N), D = [rows, out].
     ge2_gemm_operand wa = {out_f, in, 0}, xb = {rows, in, 0}, dd = {rows, out_f, 0};
     ge2_status st = ge2_gemm_make_layouts(op, node_id, p, wa, xb, dd, 1);
     int found = 0;
     if (st == GE2_OK) {
-        linear_choose(p, want_z, want_y, true);
+        linear_choose(p, want_z, want_mask, want_y, true);
         // GELU's aux ld must be a multiple of 8 elements. Any failure of the
         // fused epilogue only means the plain one is tried next.
         bool aux = p->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || p->epilogue == CUBLASLT_EPILOGUE_GELU_AUX;
@@ -361,7 +401,7 @@ extern "C" ge2_status ge2_cuda_linear_prepare(ge2_launch *launch)
         }
     }
     if (st == GE2_OK && found == 0) {
-        linear_choose(p, want_z, want_y, false);
+        linear_choose(p, want_z, want_mask, want_y, false);
         st = ge2_gemm_plan_try(p, launch, true, false, out_f, &found);
     }
     return ge2_gemm_plan_commit(launch, p, st, found);
@@ -392,6 +432,8 @@ ge2_status ge2_gemm_enqueue(const ge2_launch *launch, const char *op)
             GE2_CUDA_CHECK(launch, "ge2_gemm_act_kernel");
         }
     }
+    if (p->post)
+        GE2_TRY(p->post(launch, p));
     return GE2_OK;
 }
 

@@ -80,12 +80,16 @@ ge2_status ge2_gemm_make_layouts(const char *op, int node_id, ge2_gemm_plan *p, 
 // caller can fall back to a plainer one.
 ge2_status ge2_gemm_plan_try(ge2_gemm_plan *p, const ge2_launch *launch, bool trans_a_lt, bool trans_b_lt,
                              int64_t d_rows_lt, int *found);
-// f32 operands (bar the relu bit-mask), a stream and a cuBLASLt handle.
+// f32 views (bar LINEAR's u8 relu bit-mask), a stream and a cuBLASLt handle.
 ge2_status ge2_gemm_check_launch(const ge2_launch *launch);
 // Ends a prepare: the plan goes to launch->backend_data, or is freed on
 // error; found == 0 means cuBLASLt offered nothing for these shapes.
 ge2_status ge2_gemm_plan_commit(ge2_launch *launch, ge2_gemm_plan *p, ge2_status st, int found);
 // The GEMM, the act kernel and the post step of a prepared plan.
 ge2_status ge2_gemm_enqueue(const ge2_launch *launch, const char *op);
+
+// gemm_fused.cu: LINEAR relu's fallback when RELU_AUX is refused — relu of
+// the GEMM's z in place and the bit-mask out[1].
+ge2_status ge2_gemm_relu_mask_post(const ge2_launch *launch, const ge2_gemm_plan *p);
 
 #endif // GE2_KERNELS_CUDA_GEMM_LT_INTERNAL_H

@@ -12,6 +12,9 @@
 #define GE2_CUDA_GEMM(name) \
     {ge2_cuda_##name##_prepare, ge2_cuda_##name##_launch, ge2_cuda_##name##_release, ge2_cuda_##name##_describe}
 
+#define GE2_CUDA_GEMM_BACKWARD(name) \
+    {ge2_cuda_##name##_prepare, ge2_cuda_##name##_launch, ge2_cuda_linear_release, ge2_cuda_linear_describe}
+
 const ge2_cuda_kernel ge2_cuda_kernels[GE2_OP_COUNT] = {
     [GE2_OP_LINEAR] = GE2_CUDA_GEMM(linear),
     [GE2_OP_MATMUL] = GE2_CUDA_GEMM(matmul),
@@ -37,6 +40,8 @@ const ge2_cuda_kernel ge2_cuda_kernels[GE2_OP_COUNT] = {
     [GE2_OP_SOFTMAX_BACKWARD] = GE2_CUDA_SIMPLE(ge2_cuda_softmax_backward_launch),
     [GE2_OP_LOG_SOFTMAX_BACKWARD] = GE2_CUDA_SIMPLE(ge2_cuda_softmax_backward_launch),
     [GE2_OP_SLICE_BACKWARD] = GE2_CUDA_SIMPLE(ge2_cuda_slice_backward_launch),
+    [GE2_OP_LINEAR_GRAD_INPUT] = GE2_CUDA_GEMM_BACKWARD(linear_grad_input),
+    [GE2_OP_LINEAR_GRAD_WEIGHT] = GE2_CUDA_GEMM_BACKWARD(linear_grad_weight),
     [GE2_OP_GRAD_NORM] = GE2_CUDA_SIMPLE(ge2_cuda_grad_norm_launch),
     [GE2_OP_OPTIMIZER_UPDATE] = GE2_CUDA_SIMPLE(ge2_cuda_optimizer_update_launch),
 };

@@ -14,7 +14,8 @@
 
 static bool gemm_op(ge2_op op)
 {
-    return op == GE2_OP_LINEAR || op == GE2_OP_MATMUL;
+    return op == GE2_OP_LINEAR || op == GE2_OP_MATMUL || op == GE2_OP_LINEAR_GRAD_INPUT ||
+           op == GE2_OP_LINEAR_GRAD_WEIGHT;
 }
 
 static bool optimizer_op(ge2_op op)
