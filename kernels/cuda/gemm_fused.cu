@@ -169,6 +169,8 @@ static ge2_status prepare_with_fallback(ge2_launch *launch, ge2_gemm_plan *p, ge
         p->epilogue = CUBLASLT_EPILOGUE_DEFAULT;
         p->bias_view = p->aux_view = GE2_GEMM_NO_VIEW;
         st = ge2_gemm_plan_try(p, launch, trans_a_lt, trans_b_lt, d.cols, &found);
+    } else {
+        p->post = NULL; // the fused epilogue did all of it
     }
     return ge2_gemm_plan_commit(launch, p, st, found);
 }
@@ -184,8 +186,10 @@ extern "C" ge2_status ge2_cuda_linear_grad_input_prepare(ge2_launch *launch)
     const bool gelu_z = launch->n_in > 2 && a->act == GE2_ACT_GELU_TANH && !a->from_output && n % 8 == 0;
     const bool want_db = launch->n_out > 1 && launch->out[1].data;
     p->n_out = rows * n;
-    p->post = grad_input_post;
-    p->post_name = "dact+db";
+    if (launch->n_in > 2 || want_db) {
+        p->post = grad_input_post;
+        p->post_name = launch->n_in > 2 ? (want_db ? "dact + db" : "dact") : "db";
+    }
     p->epilogue = CUBLASLT_EPILOGUE_DEFAULT;
     if (mask || gelu_z) {
         p->epilogue = mask ? (want_db ? CUBLASLT_EPILOGUE_DRELU_BGRAD : CUBLASLT_EPILOGUE_DRELU)
@@ -207,7 +211,7 @@ extern "C" ge2_status ge2_cuda_linear_grad_weight_prepare(ge2_launch *launch)
     const int64_t rows = launch->in[0].shape.dim[0], m = launch->in[0].shape.dim[1], n = launch->in[1].shape.dim[1];
     const bool want_db = launch->n_out > 1 && launch->out[1].data;
     p->n_out = m * n;
-    p->post = grad_weight_post;
+    p->post = want_db ? grad_weight_post : NULL;
     p->post_name = "db";
     p->epilogue = want_db ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_DEFAULT;
     p->bias_view = want_db ? GE2_GEMM_OUT(1) : GE2_GEMM_NO_VIEW;

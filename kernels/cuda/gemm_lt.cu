@@ -60,6 +60,10 @@ static const char *epilogue_name(cublasLtEpilogue_t e)
     case CUBLASLT_EPILOGUE_RELU: return "RELU";
     case CUBLASLT_EPILOGUE_BIAS: return "BIAS";
     case CUBLASLT_EPILOGUE_RELU_BIAS: return "RELU_BIAS";
+    case CUBLASLT_EPILOGUE_RELU_AUX: return "RELU_AUX";
+    case CUBLASLT_EPILOGUE_RELU_AUX_BIAS: return "RELU_AUX_BIAS";
+    case CUBLASLT_EPILOGUE_DRELU: return "DRELU";
+    case CUBLASLT_EPILOGUE_DGELU: return "DGELU";
     case CUBLASLT_EPILOGUE_GELU: return "GELU";
     case CUBLASLT_EPILOGUE_GELU_AUX: return "GELU_AUX";
     case CUBLASLT_EPILOGUE_GELU_BIAS: return "GELU_BIAS";
