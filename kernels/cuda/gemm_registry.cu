@@ -1,0 +1,297 @@
+// The GEMM registry's device side: times the heuristic's candidates of one
+// prepared GEMM on its real operands and puts the fastest first.
+//
+// Timing small GEMMs honestly: a lone cublasLtMatmul costs the host a few
+// microseconds to enqueue, as much as the kernel itself runs, and a captured
+// step never pays that host time. So each sample is queued behind a spin
+// kernel that keeps the GPU busy while the host enqueues the whole batch;
+// the events around the batch then measure GPU time only.
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/gemm_registry.h"
+
+#include "graph/alloc.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+// Timed samples per candidate (the median is kept) and GEMMs per sample.
+#define SAMPLES 5
+#define BATCH 8
+// How long the spin kernel holds the GPU while a sample is enqueued.
+#define SPIN_NS 100000
+
+// ------------------------------------------------------------------ kernels
+
+__global__ void ge2_registry_spin_kernel(unsigned long long ns)
+{
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    } while (now - start < ns);
+}
+
+// ---------------------------------------------------------------- launchers
+
+static const char *node_op(const ge2_launch *launch)
+{
+    return ge2_cuda_op_name(launch);
+}
+
+// Largest power of two (<= 256) the address is a multiple of.
+static uint32_t pointer_alignment(const void *ptr)
+{
+    uintptr_t low = (uintptr_t)ptr & (~(uintptr_t)ptr + 1);
+    return low == 0 || low > 256 ? 256 : (uint32_t)low;
+}
+
+static int64_t layout_attr(cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t attr, int64_t fallback)
+{
+    size_t written = 0;
+    uint64_t u = 0;
+    int32_t i = 0;
+    if (attr == CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT)
+        return cublasLtMatrixLayoutGetAttribute(l, attr, &i, sizeof i, &written) == CUBLAS_STATUS_SUCCESS
+                   ? i
+                   : fallback;
+    return cublasLtMatrixLayoutGetAttribute(l, attr, &u, sizeof u, &written) == CUBLAS_STATUS_SUCCESS
+               ? (int64_t)u
+               : fallback;
+}
+
+// The problem's key text. False when cuBLASLt or CUDA cannot describe it
+// (then it is simply not tuned).
+static bool problem_key(const ge2_launch *launch, const ge2_gemm_problem *pb, char *buf, size_t size)
+{
+    size_t written = 0;
+    int32_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_N;
+    if (cublasLtMatmulDescGetAttribute(pb->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta, &written) !=
+            CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulDescGetAttribute(pb->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb, &written) !=
+            CUBLAS_STATUS_SUCCESS)
+        return false;
+    int device = 0;
+    cudaDeviceProp prop;
+    if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    ge2_gemm_key k;
+    memset(&k, 0, sizeof k);
+    k.op = node_op(launch);
+    k.epilogue = pb->epilogue;
+    k.trans_a = ta != CUBLAS_OP_N;
+    k.trans_b = tb != CUBLAS_OP_N;
+    k.m = layout_attr(pb->ld, CUBLASLT_MATRIX_LAYOUT_ROWS, -1);
+    k.n = layout_attr(pb->ld, CUBLASLT_MATRIX_LAYOUT_COLS, -1);
+    k.k = layout_attr(pb->la, k.trans_a ? CUBLASLT_MATRIX_LAYOUT_ROWS : CUBLASLT_MATRIX_LAYOUT_COLS, -1);
+    k.batch = layout_attr(pb->ld, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, 1);
+    k.dtype = ge2_dtype_name(launch->out[0].dtype);
+    k.tf32 = launch->tf32;
+    k.align_a = pointer_alignment(pb->a);
+    k.align_b = pointer_alignment(pb->b);
+    k.align_d = pointer_alignment(pb->d);
+    k.workspace_bytes = pb->workspace ? pb->workspace_bytes : 0;
+    k.gpu = prop.name;
+    k.sm_count = prop.multiProcessorCount;
+    k.lt_version = (int)cublasLtGetVersion();
+    if (k.m < 0 || k.n < 0 || k.k < 0)
+        return false;
+    if (ge2_gemm_key_format(&k, buf, size) != GE2_OK) {
+        ge2_clear_error();
+        return false;
+    }
+    return true;
+}
+
+static cublasStatus_t run_once(const ge2_gemm_problem *pb, const cublasLtMatmulAlgo_t *algo)
+{
+    const float one = 1.0f, zero = 0.0f;
+    return cublasLtMatmul(pb->lt, pb->desc, &one, pb->a, pb->la, pb->b, pb->lb, &zero, pb->d, pb->ld, pb->d, pb->ld,
+                          algo, pb->workspace, pb->workspace ? pb->workspace_bytes : 0, pb->stream);
+}
+
+// Where a launch's outputs are kept while candidates overwrite them.
+typedef struct saved_outputs {
+    void *copy; // device
+    size_t offset[GE2_MAX_OUTPUTS], bytes[GE2_MAX_OUTPUTS];
+} saved_outputs;
+
+static ge2_status outputs_copy(const ge2_launch *launch, saved_outputs *s, bool restore)
+{
+    for (int i = 0; i < launch->n_out; i++) {
+        if (!s->bytes[i])
+            continue;
+        char *copy = (char *)s->copy + s->offset[i];
+        void *dst = restore ? launch->out[i].data : (void *)copy;
+        const void *src = restore ? (const void *)copy : launch->out[i].data;
+        cudaError_t e = cudaMemcpyAsync(dst, src, s->bytes[i], cudaMemcpyDeviceToDevice, ge2_cuda_stream(launch));
+        if (e != cudaSuccess)
+            return ge2_error(GE2_ERR_CUDA, "ge2_%s (node %d): %s output %d for autotuning failed: %s",
+                             node_op(launch), launch->node->id, restore ? "restoring" : "saving", i,
+                             cudaGetErrorString(e));
+    }
+    return GE2_OK;
+}
+
+static ge2_status outputs_save(const ge2_launch *launch, saved_outputs *s)
+{
+    memset(s, 0, sizeof *s);
+    size_t total = 0;
+    for (int i = 0; i < launch->n_out; i++) {
+        const ge2_view *v = &launch->out[i];
+        if (!v->data)
+            continue;
+        s->offset[i] = total;
+        s->bytes[i] = (size_t)ge2_shape_numel(v->shape) * ge2_dtype_size(v->dtype);
+        total += (s->bytes[i] + 255) / 256 * 256;
+    }
+    if (total == 0)
+        return GE2_OK;
+    cudaError_t e = cudaMalloc(&s->copy, total);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        s->copy = NULL;
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_%s (node %d): no device memory (%zu bytes) to autotune in",
+                         node_op(launch), launch->node->id, total);
+    }
+    return outputs_copy(launch, s, false);
+}
+
+static ge2_status outputs_restore(const ge2_launch *launch, saved_outputs *s)
+{
+    ge2_status st = s->copy ? outputs_copy(launch, s, true) : GE2_OK;
+    // The copies are done before the buffer goes: cudaFree waits for the device.
+    cudaError_t e = cudaStreamSynchronize(ge2_cuda_stream(launch));
+    if (s->copy)
+        cudaFree(s->copy);
+    s->copy = NULL;
+    if (st == GE2_OK && e != cudaSuccess)
+        st = ge2_error(GE2_ERR_CUDA, "ge2_%s (node %d): autotuning failed: %s", node_op(launch), launch->node->id,
+                       cudaGetErrorString(e));
+    return st;
+}
+
+static int compare_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+// Median microseconds per GEMM of one candidate, or INFINITY if cuBLASLt
+// refuses it here (the heuristic's list can hold configurations that fail
+// at run time; those simply lose).
+static ge2_status time_candidate(const ge2_launch *launch, const ge2_gemm_problem *pb,
+                                 const cublasLtMatmulAlgo_t *algo, cudaEvent_t *ev, double *us)
+{
+    *us = INFINITY;
+    if (run_once(pb, algo) != CUBLAS_STATUS_SUCCESS) // also the warm-up
+        return GE2_OK;
+    for (int s = 0; s < SAMPLES; s++) {
+        ge2_registry_spin_kernel<<<1, 1, 0, pb->stream>>>(SPIN_NS);
+        GE2_CUDA_CHECK(launch, "ge2_registry_spin_kernel");
+        cudaEventRecord(ev[2 * s], pb->stream);
+        for (int b = 0; b < BATCH; b++)
+            if (run_once(pb, algo) != CUBLAS_STATUS_SUCCESS)
+                return GE2_OK;
+        cudaEventRecord(ev[2 * s + 1], pb->stream);
+    }
+    double sample[SAMPLES];
+    for (int s = 0; s < SAMPLES; s++) {
+        float ms = 0;
+        cudaError_t e = cudaEventSynchronize(ev[2 * s + 1]);
+        if (e == cudaSuccess)
+            e = cudaEventElapsedTime(&ms, ev[2 * s], ev[2 * s + 1]);
+        if (e != cudaSuccess)
+            return ge2_error(GE2_ERR_CUDA, "ge2_%s (node %d): timing a GEMM candidate failed: %s", node_op(launch),
+                             launch->node->id, cudaGetErrorString(e));
+        sample[s] = 1000.0 * ms / BATCH;
+    }
+    qsort(sample, SAMPLES, sizeof sample[0], compare_double);
+    *us = sample[SAMPLES / 2];
+    return GE2_OK;
+}
+
+// Times every candidate into us[0..n); outputs are saved and restored around it.
+static ge2_status time_all(const ge2_launch *launch, const ge2_gemm_problem *pb,
+                           const cublasLtMatmulHeuristicResult_t *cands, int n, double *us)
+{
+    cudaEvent_t ev[2 * SAMPLES] = {};
+    saved_outputs saved;
+    ge2_status st = outputs_save(launch, &saved);
+    for (int i = 0; i < 2 * SAMPLES && st == GE2_OK; i++)
+        if (cudaEventCreate(&ev[i]) != cudaSuccess) {
+            ev[i] = NULL;
+            st = ge2_error(GE2_ERR_CUDA, "ge2_%s (node %d): cudaEventCreate failed", node_op(launch),
+                           launch->node->id);
+        }
+    for (int i = 0; i < n && st == GE2_OK; i++)
+        st = time_candidate(launch, pb, &cands[i].algo, ev, &us[i]);
+    ge2_status restored = outputs_restore(launch, &saved);
+    for (int i = 0; i < 2 * SAMPLES; i++)
+        if (ev[i])
+            cudaEventDestroy(ev[i]);
+    return st != GE2_OK ? st : restored;
+}
+
+static void move_to_front(cublasLtMatmulHeuristicResult_t *cands, int i)
+{
+    cublasLtMatmulHeuristicResult_t t = cands[0];
+    cands[0] = cands[i];
+    cands[i] = t;
+}
+
+ge2_status ge2_gemm_select(const ge2_launch *launch, const ge2_gemm_problem *pb,
+                           cublasLtMatmulHeuristicResult_t *cands, int n, ge2_gemm_selection *sel)
+{
+    memset(sel, 0, sizeof *sel);
+    sel->source = GE2_GEMM_HEURISTIC;
+    sel->n_candidates = n;
+    char key[GE2_GEMM_KEY_MAX];
+    if (n < 2 || !ge2_gemm_autotune_enabled() || !problem_key(launch, pb, key, sizeof key)) {
+        ge2_gemm_registry_count(GE2_GEMM_HEURISTIC, 0);
+        return GE2_OK;
+    }
+    static_assert(sizeof cands[0].algo == GE2_GEMM_ALGO_BYTES, "cublasLtMatmulAlgo_t changed size");
+    ge2_gemm_choice choice;
+    if (ge2_gemm_registry_lookup(key, &choice)) {
+        for (int i = 0; i < n; i++) {
+            if (memcmp(&cands[i].algo, choice.algo, GE2_GEMM_ALGO_BYTES) != 0)
+                continue;
+            move_to_front(cands, i);
+            sel->source = GE2_GEMM_CACHED;
+            sel->us = choice.us;
+            sel->n_candidates = choice.n_candidates;
+            ge2_gemm_registry_count(GE2_GEMM_CACHED, 0);
+            return GE2_OK;
+        }
+        // The remembered algorithm is not offered any more: tune again.
+    }
+    double us[64];
+    if (n > (int)(sizeof us / sizeof us[0]))
+        n = (int)(sizeof us / sizeof us[0]);
+    ge2_status st = time_all(launch, pb, cands, n, us);
+    if (st == GE2_ERR_OUT_OF_MEMORY) { // no room to save the outputs: untuned, not failed
+        ge2_clear_error();
+        ge2_gemm_registry_count(GE2_GEMM_HEURISTIC, 0);
+        return GE2_OK;
+    }
+    GE2_TRY(st);
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (us[i] < us[best])
+            best = i;
+    if (!isfinite(us[best])) {
+        ge2_gemm_registry_count(GE2_GEMM_HEURISTIC, n);
+        return GE2_OK;
+    }
+    move_to_front(cands, best);
+    memcpy(choice.algo, &cands[0].algo, GE2_GEMM_ALGO_BYTES);
+    choice.us = us[best];
+    choice.n_candidates = n;
+    sel->source = GE2_GEMM_TUNED;
+    sel->us = us[best];
+    ge2_gemm_registry_count(GE2_GEMM_TUNED, n);
+    return ge2_gemm_registry_store(key, &choice);
+}
