@@ -105,13 +105,20 @@ static void describe_plan(ge2_gemm_plan *p)
         snprintf(tile_buf, sizeof tile_buf, "#%u", tile);
     int n = snprintf(p->description, sizeof p->description, "cublasLt %s algo %d tile %s",
                      epilogue_name(p->epilogue), algo_id, tile_str);
+    int32_t split_k = 1;
+    if (cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split_k,
+                                             sizeof split_k, &written) == CUBLAS_STATUS_SUCCESS &&
+        split_k > 1 && n > 0 && (size_t)n < sizeof p->description)
+        n += snprintf(p->description + n, sizeof p->description - (size_t)n, " splitK %d", (int)split_k);
     if (p->act_kernel && n > 0 && (size_t)n < sizeof p->description)
         n += snprintf(p->description + n, sizeof p->description - (size_t)n, " + act %s",
                       ge2_activation_name(p->act));
     if (p->post && p->post_name && n > 0 && (size_t)n < sizeof p->description)
         n += snprintf(p->description + n, sizeof p->description - (size_t)n, " + %s", p->post_name);
     if (p->tf32 && n > 0 && (size_t)n < sizeof p->description)
-        snprintf(p->description + n, sizeof p->description - (size_t)n, " tf32");
+        n += snprintf(p->description + n, sizeof p->description - (size_t)n, " tf32");
+    if (n > 0 && (size_t)n < sizeof p->description)
+        ge2_gemm_selection_str(&p->selection, p->description + n, sizeof p->description - (size_t)n);
 }
 
 void ge2_gemm_plan_free(ge2_gemm_plan *p)
@@ -303,6 +310,14 @@ ge2_status ge2_gemm_plan_commit(ge2_launch *launch, ge2_gemm_plan *p, ge2_status
         st = ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s (node %d): cuBLASLt has no algorithm for %s x %s",
                        ge2_cuda_op_name(launch), launch->node->id, ge2_shape_str(launch->in[0].shape, s0, sizeof s0),
                        ge2_shape_str(launch->in[1].shape, s1, sizeof s1));
+    }
+    if (st == GE2_OK) {
+        // The kernel registry picks among the heuristic's candidates (timing them once per problem).
+        ge2_gemm_ptrs g = gemm_ptrs(p, launch);
+        ge2_gemm_problem pb = {epilogue_name(p->epilogue), (cublasLtHandle_t)launch->blas, p->desc, p->la, p->lb,
+                               p->ld, g.a, g.b, g.d, launch->workspace, launch->workspace_bytes,
+                               (cudaStream_t)launch->stream};
+        st = ge2_gemm_select(launch, &pb, p->algos, p->n_algos, &p->selection);
     }
     if (st != GE2_OK) {
         ge2_gemm_plan_free(p);

@@ -11,12 +11,13 @@
 #define GE2_KERNELS_CUDA_GEMM_LT_INTERNAL_H
 
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/gemm_registry.h"
 
 #include <cublasLt.h>
 
-// Algorithms kept from the heuristic: the first is used, the rest are there
-// for the kernel registry's autotuner.
-#define GE2_GEMM_ALGOS 4
+// Algorithms kept from the heuristic: the candidates the kernel registry
+// (gemm_registry.h) times; the one it picks is moved to algos[0] and run.
+#define GE2_GEMM_ALGOS 8
 
 // A launch view an epilogue pointer comes from: 0 = none (a calloc'd plan
 // has none), else one of the launch's inputs or outputs.
@@ -49,7 +50,8 @@ struct ge2_gemm_plan {
     int64_t aux_ld; // CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: elements (GELU z) or bits (relu mask)
     ge2_gemm_post_fn post;
     const char *post_name; // for the description: "cublasLt DEFAULT ... + <post_name>"
-    char description[160];
+    ge2_gemm_selection selection; // how algos[0] was chosen (kernel registry)
+    char description[192];
 };
 
 // One row-major matrix operand, as cuBLASLt sees it: the stored buffer
