@@ -48,6 +48,8 @@ typedef struct ge2_backend {
     void (*exec_release)(ge2_backend_ctx *ctx, ge2_exec *exec);
     ge2_status (*sync)(ge2_backend_ctx *ctx);
     int (*capture_count)(const ge2_backend_ctx *ctx);
+    /* Which kernel a prepared launch runs, as text into buf (the kernel report). */
+    void (*describe)(const ge2_backend_ctx *ctx, const ge2_launch *launch, char *buf, size_t size);
     /* Optional fences, so the program can reuse a pinned staging buffer without
      * waiting for the whole device: fence_record marks the point after the
      * work enqueued so far, fence_wait blocks until the work before the latest

@@ -341,6 +341,13 @@ ge2_status ge2_program_plan_report(ge2_program *program, FILE *out);
 /* SVG of the train key's arena (schedule across, offset up, one rectangle per tensor). */
 ge2_status ge2_program_plan_svg(ge2_program *program, ge2_mode mode, const char *path);
 
+/* Which kernel each scheduled node of the most recent key of mode runs, one
+ * line per node: id, op, shapes (inputs -> outputs) and the backend's
+ * description (CUDA GEMMs: cuBLASLt epilogue, algorithm, tile, split-K and
+ * whether the kernel registry tuned it; CPU: "cpu <op>"). GE2_ERR_STATE before
+ * the first step of mode: kernels are chosen when a key first runs. */
+ge2_status ge2_program_kernel_report(ge2_program *program, ge2_mode mode, FILE *out);
+
 /* Number of graph keys compiled (planned + captured on CUDA). */
 int ge2_program_key_count(const ge2_program *program);
 int ge2_program_capture_count(const ge2_program *program);
