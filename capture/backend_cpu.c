@@ -110,6 +110,12 @@ static int cpu_capture_count(const ge2_backend_ctx *ctx)
     return 0;
 }
 
+static void cpu_describe(const ge2_backend_ctx *ctx, const ge2_launch *launch, char *buf, size_t size)
+{
+    (void)ctx;
+    snprintf(buf, size, "cpu %s", ge2_op_info_of(launch->node->op)->name);
+}
+
 const ge2_backend ge2_backend_cpu = {
     .device = GE2_DEVICE_CPU,
     .name = "cpu",
@@ -129,4 +135,5 @@ const ge2_backend ge2_backend_cpu = {
     .exec_release = cpu_exec_release,
     .sync = cpu_sync,
     .capture_count = cpu_capture_count,
+    .describe = cpu_describe,
 };

@@ -273,13 +273,20 @@ static void cuda_exec_release(ge2_backend_ctx *ctx, ge2_exec *exec)
     release_launches(exec, exec->n_launches);
 }
 
-static void print_kernels(const ge2_exec *exec)
+static void cuda_describe(const ge2_backend_ctx *ctx, const ge2_launch *launch, char *buf, size_t size)
 {
+    (void)ctx;
+    const ge2_cuda_kernel *k = &ge2_backend_cuda_kernels[launch->node->op];
+    snprintf(buf, size, "%s", k->describe ? k->describe(launch) : "cuda kernel");
+}
+
+static void print_kernels(const ge2_backend_ctx *ctx, const ge2_exec *exec)
+{
+    char what[256];
     for (int i = 0; i < exec->n_launches; i++) {
         const ge2_launch *l = &exec->launches[i];
-        const ge2_cuda_kernel *k = &ge2_backend_cuda_kernels[l->node->op];
-        fprintf(stderr, "ge2: node %d %s: %s\n", l->node->id, node_op_name(l),
-                k->describe ? k->describe(l) : "cuda kernel");
+        cuda_describe(ctx, l, what, sizeof what);
+        fprintf(stderr, "ge2: node %d %s: %s\n", l->node->id, node_op_name(l), what);
     }
 }
 
@@ -313,7 +320,7 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
     exec->backend_data = ce;
     exec->captured = false;
     if (ctx->print_kernels)
-        print_kernels(exec);
+        print_kernels(ctx, exec);
     return GE2_OK;
 }
 
@@ -429,4 +436,5 @@ const ge2_backend ge2_backend_cuda = {
     .exec_release = cuda_exec_release,
     .sync = cuda_sync,
     .capture_count = cuda_capture_count,
+    .describe = cuda_describe,
 };

@@ -192,3 +192,58 @@ int ge2_program_launch_count(const ge2_program *program, ge2_mode mode)
         return 0;
     return program->keys[program->last_key[mode]]->exec.n_launches;
 }
+
+/* --------------------------------------------------------- kernel report */
+
+/* One view as "[64,784]", prefixed by its dtype unless f32; "-" for an
+ * output this key does not need. Appended to buf at *n. */
+static void append_view(const ge2_view *v, char *buf, size_t size, size_t *n)
+{
+    char s[64];
+    if (!v->data)
+        snprintf(s, sizeof s, "-");
+    else if (v->dtype == GE2_F32)
+        ge2_shape_str(v->shape, s, sizeof s);
+    else {
+        char shape[48];
+        snprintf(s, sizeof s, "%s%s", ge2_dtype_name(v->dtype), ge2_shape_str(v->shape, shape, sizeof shape));
+    }
+    if (*n < size) {
+        int w = snprintf(buf + *n, size - *n, "%s%s", *n ? " " : "", s);
+        *n += w > 0 ? (size_t)w : 0;
+    }
+}
+
+ge2_status ge2_program_kernel_report(ge2_program *program, ge2_mode mode, FILE *out)
+{
+    if (!program || !out)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_kernel_report: program and out must not be NULL");
+    if ((unsigned)mode >= GE2_MODE_COUNT)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_kernel_report: unknown mode %d", (int)mode);
+    if (program->last_key[mode] < 0)
+        return ge2_error(GE2_ERR_STATE,
+                         "ge2_program_kernel_report: no %s step has run yet; kernels are chosen when a graph key "
+                         "first runs",
+                         mode_names[mode]);
+    const ge2_program_key *key = program->keys[program->last_key[mode]];
+    const ge2_exec *exec = &key->exec;
+    fprintf(out, "ge2 kernels: %s key, batch %lld, %s backend, %d launches per step\n", mode_names[mode],
+            (long long)key->batch, program->backend->name, exec->n_launches);
+    for (int i = 0; i < exec->n_launches; i++) {
+        const ge2_launch *l = &exec->launches[i];
+        char shapes[384] = "", what[256] = "-";
+        size_t n = 0;
+        for (int j = 0; j < l->n_in; j++)
+            append_view(&l->in[j], shapes, sizeof shapes, &n);
+        if (n < sizeof shapes) {
+            int w = snprintf(shapes + n, sizeof shapes - n, " ->");
+            n += w > 0 ? (size_t)w : 0;
+        }
+        for (int j = 0; j < l->n_out; j++)
+            append_view(&l->out[j], shapes, sizeof shapes, &n);
+        if (program->backend->describe)
+            program->backend->describe(program->bctx, l, what, sizeof what);
+        fprintf(out, "node %3d %-20s %s: %s\n", l->node->id, ge2_op_info_of(l->node->op)->name, shapes, what);
+    }
+    return ferror(out) ? ge2_error(GE2_ERR_IO, "ge2_program_kernel_report: write failed") : GE2_OK;
+}

@@ -49,7 +49,7 @@ typedef struct options {
     ge2_optimizer_kind optimizer;
     double lr, momentum, weight_decay; /* < 0: the optimizer's default */
     uint64_t seed;
-    bool shuffle, plan_report;
+    bool shuffle, plan_report, kernel_report;
     const char *init, *save, *resume;
 } options;
 
@@ -94,6 +94,8 @@ static void usage(FILE *out)
             "  --save FILE              write a checkpoint (safetensors) when training stops\n"
             "  --resume FILE            continue from a checkpoint, including the data order\n"
             "  --plan-report            print the memory plan report and write plan.svg\n"
+            "  --kernel-report          print which kernel each node of the train and eval steps ran\n"
+            "                           (GPU GEMMs: cuBLASLt algorithm, tuned once; GE2_AUTOTUNE=0 turns tuning off)\n"
             "  --help                   this text\n",
             progname);
 }
@@ -151,7 +153,7 @@ static ge2_optimizer_config optimizer_config(const options *o)
     return c;
 }
 
-enum { OPT_NO_SHUFFLE = 256, OPT_PLAN_REPORT, OPT_WEIGHT_DECAY, OPT_HELP };
+enum { OPT_NO_SHUFFLE = 256, OPT_PLAN_REPORT, OPT_KERNEL_REPORT, OPT_WEIGHT_DECAY, OPT_HELP };
 
 /* 0: run; -1: --help printed; 2: bad flag (message printed). */
 static int parse_args(int argc, char **argv, options *o)
@@ -180,6 +182,7 @@ static int parse_args(int argc, char **argv, options *o)
         {"seed", required_argument, NULL, 'S'},     {"no-shuffle", no_argument, NULL, OPT_NO_SHUFFLE},
         {"init", required_argument, NULL, 'i'},     {"save", required_argument, NULL, 'w'},
         {"resume", required_argument, NULL, 'r'},   {"plan-report", no_argument, NULL, OPT_PLAN_REPORT},
+        {"kernel-report", no_argument, NULL, OPT_KERNEL_REPORT},
         {"help", no_argument, NULL, OPT_HELP},      {NULL, 0, NULL, 0}};
     opterr = 0; /* our own one-line messages */
     int c, index;
@@ -246,6 +249,9 @@ static int parse_args(int argc, char **argv, options *o)
             break;
         case OPT_PLAN_REPORT:
             o->plan_report = true;
+            break;
+        case OPT_KERNEL_REPORT:
+            o->kernel_report = true;
             break;
         case OPT_HELP:
             usage(stdout);
@@ -492,6 +498,14 @@ static int train_and_test(const options *o, ge2_context *ctx, const ge2_dataset 
             goto done;
         }
         printf("plan svg: plan.svg\n");
+    }
+    /* The train key exists only if this run trained (--steps 0 evaluates only). */
+    if (o->kernel_report &&
+        ((ge2_program_launch_count(program, GE2_MODE_TRAIN) > 0 &&
+          ge2_program_kernel_report(program, GE2_MODE_TRAIN, stdout) != GE2_OK) ||
+         ge2_program_kernel_report(program, GE2_MODE_EVAL, stdout) != GE2_OK)) {
+        code = fail_ge2();
+        goto done;
     }
     int64_t correct = (int64_t)(em.metric_sum + 0.5);
     printf("test accuracy: %.4f (%lld/%lld)\n", (double)correct / (double)test_set->n, (long long)correct,
