@@ -235,6 +235,34 @@ static ge2_status time_all(const ge2_launch *launch, const ge2_gemm_problem *pb,
     return st != GE2_OK ? st : restored;
 }
 
+// Whether two algorithms are the same configuration: their bytes first; if
+// those differ (bits cuBLASLt does not promise to keep from one process to
+// the next), every configuration attribute that selects a kernel.
+static bool same_algo(const cublasLtMatmulAlgo_t *a, const uint8_t *stored)
+{
+    if (memcmp(a, stored, GE2_GEMM_ALGO_BYTES) == 0)
+        return true;
+    cublasLtMatmulAlgo_t b;
+    memcpy(&b, stored, sizeof b);
+    static const cublasLtMatmulAlgoConfigAttributes_t attrs[] = {
+        CUBLASLT_ALGO_CONFIG_ID,           CUBLASLT_ALGO_CONFIG_TILE_ID,          CUBLASLT_ALGO_CONFIG_STAGES_ID,
+        CUBLASLT_ALGO_CONFIG_SPLITK_NUM,   CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING,
+        CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID,
+    };
+    for (size_t i = 0; i < sizeof attrs / sizeof attrs[0]; i++) {
+        // The size must match the attribute's exactly: ask for it first.
+        size_t size = 0, written = 0;
+        uint64_t va = 0, vb = 0;
+        if (cublasLtMatmulAlgoConfigGetAttribute(a, attrs[i], NULL, 0, &size) != CUBLAS_STATUS_SUCCESS ||
+            size == 0 || size > sizeof va ||
+            cublasLtMatmulAlgoConfigGetAttribute(a, attrs[i], &va, size, &written) != CUBLAS_STATUS_SUCCESS ||
+            cublasLtMatmulAlgoConfigGetAttribute(&b, attrs[i], &vb, size, &written) != CUBLAS_STATUS_SUCCESS ||
+            va != vb)
+            return false;
+    }
+    return true;
+}
+
 static void move_to_front(cublasLtMatmulHeuristicResult_t *cands, int i)
 {
     cublasLtMatmulHeuristicResult_t t = cands[0];
@@ -257,7 +285,7 @@ ge2_status ge2_gemm_select(const ge2_launch *launch, const ge2_gemm_problem *pb,
     ge2_gemm_choice choice;
     if (ge2_gemm_registry_lookup(key, &choice)) {
         for (int i = 0; i < n; i++) {
-            if (memcmp(&cands[i].algo, choice.algo, GE2_GEMM_ALGO_BYTES) != 0)
+            if (!same_algo(&cands[i].algo, choice.algo))
                 continue;
             move_to_front(cands, i);
             sel->source = GE2_GEMM_CACHED;
