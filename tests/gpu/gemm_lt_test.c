@@ -19,31 +19,7 @@
 #include "graph/error.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "tests/gpu/capture_suite.h"
-
-#define WORKSPACE_BYTES ((size_t)32 << 20)
-
-#define CUDA_OK(call) ck_assert_msg((call) == cudaSuccess, "%s failed", #call)
-
-typedef struct gpu {
-    cudaStream_t stream;
-    cublasLtHandle_t lt;
-    void *workspace;
-} gpu;
-
-static void gpu_open(gpu *g)
-{
-    CUDA_OK(cudaSetDevice(0));
-    CUDA_OK(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
-    ck_assert_int_eq(cublasLtCreate(&g->lt), CUBLAS_STATUS_SUCCESS);
-    CUDA_OK(cudaMalloc(&g->workspace, WORKSPACE_BYTES));
-}
-
-static void gpu_close(gpu *g)
-{
-    cudaFree(g->workspace);
-    cublasLtDestroy(g->lt);
-    cudaStreamDestroy(g->stream);
-}
+#include "tests/gpu/lt_gpu.h"
 
 static uint64_t rng_state = 0x1234abcdull;
 
@@ -88,15 +64,6 @@ static ge2_view view(void *data, ge2_shape shape)
 {
     ge2_view v = {data, GE2_F32, shape};
     return v;
-}
-
-static void fill_resources(ge2_launch *l, const gpu *g)
-{
-    l->stream = g->stream;
-    l->blas = g->lt;
-    l->workspace = g->workspace;
-    l->workspace_bytes = WORKSPACE_BYTES;
-    l->tf32 = false;
 }
 
 /* ||got - ref||_inf / max(||ref||_inf, 1); NaN anywhere fails. */
@@ -162,7 +129,7 @@ static void check_linear(const gpu *g, int64_t rows, int64_t in, int64_t out, ge
     l.out[0] = view(dy, ge2_shape2(rows, out));
     if (stash)
         l.out[1] = view(dz, ge2_shape2(rows, out));
-    fill_resources(&l, g);
+    gpu_fill_launch(&l, g);
     l.tf32 = tf32;
 
     const ge2_cuda_kernel *k = &ge2_cuda_kernels[GE2_OP_LINEAR];
@@ -259,7 +226,7 @@ START_TEST(test_linear_rejects_f64)
     l.in[0].dtype = GE2_F64;
     l.in[1] = view(NULL, ge2_shape2(2, 8));
     l.out[0] = view(NULL, ge2_shape2(4, 2));
-    fill_resources(&l, &g);
+    gpu_fill_launch(&l, &g);
     ck_assert_int_eq(ge2_cuda_kernels[GE2_OP_LINEAR].prepare(&l), GE2_ERR_UNSUPPORTED);
     ck_assert_msg(strstr(ge2_last_error(), "linear") != NULL, "message: %s", ge2_last_error());
     ck_assert_ptr_null(l.backend_data);
@@ -302,7 +269,7 @@ static void check_matmul(const gpu *g, int64_t batch_a, int64_t batch_b, int64_t
     l.in[0] = view(da, batch_a ? ge2_shape3(batch_a, a_rows, a_cols) : ge2_shape2(a_rows, a_cols));
     l.in[1] = view(db, batch_b ? ge2_shape3(batch_b, b_rows, b_cols) : ge2_shape2(b_rows, b_cols));
     l.out[0] = view(dy, batch > 0 ? ge2_shape3(batch, m, n) : ge2_shape2(m, n));
-    fill_resources(&l, g);
+    gpu_fill_launch(&l, g);
     const ge2_cuda_kernel *k = &ge2_cuda_kernels[GE2_OP_MATMUL];
     ck_assert_msg(k->prepare(&l) == GE2_OK, "prepare: %s", ge2_last_error());
     ck_assert_msg(k->launch(&l) == GE2_OK, "launch: %s", ge2_last_error());
