@@ -298,6 +298,7 @@ static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static ge2_gemm_cache registry_cache;
 static bool registry_loaded; /* the cache file has been read into registry_cache */
 static ge2_gemm_registry_stats registry_stats;
+static bool registry_warned; /* the cache file could not be written (said once) */
 
 void ge2_gemm_registry_stats_get(ge2_gemm_registry_stats *out)
 {
@@ -369,8 +370,10 @@ ge2_status ge2_gemm_registry_store(const char *key, const ge2_gemm_choice *choic
         if (io == GE2_OK)
             io = ge2_gemm_cache_save(&merged, path);
         if (io != GE2_OK) {
-            fprintf(stderr, "ge2: warning: %s; the tuned GEMM choice is kept for this process only\n",
-                    ge2_last_error());
+            if (!registry_warned) /* once: every later GEMM would fail the same way */
+                fprintf(stderr, "ge2: warning: %s; tuned GEMM choices are kept for this process only\n",
+                        ge2_last_error());
+            registry_warned = true;
             ge2_clear_error();
         }
         ge2_gemm_cache_clear(&merged);

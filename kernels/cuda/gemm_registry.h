@@ -4,7 +4,8 @@
  * for the small, skinny GEMMs of an MLP step its first choice is often not
  * the fastest. So at prepare time (once per graph key, before warm-up and
  * capture) the registry may time the heuristic's top candidates on the node's
- * real operands and put the fastest in front:
+ * real operands and put the fastest in front (the heuristic's first stays in
+ * front unless another beats it by more than 3%, the timing noise):
  *
  *   key (op, epilogue, transposes, m, n, k, batch, dtype, tf32, alignments,
  *        workspace, GPU name + SM count, cuBLASLt version)
