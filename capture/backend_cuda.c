@@ -232,6 +232,38 @@ static bool cuda_readback_done(ge2_backend_ctx *ctx)
     return false;
 }
 
+/* Fences guard the program's pinned staging buffers: the host may refill one
+ * as soon as the device has copied it, without waiting for the whole step
+ * (a stream sync here made every step wait for the GPU: host-bound steps). */
+static ge2_status cuda_fence_new(ge2_backend_ctx *ctx, void **fence)
+{
+    (void)ctx;
+    cudaEvent_t event;
+    CUDA_TRY(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    *fence = event;
+    return GE2_OK;
+}
+
+static void cuda_fence_free(ge2_backend_ctx *ctx, void *fence)
+{
+    (void)ctx;
+    if (fence)
+        cudaEventDestroy((cudaEvent_t)fence);
+}
+
+static ge2_status cuda_fence_record(ge2_backend_ctx *ctx, void *fence)
+{
+    CUDA_TRY(cudaEventRecord((cudaEvent_t)fence, ctx->stream));
+    return GE2_OK;
+}
+
+static ge2_status cuda_fence_wait(ge2_backend_ctx *ctx, void *fence)
+{
+    (void)ctx;
+    CUDA_TRY(cudaEventSynchronize((cudaEvent_t)fence));
+    return GE2_OK;
+}
+
 static ge2_status cuda_sync(ge2_backend_ctx *ctx)
 {
     CUDA_TRY(cudaStreamSynchronize(ctx->stream));
@@ -435,6 +467,10 @@ const ge2_backend ge2_backend_cuda = {
     .exec_run = cuda_exec_run,
     .exec_release = cuda_exec_release,
     .sync = cuda_sync,
+    .fence_new = cuda_fence_new,
+    .fence_free = cuda_fence_free,
+    .fence_record = cuda_fence_record,
+    .fence_wait = cuda_fence_wait,
     .capture_count = cuda_capture_count,
     .describe = cuda_describe,
 };
