@@ -104,6 +104,19 @@ static inline const char *ge2_opt_slot_name(const ge2_opt_slots *s, int slot)
     return slot == s->accum ? "grad_accum" : "?";
 }
 
+/* cos(pi * p) for p in [0, 1]. On the device, cospi: cos's large-argument
+ * reduction path keeps a local array, which would give every optimizer
+ * kernel a stack frame. The two agree to an ulp of double, far below the
+ * float the schedule returns. */
+static inline GE2_HD double ge2_cos_pi(double p)
+{
+#ifdef __CUDA_ARCH__
+    return cospi(p);
+#else
+    return cos(3.14159265358979323846 * p);
+#endif
+}
+
 /* Learning rate of the update that follows `step` completed updates.
  * STEP: base_lr * gamma^floor(step / step_size).
  * COSINE (transformers' get_cosine_schedule_with_warmup, floored at min_lr):
@@ -125,7 +138,7 @@ static inline GE2_HD float ge2_schedule_lr(const ge2_schedule *sched, float base
         double p = span > 0 ? (double)(step - sched->warmup_steps) / (double)span : 1.0;
         if (p > 1.0)
             p = 1.0;
-        lr = sched->min_lr + (lr - sched->min_lr) * 0.5 * (1.0 + cos(3.14159265358979323846 * p));
+        lr = sched->min_lr + (lr - sched->min_lr) * 0.5 * (1.0 + ge2_cos_pi(p));
         break;
     }
     default:
