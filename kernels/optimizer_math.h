@@ -26,10 +26,13 @@
  *      (the accumulated mean, see ge2_opt_effective_grad) into grad_norm and
  *      writes clip_factor = ge2_clip_factor(clip_norm, grad_norm). Without
  *      clipping nothing writes clip_factor; scalars use 1 then.
- *   4. OPTIMIZER_UPDATE applies ge2_opt_step_element to every element of
- *      the flat pools (or, the same math, ge2_opt_take_accum then the kind's
- *      ge2_opt_sgd_element / ge2_opt_adam_element in a loop per kind).
- *      Padding is zero and stays zero under every rule.
+ *   4. OPTIMIZER_UPDATE, on an update step, runs ge2_opt_take_accum then
+ *      the kind's ge2_opt_sgd_element / ge2_opt_adam_element on every
+ *      element of the flat pools; on a micro-step it only adds the
+ *      gradients into the accumulation slot. Backends specialize per kind
+ *      (a loop per kind on the CPU, a kernel per rule on CUDA) so nothing
+ *      branches on the config per element. Padding is zero and stays zero
+ *      under every rule.
  *   5. Once every element is done, exactly one writer runs ge2_opt_commit:
  *      step = t, lr, bias corrections (for reporting), micro_step = 0. On
  *      CUDA that is the last block to finish (blocks_done counter) or a
@@ -251,21 +254,6 @@ static inline GE2_HD void ge2_opt_adam_element(const ge2_opt_scalars *s, bool de
     *param = p - s->step_size * (mn / denom);
 }
 
-/* One parameter element of one update, any kind. state points at element i
- * of slot 0; the slots are `stride` (= n) floats apart. */
-static inline GE2_HD void ge2_opt_update_element(const ge2_optimizer_config *cfg, const ge2_opt_slots *slots,
-                                                 const ge2_opt_scalars *s, float *param, float g, float *state,
-                                                 int64_t stride)
-{
-    if (cfg->kind == GE2_OPT_SGD) {
-        ge2_opt_sgd_element(s, cfg->nesterov, param, g, slots->momentum >= 0 ? state + slots->momentum * stride : 0);
-        return;
-    }
-    ge2_opt_adam_element(s, cfg->kind == GE2_OPT_ADAMW, param, g, state + slots->exp_avg * stride,
-                         state + slots->exp_avg_sq * stride,
-                         slots->max_exp_avg_sq >= 0 ? state + slots->max_exp_avg_sq * stride : 0);
-}
-
 /* Step 4's gradient of one element on an update step when accumulating:
  * the slot's sum of the earlier micro-batches plus this one, and the slot
  * cleared for the next round (acc NULL: no accumulation). On a micro-step
@@ -277,23 +265,6 @@ static inline GE2_HD float ge2_opt_take_accum(float g, float *acc)
     g += *acc;
     *acc = 0.0f;
     return g;
-}
-
-/* Steps 1 and 4 for one element, any kind: on a micro-step add the gradient
- * into the accumulation slot; on an update step take (and clear) it, then
- * update. The generic per-element entry point (the CUDA kernel's); the CPU
- * kernel runs the same functions in one loop per kind. */
-static inline GE2_HD void ge2_opt_step_element(const ge2_optimizer_config *cfg, const ge2_opt_slots *slots,
-                                               const ge2_opt_scalars *s, bool update, float *param, float g,
-                                               float *state, int64_t stride)
-{
-    float *acc = slots->accum >= 0 ? state + slots->accum * stride : 0;
-    if (!update) {
-        if (acc)
-            *acc += g;
-        return;
-    }
-    ge2_opt_update_element(cfg, slots, s, param, ge2_opt_take_accum(g, acc), state, stride);
 }
 
 /* Step 5 of the protocol; `update` says whether this step was an update step. */
