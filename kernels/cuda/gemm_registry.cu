@@ -267,11 +267,56 @@ static bool same_algo(const cublasLtMatmulAlgo_t *a, const uint8_t *stored)
     return true;
 }
 
-static void move_to_front(cublasLtMatmulHeuristicResult_t *cands, int i)
+// Most candidates one problem is timed over: the heuristic's and their split-K neighbours.
+#define MAX_CANDIDATES 64
+
+static bool algo_u32(const cublasLtMatmulAlgo_t *algo, cublasLtMatmulAlgoConfigAttributes_t attr, uint32_t *v)
 {
-    cublasLtMatmulHeuristicResult_t t = cands[0];
-    cands[0] = cands[i];
-    cands[i] = t;
+    size_t written = 0;
+    *v = 0;
+    return cublasLtMatmulAlgoConfigGetAttribute(algo, attr, v, sizeof *v, &written) == CUBLAS_STATUS_SUCCESS;
+}
+
+// The heuristic ranks whole configurations, and for the small, deep GEMMs of
+// an MLP step its split-K count is a guess between too few CTAs and an extra
+// reduction. So each candidate's neighbours (split-K 1, half, double) join
+// the candidates where cuBLASLt accepts them for this problem and workspace.
+// The heuristic's own come first, in its order.
+static int expand_candidates(const ge2_gemm_problem *pb, const cublasLtMatmulHeuristicResult_t *cands, int n,
+                             cublasLtMatmulHeuristicResult_t *out)
+{
+    int m = 0;
+    for (int i = 0; i < n && m < MAX_CANDIDATES; i++)
+        out[m++] = cands[i];
+    for (int i = 0; i < n; i++) {
+        uint32_t split = 1, scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
+        if (!algo_u32(&cands[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split) ||
+            !algo_u32(&cands[i].algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme) || split < 1)
+            continue;
+        const uint32_t splits[] = {1, split / 2, 2 * split};
+        for (size_t j = 0; j < sizeof splits / sizeof splits[0] && m < MAX_CANDIDATES; j++) {
+            uint32_t s = splits[j];
+            if (s < 1 || s == split || s > 64)
+                continue;
+            uint32_t r = s == 1 ? CUBLASLT_REDUCTION_SCHEME_NONE
+                                : scheme != CUBLASLT_REDUCTION_SCHEME_NONE ? scheme : CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+            cublasLtMatmulHeuristicResult_t v = cands[i];
+            if (cublasLtMatmulAlgoConfigSetAttribute(&v.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &s, sizeof s) !=
+                    CUBLAS_STATUS_SUCCESS ||
+                cublasLtMatmulAlgoConfigSetAttribute(&v.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &r, sizeof r) !=
+                    CUBLAS_STATUS_SUCCESS ||
+                cublasLtMatmulAlgoCheck(pb->lt, pb->desc, pb->la, pb->lb, pb->ld, pb->ld, &v.algo, &v) !=
+                    CUBLAS_STATUS_SUCCESS ||
+                v.workspaceSize > (pb->workspace ? pb->workspace_bytes : 0))
+                continue;
+            bool seen = false;
+            for (int k = 0; k < m && !seen; k++)
+                seen = memcmp(&out[k].algo, &v.algo, sizeof v.algo) == 0;
+            if (!seen)
+                out[m++] = v;
+        }
+    }
+    return m;
 }
 
 ge2_status ge2_gemm_select(const ge2_launch *launch, const ge2_gemm_problem *pb,
@@ -282,17 +327,23 @@ ge2_status ge2_gemm_select(const ge2_launch *launch, const ge2_gemm_problem *pb,
     sel->n_candidates = n;
     char key[GE2_GEMM_KEY_MAX];
     // No D: this key does not need the GEMM's output, the launch skips it.
-    if (n < 2 || !pb->d || !ge2_gemm_autotune_enabled() || !problem_key(launch, pb, key, sizeof key)) {
+    if (n < 1 || !pb->d || !ge2_gemm_autotune_enabled() || !problem_key(launch, pb, key, sizeof key)) {
         ge2_gemm_registry_count(GE2_GEMM_HEURISTIC, 0);
         return GE2_OK;
     }
     static_assert(sizeof cands[0].algo == GE2_GEMM_ALGO_BYTES, "cublasLtMatmulAlgo_t changed size");
+    cublasLtMatmulHeuristicResult_t all[MAX_CANDIDATES];
+    const int n_all = expand_candidates(pb, cands, n, all);
+    if (n_all < 2) {
+        ge2_gemm_registry_count(GE2_GEMM_HEURISTIC, 0);
+        return GE2_OK;
+    }
     ge2_gemm_choice choice;
     if (ge2_gemm_registry_lookup(key, &choice)) {
-        for (int i = 0; i < n; i++) {
-            if (!same_algo(&cands[i].algo, choice.algo))
+        for (int i = 0; i < n_all; i++) {
+            if (!same_algo(&all[i].algo, choice.algo))
                 continue;
-            move_to_front(cands, i);
+            cands[0] = all[i];
             sel->source = GE2_GEMM_CACHED;
             sel->us = choice.us;
             sel->n_candidates = choice.n_candidates;
@@ -301,10 +352,9 @@ ge2_status ge2_gemm_select(const ge2_launch *launch, const ge2_gemm_problem *pb,
         }
         // The remembered algorithm is not offered any more: tune again.
     }
-    double us[64];
-    if (n > (int)(sizeof us / sizeof us[0]))
-        n = (int)(sizeof us / sizeof us[0]);
-    ge2_status st = time_all(launch, pb, cands, n, us);
+    double us[MAX_CANDIDATES];
+    n = n_all;
+    ge2_status st = time_all(launch, pb, all, n, us);
     if (st == GE2_ERR_OUT_OF_MEMORY) { // no room to save the outputs: untuned, not failed
         ge2_clear_error();
         ge2_gemm_registry_count(GE2_GEMM_HEURISTIC, 0);
@@ -321,12 +371,13 @@ ge2_status ge2_gemm_select(const ge2_launch *launch, const ge2_gemm_problem *pb,
         ge2_gemm_registry_count(GE2_GEMM_HEURISTIC, n);
         return GE2_OK;
     }
-    move_to_front(cands, best);
+    cands[0] = all[best]; // only the first is ever run
     memcpy(choice.algo, &cands[0].algo, GE2_GEMM_ALGO_BYTES);
     choice.us = us[best];
     choice.n_candidates = n;
     sel->source = GE2_GEMM_TUNED;
     sel->us = us[best];
+    sel->n_candidates = n;
     ge2_gemm_registry_count(GE2_GEMM_TUNED, n);
     return ge2_gemm_registry_store(key, &choice);
 }

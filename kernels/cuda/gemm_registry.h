@@ -3,16 +3,17 @@
  * cuBLASLt's heuristic ranks its algorithms by a model, not by a clock, and
  * for the small, skinny GEMMs of an MLP step its first choice is often not
  * the fastest. So at prepare time (once per graph key, before warm-up and
- * capture) the registry may time the heuristic's top candidates on the node's
- * real operands and put the fastest in front (the heuristic's first stays in
- * front unless another beats it by more than 3%, the timing noise):
+ * capture) the registry may time the heuristic's top candidates, and their
+ * split-K neighbours (1, half, double) that cuBLASLt accepts, on the node's
+ * real operands and run the fastest (the heuristic's first stays unless
+ * another beats it by more than 3%, the timing noise):
  *
  *   key (op, epilogue, transposes, m, n, k, batch, dtype, tf32, alignments,
  *        workspace, GPU name + SM count, cuBLASLt version)
  *     -> in-memory cache -> disk cache -> time the candidates -> remember
  *
  * A cached choice is a cuBLASLt algorithm's opaque configuration; it is only
- * ever used to pick one of the candidates the heuristic returns now, never
+ * ever used to pick one of the candidates made now (as above), never
  * run as read from disk, so a stale or hostile cache file can cost a re-tune
  * but never run an unsupported configuration.
  *
@@ -176,7 +177,8 @@ typedef struct ge2_gemm_problem {
     cudaStream_t stream;
 } ge2_gemm_problem;
 
-/* Puts the chosen candidate first in cands[0..n) and says how in *sel.
+/* Writes the chosen algorithm (one of cands[0..n) or a split-K neighbour of
+ * one) to cands[0], the one a launch runs, and says how in *sel.
  * Timing writes only the launch's outputs, which are saved before and
  * restored after, so a prepare never changes what the step computes. */
 ge2_status ge2_gemm_select(const ge2_launch *launch, const ge2_gemm_problem *pb,
