@@ -48,6 +48,9 @@ typedef struct ge2_backend {
     void (*exec_release)(ge2_backend_ctx *ctx, ge2_exec *exec);
     ge2_status (*sync)(ge2_backend_ctx *ctx);
     int (*capture_count)(const ge2_backend_ctx *ctx);
+    /* Kernel nodes in the key's captured graph (cuBLASLt may launch several per
+     * GEMM), -1 when the key is not captured. Optional: NULL means -1. */
+    int (*graph_kernel_count)(const ge2_backend_ctx *ctx, const ge2_exec *exec);
     /* Which kernel a prepared launch runs, as text into buf (the kernel report). */
     void (*describe)(const ge2_backend_ctx *ctx, const ge2_launch *launch, char *buf, size_t size);
     /* Optional fences, so the program can reuse a pinned staging buffer without

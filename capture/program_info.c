@@ -193,6 +193,14 @@ int ge2_program_launch_count(const ge2_program *program, ge2_mode mode)
     return program->keys[program->last_key[mode]]->exec.n_launches;
 }
 
+int ge2_program_graph_kernel_count(const ge2_program *program, ge2_mode mode)
+{
+    if (!program || (unsigned)mode >= GE2_MODE_COUNT || program->last_key[mode] < 0 ||
+        !program->backend->graph_kernel_count)
+        return -1;
+    return program->backend->graph_kernel_count(program->bctx, &program->keys[program->last_key[mode]]->exec);
+}
+
 /* --------------------------------------------------------- kernel report */
 
 /* One view as "[64,784]", prefixed by its dtype unless f32; "-" for an

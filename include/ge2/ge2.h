@@ -355,6 +355,10 @@ int ge2_program_capture_count(const ge2_program *program);
  * node; on CUDA the nodes of its captured graph); 0 before its first step.
  * For benchmarks and tests that count kernels per step. */
 int ge2_program_launch_count(const ge2_program *program, ge2_mode mode);
+/* Kernels one replay of the mode's most recent key runs, counted in its
+ * captured CUDA graph (a library GEMM may run more than one); -1 when that
+ * key is not captured (CPU backend, capture off, or before its first step). */
+int ge2_program_graph_kernel_count(const ge2_program *program, ge2_mode mode);
 
 /* ------------------------------------------------------------ checkpoints */
 
