@@ -195,11 +195,11 @@ static ge2_status time_candidate(const ge2_launch *launch, const ge2_gemm_proble
     for (int s = 0; s < SAMPLES; s++) {
         ge2_registry_spin_kernel<<<1, 1, 0, pb->stream>>>(SPIN_NS);
         GE2_CUDA_CHECK(launch, "ge2_registry_spin_kernel");
-        cudaEventRecord(ev[2 * s], pb->stream);
+        GE2_TRY(ge2_cuda_check_call(launch, cudaEventRecord(ev[2 * s], pb->stream), "cudaEventRecord"));
         for (int b = 0; b < BATCH; b++)
             if (run_once(pb, algo) != CUBLAS_STATUS_SUCCESS)
                 return GE2_OK;
-        cudaEventRecord(ev[2 * s + 1], pb->stream);
+        GE2_TRY(ge2_cuda_check_call(launch, cudaEventRecord(ev[2 * s + 1], pb->stream), "cudaEventRecord"));
     }
     double sample[SAMPLES];
     for (int s = 0; s < SAMPLES; s++) {
