@@ -3,6 +3,7 @@
  * tensor — each checked by central differences — and the structure the
  * planner relies on (who owns a parameter's gradient). */
 #include <check.h>
+#include <math.h>
 #include <string.h>
 
 #include "graph/verify.h"
@@ -183,6 +184,34 @@ START_TEST(failed_backward_rolls_back)
 }
 END_TEST
 
+/* The checker itself must be able to fail: a NaN gradient compares false
+ * with everything, so a test written as "error > tolerance" would pass it. */
+START_TEST(grad_check_rejects_nan)
+{
+    double err;
+    ck_assert(ge2_grad_check_close(1.0, 1.0 + 1e-9, 1e-6, 1e-5, &err));
+    ck_assert(!ge2_grad_check_close(1.0, 1.1, 1e-6, 1e-5, &err));
+    ck_assert(!ge2_grad_check_close(NAN, 1.0, 1e-6, 1e-5, &err));
+    ck_assert(isnan(err));
+    ck_assert(!ge2_grad_check_close(1.0, NAN, 1e-6, 1e-5, &err));
+    ck_assert(!ge2_grad_check_close(NAN, NAN, 1e-6, 1e-5, &err));
+
+    /* end to end: d sum(w * x) / dw = x, and x holds a NaN (so does the loss,
+     * hence every finite difference: w[0] already fails) */
+    ge2_tensor *w = param("w", ge2_shape1(3)), *x, *y, *loss;
+    OK(ge2_input(g, "x", GE2_F64, ge2_shape1(3), &x));
+    OK(ge2_mul(g, w, x, &y));
+    OK(ge2_sum_all(g, y, &loss));
+    OK(ge2_backward(g, loss));
+    double xv[3] = {0.5, NAN, -0.25};
+    ge2_feed f = {x, xv, x->shape};
+    ge2_grad_check_result r = ge2_grad_check(g, loss, &f, 1, &w, 1, 1e-6, 1e-5);
+    ck_assert(!r.ok);
+    ck_assert(isnan(r.worst_error));
+    ck_assert_msg(strstr(r.message, "w[0]") && strstr(r.message, "nan"), "%s", r.message);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("autograd");
@@ -195,6 +224,7 @@ int main(void)
     tcase_add_test(tc, each_parameter_owns_its_gradient_tensor);
     tcase_add_test(tc, a_parameter_used_as_logits_gets_a_copy_of_dlogits);
     tcase_add_test(tc, failed_backward_rolls_back);
+    tcase_add_test(tc, grad_check_rejects_nan);
     suite_add_tcase(s, tc);
     return ge2_check_run(s);
 }

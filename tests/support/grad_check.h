@@ -9,13 +9,19 @@
 
 typedef struct ge2_grad_check_result {
     bool ok;
-    double worst_error;  /* |analytic - numeric| - (atol + rtol |numeric|), largest over all elements */
+    double worst_error;  /* |analytic - numeric| - (atol + rtol |numeric|), largest over all elements; NaN once any is NaN */
     char message[512];   /* the first element out of tolerance, or why the check could not run */
 } ge2_grad_check_result;
 
 /* After ge2_backward(g, loss) on an f64 graph: runs it once with feeds, then
  * compares each wrt tensor's gradient (ge2_grad) element by element with
  * (L(x + h) - L(x - h)) / 2h, h = 1e-5, within atol + rtol * |numeric|. */
+/* One element's verdict: sets *err = |analytic - numeric| - (atol + rtol
+ * |numeric|) and returns whether it is within tolerance. NaN on either side
+ * is never within tolerance (every comparison with NaN is false, so the test
+ * is written as !(err <= 0), not err > 0). */
+bool ge2_grad_check_close(double analytic, double numeric, double atol, double rtol, double *err);
+
 ge2_grad_check_result ge2_grad_check(const ge2_graph *g, const ge2_tensor *loss, const ge2_feed *feeds, int n_feeds,
                                      ge2_tensor *const *wrt, int n_wrt, double atol, double rtol);
 
