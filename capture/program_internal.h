@@ -46,6 +46,9 @@ typedef struct ge2_program_key {
     int next_staging;
     size_t staging_bytes; /* bytes of the feed region at the start of `inputs` */
     int64_t batch;        /* dim 0 of the first feed: examples per step */
+    /* false after a failed exec_prepare (e.g. while the shared arena grew):
+     * prepared again on the key's next use */
+    bool prepared;
 } ge2_program_key;
 
 /* Asynchronous read-back of the loss and the first metric after each step. */

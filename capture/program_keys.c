@@ -67,11 +67,22 @@ static void release_exec(ge2_program *program, ge2_program_key *pk)
     program->backend->exec_release(program->bctx, &pk->exec);
     pk->exec.backend_data = NULL;
     pk->exec.captured = false;
+    pk->prepared = false;
+}
+
+static ge2_status prepare_exec(ge2_program *program, ge2_program_key *pk)
+{
+    GE2_TRY(program->backend->exec_prepare(program->bctx, &pk->exec));
+    pk->prepared = true;
+    return GE2_OK;
 }
 
 /* Grows the shared backing to `bytes`; see the top of the file. The new
- * block is allocated before the old one is let go, so a failure leaves every
- * existing key as it was. */
+ * block is allocated before the old one is let go, so a failed allocation
+ * leaves every existing key as it was. Once the old block is gone every key
+ * must point at the new one, so all are re-resolved and prepared even after
+ * one prepare fails (the first error is returned); a key left unprepared is
+ * prepared again on its next use (ge2_program_key_get). */
 static ge2_status grow_shared_arena(ge2_program *program, size_t bytes)
 {
     const ge2_backend *b = program->backend;
@@ -88,15 +99,18 @@ static ge2_status grow_shared_arena(ge2_program *program, size_t bytes)
     b->free(program->bctx, program->arena);
     program->arena = arena;
     program->arena_bytes = bytes;
+    ge2_status first = GE2_OK;
     for (int k = 0; k < program->n_keys; k++) {
         ge2_program_key *pk = program->keys[k];
         if (!pk->exec.launches || pk->arena_own)
             continue;
         pk->exec.arena = arena;
         resolve_launches(program, pk);
-        GE2_TRY(b->exec_prepare(program->bctx, &pk->exec));
+        ge2_status st_k = prepare_exec(program, pk);
+        if (first == GE2_OK)
+            first = st_k;
     }
-    return GE2_OK;
+    return first;
 }
 
 static size_t feed_region_bytes(const ge2_plan *plan)
@@ -143,7 +157,7 @@ static ge2_status make_key(ge2_program *program, ge2_program_key *pk, const ge2_
     if (!pk->exec.launches)
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_program_step: %d launches", plan->n_steps);
     resolve_launches(program, pk);
-    return b->exec_prepare(program->bctx, &pk->exec);
+    return prepare_exec(program, pk);
 }
 
 void ge2_program_key_release(ge2_program *program, ge2_program_key *pk)
@@ -168,6 +182,8 @@ ge2_status ge2_program_key_get(ge2_program *program, const ge2_key *key, int *in
 {
     for (int k = 0; k < program->n_keys; k++) {
         if (ge2_key_equal(&program->keys[k]->key, key)) {
+            if (!program->keys[k]->prepared)
+                GE2_TRY(prepare_exec(program, program->keys[k]));
             *index = k;
             return GE2_OK;
         }

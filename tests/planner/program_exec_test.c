@@ -11,6 +11,7 @@
 
 #include "capture/program_internal.h"
 #include "graph/alloc.h"
+#include "graph/error.h"
 #include "tests/planner/random_graph.h"
 #include "tests/planner/suite.h"
 #include "tests/support/naive_run.h"
@@ -405,6 +406,101 @@ START_TEST(test_two_keys_train_one_model)
 }
 END_TEST
 
+/* The CPU backend behind a wrapper that fails chosen exec_prepare calls and,
+ * like CUDA, refuses to run an exec that is not prepared. */
+static int prepare_failures; /* the next this many prepares fail */
+static int prepared_token;
+
+static ge2_status flaky_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
+{
+    if (prepare_failures > 0) {
+        prepare_failures--;
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "flaky backend: injected prepare failure");
+    }
+    GE2_TRY(ge2_backend_cpu.exec_prepare(ctx, exec));
+    exec->backend_data = &prepared_token;
+    return GE2_OK;
+}
+
+static ge2_status flaky_exec_run(ge2_backend_ctx *ctx, ge2_exec *exec)
+{
+    if (exec->backend_data != &prepared_token)
+        return ge2_error(GE2_ERR_STATE, "flaky backend: exec run before exec_prepare");
+    return ge2_backend_cpu.exec_run(ctx, exec);
+}
+
+static void flaky_exec_release(ge2_backend_ctx *ctx, ge2_exec *exec)
+{
+    exec->backend_data = NULL;
+    ge2_backend_cpu.exec_release(ctx, exec);
+}
+
+/* A train step of batch b whose gradients must equal the naive run's at the
+ * program's current parameters. */
+static void check_train_step(ge2_program *prog, net *n, int64_t b, uint64_t *rng)
+{
+    float x[16 * 12];
+    int32_t y[16];
+    ge2_feed f[2];
+    net_feeds(n, b, rng, x, y, f);
+    ge2_naive *ref = NULL;
+    ck_assert_int_eq(ge2_naive_new(n->graph, f, 2, &ref), GE2_OK);
+    const ge2_graph *g = prog->graph;
+    for (int i = 0; i < g->n_tensors; i++) {
+        const ge2_tensor *p = g->tensors[i];
+        if (p->role == GE2_ROLE_PARAMETER)
+            ck_assert_int_eq(ge2_program_get_parameter(prog, p, ge2_naive_data(ref, p), tensor_bytes(p, p->shape)),
+                             GE2_OK);
+    }
+    ck_assert_int_eq(ge2_naive_exec(ref, true), GE2_OK);
+    ck_assert_msg(ge2_program_step(prog, GE2_MODE_TRAIN, f, 2) == GE2_OK, "batch %lld: %s", (long long)b,
+                  ge2_last_error());
+    check_grads_equal(prog, ref);
+    ge2_naive_free(ref);
+}
+
+/* A prepare that fails while the shared arena grows must not strand the
+ * other keys: each is re-resolved into the new arena, and one left
+ * unprepared is prepared on its next step. */
+START_TEST(test_failed_prepare_during_arena_growth)
+{
+    net n;
+    build_net(&n, GE2_OPT_SGD);
+    ge2_context *ctx;
+    ge2_program *prog = compile_cpu(n.graph, false, &ctx);
+    ge2_backend flaky = *prog->backend;
+    flaky.exec_prepare = flaky_exec_prepare;
+    flaky.exec_run = flaky_exec_run;
+    flaky.exec_release = flaky_exec_release;
+    prog->backend = &flaky;
+    uint64_t rng = 33;
+    check_train_step(prog, &n, 2, &rng);
+    check_train_step(prog, &n, 4, &rng);
+    size_t small = prog->arena_bytes;
+    /* Batch 16 grows the arena: key 2's re-prepare fails, key 4's must
+     * still happen, and the step reports the failure. */
+    prepare_failures = 1;
+    float x[16 * 12];
+    int32_t y[16];
+    ge2_feed f[2];
+    net_feeds(&n, 16, &rng, x, y, f);
+    ck_assert_int_eq(ge2_program_step(prog, GE2_MODE_TRAIN, f, 2), GE2_ERR_OUT_OF_MEMORY);
+    ck_assert_ptr_nonnull(strstr(ge2_last_error(), "injected"));
+    ck_assert_uint_gt(prog->arena_bytes, small);
+    ck_assert_int_eq(prepare_failures, 0);
+    for (int k = 0; k < prog->n_keys; k++)
+        ck_assert_ptr_eq(prog->keys[k]->exec.arena, prog->arena);
+    check_train_step(prog, &n, 4, &rng);
+    check_train_step(prog, &n, 2, &rng);
+    check_train_step(prog, &n, 16, &rng);
+    ck_assert_int_eq(ge2_program_key_count(prog), 3);
+    prog->backend = &ge2_backend_cpu;
+    ge2_program_free(prog);
+    ge2_context_free(ctx);
+    ge2_graph_free(n.graph);
+}
+END_TEST
+
 static void expect_error(ge2_status got, ge2_status want, const char *a, const char *b)
 {
     ck_assert_msg(got == want, "got %s, want %s (%s)", ge2_status_name(got), ge2_status_name(want), ge2_last_error());
@@ -497,6 +593,7 @@ int main(void)
         test_no_host_allocation_after_first_step,
         test_metrics_sum_outputs,
         test_two_keys_train_one_model,
+        test_failed_prepare_during_arena_growth,
         test_set_lr_reaches_update,
         test_feed_errors,
         test_context_devices,
