@@ -203,6 +203,11 @@ static ge2_status ck_meta_u64(const ge2_st_file *f, const char *path, const char
     return GE2_OK;
 }
 
+/* Largest step a checkpoint may carry: the optimizer computes t = step + 1 in
+ * int64 and uses t as a double exponent (bias correction), so an untrusted
+ * step must leave room for the + 1 and stay exact in a double. */
+#define CK_MAX_STEP (INT64_C(1) << 53)
+
 /* The training state the metadata carries, all validated before use. */
 typedef struct ck_meta {
     int64_t step, micro_step, epoch, batch_in_epoch;
@@ -224,7 +229,7 @@ static ge2_status ck_read_meta(ge2_program *program, const ge2_st_file *f, const
         return ge2_error(GE2_ERR_FORMAT, "%s: checkpoint optimizer is %s, the program's is %s", path,
                          kind ? kind : "missing", want);
     int accumulation = cfg ? cfg->accumulation_steps : 1;
-    GE2_TRY(ck_meta_int(f, path, "step", 0, INT64_MAX, &m->step));
+    GE2_TRY(ck_meta_int(f, path, "step", 0, CK_MAX_STEP, &m->step));
     GE2_TRY(ck_meta_int(f, path, "micro_step", 0, accumulation - 1, &m->micro_step));
     GE2_TRY(ck_meta_int(f, path, "epoch", 0, INT64_MAX, &m->epoch));
     GE2_TRY(ck_meta_int(f, path, "batch_in_epoch", 0, INT64_MAX, &m->batch_in_epoch));

@@ -365,6 +365,13 @@ START_TEST(full_checkpoint_mismatches)
     expect_load_error(&a, pb, false, GE2_ERR_FORMAT, "\"micro_step\" is \"1\", expected an integer in [0, 0]");
     API(ge2_st_write(pb, t, k, meta_with(&f, "step", "12x", meta), f.n_meta));
     expect_load_error(&a, pb, false, GE2_ERR_FORMAT, "\"step\" is \"12x\"");
+    /* the optimizer computes step + 1: INT64_MAX would overflow it */
+    API(ge2_st_write(pb, t, k, meta_with(&f, "step", "9223372036854775807", meta), f.n_meta));
+    expect_load_error(&a, pb, false, GE2_ERR_FORMAT,
+                      "edited.safetensors: __metadata__ \"step\" is \"9223372036854775807\", "
+                      "expected an integer in [0, 9007199254740992]");
+    API(ge2_st_write(pb, t, k, meta_with(&f, "step", "9007199254740993", meta), f.n_meta));
+    expect_load_error(&a, pb, false, GE2_ERR_FORMAT, "\"step\" is \"9007199254740993\"");
     API(ge2_st_write(pb, t, k, meta_with(&f, "base_lr", "nan", meta), f.n_meta));
     expect_load_error(&a, pb, false, GE2_ERR_FORMAT, "\"base_lr\" is nan");
     API(ge2_st_write(pb, t, k, meta, 0));
