@@ -9,6 +9,7 @@
 #include "data/idx.h"
 #include "graph/alloc.h"
 #include "graph/error.h"
+#include "graph/rng.h"
 
 ge2_status ge2_dataset_new(int64_t n, int64_t features, int n_classes, ge2_dataset **out)
 {
@@ -132,15 +133,6 @@ struct ge2_batcher {
     int32_t *labels;     /* [batch] */
 };
 
-/* splitmix64's finalizer: a counter-based generator, value = f(key, counter). */
-static uint64_t batcher_mix(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 static void batcher_build_order(ge2_batcher *b)
 {
     int64_t n = b->ds->n;
@@ -148,10 +140,10 @@ static void batcher_build_order(ge2_batcher *b)
         b->order[i] = i;
     if (!b->opt.shuffle)
         return;
-    uint64_t key = batcher_mix(batcher_mix(b->opt.seed) ^ (uint64_t)b->epoch);
+    uint64_t key = ge2_splitmix64(ge2_splitmix64(b->opt.seed) ^ (uint64_t)b->epoch);
     for (int64_t i = n - 1; i > 0; i--) {
         /* multiply-shift maps 64 random bits onto [0, i] (bias < 2^-40 for n < 2^24) */
-        uint64_t r = batcher_mix(key ^ batcher_mix((uint64_t)i));
+        uint64_t r = ge2_splitmix64(key ^ ge2_splitmix64((uint64_t)i));
         int64_t j = (int64_t)(((unsigned __int128)r * (uint64_t)(i + 1)) >> 64);
         int64_t t = b->order[i];
         b->order[i] = b->order[j];

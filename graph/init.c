@@ -5,25 +5,19 @@
 #include <string.h>
 
 #include "graph/init.h"
-
-static uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+#include "graph/rng.h"
 
 uint64_t ge2_init_key(uint64_t seed, const char *name)
 {
     uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
     for (const unsigned char *p = (const unsigned char *)name; *p; p++)
         h = (h ^ *p) * 0x100000001b3ull;
-    return mix64(mix64(seed + 0x9e3779b97f4a7c15ull) ^ h);
+    return ge2_mix64(ge2_mix64(seed + GE2_MIX64_GAMMA) ^ h);
 }
 
 double ge2_init_uniform01(uint64_t key, uint64_t counter)
 {
-    uint64_t bits = mix64(key ^ mix64(counter * 0x9e3779b97f4a7c15ull + 1));
+    uint64_t bits = ge2_mix64(key ^ ge2_mix64(counter * GE2_MIX64_GAMMA + 1));
     return (double)(bits >> 11) * (1.0 / 9007199254740992.0); /* 53 bits */
 }
 

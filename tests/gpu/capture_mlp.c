@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph/rng.h"
+
 /* Test-side buffers for the largest batch a suite feeds. */
 #define MLP_MAX_BATCH 256
 
@@ -76,22 +78,14 @@ void mlp_close(mlp *m)
     memset(m, 0, sizeof *m);
 }
 
-/* splitmix64: a counter-based stream, so batch `index` needs no earlier batches. */
-static uint64_t mix(uint64_t z)
-{
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
+/* splitmix64 as a counter-based stream: batch `index` needs no earlier batches. */
 void mlp_batch(uint64_t data_seed, int64_t index, int batch, float *x, int32_t *labels)
 {
-    uint64_t base = mix(data_seed ^ mix((uint64_t)index));
+    uint64_t base = ge2_splitmix64(data_seed ^ ge2_splitmix64((uint64_t)index));
     for (int64_t i = 0; i < (int64_t)batch * MLP_IN; i++)
-        x[i] = (float)(mix(base + (uint64_t)i) >> 40) * (1.0f / 16777216.0f);
+        x[i] = (float)(ge2_splitmix64(base + (uint64_t)i) >> 40) * (1.0f / 16777216.0f);
     for (int i = 0; i < batch; i++)
-        labels[i] = (int32_t)(mix(~base + (uint64_t)i) % MLP_OUT);
+        labels[i] = (int32_t)(ge2_splitmix64(~base + (uint64_t)i) % MLP_OUT);
 }
 
 float mlp_step(mlp *m, uint64_t data_seed, int64_t index, int batch, bool read_loss)

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "graph/rng.h"
 #include "kernels/cuda/gemm_registry.h"
 #include "tests/support/check_main.h"
 
@@ -233,13 +234,7 @@ END_TEST
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 
-static uint32_t next_random(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
+static uint32_t next_random(void) { return (uint32_t)(ge2_splitmix64_next(&rng) >> 16); }
 
 /* Random bytes, and valid files with random bytes flipped: every parse ends
  * with GE2_OK and only well-formed entries (run under ASan to see overreads). */

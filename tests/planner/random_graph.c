@@ -3,6 +3,7 @@
 #include <stdio.h>
 
 #include "graph/error.h"
+#include "graph/rng.h"
 
 #define RG_MAX_VALUES 96
 
@@ -20,13 +21,7 @@ typedef struct builder {
     int n_params;
 } builder;
 
-uint64_t rg_next(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+uint64_t rg_next(uint64_t *state) { return ge2_splitmix64_next(state); }
 
 int64_t rg_below(uint64_t *state, int64_t n) { return (int64_t)(rg_next(state) % (uint64_t)n); }
 
