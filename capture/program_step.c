@@ -31,12 +31,14 @@ static ge2_status check_feed(const ge2_program *program, const ge2_feed *feed, i
     if (t->role != GE2_ROLE_INPUT && t->role != GE2_ROLE_LABEL)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_step: feed %d tensor '%s' is a %s, not an input or label",
                          index, t->name, ge2_role_name(t->role));
+    /* shape strings are formatted on the error paths only: this runs for
+     * every feed of every step */
     char built[64], given[64];
-    ge2_shape_str(t->shape, built, sizeof built);
     bool ok = feed->shape.ndim == t->shape.ndim && (t->shape.ndim == 0 || feed->shape.dim[0] >= 1);
     for (int d = 1; ok && d < t->shape.ndim; d++)
         ok = feed->shape.dim[d] == t->shape.dim[d];
     if (!ok) {
+        ge2_shape_str(t->shape, built, sizeof built);
         if (feed->shape.ndim < 0 || feed->shape.ndim > GE2_MAX_DIMS)
             return ge2_error(GE2_ERR_SHAPE, "ge2_program_step: feed '%s' has %d dims; it is %s", t->name,
                              feed->shape.ndim, built);
