@@ -11,9 +11,9 @@
  *
  * If a launch cannot be captured, the key falls back to eager execution for
  * good (one warning line on stderr naming the node and op), and the program
- * keeps working. compile option disable_capture or GE2_DISABLE_CAPTURE=1
- * make every key eager, which is the reference the stability suite compares
- * replays against. GE2_PRINT_KERNELS=1 prints, per key, the kernel (and for
+ * keeps working. The compile option disable_capture (ge2_compile also sets
+ * it from GE2_DISABLE_CAPTURE) makes every key eager, which is the reference
+ * the stability suite compares replays against. GE2_PRINT_KERNELS=1 prints, per key, the kernel (and for
  * GEMMs the cuBLASLt epilogue, algorithm and tile) each node got.
  */
 #include "capture/backend_cuda.h"
@@ -127,7 +127,7 @@ static ge2_status cuda_open(const ge2_compile_options *options, ge2_backend_ctx 
     if (!ctx)
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 cuda backend: out of host memory");
     ctx->tf32 = options && options->tf32;
-    ctx->disable_capture = (options && options->disable_capture) || env_flag("GE2_DISABLE_CAPTURE");
+    ctx->disable_capture = options && options->disable_capture; /* ge2_compile folds in GE2_DISABLE_CAPTURE */
     ctx->print_kernels = env_flag("GE2_PRINT_KERNELS");
     ge2_status st = open_resources(ctx);
     if (st != GE2_OK) {

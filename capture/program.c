@@ -195,8 +195,10 @@ ge2_status ge2_compile(ge2_context *ctx, ge2_graph *graph, const ge2_compile_opt
     GE2_TRY(check_options(&opts));
     if (opts.readback_interval == 0)
         opts.readback_interval = 1;
+    /* Read here only, and passed to the backend in the options, so there is
+     * one rule: set, non-empty and not "0". */
     const char *env = getenv("GE2_DISABLE_CAPTURE");
-    if (env && strcmp(env, "1") == 0)
+    if (env && env[0] && strcmp(env, "0") != 0)
         opts.disable_capture = true;
 
     ge2_program *program = ge2_calloc(1, sizeof *program);

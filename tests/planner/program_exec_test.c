@@ -586,6 +586,33 @@ START_TEST(test_context_devices)
 }
 END_TEST
 
+/* GE2_DISABLE_CAPTURE is read once, by ge2_compile, with one rule (set,
+ * non-empty, not "0"); the backend sees only the option. */
+START_TEST(test_disable_capture_env_rule)
+{
+    static const struct {
+        const char *value; /* NULL: unset */
+        bool disabled;
+    } cases[] = {{NULL, false}, {"", false}, {"0", false}, {"1", true}, {"yes", true}, {"2", true}};
+    net n;
+    build_net(&n, GE2_OPT_SGD);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (cases[i].value)
+            setenv("GE2_DISABLE_CAPTURE", cases[i].value, 1);
+        else
+            unsetenv("GE2_DISABLE_CAPTURE");
+        ge2_context *ctx;
+        ge2_program *prog = compile_cpu(n.graph, false, &ctx);
+        ck_assert_msg(prog->options.disable_capture == cases[i].disabled, "GE2_DISABLE_CAPTURE=%s",
+                      cases[i].value ? cases[i].value : "(unset)");
+        ge2_program_free(prog);
+        ge2_context_free(ctx);
+    }
+    unsetenv("GE2_DISABLE_CAPTURE");
+    ge2_graph_free(n.graph);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *tests[] = {
@@ -597,6 +624,7 @@ int main(void)
         test_set_lr_reaches_update,
         test_feed_errors,
         test_context_devices,
+        test_disable_capture_env_rule,
     };
     return planner_run_tests("program_exec", tests, (int)(sizeof tests / sizeof tests[0]), 240);
 }
