@@ -81,9 +81,20 @@ __device__ __forceinline__ float ge2_sum_partials(const volatile float *partials
     return ge2_block_sum(v);
 }
 
+/* Host side: the grid of a launch that ends in ge2_grid_sum — one block per
+ * `items_per_block` work items (at least one), capped at one block per
+ * partials slot; kernels grid-stride over what the cap leaves. */
+static inline unsigned ge2_grid_sum_blocks(long long work_items, int items_per_block)
+{
+    long long blocks = (work_items + items_per_block - 1) / items_per_block;
+    if (blocks < 1)
+        blocks = 1;
+    return (unsigned)(blocks < GE2_CONTROL_PARTIALS ? blocks : GE2_CONTROL_PARTIALS);
+}
+
 /* Sum of v over every thread of the launch, in one launch, deterministic:
- * each block's sum goes to ctl->partials[blockIdx.x] (so gridDim.x <=
- * GE2_CONTROL_PARTIALS), the last block adds them in block order. Returns
+ * each block's sum goes to ctl->partials[blockIdx.x], so the grid must come
+ * from ge2_grid_sum_blocks; the last block adds them in block order. Returns
  * true in every thread of the last block, with the sum in *total; that block
  * then writes its result and calls ge2_ticket_reset(&ctl->blocks_done).
  * Call from all threads. */

@@ -120,15 +120,8 @@ __global__ void ge2_accuracy_kernel(int rows, int cols, const float *logits /* [
 
 // ----------------------------------------------------------------- launchers
 
-// Blocks for `rows` rows at GE2_LOSS_WARPS rows per block, within the
-// control block's partials.
-static unsigned row_blocks(long long rows)
-{
-    long long b = (rows + GE2_LOSS_WARPS - 1) / GE2_LOSS_WARPS;
-    if (b < 1)
-        b = 1;
-    return (unsigned)(b < GE2_CONTROL_PARTIALS ? b : GE2_CONTROL_PARTIALS);
-}
+// Blocks for `rows` rows at GE2_LOSS_WARPS rows per block (one row per warp).
+static unsigned row_blocks(long long rows) { return ge2_grid_sum_blocks(rows, GE2_LOSS_WARPS); }
 
 static ge2_status check_logits_labels(const ge2_launch *l, long long *rows, long long *cols)
 {
@@ -166,9 +159,7 @@ extern "C" ge2_status ge2_cuda_mse_loss_launch(const ge2_launch *l)
         return ge2_error(GE2_ERR_SHAPE, "ge2_%s: pred and target differ in size", ge2_cuda_op_name(l));
     if (!l->out[0].data || n == 0)
         return GE2_OK;
-    unsigned blocks = ge2_cuda_blocks(n, GE2_CUDA_THREADS);
-    if (blocks > GE2_CONTROL_PARTIALS)
-        blocks = GE2_CONTROL_PARTIALS;
+    unsigned blocks = ge2_grid_sum_blocks(n, GE2_CUDA_THREADS);
     ge2_mse_kernel<<<blocks, GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(
         n, (const float *)l->in[0].data, (const float *)l->in[1].data, (float *)l->out[0].data, l->control);
     return ge2_cuda_check_launch(l, "ge2_mse_kernel");

@@ -205,9 +205,7 @@ extern "C" ge2_status ge2_cuda_grad_norm_launch(const ge2_launch *l)
     const ge2_flat_pools *p = &l->pools;
     const ge2_optimizer_config cfg = l->node->attrs.optim.config;
     const float *accum = slots.accum >= 0 ? p->state + slots.accum * p->n : NULL;
-    unsigned blocks = ge2_cuda_blocks(p->n / 4 + 1, GE2_CUDA_THREADS);
-    if (blocks > GE2_CONTROL_PARTIALS)
-        blocks = GE2_CONTROL_PARTIALS;
+    unsigned blocks = ge2_grid_sum_blocks(p->n / 4 + 1, GE2_CUDA_THREADS);
     /* n == 0 still runs one block: grad_norm = 0 and clip_factor = 1 get written */
     if (pools_vec4(p, slots.count)) {
         ge2_grad_norm_kernel<true><<<blocks, GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(p->n, p->grads, accum, cfg,
