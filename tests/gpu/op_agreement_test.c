@@ -653,16 +653,68 @@ static opt_case opt_case_at(int i)
 #define N_OPT_CASES 5
 #define OPT_STEPS 7
 
-static void compare_control(const char *what, const ge2_control *got, const ge2_control *want)
+/* The control block's step, micro_step, lr and bias corrections after
+ * `micro_batches` micro-batches, from the published formulas (torch.optim's
+ * StepLR, transformers' cosine with warm-up floored at min_lr, Adam's
+ * 1 - beta^t in double), written here apart from kernels/optimizer_math.h:
+ * both backends derive theirs from that one header, so comparing them with
+ * each other could not catch a mistake in it. */
+typedef struct hand_control {
+    int64_t step;
+    int micro_step;
+    double lr, bc1, bc2;
+} hand_control;
+
+static hand_control hand_control_after(const ge2_optimizer_config *c, int micro_batches)
 {
-    ck_assert_msg(got->step == want->step, "%s: step %lld vs %lld", what, (long long)got->step,
-                  (long long)want->step);
-    ck_assert_msg(got->micro_step == want->micro_step, "%s: micro_step %d vs %d", what, got->micro_step,
-                  want->micro_step);
+    hand_control h = {micro_batches / c->accumulation_steps, micro_batches % c->accumulation_steps, 0, 0, 0};
+    if (h.step == 0)
+        return h; /* no update yet: the zeroed block */
+    const ge2_schedule *sc = &c->schedule;
+    int64_t before = h.step - 1; /* updates completed when the last one read its lr */
+    h.lr = c->lr;
+    if (sc->kind == GE2_SCHEDULE_STEP) {
+        h.lr = c->lr * pow(sc->gamma, (double)(before / sc->step_size));
+    } else if (sc->kind == GE2_SCHEDULE_COSINE) {
+        if (before < sc->warmup_steps) {
+            h.lr = c->lr * (double)before / (double)sc->warmup_steps;
+        } else {
+            double p = fmin(1.0, (double)(before - sc->warmup_steps) / (double)(sc->total_steps - sc->warmup_steps));
+            h.lr = sc->min_lr + (c->lr - sc->min_lr) * 0.5 * (1.0 + cos(acos(-1.0) * p));
+        }
+    }
+    h.bc1 = 1.0 - pow(c->beta1, (double)h.step);
+    h.bc2 = 1.0 - pow(c->beta2, (double)h.step);
+    return h;
+}
+
+static void expect_hand_control(const char *what, const char *side, const ge2_control *ctl, const hand_control *h)
+{
+    ck_assert_msg(ctl->step == h->step, "%s (%s): step %lld, expected %lld", what, side, (long long)ctl->step,
+                  (long long)h->step);
+    ck_assert_msg(ctl->micro_step == h->micro_step, "%s (%s): micro_step %d, expected %d", what, side,
+                  ctl->micro_step, h->micro_step);
+    const double got[] = {ctl->lr, ctl->bias_correction1, ctl->bias_correction2};
+    const double want[] = {h->lr, h->bc1, h->bc2};
+    static const char *const names[] = {"lr", "bias_correction1", "bias_correction2"};
+    for (int i = 0; i < 3; i++)
+        ck_assert_msg(fabs(got[i] - want[i]) <= RTOL * fabs(want[i]), "%s (%s): %s %.9g, by hand %.9g", what, side,
+                      names[i], got[i], want[i]);
+}
+
+/* Step count, schedule and bias corrections against the hand formulas, on
+ * each side; the gradient norm and clip factor (reductions, no closed form
+ * here) CUDA against CPU. */
+static void compare_control(const char *what, const ge2_control *got, const ge2_control *want,
+                            const ge2_optimizer_config *cfg, int micro_batches)
+{
+    hand_control h = hand_control_after(cfg, micro_batches);
+    expect_hand_control(what, "CUDA", got, &h);
+    expect_hand_control(what, "CPU", want, &h);
     ck_assert_msg(got->blocks_done == 0, "%s: the ticket counter was left at %u", what, got->blocks_done);
-    const float g[] = {got->lr, got->bias_correction1, got->bias_correction2, got->grad_norm, got->clip_factor};
-    const float w[] = {want->lr, want->bias_correction1, want->bias_correction2, want->grad_norm, want->clip_factor};
-    assert_close(what, g, w, 5, RTOL, 0);
+    const float g[] = {got->grad_norm, got->clip_factor};
+    const float w[] = {want->grad_norm, want->clip_factor};
+    assert_close(what, g, w, 2, RTOL, 0);
 }
 
 /* One optimizer configuration for OPT_STEPS steps on pools of n elements
@@ -743,7 +795,7 @@ static void check_optimizer(int which, int64_t n)
         ge2_control gctl;
         from_device(&gctl, d.control, sizeof gctl);
         snprintf(what, sizeof what, "%s, n=%lld, step %d: control", oc.name, (long long)n, step + 1);
-        compare_control(what, &gctl, &cctl);
+        compare_control(what, &gctl, &cctl, &oc.cfg, step + 1);
         /* the next step starts from the same values on both sides */
         h2d(gpu.params, cpu.params, pbytes);
         h2d(gpu.state, cpu.state, sbytes);
