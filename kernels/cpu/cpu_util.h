@@ -3,6 +3,7 @@
 #define GE2_KERNELS_CPU_CPU_UTIL_H
 
 #include "graph/error.h"
+#include "kernels/broadcast.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 /* Each kernel body is written once as a macro over (T, SUF) and expanded for
@@ -17,43 +18,21 @@ static inline ge2_status ge2_cpu_bad_dtype(const ge2_launch *l, ge2_dtype dtype)
                      ge2_op_info_of(l->node->op)->name, ge2_dtype_name(dtype));
 }
 
-/* A shape right-aligned into 4 dims (missing leading dims are 1). */
-static inline void ge2_cpu_dims4(ge2_shape s, int64_t d[4])
-{
-    for (int i = 0; i < 4; i++) {
-        int j = i - (4 - s.ndim);
-        d[i] = j >= 0 ? s.dim[j] : 1;
-    }
-}
-
-/* Element strides of `in` over the 4-D index space of `out`; 0 along the
- * dims `in` broadcasts (size 1 against a larger out dim). */
-static inline void ge2_cpu_bcast_strides(ge2_shape in, ge2_shape out, int64_t st[4])
-{
-    int64_t di[4], dout[4], s = 1;
-    ge2_cpu_dims4(in, di);
-    ge2_cpu_dims4(out, dout);
-    for (int i = 3; i >= 0; i--) {
-        st[i] = di[i] == dout[i] ? s : 0;
-        s *= di[i];
-    }
-}
-
 /* Walks the 4-D index space of an output in row-major order, keeping the
  * offsets of up to two broadcast operands (strides from
- * ge2_cpu_bcast_strides) in step: O(1) amortized per element, no division. */
+ * ge2_bcast_strides) in step: O(1) amortized per element, no division. */
 typedef struct ge2_cpu_odometer {
-    int64_t dim[4];
-    int64_t stride[2][4];
-    int64_t idx[4];
+    int64_t dim[GE2_MAX_DIMS];
+    int64_t stride[2][GE2_MAX_DIMS];
+    int64_t idx[GE2_MAX_DIMS];
     int64_t off[2];
 } ge2_cpu_odometer;
 
 static inline void ge2_cpu_odometer_init(ge2_cpu_odometer *o, ge2_shape out, ge2_shape a, ge2_shape b)
 {
-    ge2_cpu_dims4(out, o->dim);
-    ge2_cpu_bcast_strides(a, out, o->stride[0]);
-    ge2_cpu_bcast_strides(b, out, o->stride[1]);
+    ge2_bcast_dims(out, o->dim);
+    ge2_bcast_strides(a, out, o->stride[0]);
+    ge2_bcast_strides(b, out, o->stride[1]);
     for (int k = 0; k < 4; k++)
         o->idx[k] = 0;
     o->off[0] = o->off[1] = 0;

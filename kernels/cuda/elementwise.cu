@@ -12,13 +12,14 @@
 
 // Static inline math only: no C linkage needed.
 #include "kernels/activation_math.h"
+#include "kernels/broadcast.h"
 
 // ------------------------------------------------------------------- kernels
 
 // Operand strides against the output's dims, right-aligned, padded to 4 dims.
 struct ge2_bcast {
-    long long dim[GE2_MAX_DIMS];        // output dims, leading 1s for padding
-    long long stride[2][GE2_MAX_DIMS];  // per operand; 0 where it broadcasts
+    int64_t dim[GE2_MAX_DIMS];        // output dims, leading 1s for padding
+    int64_t stride[2][GE2_MAX_DIMS];  // per operand; 0 where it broadcasts
 };
 
 struct ge2_add_fn {
@@ -104,30 +105,12 @@ static bool same_shape(ge2_shape x, ge2_shape y)
     return ge2_shape_numel(x) == ge2_shape_numel(y);
 }
 
-// Strides of x's elements against out's dims, right-aligned (numpy rules;
-// shape inference has already checked each dim is equal or 1).
-static void bcast_strides(ge2_shape x, ge2_shape out, long long *stride /* [GE2_MAX_DIMS] */)
-{
-    long long s = 1;
-    for (int d = GE2_MAX_DIMS - 1; d >= 0; d--) {
-        int xd = x.ndim - (GE2_MAX_DIMS - d);
-        int od = out.ndim - (GE2_MAX_DIMS - d);
-        long long xn = xd >= 0 ? x.dim[xd] : 1;
-        long long on = od >= 0 ? out.dim[od] : 1;
-        stride[d] = (xn == 1 && on != 1) ? 0 : s;
-        s *= xn;
-    }
-}
-
 static ge2_bcast make_bcast(ge2_shape a, ge2_shape b, ge2_shape out)
 {
     ge2_bcast bc;
-    for (int d = 0; d < GE2_MAX_DIMS; d++) {
-        int od = out.ndim - (GE2_MAX_DIMS - d);
-        bc.dim[d] = od >= 0 ? out.dim[od] : 1;
-    }
-    bcast_strides(a, out, bc.stride[0]);
-    bcast_strides(b, out, bc.stride[1]);
+    ge2_bcast_dims(out, bc.dim);
+    ge2_bcast_strides(a, out, bc.stride[0]);
+    ge2_bcast_strides(b, out, bc.stride[1]);
     return bc;
 }
 

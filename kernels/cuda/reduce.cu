@@ -6,6 +6,7 @@
 //
 // Deterministic: each output is summed in a fixed order by a fixed tree, no
 // atomics, so replays reproduce eager runs bit for bit.
+#include "kernels/broadcast.h"
 #include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/check.h"
 
@@ -24,10 +25,10 @@
 // (kept) or 1 (summed: red_dim[d] = x's dim); an output coordinate plus a
 // reduction coordinate addresses one x element.
 struct ge2_reduce_geom {
-    long long x_stride[GE2_MAX_DIMS];
-    long long out_dim[GE2_MAX_DIMS]; // 1 where summed
-    long long red_dim[GE2_MAX_DIMS]; // 1 where kept
-    long long n_red;                 // product of red_dim
+    int64_t x_stride[GE2_MAX_DIMS]; // x's own row-major strides
+    int64_t out_dim[GE2_MAX_DIMS];  // 1 where summed
+    int64_t red_dim[GE2_MAX_DIMS];  // 1 where kept
+    int64_t n_red;                  // product of red_dim
 };
 
 __device__ __forceinline__ long long ge2_reduce_base(const ge2_reduce_geom &g, long long o)
@@ -126,17 +127,16 @@ __global__ void ge2_reduce_block_kernel(const float *x /* [x dims] */, float *y 
 static ge2_reduce_geom make_geom(ge2_shape x, const bool *keep /* [x.ndim] */)
 {
     ge2_reduce_geom g;
-    long long s = 1;
+    int64_t dim[GE2_MAX_DIMS];
+    ge2_bcast_dims(x, dim);
+    ge2_bcast_strides(x, x, g.x_stride);
     g.n_red = 1;
-    for (int d = GE2_MAX_DIMS - 1; d >= 0; d--) {
+    for (int d = 0; d < GE2_MAX_DIMS; d++) {
         int xd = x.ndim - (GE2_MAX_DIMS - d);
-        long long n = xd >= 0 ? x.dim[xd] : 1;
         bool kept = xd < 0 || keep[xd];
-        g.x_stride[d] = s;
-        g.out_dim[d] = kept ? n : 1;
-        g.red_dim[d] = kept ? 1 : n;
+        g.out_dim[d] = kept ? dim[d] : 1;
+        g.red_dim[d] = kept ? 1 : dim[d];
         g.n_red *= g.red_dim[d];
-        s *= n;
     }
     return g;
 }
