@@ -32,7 +32,6 @@ typedef struct ge2_control {
     uint64_t rng_offset;    /* advanced by kernels that draw random numbers */
 
     /* scratch for kernels that finish a reduction across blocks in one launch */
-    float norm_partial;
     uint32_t blocks_done;
     /* One partial result per block of such a reduction. The launch's last block
      * sums them in block order, so the result does not depend on which block
