@@ -246,17 +246,19 @@ ge2_status ge2_gemm_plan_try(ge2_gemm_plan *p, const ge2_launch *launch, bool tr
     cublasLtMatmulPreference_t pref = NULL;
     LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     uint64_t ws = launch->workspace ? (uint64_t)launch->workspace_bytes : 0;
-    uint32_t align_a = alignment_of(g.a), align_b = alignment_of(g.b), align_d = alignment_of(g.d);
+    p->align_a = alignment_of(g.a);
+    p->align_b = alignment_of(g.b);
+    p->align_d = alignment_of(g.d);
     const struct {
         cublasLtMatmulPreferenceAttributes_t attr;
         const void *value;
         size_t size;
     } prefs[] = {
         {CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws},
-        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof align_a},
-        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof align_b},
-        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof align_d},
-        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof align_d},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &p->align_a, sizeof p->align_a},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &p->align_b, sizeof p->align_b},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &p->align_d, sizeof p->align_d},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &p->align_d, sizeof p->align_d},
     };
     cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
     for (size_t i = 0; i < sizeof prefs / sizeof prefs[0] && s == CUBLAS_STATUS_SUCCESS; i++)
@@ -316,7 +318,7 @@ ge2_status ge2_gemm_plan_commit(ge2_launch *launch, ge2_gemm_plan *p, ge2_status
         ge2_gemm_ptrs g = gemm_ptrs(p, launch);
         ge2_gemm_problem pb = {epilogue_name(p->epilogue), (cublasLtHandle_t)launch->blas, p->desc, p->la, p->lb,
                                p->ld, g.a, g.b, g.d, launch->workspace, launch->workspace_bytes,
-                               (cudaStream_t)launch->stream};
+                               (cudaStream_t)launch->stream, p->align_a, p->align_b, p->align_d};
         st = ge2_gemm_select(launch, &pb, p->algos, p->n_algos, &p->selection);
     }
     if (st != GE2_OK) {

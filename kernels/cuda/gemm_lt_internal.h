@@ -51,6 +51,7 @@ struct ge2_gemm_plan {
     ge2_gemm_post_fn post;
     const char *post_name; // for the description: "cublasLt DEFAULT ... + <post_name>"
     ge2_gemm_selection selection; // how algos[0] was chosen (kernel registry)
+    uint32_t align_a, align_b, align_d; // bytes the heuristic was told A, B and C = D are aligned to
     char description[192];
 };
 

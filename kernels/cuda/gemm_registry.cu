@@ -12,6 +12,7 @@
 #include "graph/alloc.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,11 +44,47 @@ static const char *node_op(const ge2_launch *launch)
     return ge2_cuda_op_name(launch);
 }
 
-// Largest power of two (<= 256) the address is a multiple of.
-static uint32_t pointer_alignment(const void *ptr)
+// The GPU's name and SM count for the key, asked of the driver once per
+// device per process: prepare builds a key for every GEMM node of every key.
+#define DEVICE_INFOS 64
+typedef struct device_info {
+    bool known;
+    char name[sizeof cudaDeviceProp::name];
+    int sm_count;
+} device_info;
+static device_info device_infos[DEVICE_INFOS];
+static pthread_mutex_t device_infos_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool current_device_info(device_info *out)
 {
-    uintptr_t low = (uintptr_t)ptr & (~(uintptr_t)ptr + 1);
-    return low == 0 || low > 256 ? 256 : (uint32_t)low;
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    bool cacheable = device >= 0 && device < DEVICE_INFOS;
+    pthread_mutex_lock(&device_infos_lock);
+    bool known = cacheable && device_infos[device].known;
+    if (known)
+        *out = device_infos[device];
+    pthread_mutex_unlock(&device_infos_lock);
+    if (known)
+        return true;
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    out->known = true;
+    memcpy(out->name, prop.name, sizeof out->name);
+    out->name[sizeof out->name - 1] = '\0';
+    out->sm_count = prop.multiProcessorCount;
+    if (cacheable) {
+        pthread_mutex_lock(&device_infos_lock);
+        device_infos[device] = *out;
+        pthread_mutex_unlock(&device_infos_lock);
+    }
+    return true;
 }
 
 static int64_t layout_attr(cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t attr, int64_t fallback)
@@ -75,12 +112,9 @@ static bool problem_key(const ge2_launch *launch, const ge2_gemm_problem *pb, ch
         cublasLtMatmulDescGetAttribute(pb->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb, &written) !=
             CUBLAS_STATUS_SUCCESS)
         return false;
-    int device = 0;
-    cudaDeviceProp prop;
-    if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
-        cudaGetLastError();
+    device_info gpu;
+    if (!current_device_info(&gpu))
         return false;
-    }
     ge2_gemm_key k;
     memset(&k, 0, sizeof k);
     k.op = node_op(launch);
@@ -93,12 +127,12 @@ static bool problem_key(const ge2_launch *launch, const ge2_gemm_problem *pb, ch
     k.batch = layout_attr(pb->ld, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, 1);
     k.dtype = ge2_dtype_name(launch->out[0].dtype);
     k.tf32 = launch->tf32;
-    k.align_a = pointer_alignment(pb->a);
-    k.align_b = pointer_alignment(pb->b);
-    k.align_d = pointer_alignment(pb->d);
+    k.align_a = pb->align_a;
+    k.align_b = pb->align_b;
+    k.align_d = pb->align_d;
     k.workspace_bytes = pb->workspace ? pb->workspace_bytes : 0;
-    k.gpu = prop.name;
-    k.sm_count = prop.multiProcessorCount;
+    k.gpu = gpu.name;
+    k.sm_count = gpu.sm_count;
     k.lt_version = (int)cublasLtGetVersion();
     if (k.m < 0 || k.n < 0 || k.k < 0)
         return false;

@@ -175,6 +175,8 @@ typedef struct ge2_gemm_problem {
     void *workspace;
     size_t workspace_bytes;
     cudaStream_t stream;
+    /* what the heuristic was told a, b and d are aligned to (the plan's), for the key */
+    uint32_t align_a, align_b, align_d;
 } ge2_gemm_problem;
 
 /* Writes the chosen algorithm (one of cands[0..n) or a split-K neighbour of
