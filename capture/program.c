@@ -53,6 +53,16 @@ ge2_status ge2_program_download_control(ge2_program *program)
     return program->backend->download(program->bctx, program->control_host, program->control, sizeof(ge2_control));
 }
 
+ge2_status ge2_program_source_wait(ge2_program *program, void *fence)
+{
+    return fence ? program->backend->fence_wait(program->bctx, fence) : program->backend->sync(program->bctx);
+}
+
+ge2_status ge2_program_source_record(ge2_program *program, void *fence)
+{
+    return fence ? program->backend->fence_record(program->bctx, fence) : GE2_OK;
+}
+
 ge2_status ge2_program_check_graph(const ge2_program *program, const char *fn)
 {
     const ge2_graph *g = program->graph;
@@ -133,6 +143,9 @@ static ge2_status init_control(ge2_program *program)
     c->loss_scale = 1.0f;
     c->clip_factor = 1.0f;
     c->rng_seed = program->graph->seed;
+    GE2_TRY(program->backend->alloc_host(program->bctx, GE2_LR_RING * sizeof(float), (void **)&program->lr_ring));
+    for (int i = 0; program->backend->fence_new && i < GE2_LR_RING; i++)
+        GE2_TRY(program->backend->fence_new(program->bctx, &program->lr_fence[i]));
     return ge2_program_upload_control(program);
 }
 
@@ -238,6 +251,10 @@ void ge2_program_free(ge2_program *program)
             b->free_host(program->bctx, program->metrics[m].ring);
         b->free(program->bctx, program->control);
         b->free_host(program->bctx, program->control_host);
+        for (int i = 0; i < GE2_LR_RING; i++)
+            if (program->lr_fence[i])
+                b->fence_free(program->bctx, program->lr_fence[i]);
+        b->free_host(program->bctx, program->lr_ring);
         b->free(program->bctx, program->constants);
         b->free(program->bctx, program->pools.state);
         b->free(program->bctx, program->pools.grads);

@@ -17,13 +17,21 @@ ge2_status ge2_set_lr(ge2_program *program, double lr)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_set_lr: program must not be NULL");
     if (!isfinite(lr) || lr < 0)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_set_lr: lr %g must be finite and >= 0", lr);
-    /* The mirror is the source of a pending upload; wait so an earlier value
-     * reaches the steps it was set for. Setting the LR is rare (per epoch). */
-    GE2_TRY(program->backend->sync(program->bctx));
-    program->control_host->base_lr = (float)lr;
+    /* The upload reads its source when the device gets to it, after this
+     * returns: each value gets its own pinned slot, refilled only once the
+     * upload from GE2_LR_RING calls ago has landed, so a per-step LR (a
+     * schedule driven from the host) does not serialize host and device. */
+    int s = program->lr_next;
+    program->lr_next = (s + 1) % GE2_LR_RING;
+    GE2_TRY(ge2_program_source_wait(program, program->lr_fence[s]));
+    program->lr_ring[s] = (float)lr;
     /* Only base_lr: every other field is the kernels' to write. */
-    return program->backend->upload(program->bctx, &program->control->base_lr, &program->control_host->base_lr,
-                                    sizeof program->control_host->base_lr);
+    GE2_TRY(program->backend->upload(program->bctx, &program->control->base_lr, &program->lr_ring[s],
+                                     sizeof program->lr_ring[s]));
+    GE2_TRY(ge2_program_source_record(program, program->lr_fence[s]));
+    /* the mirror ge2_get_lr and checkpoints read; no upload reads it now */
+    program->control_host->base_lr = (float)lr;
+    return GE2_OK;
 }
 
 ge2_status ge2_get_lr(ge2_program *program, double *lr)

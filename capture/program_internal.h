@@ -31,6 +31,9 @@
 /* Feed staging buffers per key: the host may prepare a step while the device
  * still copies the previous one's feeds. */
 #define GE2_STAGING_BUFFERS 2
+/* ge2_set_lr's pinned upload sources, used in turn: the host may set the LR
+ * again before the device has copied the previous value. */
+#define GE2_LR_RING 4
 
 /* One graph key: everything a step of it needs, made on its first step. */
 typedef struct ge2_program_key {
@@ -75,6 +78,9 @@ struct ge2_program {
     void *constants;      /* [layout->constant_bytes] */
     ge2_control *control; /* device pointer on CUDA, host on CPU */
     ge2_control *control_host; /* host mirror (pinned), source of control uploads */
+    float *lr_ring;            /* host (pinned): [GE2_LR_RING] sources of ge2_set_lr's uploads */
+    void *lr_fence[GE2_LR_RING]; /* each recorded after its slot's upload; NULL without fences */
+    int lr_next;
     int optimizer_node;        /* node id of OPTIMIZER_UPDATE, -1 without optimizer */
 
     /* Outputs the metrics read back: loss, first other marked output; -1 if none. */
@@ -107,6 +113,13 @@ ge2_control *ge2_program_control_host(ge2_program *program);
 ge2_status ge2_program_upload_control(ge2_program *program);
 /* Waits for the device, then refreshes the whole mirror from it. */
 ge2_status ge2_program_download_control(ge2_program *program);
+
+/* A pinned buffer an asynchronous upload reads is refilled only after
+ * ge2_program_source_wait on the fence recorded (ge2_program_source_record)
+ * after its previous upload; a backend without fences waits for the whole
+ * device instead (free on the CPU, whose upload copies at once). */
+ge2_status ge2_program_source_wait(ge2_program *program, void *fence);
+ge2_status ge2_program_source_record(ge2_program *program, void *fence);
 
 /* --- between the program*.c files ------------------------------------- */
 

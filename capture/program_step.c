@@ -96,17 +96,14 @@ static ge2_status stage_feeds(ge2_program *program, ge2_program_key *pk, const g
     const ge2_backend *b = program->backend;
     int s = pk->next_staging;
     pk->next_staging = (s + 1) % GE2_STAGING_BUFFERS;
-    if (pk->fence[s])
-        GE2_TRY(b->fence_wait(program->bctx, pk->fence[s]));
-    else
-        GE2_TRY(b->sync(program->bctx));
+    GE2_TRY(ge2_program_source_wait(program, pk->fence[s]));
     unsigned char *staging = pk->staging[s];
     for (int f = 0; f < pk->key.n_feeds; f++) {
         const ge2_plan_tensor *pt = &pk->plan->tensors[pk->key.feed_ids[f]];
         memcpy(staging + pt->offset, feeds[feed_of[f]].data, pt->bytes);
     }
     GE2_TRY(b->upload(program->bctx, pk->inputs, staging, pk->staging_bytes));
-    return pk->fence[s] ? b->fence_record(program->bctx, pk->fence[s]) : GE2_OK;
+    return ge2_program_source_record(program, pk->fence[s]);
 }
 
 /* ------------------------------------------------------------- metrics */

@@ -314,8 +314,10 @@ START_TEST(set_lr_takes_effect_next_step)
     model_open(&m, 4, &c, r.p);
     float x[MAXB * IN], t[MAXB * OUT], p[NP];
     double g[NP];
-    const double lrs[4] = {0.1, 0.1, 0.02, 0.5};
-    for (int s = 0; s < 4; s++) {
+    /* the first two at the config's lr; then a new one before every step,
+     * more steps than ge2_set_lr's ring of upload slots */
+    const double lrs[12] = {0.1, 0.1, 0.02, 0.5, 0.07, 0.3, 0.01, 0.2, 0.05, 0.4, 0.03, 0.15};
+    for (int s = 0; s < 12; s++) {
         if (s >= 2) {
             API(ge2_set_lr(m.program, lrs[s]));
             double got;
