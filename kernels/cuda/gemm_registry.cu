@@ -1,5 +1,6 @@
 // The GEMM registry's device side: times the heuristic's candidates of one
-// prepared GEMM on its real operands and puts the fastest first.
+// prepared GEMM on its own buffers (contents as of prepare, see
+// gemm_registry.h) and puts the fastest first.
 //
 // Timing small GEMMs honestly: a lone cublasLtMatmul costs the host a few
 // microseconds to enqueue, as much as the kernel itself runs, and a captured

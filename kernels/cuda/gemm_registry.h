@@ -5,8 +5,19 @@
  * the fastest. So at prepare time (once per graph key, before warm-up and
  * capture) the registry may time the heuristic's top candidates, and their
  * split-K neighbours (1, half, double) that cuBLASLt accepts, on the node's
- * real operands and run the fastest (the heuristic's first stays unless
- * another beats it by more than 3%, the timing noise):
+ * own buffers and run the fastest (the heuristic's first stays unless
+ * another beats it by more than 3%, the timing noise).
+ *
+ * Operands are not the step's: prepare runs before the key's first step, so
+ * only parameters hold real values; feeds and activations hold whatever
+ * their buffers hold then (fresh allocations, or a previous key's values in
+ * the shared arena). Shapes, layouts, alignments, epilogue and workspace are
+ * the step's, and those select and pace an fp32/tf32 GEMM kernel; values
+ * only move second-order effects (all-zero operands draw less power, so may
+ * clock higher). Timing on real operands would mean tuning inside the first
+ * (eager) step: not done.
+ *
+ * The lookup:
  *
  *   key (op, epilogue, transposes, m, n, k, batch, dtype, tf32, alignments,
  *        workspace, GPU name + SM count, cuBLASLt version)
@@ -180,7 +191,8 @@ typedef struct ge2_gemm_problem {
 } ge2_gemm_problem;
 
 /* Writes the chosen algorithm (one of cands[0..n) or a split-K neighbour of
- * one) to cands[0], the one a launch runs, and says how in *sel.
+ * one) to cands[0], the one a launch runs, and says how in *sel. Timed on
+ * pb's buffers as they are at prepare (see the top of the file).
  * Timing writes only the launch's outputs, which are saved before and
  * restored after, so a prepare never changes what the step computes. */
 ge2_status ge2_gemm_select(const ge2_launch *launch, const ge2_gemm_problem *pb,
