@@ -320,8 +320,15 @@ def run_row(w, mode, tf32, args, data, device):
     try:
         gc.collect()
         if DEVICE == "cuda":
+            # cuBLAS keeps a workspace per (handle, stream) for the process's
+            # life, allocated through the caching allocator: without this, each
+            # earlier row's streams would count in this row's peak.
+            clear_workspaces = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+            if clear_workspaces:
+                clear_workspaces()
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
+            row["allocated_at_start"] = torch.cuda.memory_allocated()
         row["tf32_api"] = set_tf32(tf32)
         x, y = data if w["epoch"] else synthetic(w["dims"], w["batch"])
         feeder = Feeder(x, y, w["batch"])
