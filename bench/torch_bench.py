@@ -167,7 +167,9 @@ def train_body(model, opt, x, y):
     loss = F.cross_entropy(model(x), y)
     loss.backward()
     opt.step()
-    return loss
+    # Detached: a loss kept for reading later must not keep this step's autograd
+    # graph (and its AccumulateGrad nodes, bound to this step's stream) alive.
+    return loss.detach()
 
 
 class EagerTrainer:
