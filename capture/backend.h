@@ -51,6 +51,9 @@ typedef struct ge2_backend {
     /* Kernel nodes in the key's captured graph (cuBLASLt may launch several per
      * GEMM), -1 when the key is not captured. Optional: NULL means -1. */
     int (*graph_kernel_count)(const ge2_backend_ctx *ctx, const ge2_exec *exec);
+    /* Device bytes the backend holds for kernels besides the pools (CUDA: the
+     * cuBLASLt workspace). Optional: NULL means 0. */
+    size_t (*workspace_bytes)(const ge2_backend_ctx *ctx);
     /* Which kernel a prepared launch runs, as text into buf (the kernel report). */
     void (*describe)(const ge2_backend_ctx *ctx, const ge2_launch *launch, char *buf, size_t size);
     /* Optional fences, so the program can reuse a pinned staging buffer without

@@ -405,6 +405,8 @@ static int count_kernel_nodes(cudaGraph_t graph)
     return kernels;
 }
 
+static size_t cuda_workspace_bytes(const ge2_backend_ctx *ctx) { return ctx ? ctx->workspace_bytes : 0; }
+
 static int cuda_graph_kernel_count(const ge2_backend_ctx *ctx, const ge2_exec *exec)
 {
     (void)ctx;
@@ -505,5 +507,6 @@ const ge2_backend ge2_backend_cuda = {
     .fence_wait = cuda_fence_wait,
     .capture_count = cuda_capture_count,
     .graph_kernel_count = cuda_graph_kernel_count,
+    .workspace_bytes = cuda_workspace_bytes,
     .describe = cuda_describe,
 };

@@ -130,6 +130,7 @@ ge2_status ge2_program_plan_stats(ge2_program *program, ge2_mode mode, ge2_plan_
     s.parameter_bytes = s.gradient_bytes = program->layout->param_bytes;
     s.optimizer_state_bytes = (size_t)program->pools.slots * program->layout->param_bytes;
     s.input_bytes = plan->input_bytes;
+    s.workspace_bytes = program->backend->workspace_bytes ? program->backend->workspace_bytes(program->bctx) : 0;
     s.n_nodes = plan->n_steps;
     for (int t = 0; t < plan->n_tensors; t++)
         s.n_tensors += plan->tensors[t].pool != GE2_POOL_NONE;
@@ -144,8 +145,9 @@ static void report_pools(const ge2_program *program, FILE *out)
     fprintf(out, "pools: params=%zu grads=%zu optimizer_state=%zu (%d slots) constants=%zu control=%zu", l->param_bytes,
             l->param_bytes, (size_t)program->pools.slots * l->param_bytes, program->pools.slots, l->constant_bytes,
             sizeof(ge2_control));
-    fprintf(out, " shared_arena=%zu%s\n", program->arena_bytes,
-            program->options.separate_arenas ? " (separate arenas per key)" : "");
+    fprintf(out, " workspace=%zu shared_arena=%zu%s\n",
+            program->backend->workspace_bytes ? program->backend->workspace_bytes(program->bctx) : 0,
+            program->arena_bytes, program->options.separate_arenas ? " (separate arenas per key)" : "");
 }
 
 ge2_status ge2_program_plan_report(ge2_program *program, FILE *out)
