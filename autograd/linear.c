@@ -45,8 +45,12 @@ static bool can_defer(const ge2_autograd *ag, int x)
 }
 
 /* The LINEAR_GRAD_INPUT that turns a pending dz_next · w_next into this
- * node's dz: (dz_next · w_next) ⊙ act'(stash), plus db when wanted. */
-static ge2_status pending_dz(ge2_autograd *ag, const ge2_node *node, bool want_db, int *dz, int *db)
+ * node's dz: (dz_next · w_next) ⊙ act'(stash). The op can also sum db, but
+ * the rule leaves db to LINEAR_GRAD_WEIGHT, which reads dz whole as its
+ * reduction operand: there the sum is one more column of the same GEMM
+ * (kernels/cuda/gemm_tiled.cu), where LINEAR_GRAD_INPUT would need a
+ * reduction across the CTAs that split the batch. */
+static ge2_status pending_dz(ge2_autograd *ag, const ge2_node *node, int *dz)
 {
     const ge2_linear_attrs *la = &node->attrs.linear;
     const ge2_ag_pending *p = &ag->pending[node->outputs[0]];
@@ -59,11 +63,7 @@ static ge2_status pending_dz(ge2_autograd *ag, const ge2_node *node, bool want_d
         a.act.from_output = ge2_linear_stash_of(la->act, la->slope) == GE2_STASH_NONE;
         in[n_in++] = a.act.from_output ? node->outputs[0] : node->outputs[1];
     }
-    int out[2];
-    GE2_TRY(ge2_ag_emit_n(ag, GE2_OP_LINEAR_GRAD_INPUT, in, n_in, want_db ? 2 : 1, &a, out));
-    *dz = out[0];
-    *db = want_db ? out[1] : GE2_GRAD_NONE;
-    return GE2_OK;
+    return ge2_ag_emit_n(ag, GE2_OP_LINEAR_GRAD_INPUT, in, n_in, 1, &a, dz);
 }
 
 /* The generic dz: dy through ACTIVATION_BACKWARD, plus a gradient of the
@@ -105,8 +105,8 @@ static ge2_status plain_dz(ge2_autograd *ag, const ge2_node *node, const int *dy
  * back out of MATMUL/SUM/ACTIVATION_BACKWARD nodes and nothing is rewritten.
  *   dW, db: one LINEAR_GRAD_WEIGHT (the bias gradient in the GEMM's epilogue).
  *   dx:     when x's producer is a LINEAR (can_defer), left pending; that
- *           LINEAR's rule emits one LINEAR_GRAD_INPUT = the product, its
- *           activation's derivative and its bias gradient. Otherwise a MATMUL.
+ *           LINEAR's rule emits one LINEAR_GRAD_INPUT = the product and its
+ *           activation's derivative. Otherwise a MATMUL.
  * With graph->no_backward_fusion the rule emits the generic nodes only. */
 ge2_status ge2_backward_linear(ge2_autograd *ag, const ge2_node *node, const int *dy)
 {
@@ -115,7 +115,7 @@ ge2_status ge2_backward_linear(ge2_autograd *ag, const ge2_node *node, const int
     bool want_db = b >= 0 && ge2_ag_wants(ag, b), fuse = !g->no_backward_fusion;
     int dz, db = GE2_GRAD_NONE, gx, gw;
     if (dy[0] == GE2_GRAD_PENDING)
-        GE2_TRY(pending_dz(ag, node, want_db, &dz, &db));
+        GE2_TRY(pending_dz(ag, node, &dz));
     else
         GE2_TRY(plain_dz(ag, node, dy, &dz));
     if (ge2_ag_wants(ag, x)) {
@@ -128,11 +128,10 @@ ge2_status ge2_backward_linear(ge2_autograd *ag, const ge2_node *node, const int
         }
     }
     if (ge2_ag_wants(ag, w) && fuse) {
-        bool with_db = want_db && db == GE2_GRAD_NONE;
         int in[2] = {dz, x}, out[2];
-        GE2_TRY(ge2_ag_emit_n(ag, GE2_OP_LINEAR_GRAD_WEIGHT, in, 2, with_db ? 2 : 1, NULL, out));
+        GE2_TRY(ge2_ag_emit_n(ag, GE2_OP_LINEAR_GRAD_WEIGHT, in, 2, want_db ? 2 : 1, NULL, out));
         GE2_TRY(ge2_ag_accumulate(ag, w, out[0]));
-        if (with_db)
+        if (want_db)
             db = out[1];
     } else if (ge2_ag_wants(ag, w)) {
         GE2_TRY(matmul(ag, dz, x, true, false, &gw)); /* [B, out]ᵀ · [B, in] */
