@@ -133,6 +133,61 @@ static ge2_status grad_weight_post(const ge2_launch *launch, const ge2_gemm_plan
     return GE2_OK;
 }
 
+// dz [rows, k], w [k, n][, saved] -> dx [rows, n] = (dz·w) ⊙ act'(saved).
+// The bias-gradient form (out[1]) has no tiled equivalent: its column sums
+// run across the CTAs that split the rows (autograd/linear.c never asks it).
+static bool grad_input_tiled_bind(const ge2_launch *launch, ge2_tiled_gemm *g)
+{
+    const ge2_view *dz = &launch->in[0], *w = &launch->in[1];
+    memset(g, 0, sizeof *g);
+    if (launch->n_out > 1 && launch->out[1].data)
+        return false;
+    g->m = dz->shape.dim[0];
+    g->k = dz->shape.dim[1];
+    g->n = w->shape.dim[1];
+    g->a = (const float *)dz->data;
+    g->a_m = g->k;
+    g->a_k = 1;
+    g->b = (const float *)w->data;
+    g->b_k = g->n;
+    g->b_n = 1;
+    g->c = (float *)launch->out[0].data;
+    g->epilogue = GE2_TILED_DACT;
+    g->act = GE2_ACT_NONE;
+    if (launch->n_in > 2) {
+        const ge2_act_attrs *a = &launch->node->attrs.act;
+        g->act = a->act;
+        g->slope = a->slope;
+        g->from_output = a->from_output;
+        if (launch->in[2].dtype == GE2_U8)
+            g->saved_mask = (const uint8_t *)launch->in[2].data;
+        else
+            g->saved = (const float *)launch->in[2].data;
+    }
+    return ge2_tiled_supports(g, NULL, 0);
+}
+
+// dz [rows, m], x [rows, n] -> dW [m, n] = dzᵀ·x[, db [m] = row sums of dzᵀ]:
+// A(i, l) = dz[l, i], B = x, k = rows.
+static bool grad_weight_tiled_bind(const ge2_launch *launch, ge2_tiled_gemm *g)
+{
+    const ge2_view *dz = &launch->in[0], *x = &launch->in[1];
+    memset(g, 0, sizeof *g);
+    g->m = dz->shape.dim[1];
+    g->k = dz->shape.dim[0];
+    g->n = x->shape.dim[1];
+    g->a = (const float *)dz->data;
+    g->a_m = 1;
+    g->a_k = g->m;
+    g->b = (const float *)x->data;
+    g->b_k = g->n;
+    g->b_n = 1;
+    g->c = (float *)launch->out[0].data;
+    g->row_sums = launch->n_out > 1 ? (float *)launch->out[1].data : NULL;
+    g->epilogue = GE2_TILED_PLAIN;
+    return ge2_tiled_supports(g, NULL, 0);
+}
+
 // Checks a backward GEMM's launch (f32 2-D operands a, b) and allocates its plan.
 static ge2_status new_plan(ge2_launch *launch, const char *a, const char *b, ge2_gemm_plan **out)
 {
@@ -186,6 +241,7 @@ extern "C" ge2_status ge2_cuda_linear_grad_input_prepare(ge2_launch *launch)
     const bool gelu_z = launch->n_in > 2 && a->act == GE2_ACT_GELU_TANH && !a->from_output && n % 8 == 0;
     const bool want_db = launch->n_out > 1 && launch->out[1].data;
     p->n_out = rows * n;
+    p->tiled_bind = grad_input_tiled_bind;
     if (launch->n_in > 2 || want_db) {
         p->post = grad_input_post;
         p->post_name = launch->n_in > 2 ? (want_db ? "dact + db" : "dact") : "db";
@@ -211,6 +267,7 @@ extern "C" ge2_status ge2_cuda_linear_grad_weight_prepare(ge2_launch *launch)
     const int64_t rows = launch->in[0].shape.dim[0], m = launch->in[0].shape.dim[1], n = launch->in[1].shape.dim[1];
     const bool want_db = launch->n_out > 1 && launch->out[1].data;
     p->n_out = m * n;
+    p->tiled_bind = grad_weight_tiled_bind;
     p->post = want_db ? grad_weight_post : NULL;
     p->post_name = "db";
     p->epilogue = want_db ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_DEFAULT;

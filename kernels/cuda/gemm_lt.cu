@@ -85,8 +85,23 @@ static const char *const tile_names[] = {
     "128x192", "128x96",  "32x256",  "256x32",
 };
 
-static void describe_plan(ge2_gemm_plan *p)
+static const char *const tiled_epilogue_names[GE2_TILED_EPILOGUE_COUNT] = {"PLAIN", "BIAS_ACT", "DACT"};
+
+static void describe_plan(ge2_gemm_plan *p, const ge2_launch *launch)
 {
+    if (p->selection.tiled) {
+        ge2_tiled_gemm g;
+        char cfg[64];
+        ge2_tiled_config_str(p->selection.config, cfg, sizeof cfg);
+        int n = snprintf(p->description, sizeof p->description, "%s", cfg);
+        if (p->tiled_bind(launch, &g) && n > 0 && (size_t)n < sizeof p->description)
+            n += snprintf(p->description + n, sizeof p->description - (size_t)n, " %s%s%s%s",
+                          tiled_epilogue_names[g.epilogue], g.row_sums ? " + row sums" : "",
+                          g.act != GE2_ACT_NONE ? " " : "", g.act != GE2_ACT_NONE ? ge2_activation_name(g.act) : "");
+        if (n > 0 && (size_t)n < sizeof p->description)
+            ge2_gemm_selection_str(&p->selection, p->description + n, sizeof p->description - (size_t)n);
+        return;
+    }
     int algo_id = -1;
     uint32_t tile = 0;
     size_t written = 0;
@@ -307,25 +322,29 @@ ge2_status ge2_gemm_check_launch(const ge2_launch *launch)
 // error; found == 0 means cuBLASLt offered nothing for these shapes.
 ge2_status ge2_gemm_plan_commit(ge2_launch *launch, ge2_gemm_plan *p, ge2_status st, int found)
 {
-    if (st == GE2_OK && found == 0) {
+    ge2_tiled_gemm tiled;
+    const bool tiled_ok = st == GE2_OK && p->tiled_bind && p->tiled_bind(launch, &tiled);
+    if (st == GE2_OK && found == 0 && !tiled_ok) {
         char s0[64], s1[64];
         st = ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s (node %d): cuBLASLt has no algorithm for %s x %s",
                        ge2_cuda_op_name(launch), launch->node->id, ge2_shape_str(launch->in[0].shape, s0, sizeof s0),
                        ge2_shape_str(launch->in[1].shape, s1, sizeof s1));
     }
     if (st == GE2_OK) {
-        // The kernel registry picks among the heuristic's candidates (timing them once per problem).
+        // The kernel registry picks among the heuristic's candidates and the
+        // tiled GEMM's (timing them once per problem).
         ge2_gemm_ptrs g = gemm_ptrs(p, launch);
         ge2_gemm_problem pb = {epilogue_name(p->epilogue), (cublasLtHandle_t)launch->blas, p->desc, p->la, p->lb,
                                p->ld, g.a, g.b, g.d, launch->workspace, launch->workspace_bytes,
                                (cudaStream_t)launch->stream, p->align_a, p->align_b, p->align_d};
-        st = ge2_gemm_select(launch, &pb, p->algos, p->n_algos, &p->selection);
+        st = ge2_gemm_select(launch, &pb, p->algos, found ? p->n_algos : 0, tiled_ok ? &tiled : NULL,
+                             &p->selection);
     }
     if (st != GE2_OK) {
         ge2_gemm_plan_free(p);
         return st;
     }
-    describe_plan(p);
+    describe_plan(p, launch);
     launch->backend_data = p;
     return GE2_OK;
 }
@@ -374,6 +393,36 @@ static void linear_choose(ge2_gemm_plan *p, bool want_z, bool want_mask, bool wa
 
 // LINEAR's backward GEMMs (DRELU_BGRAD / DGELU_BGRAD / BGRADB) live in gemm_fused.cu.
 
+// x [rows, in], w [out, in][, b [out]] -> y [rows, out][, z or relu's mask]:
+// A = x, B(l, j) = w[j, l].
+static bool linear_tiled_bind(const ge2_launch *launch, ge2_tiled_gemm *g)
+{
+    const ge2_view *x = &launch->in[0], *w = &launch->in[1];
+    const int64_t in = x->shape.dim[x->shape.ndim - 1];
+    memset(g, 0, sizeof *g);
+    g->m = in > 0 ? ge2_shape_numel(x->shape) / in : 0;
+    g->n = w->shape.dim[0];
+    g->k = in;
+    g->a = (const float *)x->data;
+    g->a_m = in;
+    g->a_k = 1;
+    g->b = (const float *)w->data;
+    g->b_k = 1;
+    g->b_n = in;
+    g->c = (float *)launch->out[0].data;
+    g->epilogue = GE2_TILED_BIAS_ACT;
+    g->act = launch->node->attrs.linear.act;
+    g->slope = launch->node->attrs.linear.slope;
+    g->bias = launch->n_in >= 3 ? (const float *)launch->in[2].data : NULL;
+    if (launch->n_out >= 2 && launch->out[1].data) {
+        if (launch->out[1].dtype == GE2_U8)
+            g->mask = (uint8_t *)launch->out[1].data;
+        else
+            g->z = (float *)launch->out[1].data;
+    }
+    return ge2_tiled_supports(g, NULL, 0);
+}
+
 extern "C" ge2_status ge2_cuda_linear_prepare(ge2_launch *launch)
 {
     const char *op = "linear";
@@ -400,6 +449,7 @@ extern "C" ge2_status ge2_cuda_linear_prepare(ge2_launch *launch)
     p->act = launch->node->attrs.linear.act;
     p->slope = launch->node->attrs.linear.slope;
     p->n_out = rows * out_f;
+    p->tiled_bind = linear_tiled_bind;
     const bool want_y = launch->out[0].data != NULL;
     const bool stash = launch->n_out >= 2 && launch->out[1].data != NULL;
     const bool want_mask = stash && launch->out[1].dtype == GE2_U8, want_z = stash && !want_mask;
@@ -434,10 +484,17 @@ ge2_status ge2_gemm_enqueue(const ge2_launch *launch, const char *op)
     const ge2_gemm_plan *p = (const ge2_gemm_plan *)launch->backend_data;
     if (!p)
         return ge2_error(GE2_ERR_STATE, "ge2_%s (node %d): launched before prepare", op, node_id);
+    cudaStream_t stream = (cudaStream_t)launch->stream;
+    if (p->selection.tiled) {
+        ge2_tiled_gemm tg;
+        if (!p->tiled_bind(launch, &tg))
+            return ge2_error(GE2_ERR_STATE, "ge2_%s (node %d): views changed since prepare; the tiled GEMM no "
+                             "longer takes them", op, node_id);
+        return ge2_tiled_gemm_run(&tg, p->selection.config, stream, op);
+    }
     GE2_TRY(set_epilogue_pointers(p, launch));
     ge2_gemm_ptrs g = gemm_ptrs(p, launch);
     const float one = 1.0f, zero = 0.0f;
-    cudaStream_t stream = (cudaStream_t)launch->stream;
     if (g.d) {
         LT_CHECK(cublasLtMatmul((cublasLtHandle_t)launch->blas, p->desc, &one, g.a, p->la, g.b,
                                 p->lb, &zero, g.d, p->ld, g.d, p->ld, &p->algos[0].algo,
@@ -473,6 +530,29 @@ extern "C" const char *ge2_cuda_linear_describe(const ge2_launch *launch)
 {
     const ge2_gemm_plan *p = (const ge2_gemm_plan *)launch->backend_data;
     return p ? p->description : "cublasLt (not prepared)";
+}
+
+// 2-D MATMUL y [m, n] = op(a)·op(b) as a tiled GEMM: the transposes become strides.
+static bool matmul_tiled_bind(const ge2_launch *launch, ge2_tiled_gemm *g)
+{
+    const ge2_view *a = &launch->in[0], *b = &launch->in[1];
+    const bool ta = launch->node->attrs.matmul.trans_a, tb = launch->node->attrs.matmul.trans_b;
+    memset(g, 0, sizeof *g);
+    if (a->shape.ndim != 2 || b->shape.ndim != 2)
+        return false;
+    const int64_t ra = a->shape.dim[0], ca = a->shape.dim[1], rb = b->shape.dim[0], cb = b->shape.dim[1];
+    g->m = ta ? ca : ra;
+    g->k = ta ? ra : ca;
+    g->n = tb ? rb : cb;
+    g->a = (const float *)a->data;
+    g->a_m = ta ? 1 : ca;
+    g->a_k = ta ? ca : 1;
+    g->b = (const float *)b->data;
+    g->b_k = tb ? 1 : cb;
+    g->b_n = tb ? cb : 1;
+    g->c = (float *)launch->out[0].data;
+    g->epilogue = GE2_TILED_PLAIN;
+    return ge2_tiled_supports(g, NULL, 0);
 }
 
 // MATMUL: y = op(a)·op(b), 2-D or batched 3-D; a 2-D operand of a batched
@@ -517,6 +597,7 @@ extern "C" ge2_status ge2_cuda_matmul_prepare(ge2_launch *launch)
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_matmul (node %d): out of host memory", node_id);
     p->epilogue = CUBLASLT_EPILOGUE_DEFAULT;
     p->n_out = batch * m * n;
+    p->tiled_bind = matmul_tiled_bind;
     // Column-major Yᵀ = op(b)ᵀ·op(a)ᵀ: cuBLASLt A = b with b's transpose flag, B = a with a's.
     ge2_status st = ge2_gemm_make_layouts(op, node_id, p, ob, oa, od, batch);
     int found = 0;

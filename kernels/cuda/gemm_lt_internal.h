@@ -30,6 +30,11 @@ typedef struct ge2_gemm_plan ge2_gemm_plan;
 // What a plan's epilogue leaves undone, enqueued after the GEMM on the same stream.
 typedef ge2_status (*ge2_gemm_post_fn)(const ge2_launch *launch, const ge2_gemm_plan *p);
 
+// The node as one tiled GEMM (gemm_tiled.h) on the launch's current views,
+// the whole op included (epilogue outputs too); false when this node's
+// form of the op has no tiled equivalent or the kernel does not take it.
+typedef bool (*ge2_tiled_bind_fn)(const ge2_launch *launch, ge2_tiled_gemm *g);
+
 struct ge2_gemm_plan {
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la; // cuBLASLt A = our in[1] (W, or matmul's b)
@@ -50,7 +55,8 @@ struct ge2_gemm_plan {
     int64_t aux_ld; // CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: elements (GELU z) or bits (relu mask)
     ge2_gemm_post_fn post;
     const char *post_name; // for the description: "cublasLt DEFAULT ... + <post_name>"
-    ge2_gemm_selection selection; // how algos[0] was chosen (kernel registry)
+    ge2_tiled_bind_fn tiled_bind; // NULL: only cuBLASLt is a candidate
+    ge2_gemm_selection selection; // which kernel runs (selection.tiled: the tiled GEMM, else algos[0]) and why
     uint32_t align_a, align_b, align_d; // bytes the heuristic was told A, B and C = D are aligned to
     char description[192];
 };

@@ -16,6 +16,8 @@
 #include "graph/alloc.h"
 
 /* A line longer than this cannot be an entry (key + 128 hex + numbers). */
+/* The cache token of a tiled choice: "tiled:" and its configuration. */
+#define TILED_PREFIX "tiled:"
 #define LINE_MAX_BYTES 512
 
 /* ------------------------------------------------------------------- keys */
@@ -45,11 +47,13 @@ ge2_status ge2_gemm_key_format(const ge2_gemm_key *key, char *buf, size_t size)
     fits &= sanitize(key->epilogue ? key->epilogue : "?", epi, sizeof epi);
     fits &= sanitize(key->dtype ? key->dtype : "?", dtype, sizeof dtype);
     fits &= sanitize(key->gpu && key->gpu[0] ? key->gpu : "?", gpu, sizeof gpu);
-    int n = snprintf(buf, size, "%s:%s:%c%c:m%lld:n%lld:k%lld:b%lld:%s:%s:a%u.%u.%u:ws%llu:%s:sm%d:lt%d", op, epi,
+    const char *kernels = key->kernels ? key->kernels : "lt";
+    fits &= strcmp(kernels, "lt") == 0 || strcmp(kernels, "tiled") == 0 || strcmp(kernels, "lt+tiled") == 0;
+    int n = snprintf(buf, size, "%s:%s:%c%c:m%lld:n%lld:k%lld:b%lld:%s:%s:a%u.%u.%u:ws%llu:%s:sm%d:lt%d:%s", op, epi,
                      key->trans_a ? 'T' : 'N', key->trans_b ? 'T' : 'N', (long long)key->m, (long long)key->n,
                      (long long)key->k, (long long)key->batch, dtype, key->tf32 ? "tf32" : "fp32", key->align_a,
                      key->align_b, key->align_d, (unsigned long long)key->workspace_bytes, gpu, key->sm_count,
-                     key->lt_version);
+                     key->lt_version, kernels);
     if (!fits || n < 0 || (size_t)n >= size || n >= GE2_GEMM_KEY_MAX) {
         if (size)
             buf[0] = '\0';
@@ -59,13 +63,13 @@ ge2_status ge2_gemm_key_format(const ge2_gemm_key *key, char *buf, size_t size)
     return GE2_OK;
 }
 
-/* A key token as ge2_gemm_key_format writes them: key characters and ':'. */
+/* A key token as ge2_gemm_key_format writes them: key characters, ':' and '+'. */
 static bool valid_key(const char *s, size_t len)
 {
     if (len == 0 || len >= GE2_GEMM_KEY_MAX)
         return false;
     for (size_t i = 0; i < len; i++)
-        if (!key_char(s[i]) && s[i] != ':')
+        if (!key_char(s[i]) && s[i] != ':' && s[i] != '+')
             return false;
     return true;
 }
@@ -132,14 +136,21 @@ static bool parse_entry(char *line, char *key, ge2_gemm_choice *c)
         return false;
     size_t key_len = strlen(tok[0]);
     const size_t hex_len = 2 * GE2_GEMM_ALGO_BYTES;
-    if (!valid_key(tok[0], key_len) || strlen(tok[1]) != hex_len ||
-        strspn(tok[1], "0123456789abcdefABCDEF") != hex_len)
+    if (!valid_key(tok[0], key_len))
         return false;
-    memcpy(key, tok[0], key_len + 1);
-    for (int i = 0; i < GE2_GEMM_ALGO_BYTES; i++) {
-        char pair[3] = {tok[1][2 * i], tok[1][2 * i + 1], '\0'};
-        c->algo[i] = (uint8_t)strtoul(pair, NULL, 16);
+    if (strncmp(tok[1], TILED_PREFIX, strlen(TILED_PREFIX)) == 0) {
+        c->tiled = true;
+        if (!ge2_tiled_config_parse(tok[1] + strlen(TILED_PREFIX), &c->config))
+            return false;
+    } else {
+        if (strlen(tok[1]) != hex_len || strspn(tok[1], "0123456789abcdefABCDEF") != hex_len)
+            return false;
+        for (int i = 0; i < GE2_GEMM_ALGO_BYTES; i++) {
+            char pair[3] = {tok[1][2 * i], tok[1][2 * i + 1], '\0'};
+            c->algo[i] = (uint8_t)strtoul(pair, NULL, 16);
+        }
     }
+    memcpy(key, tok[0], key_len + 1);
     char *end = NULL;
     errno = 0;
     double us = strtod(tok[2], &end);
@@ -192,8 +203,13 @@ ge2_status ge2_gemm_cache_parse(ge2_gemm_cache *cache, const char *text, size_t 
 ge2_status ge2_gemm_cache_format_line(const char *key, const ge2_gemm_choice *choice, char *buf, size_t size)
 {
     char hex[2 * GE2_GEMM_ALGO_BYTES + 1];
-    for (int i = 0; i < GE2_GEMM_ALGO_BYTES; i++)
-        snprintf(hex + 2 * i, 3, "%02x", choice->algo[i]);
+    if (choice->tiled) {
+        int p = snprintf(hex, sizeof hex, "%s", TILED_PREFIX);
+        ge2_tiled_config_format(choice->config, hex + p, sizeof hex - (size_t)p);
+    } else {
+        for (int i = 0; i < GE2_GEMM_ALGO_BYTES; i++)
+            snprintf(hex + 2 * i, 3, "%02x", choice->algo[i]);
+    }
     /* %.17g: the time survives a round trip exactly. */
     int n = snprintf(buf, size, "%s %s %.17g %d\n", key, hex, choice->us, choice->n_candidates);
     if (n < 0 || (size_t)n >= size)
@@ -259,7 +275,8 @@ ge2_status ge2_gemm_cache_save(const ge2_gemm_cache *cache, const char *path)
     FILE *f = fopen(tmp, "w");
     if (!f)
         return ge2_error(GE2_ERR_IO, "ge2 gemm registry: cannot write '%s': %s", tmp, strerror(errno));
-    fprintf(f, "# ge2 GEMM kernel cache: <key> <cublasLtMatmulAlgo_t as hex> <median us> <candidates timed>\n");
+    fprintf(f, "# ge2 GEMM kernel cache: <key> <cublasLtMatmulAlgo_t as hex, or tiled:<tile>:<splits>> <median us> "
+               "<candidates timed>\n");
     ge2_status st = GE2_OK;
     char line[LINE_MAX_BYTES + 1];
     for (int i = 0; i < cache->n && st == GE2_OK; i++) {
@@ -311,6 +328,24 @@ bool ge2_gemm_autotune_enabled(void)
 {
     const char *v = getenv("GE2_AUTOTUNE");
     return !(v && strcmp(v, "0") == 0);
+}
+
+ge2_gemm_families ge2_gemm_families_allowed(void)
+{
+    static bool warned;
+    const char *v = getenv("GE2_GEMM_KERNEL");
+    if (!v || !v[0] || strcmp(v, "auto") == 0)
+        return GE2_GEMM_FAMILIES_ALL;
+    if (strcmp(v, "cublaslt") == 0)
+        return GE2_GEMM_FAMILIES_LT;
+    if (strcmp(v, "tiled") == 0)
+        return GE2_GEMM_FAMILIES_TILED;
+    pthread_mutex_lock(&registry_lock);
+    if (!warned)
+        fprintf(stderr, "ge2: GE2_GEMM_KERNEL='%.32s' is not auto, cublaslt or tiled; using both\n", v);
+    warned = true;
+    pthread_mutex_unlock(&registry_lock);
+    return GE2_GEMM_FAMILIES_ALL;
 }
 
 bool ge2_gemm_cache_path(char *buf, size_t size)

@@ -104,7 +104,8 @@ static int64_t layout_attr(cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribu
 
 // The problem's key text. False when cuBLASLt or CUDA cannot describe it
 // (then it is simply not tuned).
-static bool problem_key(const ge2_launch *launch, const ge2_gemm_problem *pb, char *buf, size_t size)
+static bool problem_key(const ge2_launch *launch, const ge2_gemm_problem *pb, const char *families, char *buf,
+                        size_t size)
 {
     size_t written = 0;
     int32_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_N;
@@ -135,6 +136,7 @@ static bool problem_key(const ge2_launch *launch, const ge2_gemm_problem *pb, ch
     k.gpu = gpu.name;
     k.sm_count = gpu.sm_count;
     k.lt_version = (int)cublasLtGetVersion();
+    k.kernels = families;
     if (k.m < 0 || k.n < 0 || k.k < 0)
         return false;
     if (ge2_gemm_key_format(&k, buf, size) != GE2_OK) {
@@ -144,11 +146,26 @@ static bool problem_key(const ge2_launch *launch, const ge2_gemm_problem *pb, ch
     return true;
 }
 
-static cublasStatus_t run_once(const ge2_gemm_problem *pb, const cublasLtMatmulAlgo_t *algo)
+// One timing candidate: a cuBLASLt algorithm or a tiled configuration.
+typedef struct candidate {
+    bool tiled;
+    ge2_tiled_config config;
+    cublasLtMatmulHeuristicResult_t lt;
+} candidate;
+
+// Runs c once; false if it refuses this problem (then it simply loses).
+static bool run_once(const ge2_gemm_problem *pb, const ge2_tiled_gemm *tg, const candidate *c)
 {
+    if (c->tiled) {
+        if (ge2_tiled_gemm_run(tg, c->config, pb->stream, "gemm registry") == GE2_OK)
+            return true;
+        ge2_clear_error();
+        return false;
+    }
     const float one = 1.0f, zero = 0.0f;
     return cublasLtMatmul(pb->lt, pb->desc, &one, pb->a, pb->la, pb->b, pb->lb, &zero, pb->d, pb->ld, pb->d, pb->ld,
-                          algo, pb->workspace, pb->workspace ? pb->workspace_bytes : 0, pb->stream);
+                          &c->lt.algo, pb->workspace, pb->workspace ? pb->workspace_bytes : 0,
+                          pb->stream) == CUBLAS_STATUS_SUCCESS;
 }
 
 // Where a launch's outputs are kept while candidates overwrite them.
@@ -218,21 +235,21 @@ static int compare_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-// Median microseconds per GEMM of one candidate, or INFINITY if cuBLASLt
-// refuses it here (the heuristic's list can hold configurations that fail
-// at run time; those simply lose).
-static ge2_status time_candidate(const ge2_launch *launch, const ge2_gemm_problem *pb,
-                                 const cublasLtMatmulAlgo_t *algo, cudaEvent_t *ev, double *us)
+// Median microseconds per GEMM of one candidate, or INFINITY if it refuses
+// to run here (the heuristic's list can hold configurations that fail at
+// run time, a cluster may not fit; those simply lose).
+static ge2_status time_candidate(const ge2_launch *launch, const ge2_gemm_problem *pb, const ge2_tiled_gemm *tg,
+                                 const candidate *c, cudaEvent_t *ev, double *us)
 {
     *us = INFINITY;
-    if (run_once(pb, algo) != CUBLAS_STATUS_SUCCESS) // also the warm-up
+    if (!run_once(pb, tg, c)) // also the warm-up
         return GE2_OK;
     for (int s = 0; s < SAMPLES; s++) {
         ge2_registry_spin_kernel<<<1, 1, 0, pb->stream>>>(SPIN_NS);
         GE2_CUDA_CHECK(launch, "ge2_registry_spin_kernel");
         GE2_TRY(ge2_cuda_check_call(launch, cudaEventRecord(ev[2 * s], pb->stream), "cudaEventRecord"));
         for (int b = 0; b < BATCH; b++)
-            if (run_once(pb, algo) != CUBLAS_STATUS_SUCCESS)
+            if (!run_once(pb, tg, c))
                 return GE2_OK;
         GE2_TRY(ge2_cuda_check_call(launch, cudaEventRecord(ev[2 * s + 1], pb->stream), "cudaEventRecord"));
     }
@@ -253,8 +270,8 @@ static ge2_status time_candidate(const ge2_launch *launch, const ge2_gemm_proble
 }
 
 // Times every candidate into us[0..n); outputs are saved and restored around it.
-static ge2_status time_all(const ge2_launch *launch, const ge2_gemm_problem *pb,
-                           const cublasLtMatmulHeuristicResult_t *cands, int n, double *us)
+static ge2_status time_all(const ge2_launch *launch, const ge2_gemm_problem *pb, const ge2_tiled_gemm *tg,
+                           const candidate *cands, int n, double *us)
 {
     cudaEvent_t ev[2 * SAMPLES] = {};
     saved_outputs saved;
@@ -266,7 +283,7 @@ static ge2_status time_all(const ge2_launch *launch, const ge2_gemm_problem *pb,
                            launch->node->id);
         }
     for (int i = 0; i < n && st == GE2_OK; i++)
-        st = time_candidate(launch, pb, &cands[i].algo, ev, &us[i]);
+        st = time_candidate(launch, pb, tg, &cands[i], ev, &us[i]);
     ge2_status restored = outputs_restore(launch, &saved);
     for (int i = 0; i < 2 * SAMPLES; i++)
         if (ev[i])
@@ -354,65 +371,126 @@ static int expand_candidates(const ge2_gemm_problem *pb, const cublasLtMatmulHeu
     return m;
 }
 
-ge2_status ge2_gemm_select(const ge2_launch *launch, const ge2_gemm_problem *pb,
-                           cublasLtMatmulHeuristicResult_t *cands, int n, ge2_gemm_selection *sel)
+// The families this problem's candidates come from, for the key.
+static const char *families_name(int n_lt, int n_tiled)
 {
+    return n_lt > 0 && n_tiled > 0 ? "lt+tiled" : n_tiled > 0 ? "tiled" : "lt";
+}
+
+static int sm_count_now(void)
+{
+    device_info gpu;
+    return current_device_info(&gpu) ? gpu.sm_count : 1;
+}
+
+// Makes all[i] the launch's kernel and says so in *sel.
+static void take(const candidate *c, cublasLtMatmulHeuristicResult_t *cands, ge2_gemm_selection *sel)
+{
+    sel->tiled = c->tiled;
+    sel->config = c->config;
+    if (!c->tiled)
+        cands[0] = c->lt; // only the first is ever run
+}
+
+ge2_status ge2_gemm_select(const ge2_launch *launch, const ge2_gemm_problem *pb,
+                           cublasLtMatmulHeuristicResult_t *cands, int n, const ge2_tiled_gemm *tiled,
+                           ge2_gemm_selection *sel)
+{
+    static_assert(sizeof cands[0].algo == GE2_GEMM_ALGO_BYTES, "cublasLtMatmulAlgo_t changed size");
     memset(sel, 0, sizeof *sel);
     sel->source = GE2_GEMM_HEURISTIC;
-    sel->n_candidates = n;
+    const ge2_gemm_families families = ge2_gemm_families_allowed();
+    const bool autotune = ge2_gemm_autotune_enabled();
+    // Candidates in order of preference without timing: the heuristic's, its
+    // split-K neighbours (tuning only), then the tiled configurations (the
+    // work model's favourite first). A family switched off offers none,
+    // unless the other has none either.
+    candidate *all = (candidate *)ge2_calloc(MAX_CANDIDATES + GE2_TILED_MAX_CANDIDATES, sizeof *all);
+    if (!all)
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_%s (node %d): out of host memory choosing a GEMM kernel",
+                         node_op(launch), launch->node->id);
+    int n_lt = 0, n_tiled = 0;
+    const bool tiled_ok = tiled && pb->d && ge2_tiled_supports(tiled, NULL, 0);
+    if (n > 0 && (families != GE2_GEMM_FAMILIES_TILED || !tiled_ok)) {
+        cublasLtMatmulHeuristicResult_t lt[MAX_CANDIDATES];
+        n_lt = autotune ? expand_candidates(pb, cands, n, lt) : 1;
+        for (int i = 0; i < n_lt; i++)
+            all[i].lt = autotune ? lt[i] : cands[0];
+    }
+    if (tiled_ok && (families != GE2_GEMM_FAMILIES_LT || n_lt == 0)) {
+        ge2_tiled_config cfg[GE2_TILED_MAX_CANDIDATES];
+        n_tiled = ge2_tiled_candidates(tiled, sm_count_now(), cfg, autotune ? GE2_TILED_MAX_CANDIDATES : 1);
+        for (int i = 0; i < n_tiled; i++) {
+            all[n_lt + i].tiled = true;
+            all[n_lt + i].config = cfg[i];
+        }
+    }
+    const int n_all = n_lt + n_tiled;
+    sel->n_candidates = n_all;
+    ge2_status st = GE2_OK;
     char key[GE2_GEMM_KEY_MAX];
-    // No D: this key does not need the GEMM's output, the launch skips it.
-    if (n < 1 || !pb->d || !ge2_gemm_autotune_enabled() || !problem_key(launch, pb, key, sizeof key)) {
-        ge2_gemm_registry_count(GE2_GEMM_HEURISTIC, 0);
-        return GE2_OK;
-    }
-    static_assert(sizeof cands[0].algo == GE2_GEMM_ALGO_BYTES, "cublasLtMatmulAlgo_t changed size");
-    cublasLtMatmulHeuristicResult_t all[MAX_CANDIDATES];
-    const int n_all = expand_candidates(pb, cands, n, all);
-    if (n_all < 2) {
-        ge2_gemm_registry_count(GE2_GEMM_HEURISTIC, 0);
-        return GE2_OK;
-    }
     ge2_gemm_choice choice;
+    double us[MAX_CANDIDATES + GE2_TILED_MAX_CANDIDATES];
+    int best = 0;
+    if (n_all == 0) {
+        st = ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s (node %d): no GEMM kernel takes this problem", node_op(launch),
+                       launch->node->id);
+        goto done;
+    }
+    // No D: this key does not need the GEMM's output, the launch skips it.
+    if (n_all < 2 || !pb->d || !autotune || !problem_key(launch, pb, families_name(n_lt, n_tiled), key, sizeof key)) {
+        take(&all[0], cands, sel);
+        ge2_gemm_registry_count(GE2_GEMM_HEURISTIC, 0);
+        goto done;
+    }
     if (ge2_gemm_registry_lookup(key, &choice)) {
         for (int i = 0; i < n_all; i++) {
-            if (!same_algo(&all[i].algo, choice.algo))
+            bool same = all[i].tiled ? choice.tiled && choice.config.tile == all[i].config.tile &&
+                                           choice.config.splits == all[i].config.splits
+                                     : !choice.tiled && same_algo(&all[i].lt.algo, choice.algo);
+            if (!same)
                 continue;
-            cands[0] = all[i];
+            take(&all[i], cands, sel);
             sel->source = GE2_GEMM_CACHED;
             sel->us = choice.us;
             sel->n_candidates = choice.n_candidates;
             ge2_gemm_registry_count(GE2_GEMM_CACHED, 0);
-            return GE2_OK;
+            goto done;
         }
-        // The remembered algorithm is not offered any more: tune again.
+        // The remembered kernel is not offered any more: tune again.
     }
-    double us[MAX_CANDIDATES];
-    n = n_all;
-    ge2_status st = time_all(launch, pb, all, n, us);
+    st = time_all(launch, pb, tiled, all, n_all, us);
     if (st == GE2_ERR_OUT_OF_MEMORY) { // no room to save the outputs: untuned, not failed
         ge2_clear_error();
+        st = GE2_OK;
+        take(&all[0], cands, sel);
         ge2_gemm_registry_count(GE2_GEMM_HEURISTIC, 0);
-        return GE2_OK;
+        goto done;
     }
-    GE2_TRY(st);
-    int best = 0;
-    for (int i = 1; i < n; i++)
+    if (st != GE2_OK)
+        goto done;
+    for (int i = 1; i < n_all; i++)
         if (us[i] < us[best])
             best = i;
     if (best != 0 && us[best] > (1.0 - NOISE) * us[0])
         best = 0;
+    take(&all[best], cands, sel);
     if (!isfinite(us[best])) {
-        ge2_gemm_registry_count(GE2_GEMM_HEURISTIC, n);
-        return GE2_OK;
+        ge2_gemm_registry_count(GE2_GEMM_HEURISTIC, n_all);
+        goto done;
     }
-    cands[0] = all[best]; // only the first is ever run
-    memcpy(choice.algo, &cands[0].algo, GE2_GEMM_ALGO_BYTES);
+    memset(&choice, 0, sizeof choice);
+    choice.tiled = all[best].tiled;
+    choice.config = all[best].config;
+    if (!choice.tiled)
+        memcpy(choice.algo, &all[best].lt.algo, GE2_GEMM_ALGO_BYTES);
     choice.us = us[best];
-    choice.n_candidates = n;
+    choice.n_candidates = n_all;
     sel->source = GE2_GEMM_TUNED;
     sel->us = us[best];
-    sel->n_candidates = n;
-    ge2_gemm_registry_count(GE2_GEMM_TUNED, n);
-    return ge2_gemm_registry_store(key, &choice);
+    ge2_gemm_registry_count(GE2_GEMM_TUNED, n_all);
+    st = ge2_gemm_registry_store(key, &choice);
+done:
+    ge2_free(all);
+    return st;
 }

@@ -1,12 +1,16 @@
-/* The GEMM kernel registry: which cuBLASLt algorithm each GEMM node runs.
+/* The GEMM kernel registry: which kernel each GEMM node runs, one of
+ * cuBLASLt's algorithms or ge2's own tiled GEMM (gemm_tiled.h).
  *
  * cuBLASLt's heuristic ranks its algorithms by a model, not by a clock, and
  * for the small, skinny GEMMs of an MLP step its first choice is often not
  * the fastest. So at prepare time (once per graph key, before warm-up and
  * capture) the registry may time the heuristic's top candidates, and their
- * split-K neighbours (1, half, double) that cuBLASLt accepts, on the node's
- * own buffers and run the fastest (the heuristic's first stays unless
- * another beats it by more than 3%, the timing noise).
+ * split-K neighbours (1, half, double) that cuBLASLt accepts, together with
+ * the tiled GEMM's configurations where that kernel takes the problem, on
+ * the node's own buffers and run the fastest (the heuristic's first stays
+ * unless another beats it by more than 3%, the timing noise). Without
+ * timing the heuristic's first runs (the tiled kernel's model choice if
+ * cuBLASLt offers nothing).
  *
  * Operands are not the step's: prepare runs before the key's first step, so
  * only parameters hold real values; feeds and activations hold whatever
@@ -20,7 +24,7 @@
  * The lookup:
  *
  *   key (op, epilogue, transposes, m, n, k, batch, dtype, tf32, alignments,
- *        workspace, GPU name + SM count, cuBLASLt version)
+ *        workspace, GPU name + SM count, cuBLASLt version, kernel families)
  *     -> in-memory cache -> disk cache -> time the candidates -> remember
  *
  * A cached choice is a cuBLASLt algorithm's opaque configuration; it is only
@@ -31,11 +35,16 @@
  * Environment:
  *   GE2_AUTOTUNE=0       no timing: the heuristic's first candidate (cached
  *                        choices are not used either).
+ *   GE2_GEMM_KERNEL=F    only family F: "cublaslt" or "tiled" (where the
+ *                        tiled kernel takes the problem; else cuBLASLt).
+ *                        Unset or "auto": both.
  *   GE2_KERNEL_CACHE=P   the cache file (default ~/.cache/ge2/kernels.txt);
  *                        set but empty: no disk cache, memory only.
  *
  * Cache file: text, one entry per line, '#' starts a comment line:
- *   <key> <algo: the 64 bytes of cublasLtMatmulAlgo_t as 128 hex digits> <us> <candidates>
+ *   <key> <kernel> <us> <candidates>
+ * where <kernel> is a cuBLASLt algorithm (the 64 bytes of
+ * cublasLtMatmulAlgo_t as 128 hex digits) or "tiled:<tile>:<splits>".
  * The file is untrusted: a line that fails any check is skipped, never fatal.
  *
  * This header's host part (keys, the cache, the process-wide registry) is
@@ -54,6 +63,7 @@ extern "C" {
 #endif
 
 #include "graph/error.h"
+#include "kernels/cuda/gemm_tiled.h"
 
 /* Longest key text, NUL included. */
 #define GE2_GEMM_KEY_MAX 256
@@ -76,16 +86,19 @@ typedef struct ge2_gemm_key {
     const char *gpu; /* device name; anything outside [A-Za-z0-9._-] is written as '_' */
     int sm_count;
     int lt_version; /* cublasLtGetVersion() */
+    const char *kernels; /* the families timed: "lt", "tiled" or "lt+tiled" */
 } ge2_gemm_key;
 
 /* Writes the key as one whitespace-free token, e.g.
- * "linear:RELU_BIAS:TN:m256:n64:k784:b1:f32:fp32:a256.256.256:ws33554432:NVIDIA_H200:sm132:lt130100".
+ * "linear:RELU_BIAS:TN:m256:n64:k784:b1:f32:fp32:a256.256.256:ws33554432:NVIDIA_H200:sm132:lt130100:lt+tiled".
  * Returns GE2_ERR_INVALID_ARGUMENT (message names the key's op) if it does not fit in `size`. */
 ge2_status ge2_gemm_key_format(const ge2_gemm_key *key, char *buf, size_t size);
 
 /* What the registry remembers for one key. */
 typedef struct ge2_gemm_choice {
-    uint8_t algo[GE2_GEMM_ALGO_BYTES]; /* cublasLtMatmulAlgo_t of the winner, as bytes */
+    bool tiled;                        /* the winner is ge2's tiled GEMM ... */
+    ge2_tiled_config config;           /* ... in this configuration */
+    uint8_t algo[GE2_GEMM_ALGO_BYTES]; /* else cublasLtMatmulAlgo_t of the winner, as bytes */
     double us;                         /* its median time per GEMM, microseconds */
     int n_candidates;                  /* how many candidates were timed */
 } ge2_gemm_choice;
@@ -131,6 +144,8 @@ typedef enum ge2_gemm_source {
 
 typedef struct ge2_gemm_selection {
     ge2_gemm_source source;
+    bool tiled;              /* ge2's tiled GEMM runs, in `config` (else cuBLASLt's algos[0]) */
+    ge2_tiled_config config;
     double us;        /* TUNED/CACHED: the winner's median time per GEMM */
     int n_candidates; /* candidates the heuristic offered (TUNED/CACHED: that were timed) */
 } ge2_gemm_selection;
@@ -150,6 +165,15 @@ typedef struct ge2_gemm_registry_stats {
 void ge2_gemm_registry_stats_get(ge2_gemm_registry_stats *out);
 /* GE2_AUTOTUNE unset, empty or anything but "0". */
 bool ge2_gemm_autotune_enabled(void);
+/* Which kernel families GE2_GEMM_KERNEL allows; an unknown value allows
+ * both and warns once on stderr. */
+typedef enum ge2_gemm_families {
+    GE2_GEMM_FAMILIES_ALL,
+    GE2_GEMM_FAMILIES_LT,
+    GE2_GEMM_FAMILIES_TILED,
+    GE2_GEMM_FAMILIES_COUNT
+} ge2_gemm_families;
+ge2_gemm_families ge2_gemm_families_allowed(void);
 /* The cache file's path into buf, or false when there is none (GE2_KERNEL_CACHE
  * set but empty, or neither it nor HOME set, or the path does not fit). */
 bool ge2_gemm_cache_path(char *buf, size_t size);
@@ -190,13 +214,17 @@ typedef struct ge2_gemm_problem {
     uint32_t align_a, align_b, align_d;
 } ge2_gemm_problem;
 
-/* Writes the chosen algorithm (one of cands[0..n) or a split-K neighbour of
- * one) to cands[0], the one a launch runs, and says how in *sel. Timed on
- * pb's buffers as they are at prepare (see the top of the file).
+/* Chooses among cuBLASLt's cands[0..n) (and their split-K neighbours) and,
+ * when tiled is not NULL (the problem bound to the same buffers, and
+ * ge2_tiled_supports it), the tiled GEMM's configurations. A cuBLASLt
+ * winner is written to cands[0], the one a launch runs; *sel says which
+ * family won (sel->tiled, sel->config) and how. Timed on pb's buffers as
+ * they are at prepare (see the top of the file).
  * Timing writes only the launch's outputs, which are saved before and
  * restored after, so a prepare never changes what the step computes. */
 ge2_status ge2_gemm_select(const ge2_launch *launch, const ge2_gemm_problem *pb,
-                           cublasLtMatmulHeuristicResult_t *cands, int n, ge2_gemm_selection *sel);
+                           cublasLtMatmulHeuristicResult_t *cands, int n, const ge2_tiled_gemm *tiled,
+                           ge2_gemm_selection *sel);
 #endif
 
 #endif /* GE2_KERNELS_CUDA_GEMM_REGISTRY_H */

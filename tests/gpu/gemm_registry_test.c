@@ -61,7 +61,7 @@ START_TEST(test_key_text)
     char buf[GE2_GEMM_KEY_MAX];
     ck_assert_int_eq(ge2_gemm_key_format(&k, buf, sizeof buf), GE2_OK);
     ck_assert_str_eq(buf, "linear:RELU_BIAS:TN:m256:n64:k784:b1:f32:fp32:a256.256.256:ws33554432:NVIDIA_H200:sm132:"
-                          "lt130100");
+                          "lt130100:lt");
     /* Every field that changes the best algorithm changes the key. */
     k.tf32 = true;
     k.trans_b = true;
@@ -69,9 +69,13 @@ START_TEST(test_key_text)
     k.n = 256;
     k.align_d = 16;
     k.gpu = "Bad: name\twith spaces/slash";
+    k.kernels = "lt+tiled";
     ck_assert_int_eq(ge2_gemm_key_format(&k, buf, sizeof buf), GE2_OK);
     ck_assert_str_eq(buf, "linear:RELU_BIAS:TT:m64:n256:k784:b1:f32:tf32:a256.256.16:ws33554432:"
-                          "Bad__name_with_spaces_slash:sm132:lt130100");
+                          "Bad__name_with_spaces_slash:sm132:lt130100:lt+tiled");
+    /* the families are a closed set: anything else could collide with another key */
+    k.kernels = "lt:tiled";
+    ck_assert_int_eq(ge2_gemm_key_format(&k, buf, sizeof buf), GE2_ERR_INVALID_ARGUMENT);
 }
 END_TEST
 
@@ -94,7 +98,11 @@ END_TEST
 START_TEST(test_selection_text)
 {
     char buf[96];
-    ge2_gemm_selection s = {GE2_GEMM_TUNED, 3.14, 8};
+    ge2_gemm_selection s;
+    memset(&s, 0, sizeof s);
+    s.source = GE2_GEMM_TUNED;
+    s.us = 3.14;
+    s.n_candidates = 8;
     ge2_gemm_selection_str(&s, buf, sizeof buf);
     ck_assert_str_eq(buf, " (tuned 3.1 us of 8 candidates)");
     s.source = GE2_GEMM_CACHED;
@@ -111,7 +119,11 @@ END_TEST
 
 static void assert_same_choice(const ge2_gemm_choice *a, const ge2_gemm_choice *b)
 {
-    ck_assert_mem_eq(a->algo, b->algo, GE2_GEMM_ALGO_BYTES);
+    ck_assert_int_eq(a->tiled, b->tiled);
+    if (a->tiled)
+        ck_assert(a->config.tile == b->config.tile && a->config.splits == b->config.splits);
+    else
+        ck_assert_mem_eq(a->algo, b->algo, GE2_GEMM_ALGO_BYTES);
     ck_assert(a->us == b->us);
     ck_assert_int_eq(a->n_candidates, b->n_candidates);
 }
@@ -133,6 +145,35 @@ START_TEST(test_line_round_trip)
     ck_assert_ptr_nonnull(got);
     assert_same_choice(got, &c);
     ck_assert_ptr_null(ge2_gemm_cache_find(&cache, "linear:DEFAULT:TN:m2"));
+    ge2_gemm_cache_clear(&cache);
+}
+END_TEST
+
+/* A tiled choice is its configuration in the kernel column. */
+START_TEST(test_tiled_line_round_trip)
+{
+    ge2_gemm_choice c;
+    memset(&c, 0, sizeof c);
+    c.tiled = true;
+    c.config = (ge2_tiled_config){GE2_TILED_64X64, 2};
+    c.us = 2.25;
+    c.n_candidates = 20;
+    char line[600];
+    ck_assert_int_eq(ge2_gemm_cache_format_line("linear_grad_weight:PLAIN:NT:m1", &c, line, sizeof line), GE2_OK);
+    ck_assert_str_eq(line, "linear_grad_weight:PLAIN:NT:m1 tiled:64x64:2 2.25 20\n");
+    ge2_gemm_cache cache = {0};
+    int bad = -1;
+    const char text[] = "linear_grad_weight:PLAIN:NT:m1 tiled:64x64:2 2.25 20\n"
+                        "bad:tile tiled:48x48:2 1 1\n"     /* no such tile */
+                        "bad:splits tiled:32x32:3 1 1\n"   /* not a power of two */
+                        "bad:empty tiled: 1 1\n"           /* nothing after the prefix */
+                        "bad:prefix tiledx:32x32:2 1 1\n"; /* neither hex nor tiled */
+    ck_assert_int_eq(ge2_gemm_cache_parse(&cache, text, strlen(text), &bad), GE2_OK);
+    ck_assert_int_eq(bad, 4);
+    ck_assert_int_eq(cache.n, 1);
+    const ge2_gemm_choice *got = ge2_gemm_cache_find(&cache, "linear_grad_weight:PLAIN:NT:m1");
+    ck_assert_ptr_nonnull(got);
+    assert_same_choice(got, &c);
     ge2_gemm_cache_clear(&cache);
 }
 END_TEST
@@ -380,6 +421,22 @@ START_TEST(test_autotune_switch)
 }
 END_TEST
 
+START_TEST(test_family_switch)
+{
+    unsetenv("GE2_GEMM_KERNEL");
+    ck_assert_int_eq(ge2_gemm_families_allowed(), GE2_GEMM_FAMILIES_ALL);
+    setenv("GE2_GEMM_KERNEL", "auto", 1);
+    ck_assert_int_eq(ge2_gemm_families_allowed(), GE2_GEMM_FAMILIES_ALL);
+    setenv("GE2_GEMM_KERNEL", "cublaslt", 1);
+    ck_assert_int_eq(ge2_gemm_families_allowed(), GE2_GEMM_FAMILIES_LT);
+    setenv("GE2_GEMM_KERNEL", "tiled", 1);
+    ck_assert_int_eq(ge2_gemm_families_allowed(), GE2_GEMM_FAMILIES_TILED);
+    setenv("GE2_GEMM_KERNEL", "cutlass", 1); /* unknown: both, with a warning */
+    ck_assert_int_eq(ge2_gemm_families_allowed(), GE2_GEMM_FAMILIES_ALL);
+    unsetenv("GE2_GEMM_KERNEL");
+}
+END_TEST
+
 START_TEST(test_stats_count)
 {
     ge2_gemm_registry_reset();
@@ -404,6 +461,7 @@ int main(void)
     tcase_add_test(tc, test_key_too_long_refused);
     tcase_add_test(tc, test_selection_text);
     tcase_add_test(tc, test_line_round_trip);
+    tcase_add_test(tc, test_tiled_line_round_trip);
     tcase_add_test(tc, test_file_round_trip);
     tcase_add_test(tc, test_malformed_lines_skipped);
     tcase_add_test(tc, test_random_bytes_never_crash);
@@ -412,6 +470,7 @@ int main(void)
     tcase_add_test(tc, test_registry_without_file);
     tcase_add_test(tc, test_unwritable_cache_is_a_warning);
     tcase_add_test(tc, test_autotune_switch);
+    tcase_add_test(tc, test_family_switch);
     tcase_add_test(tc, test_stats_count);
     suite_add_tcase(s, tc);
     return ge2_check_run(s);

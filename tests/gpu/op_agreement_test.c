@@ -445,9 +445,8 @@ static void add_backward(ge2_op_instance *inst, uint64_t seed)
     ck_assert_msg(ge2_backward(g, loss) == GE2_OK, "backward: %s", ge2_last_error());
 }
 
-START_TEST(test_op_agrees)
+static void op_agrees(ge2_op op)
 {
-    ge2_op op = (ge2_op)_i;
     const char *name = ge2_op_table[op].name;
     ck_assert_msg(ge2_cuda_kernels[op].launch, "%s: no CUDA kernel in the table", name);
     const ge2_op_case *c = &ge2_op_cases[op];
@@ -465,6 +464,22 @@ START_TEST(test_op_agrees)
         check_graph(label, inst.graph, inst.feeds, inst.n_feeds);
         ge2_op_instance_free(&inst);
     }
+}
+
+START_TEST(test_op_agrees)
+{
+    op_agrees((ge2_op)_i);
+}
+END_TEST
+
+/* The GEMM ops again with every node on ge2's tiled GEMM (gemm_tiled.cu)
+ * instead of cuBLASLt: the kernel registry's other family. */
+START_TEST(test_gemm_op_agrees_tiled)
+{
+    if (!gemm_op((ge2_op)_i))
+        return;
+    setenv("GE2_GEMM_KERNEL", "tiled", 1); /* Check forks this test: the setting dies with it */
+    op_agrees((ge2_op)_i);
 }
 END_TEST
 
@@ -594,6 +609,14 @@ START_TEST(test_large_graphs_agree)
     large_mlp();
     large_mixed();
     large_reductions();
+}
+END_TEST
+
+START_TEST(test_large_graphs_agree_tiled)
+{
+    setenv("GE2_GEMM_KERNEL", "tiled", 1);
+    large_mlp();
+    large_mixed();
 }
 END_TEST
 
@@ -883,6 +906,8 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_op_agrees, 0, GE2_OP_COUNT);
     tcase_add_test(tc, test_large_graphs_agree);
+    tcase_add_loop_test(tc, test_gemm_op_agrees_tiled, 0, GE2_OP_COUNT);
+    tcase_add_test(tc, test_large_graphs_agree_tiled);
     tcase_add_loop_test(tc, test_optimizer_agrees, 0, N_OPT_CASES);
     tcase_add_test(tc, test_cross_entropy_deterministic);
     suite_add_tcase(s, tc);
