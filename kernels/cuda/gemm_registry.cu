@@ -371,6 +371,25 @@ static int expand_candidates(const ge2_gemm_problem *pb, const cublasLtMatmulHeu
     return m;
 }
 
+// GE2_AUTOTUNE_LOG=1: every candidate's time on stderr, for whoever tunes the tuner.
+static void log_timings(const char *key, const candidate *all, const double *us, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char what[64];
+        if (all[i].tiled) {
+            ge2_tiled_config_str(all[i].config, what, sizeof what);
+        } else {
+            int32_t id = -1, split = 1;
+            size_t written = 0;
+            cublasLtMatmulAlgoConfigGetAttribute(&all[i].lt.algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &written);
+            cublasLtMatmulAlgoConfigGetAttribute(&all[i].lt.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split,
+                                                 sizeof split, &written);
+            snprintf(what, sizeof what, "cublasLt algo %d splitK %d", (int)id, (int)split);
+        }
+        fprintf(stderr, "ge2 autotune: %s: %-32s %8.2f us%s\n", key, what, us[i], i == 0 ? " (first)" : "");
+    }
+}
+
 // The families this problem's candidates come from, for the key.
 static const char *families_name(int n_lt, int n_tiled)
 {
@@ -469,6 +488,8 @@ ge2_status ge2_gemm_select(const ge2_launch *launch, const ge2_gemm_problem *pb,
     }
     if (st != GE2_OK)
         goto done;
+    if (getenv("GE2_AUTOTUNE_LOG") && strcmp(getenv("GE2_AUTOTUNE_LOG"), "1") == 0)
+        log_timings(key, all, us, n_all);
     for (int i = 1; i < n_all; i++)
         if (us[i] < us[best])
             best = i;

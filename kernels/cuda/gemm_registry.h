@@ -35,6 +35,7 @@
  * Environment:
  *   GE2_AUTOTUNE=0       no timing: the heuristic's first candidate (cached
  *                        choices are not used either).
+ *   GE2_AUTOTUNE_LOG=1   every candidate's time on stderr as it is tuned.
  *   GE2_GEMM_KERNEL=F    only family F: "cublaslt" or "tiled" (where the
  *                        tiled kernel takes the problem; else cuBLASLt).
  *                        Unset or "auto": both.

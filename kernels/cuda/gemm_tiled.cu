@@ -1,10 +1,9 @@
 // ge2's own fp32 GEMM for small problems: cluster split-K, LINEAR's
 // epilogues fused. What and why: gemm_tiled.h.
 //
-// One CTA computes a BM x BN block of acc over its share of k: 256 threads,
-// each a TM x TN register block, operands staged through shared memory BK
-// columns of k at a time (the next slice is loaded into registers while the
-// current one is multiplied). The CTAs sharing a block form one cluster
+// One CTA computes a BM x BN block of acc over its share of k, each thread
+// a TM x TN register block, operands staged through shared memory BK
+// columns of k at a time by cp.async, STAGES slices deep. The CTAs sharing a block form one cluster
 // along z; each leaves its partial block in its shared memory, and after a
 // cluster barrier CTA r sums rows [r·BM/S, (r+1)·BM/S) of all S partials in
 // rank order, reading its peers' shared memory directly, and runs the
@@ -15,6 +14,7 @@
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 extern "C" {
@@ -24,7 +24,51 @@ extern "C" {
 namespace cg = cooperative_groups;
 
 #define BK 16
+// 256 threads per CTA whatever the tile: the epilogue walks the block's
+// elements with dependent global reads (saved, bias), and fewer threads
+// means more of those round trips each (64-thread CTAs were 2x slower on
+// the small backward GEMMs).
 #define THREADS 256
+// Shared rows are padded so that the k-fast operand's transposing copy
+// (consecutive threads write consecutive k, i.e. different rows) does not
+// hit one bank 16 times; 4 keeps the rows float4-aligned.
+#define PAD 4
+// Slices of k in shared memory at once: loads run STAGES - 1 slices ahead
+// of the multiply, so a CTA's few slices (k is split over the cluster) are
+// mostly all in flight together instead of one memory latency each.
+#define STAGES 4
+
+// One f32 global -> shared copy that does not block (sm_80+ cp.async);
+// !valid writes 0 and reads nothing (src is then any mapped address).
+__device__ __forceinline__ void cp_async_f32(float *dst, const float *src, bool valid)
+{
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 4 : 0));
+}
+
+__device__ __forceinline__ void cp_async_commit()
+{
+    asm volatile("cp.async.commit_group;\n" ::);
+}
+
+template <int N> __device__ __forceinline__ void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Programmatic dependent launch (sm_90): the kernel is launched before its
+// predecessor ends; wait blocks until that predecessor's writes are
+// visible (a no-op for an ordinary launch), launch_dependents lets the
+// successor start launching early.
+__device__ __forceinline__ void ge2_pdl_wait()
+{
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void ge2_pdl_launch_dependents()
+{
+    asm volatile("griddepcontrol.launch_dependents;\n" ::);
+}
 
 // ------------------------------------------------------------------ kernels
 
@@ -73,15 +117,33 @@ __device__ __forceinline__ void ge2_tiled_epilogue_at(const ge2_tiled_gemm &g, i
 
 // A_K_FAST: a_k == 1 (consecutive threads read along k), else along m.
 // B_N_FAST: b_n == 1 (consecutive threads read along n), else along k.
+// N consecutive floats from shared memory in one load (N = 2 or 4, aligned).
+template <int N> __device__ __forceinline__ void load_shared(const float *p, float *out)
+{
+    if (N == 4) {
+        const float4 v = *reinterpret_cast<const float4 *>(p);
+        out[0] = v.x, out[1] = v.y, out[2] = v.z, out[3] = v.w;
+    } else {
+        const float2 v = *reinterpret_cast<const float2 *>(p);
+        out[0] = v.x, out[1] = v.y;
+    }
+}
+
+// Each thread keeps a TM x TN block of acc (TM, TN = 2 or 4).
 template <int BM, int BN, int TM, int TN, bool A_K_FAST, bool B_N_FAST>
 __global__ void __launch_bounds__(THREADS) ge2_tiled_gemm_kernel(const ge2_tiled_gemm g, const int splits)
 {
     static_assert((BM / TM) * (BN / TN) == THREADS, "one TM x TN block per thread");
     static_assert(BN % 32 == 0, "a warp's epilogue covers whole 32-column mask words");
     constexpr int A_PER = BM * BK / THREADS, B_PER = BK * BN / THREADS;
-    __shared__ float As[BK][BM]; // A's slice, k-major
-    __shared__ float Bs[BK][BN]; // B's slice
-    __shared__ float Cs[BM * BN]; // this CTA's partial block, row-major
+    constexpr int AS = BM + PAD, BS = BN + PAD;
+    constexpr int PIPE = STAGES * BK * (AS + BS);
+    // The pipeline's slices, then (once the multiply is done) this CTA's
+    // partial block in the same memory: peers read it through DSMEM.
+    __shared__ __align__(16) float smem[PIPE > BM * BN ? PIPE : BM * BN];
+    float(*As)[BK][AS] = reinterpret_cast<float(*)[BK][AS]>(smem);                // [STAGES][BK][BM], k-major
+    float(*Bs)[BK][BS] = reinterpret_cast<float(*)[BK][BS]>(smem + STAGES * BK * AS); // [STAGES][BK][BN]
+    float *Cs = smem;                                                               // [BM, BN], row-major
 
     const int tid = threadIdx.x;
     const int tx = tid % (BN / TN), ty = tid / (BN / TN);
@@ -91,7 +153,6 @@ __global__ void __launch_bounds__(THREADS) ge2_tiled_gemm_kernel(const ge2_tiled
     const int64_t kt_begin = split * per, kt_end = min(k_tiles, kt_begin + per);
     const bool ones = g.row_sums != NULL; // B's column n is all ones: the row sums
 
-    float ra[A_PER], rb[B_PER];
     float acc[TM][TN];
 #pragma unroll
     for (int i = 0; i < TM; i++)
@@ -107,64 +168,66 @@ __global__ void __launch_bounds__(THREADS) ge2_tiled_gemm_kernel(const ge2_tiled
     auto b_coord = [](int e, int &kk, int &nn) {
         if (B_N_FAST) { nn = e % BN; kk = e / BN; } else { kk = e % BK; nn = e / BK; }
     };
-    auto load = [&](int64_t kt) {
+    // Slice kt into stage st, asynchronously; out of range reads zero-fill.
+    auto issue = [&](int64_t kt, int st) {
         const int64_t k0 = kt * BK;
 #pragma unroll
         for (int r = 0; r < A_PER; r++) {
             int mm, kk;
             a_coord(tid + r * THREADS, mm, kk);
             const int64_t i = m0 + mm, l = k0 + kk;
-            ra[r] = i < g.m && l < g.k ? __ldg(g.a + i * g.a_m + l * g.a_k) : 0.0f;
+            const bool ok = i < g.m && l < g.k;
+            cp_async_f32(&As[st][kk][mm], ok ? g.a + i * g.a_m + l * g.a_k : g.a, ok);
         }
 #pragma unroll
         for (int r = 0; r < B_PER; r++) {
             int kk, nn;
             b_coord(tid + r * THREADS, kk, nn);
             const int64_t l = k0 + kk, j = n0 + nn;
-            float v = 0.0f;
-            if (l < g.k && j < g.n)
-                v = __ldg(g.b + l * g.b_k + j * g.b_n);
-            else if (l < g.k && j == g.n && ones)
-                v = 1.0f;
-            rb[r] = v;
+            if (ones && j == g.n) {
+                Bs[st][kk][nn] = l < g.k ? 1.0f : 0.0f;
+            } else {
+                const bool ok = l < g.k && j < g.n;
+                cp_async_f32(&Bs[st][kk][nn], ok ? g.b + l * g.b_k + j * g.b_n : g.b, ok);
+            }
         }
     };
 
-    if (kt_begin < kt_end)
-        load(kt_begin);
-    for (int64_t kt = kt_begin; kt < kt_end; kt++) {
+    // Operands may be the previous kernel's outputs (programmatic dependent launch).
+    ge2_pdl_wait();
+    // STAGES - 1 slices in flight before the first multiply; one group per
+    // slice, empty groups included, so wait_group counts slices.
+    const int64_t n_slices = kt_end > kt_begin ? kt_end - kt_begin : 0;
 #pragma unroll
-        for (int r = 0; r < A_PER; r++) {
-            int mm, kk;
-            a_coord(tid + r * THREADS, mm, kk);
-            As[kk][mm] = ra[r];
-        }
-#pragma unroll
-        for (int r = 0; r < B_PER; r++) {
-            int kk, nn;
-            b_coord(tid + r * THREADS, kk, nn);
-            Bs[kk][nn] = rb[r];
-        }
-        __syncthreads();
-        if (kt + 1 < kt_end)
-            load(kt + 1); // in flight while this slice is multiplied
+    for (int st = 0; st < STAGES - 1; st++) {
+        if (st < n_slices)
+            issue(kt_begin + st, st);
+        cp_async_commit();
+    }
+    for (int64_t t = 0; t < n_slices; t++) {
+        cp_async_wait<STAGES - 2>(); // slice t has landed (this thread's part)
+        __syncthreads();             // ... everyone's; and slice t - 1's stage is free
+        const int64_t next = t + STAGES - 1;
+        if (next < n_slices)
+            issue(kt_begin + next, (int)(next % STAGES));
+        cp_async_commit();
+        const int st = (int)(t % STAGES);
 #pragma unroll
         for (int kk = 0; kk < BK; kk++) {
             float av[TM], bv[TN];
-#pragma unroll
-            for (int i = 0; i < TM; i++)
-                av[i] = As[kk][ty * TM + i];
-#pragma unroll
-            for (int j = 0; j < TN; j++)
-                bv[j] = Bs[kk][tx * TN + j];
+            load_shared<TM>(&As[st][kk][ty * TM], av);
+            load_shared<TN>(&Bs[st][kk][tx * TN], bv);
 #pragma unroll
             for (int i = 0; i < TM; i++)
 #pragma unroll
                 for (int j = 0; j < TN; j++)
                     acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
         }
-        __syncthreads();
     }
+    cp_async_wait<0>(); // only empty groups are left; the slices' memory becomes Cs
+    __syncthreads();
+    // The next kernel may start launching; it waits for this grid's end before reading.
+    ge2_pdl_launch_dependents();
 #pragma unroll
     for (int i = 0; i < TM; i++)
 #pragma unroll
@@ -186,9 +249,16 @@ __global__ void __launch_bounds__(THREADS) ge2_tiled_gemm_kernel(const ge2_tiled
             continue;
         float v = 0.0f;
         if (splits > 1) {
+            // every peer's element first (independent loads, one latency), then the sum in rank order
             cg::cluster_group cluster = cg::this_cluster();
-            for (int s = 0; s < splits; s++)
-                v += cluster.map_shared_rank(Cs, s)[r * BN + col];
+            float part[GE2_TILED_MAX_SPLITS];
+#pragma unroll
+            for (int s = 0; s < GE2_TILED_MAX_SPLITS; s++)
+                part[s] = s < splits ? cluster.map_shared_rank(Cs, s)[r * BN + col] : 0.0f;
+#pragma unroll
+            for (int s = 0; s < GE2_TILED_MAX_SPLITS; s++)
+                if (s < splits)
+                    v += part[s];
         } else {
             v = Cs[r * BN + col];
         }
@@ -209,15 +279,26 @@ __global__ void __launch_bounds__(THREADS) ge2_tiled_gemm_kernel(const ge2_tiled
 
 // ---------------------------------------------------------------- launchers
 
+// GE2_PDL=0 launches without programmatic dependent launch (for comparison).
+static bool ge2_cuda_pdl_enabled(void)
+{
+    static int enabled = -1;
+    if (enabled < 0) {
+        const char *v = getenv("GE2_PDL");
+        enabled = !(v && strcmp(v, "0") == 0);
+    }
+    return enabled != 0;
+}
+
 typedef void (*tiled_kernel_fn)(const ge2_tiled_gemm, const int);
 
 typedef struct tile_info {
-    int bm, bn;
+    int bm, bn, threads;
     tiled_kernel_fn kernel[2][2]; // [A_K_FAST][B_N_FAST]
 } tile_info;
 
 #define TILE_ROW(BM, BN, TM, TN)                                                                            \
-    {BM, BN,                                                                                                \
+    {BM, BN, THREADS,                                                                                       \
      {{ge2_tiled_gemm_kernel<BM, BN, TM, TN, false, false>, ge2_tiled_gemm_kernel<BM, BN, TM, TN, false, true>}, \
       {ge2_tiled_gemm_kernel<BM, BN, TM, TN, true, false>, ge2_tiled_gemm_kernel<BM, BN, TM, TN, true, true>}}}
 
@@ -274,8 +355,8 @@ static double model_cost(const ge2_tiled_gemm *g, ge2_tiled_config cfg, int sm_c
     const int64_t k_tiles = ceil_div(g->k, BK);
     const int64_t ctas = ceil_div(g->m, t->bm) * ceil_div(out_cols(g), t->bn) * cfg.splits;
     const int64_t waves = ceil_div(ctas, sm_count > 0 ? sm_count : 1);
-    const double slice = (double)t->bm * t->bn * BK / THREADS + 40.0;
-    const double reduce = cfg.splits > 1 ? 8.0 * cfg.splits * t->bm * t->bn / THREADS : 0.0;
+    const double slice = (double)t->bm * t->bn * BK / t->threads + 40.0;
+    const double reduce = cfg.splits > 1 ? 8.0 * cfg.splits * t->bm * t->bn / t->threads : 0.0;
     return (double)waves * ((double)ceil_div(k_tiles, cfg.splits) * slice + reduce);
 }
 
@@ -329,16 +410,25 @@ extern "C" ge2_status ge2_tiled_gemm_run(const ge2_tiled_gemm *g, ge2_tiled_conf
     cudaLaunchConfig_t lc;
     memset(&lc, 0, sizeof lc);
     lc.gridDim = dim3((unsigned)ceil_div(out_cols(g), t->bn), (unsigned)ceil_div(g->m, t->bm), (unsigned)cfg.splits);
-    lc.blockDim = dim3(THREADS, 1, 1);
+    lc.blockDim = dim3((unsigned)t->threads, 1, 1);
     lc.stream = (cudaStream_t)stream;
-    cudaLaunchAttribute attr;
-    memset(&attr, 0, sizeof attr);
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = 1;
-    attr.val.clusterDim.y = 1;
-    attr.val.clusterDim.z = (unsigned)cfg.splits;
-    lc.attrs = &attr;
-    lc.numAttrs = cfg.splits > 1 ? 1 : 0;
+    cudaLaunchAttribute attr[2];
+    memset(attr, 0, sizeof attr);
+    unsigned n_attr = 0;
+    if (cfg.splits > 1) {
+        attr[n_attr].id = cudaLaunchAttributeClusterDimension;
+        attr[n_attr].val.clusterDim.x = 1;
+        attr[n_attr].val.clusterDim.y = 1;
+        attr[n_attr].val.clusterDim.z = (unsigned)cfg.splits;
+        n_attr++;
+    }
+    if (ge2_cuda_pdl_enabled()) {
+        attr[n_attr].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[n_attr].val.programmaticStreamSerializationAllowed = 1;
+        n_attr++;
+    }
+    lc.attrs = attr;
+    lc.numAttrs = n_attr;
     const ge2_tiled_gemm arg = *g;
     const int splits = cfg.splits;
     cudaError_t e = cudaLaunchKernelEx(&lc, t->kernel[g->a_k == 1][g->b_n == 1], arg, splits);
