@@ -67,9 +67,10 @@ __global__ void ge2_grad_norm_kernel(long long n, const float *grads /* [n] */, 
 // optimizer_math.h, and no __launch_bounds__ (under which ptxas spilled
 // around the double pow call in three rules).
 // Measured (ncu, H200, same run): 8.0 -> 7.4 us. Prediction wrong: local
-// memory and the switch were ~0.7 us. Next suspect, unmeasured: every thread
-// computes the scalars (2-3 double pow calls, ~400 FP64 instructions) before
-// its loads; once per block, loads issued first, would test it.
+// memory and the switch were ~0.7 us. Next suspect: every thread computed
+// the scalars (2-3 double pow calls, ~400 FP64 instructions, x256 threads
+// per block at 64 FP64 ops/clock/SM: ~0.8 us a block wave); now thread 0 of
+// each block does, into shared memory. Predicted ~1.5 us off the step.
 //
 // opt_rule restates ge2_opt_slots_of's layout as constants, so every slot
 // index below is known at compile time; the launcher checks the two agree.
@@ -116,7 +117,13 @@ __global__ void
                                 float *state /* [R::SLOTS, n] */, ge2_optimizer_config cfg, ge2_control *ctl)
 {
     const bool update = ge2_opt_is_update_step(&cfg, ctl);
-    const ge2_opt_scalars s = ge2_opt_scalars_of(&cfg, ctl);
+    // The step's scalars (lr, bias corrections: double pow calls) once per
+    // block, not once per thread.
+    __shared__ ge2_opt_scalars shared_scalars;
+    if (threadIdx.x == 0)
+        shared_scalars = ge2_opt_scalars_of(&cfg, ctl);
+    __syncthreads();
+    const ge2_opt_scalars s = shared_scalars;
     const bool nesterov = cfg.nesterov;
     const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const long long stride = (long long)gridDim.x * blockDim.x;
