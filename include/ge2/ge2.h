@@ -316,10 +316,11 @@ ge2_status ge2_program_step(ge2_program *program, ge2_mode mode, const ge2_feed 
  * as its first step would. Calling again before that step returns the same
  * buffers with what was written kept; steps of other keys (another batch
  * size, the other mode) in between do not touch them. The buffers belong to
- * one step: ge2_program_step refuses (GE2_ERR_STATE) a buffer not handed out
- * for that step (e.g. kept from an earlier one), so call this before every
- * step, and refuses (GE2_ERR_INVALID_ARGUMENT) data inside the buffers that
- * is not the feed's own. The memory stays ge2's, lives as long as the
+ * one step: ge2_program_step refuses (GE2_ERR_STATE) one of the key's
+ * buffers not handed out for that step (e.g. kept from its previous step),
+ * so call this before every step, and refuses (GE2_ERR_INVALID_ARGUMENT)
+ * data inside them that is not the feed's own; another key's buffers are
+ * plain data to it (copied). The memory stays ge2's, lives as long as the
  * program, and is 256-byte aligned. */
 ge2_status ge2_program_feed_buffers(ge2_program *program, ge2_mode mode, const ge2_feed *feeds, int n_feeds,
                                     void **ptrs);
