@@ -63,6 +63,13 @@ def fmt(v, digits=1):
     return str(v)
 
 
+def fmt_host(r):
+    """Host µs inside the step; where the row reports it (ge2 since zero-copy
+    feeding), the caller's write of the batch into the feed buffers after it."""
+    feed = r.get("host_feed_us_per_step")
+    return fmt(r.get("host_us_per_step")) + ("" if feed is None else f" (+{fmt(feed)} feed)")
+
+
 def fmt_loss(v):
     return "n/a" if v is None else f"{v:.3g}"
 
@@ -151,7 +158,7 @@ def workload_table(rows, workload):
                           fmt_ratio(ratio(mine, tg["us_per_step"]) if ok(tg) else None),
                           fmt_ratio(ratio(mem, peak))]
                 cells = [impl, label, fmt(mine), f"{fmt(r.get('us_p10'))}–{fmt(r.get('us_p90'))}",
-                         fmt(r.get("host_us_per_step")), vs[0], vs[1],
+                         fmt_host(r), vs[0], vs[1],
                          fmt(r.get("kernels_per_step")), fmt(mem / MIB if mem else None), vs[2],
                          fmt(r["taken_bytes"] / MIB if r.get("taken_bytes") else None),
                          f"{fmt_loss(r.get('loss_first'))} → {fmt_loss(r.get('loss_last'))}"]

@@ -25,7 +25,7 @@ def row(impl, workload, mode, us, tf32=False, **extra):
 
 ROWS = [
     # small: 30 µs passes ≤ 35; 0.5× torch graph (60), 0.25× torch eager (120).
-    row("ge2", "mlp_small", "replay", 30.0, device_bytes=6.5 * MIB),
+    row("ge2", "mlp_small", "replay", 30.0, device_bytes=6.5 * MIB, host_feed_us_per_step=9.75),
     row("torch", "mlp_small", "graph", 60.0, device_bytes=12 * MIB),
     row("torch", "mlp_small", "eager", 120.0, device_bytes=10 * MIB),
     # medium: 101 µs fails ≤ 100; host 6 µs fails ≤ 5.
@@ -74,9 +74,12 @@ class ReportTest(unittest.TestCase):
         text = report.report([], ROWS, "abc1234", "2026-11-21")
         small = next(line for line in text.splitlines() if line.startswith("| ge2 | replay | 30.0"))
         cells = [c.strip() for c in small.strip("|").split("|")]
+        self.assertEqual(cells[4], "3.0 (+9.8 feed)")  # the batch's write, apart from the step
         self.assertEqual(cells[5], "0.25×")  # 30 / 120
         self.assertEqual(cells[6], "0.50×")  # 30 / 60
         self.assertEqual(cells[9], "0.65×")  # 6.5 MiB / 10 MiB
+        torch_small = next(line for line in text.splitlines() if line.startswith("| torch | graph | 60.0"))
+        self.assertEqual([c.strip() for c in torch_small.strip("|").split("|")][4], "3.0")
         large_tf32 = next(line for line in text.splitlines() if line.startswith("| ge2 | replay TF32"))
         self.assertEqual([c.strip() for c in large_tf32.strip("|").split("|")][6], "0.70×")  # 350 / 500
         self.assertIn("- ge2 replay: GE2_ERR_CUDA: boom", text)

@@ -16,7 +16,8 @@
  *     first, then its outputs (loss, metrics), so a later step of another key
  *     that reuses the shared arena cannot clobber what read_output returns.
  *   - host staging (pinned on CUDA) for the feeds, one upload per step,
- *     alternating between GE2_STAGING_BUFFERS buffers.
+ *     alternating between GE2_STAGING_BUFFERS buffers. The caller may write
+ *     a batch straight into the next one (ge2_program_feed_buffers).
  */
 #ifndef GE2_CAPTURE_PROGRAM_INTERNAL_H
 #define GE2_CAPTURE_PROGRAM_INTERNAL_H
@@ -46,7 +47,14 @@ typedef struct ge2_program_key {
      * offsets; used in turn, each guarded by a fence after its upload */
     void *staging[GE2_STAGING_BUFFERS];
     void *fence[GE2_STAGING_BUFFERS]; /* NULL when the backend has no fences */
-    int next_staging;
+    /* an upload from the buffer may still be in flight: wait on its fence
+     * before writing it (false once waited for, so a step after
+     * ge2_program_feed_buffers does not wait again) */
+    bool staging_busy[GE2_STAGING_BUFFERS];
+    int next_staging; /* the buffer the key's next step uploads */
+    /* ge2_program_feed_buffers gave out next_staging's slots for the next
+     * step: only then may a step's feed data be a slot (used in place) */
+    bool handed_out;
     size_t staging_bytes; /* bytes of the feed region at the start of `inputs` */
     int64_t batch;        /* dim 0 of the first feed: examples per step */
     /* false after a failed exec_prepare (e.g. while the shared arena grew):

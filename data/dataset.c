@@ -205,28 +205,68 @@ ge2_status ge2_batcher_seek(ge2_batcher *b, int64_t epoch, int64_t batch_in_epoc
     return GE2_OK;
 }
 
-bool ge2_batcher_next(ge2_batcher *b, ge2_batch *out)
+int64_t ge2_batcher_next_size(const ge2_batcher *b)
 {
     if (b->next >= ge2_batcher_batches_per_epoch(b))
+        return 0;
+    int64_t start = b->next * b->opt.batch_size, n = b->ds->n;
+    return n - start < b->opt.batch_size ? n - start : b->opt.batch_size;
+}
+
+/* Takes the next batch's place in the epoch (out's size, epoch, index; its
+ * first position in the order at *start); false once the epoch is exhausted. */
+static bool batcher_take(ge2_batcher *b, ge2_batch *out, int64_t *start)
+{
+    out->size = ge2_batcher_next_size(b);
+    if (out->size == 0)
         return false;
-    const ge2_dataset *ds = b->ds;
-    int64_t start = b->next * b->opt.batch_size;
-    int64_t size = ds->n - start < b->opt.batch_size ? ds->n - start : b->opt.batch_size;
-    out->size = size;
+    *start = b->next * b->opt.batch_size;
     out->epoch = b->epoch;
     out->index = b->next++;
+    return true;
+}
+
+/* Examples order[start, start + size) into images and labels. */
+static void batcher_gather(const ge2_batcher *b, int64_t start, int64_t size, float *images, int32_t *labels)
+{
+    const ge2_dataset *ds = b->ds;
+    size_t row = (size_t)ds->features * sizeof(float);
     if (!b->opt.shuffle) {
-        out->images = ds->images + start * ds->features;
-        out->labels = ds->labels + start;
-        return true;
+        memcpy(images, ds->images + start * ds->features, (size_t)size * row);
+        memcpy(labels, ds->labels + start, (size_t)size * sizeof(int32_t));
+        return;
     }
     for (int64_t i = 0; i < size; i++) {
         int64_t e = b->order[start + i];
-        memcpy(b->images + i * ds->features, ds->images + e * ds->features, (size_t)ds->features * sizeof(float));
-        b->labels[i] = ds->labels[e];
+        memcpy(images + i * ds->features, ds->images + e * ds->features, row);
+        labels[i] = ds->labels[e];
     }
+}
+
+bool ge2_batcher_next(ge2_batcher *b, ge2_batch *out)
+{
+    int64_t start;
+    if (!batcher_take(b, out, &start))
+        return false;
+    if (!b->opt.shuffle) {
+        out->images = b->ds->images + start * b->ds->features;
+        out->labels = b->ds->labels + start;
+        return true;
+    }
+    batcher_gather(b, start, out->size, b->images, b->labels);
     out->images = b->images;
     out->labels = b->labels;
+    return true;
+}
+
+bool ge2_batcher_next_into(ge2_batcher *b, float *images, int32_t *labels, ge2_batch *out)
+{
+    int64_t start;
+    if (!batcher_take(b, out, &start))
+        return false;
+    batcher_gather(b, start, out->size, images, labels);
+    out->images = images;
+    out->labels = labels;
     return true;
 }
 

@@ -68,6 +68,14 @@ ge2_status ge2_batcher_seek(ge2_batcher *b, int64_t epoch, int64_t batch_in_epoc
  * (seek to epoch + 1 to go on). The batch's pointers stay valid until the
  * next call. */
 bool ge2_batcher_next(ge2_batcher *b, ge2_batch *out);
+/* Examples in the next batch (the last of an epoch may be smaller); 0 once
+ * the epoch is exhausted. What to ask ge2_program_feed_buffers for. */
+int64_t ge2_batcher_next_size(const ge2_batcher *b);
+/* Like ge2_batcher_next, but the batch is written into the caller's
+ * images [size, features] and labels [size] (shuffled or not), e.g. a
+ * program's feed buffers, so it is copied once, straight into the staging
+ * that ge2_program_step uploads. The batch's pointers are those. */
+bool ge2_batcher_next_into(ge2_batcher *b, float *images, int32_t *labels, ge2_batch *out);
 /* Where the next batch would come from. */
 void ge2_batcher_position(const ge2_batcher *b, int64_t *epoch, int64_t *batch_in_epoch);
 /* Example index at position i of the epoch's order (the permutation itself). */

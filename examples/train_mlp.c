@@ -381,6 +381,25 @@ static bool step_limit_hit(const run *r)
     return r->o->steps >= 0 && r->steps_done >= r->o->steps;
 }
 
+/* One step of mode on the batcher's next batch, gathered straight into the
+ * program's feed buffers: the batch is copied once, from the data set, and
+ * the step uploads it without copying. batch->size is 0, and nothing runs,
+ * once the epoch is exhausted. */
+static ge2_status step_next_batch(run *r, ge2_batcher *b, ge2_mode mode, ge2_batch *batch)
+{
+    int64_t size = ge2_batcher_next_size(b);
+    batch->size = 0;
+    if (size == 0)
+        return GE2_OK;
+    ge2_feed feeds[2] = {{r->m->x, NULL, ge2_shape2(size, N_FEATURES)}, {r->m->labels, NULL, ge2_shape1(size)}};
+    void *buf[2];
+    TRY(ge2_program_feed_buffers(r->program, mode, feeds, 2, buf));
+    ge2_batcher_next_into(b, buf[0], buf[1], batch);
+    feeds[0].data = buf[0];
+    feeds[1].data = buf[1];
+    return ge2_program_step(r->program, mode, feeds, 2);
+}
+
 static ge2_status train(run *r, const ge2_dataset *train_set)
 {
     const options *o = r->o;
@@ -396,10 +415,10 @@ static ge2_status train(run *r, const ge2_dataset *train_set)
         progress p = {.start = now_s(), .tty = isatty(STDOUT_FILENO)};
         ge2_batch batch;
         int64_t ran = 0;
-        while (st == GE2_OK && !step_limit_hit(r) && ge2_batcher_next(b, &batch)) {
-            ge2_feed feeds[2] = {{r->m->x, batch.images, ge2_shape2(batch.size, N_FEATURES)},
-                                 {r->m->labels, batch.labels, ge2_shape1(batch.size)}};
-            st = ge2_program_step(r->program, GE2_MODE_TRAIN, feeds, 2);
+        while (st == GE2_OK && !step_limit_hit(r)) {
+            st = step_next_batch(r, b, GE2_MODE_TRAIN, &batch);
+            if (batch.size == 0)
+                break;
             r->steps_done++;
             ran++;
             if (st == GE2_OK && p.tty && now_s() - p.last_draw > 0.1) {
@@ -432,10 +451,10 @@ static ge2_status evaluate(run *r, const ge2_dataset *test_set, ge2_metrics *m, 
         st = ge2_program_take_metrics(r->program, GE2_MODE_EVAL, m); /* start from zero */
     ge2_batch batch;
     *steps = 0;
-    while (st == GE2_OK && ge2_batcher_next(b, &batch)) {
-        ge2_feed feeds[2] = {{r->m->x, batch.images, ge2_shape2(batch.size, N_FEATURES)},
-                             {r->m->labels, batch.labels, ge2_shape1(batch.size)}};
-        st = ge2_program_step(r->program, GE2_MODE_EVAL, feeds, 2);
+    while (st == GE2_OK) {
+        st = step_next_batch(r, b, GE2_MODE_EVAL, &batch);
+        if (batch.size == 0)
+            break;
         (*steps)++;
     }
     ge2_batcher_free(b);

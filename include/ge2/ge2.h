@@ -298,8 +298,32 @@ typedef struct ge2_feed {
     ge2_shape shape;
 } ge2_feed;
 
-/* Runs one step. Never waits for the GPU: results are read later. */
+/* Runs one step. Never waits for the GPU: results are read later. Each
+ * feed's data is copied into ge2's pinned staging, unless it already is the
+ * buffer ge2_program_feed_buffers gave for it (then the step copies nothing:
+ * see there). */
 ge2_status ge2_program_step(ge2_program *program, ge2_mode mode, const ge2_feed *feeds, int n_feeds);
+
+/* Zero-copy feeding: the pinned host buffers the next ge2_program_step with
+ * this mode and these feed shapes (one graph key) uploads from. ptrs[i]
+ * receives feeds[i]'s buffer (feeds[i].data is ignored; every input and
+ * label must be given, as for a step). Write the batch there, then call
+ * ge2_program_step with feeds[i].data = ptrs[i]: the step uploads without
+ * copying. A data pointer not from here is copied as usual, so both ways mix.
+ *
+ * Waits only while that buffer's previous upload (two steps of the key ago)
+ * is still reading it. The key is planned and prepared here if it is new,
+ * as its first step would. Calling again before that step returns the same
+ * buffers with what was written kept; steps of other keys (another batch
+ * size, the other mode) in between do not touch them. The buffers belong to
+ * one step: ge2_program_step refuses (GE2_ERR_STATE) one of the key's
+ * buffers not handed out for that step (e.g. kept from its previous step),
+ * so call this before every step, and refuses (GE2_ERR_INVALID_ARGUMENT)
+ * data inside them that is not the feed's own; another key's buffers are
+ * plain data to it (copied). The memory stays ge2's, lives as long as the
+ * program, and is 256-byte aligned. */
+ge2_status ge2_program_feed_buffers(ge2_program *program, ge2_mode mode, const ge2_feed *feeds, int n_feeds,
+                                    void **ptrs);
 /* Waits for all submitted work. */
 ge2_status ge2_program_sync(ge2_program *program);
 /* Copies an output's value from the most recent step of the given mode (synchronizes). */

@@ -340,6 +340,53 @@ START_TEST(batcher_no_shuffle_and_last_batch)
 }
 END_TEST
 
+/* next_into writes the very batch next returns into the caller's buffers,
+ * shuffled or not, the partial last batch included; next_size says each
+ * batch's size beforehand and 0 at the end of the epoch. */
+START_TEST(batcher_next_into_matches_next)
+{
+    ge2_dataset *ds = counting_dataset(25);
+    for (int shuffle = 0; shuffle < 2; shuffle++) {
+        ge2_batcher_options opt = {.batch_size = 10, .shuffle = shuffle, .seed = 7, .drop_last = false};
+        ge2_batcher *a, *b;
+        ck_assert_int_eq(ge2_batcher_new(ds, &opt, &a), GE2_OK);
+        ck_assert_int_eq(ge2_batcher_new(ds, &opt, &b), GE2_OK);
+        for (int64_t epoch = 0; epoch < 2; epoch++) {
+            ck_assert_int_eq(ge2_batcher_seek(a, epoch, 0), GE2_OK);
+            ck_assert_int_eq(ge2_batcher_seek(b, epoch, 0), GE2_OK);
+            int64_t sizes[3] = {10, 10, 5};
+            for (int k = 0; k < 3; k++) {
+                float images[10 * 2 + 1];
+                int32_t labels[10 + 1];
+                images[sizes[k] * 2] = 99.0f; /* nothing written past the batch */
+                labels[sizes[k]] = 99;
+                ge2_batch want, got;
+                ck_assert_int_eq(ge2_batcher_next_size(b), sizes[k]);
+                ck_assert(ge2_batcher_next(a, &want));
+                ck_assert(ge2_batcher_next_into(b, images, labels, &got));
+                ck_assert_int_eq(got.size, want.size);
+                ck_assert_int_eq(got.index, want.index);
+                ck_assert_int_eq(got.epoch, epoch);
+                ck_assert_ptr_eq(got.images, images);
+                ck_assert_ptr_eq(got.labels, labels);
+                ck_assert_mem_eq(images, want.images, (size_t)want.size * 2 * sizeof(float));
+                ck_assert_mem_eq(labels, want.labels, (size_t)want.size * sizeof(int32_t));
+                ck_assert_float_eq(images[sizes[k] * 2], 99.0f);
+                ck_assert_int_eq(labels[sizes[k]], 99);
+            }
+            ck_assert_int_eq(ge2_batcher_next_size(b), 0);
+            ge2_batch none;
+            float img[2];
+            int32_t lab[1];
+            ck_assert(!ge2_batcher_next_into(b, img, lab, &none));
+        }
+        ge2_batcher_free(a);
+        ge2_batcher_free(b);
+    }
+    ge2_dataset_free(ds);
+}
+END_TEST
+
 static Suite *data_suite(void)
 {
     Suite *s = suite_create("data");
@@ -363,6 +410,7 @@ static Suite *data_suite(void)
     TCase *batcher = tcase_create("batcher");
     tcase_add_test(batcher, batcher_permutation_and_determinism);
     tcase_add_test(batcher, batcher_no_shuffle_and_last_batch);
+    tcase_add_test(batcher, batcher_next_into_matches_next);
     suite_add_tcase(s, batcher);
     return s;
 }

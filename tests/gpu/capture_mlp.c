@@ -88,19 +88,34 @@ void mlp_batch(uint64_t data_seed, int64_t index, int batch, float *x, int32_t *
         labels[i] = (int32_t)(ge2_splitmix64(~base + (uint64_t)i) % MLP_OUT);
 }
 
-float mlp_step(mlp *m, uint64_t data_seed, int64_t index, int batch, bool read_loss)
+/* Batch `index` written into x and labels, then one step on it. */
+static float step_on(mlp *m, uint64_t data_seed, int64_t index, int batch, bool read_loss, float *x,
+                     int32_t *labels)
 {
-    ck_assert_int_le(batch, MLP_MAX_BATCH);
-    mlp_batch(data_seed, index, batch, mlp_x_buf, mlp_label_buf);
+    mlp_batch(data_seed, index, batch, x, labels);
     ge2_feed feeds[2] = {
-        {m->x, mlp_x_buf, ge2_shape2(batch, MLP_IN)},
-        {m->labels, mlp_label_buf, ge2_shape1(batch)},
+        {m->x, x, ge2_shape2(batch, MLP_IN)},
+        {m->labels, labels, ge2_shape1(batch)},
     };
     API(ge2_program_step(m->program, GE2_MODE_TRAIN, feeds, 2));
     float loss = 0.0f;
     if (read_loss)
         API(ge2_program_read_output(m->program, GE2_MODE_TRAIN, m->loss, &loss, sizeof loss));
     return loss;
+}
+
+float mlp_step(mlp *m, uint64_t data_seed, int64_t index, int batch, bool read_loss)
+{
+    ck_assert_int_le(batch, MLP_MAX_BATCH);
+    return step_on(m, data_seed, index, batch, read_loss, mlp_x_buf, mlp_label_buf);
+}
+
+float mlp_step_in_place(mlp *m, uint64_t data_seed, int64_t index, int batch, bool read_loss)
+{
+    ge2_feed feeds[2] = {{m->x, NULL, ge2_shape2(batch, MLP_IN)}, {m->labels, NULL, ge2_shape1(batch)}};
+    void *buf[2];
+    API(ge2_program_feed_buffers(m->program, GE2_MODE_TRAIN, feeds, 2, buf));
+    return step_on(m, data_seed, index, batch, read_loss, buf[0], buf[1]);
 }
 
 float *mlp_get_params(mlp *m)

@@ -41,6 +41,9 @@ void mlp_batch(uint64_t data_seed, int64_t index, int batch, float *x /* [batch,
 
 /* One training step on batch `index`; returns the loss when read_loss (synchronizes), else 0. */
 float mlp_step(mlp *m, uint64_t data_seed, int64_t index, int batch, bool read_loss);
+/* The same step with the batch written straight into the program's pinned
+ * feed buffers (ge2_program_feed_buffers): the step copies nothing. */
+float mlp_step_in_place(mlp *m, uint64_t data_seed, int64_t index, int batch, bool read_loss);
 
 /* Elements of parameter i, and all of them concatenated (caller frees with free()). */
 int64_t mlp_param_numel(int i);

@@ -4,6 +4,8 @@
  *   (1) 100 steps replayed == 100 steps eager (capture disabled), bitwise:
  *       every loss and every parameter.
  *   (2) two captured runs from one seed: bitwise identical losses and parameters.
+ *   (3) zero-copy feeding (ge2_program_feed_buffers) == copied feeds, bitwise,
+ *       over two keys with the host running ahead of the device.
  *   GE2_DISABLE_CAPTURE=1 runs eagerly (no graph instantiated).
  *
  * GE2_TEST_SHORT=1 (the sanitizer run) cuts the step counts.
@@ -88,6 +90,42 @@ START_TEST(test_same_seed_bitwise)
 }
 END_TEST
 
+/* Zero-copy feeding on CUDA: batches written into the pinned feed buffers
+ * train bitwise like copied ones, over two keys (batch 64 and 32), with no
+ * synchronization between steps, so the host runs ahead and refills each
+ * staging buffer as soon as its fence allows: a buffer refilled while the
+ * device still uploads it would change the parameters. */
+START_TEST(test_zero_copy_equals_copying_bitwise)
+{
+    int n = steps(200);
+    float *params[2];
+    ge2_metrics metrics[2];
+    for (int way = 0; way < 2; way++) {
+        mlp m;
+        mlp_open(&m, GE2_DEVICE_CUDA, BATCH, SEED, LR, false);
+        for (int i = 0; i < n; i++) {
+            int batch = i % 5 == 4 ? BATCH / 2 : BATCH;
+            if (way == 0)
+                mlp_step(&m, DATA_SEED, i, batch, false);
+            else
+                mlp_step_in_place(&m, DATA_SEED, i, batch, false);
+        }
+        ck_assert_int_eq(ge2_program_sync(m.program), GE2_OK);
+        ck_assert_int_eq(ge2_program_take_metrics(m.program, GE2_MODE_TRAIN, &metrics[way]), GE2_OK);
+        ck_assert_int_eq(ge2_program_capture_count(m.program), 2);
+        params[way] = mlp_get_params(&m);
+        mlp_close(&m);
+    }
+    ck_assert_int_eq(metrics[1].steps, n);
+    ck_assert_msg(metrics[0].loss_sum == metrics[1].loss_sum, "loss sums: copying %.17g, zero-copy %.17g",
+                  metrics[0].loss_sum, metrics[1].loss_sum);
+    ck_assert_msg(memcmp(params[0], params[1], (size_t)mlp_total_numel() * sizeof(float)) == 0,
+                  "parameters differ (max rel %g)", mlp_rel_diff(params[1], params[0]));
+    free(params[0]);
+    free(params[1]);
+}
+END_TEST
+
 START_TEST(test_env_disables_capture)
 {
     setenv("GE2_DISABLE_CAPTURE", "1", 1); /* this forked child only */
@@ -100,4 +138,5 @@ START_TEST(test_env_disables_capture)
 END_TEST
 
 GE2_GPU_SUITE_MAIN("capture_replay_test", 600,
-                   test_replay_equals_eager_bitwise, test_same_seed_bitwise, test_env_disables_capture)
+                   test_replay_equals_eager_bitwise, test_same_seed_bitwise, test_zero_copy_equals_copying_bitwise,
+                   test_env_disables_capture)

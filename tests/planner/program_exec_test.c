@@ -501,14 +501,6 @@ START_TEST(test_failed_prepare_during_arena_growth)
 }
 END_TEST
 
-static void expect_error(ge2_status got, ge2_status want, const char *a, const char *b)
-{
-    ck_assert_msg(got == want, "got %s, want %s (%s)", ge2_status_name(got), ge2_status_name(want), ge2_last_error());
-    ck_assert_msg(strstr(ge2_last_error(), a), "'%s' lacks '%s'", ge2_last_error(), a);
-    if (b)
-        ck_assert_msg(strstr(ge2_last_error(), b), "'%s' lacks '%s'", ge2_last_error(), b);
-}
-
 START_TEST(test_feed_errors)
 {
     net n, other;
