@@ -330,6 +330,12 @@ bool ge2_gemm_autotune_enabled(void)
     return !(v && strcmp(v, "0") == 0);
 }
 
+bool ge2_gemm_autotune_log_enabled(void)
+{
+    const char *v = getenv("GE2_AUTOTUNE_LOG");
+    return v && strcmp(v, "1") == 0;
+}
+
 ge2_gemm_families ge2_gemm_families_allowed(void)
 {
     static bool warned;

@@ -488,7 +488,7 @@ ge2_status ge2_gemm_select(const ge2_launch *launch, const ge2_gemm_problem *pb,
     }
     if (st != GE2_OK)
         goto done;
-    if (getenv("GE2_AUTOTUNE_LOG") && strcmp(getenv("GE2_AUTOTUNE_LOG"), "1") == 0)
+    if (ge2_gemm_autotune_log_enabled())
         log_timings(key, all, us, n_all);
     for (int i = 1; i < n_all; i++)
         if (us[i] < us[best])

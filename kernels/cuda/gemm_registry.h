@@ -166,6 +166,8 @@ typedef struct ge2_gemm_registry_stats {
 void ge2_gemm_registry_stats_get(ge2_gemm_registry_stats *out);
 /* GE2_AUTOTUNE unset, empty or anything but "0". */
 bool ge2_gemm_autotune_enabled(void);
+/* GE2_AUTOTUNE_LOG is "1". */
+bool ge2_gemm_autotune_log_enabled(void);
 /* Which kernel families GE2_GEMM_KERNEL allows; an unknown value allows
  * both and warns once on stderr. */
 typedef enum ge2_gemm_families {

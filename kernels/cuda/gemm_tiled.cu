@@ -388,14 +388,6 @@ extern "C" int ge2_tiled_candidates(const ge2_tiled_gemm *g, int sm_count, ge2_t
     return m;
 }
 
-extern "C" ge2_tiled_config ge2_tiled_default(const ge2_tiled_gemm *g, int sm_count)
-{
-    ge2_tiled_config c[GE2_TILED_MAX_CANDIDATES];
-    if (ge2_tiled_candidates(g, sm_count, c, GE2_TILED_MAX_CANDIDATES) < 1)
-        return (ge2_tiled_config){GE2_TILED_32X32, 1};
-    return c[0];
-}
-
 extern "C" ge2_status ge2_tiled_gemm_run(const ge2_tiled_gemm *g, ge2_tiled_config cfg, void *stream,
                                         const char *who)
 {

@@ -30,7 +30,7 @@
  * A configuration is a tile (the output block one CTA computes) and a split
  * count (CTAs per cluster sharing that block's k range: 1, 2, 4 or 8). The
  * kernel registry (gemm_registry.h) times the candidates against cuBLASLt's;
- * without timing, ge2_tiled_default picks one by a work model.
+ * without timing, the first of ge2_tiled_candidates (a work model) runs.
  *
  * Plain C header (host side); the kernels are in gemm_tiled.cu.
  */
@@ -111,11 +111,9 @@ void ge2_tiled_config_format(ge2_tiled_config cfg, char *buf, size_t size);
  * an epilogue's missing operand. */
 bool ge2_tiled_supports(const ge2_tiled_gemm *g, char *why, size_t why_size);
 /* The configurations worth timing for g on a GPU with sm_count SMs, into
- * out[0..return). The first is ge2_tiled_default's. */
+ * out[0..return). The first is the work model's favourite: fewest waves of
+ * the largest per-CTA work that still fills the GPU. */
 int ge2_tiled_candidates(const ge2_tiled_gemm *g, int sm_count, ge2_tiled_config *out, int max);
-/* The configuration the work model prefers: fewest waves of the largest
- * per-CTA work that still fills the GPU. */
-ge2_tiled_config ge2_tiled_default(const ge2_tiled_gemm *g, int sm_count);
 
 /* Enqueues g with cfg on stream (a cudaStream_t). Capturable: no allocation,
  * no synchronization. `who` names the caller in an error ("linear (node 3)"). */

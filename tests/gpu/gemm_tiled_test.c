@@ -406,8 +406,6 @@ START_TEST(test_tiled_candidates_and_refusals)
     ck_assert_int_eq(c[0].splits, 8);
     for (int i = 0; i < n; i++)
         ck_assert(ge2_tiled_config_valid(c[i]));
-    ge2_tiled_config d = ge2_tiled_default(&g, 132);
-    ck_assert(d.tile == c[0].tile && d.splits == c[0].splits);
 
     /* one slice of k: no split */
     g.k = 16;
