@@ -12,13 +12,12 @@
 #define GE2_GRAD_SEED (-2)
 /* A dy entry meaning "no gradient flows into this output". */
 #define GE2_GRAD_NONE (-1)
-/* A dy entry meaning "not materialized: the product pending[id].dz · pending[id].w,
- * left for the producer's rule to fuse with its own epilogue" (autograd/linear.c). */
+/* A dy entry meaning "already taken through the producer's activation: the
+ * producer's dz is pending[id].dz" (a consumer's LINEAR_GRAD_INPUT, autograd/linear.c). */
 #define GE2_GRAD_PENDING (-3)
 
 typedef struct ge2_ag_pending {
-    int dz; /* [B, out] tensor id */
-    int w;  /* [out, in] tensor id */
+    int dz; /* [B, out] tensor id: the producer's dz */
 } ge2_ag_pending;
 
 typedef struct ge2_autograd {

@@ -16,11 +16,10 @@ static ge2_status matmul(ge2_autograd *ag, int a, int b, bool ta, bool tb, int *
     return ge2_ag_emit2(ag, GE2_OP_MATMUL, a, b, &at, out);
 }
 
-/* Whether the gradient of x, the input of a LINEAR, may stay a
- * pending product dz · w for x's producer to fuse: the producer is a LINEAR
- * whose y is x, and nothing but this node reads x or the producer's stash,
- * so the product is x's whole gradient and the producer's rule is the only
- * one that will see it. */
+/* Whether the gradient of x, the input of a LINEAR, may go straight into
+ * x's producer's dz (producer_dz): the producer is a LINEAR whose y is x, and
+ * nothing but this node reads x or the producer's stash, so dz · w is x's
+ * whole gradient and the producer's rule is the only one that will see it. */
 static bool can_defer(const ge2_autograd *ag, int x)
 {
     const ge2_graph *g = ag->graph;
@@ -44,26 +43,31 @@ static bool can_defer(const ge2_autograd *ag, int x)
     return uses == 1;
 }
 
-/* The LINEAR_GRAD_INPUT that turns a pending dz_next · w_next into this
- * node's dz: (dz_next · w_next) ⊙ act'(stash). The op can also sum db, but
- * the rule leaves db to LINEAR_GRAD_WEIGHT, which reads dz whole as its
- * reduction operand: there the sum is one more column of the same GEMM
- * (kernels/cuda/gemm_tiled.cu), where LINEAR_GRAD_INPUT would need a
- * reduction across the CTAs that split the batch. */
-static ge2_status pending_dz(ge2_autograd *ag, const ge2_node *node, int *dz)
+/* The LINEAR_GRAD_INPUT of x = producer's y, when x's whole gradient is dz ·
+ * w (can_defer): the producer's dz = (dz · w) ⊙ act'(its stash), in one GEMM
+ * with its epilogue. db is left to LINEAR_GRAD_WEIGHT, which reads dz whole
+ * as its reduction operand: there the sum is one more column of the same
+ * GEMM (kernels/cuda/gemm_tiled.cu), where this op would need a reduction
+ * across the CTAs that split the batch.
+ *
+ * Emitted by the consumer's rule before the consumer's LINEAR_GRAD_WEIGHT,
+ * so the schedule computes it while dz and x are both still live: no later
+ * node's input can share bytes with it, and the whole-step MLP kernel may
+ * run a layer's two backward GEMMs side by side (kernels/cuda/mlp_step.h). */
+static ge2_status producer_dz(ge2_autograd *ag, int x, int dz, int w, int *out)
 {
-    const ge2_linear_attrs *la = &node->attrs.linear;
-    const ge2_ag_pending *p = &ag->pending[node->outputs[0]];
+    const ge2_node *producer = &ag->graph->nodes[ag->graph->tensors[x]->producer];
+    const ge2_linear_attrs *la = &producer->attrs.linear;
     ge2_attrs a;
     memset(&a, 0, sizeof a);
     a.act.act = la->act;
     a.act.slope = la->slope;
-    int in[3] = {p->dz, p->w, -1}, n_in = 2;
+    int in[3] = {dz, w, -1}, n_in = 2;
     if (la->act != GE2_ACT_NONE) {
         a.act.from_output = ge2_linear_stash_of(la->act, la->slope) == GE2_STASH_NONE;
-        in[n_in++] = a.act.from_output ? node->outputs[0] : node->outputs[1];
+        in[n_in++] = a.act.from_output ? producer->outputs[0] : producer->outputs[1];
     }
-    return ge2_ag_emit_n(ag, GE2_OP_LINEAR_GRAD_INPUT, in, n_in, 1, &a, dz);
+    return ge2_ag_emit_n(ag, GE2_OP_LINEAR_GRAD_INPUT, in, n_in, 1, &a, out);
 }
 
 /* The generic dz: dy through ACTIVATION_BACKWARD, plus a gradient of the
@@ -104,9 +108,9 @@ static ge2_status plain_dz(ge2_autograd *ag, const ge2_node *node, const int *dy
  * exactly the three products below, so nothing has to be pattern-matched
  * back out of MATMUL/SUM/ACTIVATION_BACKWARD nodes and nothing is rewritten.
  *   dW, db: one LINEAR_GRAD_WEIGHT (the bias gradient in the GEMM's epilogue).
- *   dx:     when x's producer is a LINEAR (can_defer), left pending; that
- *           LINEAR's rule emits one LINEAR_GRAD_INPUT = the product and its
- *           activation's derivative. Otherwise a MATMUL.
+ *   dx:     when x's producer is a LINEAR (can_defer), one LINEAR_GRAD_INPUT
+ *           = the product times the producer's act', handed to the
+ *           producer's rule as its dz (GE2_GRAD_PENDING). Otherwise a MATMUL.
  * With graph->no_backward_fusion the rule emits the generic nodes only. */
 ge2_status ge2_backward_linear(ge2_autograd *ag, const ge2_node *node, const int *dy)
 {
@@ -115,13 +119,15 @@ ge2_status ge2_backward_linear(ge2_autograd *ag, const ge2_node *node, const int
     bool want_db = b >= 0 && ge2_ag_wants(ag, b), fuse = !g->no_backward_fusion;
     int dz, db = GE2_GRAD_NONE, gx, gw;
     if (dy[0] == GE2_GRAD_PENDING)
-        GE2_TRY(pending_dz(ag, node, &dz));
+        dz = ag->pending[node->outputs[0]].dz;
     else
         GE2_TRY(plain_dz(ag, node, dy, &dz));
     if (ge2_ag_wants(ag, x)) {
         if (can_defer(ag, x)) {
+            int dz_below;
+            GE2_TRY(producer_dz(ag, x, dz, w, &dz_below));
             ag->grad[x] = GE2_GRAD_PENDING;
-            ag->pending[x] = (ge2_ag_pending){dz, w};
+            ag->pending[x] = (ge2_ag_pending){dz_below};
         } else {
             GE2_TRY(matmul(ag, dz, w, false, false, &gx)); /* [B, out] · [out, in] */
             GE2_TRY(ge2_ag_accumulate(ag, x, gx));
