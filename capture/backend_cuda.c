@@ -29,6 +29,7 @@
 
 #include "graph/alloc.h"
 #include "graph/error.h"
+#include "kernels/cuda/mlp_step.h"
 
 /* cuBLASLt workspace shared by every GEMM of the program (one stream, so one
  * GEMM at a time); 32 MiB covers the split-K and stream-K configurations the
@@ -46,6 +47,7 @@ struct ge2_backend_ctx {
     bool tf32;
     bool disable_capture;
     bool print_kernels; /* GE2_PRINT_KERNELS: describe every launch at prepare */
+    bool mlp_step;      /* GE2_MLP_STEP (default on): whole-step kernel for keys it matches */
     int capture_count; /* graphs instantiated over the program's life */
 };
 
@@ -56,6 +58,7 @@ typedef struct ge2_cuda_exec {
     cudaGraphExec_t graph; /* NULL until captured */
     bool eager;            /* capture failed: this key runs eagerly for good */
     int kernel_nodes;      /* kernels in the captured graph, counted at capture */
+    ge2_mlp_step *mlp_step; /* the key's whole step in one kernel, or NULL: its launches one by one */
 } ge2_cuda_exec;
 
 static ge2_status cuda_fail(cudaError_t e, const char *call)
@@ -129,6 +132,8 @@ static ge2_status cuda_open(const ge2_compile_options *options, ge2_backend_ctx 
     ctx->tf32 = options && options->tf32;
     ctx->disable_capture = options && options->disable_capture; /* ge2_compile folds in GE2_DISABLE_CAPTURE */
     ctx->print_kernels = env_flag("GE2_PRINT_KERNELS");
+    const char *mlp_step = getenv("GE2_MLP_STEP");
+    ctx->mlp_step = !mlp_step || !mlp_step[0] || strcmp(mlp_step, "0") != 0;
     ge2_status st = open_resources(ctx);
     if (st != GE2_OK) {
         cuda_close(ctx);
@@ -291,6 +296,7 @@ static void release_launches(ge2_exec *exec, int n)
         if (k->release)
             k->release(l);
         l->backend_data = NULL;
+        l->fused_into = NULL;
     }
 }
 
@@ -300,6 +306,8 @@ static void cuda_exec_release(ge2_backend_ctx *ctx, ge2_exec *exec)
     ge2_cuda_exec *ce = exec->backend_data;
     if (ce && ce->graph)
         cudaGraphExecDestroy(ce->graph);
+    if (ce)
+        ge2_mlp_step_free(ce->mlp_step);
     ge2_free(ce);
     exec->backend_data = NULL;
     exec->captured = false;
@@ -310,7 +318,10 @@ static void cuda_describe(const ge2_backend_ctx *ctx, const ge2_launch *launch, 
 {
     (void)ctx;
     const ge2_cuda_kernel *k = &ge2_backend_cuda_kernels[launch->node->op];
-    snprintf(buf, size, "%s", k->describe ? k->describe(launch) : "cuda kernel");
+    if (launch->fused_into)
+        snprintf(buf, size, "in the %s", launch->fused_into);
+    else
+        snprintf(buf, size, "%s", k->describe ? k->describe(launch) : "cuda kernel");
 }
 
 static void print_kernels(const ge2_backend_ctx *ctx, const ge2_exec *exec)
@@ -321,6 +332,27 @@ static void print_kernels(const ge2_backend_ctx *ctx, const ge2_exec *exec)
         cuda_describe(ctx, l, what, sizeof what);
         fprintf(stderr, "ge2: node %d %s: %s\n", l->node->id, node_op_name(l), what);
     }
+}
+
+/* The whole-step kernel for a key whose launches it matches (mlp_step.h).
+ * The launches stay prepared, so the kernel report still says what each
+ * would have run; a key it does not match keeps them, and
+ * GE2_PRINT_KERNELS says why. */
+static ge2_status prepare_mlp_step(ge2_backend_ctx *ctx, ge2_exec *exec, ge2_cuda_exec *ce)
+{
+    ge2_mlp_step_desc desc;
+    char why[256];
+    if (!ctx->mlp_step)
+        return GE2_OK;
+    if (!ge2_mlp_step_match(exec->launches, exec->n_launches, &desc, why, sizeof why)) {
+        if (ctx->print_kernels)
+            fprintf(stderr, "ge2: no whole-step kernel for this key: %s\n", why);
+        return GE2_OK;
+    }
+    GE2_TRY(ge2_mlp_step_prepare(&desc, &ce->mlp_step));
+    for (int i = 0; i < exec->n_launches; i++)
+        exec->launches[i].fused_into = ge2_mlp_step_describe(ce->mlp_step);
+    return GE2_OK;
 }
 
 static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
@@ -350,6 +382,12 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
             return st;
         }
     }
+    ge2_status st = prepare_mlp_step(ctx, exec, ce);
+    if (st != GE2_OK) {
+        release_launches(exec, exec->n_launches);
+        ge2_free(ce);
+        return st;
+    }
     exec->backend_data = ce;
     exec->captured = false;
     if (ctx->print_kernels)
@@ -362,6 +400,13 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
 static ge2_status enqueue_all(ge2_backend_ctx *ctx, ge2_exec *exec, bool capturing, int *broke)
 {
     *broke = -1;
+    const ge2_cuda_exec *ce = exec->backend_data;
+    if (ce->mlp_step) {
+        ge2_status st = ge2_mlp_step_launch(ce->mlp_step, ctx->stream);
+        if (st != GE2_OK && capturing)
+            *broke = 0;
+        return st;
+    }
     for (int i = 0; i < exec->n_launches; i++) {
         const ge2_launch *l = &exec->launches[i];
         ge2_status st = ge2_backend_cuda_kernels[l->node->op].launch(l);

@@ -44,6 +44,9 @@ typedef struct ge2_launch {
     void *blas;         /* CUDA: cublasLtHandle_t */
     bool tf32;          /* CUDA: allow TF32 GEMMs */
     void *backend_data; /* per-launch state made by prepare (descriptors, chosen algorithm) */
+    /* CUDA: the whole-step kernel that does this launch's work, described
+     * (kernels/cuda/mlp_step.h); NULL when the launch runs its own kernel */
+    const char *fused_into;
 } ge2_launch;
 
 /* CPU kernels: one per op, indexed by ge2_op (kernels/cpu). */

@@ -9,6 +9,7 @@
 // order — hence its bits — is the same on every run and every replay.
 #include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/loss_row.h"
 
 // Threads per block for the row kernels: 8 warps, one row per warp at a time.
 #define GE2_LOSS_WARPS 8
@@ -25,38 +26,10 @@ __global__ void ge2_cross_entropy_kernel(int rows, int cols, float smoothing, co
     int lane = threadIdx.x % GE2_WARP, warp = threadIdx.x / GE2_WARP;
     int warps = gridDim.x * GE2_LOSS_WARPS;
     float inv_rows = 1.0f / (float)rows;
-    float off_target = smoothing / (float)cols;       /* smoothed target of every class */
-    float on_target = 1.0f - smoothing + off_target;  /* ... plus the label's share */
     float my_loss = 0.0f;
-    for (int r = blockIdx.x * GE2_LOSS_WARPS + warp; r < rows; r += warps) {
-        const float *x = logits + (long long)r * cols;
-        int y = labels[r];
-        bool valid = y >= 0 && y < cols;
-        float m = -INFINITY, sx = 0.0f;
-        for (int c = lane; c < cols; c += GE2_WARP) {
-            m = fmaxf(m, x[c]);
-            sx += x[c];
-        }
-        m = ge2_warp_max(m);
-        sx = ge2_warp_sum(sx);
-        float s = 0.0f;
-        for (int c = lane; c < cols; c += GE2_WARP)
-            s += expf(x[c] - m);
-        s = ge2_warp_sum(s);
-        float lse = m + logf(s);
-        /* -(1-eps) log p_y - eps/C sum_c log p_c, with log p_c = x_c - lse */
-        float row_loss = valid ? (1.0f - smoothing) * (lse - x[y]) + off_target * ((float)cols * lse - sx) : 0.0f;
-        my_loss += row_loss; /* lanes agree: every term is warp-uniform */
-        if (dlogits) {
-            float *dx = dlogits + (long long)r * cols;
-            float inv_s = 1.0f / s;
-            for (int c = lane; c < cols; c += GE2_WARP) {
-                float p = expf(x[c] - m) * inv_s;
-                float target = c == y ? on_target : off_target;
-                dx[c] = valid ? (p - target) * inv_rows : 0.0f;
-            }
-        }
-    }
+    for (int r = blockIdx.x * GE2_LOSS_WARPS + warp; r < rows; r += warps)
+        my_loss += ge2_cross_entropy_row(logits + (long long)r * cols, cols, labels[r], smoothing, inv_rows,
+                                         dlogits ? dlogits + (long long)r * cols : NULL);
     float total;
     if (!ge2_grid_sum(lane == 0 ? my_loss : 0.0f, ctl, &total))
         return;
@@ -91,25 +64,8 @@ __global__ void ge2_accuracy_kernel(int rows, int cols, const float *logits /* [
     int lane = threadIdx.x % GE2_WARP, warp = threadIdx.x / GE2_WARP;
     int warps = gridDim.x * GE2_LOSS_WARPS;
     int hits = 0;
-    for (int r = blockIdx.x * GE2_LOSS_WARPS + warp; r < rows; r += warps) {
-        const float *x = logits + (long long)r * cols;
-        float best = -INFINITY;
-        int arg = cols; /* past the end: a row of NaNs matches no label */
-        for (int c = lane; c < cols; c += GE2_WARP)
-            if (x[c] > best || (arg == cols && x[c] == best)) {
-                best = x[c];
-                arg = c;
-            }
-        for (int off = GE2_WARP / 2; off > 0; off /= 2) {
-            float ob = __shfl_xor_sync(0xffffffffu, best, off);
-            int oa = __shfl_xor_sync(0xffffffffu, arg, off);
-            if (ob > best || (ob == best && oa < arg)) {
-                best = ob;
-                arg = oa;
-            }
-        }
-        hits += arg == labels[r];
-    }
+    for (int r = blockIdx.x * GE2_LOSS_WARPS + warp; r < rows; r += warps)
+        hits += ge2_argmax_row(logits + (long long)r * cols, cols) == labels[r];
     float total;
     if (!ge2_grid_sum(lane == 0 ? (float)hits : 0.0f, ctl, &total))
         return;

@@ -12,7 +12,7 @@
 #include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/check.h"
 
-#include "kernels/optimizer_math.h"
+#include "kernels/cuda/optimizer_rule.h"
 
 // ------------------------------------------------------------------- kernels
 
@@ -72,41 +72,6 @@ __global__ void ge2_grad_norm_kernel(long long n, const float *grads /* [n] */, 
 // per block at 64 FP64 ops/clock/SM: ~0.8 us a block wave); now thread 0 of
 // each block does, into shared memory. Predicted ~1.5 us off the step.
 //
-// opt_rule restates ge2_opt_slots_of's layout as constants, so every slot
-// index below is known at compile time; the launcher checks the two agree.
-template <ge2_optimizer_kind KIND_, bool MOMENTUM_, bool AMSGRAD_, bool ACCUM_> struct opt_rule {
-    static constexpr ge2_optimizer_kind KIND = KIND_;
-    static constexpr bool SGD = KIND_ == GE2_OPT_SGD;
-    static constexpr int MOMENTUM = SGD && MOMENTUM_ ? 0 : -1;
-    static constexpr int EXP_AVG = SGD ? -1 : 0;
-    static constexpr int EXP_AVG_SQ = SGD ? -1 : 1;
-    static constexpr int MAX_EXP_AVG_SQ = !SGD && AMSGRAD_ ? 2 : -1;
-    static constexpr int OWN = SGD ? (MOMENTUM_ ? 1 : 0) : (AMSGRAD_ ? 3 : 2); /* the kind's slots */
-    static constexpr int ACCUM = ACCUM_ ? OWN : -1;
-    static constexpr int SLOTS = OWN + (ACCUM_ ? 1 : 0);
-    static constexpr int ARRAY = SLOTS > 0 ? SLOTS : 1; /* C++ has no zero-length arrays */
-
-    static bool matches(const ge2_opt_slots *s)
-    {
-        return s->momentum == MOMENTUM && s->exp_avg == EXP_AVG && s->exp_avg_sq == EXP_AVG_SQ &&
-               s->max_exp_avg_sq == MAX_EXP_AVG_SQ && s->accum == ACCUM && s->count == SLOTS;
-    }
-};
-
-/* Protocol step 4 for one element of an update step; st holds the element's
- * state slots in registers. */
-template <class R>
-__device__ __forceinline__ void ge2_opt_rule_element(const ge2_opt_scalars *s, bool nesterov, float *param, float g,
-                                                     float *st /* [R::SLOTS] */)
-{
-    g = ge2_opt_take_accum(g, R::ACCUM >= 0 ? st + R::ACCUM : nullptr);
-    if constexpr (R::SGD)
-        ge2_opt_sgd_element(s, nesterov, param, g, R::MOMENTUM >= 0 ? st + R::MOMENTUM : nullptr);
-    else
-        ge2_opt_adam_element(s, R::KIND == GE2_OPT_ADAMW, param, g, st + R::EXP_AVG, st + R::EXP_AVG_SQ,
-                             R::MAX_EXP_AVG_SQ >= 0 ? st + R::MAX_EXP_AVG_SQ : nullptr);
-}
-
 // VEC4 (every slot's base 16-byte aligned): each thread moves four elements
 // of params, grads and every slot as float4, then the scalar tail. A
 // micro-step (accumulating, not an update) touches only grads and the
@@ -141,39 +106,7 @@ __global__ void
                 acc[i] += grads[i];
         }
     } else {
-        float4 *p4 = reinterpret_cast<float4 *>(params);
-        const float4 *g4 = reinterpret_cast<const float4 *>(grads);
-        for (long long i = tid; i < n4; i += stride) {
-            float4 pv = p4[i], gv = g4[i];
-            float p[4] = {pv.x, pv.y, pv.z, pv.w}, g[4] = {gv.x, gv.y, gv.z, gv.w};
-            float st[4][R::ARRAY]; /* [element][slot] */
-#pragma unroll
-            for (int k = 0; k < R::SLOTS; k++) {
-                float4 v = reinterpret_cast<const float4 *>(state + k * n)[i];
-                st[0][k] = v.x;
-                st[1][k] = v.y;
-                st[2][k] = v.z;
-                st[3][k] = v.w;
-            }
-#pragma unroll
-            for (int j = 0; j < 4; j++)
-                ge2_opt_rule_element<R>(&s, nesterov, &p[j], g[j], st[j]);
-            p4[i] = make_float4(p[0], p[1], p[2], p[3]);
-#pragma unroll
-            for (int k = 0; k < R::SLOTS; k++)
-                reinterpret_cast<float4 *>(state + k * n)[i] = make_float4(st[0][k], st[1][k], st[2][k], st[3][k]);
-        }
-        for (long long i = head + tid; i < n; i += stride) {
-            float p = params[i], st[R::ARRAY]; /* [slot] */
-#pragma unroll
-            for (int k = 0; k < R::SLOTS; k++)
-                st[k] = state[k * n + i];
-            ge2_opt_rule_element<R>(&s, nesterov, &p, grads[i], st);
-            params[i] = p;
-#pragma unroll
-            for (int k = 0; k < R::SLOTS; k++)
-                state[k * n + i] = st[k];
-        }
+        ge2_opt_update_span<R, VEC4>(tid, stride, n, params, grads, state, s, nesterov);
     }
     if (!ge2_ticket_is_last(&ctl->blocks_done))
         return;

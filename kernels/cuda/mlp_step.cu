@@ -1,0 +1,623 @@
+// The whole-step MLP kernel (mlp_step.h): one cooperative grid, one block
+// per SM, that walks the step's phases with a grid barrier between them.
+//
+// A phase is a list of jobs; a job is one GEMM with its epilogue, or one
+// column sum (a bias gradient). Each job is cut into work items (an output
+// tile, or 32 columns) and the phase's items are dealt to blocks round-robin.
+//
+// A GEMM item computes a TM x TN tile of C = A·B over the whole K: the
+// operands are staged k-major in shared memory, chunk by chunk, and the 256
+// threads split into P = (TM/4)(TN/4) positions of a 4x4 register tile times
+// KG = 256/P groups that take every KG-th k. The groups' partial tiles are
+// summed in group order, so the result's bits do not depend on timing.
+// Small tiles over the whole K, rather than big tiles split over K, keep
+// every item inside one block: no partial-sum traffic, no extra barrier.
+#include <cooperative_groups.h>
+
+#include "kernels/cuda/block_reduce.h"
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/loss_row.h"
+#include "kernels/cuda/mlp_step.h"
+#include "kernels/cuda/optimizer_rule.h"
+
+#include "graph/alloc.h"
+#include "kernels/activation_math.h"
+
+namespace cg = cooperative_groups;
+
+#define MLP_THREADS 256
+#define MLP_WARPS (MLP_THREADS / GE2_WARP)
+// Shared-memory rows are padded by 4 floats: float4 reads stay aligned and
+// the transposing stores spread over 8 banks instead of 1.
+#define MLP_PAD 4
+// Floats of the per-group partial tiles: KG * TM * TN = (256 / P) * 16 P.
+#define MLP_RED_FLOATS (16 * MLP_THREADS)
+// Largest output tile side.
+#define MLP_MAX_TILE 64
+// Dynamic shared memory per block: one block per SM, so take most of it; the
+// operands of the widest phase (784 inputs at a 16 x 8 tile: 32 KB) fit
+// whole, larger K is staged in chunks.
+#define MLP_SMEM_BYTES (160 * 1024)
+#define MLP_OPERAND_FLOATS (MLP_SMEM_BYTES / 4 - MLP_MAX_TILE * MLP_MAX_TILE)
+// Columns per bias-gradient item: one per lane.
+#define MLP_COLSUM_COLS GE2_WARP
+
+enum mlp_job_kind { MLP_JOB_GEMM, MLP_JOB_COLSUM };
+enum mlp_epilogue {
+    MLP_EPI_FORWARD,     // y = act(z), z = acc + bias; relu's bit-mask
+    MLP_EPI_LOSS,        // logits = acc + bias; cross-entropy (and accuracy) per row
+    MLP_EPI_GRAD_INPUT,  // dz_below = acc ⊙ relu'(mask)
+    MLP_EPI_GRAD_WEIGHT, // dW = acc
+};
+
+// C[m, n] = sum_k A(m, k) B(k, n), A(m, k) = a[m a_rs + k a_ks], B(k, n) = b[k b_ks + n b_cs].
+struct mlp_job {
+    int kind, epilogue;
+    int M, N, K;
+    int tm, tn, kc; // tile and k-chunk
+    int tiles_n, items;
+    const float *a;
+    long long a_rs, a_ks;
+    const float *b;
+    long long b_ks, b_cs;
+    float *c;            // [M, N]; COLSUM: [N] column sums of a [M, N]
+    const float *bias;   // [N] FORWARD, LOSS
+    bool relu;           // FORWARD: apply, write the mask; GRAD_INPUT: multiply by its derivative
+    uint8_t *mask;       // [M, mask_row_bytes]
+    long long mask_row_bytes;
+    // LOSS
+    const int32_t *labels; // [M]
+    float smoothing, inv_rows;
+    float *dlogits;        // [M, N]
+    float *loss_partials;  // [items]
+    float *correct_partials; // [items] or NULL
+};
+
+struct mlp_phase {
+    int first_job, n_jobs, items;
+};
+
+struct mlp_params {
+    const mlp_job *jobs;
+    const mlp_phase *phases;
+    int n_phases;
+    // the loss: block 0 sums the loss job's partials at the start of phase finalize_phase
+    int finalize_phase, loss_items;
+    const float *loss_partials, *correct_partials;
+    float *loss, *correct;
+    float inv_rows;
+    // the optimizer, after the last phase
+    ge2_optimizer_config cfg;
+    ge2_flat_pools pools;
+    ge2_control *ctl;
+};
+
+// ------------------------------------------------------------------- kernels
+
+// dst[k][r] (row stride ld) = element (r0 + r, k0 + k) of src, zero past R;
+// consecutive threads walk src's contiguous dimension.
+__device__ __forceinline__ void mlp_stage(float *dst, int ld, const float *src, long long r_stride,
+                                          long long k_stride, int r0, int R, int T, int k0, int kc)
+{
+    const int total = T * kc;
+    if (k_stride == 1) {
+#pragma unroll 4
+        for (int idx = threadIdx.x; idx < total; idx += MLP_THREADS) {
+            int r = idx / kc, k = idx - r * kc;
+            dst[k * ld + r] = r0 + r < R ? src[(long long)(r0 + r) * r_stride + k0 + k] : 0.0f;
+        }
+    } else {
+#pragma unroll 4
+        for (int idx = threadIdx.x; idx < total; idx += MLP_THREADS) {
+            int k = idx / T, r = idx - k * T;
+            dst[k * ld + r] = r0 + r < R ? src[(long long)(r0 + r) * r_stride + (long long)(k0 + k) * k_stride] : 0.0f;
+        }
+    }
+}
+
+// The FORWARD epilogue's relu bit-mask: bit n of row m is z > 0, eight
+// columns to a byte (tiles are multiples of 8 wide, so no byte is shared
+// between items); the item holding the last column also clears the row's
+// padding bytes.
+__device__ void mlp_write_mask(const mlp_job &jb, int m0, int n0, const float *z /* [tm, tn] */)
+{
+    const int bytes_per_row = jb.tn / 8;
+    for (int o = threadIdx.x; o < jb.tm * bytes_per_row; o += MLP_THREADS) {
+        int r = o / bytes_per_row, byte = o - r * bytes_per_row, m = m0 + r, col0 = n0 + byte * 8;
+        if (m >= jb.M || col0 >= jb.N)
+            continue;
+        unsigned bits = 0;
+        for (int bit = 0; bit < 8 && col0 + bit < jb.N; bit++)
+            bits |= (z[r * jb.tn + byte * 8 + bit] > 0.0f ? 1u : 0u) << bit;
+        jb.mask[m * jb.mask_row_bytes + col0 / 8] = (uint8_t)bits;
+    }
+    if (n0 + jb.tn < jb.N)
+        return;
+    const int used = (jb.N + 7) / 8, pad = (int)jb.mask_row_bytes - used;
+    for (int o = threadIdx.x; o < jb.tm * pad; o += MLP_THREADS) {
+        int r = o / pad, m = m0 + r;
+        if (m < jb.M)
+            jb.mask[m * jb.mask_row_bytes + used + (o - r * pad)] = 0;
+    }
+}
+
+// LOSS: the item holds whole rows of logits; one warp per row.
+__device__ void mlp_loss_rows(const mlp_job &jb, int item, int m0, const float *logits /* [tm, tn] */)
+{
+    __shared__ float warp_loss[MLP_WARPS], warp_hits[MLP_WARPS];
+    const int warp = threadIdx.x / GE2_WARP, lane = threadIdx.x % GE2_WARP;
+    float loss = 0.0f, hits = 0.0f;
+    for (int r = warp; r < jb.tm && m0 + r < jb.M; r += MLP_WARPS) {
+        const int m = m0 + r, label = jb.labels[m];
+        const float *row = logits + r * jb.tn;
+        loss += ge2_cross_entropy_row(row, jb.N, label, jb.smoothing, jb.inv_rows, jb.dlogits + (long long)m * jb.N);
+        if (jb.correct_partials)
+            hits += ge2_argmax_row(row, jb.N) == label ? 1.0f : 0.0f;
+    }
+    if (lane == 0) {
+        warp_loss[warp] = loss;
+        warp_hits[warp] = hits;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float l = 0.0f, h = 0.0f;
+        for (int w = 0; w < MLP_WARPS; w++) {
+            l += warp_loss[w];
+            h += warp_hits[w];
+        }
+        jb.loss_partials[item] = l;
+        if (jb.correct_partials)
+            jb.correct_partials[item] = h;
+    }
+}
+
+__device__ void mlp_epilogue(const mlp_job &jb, int item, int m0, int n0, float *tile /* [tm, tn] */)
+{
+    for (int o = threadIdx.x; o < jb.tm * jb.tn; o += MLP_THREADS) {
+        const int r = o / jb.tn, col = o - r * jb.tn, m = m0 + r, n = n0 + col;
+        if (m >= jb.M || n >= jb.N)
+            continue;
+        const long long at = (long long)m * jb.N + n;
+        float v = tile[o];
+        switch (jb.epilogue) {
+        case MLP_EPI_FORWARD:
+            v += jb.bias[n];
+            tile[o] = v; /* z, for the mask */
+            jb.c[at] = jb.relu ? ge2_act_f32(GE2_ACT_RELU, v, 0.0f) : v;
+            break;
+        case MLP_EPI_LOSS:
+            v += jb.bias[n];
+            tile[o] = v;
+            jb.c[at] = v;
+            break;
+        case MLP_EPI_GRAD_INPUT:
+            if (jb.relu && !ge2_relu_mask_bit(jb.mask + m * jb.mask_row_bytes, n))
+                v = 0.0f;
+            jb.c[at] = v;
+            break;
+        default:
+            jb.c[at] = v;
+            break;
+        }
+    }
+    if (jb.epilogue == MLP_EPI_FORWARD && jb.relu) {
+        __syncthreads();
+        mlp_write_mask(jb, m0, n0, tile);
+    } else if (jb.epilogue == MLP_EPI_LOSS) {
+        __syncthreads();
+        mlp_loss_rows(jb, item, m0, tile);
+    }
+}
+
+__device__ void mlp_gemm_item(const mlp_job &jb, int item, float *smem)
+{
+    const int tm = jb.tm, tn = jb.tn;
+    const int m0 = item / jb.tiles_n * tm, n0 = item % jb.tiles_n * tn;
+    const int pm = tm / 4, positions = pm * (tn / 4), groups = MLP_THREADS / positions;
+    const int pos = threadIdx.x % positions, group = threadIdx.x / positions;
+    const int im = pos % pm * 4, in = pos / pm * 4;
+    const int lda = tm + MLP_PAD, ldb = tn + MLP_PAD;
+    float *as = smem;                 /* [kc, lda] */
+    float *bs = smem + jb.kc * lda;   /* [kc, ldb] */
+    float acc[4][4] = {};
+    for (int k0 = 0; k0 < jb.K; k0 += jb.kc) {
+        const int kc = min(jb.kc, jb.K - k0);
+        mlp_stage(as, lda, jb.a, jb.a_rs, jb.a_ks, m0, jb.M, tm, k0, kc);
+        mlp_stage(bs, ldb, jb.b, jb.b_cs, jb.b_ks, n0, jb.N, tn, k0, kc);
+        __syncthreads();
+        for (int k = group; k < kc; k += groups) {
+            const float4 a = *reinterpret_cast<const float4 *>(&as[k * lda + im]);
+            const float4 b = *reinterpret_cast<const float4 *>(&bs[k * ldb + in]);
+            const float av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+        }
+        __syncthreads();
+    }
+    float *partial = smem;                                /* [groups, tm, tn], over the operands */
+    float *tile = smem + MLP_OPERAND_FLOATS;              /* [tm, tn] */
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            partial[(group * tm + im + i) * tn + in + j] = acc[i][j];
+    __syncthreads();
+    for (int o = threadIdx.x; o < tm * tn; o += MLP_THREADS) {
+        float v = 0.0f;
+        for (int g = 0; g < groups; g++)
+            v += partial[g * tm * tn + o];
+        tile[o] = v;
+    }
+    __syncthreads();
+    mlp_epilogue(jb, item, m0, n0, tile);
+    __syncthreads(); /* the next item overwrites shared memory */
+}
+
+// c[n] = sum over the M rows of a[m, n], 32 columns per item; warp w takes
+// rows w, w + 8, ..., and the warps' sums are added in warp order.
+__device__ void mlp_colsum_item(const mlp_job &jb, int item, float *smem)
+{
+    const int warp = threadIdx.x / GE2_WARP, lane = threadIdx.x % GE2_WARP;
+    const int n = item * MLP_COLSUM_COLS + lane;
+    float s = 0.0f;
+    if (n < jb.N)
+        for (int m = warp; m < jb.M; m += MLP_WARPS)
+            s += jb.a[(long long)m * jb.N + n];
+    smem[warp * GE2_WARP + lane] = s;
+    __syncthreads();
+    if (warp == 0 && n < jb.N) {
+        float total = 0.0f;
+        for (int w = 0; w < MLP_WARPS; w++)
+            total += smem[w * GE2_WARP + lane];
+        jb.c[n] = total;
+    }
+    __syncthreads();
+}
+
+__device__ void mlp_run_phase(const mlp_params &p, int phase, float *smem)
+{
+    const mlp_phase ph = p.phases[phase];
+    for (int item = blockIdx.x; item < ph.items; item += gridDim.x) {
+        int j = ph.first_job, local = item;
+        while (local >= p.jobs[j].items) {
+            local -= p.jobs[j].items;
+            j++;
+        }
+        const mlp_job &jb = p.jobs[j];
+        if (jb.kind == MLP_JOB_GEMM)
+            mlp_gemm_item(jb, local, smem);
+        else
+            mlp_colsum_item(jb, local, smem);
+    }
+}
+
+// The step. The optimizer's scalars are read from the control block before
+// the first barrier and committed by block 0 after the last phase: nobody
+// reads the control block in between, so the commit cannot race a reader.
+template <class R>
+__global__ void __launch_bounds__(MLP_THREADS, 1) ge2_mlp_step_kernel(const mlp_params p)
+{
+    extern __shared__ float4 mlp_smem[];
+    float *smem = reinterpret_cast<float *>(mlp_smem);
+    __shared__ ge2_opt_scalars scalars;
+    cg::grid_group grid = cg::this_grid();
+    if (threadIdx.x == 0)
+        scalars = ge2_opt_scalars_of(&p.cfg, p.ctl);
+    for (int phase = 0; phase < p.n_phases; phase++) {
+        if (phase == p.finalize_phase && blockIdx.x == 0 && threadIdx.x == 0) {
+            float loss = 0.0f, hits = 0.0f;
+            for (int i = 0; i < p.loss_items; i++) {
+                loss += p.loss_partials[i];
+                if (p.correct)
+                    hits += p.correct_partials[i];
+            }
+            *p.loss = loss * p.inv_rows;
+            if (p.correct)
+                *p.correct = hits;
+        }
+        mlp_run_phase(p, phase, smem);
+        grid.sync();
+    }
+    __syncthreads(); /* scalars */
+    const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    ge2_opt_update_span<R, true>(tid, (long long)gridDim.x * blockDim.x, p.pools.n, p.pools.params, p.pools.grads,
+                                 p.pools.state, scalars, p.cfg.nesterov);
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+        ge2_opt_commit(p.ctl, true, &scalars);
+}
+
+// ----------------------------------------------------------------- launchers
+
+struct ge2_mlp_step {
+    mlp_params params;
+    mlp_job *jobs_dev;
+    mlp_phase *phases_dev;
+    float *partials_dev; /* [2, loss items] */
+    const void *kernel;
+    int grid;
+    char description[160];
+};
+
+static ge2_status step_cuda(cudaError_t e, const char *call)
+{
+    if (e == cudaSuccess)
+        return GE2_OK;
+    cudaGetLastError();
+    return ge2_error(GE2_ERR_CUDA, "ge2 whole-step MLP kernel: %s: %s (%s)", call, cudaGetErrorString(e),
+                     cudaGetErrorName(e));
+}
+
+static int ceil_div(long long a, long long b) { return (int)((a + b - 1) / b); }
+
+// Estimated clocks of a job cut into tm x tn tiles on `grid` blocks: waves of
+// items, each a fixed cost (barriers, reduction, epilogue, one memory round
+// trip) plus staging (~32 B/clock from L2) and FMAs (~64/clock for 8 warps).
+static double gemm_cost(int M, int N, int K, int tm, int tn, int grid)
+{
+    double items = (double)ceil_div(M, tm) * ceil_div(N, tn);
+    double waves = ceil(items / grid);
+    return waves * (1000.0 + (tm + tn) * (double)K / 8.0 + (double)tm * tn * K / 64.0);
+}
+
+// The cheapest tile by gemm_cost; tn_fixed > 0 fixes the width (the loss needs
+// whole rows: up to 1024 classes, ge2_mlp_step_match's limit, at tm 4).
+static void choose_tile(mlp_job *jb, int grid, int tn_fixed)
+{
+    double best = INFINITY;
+    for (int tm = 4; tm <= MLP_MAX_TILE; tm *= 2)
+        for (int tn = tn_fixed ? tn_fixed : 8; tn <= (tn_fixed ? tn_fixed : MLP_MAX_TILE); tn *= 2) {
+            if (tm * tn > 16 * MLP_THREADS) /* more 4x4 positions than threads */
+                continue;
+            double c = gemm_cost(jb->M, jb->N, jb->K, tm, tn, grid);
+            if (c < best) {
+                best = c;
+                jb->tm = tm;
+                jb->tn = tn;
+            }
+        }
+    jb->tiles_n = ceil_div(jb->N, jb->tn);
+    jb->items = ceil_div(jb->M, jb->tm) * jb->tiles_n;
+    int kc = MLP_OPERAND_FLOATS / (jb->tm + jb->tn + 2 * MLP_PAD);
+    jb->kc = jb->K < kc ? jb->K : kc;
+}
+
+static mlp_job gemm_job(int epilogue, int M, int N, int K, const float *a, long long a_rs, long long a_ks,
+                        const float *b, long long b_ks, long long b_cs, float *c)
+{
+    mlp_job jb = {};
+    jb.kind = MLP_JOB_GEMM;
+    jb.epilogue = epilogue;
+    jb.M = M;
+    jb.N = N;
+    jb.K = K;
+    jb.a = a;
+    jb.a_rs = a_rs;
+    jb.a_ks = a_ks;
+    jb.b = b;
+    jb.b_ks = b_ks;
+    jb.b_cs = b_cs;
+    jb.c = c;
+    return jb;
+}
+
+// Width of the loss tile: the classes rounded up to a power of two, at least 8 (the mask's byte).
+static int loss_tile_width(long long classes)
+{
+    int tn = 8;
+    while (tn < classes)
+        tn *= 2;
+    return tn;
+}
+
+typedef struct job_table {
+    mlp_job jobs[4 * GE2_MLP_STEP_MAX_LAYERS];
+    mlp_phase phases[2 * GE2_MLP_STEP_MAX_LAYERS];
+    int n_jobs, n_phases;
+} job_table;
+
+static void open_phase(job_table *t)
+{
+    t->phases[t->n_phases++] = (mlp_phase){t->n_jobs, 0, 0};
+}
+
+static void add_job(job_table *t, const mlp_job &jb)
+{
+    t->jobs[t->n_jobs++] = jb;
+    mlp_phase *ph = &t->phases[t->n_phases - 1];
+    ph->n_jobs++;
+    ph->items += jb.items;
+}
+
+// mlp_step.h's phase table as jobs.
+static void build_jobs(const ge2_mlp_step_desc *d, int grid, job_table *t)
+{
+    const int B = (int)d->batch, L = d->n_layers;
+    for (int l = 0; l < L; l++) {
+        const ge2_mlp_step_layer *ly = &d->layer[l];
+        const bool last = l == L - 1;
+        mlp_job jb = gemm_job(last ? MLP_EPI_LOSS : MLP_EPI_FORWARD, B, (int)ly->out, (int)ly->in, ly->x, ly->in, 1,
+                              ly->w, 1, ly->in, ly->y);
+        jb.bias = ly->b;
+        jb.relu = ly->act == GE2_ACT_RELU;
+        jb.mask = ly->mask;
+        jb.mask_row_bytes = ly->mask_row_bytes;
+        choose_tile(&jb, grid, last ? loss_tile_width(ly->out) : 0);
+        if (last) {
+            jb.labels = d->labels;
+            jb.smoothing = d->label_smoothing;
+            jb.inv_rows = 1.0f / (float)B;
+            jb.dlogits = ly->dz;
+        }
+        open_phase(t);
+        add_job(t, jb);
+    }
+    for (int l = L - 1; l >= 0; l--) {
+        const ge2_mlp_step_layer *ly = &d->layer[l];
+        open_phase(t);
+        /* dW [out, in] = dzᵀ · x: A(o, b) = dz[b, o], B(b, i) = x[b, i] */
+        mlp_job dw = gemm_job(MLP_EPI_GRAD_WEIGHT, (int)ly->out, (int)ly->in, B, ly->dz, 1, ly->out, ly->x, ly->in, 1,
+                              ly->dw);
+        choose_tile(&dw, grid, 0);
+        add_job(t, dw);
+        mlp_job db = {};
+        db.kind = MLP_JOB_COLSUM;
+        db.M = B;
+        db.N = (int)ly->out;
+        db.a = ly->dz;
+        db.c = ly->db;
+        db.items = ceil_div(ly->out, MLP_COLSUM_COLS);
+        add_job(t, db);
+        if (l == 0)
+            continue;
+        /* dz of the layer below [B, in] = (dz · w) ⊙ relu': A(b, o) = dz[b, o], B(o, i) = w[o, i] */
+        const ge2_mlp_step_layer *below = &d->layer[l - 1];
+        mlp_job dx = gemm_job(MLP_EPI_GRAD_INPUT, B, (int)ly->in, (int)ly->out, ly->dz, ly->out, 1, ly->w, ly->in, 1,
+                              below->dz);
+        dx.relu = below->act == GE2_ACT_RELU;
+        dx.mask = below->mask;
+        dx.mask_row_bytes = below->mask_row_bytes;
+        choose_tile(&dx, grid, 0);
+        add_job(t, dx);
+    }
+}
+
+template <class R> static const void *kernel_for(const ge2_opt_slots *slots)
+{
+    return R::matches(slots) ? (const void *)ge2_mlp_step_kernel<R> : NULL;
+}
+
+// The kernel instantiated for the optimizer's rule; NULL for a rule it has
+// none for (amsgrad, accumulation: ge2_mlp_step_match refuses them first).
+static const void *kernel_of(const ge2_optimizer_config *cfg)
+{
+    const ge2_opt_slots slots = ge2_opt_slots_of(cfg);
+    switch (cfg->kind) {
+    case GE2_OPT_ADAM:
+        return kernel_for<opt_rule<GE2_OPT_ADAM, false, false, false>>(&slots);
+    case GE2_OPT_ADAMW:
+        return kernel_for<opt_rule<GE2_OPT_ADAMW, false, false, false>>(&slots);
+    case GE2_OPT_SGD:
+        return slots.momentum >= 0 ? kernel_for<opt_rule<GE2_OPT_SGD, true, false, false>>(&slots)
+                                   : kernel_for<opt_rule<GE2_OPT_SGD, false, false, false>>(&slots);
+    default:
+        return NULL;
+    }
+}
+
+static ge2_status check_pools(const ge2_mlp_step_desc *d)
+{
+    ge2_opt_slots slots = ge2_opt_slots_of(&d->optimizer);
+    const ge2_flat_pools *p = &d->pools;
+    bool aligned = ((uintptr_t)p->params | (uintptr_t)p->grads | (uintptr_t)p->state) % 16 == 0;
+    if (slots.count > p->slots || slots.accum >= 0 || slots.max_exp_avg_sq >= 0)
+        return ge2_error(GE2_ERR_UNSUPPORTED, "ge2 whole-step MLP kernel: optimizer state layout not supported");
+    if (!aligned || (p->n % 4 != 0 && slots.count > 1))
+        return ge2_error(GE2_ERR_UNSUPPORTED, "ge2 whole-step MLP kernel: the flat pools are not float4-aligned");
+    return GE2_OK;
+}
+
+static ge2_status place_tables(ge2_mlp_step *s, const job_table *t, int loss_items)
+{
+    GE2_TRY(step_cuda(cudaMalloc((void **)&s->jobs_dev, sizeof(mlp_job) * t->n_jobs), "cudaMalloc"));
+    GE2_TRY(step_cuda(cudaMalloc((void **)&s->phases_dev, sizeof(mlp_phase) * t->n_phases), "cudaMalloc"));
+    GE2_TRY(step_cuda(cudaMalloc((void **)&s->partials_dev, sizeof(float) * 2 * loss_items), "cudaMalloc"));
+    GE2_TRY(step_cuda(cudaMemcpy(s->jobs_dev, t->jobs, sizeof(mlp_job) * t->n_jobs, cudaMemcpyHostToDevice),
+                      "cudaMemcpy"));
+    return step_cuda(cudaMemcpy(s->phases_dev, t->phases, sizeof(mlp_phase) * t->n_phases, cudaMemcpyHostToDevice),
+                     "cudaMemcpy");
+}
+
+extern "C" ge2_status ge2_mlp_step_prepare(const ge2_mlp_step_desc *d, ge2_mlp_step **out)
+{
+    *out = NULL;
+    GE2_TRY(check_pools(d));
+    const void *kernel = kernel_of(&d->optimizer);
+    if (!kernel)
+        return ge2_error(GE2_ERR_UNSUPPORTED, "ge2 whole-step MLP kernel: no kernel for optimizer kind %d",
+                         (int)d->optimizer.kind);
+    int device = 0, sms = 0, per_sm = 0;
+    GE2_TRY(step_cuda(cudaGetDevice(&device), "cudaGetDevice"));
+    GE2_TRY(step_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute"));
+    GE2_TRY(step_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, MLP_SMEM_BYTES),
+                      "cudaFuncSetAttribute"));
+    GE2_TRY(step_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, MLP_THREADS, MLP_SMEM_BYTES),
+                      "cudaOccupancyMaxActiveBlocksPerMultiprocessor"));
+    if (per_sm < 1)
+        return ge2_error(GE2_ERR_UNSUPPORTED, "ge2 whole-step MLP kernel: does not fit on an SM");
+    ge2_mlp_step *s = (ge2_mlp_step *)ge2_calloc(1, sizeof *s);
+    job_table *t = (job_table *)ge2_calloc(1, sizeof *t);
+    if (!s || !t) {
+        ge2_free(s);
+        ge2_free(t);
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 whole-step MLP kernel: out of host memory");
+    }
+    s->grid = sms; /* one block per SM: every barrier waits for the fewest blocks */
+    s->kernel = kernel;
+    build_jobs(d, s->grid, t);
+    const mlp_job *loss_job = &t->jobs[t->phases[d->n_layers - 1].first_job];
+    ge2_status st = place_tables(s, t, loss_job->items);
+    if (st == GE2_OK) {
+        /* the loss job's partials live in the step's scratch */
+        t->jobs[t->phases[d->n_layers - 1].first_job].loss_partials = s->partials_dev;
+        t->jobs[t->phases[d->n_layers - 1].first_job].correct_partials =
+            d->correct ? s->partials_dev + loss_job->items : NULL;
+        st = step_cuda(cudaMemcpy(s->jobs_dev, t->jobs, sizeof(mlp_job) * t->n_jobs, cudaMemcpyHostToDevice),
+                       "cudaMemcpy");
+    }
+    if (st != GE2_OK) {
+        ge2_free(t);
+        ge2_mlp_step_free(s);
+        return st;
+    }
+    mlp_params *p = &s->params;
+    p->jobs = s->jobs_dev;
+    p->phases = s->phases_dev;
+    p->n_phases = t->n_phases;
+    p->finalize_phase = d->n_layers;
+    p->loss_items = loss_job->items;
+    p->loss_partials = s->partials_dev;
+    p->correct_partials = s->partials_dev + loss_job->items;
+    p->loss = d->loss;
+    p->correct = d->correct;
+    p->inv_rows = 1.0f / (float)d->batch;
+    p->cfg = d->optimizer;
+    p->pools = d->pools;
+    p->ctl = d->control;
+    snprintf(s->description, sizeof s->description,
+             "ge2 whole-step MLP kernel: %d layers, %d phases, %d jobs, grid %d x %d (cooperative)", d->n_layers,
+             t->n_phases + 1, t->n_jobs, s->grid, MLP_THREADS);
+    ge2_free(t);
+    *out = s;
+    return GE2_OK;
+}
+
+extern "C" ge2_status ge2_mlp_step_launch(const ge2_mlp_step *s, void *stream)
+{
+    cudaLaunchConfig_t lc = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeCooperative;
+    attr[0].val.cooperative = 1;
+    lc.gridDim = dim3((unsigned)s->grid);
+    lc.blockDim = dim3(MLP_THREADS);
+    lc.dynamicSmemBytes = MLP_SMEM_BYTES;
+    lc.stream = (cudaStream_t)stream;
+    lc.attrs = attr;
+    lc.numAttrs = 1;
+    void *args[] = {(void *)&s->params};
+    return step_cuda(cudaLaunchKernelExC(&lc, s->kernel, args), "cudaLaunchKernelExC(ge2_mlp_step_kernel)");
+}
+
+extern "C" void ge2_mlp_step_free(ge2_mlp_step *s)
+{
+    if (!s)
+        return;
+    cudaFree(s->jobs_dev);
+    cudaFree(s->phases_dev);
+    cudaFree(s->partials_dev);
+    ge2_free(s);
+}
+
+extern "C" const char *ge2_mlp_step_describe(const ge2_mlp_step *s) { return s ? s->description : ""; }

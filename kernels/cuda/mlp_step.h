@@ -1,0 +1,92 @@
+/* The whole-step MLP kernel: one cooperative launch that does a graph key's
+ * entire training step — every layer's forward, softmax cross-entropy,
+ * every layer's backward and the optimizer update — when the key's launches
+ * are exactly that step.
+ *
+ * Why: a small MLP's step is ten kernels of 3.5–9 µs whose cost is launch,
+ * ramp-up and a few dependent memory round trips, not arithmetic (issue 7's
+ * profile: 67.9 µs for ~90 MFLOP). One persistent grid that waits at a grid
+ * barrier between dependent phases pays the launch once and a barrier
+ * (~1 µs) instead of a kernel boundary per phase.
+ *
+ * It is an implementation of the key's launch list, not a new graph: it
+ * reads and writes the very buffers the plan gave those launches (y, relu
+ * masks, dlogits, dz, the gradient and optimizer pools, the loss), so the
+ * CPU backend, checkpoints, read_output and the kernel report see the same
+ * program. Two launches that the schedule ran one after the other may run in
+ * the same phase here; ge2_mlp_step_match refuses a plan where such
+ * launches' buffers share arena bytes.
+ *
+ * Phases (L layers), each ending at a grid barrier:
+ *   0 .. L-2    forward of layer i: y = act(x·wᵀ + b), relu's bit-mask
+ *   L-1         forward of the last layer with cross-entropy (and accuracy)
+ *               in the epilogue: logits, dlogits, per-row-block loss partials
+ *   L .. 2L-1   backward of layer L-1 .. 0: dW, db and dz of the layer below
+ *   2L          the optimizer over the flat pools (optimizer_rule.h)
+ * Every sum runs in a fixed order, so a step is bit-identical run to run.
+ */
+#ifndef GE2_KERNELS_CUDA_MLP_STEP_H
+#define GE2_KERNELS_CUDA_MLP_STEP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kernels/kernel.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GE2_MLP_STEP_MAX_LAYERS 8
+
+typedef struct ge2_mlp_step_layer {
+    int64_t in, out;
+    ge2_activation act;     /* GE2_ACT_NONE or GE2_ACT_RELU */
+    const float *x;         /* [B, in]  the feed, or the layer below's y */
+    const float *w;         /* [out, in] */
+    const float *b;         /* [out] */
+    float *y;               /* [B, out] */
+    uint8_t *mask;          /* [B, mask_row_bytes] relu's bit-mask (z > 0); NULL without relu */
+    int64_t mask_row_bytes;
+    float *dz;              /* [B, out] dloss/dz: the dlogits for the last layer */
+    float *dw;              /* [out, in] in the gradient pool */
+    float *db;              /* [out] */
+} ge2_mlp_step_layer;
+
+typedef struct ge2_mlp_step_desc {
+    int n_layers;
+    int64_t batch;
+    const int32_t *labels; /* [B] */
+    float label_smoothing;
+    float *loss;           /* [] mean cross-entropy */
+    float *correct;        /* [] ACCURACY's count of right argmaxes; NULL without */
+    ge2_mlp_step_layer layer[GE2_MLP_STEP_MAX_LAYERS];
+    ge2_optimizer_config optimizer;
+    ge2_flat_pools pools;
+    ge2_control *control;
+} ge2_mlp_step_desc;
+
+/* mlp_step_match.c. True and *desc filled when launches[0, n) are exactly one
+ * training step of an MLP the kernel implements (LINEAR chain with bias and
+ * relu/no activation, CROSS_ENTROPY on the last, optional ACCURACY, the
+ * fused backward, one OPTIMIZER_UPDATE of SGD/Adam/AdamW without amsgrad,
+ * clipping or accumulation), and running them phase by phase is safe for
+ * the plan's arena. Otherwise false and *why says what did not fit. */
+bool ge2_mlp_step_match(const ge2_launch *launches, int n, ge2_mlp_step_desc *desc, char *why, size_t why_size);
+
+/* mlp_step.cu. Per graph key, before warm-up and capture: chooses tiles,
+ * sizes the grid to the GPU and allocates the kernel's job table and
+ * scratch. */
+typedef struct ge2_mlp_step ge2_mlp_step;
+ge2_status ge2_mlp_step_prepare(const ge2_mlp_step_desc *desc, ge2_mlp_step **out);
+/* Enqueues the step on stream (a cudaStream_t); capturable. */
+ge2_status ge2_mlp_step_launch(const ge2_mlp_step *step, void *stream);
+void ge2_mlp_step_free(ge2_mlp_step *step);
+/* One line for the kernel report, e.g. "ge2 whole-step MLP kernel: 3 layers, 7 phases, 132 blocks". */
+const char *ge2_mlp_step_describe(const ge2_mlp_step *step);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GE2_KERNELS_CUDA_MLP_STEP_H */
