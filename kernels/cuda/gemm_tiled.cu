@@ -21,6 +21,7 @@ extern "C" {
 #include "kernels/activation_math.h"
 }
 
+#include "kernels/cuda/cp_async.h"
 namespace cg = cooperative_groups;
 
 #define BK 16
@@ -37,24 +38,6 @@ namespace cg = cooperative_groups;
 // of the multiply, so a CTA's few slices (k is split over the cluster) are
 // mostly all in flight together instead of one memory latency each.
 #define STAGES 4
-
-// One f32 global -> shared copy that does not block (sm_80+ cp.async);
-// !valid writes 0 and reads nothing (src is then any mapped address).
-__device__ __forceinline__ void cp_async_f32(float *dst, const float *src, bool valid)
-{
-    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 4 : 0));
-}
-
-__device__ __forceinline__ void cp_async_commit()
-{
-    asm volatile("cp.async.commit_group;\n" ::);
-}
-
-template <int N> __device__ __forceinline__ void cp_async_wait()
-{
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 
 // Programmatic dependent launch (sm_90): the kernel is launched before its
 // predecessor ends; wait blocks until that predecessor's writes are

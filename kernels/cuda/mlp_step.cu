@@ -16,6 +16,7 @@
 
 #include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/cp_async.h"
 #include "kernels/cuda/loss_row.h"
 #include "kernels/cuda/mlp_step.h"
 #include "kernels/cuda/optimizer_rule.h"
@@ -54,7 +55,8 @@ enum mlp_epilogue {
 struct mlp_job {
     int kind, epilogue;
     int M, N, K;
-    int tm, tn, kc; // tile and k-chunk
+    int tm, tn, kc; // tile and k-chunk (a multiple of 4)
+    bool a_vec, b_vec; // the operand's rows are 16-byte aligned: staged by 16-byte copies
     int tiles_n, items;
     const float *a;
     long long a_rs, a_ks;
@@ -86,6 +88,9 @@ struct mlp_params {
     const float *loss_partials, *correct_partials;
     float *loss, *correct;
     float inv_rows;
+    // GE2_MLP_STEP_PROFILE: block 0 stamps the global timer at the start and
+    // after every phase (ns) [n_phases + 2]; NULL otherwise
+    unsigned long long *stamps;
     // the optimizer, after the last phase
     ge2_optimizer_config cfg;
     ge2_flat_pools pools;
@@ -94,24 +99,90 @@ struct mlp_params {
 
 // ------------------------------------------------------------------- kernels
 
-// dst[k][r] (row stride ld) = element (r0 + r, k0 + k) of src, zero past R;
-// consecutive threads walk src's contiguous dimension.
-__device__ __forceinline__ void mlp_stage(float *dst, int ld, const float *src, long long r_stride,
-                                          long long k_stride, int r0, int R, int T, int k0, int kc)
+// An operand tile into shared memory: rows [r0, r0 + T) (zero from R on)
+// by k [k0, k0 + kc) (zero from K on), element (r, k) at src[r rs + k ks].
+// Stored as it lies in memory, so every copy is contiguous: k-fast (ks == 1)
+// as dst[r][k], row stride ld = kc + 4; row-fast as dst[k][r], ld = T + 4.
+// Every copy is issued before any is waited for (cp.async), 16 bytes at a
+// time where rows are aligned: the stage costs about one memory latency.
+// (First version: one plain load per element, transposed into shared
+// memory, ~13 us per phase; then 4-byte cp.async, ~10 us with 64% of the
+// shared-memory wavefronts lost to bank conflicts — Nsight Compute, H200.)
+__device__ __forceinline__ void mlp_stage(float *dst, int ld, bool vec, const float *src, long long rs, long long ks,
+                                          int r0, int R, int T, int k0, int K, int kc)
 {
-    const int total = T * kc;
-    if (k_stride == 1) {
-#pragma unroll 4
-        for (int idx = threadIdx.x; idx < total; idx += MLP_THREADS) {
-            int r = idx / kc, k = idx - r * kc;
-            dst[k * ld + r] = r0 + r < R ? src[(long long)(r0 + r) * r_stride + k0 + k] : 0.0f;
+    const int warp = threadIdx.x / GE2_WARP, lane = threadIdx.x % GE2_WARP;
+    if (ks == 1) {
+        for (int r = warp; r < T; r += MLP_WARPS) {
+            const bool row_ok = r0 + r < R;
+            const float *row = src + (long long)(r0 + r) * rs + k0;
+            if (vec) {
+                for (int k = lane * 4; k < kc; k += 4 * GE2_WARP) {
+                    int bytes = row_ok ? min(max(K - k0 - k, 0), 4) * 4 : 0;
+                    cp_async_16(&dst[r * ld + k], bytes ? row + k : src, bytes);
+                }
+            } else {
+                for (int k = lane; k < kc; k += GE2_WARP) {
+                    bool ok = row_ok && k0 + k < K;
+                    cp_async_f32(&dst[r * ld + k], ok ? row + k : src, ok);
+                }
+            }
         }
     } else {
-#pragma unroll 4
-        for (int idx = threadIdx.x; idx < total; idx += MLP_THREADS) {
-            int k = idx / T, r = idx - k * T;
-            dst[k * ld + r] = r0 + r < R ? src[(long long)(r0 + r) * r_stride + (long long)(k0 + k) * k_stride] : 0.0f;
+        for (int k = warp; k < kc; k += MLP_WARPS) {
+            const bool k_ok = k0 + k < K;
+            const float *col = src + (long long)(k0 + k) * ks + r0;
+            if (vec) {
+                for (int r = lane * 4; r < T; r += 4 * GE2_WARP) {
+                    int bytes = k_ok ? min(max(R - r0 - r, 0), 4) * 4 : 0;
+                    cp_async_16(&dst[k * ld + r], bytes ? col + r : src, bytes);
+                }
+            } else {
+                for (int r = lane; r < T; r += GE2_WARP) {
+                    bool ok = k_ok && r0 + r < R;
+                    cp_async_f32(&dst[k * ld + r], ok ? col + r : src, ok);
+                }
+            }
         }
+    }
+}
+
+// Leading dimension of a staged operand (mlp_stage).
+__device__ __forceinline__ int mlp_ld(long long ks, int T, int kc) { return ks == 1 ? kc + MLP_PAD : T + MLP_PAD; }
+
+// acc[i][j] += sum over the thread's k of A(im + i, k) B(k, in + j). Each
+// step takes 4 consecutive k: four float4 reads per operand, whichever way
+// it is stored, for 64 FMAs.
+template <bool A_KFAST, bool B_KFAST>
+__device__ __forceinline__ void mlp_multiply(const float *as, int lda, const float *bs, int ldb, int kc, int im,
+                                             int in, int group, int groups, float acc[4][4])
+{
+    for (int k = 4 * group; k < kc; k += 4 * groups) {
+        float a[4][4], b[4][4]; /* [row or column][k - k0] */
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const float4 va = *reinterpret_cast<const float4 *>(A_KFAST ? &as[(im + i) * lda + k] : &as[(k + i) * lda + im]);
+            const float4 vb = *reinterpret_cast<const float4 *>(B_KFAST ? &bs[(in + i) * ldb + k] : &bs[(k + i) * ldb + in]);
+            const float fa[4] = {va.x, va.y, va.z, va.w}, fb[4] = {vb.x, vb.y, vb.z, vb.w};
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                if (A_KFAST)
+                    a[i][j] = fa[j];
+                else
+                    a[j][i] = fa[j];
+                if (B_KFAST)
+                    b[i][j] = fb[j];
+                else
+                    b[j][i] = fb[j];
+            }
+        }
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    acc[i][j] = fmaf(a[i][kk], b[j][kk], acc[i][j]);
     }
 }
 
@@ -216,34 +287,33 @@ __device__ void mlp_gemm_item(const mlp_job &jb, int item, float *smem)
     const int pm = tm / 4, positions = pm * (tn / 4), groups = MLP_THREADS / positions;
     const int pos = threadIdx.x % positions, group = threadIdx.x / positions;
     const int im = pos % pm * 4, in = pos / pm * 4;
-    const int lda = tm + MLP_PAD, ldb = tn + MLP_PAD;
-    float *as = smem;                 /* [kc, lda] */
-    float *bs = smem + jb.kc * lda;   /* [kc, ldb] */
+    const int lda = mlp_ld(jb.a_ks, tm, jb.kc), ldb = mlp_ld(jb.b_ks, tn, jb.kc);
+    float *as = smem;                                           /* [tm, lda] or [kc, lda] */
+    float *bs = smem + (jb.a_ks == 1 ? tm : jb.kc) * lda;       /* [tn, ldb] or [kc, ldb] */
     float acc[4][4] = {};
     for (int k0 = 0; k0 < jb.K; k0 += jb.kc) {
-        const int kc = min(jb.kc, jb.K - k0);
-        mlp_stage(as, lda, jb.a, jb.a_rs, jb.a_ks, m0, jb.M, tm, k0, kc);
-        mlp_stage(bs, ldb, jb.b, jb.b_cs, jb.b_ks, n0, jb.N, tn, k0, kc);
+        mlp_stage(as, lda, jb.a_vec, jb.a, jb.a_rs, jb.a_ks, m0, jb.M, tm, k0, jb.K, jb.kc);
+        mlp_stage(bs, ldb, jb.b_vec, jb.b, jb.b_cs, jb.b_ks, n0, jb.N, tn, k0, jb.K, jb.kc);
+        cp_async_commit();
+        cp_async_wait<0>();
         __syncthreads();
-        for (int k = group; k < kc; k += groups) {
-            const float4 a = *reinterpret_cast<const float4 *>(&as[k * lda + im]);
-            const float4 b = *reinterpret_cast<const float4 *>(&bs[k * ldb + in]);
-            const float av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-#pragma unroll
-                for (int j = 0; j < 4; j++)
-                    acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
-        }
+        const int kc = min(jb.kc, (jb.K - k0 + 3) / 4 * 4); /* past K the stage wrote zeros */
+        if (jb.a_ks == 1 && jb.b_ks == 1)
+            mlp_multiply<true, true>(as, lda, bs, ldb, kc, im, in, group, groups, acc);
+        else if (jb.a_ks == 1)
+            mlp_multiply<true, false>(as, lda, bs, ldb, kc, im, in, group, groups, acc);
+        else if (jb.b_ks == 1)
+            mlp_multiply<false, true>(as, lda, bs, ldb, kc, im, in, group, groups, acc);
+        else
+            mlp_multiply<false, false>(as, lda, bs, ldb, kc, im, in, group, groups, acc);
         __syncthreads();
     }
     float *partial = smem;                                /* [groups, tm, tn], over the operands */
     float *tile = smem + MLP_OPERAND_FLOATS;              /* [tm, tn] */
 #pragma unroll
     for (int i = 0; i < 4; i++)
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-            partial[(group * tm + im + i) * tn + in + j] = acc[i][j];
+        *reinterpret_cast<float4 *>(&partial[(group * tm + im + i) * tn + in]) =
+            make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
     __syncthreads();
     for (int o = threadIdx.x; o < tm * tn; o += MLP_THREADS) {
         float v = 0.0f;
@@ -264,6 +334,7 @@ __device__ void mlp_colsum_item(const mlp_job &jb, int item, float *smem)
     const int n = item * MLP_COLSUM_COLS + lane;
     float s = 0.0f;
     if (n < jb.N)
+#pragma unroll 8
         for (int m = warp; m < jb.M; m += MLP_WARPS)
             s += jb.a[(long long)m * jb.N + n];
     smem[warp * GE2_WARP + lane] = s;
@@ -294,6 +365,15 @@ __device__ void mlp_run_phase(const mlp_params &p, int phase, float *smem)
     }
 }
 
+__device__ __forceinline__ void mlp_stamp(const mlp_params &p, int at)
+{
+    if (p.stamps && blockIdx.x == 0 && threadIdx.x == 0) {
+        unsigned long long t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        p.stamps[at] = t;
+    }
+}
+
 // The step. The optimizer's scalars are read from the control block before
 // the first barrier and committed by block 0 after the last phase: nobody
 // reads the control block in between, so the commit cannot race a reader.
@@ -306,6 +386,7 @@ __global__ void __launch_bounds__(MLP_THREADS, 1) ge2_mlp_step_kernel(const mlp_
     cg::grid_group grid = cg::this_grid();
     if (threadIdx.x == 0)
         scalars = ge2_opt_scalars_of(&p.cfg, p.ctl);
+    mlp_stamp(p, 0);
     for (int phase = 0; phase < p.n_phases; phase++) {
         if (phase == p.finalize_phase && blockIdx.x == 0 && threadIdx.x == 0) {
             float loss = 0.0f, hits = 0.0f;
@@ -320,6 +401,7 @@ __global__ void __launch_bounds__(MLP_THREADS, 1) ge2_mlp_step_kernel(const mlp_
         }
         mlp_run_phase(p, phase, smem);
         grid.sync();
+        mlp_stamp(p, phase + 1);
     }
     __syncthreads(); /* scalars */
     const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -327,6 +409,7 @@ __global__ void __launch_bounds__(MLP_THREADS, 1) ge2_mlp_step_kernel(const mlp_
                                  p.pools.state, scalars, p.cfg.nesterov);
     if (blockIdx.x == 0 && threadIdx.x == 0)
         ge2_opt_commit(p.ctl, true, &scalars);
+    mlp_stamp(p, p.n_phases + 1);
 }
 
 // ----------------------------------------------------------------- launchers
@@ -336,6 +419,7 @@ struct ge2_mlp_step {
     mlp_job *jobs_dev;
     mlp_phase *phases_dev;
     float *partials_dev; /* [2, loss items] */
+    unsigned long long *stamps_dev; /* GE2_MLP_STEP_PROFILE: [n_phases + 2], else NULL */
     const void *kernel;
     int grid;
     char description[160];
@@ -380,8 +464,10 @@ static void choose_tile(mlp_job *jb, int grid, int tn_fixed)
         }
     jb->tiles_n = ceil_div(jb->N, jb->tn);
     jb->items = ceil_div(jb->M, jb->tm) * jb->tiles_n;
-    int kc = MLP_OPERAND_FLOATS / (jb->tm + jb->tn + 2 * MLP_PAD);
-    jb->kc = jb->K < kc ? jb->K : kc;
+    /* either layout of an operand fits in (T + 4)(kc + 4) floats */
+    int kc = (MLP_OPERAND_FLOATS / (jb->tm + jb->tn + 2 * MLP_PAD) - MLP_PAD) / 4 * 4;
+    int k4 = (jb->K + 3) / 4 * 4;
+    jb->kc = k4 < kc ? k4 : kc;
 }
 
 static mlp_job gemm_job(int epilogue, int M, int N, int K, const float *a, long long a_rs, long long a_ks,
@@ -400,6 +486,9 @@ static mlp_job gemm_job(int epilogue, int M, int N, int K, const float *a, long 
     jb.b_ks = b_ks;
     jb.b_cs = b_cs;
     jb.c = c;
+    /* 16-byte copies: the base and the stride between contiguous runs aligned */
+    jb.a_vec = (uintptr_t)a % 16 == 0 && (a_ks == 1 ? a_rs : a_ks) % 4 == 0;
+    jb.b_vec = (uintptr_t)b % 16 == 0 && (b_ks == 1 ? b_cs : b_ks) % 4 == 0;
     return jb;
 }
 
@@ -586,6 +675,11 @@ extern "C" ge2_status ge2_mlp_step_prepare(const ge2_mlp_step_desc *d, ge2_mlp_s
     p->cfg = d->optimizer;
     p->pools = d->pools;
     p->ctl = d->control;
+    const char *profile = getenv("GE2_MLP_STEP_PROFILE");
+    if (profile && profile[0] && strcmp(profile, "0") != 0 &&
+        cudaMalloc((void **)&s->stamps_dev, sizeof(unsigned long long) * (t->n_phases + 2)) == cudaSuccess)
+        p->stamps = s->stamps_dev;
+    cudaGetLastError();
     snprintf(s->description, sizeof s->description,
              "ge2 whole-step MLP kernel: %d layers, %d phases, %d jobs, grid %d x %d (cooperative)", d->n_layers,
              t->n_phases + 1, t->n_jobs, s->grid, MLP_THREADS);
@@ -610,10 +704,29 @@ extern "C" ge2_status ge2_mlp_step_launch(const ge2_mlp_step *s, void *stream)
     return step_cuda(cudaLaunchKernelExC(&lc, s->kernel, args), "cudaLaunchKernelExC(ge2_mlp_step_kernel)");
 }
 
+// GE2_MLP_STEP_PROFILE: the last step's phases, printed when the key goes.
+static void print_profile(const ge2_mlp_step *s)
+{
+    unsigned long long t[2 * GE2_MLP_STEP_MAX_LAYERS + 2];
+    int n = s->params.n_phases + 2;
+    if (cudaMemcpy(t, s->stamps_dev, sizeof(unsigned long long) * n, cudaMemcpyDeviceToHost) != cudaSuccess) {
+        cudaGetLastError();
+        return;
+    }
+    fprintf(stderr, "ge2: whole-step MLP kernel, last step, us per phase (forward.., backward.., optimizer):");
+    for (int i = 1; i < n; i++)
+        fprintf(stderr, " %.2f", (double)(t[i] - t[i - 1]) * 1e-3);
+    fprintf(stderr, "; total %.2f\n", (double)(t[n - 1] - t[0]) * 1e-3);
+}
+
 extern "C" void ge2_mlp_step_free(ge2_mlp_step *s)
 {
     if (!s)
         return;
+    if (s->stamps_dev) {
+        print_profile(s);
+        cudaFree(s->stamps_dev);
+    }
     cudaFree(s->jobs_dev);
     cudaFree(s->phases_dev);
     cudaFree(s->partials_dev);
