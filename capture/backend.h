@@ -1,8 +1,10 @@
-/* A backend: where a compiled program's memory lives and how a key's
- * launches run. The CPU backend (capture/backend_cpu.c) loops over the
- * launches; the CUDA backend (capture/backend_cuda.c) warms up, captures them
- * into one CUDA Graph on the first step of a key, and replays it after.
- * program.c owns pools, keys and staging and talks to a backend only here.
+/* A backend: where a compiled program's memory lives and how a key's step
+ * runs: its feed upload, its launches and the copy of its results to the
+ * host. The CPU backend (capture/backend_cpu.c) does them one after the
+ * other; the CUDA backend (capture/backend_cuda.c) warms up, captures all of
+ * it into one CUDA Graph per staging slot on the first step of a key, and
+ * replays after. program.c owns pools, keys and staging and talks to a
+ * backend only here.
  */
 #ifndef GE2_CAPTURE_BACKEND_H
 #define GE2_CAPTURE_BACKEND_H
@@ -12,14 +14,39 @@
 
 typedef struct ge2_backend_ctx ge2_backend_ctx; /* a backend's per-program state */
 
+/* Feed staging slots per graph key: the host fills one while the device may
+ * still run the step that used the other. A slot's step I/O does not change
+ * while the key is prepared, so the CUDA backend captures one graph per slot. */
+#define GE2_STAGING_BUFFERS 2
+/* Step outputs copied back to the host after each step: the loss and the
+ * first metric. */
+#define GE2_STEP_RESULTS 2
+
+/* A copy between host and device memory; bytes 0: none. */
+typedef struct ge2_copy {
+    void *dst;
+    const void *src;
+    size_t bytes;
+} ge2_copy;
+
+/* What a step of a key moves besides its launches, for one staging slot:
+ * the feeds in before the launches, the outputs the metrics sum out after
+ * them. Host sides are the backend's alloc_host memory (pinned on CUDA). */
+typedef struct ge2_step_io {
+    ge2_copy upload;                    /* slot's staging (host) -> the key's feed region (device) */
+    ge2_copy results[GE2_STEP_RESULTS]; /* scalar outputs (device) -> slot's result area (host) */
+} ge2_step_io;
+
 /* One graph key ready to run: its plan and resolved launches, in schedule order. */
 typedef struct ge2_exec {
     const ge2_plan *plan;
     int n_launches;
     ge2_launch *launches;
     void *arena;        /* this key's activation arena (possibly shared between keys) */
-    void *inputs;       /* this key's static input buffers */
-    void *backend_data; /* backend's per-key state (CUDA: cudaGraphExec_t, ...) */
+    /* per staging slot; set with the launches, before exec_prepare, and not
+     * changed until exec_release (the CUDA graphs hold these addresses) */
+    ge2_step_io io[GE2_STAGING_BUFFERS];
+    void *backend_data; /* backend's per-key state (CUDA: its graph execs, ...) */
     bool captured;
 } ge2_exec;
 
@@ -34,19 +61,22 @@ typedef struct ge2_backend {
     /* Host memory the device copies from/to quickly (pinned on CUDA). */
     ge2_status (*alloc_host)(ge2_backend_ctx *ctx, size_t bytes, void **out);
     void (*free_host)(ge2_backend_ctx *ctx, void *ptr);
-    /* Host -> device, ordered before the next run; src must stay valid until then (staging). */
+    /* Host -> device, ordered before the next run; src must stay valid until
+     * the device has read it (set_lr's ring, control and pool images). */
     ge2_status (*upload)(ge2_backend_ctx *ctx, void *dst, const void *src, size_t bytes);
     /* Device -> host, waits for all earlier work. */
     ge2_status (*download)(ge2_backend_ctx *ctx, void *dst, const void *src, size_t bytes);
-    /* Device -> host without waiting; ready once poll_readback says so. */
-    ge2_status (*readback_async)(ge2_backend_ctx *ctx, void *dst_host, const void *src, size_t bytes);
-    bool (*readback_done)(ge2_backend_ctx *ctx);
     /* Per key: fill launch resources (stream, blas handle, workspace), kernel prepare. */
     ge2_status (*exec_prepare)(ge2_backend_ctx *ctx, ge2_exec *exec);
-    /* One step of the key (CUDA: warm up + capture on first call, replay after). */
-    ge2_status (*exec_run)(ge2_backend_ctx *ctx, ge2_exec *exec);
+    /* One step of the key through staging slot `slot`, in this order on the
+     * device: exec->io[slot].upload, the launches, exec->io[slot].results.
+     * Returns once it is enqueued (CPU: done). CUDA: the first run after
+     * exec_prepare runs eagerly (the warm-up, and the step itself), then
+     * captures one graph per slot; later runs replay the slot's graph. */
+    ge2_status (*exec_run)(ge2_backend_ctx *ctx, ge2_exec *exec, int slot);
     void (*exec_release)(ge2_backend_ctx *ctx, ge2_exec *exec);
     ge2_status (*sync)(ge2_backend_ctx *ctx);
+    /* Keys captured over the program's life (each holds a graph per slot). */
     int (*capture_count)(const ge2_backend_ctx *ctx);
     /* Kernel nodes in the key's captured graph (cuBLASLt may launch several per
      * GEMM), -1 when the key is not captured. Optional: NULL means -1. */
@@ -56,17 +86,19 @@ typedef struct ge2_backend {
     size_t (*workspace_bytes)(const ge2_backend_ctx *ctx);
     /* Which kernel a prepared launch runs, as text into buf (the kernel report). */
     void (*describe)(const ge2_backend_ctx *ctx, const ge2_launch *launch, char *buf, size_t size);
-    /* Optional fences, so the program can reuse a pinned staging buffer without
-     * waiting for the whole device: fence_record marks the point after the
-     * work enqueued so far, fence_wait blocks until the work before the latest
-     * mark is done (at once if never recorded). program.c records one right
-     * after each feed upload. All four NULL: the program calls sync before
-     * refilling a staging buffer instead (free on the CPU, whose upload copies
-     * at once). */
+    /* Optional fences, so the program can reuse a pinned buffer an earlier
+     * copy reads or writes without waiting for the whole device: fence_record
+     * marks the point after the work enqueued so far, fence_wait blocks until
+     * the work before the latest mark is done, fence_done says whether it is
+     * without waiting (both at once if never recorded). program_step.c
+     * records one after each step, so a staging slot's fence also says that
+     * slot's results have landed. All five NULL: the program calls sync
+     * instead (free on the CPU, which runs a step before exec_run returns). */
     ge2_status (*fence_new)(ge2_backend_ctx *ctx, void **fence);
     void (*fence_free)(ge2_backend_ctx *ctx, void *fence);
     ge2_status (*fence_record)(ge2_backend_ctx *ctx, void *fence);
     ge2_status (*fence_wait)(ge2_backend_ctx *ctx, void *fence);
+    ge2_status (*fence_done)(ge2_backend_ctx *ctx, void *fence, bool *done);
 } ge2_backend;
 
 extern const ge2_backend ge2_backend_cpu;

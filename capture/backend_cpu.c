@@ -58,12 +58,6 @@ static ge2_status cpu_copy(ge2_backend_ctx *ctx, void *dst, const void *src, siz
     return GE2_OK;
 }
 
-static bool cpu_readback_done(ge2_backend_ctx *ctx)
-{
-    (void)ctx;
-    return true;
-}
-
 static ge2_status cpu_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
 {
     (void)ctx;
@@ -71,9 +65,20 @@ static ge2_status cpu_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
     return GE2_OK;
 }
 
-static ge2_status cpu_exec_run(ge2_backend_ctx *ctx, ge2_exec *exec)
+static void copy(const ge2_copy *c)
+{
+    if (c->bytes)
+        memcpy(c->dst, c->src, c->bytes);
+}
+
+/* The same order as CUDA's stream: feeds in, launches, results out. */
+static ge2_status cpu_exec_run(ge2_backend_ctx *ctx, ge2_exec *exec, int slot)
 {
     (void)ctx;
+    if (slot < 0 || slot >= GE2_STAGING_BUFFERS)
+        return ge2_error(GE2_ERR_STATE, "ge2_backend_cpu: staging slot %d of %d", slot, GE2_STAGING_BUFFERS);
+    const ge2_step_io *io = &exec->io[slot];
+    copy(&io->upload);
     for (int i = 0; i < exec->n_launches; i++) {
         const ge2_launch *launch = &exec->launches[i];
         const ge2_node *node = launch->node;
@@ -89,6 +94,8 @@ static ge2_status cpu_exec_run(ge2_backend_ctx *ctx, ge2_exec *exec)
             return ge2_error(st, "%s (node %d, step position %d)", msg, node->id, i);
         }
     }
+    for (int r = 0; r < GE2_STEP_RESULTS; r++)
+        copy(&io->results[r]);
     return GE2_OK;
 }
 
@@ -128,8 +135,6 @@ const ge2_backend ge2_backend_cpu = {
     .free_host = cpu_free,
     .upload = cpu_copy,
     .download = cpu_copy,
-    .readback_async = cpu_copy,
-    .readback_done = cpu_readback_done,
     .exec_prepare = cpu_exec_prepare,
     .exec_run = cpu_exec_run,
     .exec_release = cpu_exec_release,

@@ -1,13 +1,16 @@
 /* The CUDA backend: one non-blocking stream per program, and per graph key
- * one CUDA Graph holding the whole step.
+ * and staging slot one CUDA Graph holding the whole step: the feeds' upload
+ * from the slot's pinned staging, the launches, and the copy of the loss and
+ * metric into the slot's pinned result area.
  *
- * A key's first step runs its launches eagerly. That run is the step itself
- * (the optimizer must update once, not twice) and also the warm-up: every
- * kernel module is loaded and every cuBLASLt kernel has run once before
- * capture. The same launches are then captured, instantiated and uploaded
- * without being executed; every later step of the key is one cudaGraphLaunch.
- * A replay therefore allocates nothing, waits for nothing and reads no host
- * value: what changes per step lives in the device control block.
+ * A key's first step runs eagerly. That run is the step itself (the
+ * optimizer must update once, not twice) and also the warm-up: every kernel
+ * module is loaded and every cuBLASLt kernel has run once before capture.
+ * The same step is then captured once per slot, instantiated and uploaded
+ * without being executed; every later step of the key is one cudaGraphLaunch
+ * (the program records its fence after it). A replay therefore allocates
+ * nothing, waits for nothing and reads no host value but its feeds: what
+ * changes per step lives in the device control block.
  *
  * If a launch cannot be captured, the key falls back to eager execution for
  * good (one warning line on stderr naming the node and op), and the program
@@ -42,22 +45,20 @@ struct ge2_backend_ctx {
     cublasLtHandle_t lt;
     void *workspace; /* [GE2_CUDA_WORKSPACE_BYTES] */
     size_t workspace_bytes;
-    cudaEvent_t readback; /* recorded after the latest asynchronous read-back */
-    bool readback_pending;
     bool tf32;
     bool disable_capture;
     bool print_kernels; /* GE2_PRINT_KERNELS: describe every launch at prepare */
     bool mlp_step;      /* GE2_MLP_STEP (default on): whole-step kernel for keys it matches */
-    int capture_count; /* graphs instantiated over the program's life */
+    int capture_count; /* keys captured over the program's life */
 };
 
 const ge2_cuda_kernel *ge2_backend_cuda_kernels = ge2_cuda_kernels;
 
 /* Per key, in ge2_exec.backend_data. */
 typedef struct ge2_cuda_exec {
-    cudaGraphExec_t graph; /* NULL until captured */
-    bool eager;            /* capture failed: this key runs eagerly for good */
-    int kernel_nodes;      /* kernels in the captured graph, counted at capture */
+    cudaGraphExec_t graph[GE2_STAGING_BUFFERS]; /* per staging slot; NULL until captured */
+    bool eager;       /* capture failed: this key runs eagerly for good */
+    int kernel_nodes; /* kernels in a captured graph (every slot's has the same), counted at capture */
     ge2_mlp_step *mlp_step; /* the key's whole step in one kernel, or NULL: its launches one by one */
 } ge2_cuda_exec;
 
@@ -82,8 +83,6 @@ static void cuda_close(ge2_backend_ctx *ctx)
         return;
     if (ctx->stream)
         cudaStreamSynchronize(ctx->stream);
-    if (ctx->readback)
-        cudaEventDestroy(ctx->readback);
     if (ctx->workspace)
         cudaFree(ctx->workspace);
     if (ctx->lt)
@@ -118,8 +117,6 @@ static ge2_status open_resources(ge2_backend_ctx *ctx)
     }
     ctx->workspace_bytes = GE2_CUDA_WORKSPACE_BYTES;
     CUDA_TRY(cudaMalloc(&ctx->workspace, ctx->workspace_bytes));
-    /* Timing off: the event only answers "has the copy landed". */
-    CUDA_TRY(cudaEventCreateWithFlags(&ctx->readback, cudaEventDisableTiming));
     return GE2_OK;
 }
 
@@ -214,37 +211,15 @@ static ge2_status cuda_download(ge2_backend_ctx *ctx, void *dst, const void *src
     return GE2_OK;
 }
 
-static ge2_status cuda_readback_async(ge2_backend_ctx *ctx, void *dst_host, const void *src, size_t bytes)
-{
-    if (bytes)
-        CUDA_TRY(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, ctx->stream));
-    /* One event re-recorded: it completes after every read-back enqueued so far. */
-    CUDA_TRY(cudaEventRecord(ctx->readback, ctx->stream));
-    ctx->readback_pending = true;
-    return GE2_OK;
-}
-
-static bool cuda_readback_done(ge2_backend_ctx *ctx)
-{
-    if (!ctx->readback_pending)
-        return true;
-    cudaError_t e = cudaEventQuery(ctx->readback);
-    if (e == cudaSuccess) {
-        ctx->readback_pending = false;
-        return true;
-    }
-    if (e != cudaErrorNotReady)
-        cudaGetLastError(); /* a real fault surfaces at the next checked call (sync) */
-    return false;
-}
-
-/* Fences guard the program's pinned staging buffers: the host may refill one
- * as soon as the device has copied it, without waiting for the whole step
- * (a stream sync here made every step wait for the GPU: host-bound steps). */
+/* Fences guard the program's pinned buffers: the host may refill a staging
+ * slot, and read its results, as soon as the step that used it is done,
+ * without waiting for the steps after it (a stream sync here made every
+ * step wait for the GPU: host-bound steps). */
 static ge2_status cuda_fence_new(ge2_backend_ctx *ctx, void **fence)
 {
     (void)ctx;
     cudaEvent_t event;
+    /* Timing off: the event only answers "is the work before it done". */
     CUDA_TRY(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
     *fence = event;
     return GE2_OK;
@@ -267,6 +242,22 @@ static ge2_status cuda_fence_wait(ge2_backend_ctx *ctx, void *fence)
 {
     (void)ctx;
     CUDA_TRY(cudaEventSynchronize((cudaEvent_t)fence));
+    return GE2_OK;
+}
+
+static ge2_status cuda_fence_done(ge2_backend_ctx *ctx, void *fence, bool *done)
+{
+    (void)ctx;
+    cudaError_t e = cudaEventQuery((cudaEvent_t)fence);
+    *done = e == cudaSuccess;
+    if (e == cudaErrorNotReady) {
+        /* "not yet" is an answer, not a fault: keep it out of the error
+         * state that kernel launchers check after each launch */
+        cudaGetLastError();
+        return GE2_OK;
+    }
+    if (e != cudaSuccess)
+        return cuda_fail(e, "cudaEventQuery");
     return GE2_OK;
 }
 
@@ -304,8 +295,9 @@ static void cuda_exec_release(ge2_backend_ctx *ctx, ge2_exec *exec)
 {
     (void)ctx;
     ge2_cuda_exec *ce = exec->backend_data;
-    if (ce && ce->graph)
-        cudaGraphExecDestroy(ce->graph);
+    for (int s = 0; ce && s < GE2_STAGING_BUFFERS; s++)
+        if (ce->graph[s])
+            cudaGraphExecDestroy(ce->graph[s]);
     if (ce)
         ge2_mlp_step_free(ce->mlp_step);
     ge2_free(ce);
@@ -396,10 +388,9 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
 }
 
 /* Enqueues every launch in schedule order. During capture, *broke is the
- * index of the launch after which the capture was invalidated (-1 if none). */
-static ge2_status enqueue_all(ge2_backend_ctx *ctx, ge2_exec *exec, bool capturing, int *broke)
+ * index of the launch after which the capture was invalidated. */
+static ge2_status enqueue_launches(ge2_backend_ctx *ctx, ge2_exec *exec, bool capturing, int *broke)
 {
-    *broke = -1;
     const ge2_cuda_exec *ce = exec->backend_data;
     if (ce->mlp_step) {
         ge2_status st = ge2_mlp_step_launch(ce->mlp_step, ctx->stream);
@@ -424,9 +415,33 @@ static ge2_status enqueue_all(ge2_backend_ctx *ctx, ge2_exec *exec, bool capturi
     return GE2_OK;
 }
 
-/* Captures the key's launches into a graph, instantiates and uploads it.
- * Nothing runs: the warm-up step already did the work. On failure the
- * returned message names the node and op that broke the capture. */
+/* One of the step's copies; bytes 0: none. `what` names it in errors. */
+static ge2_status enqueue_copy(ge2_backend_ctx *ctx, const ge2_copy *c, enum cudaMemcpyKind kind, const char *what)
+{
+    if (c->bytes == 0)
+        return GE2_OK;
+    cudaError_t e = cudaMemcpyAsync(c->dst, c->src, c->bytes, kind, ctx->stream);
+    if (e != cudaSuccess)
+        return ge2_error(GE2_ERR_CUDA, "ge2 cuda backend: cudaMemcpyAsync of the step's %s (%zu bytes) failed: %s (%s)",
+                         what, c->bytes, cudaGetErrorString(e), cudaGetErrorName(e));
+    return GE2_OK;
+}
+
+/* The step through staging slot `slot`, in the order exec_run promises;
+ * eager and captured steps both come from here. During capture, *broke is
+ * the index of the launch after which the capture was invalidated (-1 if
+ * none, or if a copy failed). */
+static ge2_status enqueue_step(ge2_backend_ctx *ctx, ge2_exec *exec, int slot, bool capturing, int *broke)
+{
+    const ge2_step_io *io = &exec->io[slot];
+    *broke = -1;
+    GE2_TRY(enqueue_copy(ctx, &io->upload, cudaMemcpyHostToDevice, "feed upload"));
+    GE2_TRY(enqueue_launches(ctx, exec, capturing, broke));
+    for (int r = 0; r < GE2_STEP_RESULTS; r++)
+        GE2_TRY(enqueue_copy(ctx, &io->results[r], cudaMemcpyDeviceToHost, "result copy"));
+    return GE2_OK;
+}
+
 /* What one replay really launches: a cuBLASLt call may add split-K reduction
  * or epilogue kernels to the one launch ge2 enqueues, so benchmarks compare
  * this count, not the launch count, with a profiler's kernel count. */
@@ -456,27 +471,36 @@ static int cuda_graph_kernel_count(const ge2_backend_ctx *ctx, const ge2_exec *e
 {
     (void)ctx;
     const ge2_cuda_exec *ce = exec->backend_data;
-    return ce && ce->graph ? ce->kernel_nodes : -1;
+    return ce && ce->graph[0] ? ce->kernel_nodes : -1;
 }
 
-static ge2_status capture(ge2_backend_ctx *ctx, ge2_exec *exec, ge2_cuda_exec *ce)
+/* Captures the step through staging slot `slot` into a graph, instantiates
+ * and uploads it into *out. Nothing runs: the warm-up step already did the
+ * work. On failure the returned message names the node and op (or the
+ * copy) that broke the capture. */
+static ge2_status capture_slot(ge2_backend_ctx *ctx, ge2_exec *exec, int slot, ge2_cuda_exec *ce,
+                               cudaGraphExec_t *out)
 {
     cudaGraph_t graph = NULL;
     int broke = -1;
+    *out = NULL;
     cudaError_t e = cudaStreamBeginCapture(ctx->stream, cudaStreamCaptureModeThreadLocal);
     if (e != cudaSuccess)
         return cuda_fail(e, "cudaStreamBeginCapture");
-    ge2_status st = enqueue_all(ctx, exec, true, &broke);
+    ge2_status st = enqueue_step(ctx, exec, slot, true, &broke);
     char why[512] = "";
     if (st != GE2_OK)
         snprintf(why, sizeof why, "%s", ge2_last_error());
     /* Always end the capture, so the stream is usable again. */
     e = cudaStreamEndCapture(ctx->stream, &graph);
     cudaGetLastError(); /* capture errors are not sticky; clear them */
-    if (broke >= 0) {
-        const ge2_launch *l = &exec->launches[broke];
+    if (st != GE2_OK) {
         if (graph)
             cudaGraphDestroy(graph);
+        if (broke < 0)
+            return ge2_error(GE2_ERR_CUDA, "ge2 cuda backend: CUDA graph capture of staging slot %d failed: %s", slot,
+                             why);
+        const ge2_launch *l = &exec->launches[broke];
         return ge2_error(GE2_ERR_CUDA, "ge2 cuda backend: CUDA graph capture broken by node %d (%s): %s",
                          l->node->id, node_op_name(l), why);
     }
@@ -487,39 +511,63 @@ static ge2_status capture(ge2_backend_ctx *ctx, ge2_exec *exec, ge2_cuda_exec *c
                          cudaGetErrorString(e), cudaGetErrorName(e));
     }
     ce->kernel_nodes = count_kernel_nodes(graph);
-    e = cudaGraphInstantiate(&ce->graph, graph, 0);
+    e = cudaGraphInstantiate(out, graph, 0);
     cudaGraphDestroy(graph);
     if (e != cudaSuccess) {
-        ce->graph = NULL;
+        *out = NULL;
         cudaGetLastError();
         return cuda_fail(e, "cudaGraphInstantiate");
     }
-    ctx->capture_count++;
-    e = cudaGraphUpload(ce->graph, ctx->stream);
+    e = cudaGraphUpload(*out, ctx->stream);
     if (e != cudaSuccess) {
-        cudaGraphExecDestroy(ce->graph);
-        ce->graph = NULL;
+        cudaGraphExecDestroy(*out);
+        *out = NULL;
         return cuda_fail(e, "cudaGraphUpload");
     }
     return GE2_OK;
 }
 
-static ge2_status cuda_exec_run(ge2_backend_ctx *ctx, ge2_exec *exec)
+/* One graph per staging slot, each captured from the same enqueue_step the
+ * eager path runs, so a replay through slot s is by construction what an
+ * eager step through s enqueues. Capturing once and patching the copies of
+ * a second instantiation (cudaGraphExecMemcpyNodeSetParams1D) would save one
+ * capture per key, once, but needs the memcpy nodes found again in the
+ * captured graph and told apart by their pointers: more code, for no gain
+ * per step. All slots or none: on failure the key has no graph. */
+static ge2_status capture_slots(ge2_backend_ctx *ctx, ge2_exec *exec, ge2_cuda_exec *ce)
+{
+    for (int s = 0; s < GE2_STAGING_BUFFERS; s++) {
+        ge2_status st = capture_slot(ctx, exec, s, ce, &ce->graph[s]);
+        if (st != GE2_OK) {
+            for (int i = 0; i < s; i++) {
+                cudaGraphExecDestroy(ce->graph[i]);
+                ce->graph[i] = NULL;
+            }
+            return st;
+        }
+    }
+    ctx->capture_count++;
+    return GE2_OK;
+}
+
+static ge2_status cuda_exec_run(ge2_backend_ctx *ctx, ge2_exec *exec, int slot)
 {
     ge2_cuda_exec *ce = exec->backend_data;
     int broke;
     if (!ce)
         return ge2_error(GE2_ERR_STATE, "ge2 cuda backend: graph key run before exec_prepare");
-    if (ce->graph) {
-        CUDA_TRY(cudaGraphLaunch(ce->graph, ctx->stream));
+    if (slot < 0 || slot >= GE2_STAGING_BUFFERS)
+        return ge2_error(GE2_ERR_STATE, "ge2 cuda backend: staging slot %d of %d", slot, GE2_STAGING_BUFFERS);
+    if (ce->graph[slot]) {
+        CUDA_TRY(cudaGraphLaunch(ce->graph[slot], ctx->stream));
         return GE2_OK;
     }
     /* Eager: capture off, capture failed before, or this is the key's first
      * step (the warm-up, which is also the step's real work). */
-    GE2_TRY(enqueue_all(ctx, exec, false, &broke));
+    GE2_TRY(enqueue_step(ctx, exec, slot, false, &broke));
     if (ce->eager)
         return GE2_OK;
-    ge2_status st = capture(ctx, exec, ce);
+    ge2_status st = capture_slots(ctx, exec, ce);
     if (st != GE2_OK) {
         ce->eager = true;
         fprintf(stderr, "ge2: warning: %s; this graph key runs eagerly\n", ge2_last_error());
@@ -540,8 +588,6 @@ const ge2_backend ge2_backend_cuda = {
     .free_host = cuda_free_host,
     .upload = cuda_upload,
     .download = cuda_download,
-    .readback_async = cuda_readback_async,
-    .readback_done = cuda_readback_done,
     .exec_prepare = cuda_exec_prepare,
     .exec_run = cuda_exec_run,
     .exec_release = cuda_exec_release,
@@ -550,6 +596,7 @@ const ge2_backend ge2_backend_cuda = {
     .fence_free = cuda_fence_free,
     .fence_record = cuda_fence_record,
     .fence_wait = cuda_fence_wait,
+    .fence_done = cuda_fence_done,
     .capture_count = cuda_capture_count,
     .graph_kernel_count = cuda_graph_kernel_count,
     .workspace_bytes = cuda_workspace_bytes,

@@ -63,6 +63,14 @@ ge2_status ge2_program_source_record(ge2_program *program, void *fence)
     return fence ? program->backend->fence_record(program->bctx, fence) : GE2_OK;
 }
 
+ge2_status ge2_program_source_done(ge2_program *program, void *fence, bool *done)
+{
+    if (fence)
+        return program->backend->fence_done(program->bctx, fence, done);
+    *done = true;
+    return program->backend->sync(program->bctx);
+}
+
 ge2_status ge2_program_check_graph(const ge2_program *program, const char *fn)
 {
     const ge2_graph *g = program->graph;
@@ -166,16 +174,9 @@ static void find_metric_outputs(ge2_program *program)
             program->metric_id = i;
 }
 
-static ge2_status init_metrics(ge2_program *program)
-{
-    for (int m = 0; m < GE2_MODE_COUNT; m++) {
-        ge2_program_metrics *pm = &program->metrics[m];
-        GE2_TRY(program->backend->alloc_host(program->bctx, GE2_METRICS_RING * 2 * sizeof(double), (void **)&pm->ring));
-        pm->until_readback = 1; /* the first step is always sampled */
-    }
-    return GE2_OK;
-}
-
+/* readback_interval no longer changes anything (every step's results are
+ * copied back inside the step and counted); a negative one is still the
+ * caller's mistake. */
 static ge2_status check_options(const ge2_compile_options *o)
 {
     if (o->readback_interval < 0)
@@ -195,8 +196,7 @@ static ge2_status compile(ge2_program *program)
     GE2_TRY(program->backend->open(&program->options, &program->bctx));
     GE2_TRY(ge2_layout_new(program->graph, &program->layout));
     GE2_TRY(alloc_pools(program));
-    GE2_TRY(init_control(program));
-    return init_metrics(program);
+    return init_control(program);
 }
 
 ge2_status ge2_compile(ge2_context *ctx, ge2_graph *graph, const ge2_compile_options *options, ge2_program **out)
@@ -247,8 +247,6 @@ void ge2_program_free(ge2_program *program)
         for (int k = 0; k < program->n_keys; k++)
             ge2_program_key_release(program, program->keys[k]);
         b->free(program->bctx, program->arena);
-        for (int m = 0; m < GE2_MODE_COUNT; m++)
-            b->free_host(program->bctx, program->metrics[m].ring);
         b->free(program->bctx, program->control);
         b->free_host(program->bctx, program->control_host);
         for (int i = 0; i < GE2_LR_RING; i++)

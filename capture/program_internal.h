@@ -15,9 +15,19 @@
  *   - IO buffer (plan pool GE2_POOL_INPUTS): the key's static feed buffers
  *     first, then its outputs (loss, metrics), so a later step of another key
  *     that reuses the shared arena cannot clobber what read_output returns.
- *   - host staging (pinned on CUDA) for the feeds, one upload per step,
- *     alternating between GE2_STAGING_BUFFERS buffers. The caller may write
- *     a batch straight into the next one (ge2_program_feed_buffers).
+ *   - GE2_STAGING_BUFFERS slots of host memory (pinned on CUDA), used in
+ *     turn, one per step: the slot's staging, which the step uploads to the
+ *     feed region first, and its result area, into which the step copies its
+ *     loss and metric last (both copies part of the step: inside its CUDA
+ *     Graph). The caller may write a batch straight into the next slot's
+ *     staging (ge2_program_feed_buffers).
+ *
+ * Metrics: each slot has a fence, recorded after the slot's step. Before a
+ * slot is used again the host waits on it (it must anyway, to refill the
+ * staging); the slot's results are then final and are added to the mode's
+ * sums. ge2_program_take_metrics adds those of slots whose fence is done
+ * without waiting. So every step is counted once, with no read-back call
+ * per step.
  */
 #ifndef GE2_CAPTURE_PROGRAM_INTERNAL_H
 #define GE2_CAPTURE_PROGRAM_INTERNAL_H
@@ -27,11 +37,6 @@
 #include "kernels/kernel.h"
 #include "planner/plan.h"
 
-/* Steps whose loss/metric may be in flight to the host before a step must wait. */
-#define GE2_METRICS_RING 64
-/* Feed staging buffers per key: the host may prepare a step while the device
- * still copies the previous one's feeds. */
-#define GE2_STAGING_BUFFERS 2
 /* ge2_set_lr's pinned upload sources, used in turn: the host may set the LR
  * again before the device has copied the previous value. */
 #define GE2_LR_RING 4
@@ -40,18 +45,23 @@
 typedef struct ge2_program_key {
     ge2_key key;
     ge2_plan *plan;
-    ge2_exec exec;        /* exec.plan == plan; exec.arena/inputs resolved */
+    ge2_exec exec;        /* exec.plan == plan; exec.arena, launches and io resolved */
     void *inputs;         /* device: [plan->input_bytes] feeds, then outputs */
     void *arena_own;      /* separate_arenas: this key's own arena, else NULL */
     /* host (pinned): [staging_bytes] each, the feeds' bytes at their input
-     * offsets; used in turn, each guarded by a fence after its upload */
+     * offsets; used in turn, each guarded by its slot's fence */
     void *staging[GE2_STAGING_BUFFERS];
+    /* host (pinned): [GE2_STAGING_BUFFERS][GE2_STEP_RESULTS] the raw loss
+     * and metric (f32 or f64 bits; 0 where the key lacks them) each slot's
+     * latest step copied back */
+    double *results;
     void *fence[GE2_STAGING_BUFFERS]; /* NULL when the backend has no fences */
-    /* an upload from the buffer may still be in flight: wait on its fence
-     * before writing it (false once waited for, so a step after
-     * ge2_program_feed_buffers does not wait again) */
-    bool staging_busy[GE2_STAGING_BUFFERS];
-    int next_staging; /* the buffer the key's next step uploads */
+    /* the slot's latest step may still run: wait on its fence before
+     * writing its staging, and add its results to the sums once it is done
+     * (false from then on, so a step after ge2_program_feed_buffers does not
+     * wait again and no step is counted twice) */
+    bool in_flight[GE2_STAGING_BUFFERS];
+    int next_staging; /* the slot the key's next step uses */
     /* ge2_program_feed_buffers gave out next_staging's slots for the next
      * step: only then may a step's feed data be a slot (used in place) */
     bool handed_out;
@@ -61,15 +71,6 @@ typedef struct ge2_program_key {
      * prepared again on the key's next use */
     bool prepared;
 } ge2_program_key;
-
-/* Asynchronous read-back of the loss and the first metric after each step. */
-typedef struct ge2_program_metrics {
-    double *ring;                       /* host (pinned): [GE2_METRICS_RING][2] raw values (f32 or f64 bits) */
-    int64_t examples[GE2_METRICS_RING]; /* batch size of the step in each slot */
-    int head, pending;                  /* slots [head, head + pending) are in flight */
-    int64_t until_readback;             /* steps left before the next sampled step */
-    ge2_metrics sums;                   /* arrived, not yet taken */
-} ge2_program_metrics;
 
 struct ge2_program {
     ge2_context *ctx; /* not owned; outlives the program */
@@ -91,7 +92,8 @@ struct ge2_program {
     int lr_next;
     int optimizer_node;        /* node id of OPTIMIZER_UPDATE, -1 without optimizer */
 
-    /* Outputs the metrics read back: loss, first other marked output; -1 if none. */
+    /* Outputs each step copies back for the metrics: loss, first other marked
+     * output; -1 if none (without a loss no step is counted). */
     int loss_id, metric_id;
 
     ge2_key feed_key;      /* the graph's feeds at built shapes: each step's key starts from it */
@@ -101,7 +103,7 @@ struct ge2_program {
     void *arena;                  /* shared backing (unless separate_arenas) */
     size_t arena_bytes;
 
-    ge2_program_metrics metrics[GE2_MODE_COUNT];
+    ge2_metrics metrics[GE2_MODE_COUNT]; /* per mode: steps done and added, not yet taken */
 };
 
 /* --- for the other capture/ files (checkpoint, backends) --------------- */
@@ -122,12 +124,15 @@ ge2_status ge2_program_upload_control(ge2_program *program);
 /* Waits for the device, then refreshes the whole mirror from it. */
 ge2_status ge2_program_download_control(ge2_program *program);
 
-/* A pinned buffer an asynchronous upload reads is refilled only after
- * ge2_program_source_wait on the fence recorded (ge2_program_source_record)
- * after its previous upload; a backend without fences waits for the whole
- * device instead (free on the CPU, whose upload copies at once). */
+/* A pinned buffer an asynchronous copy reads (or writes) is refilled (or
+ * read) only after ge2_program_source_wait on the fence recorded
+ * (ge2_program_source_record) after that copy, or once
+ * ge2_program_source_done says the fence is done; a backend without fences
+ * waits for the whole device instead (free on the CPU, whose copies and
+ * steps are done when they return). */
 ge2_status ge2_program_source_wait(ge2_program *program, void *fence);
 ge2_status ge2_program_source_record(ge2_program *program, void *fence);
+ge2_status ge2_program_source_done(ge2_program *program, void *fence, bool *done);
 
 /* --- between the program*.c files ------------------------------------- */
 

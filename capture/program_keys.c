@@ -1,5 +1,6 @@
-/* The graph-key cache: per key a plan, its IO buffer and staging, and the
- * launches resolved to concrete addresses.
+/* The graph-key cache: per key a plan, its IO buffer, staging slots and
+ * result areas, and the launches and step copies resolved to concrete
+ * addresses.
  *
  * Shared arena (the default): keys never run concurrently, so all of them
  * point into one backing allocation of the largest key's size. A key larger
@@ -37,7 +38,37 @@ static ge2_view view_of(const ge2_program *program, const ge2_program_key *pk, i
     return v;
 }
 
-/* Fills every launch from the plan and the current pool addresses. */
+/* Output tensor_id (device) -> *dst (host) after each step: a copy of no
+ * bytes when there is no such output, the key does not compute it, or it is
+ * not a scalar (nothing to sum; *dst stays 0). */
+static ge2_copy result_copy(const ge2_program *program, const ge2_program_key *pk, int tensor_id, double *dst)
+{
+    ge2_copy none = {dst, NULL, 0};
+    if (tensor_id < 0)
+        return none;
+    const void *src = ge2_program_tensor_data(program, pk, tensor_id);
+    size_t bytes = pk->plan->tensors[tensor_id].bytes;
+    if (!src || bytes > sizeof *dst)
+        return none;
+    ge2_copy c = {dst, src, bytes};
+    return c;
+}
+
+/* Each slot's copies: its staging to the feed region, and the loss and
+ * metric to its result area. */
+static void resolve_step_io(const ge2_program *program, ge2_program_key *pk)
+{
+    for (int s = 0; s < GE2_STAGING_BUFFERS; s++) {
+        ge2_step_io *io = &pk->exec.io[s];
+        double *results = &pk->results[s * GE2_STEP_RESULTS];
+        io->upload = (ge2_copy){pk->inputs, pk->staging[s], pk->staging_bytes};
+        io->results[0] = result_copy(program, pk, program->loss_id, &results[0]);
+        io->results[1] = result_copy(program, pk, program->metric_id, &results[1]);
+    }
+}
+
+/* Fills every launch and the step's copies from the plan and the current
+ * pool addresses. */
 static void resolve_launches(const ge2_program *program, ge2_program_key *pk)
 {
     const ge2_plan *plan = pk->plan;
@@ -60,6 +91,7 @@ static void resolve_launches(const ge2_program *program, ge2_program_key *pk)
         l->pools = program->pools;
         l->tf32 = program->options.tf32;
     }
+    resolve_step_io(program, pk);
 }
 
 static void release_exec(ge2_program *program, ge2_program_key *pk)
@@ -139,6 +171,8 @@ static ge2_status make_key(ge2_program *program, ge2_program_key *pk, const ge2_
         if (b->fence_new)
             GE2_TRY(b->fence_new(program->bctx, &pk->fence[i]));
     }
+    GE2_TRY(b->alloc_host(program->bctx, GE2_STAGING_BUFFERS * GE2_STEP_RESULTS * sizeof(double),
+                          (void **)&pk->results));
 
     size_t arena_bytes = plan->arena_bytes ? plan->arena_bytes : 1;
     if (program->options.separate_arenas) {
@@ -151,7 +185,6 @@ static ge2_status make_key(ge2_program *program, ge2_program_key *pk, const ge2_
     }
 
     pk->exec.plan = plan;
-    pk->exec.inputs = pk->inputs;
     pk->exec.n_launches = plan->n_steps;
     pk->exec.launches = ge2_calloc((size_t)(plan->n_steps > 0 ? plan->n_steps : 1), sizeof *pk->exec.launches);
     if (!pk->exec.launches)
@@ -169,6 +202,7 @@ void ge2_program_key_release(ge2_program *program, ge2_program_key *pk)
     pk->exec.launches = NULL;
     b->free(program->bctx, pk->arena_own);
     b->free(program->bctx, pk->inputs);
+    b->free_host(program->bctx, pk->results);
     for (int i = 0; i < GE2_STAGING_BUFFERS; i++) {
         b->free_host(program->bctx, pk->staging[i]);
         if (pk->fence[i])

@@ -1,8 +1,12 @@
-/* One step: feeds -> key -> staged upload -> run -> asynchronous metrics.
+/* One step: feeds -> key -> staging slot -> run (upload, launches, result
+ * copies) -> the slot's fence; and the metrics those results add up to.
  *
  * After a key's first step nothing here allocates: the key is found in the
- * cache, the feeds go through the key's staging buffers, and the loss and the
- * metric land in a fixed ring the host drains when they have arrived.
+ * cache, the feeds go through the key's staging slots, and each step's loss
+ * and metric land in its slot's result area, added to the sums when the
+ * host next waits on the slot (it must, before refilling its staging) or
+ * when ge2_program_take_metrics finds the slot's fence done. A replayed step
+ * is then two driver calls: the slot's graph launch and its fence record.
  *
  * Zero-copy feeding: ge2_program_feed_buffers hands out the slots of the
  * staging buffer the key's next step will upload, the caller writes the
@@ -11,6 +15,7 @@
  * of the step's host time).
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "capture/program_internal.h"
@@ -96,16 +101,79 @@ static ge2_status key_of_feeds(const ge2_program *program, ge2_mode mode, const 
     return GE2_OK;
 }
 
-/* Makes staging buffer s writable: its previous upload has been read. Known
- * after one wait, so ge2_program_feed_buffers and the step after it wait once. */
-static ge2_status staging_wait(ge2_program *program, ge2_program_key *pk, int s)
+/* ------------------------------------------------------------- metrics */
+
+static double raw_value(const double *slot, ge2_dtype dtype)
 {
-    if (!pk->staging_busy[s])
-        return GE2_OK;
-    GE2_TRY(ge2_program_source_wait(program, pk->fence[s]));
-    pk->staging_busy[s] = false;
+    if (dtype == GE2_F64)
+        return *slot;
+    float f;
+    memcpy(&f, slot, sizeof f);
+    return f;
+}
+
+/* Slot s's step is done: its results are final. Adds them to the sums of
+ * the key's mode, once (the slot is no longer in flight after). */
+static void fold_slot(ge2_program *program, ge2_program_key *pk, int s)
+{
+    pk->in_flight[s] = false;
+    if (program->loss_id < 0)
+        return;
+    const ge2_graph *g = program->graph;
+    const double *results = &pk->results[s * GE2_STEP_RESULTS];
+    ge2_metrics *sums = &program->metrics[pk->key.mode];
+    sums->steps++;
+    sums->examples += pk->batch;
+    sums->loss_sum += raw_value(&results[0], g->tensors[program->loss_id]->dtype);
+    if (program->metric_id >= 0)
+        sums->metric_sum += raw_value(&results[1], g->tensors[program->metric_id]->dtype);
+}
+
+/* Folds the key's slots whose step is done, oldest first, without waiting.
+ * One stream runs the steps in order, so the first one still running ends
+ * the search. */
+static ge2_status fold_done(ge2_program *program, ge2_program_key *pk)
+{
+    for (int i = 0; i < GE2_STAGING_BUFFERS; i++) {
+        int s = (pk->next_staging + i) % GE2_STAGING_BUFFERS;
+        if (!pk->in_flight[s])
+            continue;
+        bool done = false;
+        GE2_TRY(ge2_program_source_done(program, pk->fence[s], &done));
+        if (!done)
+            return GE2_OK;
+        fold_slot(program, pk, s);
+    }
     return GE2_OK;
 }
+
+/* Makes slot s reusable: the step that used it last is done, so its
+ * staging may be written and its results are folded. Known after one wait,
+ * so ge2_program_feed_buffers and the step after it wait once. */
+static ge2_status staging_wait(ge2_program *program, ge2_program_key *pk, int s)
+{
+    if (!pk->in_flight[s])
+        return GE2_OK;
+    GE2_TRY(ge2_program_source_wait(program, pk->fence[s]));
+    fold_slot(program, pk, s);
+    return GE2_OK;
+}
+
+/* Sums of the steps known done: none is waited for. */
+ge2_status ge2_program_take_metrics(ge2_program *program, ge2_mode mode, ge2_metrics *out)
+{
+    if (!program || !out)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_take_metrics: program and out must not be NULL");
+    GE2_TRY(check_mode(mode, "ge2_program_take_metrics"));
+    for (int k = 0; k < program->n_keys; k++)
+        if (program->keys[k]->key.mode == mode)
+            GE2_TRY(fold_done(program, program->keys[k]));
+    *out = program->metrics[mode];
+    memset(&program->metrics[mode], 0, sizeof program->metrics[mode]);
+    return GE2_OK;
+}
+
+/* ------------------------------------------------------- staging slots */
 
 static bool bytes_overlap(const void *a, size_t a_bytes, const void *b, size_t b_bytes)
 {
@@ -145,13 +213,12 @@ static ge2_status check_staged_data(const ge2_program_key *pk, int s, const ge2_
     return GE2_OK;
 }
 
-/* Copies the feeds into the key's next staging buffer, then one upload for
- * all. A feed whose data already is its slot there (written in place after
- * ge2_program_feed_buffers) is not copied. */
-static ge2_status stage_feeds(ge2_program *program, ge2_program_key *pk, const ge2_feed *feeds, const int *feed_of)
+/* Copies the feeds into staging slot s, the key's next, once the slot is
+ * free. A feed whose data already is its place there (written in place
+ * after ge2_program_feed_buffers) is not copied. */
+static ge2_status stage_feeds(ge2_program *program, ge2_program_key *pk, int s, const ge2_feed *feeds,
+                              const int *feed_of)
 {
-    const ge2_backend *b = program->backend;
-    int s = pk->next_staging;
     for (int f = 0; f < pk->key.n_feeds; f++)
         GE2_TRY(check_staged_data(pk, s, &feeds[feed_of[f]], &pk->plan->tensors[pk->key.feed_ids[f]]));
     GE2_TRY(staging_wait(program, pk, s));
@@ -161,82 +228,6 @@ static ge2_status stage_feeds(ge2_program *program, ge2_program_key *pk, const g
         if (feeds[feed_of[f]].data != staging + pt->offset)
             memcpy(staging + pt->offset, feeds[feed_of[f]].data, pt->bytes);
     }
-    pk->next_staging = (s + 1) % GE2_STAGING_BUFFERS;
-    pk->handed_out = false;
-    pk->staging_busy[s] = true;
-    GE2_TRY(b->upload(program->bctx, pk->inputs, staging, pk->staging_bytes));
-    return ge2_program_source_record(program, pk->fence[s]);
-}
-
-/* ------------------------------------------------------------- metrics */
-
-static double raw_value(const double *slot, ge2_dtype dtype)
-{
-    if (dtype == GE2_F64)
-        return *slot;
-    float f;
-    memcpy(&f, slot, sizeof f);
-    return f;
-}
-
-/* Adds every in-flight slot to the sums once the backend says they arrived. */
-static void fold_arrived(ge2_program *program, ge2_program_metrics *pm)
-{
-    if (pm->pending == 0 || !program->backend->readback_done(program->bctx))
-        return;
-    const ge2_graph *g = program->graph;
-    for (; pm->pending > 0; pm->pending--, pm->head = (pm->head + 1) % GE2_METRICS_RING) {
-        const double *slot = &pm->ring[2 * pm->head];
-        pm->sums.steps++;
-        pm->sums.examples += pm->examples[pm->head];
-        pm->sums.loss_sum += raw_value(&slot[0], g->tensors[program->loss_id]->dtype);
-        if (program->metric_id >= 0)
-            pm->sums.metric_sum += raw_value(&slot[1], g->tensors[program->metric_id]->dtype);
-    }
-}
-
-static ge2_status read_back_async(ge2_program *program, const ge2_program_key *pk, int tensor_id, double *dst)
-{
-    const void *src = ge2_program_tensor_data(program, pk, tensor_id);
-    size_t bytes = pk->plan->tensors[tensor_id].bytes;
-    if (!src || bytes > sizeof *dst)
-        return GE2_OK; /* not computed by this key, or not a scalar: nothing to sum */
-    return program->backend->readback_async(program->bctx, dst, src, bytes);
-}
-
-/* Queues this step's loss and metric into the ring (every readback_interval steps). */
-static ge2_status queue_metrics(ge2_program *program, ge2_mode mode, const ge2_program_key *pk)
-{
-    ge2_program_metrics *pm = &program->metrics[mode];
-    if (program->loss_id < 0 || --pm->until_readback > 0)
-        return GE2_OK;
-    pm->until_readback = program->options.readback_interval;
-    fold_arrived(program, pm);
-    if (pm->pending == GE2_METRICS_RING) {
-        /* The host fell a whole ring behind: wait once rather than drop values. */
-        GE2_TRY(program->backend->sync(program->bctx));
-        fold_arrived(program, pm);
-    }
-    int slot = (pm->head + pm->pending) % GE2_METRICS_RING;
-    double *dst = &pm->ring[2 * slot];
-    dst[0] = dst[1] = 0.0;
-    GE2_TRY(read_back_async(program, pk, program->loss_id, &dst[0]));
-    if (program->metric_id >= 0)
-        GE2_TRY(read_back_async(program, pk, program->metric_id, &dst[1]));
-    pm->examples[slot] = pk->batch;
-    pm->pending++;
-    return GE2_OK;
-}
-
-ge2_status ge2_program_take_metrics(ge2_program *program, ge2_mode mode, ge2_metrics *out)
-{
-    if (!program || !out)
-        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_take_metrics: program and out must not be NULL");
-    GE2_TRY(check_mode(mode, "ge2_program_take_metrics"));
-    ge2_program_metrics *pm = &program->metrics[mode];
-    fold_arrived(program, pm);
-    *out = pm->sums;
-    memset(&pm->sums, 0, sizeof pm->sums);
     return GE2_OK;
 }
 
@@ -281,10 +272,25 @@ ge2_status ge2_program_step(ge2_program *program, ge2_mode mode, const ge2_feed 
     int index, feed_of[GE2_MAX_FEEDS];
     ge2_program_key *pk;
     GE2_TRY(key_for_feeds(program, mode, feeds, n_feeds, "ge2_program_step", true, &pk, &index, feed_of));
-    GE2_TRY(stage_feeds(program, pk, feeds, feed_of));
-    GE2_TRY(program->backend->exec_run(program->bctx, &pk->exec));
+    int s = pk->next_staging;
+    GE2_TRY(stage_feeds(program, pk, s, feeds, feed_of));
+    ge2_status st = program->backend->exec_run(program->bctx, &pk->exec, s);
+    if (st != GE2_OK) {
+        /* Part of the step may be enqueued, its upload reading slot s: let
+         * the device finish before the host may refill it. The slot stays
+         * the key's next, the step is not counted, its error is reported. */
+        char why[512];
+        snprintf(why, sizeof why, "%s", ge2_last_error());
+        (void)program->backend->sync(program->bctx);
+        return ge2_error(st, "%s", why);
+    }
+    pk->next_staging = (s + 1) % GE2_STAGING_BUFFERS;
+    pk->handed_out = false;
+    pk->in_flight[s] = true;
     program->last_key[mode] = index;
-    return queue_metrics(program, mode, pk);
+    /* After the whole step: when it is done, slot s's staging has been read
+     * and its results have landed. */
+    return ge2_program_source_record(program, pk->fence[s]);
 }
 
 ge2_status ge2_program_sync(ge2_program *program)

@@ -281,7 +281,10 @@ typedef struct ge2_compile_options {
     bool tf32;              /* TF32 tensor-core GEMMs (CUDA); off: fp32 matches the CPU */
     bool separate_arenas;   /* one activation allocation per graph key instead of one shared */
     bool disable_capture;   /* CUDA: run eagerly (also env GE2_DISABLE_CAPTURE=1) */
-    int readback_interval;  /* steps between asynchronous metric read-backs (default 1) */
+    /* Kept for source compatibility; changes nothing: every step's loss and
+     * metric now come back with the step itself (see ge2_program_take_metrics).
+     * Must be >= 0. */
+    int readback_interval;
 } ge2_compile_options;
 
 ge2_compile_options ge2_compile_defaults(void);
@@ -298,10 +301,13 @@ typedef struct ge2_feed {
     ge2_shape shape;
 } ge2_feed;
 
-/* Runs one step. Never waits for the GPU: results are read later. Each
- * feed's data is copied into ge2's pinned staging, unless it already is the
- * buffer ge2_program_feed_buffers gave for it (then the step copies nothing:
- * see there). */
+/* Runs one step. Results are read later. Each feed's data is copied into
+ * ge2's pinned staging, unless it already is the buffer
+ * ge2_program_feed_buffers gave for it (then the step copies nothing: see
+ * there). Each graph key has two staging buffers, used in turn: before
+ * writing one the step waits for the key's step that used it last (two
+ * steps of the key ago), so the host runs at most two steps of a key ahead
+ * of the GPU and never waits otherwise. */
 ge2_status ge2_program_step(ge2_program *program, ge2_mode mode, const ge2_feed *feeds, int n_feeds);
 
 /* Zero-copy feeding: the pinned host buffers the next ge2_program_step with
@@ -311,8 +317,8 @@ ge2_status ge2_program_step(ge2_program *program, ge2_mode mode, const ge2_feed 
  * ge2_program_step with feeds[i].data = ptrs[i]: the step uploads without
  * copying. A data pointer not from here is copied as usual, so both ways mix.
  *
- * Waits only while that buffer's previous upload (two steps of the key ago)
- * is still reading it. The key is planned and prepared here if it is new,
+ * Waits only while the step that used that buffer last (two steps of the
+ * key ago) is still running. The key is planned and prepared here if it is new,
  * as its first step would. Calling again before that step returns the same
  * buffers with what was written kept; steps of other keys (another batch
  * size, the other mode) in between do not touch them. The buffers belong to
@@ -329,14 +335,20 @@ ge2_status ge2_program_sync(ge2_program *program);
 /* Copies an output's value from the most recent step of the given mode (synchronizes). */
 ge2_status ge2_program_read_output(ge2_program *program, ge2_mode mode, const ge2_tensor *t, void *dst, size_t bytes);
 
-/* Running sums of outputs read back asynchronously (pinned buffer + event every readback_interval steps). */
+/* Running sums of the loss and the first metric, per mode, over every step.
+ * Each step copies both into pinned host memory as its last work (inside its
+ * CUDA Graph on a replay), so no step reads anything back on its own. */
 typedef struct ge2_metrics {
     int64_t steps;      /* steps whose values are included */
     double loss_sum;    /* sum over those steps of the loss output */
     double metric_sum;  /* sum of the first marked metric (e.g. correct count), 0 if none */
     int64_t examples;   /* sum of batch sizes */
 } ge2_metrics;
-/* Non-blocking: whatever has arrived so far; resets the sums. */
+/* Non-blocking: the sums of what has arrived so far, i.e. of the steps of
+ * mode that the GPU has finished, not taken before; resets the sums. The
+ * latest steps may still be missing (a later call includes them); after
+ * ge2_program_sync every step is included, each exactly once. Programs
+ * without a loss count nothing. */
 ge2_status ge2_program_take_metrics(ge2_program *program, ge2_mode mode, ge2_metrics *out);
 
 ge2_status ge2_set_lr(ge2_program *program, double lr);

@@ -1,11 +1,15 @@
 /* The CUDA backend (capture/backend_cuda.c) on its own, without the program:
  * a hand-built key of two LINEAR launches (x -> relu(x·W1ᵀ + b1) -> ·W2ᵀ + b2).
  *
- *   - memory: alloc is zero-filled, upload/download and the asynchronous
- *     read-back round-trip;
- *   - the first run computes the step (eager warm-up) and captures; a replay
- *     reads the static input buffer, so new uploaded inputs give new results,
- *     matching a float64 reference computed here;
+ *   - memory: alloc is zero-filled, upload/download round-trip, a fence
+ *     never recorded or whose work is done reads done;
+ *   - each step goes through a staging slot, in turn: its io uploads x from
+ *     the slot's pinned buffer before the launches and copies y into the
+ *     slot's pinned result buffer after them;
+ *   - the first run computes the step (eager warm-up) and captures one graph
+ *     per slot; a replay reads its slot's staging, so new inputs give new
+ *     results, matching a float64 reference computed here;
+ *   - both slots' replays in flight at once each use their own buffers;
  *   - replay == eager (capture disabled) bitwise;
  *   - a launch that breaks capture: the key falls back to eager with one
  *     warning naming the node and op, and keeps computing correctly;
@@ -32,12 +36,15 @@
 
 #define API(call) ck_assert_msg((call) == GE2_OK, "%s: %s", #call, ge2_last_error())
 
-/* The key: device buffers, nodes, launches. */
+/* The key: device buffers, nodes, launches, staging slots. */
 typedef struct key {
     const ge2_backend *be;
     ge2_backend_ctx *ctx;
     float *x, *w1, *b1, *h, *w2, *b2, *y; /* device */
-    float *staging;                       /* pinned [STAGING], the largest upload */
+    float *staging;                       /* pinned [STAGING], the largest parameter upload */
+    float *slot_x[GE2_STAGING_BUFFERS];   /* pinned [B, IN]: each slot's feed, uploaded to x */
+    float *slot_y[GE2_STAGING_BUFFERS];   /* pinned [B, OUT]: each slot's result, copied from y */
+    int next_slot;
     ge2_node nodes[2];
     ge2_launch launches[2];
     ge2_exec exec;
@@ -121,6 +128,12 @@ static void key_open(key *k, bool disable_capture)
     linear_launch(k, 1, k->h, H, k->w2, k->b2, k->y, OUT, GE2_ACT_NONE);
     k->exec.n_launches = 2;
     k->exec.launches = k->launches;
+    for (int s = 0; s < GE2_STAGING_BUFFERS; s++) {
+        API(k->be->alloc_host(k->ctx, B * IN * sizeof(float), (void **)&k->slot_x[s]));
+        API(k->be->alloc_host(k->ctx, B * OUT * sizeof(float), (void **)&k->slot_y[s]));
+        k->exec.io[s].upload = (ge2_copy){k->x, k->slot_x[s], B * IN * sizeof(float)};
+        k->exec.io[s].results[0] = (ge2_copy){k->slot_y[s], k->y, B * OUT * sizeof(float)};
+    }
     API(k->be->exec_prepare(k->ctx, &k->exec));
 }
 
@@ -131,6 +144,10 @@ static void key_close(key *k)
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         k->be->free(k->ctx, bufs[i]);
     k->be->free_host(k->ctx, k->staging);
+    for (int s = 0; s < GE2_STAGING_BUFFERS; s++) {
+        k->be->free_host(k->ctx, k->slot_x[s]);
+        k->be->free_host(k->ctx, k->slot_y[s]);
+    }
     k->be->close(k->ctx);
 }
 
@@ -141,12 +158,17 @@ static void make_input(float *x, uint64_t seed)
         x[i] = uniform();
 }
 
-/* One step on input x; y back on the host. */
+/* One step on input x through the key's next slot; y from the slot's
+ * result buffer, where the step itself put it. */
 static void step(key *k, const float *x, float *y)
 {
-    upload_floats(k, k->x, x, B * IN);
-    API(k->be->exec_run(k->ctx, &k->exec));
-    API(k->be->download(k->ctx, y, k->y, B * OUT * sizeof(float)));
+    int s = k->next_slot;
+    k->next_slot = (s + 1) % GE2_STAGING_BUFFERS;
+    memcpy(k->slot_x[s], x, B * IN * sizeof(float));
+    memset(k->slot_y[s], 0xff, B * OUT * sizeof(float)); /* NaN: a step that copies nothing fails the check */
+    API(k->be->exec_run(k->ctx, &k->exec, s));
+    API(k->be->sync(k->ctx));
+    memcpy(y, k->slot_y[s], B * OUT * sizeof(float));
 }
 
 static void check_reference(const key *k, const float *x, const float *y);
@@ -194,14 +216,19 @@ START_TEST(test_memory_round_trip)
     float back[H];
     API(k.be->download(k.ctx, back, k.b1, sizeof back));
     ck_assert(memcmp(back, k.hb1, sizeof back) == 0);
-    /* Asynchronous read-back into pinned memory, polled until it lands. */
-    float *pinned = NULL;
-    API(k.be->alloc_host(k.ctx, sizeof back, (void **)&pinned));
-    API(k.be->readback_async(k.ctx, pinned, k.b1, sizeof back));
+    /* Fences: done when never recorded, and once the work before them is. */
+    void *fence = NULL;
+    bool done = false;
+    API(k.be->fence_new(k.ctx, &fence));
+    API(k.be->fence_done(k.ctx, fence, &done));
+    ck_assert(done);
+    API(k.be->fence_record(k.ctx, fence));
     API(k.be->sync(k.ctx));
-    ck_assert(k.be->readback_done(k.ctx));
-    ck_assert(memcmp(pinned, k.hb1, sizeof back) == 0);
-    k.be->free_host(k.ctx, pinned);
+    done = false;
+    API(k.be->fence_done(k.ctx, fence, &done));
+    ck_assert(done);
+    API(k.be->fence_wait(k.ctx, fence));
+    k.be->fence_free(k.ctx, fence);
     key_close(&k);
 }
 END_TEST
@@ -214,6 +241,33 @@ START_TEST(test_capture_then_replay_new_inputs)
     ck_assert_int_eq(k.be->capture_count(k.ctx), 1);
     ck_assert(k.exec.captured);
     checked_steps(&k, 2, 6); /* replays, each on a new input */
+    ck_assert_int_eq(k.be->capture_count(k.ctx), 1);
+    key_close(&k);
+}
+END_TEST
+
+/* Both slots' graphs enqueued back to back, without a sync between: each
+ * step reads its own slot's feed and writes its own slot's result. */
+START_TEST(test_slots_in_flight_together)
+{
+    key k;
+    key_open(&k, false);
+    checked_steps(&k, 1, 2); /* eager warm-up + capture; slot 1 is next */
+    float x[GE2_STAGING_BUFFERS][B * IN], y[B * OUT];
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < GE2_STAGING_BUFFERS; i++) {
+            int s = (1 + i) % GE2_STAGING_BUFFERS;
+            make_input(x[s], 100 + 10 * (uint64_t)round + (uint64_t)s);
+            memcpy(k.slot_x[s], x[s], sizeof x[s]);
+            memset(k.slot_y[s], 0xff, B * OUT * sizeof(float));
+            API(k.be->exec_run(k.ctx, &k.exec, s));
+        }
+        API(k.be->sync(k.ctx));
+        for (int s = 0; s < GE2_STAGING_BUFFERS; s++) {
+            memcpy(y, k.slot_y[s], sizeof y);
+            check_reference(&k, x[s], y);
+        }
+    }
     ck_assert_int_eq(k.be->capture_count(k.ctx), 1);
     key_close(&k);
 }
@@ -311,5 +365,5 @@ START_TEST(test_print_kernels_names_each_node)
 END_TEST
 
 GE2_GPU_SUITE_MAIN("capture_backend_test", 120, test_memory_round_trip, test_capture_then_replay_new_inputs,
-                   test_replay_equals_eager_bitwise, test_broken_capture_falls_back_to_eager,
+                   test_slots_in_flight_together, test_replay_equals_eager_bitwise, test_broken_capture_falls_back_to_eager,
                    test_backend_ignores_capture_env, test_print_kernels_names_each_node)

@@ -49,6 +49,15 @@ static ge2_tensor *dense(mlp *m, ge2_tensor *x, int layer, int64_t in, int64_t o
 
 void mlp_open(mlp *m, ge2_device device, int batch, uint64_t seed, double lr, bool disable_capture)
 {
+    ge2_compile_options options = ge2_compile_defaults();
+    options.tf32 = false;
+    options.disable_capture = disable_capture;
+    mlp_open_with(m, device, batch, seed, lr, &options);
+}
+
+void mlp_open_with(mlp *m, ge2_device device, int batch, uint64_t seed, double lr,
+                   const ge2_compile_options *options)
+{
     memset(m, 0, sizeof *m);
     API(ge2_graph_new(&m->graph));
     API(ge2_graph_set_seed(m->graph, seed));
@@ -64,10 +73,7 @@ void mlp_open(mlp *m, ge2_device device, int batch, uint64_t seed, double lr, bo
     API(ge2_optimizer(m->graph, &opt));
 
     API(ge2_context_new(device, &m->ctx));
-    ge2_compile_options options = ge2_compile_defaults();
-    options.tf32 = false;
-    options.disable_capture = disable_capture;
-    API(ge2_compile(m->ctx, m->graph, &options, &m->program));
+    API(ge2_compile(m->ctx, m->graph, options, &m->program));
 }
 
 void mlp_close(mlp *m)

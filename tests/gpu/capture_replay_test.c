@@ -6,6 +6,11 @@
  *   (2) two captured runs from one seed: bitwise identical losses and parameters.
  *   (3) zero-copy feeding (ge2_program_feed_buffers) == copied feeds, bitwise,
  *       over two keys with the host running ahead of the device.
+ *   (4) metrics: 200 replayed steps over two keys (both staging slots of
+ *       each), never synchronized, sum exactly the losses an eager run reads
+ *       step by step, each step once, with readback_interval 1 and 64; the
+ *       host is never more than two steps per key ahead of what it has
+ *       summed.
  *   GE2_DISABLE_CAPTURE=1 runs eagerly (no graph instantiated).
  *
  * GE2_TEST_SHORT=1 (the sanitizer run) cuts the step counts.
@@ -116,6 +121,7 @@ START_TEST(test_zero_copy_equals_copying_bitwise)
         params[way] = mlp_get_params(&m);
         mlp_close(&m);
     }
+    ck_assert_int_eq(metrics[0].steps, n);
     ck_assert_int_eq(metrics[1].steps, n);
     ck_assert_msg(metrics[0].loss_sum == metrics[1].loss_sum, "loss sums: copying %.17g, zero-copy %.17g",
                   metrics[0].loss_sum, metrics[1].loss_sum);
@@ -123,6 +129,82 @@ START_TEST(test_zero_copy_equals_copying_bitwise)
                   "parameters differ (max rel %g)", mlp_rel_diff(params[1], params[0]));
     free(params[0]);
     free(params[1]);
+}
+END_TEST
+
+static int batch_of_step(int i)
+{
+    return i % 5 == 4 ? BATCH / 2 : BATCH; /* two keys */
+}
+
+static void add_metrics(ge2_metrics *sum, const ge2_metrics *m)
+{
+    sum->steps += m->steps;
+    sum->examples += m->examples;
+    sum->loss_sum += m->loss_sum;
+    sum->metric_sum += m->metric_sum;
+}
+
+/* Each replayed step copies its loss back inside its graph; the host sums
+ * it when it next waits on that staging slot or take_metrics finds the step
+ * done. The reference is an eager run (capture disabled, bitwise the same
+ * losses: test 1) read with read_output after every step. The losses are
+ * floats near 2.3, so their double sum is exact in any order: the sums must
+ * be equal to the bit, whatever order the steps were summed in. */
+START_TEST(test_replayed_metrics_equal_eager_reads)
+{
+    int n = steps(200);
+    ge2_metrics want = {0};
+    mlp eager;
+    mlp_open(&eager, GE2_DEVICE_CUDA, BATCH, SEED, LR, true);
+    for (int i = 0; i < n; i++) {
+        want.loss_sum += mlp_step(&eager, DATA_SEED, i, batch_of_step(i), true);
+        want.examples += batch_of_step(i);
+        want.steps++;
+    }
+    ge2_metrics eager_taken;
+    ck_assert_int_eq(ge2_program_take_metrics(eager.program, GE2_MODE_TRAIN, &eager_taken), GE2_OK);
+    ck_assert_int_eq(ge2_program_sync(eager.program), GE2_OK);
+    ge2_metrics rest;
+    ck_assert_int_eq(ge2_program_take_metrics(eager.program, GE2_MODE_TRAIN, &rest), GE2_OK);
+    add_metrics(&eager_taken, &rest);
+    mlp_close(&eager);
+    ck_assert_int_eq(eager_taken.steps, n);
+    ck_assert_msg(eager_taken.loss_sum == want.loss_sum, "eager: loss sum %.17g, read_output's %.17g",
+                  eager_taken.loss_sum, want.loss_sum);
+
+    static const int intervals[] = {1, 64};
+    for (int iv = 0; iv < 2; iv++) {
+        ge2_compile_options o = ge2_compile_defaults();
+        o.readback_interval = intervals[iv];
+        mlp m;
+        mlp_open_with(&m, GE2_DEVICE_CUDA, BATCH, SEED, LR, &o);
+        ge2_metrics got = {0};
+        for (int i = 0; i < n; i++) {
+            if (i % 2)
+                mlp_step_in_place(&m, DATA_SEED, i, batch_of_step(i), false);
+            else
+                mlp_step(&m, DATA_SEED, i, batch_of_step(i), false);
+            ge2_metrics now;
+            ck_assert_int_eq(ge2_program_take_metrics(m.program, GE2_MODE_TRAIN, &now), GE2_OK);
+            add_metrics(&got, &now);
+            /* Steps of a key wait for the step two before them on that key,
+             * which sums it: at most two steps per key are not summed. */
+            ck_assert_msg(got.steps >= i + 1 - 2 * 2, "interval %d, after step %d: %lld steps summed",
+                          intervals[iv], i, (long long)got.steps);
+        }
+        ck_assert_int_eq(ge2_program_sync(m.program), GE2_OK);
+        ge2_metrics rest_m;
+        ck_assert_int_eq(ge2_program_take_metrics(m.program, GE2_MODE_TRAIN, &rest_m), GE2_OK);
+        add_metrics(&got, &rest_m);
+        ck_assert_int_eq(ge2_program_capture_count(m.program), 2);
+        mlp_close(&m);
+        ck_assert_msg(got.steps == n, "interval %d: %lld steps summed, want %d", intervals[iv], (long long)got.steps,
+                      n);
+        ck_assert_int_eq(got.examples, want.examples);
+        ck_assert_msg(got.loss_sum == want.loss_sum, "interval %d: loss sum %.17g, eager read_output's %.17g",
+                      intervals[iv], got.loss_sum, want.loss_sum);
+    }
 }
 END_TEST
 
@@ -139,4 +221,4 @@ END_TEST
 
 GE2_GPU_SUITE_MAIN("capture_replay_test", 600,
                    test_replay_equals_eager_bitwise, test_same_seed_bitwise, test_zero_copy_equals_copying_bitwise,
-                   test_env_disables_capture)
+                   test_replayed_metrics_equal_eager_reads, test_env_disables_capture)

@@ -365,8 +365,8 @@ typedef struct count_fence {
     int waits;
 } count_fence;
 
-static const ge2_program *fenced; /* the program whose uploads are checked */
-static int uploads_checked;
+static const ge2_program *fenced; /* the program whose steps are checked */
+static int steps_checked;
 
 static ge2_status cf_new(ge2_backend_ctx *ctx, void **fence)
 {
@@ -396,18 +396,27 @@ static ge2_status cf_wait(ge2_backend_ctx *ctx, void *fence)
     return GE2_OK;
 }
 
-/* A staging buffer is uploaded (so it was just written) only after the
- * upload before it was waited for. */
-static ge2_status cf_upload(ge2_backend_ctx *ctx, void *dst, const void *src, size_t bytes)
+/* The CPU ran the step before exec_run returned: done, never pending. */
+static ge2_status cf_done(ge2_backend_ctx *ctx, void *fence, bool *done)
+{
+    (void)ctx;
+    ((count_fence *)fence)->pending = false;
+    *done = true;
+    return GE2_OK;
+}
+
+/* A step uploads its staging slot (so the slot was just written) only after
+ * the step before it through that slot was waited for. */
+static ge2_status cf_exec_run(ge2_backend_ctx *ctx, ge2_exec *exec, int slot)
 {
     for (int k = 0; fenced && k < fenced->n_keys; k++)
-        for (int i = 0; i < GE2_STAGING_BUFFERS; i++)
-            if (src == fenced->keys[k]->staging[i]) {
-                ck_assert_msg(!((count_fence *)fenced->keys[k]->fence[i])->pending,
-                              "key %d staging %d rewritten while its upload may be in flight", k, i);
-                uploads_checked++;
-            }
-    return ge2_backend_cpu.upload(ctx, dst, src, bytes);
+        if (exec == &fenced->keys[k]->exec) {
+            ck_assert_ptr_eq(exec->io[slot].upload.src, fenced->keys[k]->staging[slot]);
+            ck_assert_msg(!((count_fence *)fenced->keys[k]->fence[slot])->pending,
+                          "key %d staging %d rewritten while its step may be in flight", k, slot);
+            steps_checked++;
+        }
+    return ge2_backend_cpu.exec_run(ctx, exec, slot);
 }
 
 static int staging_waits(const ge2_program_key *pk)
@@ -430,7 +439,8 @@ START_TEST(test_staging_waits_once_per_reuse)
     backend.fence_free = cf_free;
     backend.fence_record = cf_record;
     backend.fence_wait = cf_wait;
-    backend.upload = cf_upload;
+    backend.fence_done = cf_done;
+    backend.exec_run = cf_exec_run;
     t.zero->backend = &backend; /* before any key: each key's staging gets fences */
     fenced = t.zero;
     for (int s = 0; s < 12; s++) {
@@ -453,7 +463,7 @@ START_TEST(test_staging_waits_once_per_reuse)
         ck_assert_int_eq(staging_waits(t.zero->keys[0]) - waits, s >= GE2_STAGING_BUFFERS ? 1 : 0);
         expect_same_loss(&t, GE2_MODE_TRAIN, in_place ? "fenced, in place" : "fenced, copied");
     }
-    ck_assert_int_eq(uploads_checked, 12);
+    ck_assert_int_eq(steps_checked, 12);
     twin_free(&t);
     fenced = NULL;
 }
