@@ -79,10 +79,16 @@ struct mlp_phase {
     int first_job, n_jobs, items;
 };
 
+#define MLP_MAX_JOBS (3 * GE2_MLP_STEP_MAX_LAYERS + 1)
+#define MLP_MAX_PHASES (2 * GE2_MLP_STEP_MAX_LAYERS)
+
+// Passed by value: the job table lives in the kernel's parameter (constant)
+// bank, where every block reads it through the constant cache. In global
+// memory its fields were dependent loads of ~0.5 us each at every item.
 struct mlp_params {
-    const mlp_job *jobs;
-    const mlp_phase *phases;
-    int n_phases;
+    mlp_job jobs[MLP_MAX_JOBS];
+    mlp_phase phases[MLP_MAX_PHASES];
+    int n_jobs, n_phases;
     // the loss: block 0 sums the loss job's partials at the start of phase finalize_phase
     int finalize_phase, loss_items;
     const float *loss_partials, *correct_partials;
@@ -416,8 +422,6 @@ __global__ void __launch_bounds__(MLP_THREADS, 1) ge2_mlp_step_kernel(const mlp_
 
 struct ge2_mlp_step {
     mlp_params params;
-    mlp_job *jobs_dev;
-    mlp_phase *phases_dev;
     float *partials_dev; /* [2, loss items] */
     unsigned long long *stamps_dev; /* GE2_MLP_STEP_PROFILE: [n_phases + 2], else NULL */
     const void *kernel;
@@ -436,38 +440,74 @@ static ge2_status step_cuda(cudaError_t e, const char *call)
 
 static int ceil_div(long long a, long long b) { return (int)((a + b - 1) / b); }
 
-// Estimated clocks of a job cut into tm x tn tiles on `grid` blocks: waves of
-// items, each a fixed cost (barriers, reduction, epilogue, one memory round
-// trip) plus staging (~32 B/clock from L2) and FMAs (~64/clock for 8 warps).
-static double gemm_cost(int M, int N, int K, int tm, int tn, int grid)
+static void set_tile(mlp_job *jb, int tm, int tn)
 {
-    double items = (double)ceil_div(M, tm) * ceil_div(N, tn);
-    double waves = ceil(items / grid);
-    return waves * (1000.0 + (tm + tn) * (double)K / 8.0 + (double)tm * tn * K / 64.0);
-}
-
-// The cheapest tile by gemm_cost; tn_fixed > 0 fixes the width (the loss needs
-// whole rows: up to 1024 classes, ge2_mlp_step_match's limit, at tm 4).
-static void choose_tile(mlp_job *jb, int grid, int tn_fixed)
-{
-    double best = INFINITY;
-    for (int tm = 4; tm <= MLP_MAX_TILE; tm *= 2)
-        for (int tn = tn_fixed ? tn_fixed : 8; tn <= (tn_fixed ? tn_fixed : MLP_MAX_TILE); tn *= 2) {
-            if (tm * tn > 16 * MLP_THREADS) /* more 4x4 positions than threads */
-                continue;
-            double c = gemm_cost(jb->M, jb->N, jb->K, tm, tn, grid);
-            if (c < best) {
-                best = c;
-                jb->tm = tm;
-                jb->tn = tn;
-            }
-        }
-    jb->tiles_n = ceil_div(jb->N, jb->tn);
-    jb->items = ceil_div(jb->M, jb->tm) * jb->tiles_n;
+    jb->tm = tm;
+    jb->tn = tn;
+    jb->tiles_n = ceil_div(jb->N, tn);
+    jb->items = ceil_div(jb->M, tm) * jb->tiles_n;
     /* either layout of an operand fits in (T + 4)(kc + 4) floats */
-    int kc = (MLP_OPERAND_FLOATS / (jb->tm + jb->tn + 2 * MLP_PAD) - MLP_PAD) / 4 * 4;
+    int kc = (MLP_OPERAND_FLOATS / (tm + tn + 2 * MLP_PAD) - MLP_PAD) / 4 * 4;
     int k4 = (jb->K + 3) / 4 * 4;
     jb->kc = k4 < kc ? k4 : kc;
+}
+
+// Estimated clocks of one item: a fixed part (a memory round trip, the
+// barriers, the reduction and epilogue), staging at ~64 B/clock from L2 and
+// FMAs at ~64/clock for 8 warps.
+static double item_cost(const mlp_job *jb)
+{
+    if (jb->kind != MLP_JOB_GEMM)
+        return 2000.0 + jb->M * 4.0 * MLP_COLSUM_COLS / 64.0;
+    return 2000.0 + (jb->tm + jb->tn) * 4.0 * jb->K / 64.0 + (double)jb->tm * jb->tn * jb->K / 64.0;
+}
+
+static int smallest_pow2_at_least(long long n, int floor)
+{
+    int p = floor;
+    while (p < n && p < MLP_MAX_TILE)
+        p *= 2;
+    return p;
+}
+
+// Tiles of a phase's GEMMs, chosen together: its items run in parallel,
+// one per block, so the phase takes about its slowest item's time as long
+// as all items fit on the grid at once. Start from the largest tiles, then
+// keep halving the slowest job's tile while every item still fits.
+// (Per-job choice ignored the phase's other jobs and made two waves.)
+static void choose_phase_tiles(mlp_params *p, const mlp_phase *ph, int grid)
+{
+    for (int j = ph->first_job; j < ph->first_job + ph->n_jobs; j++) {
+        mlp_job *jb = &p->jobs[j];
+        if (jb->kind != MLP_JOB_GEMM)
+            continue;
+        int tn = jb->epilogue == MLP_EPI_LOSS ? jb->tn : smallest_pow2_at_least(jb->N, 8);
+        int tm = smallest_pow2_at_least(jb->M, 4);
+        while (tm * tn > 16 * MLP_THREADS) /* no more 4x4 positions than threads */
+            tm > 4 ? tm /= 2 : tn /= 2;
+        set_tile(jb, tm, tn);
+    }
+    for (;;) {
+        int items = 0, slowest = -1;
+        for (int j = ph->first_job; j < ph->first_job + ph->n_jobs; j++) {
+            items += p->jobs[j].items;
+            const mlp_job *jb = &p->jobs[j];
+            bool can_shrink = jb->kind == MLP_JOB_GEMM && (jb->tm > 4 || (jb->tn > 8 && jb->epilogue != MLP_EPI_LOSS));
+            if (can_shrink && (slowest < 0 || item_cost(jb) > item_cost(&p->jobs[slowest])))
+                slowest = j;
+        }
+        if (slowest < 0)
+            return;
+        mlp_job *jb = &p->jobs[slowest], trial = *jb;
+        /* halve the longer side (the loss keeps whole rows) */
+        if (jb->epilogue == MLP_EPI_LOSS || (jb->tm >= jb->tn && jb->tm > 4) || jb->tn <= 8)
+            set_tile(&trial, jb->tm / 2, jb->tn);
+        else
+            set_tile(&trial, jb->tm, jb->tn / 2);
+        if (items - jb->items + trial.items > grid)
+            return;
+        *jb = trial;
+    }
 }
 
 static mlp_job gemm_job(int epilogue, int M, int N, int K, const float *a, long long a_rs, long long a_ks,
@@ -489,10 +529,11 @@ static mlp_job gemm_job(int epilogue, int M, int N, int K, const float *a, long 
     /* 16-byte copies: the base and the stride between contiguous runs aligned */
     jb.a_vec = (uintptr_t)a % 16 == 0 && (a_ks == 1 ? a_rs : a_ks) % 4 == 0;
     jb.b_vec = (uintptr_t)b % 16 == 0 && (b_ks == 1 ? b_cs : b_ks) % 4 == 0;
+    set_tile(&jb, 4, 8);
     return jb;
 }
 
-// Width of the loss tile: the classes rounded up to a power of two, at least 8 (the mask's byte).
+// Width of the loss tile: the classes rounded up to a power of two, at least 8.
 static int loss_tile_width(long long classes)
 {
     int tn = 8;
@@ -501,27 +542,19 @@ static int loss_tile_width(long long classes)
     return tn;
 }
 
-typedef struct job_table {
-    mlp_job jobs[4 * GE2_MLP_STEP_MAX_LAYERS];
-    mlp_phase phases[2 * GE2_MLP_STEP_MAX_LAYERS];
-    int n_jobs, n_phases;
-} job_table;
-
-static void open_phase(job_table *t)
+static void open_phase(mlp_params *p)
 {
-    t->phases[t->n_phases++] = (mlp_phase){t->n_jobs, 0, 0};
+    p->phases[p->n_phases++] = (mlp_phase){p->n_jobs, 0, 0};
 }
 
-static void add_job(job_table *t, const mlp_job &jb)
+static void add_job(mlp_params *p, const mlp_job &jb)
 {
-    t->jobs[t->n_jobs++] = jb;
-    mlp_phase *ph = &t->phases[t->n_phases - 1];
-    ph->n_jobs++;
-    ph->items += jb.items;
+    p->jobs[p->n_jobs++] = jb;
+    p->phases[p->n_phases - 1].n_jobs++;
 }
 
-// mlp_step.h's phase table as jobs.
-static void build_jobs(const ge2_mlp_step_desc *d, int grid, job_table *t)
+// mlp_step.h's phase table as jobs. loss_partials: [2, B] floats of scratch.
+static void build_jobs(const ge2_mlp_step_desc *d, int grid, float *loss_partials, mlp_params *p)
 {
     const int B = (int)d->batch, L = d->n_layers;
     for (int l = 0; l < L; l++) {
@@ -533,24 +566,24 @@ static void build_jobs(const ge2_mlp_step_desc *d, int grid, job_table *t)
         jb.relu = ly->act == GE2_ACT_RELU;
         jb.mask = ly->mask;
         jb.mask_row_bytes = ly->mask_row_bytes;
-        choose_tile(&jb, grid, last ? loss_tile_width(ly->out) : 0);
         if (last) {
+            jb.tn = loss_tile_width(ly->out);
             jb.labels = d->labels;
             jb.smoothing = d->label_smoothing;
             jb.inv_rows = 1.0f / (float)B;
             jb.dlogits = ly->dz;
+            jb.loss_partials = loss_partials;
+            jb.correct_partials = d->correct ? loss_partials + B : NULL;
         }
-        open_phase(t);
-        add_job(t, jb);
+        open_phase(p);
+        add_job(p, jb);
     }
     for (int l = L - 1; l >= 0; l--) {
         const ge2_mlp_step_layer *ly = &d->layer[l];
-        open_phase(t);
+        open_phase(p);
         /* dW [out, in] = dzᵀ · x: A(o, b) = dz[b, o], B(b, i) = x[b, i] */
-        mlp_job dw = gemm_job(MLP_EPI_GRAD_WEIGHT, (int)ly->out, (int)ly->in, B, ly->dz, 1, ly->out, ly->x, ly->in, 1,
-                              ly->dw);
-        choose_tile(&dw, grid, 0);
-        add_job(t, dw);
+        add_job(p, gemm_job(MLP_EPI_GRAD_WEIGHT, (int)ly->out, (int)ly->in, B, ly->dz, 1, ly->out, ly->x, ly->in, 1,
+                            ly->dw));
         mlp_job db = {};
         db.kind = MLP_JOB_COLSUM;
         db.M = B;
@@ -558,7 +591,7 @@ static void build_jobs(const ge2_mlp_step_desc *d, int grid, job_table *t)
         db.a = ly->dz;
         db.c = ly->db;
         db.items = ceil_div(ly->out, MLP_COLSUM_COLS);
-        add_job(t, db);
+        add_job(p, db);
         if (l == 0)
             continue;
         /* dz of the layer below [B, in] = (dz · w) ⊙ relu': A(b, o) = dz[b, o], B(o, i) = w[o, i] */
@@ -568,8 +601,12 @@ static void build_jobs(const ge2_mlp_step_desc *d, int grid, job_table *t)
         dx.relu = below->act == GE2_ACT_RELU;
         dx.mask = below->mask;
         dx.mask_row_bytes = below->mask_row_bytes;
-        choose_tile(&dx, grid, 0);
-        add_job(t, dx);
+        add_job(p, dx);
+    }
+    for (int ph = 0; ph < p->n_phases; ph++) {
+        choose_phase_tiles(p, &p->phases[ph], grid);
+        for (int j = p->phases[ph].first_job; j < p->phases[ph].first_job + p->phases[ph].n_jobs; j++)
+            p->phases[ph].items += p->jobs[j].items;
     }
 }
 
@@ -608,17 +645,6 @@ static ge2_status check_pools(const ge2_mlp_step_desc *d)
     return GE2_OK;
 }
 
-static ge2_status place_tables(ge2_mlp_step *s, const job_table *t, int loss_items)
-{
-    GE2_TRY(step_cuda(cudaMalloc((void **)&s->jobs_dev, sizeof(mlp_job) * t->n_jobs), "cudaMalloc"));
-    GE2_TRY(step_cuda(cudaMalloc((void **)&s->phases_dev, sizeof(mlp_phase) * t->n_phases), "cudaMalloc"));
-    GE2_TRY(step_cuda(cudaMalloc((void **)&s->partials_dev, sizeof(float) * 2 * loss_items), "cudaMalloc"));
-    GE2_TRY(step_cuda(cudaMemcpy(s->jobs_dev, t->jobs, sizeof(mlp_job) * t->n_jobs, cudaMemcpyHostToDevice),
-                      "cudaMemcpy"));
-    return step_cuda(cudaMemcpy(s->phases_dev, t->phases, sizeof(mlp_phase) * t->n_phases, cudaMemcpyHostToDevice),
-                     "cudaMemcpy");
-}
-
 extern "C" ge2_status ge2_mlp_step_prepare(const ge2_mlp_step_desc *d, ge2_mlp_step **out)
 {
     *out = NULL;
@@ -637,38 +663,23 @@ extern "C" ge2_status ge2_mlp_step_prepare(const ge2_mlp_step_desc *d, ge2_mlp_s
     if (per_sm < 1)
         return ge2_error(GE2_ERR_UNSUPPORTED, "ge2 whole-step MLP kernel: does not fit on an SM");
     ge2_mlp_step *s = (ge2_mlp_step *)ge2_calloc(1, sizeof *s);
-    job_table *t = (job_table *)ge2_calloc(1, sizeof *t);
-    if (!s || !t) {
-        ge2_free(s);
-        ge2_free(t);
+    if (!s)
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 whole-step MLP kernel: out of host memory");
-    }
     s->grid = sms; /* one block per SM: every barrier waits for the fewest blocks */
     s->kernel = kernel;
-    build_jobs(d, s->grid, t);
-    const mlp_job *loss_job = &t->jobs[t->phases[d->n_layers - 1].first_job];
-    ge2_status st = place_tables(s, t, loss_job->items);
-    if (st == GE2_OK) {
-        /* the loss job's partials live in the step's scratch */
-        t->jobs[t->phases[d->n_layers - 1].first_job].loss_partials = s->partials_dev;
-        t->jobs[t->phases[d->n_layers - 1].first_job].correct_partials =
-            d->correct ? s->partials_dev + loss_job->items : NULL;
-        st = step_cuda(cudaMemcpy(s->jobs_dev, t->jobs, sizeof(mlp_job) * t->n_jobs, cudaMemcpyHostToDevice),
-                       "cudaMemcpy");
-    }
+    /* loss partials: one per loss item, at most one item per row */
+    ge2_status st = step_cuda(cudaMalloc((void **)&s->partials_dev, sizeof(float) * 2 * d->batch), "cudaMalloc");
     if (st != GE2_OK) {
-        ge2_free(t);
         ge2_mlp_step_free(s);
         return st;
     }
     mlp_params *p = &s->params;
-    p->jobs = s->jobs_dev;
-    p->phases = s->phases_dev;
-    p->n_phases = t->n_phases;
+    build_jobs(d, s->grid, s->partials_dev, p);
+    const mlp_job *loss_job = &p->jobs[p->phases[d->n_layers - 1].first_job];
     p->finalize_phase = d->n_layers;
     p->loss_items = loss_job->items;
     p->loss_partials = s->partials_dev;
-    p->correct_partials = s->partials_dev + loss_job->items;
+    p->correct_partials = s->partials_dev + d->batch;
     p->loss = d->loss;
     p->correct = d->correct;
     p->inv_rows = 1.0f / (float)d->batch;
@@ -677,13 +688,12 @@ extern "C" ge2_status ge2_mlp_step_prepare(const ge2_mlp_step_desc *d, ge2_mlp_s
     p->ctl = d->control;
     const char *profile = getenv("GE2_MLP_STEP_PROFILE");
     if (profile && profile[0] && strcmp(profile, "0") != 0 &&
-        cudaMalloc((void **)&s->stamps_dev, sizeof(unsigned long long) * (t->n_phases + 2)) == cudaSuccess)
+        cudaMalloc((void **)&s->stamps_dev, sizeof(unsigned long long) * (p->n_phases + 2)) == cudaSuccess)
         p->stamps = s->stamps_dev;
     cudaGetLastError();
     snprintf(s->description, sizeof s->description,
              "ge2 whole-step MLP kernel: %d layers, %d phases, %d jobs, grid %d x %d (cooperative)", d->n_layers,
-             t->n_phases + 1, t->n_jobs, s->grid, MLP_THREADS);
-    ge2_free(t);
+             p->n_phases + 1, p->n_jobs, s->grid, MLP_THREADS);
     *out = s;
     return GE2_OK;
 }
@@ -727,8 +737,6 @@ extern "C" void ge2_mlp_step_free(ge2_mlp_step *s)
         print_profile(s);
         cudaFree(s->stamps_dev);
     }
-    cudaFree(s->jobs_dev);
-    cudaFree(s->phases_dev);
     cudaFree(s->partials_dev);
     ge2_free(s);
 }

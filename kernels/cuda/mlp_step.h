@@ -38,6 +38,11 @@ extern "C" {
 #endif
 
 #define GE2_MLP_STEP_MAX_LAYERS 8
+/* Largest GEMM (multiply-adds) of a step the kernel takes. Its SIMT tiles
+ * win where a step is latency: the small MLP's largest GEMM is 12.8 M. The
+ * medium MLP's (256 x 1024 x 1024, 268 M) ran 2.5x slower than cuBLASLt
+ * launch by launch (H200, issue 7). */
+#define GE2_MLP_STEP_MAX_FMAS (32LL << 20)
 
 typedef struct ge2_mlp_step_layer {
     int64_t in, out;

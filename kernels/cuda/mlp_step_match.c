@@ -315,9 +315,14 @@ bool ge2_mlp_step_match(const ge2_launch *launches, int n, ge2_mlp_step_desc *de
     for (int l = 0; l < m.n_layers; l++) {
         if (!fill_layer(&m, l, desc->batch, &desc->layer[l]))
             return false;
-        if (l > 0 && desc->layer[l].in != desc->layer[l - 1].out)
-            return refuse(&m, "layer %d: %lld inputs after %lld outputs", l, (long long)desc->layer[l].in,
+        const ge2_mlp_step_layer *ly = &desc->layer[l];
+        if (l > 0 && ly->in != desc->layer[l - 1].out)
+            return refuse(&m, "layer %d: %lld inputs after %lld outputs", l, (long long)ly->in,
                           (long long)desc->layer[l - 1].out);
+        if (desc->batch * ly->in * ly->out > GE2_MLP_STEP_MAX_FMAS)
+            return refuse(&m, "layer %d: %lld x %lld x %lld FMAs per GEMM (more than %lld: cuBLASLt is faster)", l,
+                          (long long)desc->batch, (long long)ly->in, (long long)ly->out,
+                          (long long)GE2_MLP_STEP_MAX_FMAS);
     }
     if (!find_dz(&m, desc) || !fill_loss_and_optimizer(&m, desc))
         return false;

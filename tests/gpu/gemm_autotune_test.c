@@ -37,6 +37,8 @@ static void fresh_cache(char *path, size_t size)
     snprintf(path, size, "%s/kernels.txt", dir);
     setenv("GE2_KERNEL_CACHE", path, 1);
     setenv("GE2_AUTOTUNE", "1", 1);
+    /* the GEMMs' own kernels, not the whole-step kernel that would take the small MLP */
+    setenv("GE2_MLP_STEP", "0", 1);
     ge2_gemm_registry_reset();
 }
 
