@@ -97,6 +97,10 @@ typedef struct ge2_loss_attrs {
 
 typedef struct ge2_optim_attrs {
     ge2_optimizer_config config;
+    /* OPTIMIZER_UPDATE: how many update nodes the step runs (1 flat, one per
+     * layer per-parameter); the last to finish commits the step
+     * (kernels/optimizer_math.h). 0 reads as 1. */
+    int update_nodes;
 } ge2_optim_attrs;
 
 typedef union ge2_attrs {
