@@ -385,6 +385,11 @@ typedef struct ge2_plan_stats {
     size_t parameter_bytes, gradient_bytes, optimizer_state_bytes, input_bytes, workspace_bytes;
     int n_nodes;
     int n_tensors;
+    /* FLAT or PER_PARAMETER, as ge2_optimizer chose (FLAT without an
+     * optimizer); PER_PARAMETER: gradient_bytes is 0, the gradients are in
+     * arena_bytes */
+    ge2_update_mode update_mode;
+    int update_nodes; /* optimizer update nodes per train step (0 without an optimizer) */
 } ge2_plan_stats;
 
 ge2_status ge2_program_plan_stats(ge2_program *program, ge2_mode mode, ge2_plan_stats *out);
