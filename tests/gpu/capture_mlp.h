@@ -33,6 +33,9 @@ typedef struct mlp {
 /* Builds the graph (built batch `batch`, parameter seed `seed`, Adam at
  * `lr`) and compiles it for `device`. disable_capture: run CUDA eagerly. */
 void mlp_open(mlp *m, ge2_device device, int batch, uint64_t seed, double lr, bool disable_capture);
+/* The same with Adam's update_mode given (mlp_open: AUTO, which is flat for this small MLP). */
+void mlp_open_mode(mlp *m, ge2_device device, int batch, uint64_t seed, double lr, bool disable_capture,
+                   ge2_update_mode update_mode);
 void mlp_close(mlp *m);
 
 /* Batch number `index` of the data stream `data_seed`: x in [0, 1), labels in [0, 10). */
