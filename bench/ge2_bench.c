@@ -20,7 +20,7 @@
  * nothing. Host time is the time inside ge2_program_step; the batch's
  * write is reported apart (host_feed_us_per_step).
  *
- * Usage: ge2_bench [--data DIR] [--only WORKLOAD] [--seconds S] [--epochs E] [--cpu]
+ * Usage: ge2_bench [--data DIR] [--only WORKLOAD] [--seconds S] [--epochs E] [--cpu] [--update-mode M]
  *   --data     Fashion-MNIST folder for the epoch (default $GE2_DATA_DIR,
  *              else /usr/share/datasets/fashion-mnist)
  *   --only     run one workload (mlp_small, mlp_medium, mlp_large, epoch)
@@ -28,6 +28,9 @@
  *   --epochs   timed epochs per mode (default 5, after one warm-up epoch)
  *   --cpu      run on the CPU backend, timed by the host clock: checks the
  *              bench itself on a machine without a GPU (figures meaningless)
+ *   --update-mode  Adam's update_mode: auto (default), flat or per_parameter,
+ *              to time both layouts on one machine (ge2_bench only: run.sh
+ *              passes its options to torch_bench.py too, which has none)
  * Exit status: 0 when every row ran, 1 otherwise (failed rows carry "error").
  */
 #include <cuda_runtime.h>
@@ -86,6 +89,7 @@ typedef struct bench_options {
     double seconds;
     int epochs;
     bool cpu;
+    ge2_update_mode update_mode;
 } bench_options;
 
 /* What one (workload, mode) row reports. */
@@ -181,7 +185,7 @@ static void dims_string(const bench_workload *w, char *buf, size_t size)
 /* ----------------------------------------------------------------- model */
 
 /* Linear+ReLU hidden layers, a linear head, mean cross-entropy, Adam. */
-static ge2_status model_build(bench_model *m, const bench_workload *w)
+static ge2_status model_build(bench_model *m, const bench_workload *w, ge2_update_mode update_mode)
 {
     GE2_TRY(ge2_graph_new(&m->graph));
     GE2_TRY(ge2_graph_set_seed(m->graph, SEED));
@@ -204,6 +208,7 @@ static ge2_status model_build(bench_model *m, const bench_workload *w)
     GE2_TRY(ge2_backward(m->graph, m->loss));
     ge2_optimizer_config adam = ge2_optimizer_defaults(GE2_OPT_ADAM);
     adam.lr = 1e-3;
+    adam.update_mode = update_mode;
     return ge2_optimizer(m->graph, &adam);
 }
 
@@ -396,7 +401,7 @@ static ge2_status run_row(ge2_context *ctx, const bench_workload *w, const bench
         if (st == GE2_OK)          \
             st = (expr);           \
     } while (0)
-    ROW_TRY(model_build(&m, w));
+    ROW_TRY(model_build(&m, w, opt->update_mode));
     ge2_compile_options copt = ge2_compile_defaults();
     copt.tf32 = mode->tf32;
     copt.disable_capture = !mode->capture;
@@ -465,13 +470,15 @@ static void print_row(const bench_workload *w, const bench_mode *mode, const cha
            "\"kernels_per_step\":%d,"
            "\"launches_per_step\":%d,\"kernels_source\":\"%s\",\"device_bytes\":%zu,"
            "\"param_bytes\":%zu,\"grad_bytes\":%zu,\"optimizer_state_bytes\":%zu,\"arena_bytes\":%zu,"
-           "\"arena_lower_bound_bytes\":%zu,\"input_bytes\":%zu,\"workspace_bytes\":%zu,\"taken_bytes\":%zu",
+           "\"arena_lower_bound_bytes\":%zu,\"input_bytes\":%zu,\"workspace_bytes\":%zu,\"taken_bytes\":%zu,"
+           "\"update_mode\":\"%s\",\"update_nodes\":%d",
            r->us_median, r->us_p10, r->us_p90, (long long)r->steps_timed, r->host_us, r->host_feed_us, r->host_allocs,
            /* what a replay really runs, comparable with PyTorch's profiler count */
            r->graph_kernels >= 0 ? r->graph_kernels : r->launches, r->launches,
            r->graph_kernels >= 0 ? "captured graph kernel nodes" : "ge2_program_launch_count",
            plan_device_bytes(p), p->parameter_bytes, p->gradient_bytes, p->optimizer_state_bytes, p->arena_bytes,
-           p->lower_bound_bytes, p->input_bytes, p->workspace_bytes, r->taken_bytes);
+           p->lower_bound_bytes, p->input_bytes, p->workspace_bytes, r->taken_bytes,
+           ge2_update_mode_name(p->update_mode), p->update_nodes);
     json_number("loss_first", r->loss_first);
     json_number("loss_last", r->loss_last);
     if (w->epoch)
@@ -484,8 +491,20 @@ static void print_row(const bench_workload *w, const bench_mode *mode, const cha
 
 static int usage(const char *argv0)
 {
-    fprintf(stderr, "usage: %s [--data DIR] [--only WORKLOAD] [--seconds S] [--epochs E] [--cpu]\n", argv0);
+    fprintf(stderr,
+            "usage: %s [--data DIR] [--only WORKLOAD] [--seconds S] [--epochs E] [--cpu] "
+            "[--update-mode auto|flat|per_parameter]\n",
+            argv0);
     return 2;
+}
+
+/* GE2_UPDATE_COUNT for a name that is none of them. */
+static ge2_update_mode update_mode_parse(const char *name)
+{
+    int m = 0;
+    while (m < GE2_UPDATE_COUNT && strcmp(name, ge2_update_mode_name((ge2_update_mode)m)))
+        m++;
+    return (ge2_update_mode)m;
 }
 
 static bool parse_options(int argc, char **argv, bench_options *opt)
@@ -497,6 +516,7 @@ static bool parse_options(int argc, char **argv, bench_options *opt)
     opt->seconds = 1.0;
     opt->epochs = 5;
     opt->cpu = false;
+    opt->update_mode = GE2_UPDATE_AUTO;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--cpu")) {
             opt->cpu = true;
@@ -512,10 +532,12 @@ static bool parse_options(int argc, char **argv, bench_options *opt)
             opt->seconds = atof(argv[++i]);
         else if (!strcmp(argv[i], "--epochs"))
             opt->epochs = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--update-mode"))
+            opt->update_mode = update_mode_parse(argv[++i]);
         else
             return false;
     }
-    return opt->seconds > 0 && opt->epochs > 0;
+    return opt->seconds > 0 && opt->epochs > 0 && opt->update_mode != GE2_UPDATE_COUNT;
 }
 
 int main(int argc, char **argv)

@@ -132,7 +132,9 @@ static ge2_status alloc_pools(ge2_program *program)
     program->pools.n = (int64_t)(param_bytes / sizeof(float));
     program->pools.slots = cfg ? ge2_opt_slots_of(cfg).count : 0;
     GE2_TRY(backend_alloc(program, param_bytes, (void **)&program->pools.params));
-    GE2_TRY(backend_alloc(program, param_bytes, (void **)&program->pools.grads));
+    /* Per-parameter updates read each gradient from the arena: no pool. */
+    if (!program->graph->per_parameter_updates)
+        GE2_TRY(backend_alloc(program, param_bytes, (void **)&program->pools.grads));
     if (program->pools.slots > 0)
         GE2_TRY(backend_alloc(program, (size_t)program->pools.slots * param_bytes, (void **)&program->pools.state));
     GE2_TRY(backend_alloc(program, program->layout->constant_bytes, &program->constants));
@@ -189,7 +191,7 @@ static ge2_status compile(ge2_program *program)
 {
     GE2_TRY(ge2_graph_verify(program->graph));
     for (int n = 0; n < program->graph->n_nodes; n++)
-        if (program->graph->nodes[n].op == GE2_OP_OPTIMIZER_UPDATE)
+        if (program->graph->nodes[n].op == GE2_OP_OPTIMIZER_UPDATE && program->optimizer_node < 0)
             program->optimizer_node = n;
     find_metric_outputs(program);
     GE2_TRY(ge2_key_init(program->graph, GE2_MODE_TRAIN, &program->feed_key));

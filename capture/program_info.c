@@ -116,6 +116,33 @@ static ge2_status plan_of_mode(ge2_program *program, ge2_mode mode, const ge2_pl
     return GE2_OK;
 }
 
+/* The gradient pool: none when per-parameter updates keep gradients in the arena. */
+static size_t gradient_pool_bytes(const ge2_program *program)
+{
+    return program->graph->per_parameter_updates ? 0 : program->layout->param_bytes;
+}
+
+static int update_node_count(const ge2_graph *g)
+{
+    int count = 0;
+    for (int n = 0; n < g->n_nodes; n++)
+        count += g->nodes[n].op == GE2_OP_OPTIMIZER_UPDATE;
+    return count;
+}
+
+/* "flat update (4 nodes)": what the reports say about the optimizer. */
+static const char *update_mode_text(const ge2_program *program, char *buf, size_t size)
+{
+    const ge2_graph *g = program->graph;
+    if (!g->has_optimizer)
+        snprintf(buf, size, "none");
+    else if (g->per_parameter_updates)
+        snprintf(buf, size, "per_parameter (%d update nodes, gradients in the arena)", update_node_count(g));
+    else
+        snprintf(buf, size, "flat (1 update over the pools)");
+    return buf;
+}
+
 ge2_status ge2_program_plan_stats(ge2_program *program, ge2_mode mode, ge2_plan_stats *out)
 {
     if (!program || !out)
@@ -127,8 +154,11 @@ ge2_status ge2_program_plan_stats(ge2_program *program, ge2_mode mode, ge2_plan_
     s.arena_bytes = plan->arena_bytes;
     s.lower_bound_bytes = plan->lower_bound_bytes;
     s.naive_bytes = plan->naive_bytes;
-    s.parameter_bytes = s.gradient_bytes = program->layout->param_bytes;
+    s.parameter_bytes = program->layout->param_bytes;
+    s.gradient_bytes = gradient_pool_bytes(program);
     s.optimizer_state_bytes = (size_t)program->pools.slots * program->layout->param_bytes;
+    s.update_mode = program->graph->per_parameter_updates ? GE2_UPDATE_PER_PARAMETER : GE2_UPDATE_FLAT;
+    s.update_nodes = update_node_count(program->graph);
     s.input_bytes = plan->input_bytes;
     s.workspace_bytes = program->backend->workspace_bytes ? program->backend->workspace_bytes(program->bctx) : 0;
     s.n_nodes = plan->n_steps;
@@ -142,12 +172,14 @@ ge2_status ge2_program_plan_stats(ge2_program *program, ge2_mode mode, ge2_plan_
 static void report_pools(const ge2_program *program, FILE *out)
 {
     const ge2_layout *l = program->layout;
+    char mode[96];
     fprintf(out, "pools: params=%zu grads=%zu optimizer_state=%zu (%d slots) constants=%zu control=%zu", l->param_bytes,
-            l->param_bytes, (size_t)program->pools.slots * l->param_bytes, program->pools.slots, l->constant_bytes,
-            sizeof(ge2_control));
+            gradient_pool_bytes(program), (size_t)program->pools.slots * l->param_bytes,
+            program->pools.slots, l->constant_bytes, sizeof(ge2_control));
     fprintf(out, " workspace=%zu shared_arena=%zu%s\n",
             program->backend->workspace_bytes ? program->backend->workspace_bytes(program->bctx) : 0,
             program->arena_bytes, program->options.separate_arenas ? " (separate arenas per key)" : "");
+    fprintf(out, "optimizer: %s\n", update_mode_text(program, mode, sizeof mode));
 }
 
 ge2_status ge2_program_plan_report(ge2_program *program, FILE *out)
@@ -245,8 +277,10 @@ ge2_status ge2_program_kernel_report(ge2_program *program, ge2_mode mode, FILE *
                          mode_names[mode]);
     const ge2_program_key *key = program->keys[program->last_key[mode]];
     const ge2_exec *exec = &key->exec;
+    char update[96];
     fprintf(out, "ge2 kernels: %s key, batch %lld, %s backend, %d launches per step\n", mode_names[mode],
             (long long)key->batch, program->backend->name, exec->n_launches);
+    fprintf(out, "optimizer: %s\n", update_mode_text(program, update, sizeof update));
     for (int i = 0; i < exec->n_launches; i++) {
         const ge2_launch *l = &exec->launches[i];
         char shapes[384] = "", what[256] = "-";

@@ -83,14 +83,14 @@ struct ge2_program {
 
     ge2_layout *layout;
     /* Persistent, shared by every key (device memory on CUDA). */
-    ge2_flat_pools pools; /* params [n], grads [n], state [slots * n] */
+    ge2_flat_pools pools; /* params [n], grads [n] (NULL with per-parameter updates), state [slots * n] */
     void *constants;      /* [layout->constant_bytes] */
     ge2_control *control; /* device pointer on CUDA, host on CPU */
     ge2_control *control_host; /* host mirror (pinned), source of control uploads */
     float *lr_ring;            /* host (pinned): [GE2_LR_RING] sources of ge2_set_lr's uploads */
     void *lr_fence[GE2_LR_RING]; /* each recorded after its slot's upload; NULL without fences */
     int lr_next;
-    int optimizer_node;        /* node id of OPTIMIZER_UPDATE, -1 without optimizer */
+    int optimizer_node;        /* node id of the (first) OPTIMIZER_UPDATE, -1 without optimizer */
 
     /* Outputs each step copies back for the metrics: loss, first other marked
      * output; -1 if none (without a loss no step is counted). */

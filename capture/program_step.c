@@ -313,8 +313,16 @@ ge2_status ge2_program_read_output(ge2_program *program, ge2_mode mode, const ge
     const ge2_plan_tensor *pt = &pk->plan->tensors[t->id];
     char s[64];
     ge2_shape_str(pt->shape, s, sizeof s);
-    if (pt->pool != GE2_POOL_INPUTS && pt->pool != GE2_POOL_PARAMS && pt->pool != GE2_POOL_GRADS &&
-        pt->pool != GE2_POOL_CONSTANTS)
+    /* what outlives the step; the arena is the next step's (or key's) */
+    bool kept = pt->pool == GE2_POOL_INPUTS || pt->pool == GE2_POOL_PARAMS || pt->pool == GE2_POOL_GRADS ||
+                pt->pool == GE2_POOL_CONSTANTS;
+    if (pt->pool == GE2_POOL_ARENA && ge2_param_of_grad(program->graph, t))
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT,
+                         "ge2_program_read_output: '%s' %s is a parameter gradient, consumed by its layer's "
+                         "per-parameter update, which frees it within the step; mark it with ge2_mark_output before "
+                         "ge2_optimizer, or use update_mode flat",
+                         t->name, s);
+    if (!kept)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT,
                          "ge2_program_read_output: '%s' %s is not an output of the %s step (mark it with ge2_mark_output)",
                          t->name, s, mode_names[mode]);

@@ -24,6 +24,7 @@ typedef struct ge2_control {
     /* written by the optimizer kernels */
     int64_t step;           /* optimizer updates completed */
     int32_t micro_step;     /* gradient accumulation: micro-batches since the last update */
+    int32_t updates_done;   /* OPTIMIZER_UPDATE nodes finished in this step; 0 between steps */
     float lr;               /* lr of the last update (after the schedule) */
     float bias_correction1; /* 1 - beta1^step of the last update */
     float bias_correction2; /* 1 - beta2^step */

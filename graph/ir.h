@@ -97,6 +97,10 @@ typedef struct ge2_loss_attrs {
 
 typedef struct ge2_optim_attrs {
     ge2_optimizer_config config;
+    /* OPTIMIZER_UPDATE: how many update nodes the step runs (1 flat, one per
+     * layer per-parameter); the last to finish commits the step
+     * (kernels/optimizer_math.h). 0 reads as 1. */
+    int update_nodes;
 } ge2_optim_attrs;
 
 typedef union ge2_attrs {
@@ -149,6 +153,10 @@ struct ge2_graph {
     uint64_t seed;
     int loss;             /* tensor id given to ge2_backward, -1 before */
     bool has_optimizer;
+    /* ge2_optimizer chose GE2_UPDATE_PER_PARAMETER: parameter gradients are
+     * inputs of their layer's OPTIMIZER_UPDATE and live in the arena, and
+     * the program allocates no gradient pool */
+    bool per_parameter_updates;
     int n_parameters;     /* count of PARAMETER tensors */
     /* ge2_backward emits the generic LINEAR backward (ACTIVATION_BACKWARD,
      * MATMUL, SUM) instead of LINEAR_GRAD_INPUT / LINEAR_GRAD_WEIGHT: the
@@ -190,5 +198,15 @@ ge2_status ge2_graph_add_node(ge2_graph *graph, ge2_op op, ge2_phase phase, cons
                               int n_outputs, const ge2_attrs *attrs, int *node_id);
 
 static inline ge2_tensor *ge2_graph_tensor(const ge2_graph *graph, int id) { return graph->tensors[id]; }
+
+/* The parameter whose final, summed gradient t is (what the optimizer
+ * reads), or NULL for any other tensor. */
+static inline const ge2_tensor *ge2_param_of_grad(const ge2_graph *graph, const ge2_tensor *t)
+{
+    if (t->grad_of < 0)
+        return NULL;
+    const ge2_tensor *p = graph->tensors[t->grad_of];
+    return p->role == GE2_ROLE_PARAMETER && p->grad == t->id ? p : NULL;
+}
 
 #endif /* GE2_GRAPH_IR_H */

@@ -6,7 +6,10 @@
  * difference, never a formula difference.
  *
  * Control-block protocol (graph/control.h). One training step runs GRAD_NORM
- * (only when clip_norm > 0) then OPTIMIZER_UPDATE. The host writes only
+ * (only when clip_norm > 0) then OPTIMIZER_UPDATE over the flat pools; or,
+ * with per-parameter updates (no clipping, no accumulation), one
+ * OPTIMIZER_UPDATE per layer, each right after that layer's gradients (every
+ * one an "update node" below; attrs.optim.update_nodes counts them). The host writes only
  * control->base_lr (ge2_set_lr), between steps. Everything else is derived on
  * the device from the control block as it was when the step began:
  *
@@ -28,16 +31,22 @@
  *      clipping nothing writes clip_factor; scalars use 1 then.
  *   4. OPTIMIZER_UPDATE, on an update step, runs ge2_opt_take_accum then
  *      the kind's ge2_opt_sgd_element / ge2_opt_adam_element on every
- *      element of the flat pools; on a micro-step it only adds the
- *      gradients into the accumulation slot. Backends specialize per kind
+ *      element of its spans (kernels/optimizer_spans.h: the flat pools, or
+ *      its parameters); on a micro-step it only adds the gradients into the
+ *      accumulation slot. Backends specialize per kind
  *      (a loop per kind on the CPU, a kernel per rule on CUDA) so nothing
  *      branches on the config per element. Padding is zero and stays zero
  *      under every rule.
- *   5. Once every element is done, exactly one writer runs ge2_opt_commit:
- *      step = t, lr, bias corrections (for reporting), micro_step = 0. On
- *      CUDA that is the last block to finish (blocks_done counter) or a
- *      one-thread kernel after the sweep; it must not happen earlier, since
- *      other blocks still derive their scalars from the old step.
+ *   5. Once every element of an update node is done, exactly one writer
+ *      calls ge2_opt_node_done (on CUDA the node's last block to finish,
+ *      blocks_done counter); it counts the step's finished update nodes in
+ *      control->updates_done, and the one that completes the set runs
+ *      ge2_opt_commit: step = t, lr, bias corrections (for reporting),
+ *      micro_step = 0. It must not happen earlier, since other blocks, and
+ *      the step's later update nodes, still derive their scalars from the
+ *      old step: so every node of a step uses the same step's values, and
+ *      the step advances exactly once. Update nodes run one after another
+ *      on one stream, so only the counter's one writer per node touches it.
  *
  * Gradient accumulation uses the MEAN of the k micro-batch gradients, so k
  * micro-batches of B equal one batch of k*B under a mean loss (the
@@ -267,7 +276,22 @@ static inline GE2_HD float ge2_opt_take_accum(float g, float *acc)
     return g;
 }
 
-/* Step 5 of the protocol; `update` says whether this step was an update step. */
+/* Step 5, once per update node: true when this node completes the step's
+ * update_nodes (0 reads as 1), and the caller then commits. Counting up to
+ * the total, rather than naming a last node, leaves the nodes' order to the
+ * planner. */
+static inline GE2_HD bool ge2_opt_node_done(ge2_control *ctl, int update_nodes)
+{
+    int32_t done = ctl->updates_done + 1;
+    if (done < update_nodes) {
+        ctl->updates_done = done;
+        return false;
+    }
+    ctl->updates_done = 0;
+    return true;
+}
+
+/* Step 5's commit; `update` says whether this step was an update step. */
 static inline GE2_HD void ge2_opt_commit(ge2_control *ctl, bool update, const ge2_opt_scalars *s)
 {
     if (!update) {

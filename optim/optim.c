@@ -2,6 +2,7 @@
 #include "optim/optim.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "graph/error.h"
@@ -13,6 +14,12 @@ static const char *const kind_names[GE2_OPT_COUNT] = {"sgd", "adam", "adamw"};
 const char *ge2_optimizer_name(ge2_optimizer_kind kind)
 {
     return (unsigned)kind < GE2_OPT_COUNT ? kind_names[kind] : "unknown";
+}
+
+const char *ge2_update_mode_name(ge2_update_mode mode)
+{
+    static const char *const names[GE2_UPDATE_COUNT] = {"auto", "flat", "per_parameter"};
+    return (unsigned)mode < GE2_UPDATE_COUNT ? names[mode] : "unknown";
 }
 
 ge2_status ge2_optimizer_parse(const char *name, ge2_optimizer_kind *out)
@@ -119,7 +126,126 @@ ge2_status ge2_opt_validate(const ge2_optimizer_config *c)
         return BAD("clip_norm must be >= 0 (0 = off), got", "%g", c->clip_norm);
     if (c->accumulation_steps < 1)
         return BAD("accumulation_steps must be >= 1, got", "%d", c->accumulation_steps);
+    if ((unsigned)c->update_mode >= GE2_UPDATE_COUNT)
+        return BAD("update_mode is unknown:", "%d", (int)c->update_mode);
     return validate_schedule(c);
+}
+
+/* ------------------------------------------------- where the update runs */
+
+/* GE2_UPDATE_AUTO's threshold: mean gradient bytes per update node.
+ *
+ * Per-parameter updates trade the gradient pool for launches: one update
+ * node per layer instead of one flat update, so (nodes - 1) more kernels a
+ * step (the commit rides on the last node: no extra one for it). A launch
+ * inside a captured graph costs ~2-3 us on an H200. What it is set against
+ * is the step time of the layer it updates. The large MLP (bench/RESULTS.md,
+ * H200, fp32, batch 256) runs 36.8 M parameters in 1572 us, ~43 us per
+ * million parameters; 24 MiB of f32 gradients is 6.3 M parameters, ~270 us
+ * of step, so one more launch there costs under 1% (2.5 / 270). Below that,
+ * and for every model whose gradients are small, the flat update stays: the
+ * small (0.9 MiB over 3 layers) and medium (7.1 MiB) MLPs, whose steps are
+ * ~70 and ~190 us, would pay 3-7% for a few MiB. The large MLP: 140 MiB
+ * over 4 nodes, 35 MiB each, 3 more launches (~8 us, 0.5%) for 140 MiB of
+ * gradient pool given back less the ~64 MiB its largest layer's gradient
+ * holds in the arena while it is live. */
+#define PER_PARAMETER_MIN_BYTES_PER_NODE ((size_t)24 << 20)
+
+/* Why per-parameter updates cannot run on this graph and config (into why),
+ * or false when they can. */
+static bool per_parameter_refused(const ge2_graph *g, const ge2_optimizer_config *c, char *why, size_t size)
+{
+    if (c->clip_norm > 0) {
+        snprintf(why, size, "clip_norm %g needs the global norm of every gradient before any update", c->clip_norm);
+        return true;
+    }
+    if (c->accumulation_steps > 1) {
+        snprintf(why, size, "accumulation_steps %d keeps gradients across steps", c->accumulation_steps);
+        return true;
+    }
+    for (int i = 0; i < g->n_tensors; i++) {
+        const ge2_tensor *t = g->tensors[i];
+        if (t->role == GE2_ROLE_PARAMETER && t->grad < 0) {
+            snprintf(why, size, "parameter '%s' has no gradient (the flat update still sweeps it)", t->name);
+            return true;
+        }
+        if (t->is_output && ge2_param_of_grad(g, t)) {
+            snprintf(why, size, "gradient '%s' is a marked output, read after the step", t->name);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Update nodes per-parameter mode makes: one per node producing parameter
+ * gradients. */
+static int gradient_producers(const ge2_graph *g)
+{
+    int count = 0;
+    for (int n = 0; n < g->n_nodes; n++) {
+        const ge2_node *node = &g->nodes[n];
+        bool any = false;
+        for (int o = 0; o < node->n_outputs; o++)
+            any = any || ge2_param_of_grad(g, g->tensors[node->outputs[o]]);
+        count += any;
+    }
+    return count;
+}
+
+static size_t gradient_bytes(const ge2_graph *g)
+{
+    size_t bytes = 0;
+    for (int i = 0; i < g->n_tensors; i++)
+        if (g->tensors[i]->role == GE2_ROLE_PARAMETER)
+            bytes += (size_t)ge2_shape_numel(g->tensors[i]->shape) * sizeof(float);
+    return bytes;
+}
+
+static ge2_status choose_per_parameter(const ge2_graph *g, const ge2_optimizer_config *c, bool *per_parameter)
+{
+    char why[GE2_NAME_MAX + 96];
+    bool refused = per_parameter_refused(g, c, why, sizeof why);
+    switch (c->update_mode) {
+    case GE2_UPDATE_FLAT:
+        *per_parameter = false;
+        return GE2_OK;
+    case GE2_UPDATE_PER_PARAMETER:
+        if (refused)
+            return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_optimizer: %s: update_mode per_parameter: %s",
+                             ge2_optimizer_name(c->kind), why);
+        *per_parameter = true;
+        return GE2_OK;
+    default: {
+        int nodes = gradient_producers(g);
+        *per_parameter =
+            !refused && nodes > 0 && gradient_bytes(g) / (size_t)nodes >= PER_PARAMETER_MIN_BYTES_PER_NODE;
+        return GE2_OK;
+    }
+    }
+}
+
+/* One OPTIMIZER_UPDATE per node producing parameter gradients, its inputs
+ * (parameter, gradient) for each such output. Created after the backward;
+ * the planner runs each right after its gradients and the last read of its
+ * parameters (planner/schedule.c). */
+static ge2_status add_per_parameter_updates(ge2_graph *g, ge2_attrs *attrs)
+{
+    attrs->optim.update_nodes = gradient_producers(g);
+    int n_backward = g->n_nodes; /* the nodes added here produce no gradients */
+    for (int n = 0; n < n_backward; n++) {
+        int in[GE2_MAX_INPUTS], n_in = 0;
+        for (int o = 0; o < g->nodes[n].n_outputs; o++) {
+            const ge2_tensor *t = g->tensors[g->nodes[n].outputs[o]];
+            const ge2_tensor *p = ge2_param_of_grad(g, t);
+            if (p) {
+                in[n_in++] = p->id;
+                in[n_in++] = t->id;
+            }
+        }
+        if (n_in > 0)
+            GE2_TRY(ge2_graph_add_node(g, GE2_OP_OPTIMIZER_UPDATE, GE2_PHASE_OPTIMIZER, in, n_in, 0, attrs, NULL));
+    }
+    return GE2_OK;
 }
 
 ge2_status ge2_optimizer(ge2_graph *graph, const ge2_optimizer_config *config)
@@ -137,20 +263,28 @@ ge2_status ge2_optimizer(ge2_graph *graph, const ge2_optimizer_config *config)
             return ge2_error(GE2_ERR_DTYPE, "ge2_optimizer: parameter '%s' is %s; the optimizer updates f32 parameters",
                              t->name, ge2_dtype_name(t->dtype));
     }
+    bool per_parameter = false;
+    GE2_TRY(choose_per_parameter(graph, config, &per_parameter));
     ge2_attrs attrs;
     memset(&attrs, 0, sizeof attrs);
     attrs.optim.config = *config;
-    /* Both nodes or neither: roll the node count back if the second fails. */
+    attrs.optim.update_nodes = 1;
+    /* Every node or none: roll the node count back if one fails. */
     int n_nodes = graph->n_nodes;
     ge2_status st = GE2_OK;
-    if (config->clip_norm > 0)
-        st = ge2_graph_add_node(graph, GE2_OP_GRAD_NORM, GE2_PHASE_OPTIMIZER, NULL, 0, 0, &attrs, NULL);
-    if (st == GE2_OK)
-        st = ge2_graph_add_node(graph, GE2_OP_OPTIMIZER_UPDATE, GE2_PHASE_OPTIMIZER, NULL, 0, 0, &attrs, NULL);
+    if (per_parameter) {
+        st = add_per_parameter_updates(graph, &attrs);
+    } else {
+        if (config->clip_norm > 0)
+            st = ge2_graph_add_node(graph, GE2_OP_GRAD_NORM, GE2_PHASE_OPTIMIZER, NULL, 0, 0, &attrs, NULL);
+        if (st == GE2_OK)
+            st = ge2_graph_add_node(graph, GE2_OP_OPTIMIZER_UPDATE, GE2_PHASE_OPTIMIZER, NULL, 0, 0, &attrs, NULL);
+    }
     if (st != GE2_OK) {
         graph->n_nodes = n_nodes;
         return st;
     }
     graph->has_optimizer = true;
+    graph->per_parameter_updates = per_parameter;
     return GE2_OK;
 }

@@ -1,7 +1,10 @@
 /* The optimizer module: turns an ge2_optimizer_config into PHASE_OPTIMIZER
- * nodes (GRAD_NORM when clipping, then OPTIMIZER_UPDATE) appended after the
- * backward. The update math itself is kernels/optimizer_math.h's; this module
- * validates the config and says how much state the program must allocate.
+ * nodes appended after the backward: GRAD_NORM when clipping, then one
+ * OPTIMIZER_UPDATE over the flat pools; or, per-parameter (update_mode), one
+ * OPTIMIZER_UPDATE per node producing parameter gradients, which the planner
+ * runs right after them. The update math itself is kernels/optimizer_math.h's;
+ * this module validates the config, chooses the layout and says how much
+ * state the program must allocate.
  * The public entry points (ge2_optimizer, ge2_optimizer_defaults,
  * ge2_optimizer_name) are declared in ge2/ge2.h. */
 #ifndef GE2_OPTIM_OPTIM_H

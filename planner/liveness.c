@@ -4,7 +4,11 @@
  * last consumer. Shape-only inputs (GE2_OPF_LIKE1's input 1) are not reads,
  * so they do not keep a tensor alive. Outputs live to the end of the step in
  * the key's IO buffer; an activation nobody reads and nobody asked for (e.g.
- * CROSS_ENTROPY's dlogits in EVAL) gets no memory at all.
+ * CROSS_ENTROPY's dlogits in EVAL) gets no memory at all. Parameter
+ * gradients live in the gradient pool, where the flat update (or the
+ * caller, without an optimizer) reads them after the step; with
+ * per-parameter updates they are arena tensors like any other, read by their
+ * layer's update.
  */
 #include "graph/alloc.h"
 #include "graph/error.h"
@@ -99,7 +103,9 @@ ge2_status ge2_plan_liveness(const ge2_graph *graph, const ge2_layout *layout, g
             pt->first = pt->last = -1; /* not run by this key */
             continue;
         }
-        if (ge2_plan_is_param_grad(graph, t)) {
+        /* With per-parameter updates a gradient is an update node's input:
+         * an arena tensor, dead after that update. */
+        if (ge2_param_of_grad(graph, t) && !graph->per_parameter_updates) {
             pt->pool = GE2_POOL_GRADS;
             pt->offset = layout->offset[t->grad_of];
             if (pt->last < pt->first)

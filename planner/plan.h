@@ -19,7 +19,7 @@
 typedef enum ge2_pool {
     GE2_POOL_NONE,      /* not used by this key */
     GE2_POOL_PARAMS,    /* parameter tensors */
-    GE2_POOL_GRADS,     /* parameter gradients: same offsets as PARAMS */
+    GE2_POOL_GRADS,     /* parameter gradients: same offsets as PARAMS (not with per-parameter updates) */
     GE2_POOL_CONSTANTS, /* constant tensors */
     GE2_POOL_INPUTS,    /* the key's static IO buffer: inputs and labels, then outputs (loss, metrics,
                            required input gradients), which a shared arena would not keep */

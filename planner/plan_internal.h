@@ -54,16 +54,6 @@ ge2_status ge2_plan_liveness(const ge2_graph *graph, const ge2_layout *layout, g
  * arena/lower-bound/naive bytes. */
 ge2_status ge2_plan_assign(const ge2_graph *graph, ge2_plan *plan);
 
-/* The tensor that carries the gradient of parameter p (its final, summed
- * gradient): such a tensor lives in the gradient pool at p's offset. */
-static inline bool ge2_plan_is_param_grad(const ge2_graph *graph, const ge2_tensor *t)
-{
-    if (t->grad_of < 0)
-        return false;
-    const ge2_tensor *p = graph->tensors[t->grad_of];
-    return p->role == GE2_ROLE_PARAMETER && p->grad == t->id;
-}
-
 /* What the caller reads back after a step: marked outputs, and the gradient
  * of an input asked for with ge2_require_grad. */
 static inline bool ge2_plan_is_step_output(const ge2_graph *graph, const ge2_tensor *t)

@@ -236,6 +236,32 @@ typedef struct ge2_schedule {
     double min_lr;
 } ge2_schedule;
 
+/* How the optimizer's update is laid out in the step (ge2_optimizer).
+ * FLAT: every parameter gradient lives in the gradient pool until one update
+ * sweeps all parameters after the backward (one kernel). PER_PARAMETER: each
+ * layer is updated right after its gradients are complete, by one node per
+ * gradient-producing node (a layer's weight and bias together); the gradients
+ * then live in the activation arena only until their update, so the gradient
+ * pool is not allocated (ge2_plan_stats.gradient_bytes 0) and the planner
+ * reuses their bytes. The results are bitwise the same (same update math,
+ * same step counter and bias corrections for every node). */
+typedef enum ge2_update_mode {
+    /* PER_PARAMETER where it is allowed and the gradients are large: at least
+     * 24 MiB of gradients per update node (optim/optim.c says why), so the
+     * extra launches cost under 1% of a step; FLAT otherwise */
+    GE2_UPDATE_AUTO,
+    GE2_UPDATE_FLAT,
+    /* Allowed without clip_norm (the global norm needs every gradient before
+     * any update), without accumulation_steps > 1 (gradients outlive the
+     * step), when every parameter has a gradient and none is a marked output
+     * (ge2_mark_output before ge2_optimizer); ge2_optimizer refuses it
+     * otherwise, saying which */
+    GE2_UPDATE_PER_PARAMETER,
+    GE2_UPDATE_COUNT
+} ge2_update_mode;
+
+const char *ge2_update_mode_name(ge2_update_mode mode); /* "auto", "flat", "per_parameter" */
+
 /* torch.optim semantics. */
 typedef struct ge2_optimizer_config {
     ge2_optimizer_kind kind;
@@ -252,12 +278,15 @@ typedef struct ge2_optimizer_config {
     ge2_schedule schedule;
     /* Micro-batches whose gradients are summed before one update; 1 = none. */
     int accumulation_steps;
+    /* ge2's, not torch's: where the update runs and the gradients live (default AUTO). */
+    ge2_update_mode update_mode;
 } ge2_optimizer_config;
 
 /* PyTorch's defaults for the kind (Adam: lr 1e-3, betas 0.9/0.999, eps 1e-8; SGD: lr 0.01). */
 ge2_optimizer_config ge2_optimizer_defaults(ge2_optimizer_kind kind);
 const char *ge2_optimizer_name(ge2_optimizer_kind kind);
-/* Appends the update after the backward. */
+/* Appends the update after the backward: one flat update, or one per layer
+ * placed right after its gradients (config->update_mode). */
 ge2_status ge2_optimizer(ge2_graph *graph, const ge2_optimizer_config *config);
 
 /* ---------------------------------------------------------------- viewing */
@@ -368,6 +397,11 @@ typedef struct ge2_plan_stats {
     size_t parameter_bytes, gradient_bytes, optimizer_state_bytes, input_bytes, workspace_bytes;
     int n_nodes;
     int n_tensors;
+    /* FLAT or PER_PARAMETER, as ge2_optimizer chose (FLAT without an
+     * optimizer); PER_PARAMETER: gradient_bytes is 0, the gradients are in
+     * arena_bytes */
+    ge2_update_mode update_mode;
+    int update_nodes; /* optimizer update nodes per train step (0 without an optimizer) */
 } ge2_plan_stats;
 
 ge2_status ge2_program_plan_stats(ge2_program *program, ge2_mode mode, ge2_plan_stats *out);

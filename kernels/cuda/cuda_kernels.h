@@ -66,9 +66,10 @@ ge2_status ge2_cuda_cross_entropy_launch(const ge2_launch *launch);
 ge2_status ge2_cuda_mse_loss_launch(const ge2_launch *launch);
 ge2_status ge2_cuda_accuracy_launch(const ge2_launch *launch);
 
-/* optimizer.cu: over the flat pools, state in launch->control */
+/* optimizer.cu: over the flat pools (or one layer's parameters), state in launch->control */
 ge2_status ge2_cuda_grad_norm_launch(const ge2_launch *launch);
 ge2_status ge2_cuda_optimizer_update_launch(const ge2_launch *launch);
+const char *ge2_cuda_optimizer_update_describe(const ge2_launch *launch);
 
 #ifdef __cplusplus
 }

@@ -412,8 +412,8 @@ __global__ void __launch_bounds__(MLP_THREADS, 1) ge2_mlp_step_kernel(const mlp_
     __syncthreads(); /* scalars */
     const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     ge2_opt_update_span<R, true>(tid, (long long)gridDim.x * blockDim.x, p.pools.n, p.pools.params, p.pools.grads,
-                                 p.pools.state, scalars, p.cfg.nesterov);
-    if (blockIdx.x == 0 && threadIdx.x == 0)
+                                 p.pools.state, p.pools.n, scalars, p.cfg.nesterov);
+    if (blockIdx.x == 0 && threadIdx.x == 0 && ge2_opt_node_done(p.ctl, 1))
         ge2_opt_commit(p.ctl, true, &scalars);
     mlp_stamp(p, p.n_phases + 1);
 }

@@ -93,6 +93,9 @@ static bool classify(matcher *m)
             m->accuracy = i;
             break;
         case GE2_OP_OPTIMIZER_UPDATE:
+            /* the kernel's last phase sweeps the flat pools once */
+            if (m->optimizer >= 0 || nd->n_inputs > 0)
+                return refuse(m, "per-layer optimizer updates (the kernel sweeps the flat pools)");
             m->optimizer = i;
             break;
         case GE2_OP_LINEAR_GRAD_WEIGHT:

@@ -1,18 +1,22 @@
-// The optimizer over the flat pools: GRAD_NORM (global L2 norm and clip
-// factor) and OPTIMIZER_UPDATE (SGD / Adam / AdamW, one multi-tensor launch
-// over every parameter at once, its kernel specialized per update rule).
+// The optimizer: GRAD_NORM (global L2 norm and clip factor, over the flat
+// pools) and OPTIMIZER_UPDATE (SGD / Adam / AdamW, one multi-tensor launch
+// over its spans: every parameter at once, or one layer's parameters; its
+// kernel specialized per update rule).
 //
-// The math and the control-block protocol are kernels/optimizer_math.h's;
-// this file only maps them onto a grid. Both kernels read the per-step
-// scalars (lr, step, bias corrections, clip factor) from the control block on
-// the device, so the captured step never needs a new argument. Both finish
-// with the ticket pattern: GRAD_NORM's last block sums the per-block partials
-// in block order (deterministic), OPTIMIZER_UPDATE's last block commits the
-// step once every element has read the old one.
+// The math and the control-block protocol are kernels/optimizer_math.h's,
+// the spans kernels/optimizer_spans.h's; this file only maps them onto a
+// grid. Both kernels read the per-step scalars (lr, step, bias corrections,
+// clip factor) from the control block on the device, so the captured step
+// never needs a new argument. Both finish with the ticket pattern:
+// GRAD_NORM's last block sums the per-block partials in block order
+// (deterministic), OPTIMIZER_UPDATE's last block counts the node done and,
+// for the step's last update node, commits the step once every element has
+// read the old one.
 #include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/check.h"
 
 #include "kernels/cuda/optimizer_rule.h"
+#include "kernels/optimizer_spans.h"
 
 // ------------------------------------------------------------------- kernels
 
@@ -72,30 +76,23 @@ __global__ void ge2_grad_norm_kernel(long long n, const float *grads /* [n] */, 
 // per block at 64 FP64 ops/clock/SM: ~0.8 us a block wave); now thread 0 of
 // each block does, into shared memory. Predicted ~1.5 us off the step.
 //
-// VEC4 (every slot's base 16-byte aligned): each thread moves four elements
-// of params, grads and every slot as float4, then the scalar tail. A
-// micro-step (accumulating, not an update) touches only grads and the
-// accumulation slot.
+// One span (kernels/optimizer_spans.h) of an update: this thread's share of
+// its elements. VEC4 (every slot's base 16-byte aligned): each thread moves
+// four elements of params, grads and every slot as float4, then the scalar
+// tail. A micro-step (accumulating, not an update) touches only grads and
+// the accumulation slot.
 template <class R, bool VEC4>
-__global__ void
-    ge2_optimizer_update_kernel(long long n, float *params /* [n] */, const float *grads /* [n] */,
-                                float *state /* [R::SLOTS, n] */, ge2_optimizer_config cfg, ge2_control *ctl)
+__device__ __forceinline__ void ge2_opt_sweep(const ge2_opt_scalars &s, bool nesterov, bool update, long long n,
+                                              float *params /* [n] */, const float *grads /* [n] */,
+                                              float *state /* [R::SLOTS] x [n], slot k at state + k * sstride */,
+                                              long long sstride)
 {
-    const bool update = ge2_opt_is_update_step(&cfg, ctl);
-    // The step's scalars (lr, bias corrections: double pow calls) once per
-    // block, not once per thread.
-    __shared__ ge2_opt_scalars shared_scalars;
-    if (threadIdx.x == 0)
-        shared_scalars = ge2_opt_scalars_of(&cfg, ctl);
-    __syncthreads();
-    const ge2_opt_scalars s = shared_scalars;
-    const bool nesterov = cfg.nesterov;
     const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const long long stride = (long long)gridDim.x * blockDim.x;
     const long long n4 = VEC4 ? n / 4 : 0, head = n4 * 4;
     if (!update) {
         if constexpr (R::ACCUM >= 0) {
-            float *acc = state + R::ACCUM * n; /* [n] */
+            float *acc = state + R::ACCUM * sstride; /* [n] */
             float4 *a4 = reinterpret_cast<float4 *>(acc);
             const float4 *g4 = reinterpret_cast<const float4 *>(grads);
             for (long long i = tid; i < n4; i += stride) {
@@ -105,110 +102,142 @@ __global__ void
             for (long long i = head + tid; i < n; i += stride)
                 acc[i] += grads[i];
         }
-    } else {
-        ge2_opt_update_span<R, VEC4>(tid, stride, n, params, grads, state, s, nesterov);
+        return;
     }
+    ge2_opt_update_span<R, VEC4>(tid, stride, n, params, grads, state, sstride, s, nesterov);
+}
+
+// Every thread sweeps its share of each span in turn (a layer's weight,
+// then its bias); the spans' fields are indexed by constants only, so they
+// stay in the kernel's parameter space.
+template <class R, bool VEC4>
+__global__ void ge2_optimizer_update_kernel(ge2_opt_spans spans, ge2_optimizer_config cfg, int update_nodes,
+                                            ge2_control *ctl)
+{
+    const bool update = ge2_opt_is_update_step(&cfg, ctl);
+    // The step's scalars (lr, bias corrections: double pow calls) once per
+    // block, not once per thread.
+    __shared__ ge2_opt_scalars shared_scalars;
+    if (threadIdx.x == 0)
+        shared_scalars = ge2_opt_scalars_of(&cfg, ctl);
+    __syncthreads();
+    const ge2_opt_scalars s = shared_scalars;
+#pragma unroll
+    for (int k = 0; k < GE2_OPT_MAX_SPANS; k++)
+        if (k < spans.count)
+            ge2_opt_sweep<R, VEC4>(s, cfg.nesterov, update, spans.span[k].n, spans.span[k].params,
+                                   spans.span[k].grads, spans.span[k].state, spans.stride);
     if (!ge2_ticket_is_last(&ctl->blocks_done))
         return;
-    if (threadIdx.x == 0)
+    if (threadIdx.x == 0 && ge2_opt_node_done(ctl, update_nodes))
         ge2_opt_commit(ctl, update, &s);
     ge2_ticket_reset(&ctl->blocks_done);
 }
 
 // ----------------------------------------------------------------- launchers
 
-static ge2_status check_pools(const ge2_launch *l, ge2_opt_slots *slots)
+/* The launch's spans and slots, after the control block and pools are checked. */
+static ge2_status optimizer_begin(const ge2_launch *l, ge2_opt_spans *spans, ge2_opt_slots *slots)
 {
     GE2_TRY(ge2_cuda_require_control(l));
-    const ge2_optimizer_config *cfg = &l->node->attrs.optim.config;
-    *slots = ge2_opt_slots_of(cfg);
-    if (slots->count > GE2_OPT_MAX_SLOTS || l->pools.slots < slots->count)
-        return ge2_error(GE2_ERR_STATE, "ge2_%s: the optimizer needs %d state slots, the pool has %d",
-                         ge2_cuda_op_name(l), slots->count, l->pools.slots);
-    if (l->pools.n > 0 && (!l->pools.params || !l->pools.grads || (slots->count > 0 && !l->pools.state)))
-        return ge2_error(GE2_ERR_STATE, "ge2_%s: flat pools are not allocated", ge2_cuda_op_name(l));
+    GE2_TRY(ge2_opt_spans_of(l, spans));
+    *slots = ge2_opt_slots_of(&l->node->attrs.optim.config);
     return GE2_OK;
 }
 
-/* float4 is safe when params, grads and every slot's base (state + k * n)
- * are 16-byte aligned; the kernels run the n % 4 tail scalar. */
-static bool pools_vec4(const ge2_flat_pools *p, int slots)
+/* float4 is safe when every span's params, grads and slot bases
+ * (state + k * stride) are 16-byte aligned; the kernels run each span's
+ * n % 4 tail scalar. */
+static bool spans_vec4(const ge2_opt_spans *spans, int slots)
 {
-    return (p->n % 4 == 0 || slots <= 1) && ge2_cuda_aligned16(p->params) && ge2_cuda_aligned16(p->grads) &&
-           ge2_cuda_aligned16(p->state);
+    bool vec = spans->stride % 4 == 0 || slots <= 1;
+    for (int k = 0; k < spans->count; k++)
+        vec = vec && ge2_cuda_aligned16(spans->span[k].params) && ge2_cuda_aligned16(spans->span[k].grads) &&
+              ge2_cuda_aligned16(spans->span[k].state);
+    return vec;
 }
 
 extern "C" ge2_status ge2_cuda_grad_norm_launch(const ge2_launch *l)
 {
+    ge2_opt_spans spans;
     ge2_opt_slots slots;
-    GE2_TRY(check_pools(l, &slots));
-    const ge2_flat_pools *p = &l->pools;
+    GE2_TRY(optimizer_begin(l, &spans, &slots)); /* no inputs: the whole pools */
+    const ge2_opt_span *all = &spans.span[0];
     const ge2_optimizer_config cfg = l->node->attrs.optim.config;
-    const float *accum = slots.accum >= 0 ? p->state + slots.accum * p->n : NULL;
-    unsigned blocks = ge2_grid_sum_blocks(p->n / 4 + 1, GE2_CUDA_THREADS);
+    const float *accum = slots.accum >= 0 ? all->state + slots.accum * spans.stride : NULL;
+    unsigned blocks = ge2_grid_sum_blocks(all->n / 4 + 1, GE2_CUDA_THREADS);
     /* n == 0 still runs one block: grad_norm = 0 and clip_factor = 1 get written */
-    if (pools_vec4(p, slots.count)) {
-        ge2_grad_norm_kernel<true><<<blocks, GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(p->n, p->grads, accum, cfg,
-                                                                                       l->control);
+    if (spans_vec4(&spans, slots.count)) {
+        ge2_grad_norm_kernel<true><<<blocks, GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(all->n, all->grads, accum,
+                                                                                       cfg, l->control);
         return ge2_cuda_check_launch(l, "ge2_grad_norm_kernel<float4>");
     }
-    ge2_grad_norm_kernel<false><<<blocks, GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(p->n, p->grads, accum, cfg,
+    ge2_grad_norm_kernel<false><<<blocks, GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(all->n, all->grads, accum, cfg,
                                                                                     l->control);
     return ge2_cuda_check_launch(l, "ge2_grad_norm_kernel");
 }
 
-/* The one launch of rule R. n == 0 still runs one block, which commits the step. */
-template <class R> static ge2_status launch_update(const ge2_launch *l, const ge2_opt_slots *slots)
+/* The one launch of rule R. No elements still runs one block, which counts
+ * the node done (and commits the step). */
+template <class R> static ge2_status launch_update(const ge2_launch *l, const ge2_opt_spans *spans,
+                                                   const ge2_opt_slots *slots)
 {
     if (!R::matches(slots))
         return ge2_error(GE2_ERR_STATE, "ge2_%s: internal: the CUDA rule's slot layout differs from ge2_opt_slots_of",
                          ge2_cuda_op_name(l));
-    const ge2_flat_pools *p = &l->pools;
     const ge2_optimizer_config cfg = l->node->attrs.optim.config;
-    if (pools_vec4(p, slots->count)) {
-        ge2_optimizer_update_kernel<R, true><<<ge2_cuda_blocks((p->n + 3) / 4, GE2_CUDA_THREADS), GE2_CUDA_THREADS,
-                                               0, ge2_cuda_stream(l)>>>(p->n, p->params, p->grads, p->state, cfg,
-                                                                        l->control);
+    const int nodes = l->node->attrs.optim.update_nodes;
+    if (spans_vec4(spans, slots->count)) {
+        ge2_optimizer_update_kernel<R, true><<<ge2_cuda_blocks((spans->total + 3) / 4, GE2_CUDA_THREADS),
+                                               GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(*spans, cfg, nodes,
+                                                                                          l->control);
         return ge2_cuda_check_launch(l, "ge2_optimizer_update_kernel<float4>");
     }
-    ge2_optimizer_update_kernel<R, false><<<ge2_cuda_blocks(p->n, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0,
-                                            ge2_cuda_stream(l)>>>(p->n, p->params, p->grads, p->state, cfg,
-                                                                  l->control);
+    ge2_optimizer_update_kernel<R, false><<<ge2_cuda_blocks(spans->total, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0,
+                                            ge2_cuda_stream(l)>>>(*spans, cfg, nodes, l->control);
     return ge2_cuda_check_launch(l, "ge2_optimizer_update_kernel");
 }
 
 /* The host-side dispatch: once per launch, never per element. */
 template <ge2_optimizer_kind KIND, bool MOMENTUM, bool AMSGRAD>
-static ge2_status launch_accum(const ge2_launch *l, const ge2_opt_slots *slots)
+static ge2_status launch_accum(const ge2_launch *l, const ge2_opt_spans *spans, const ge2_opt_slots *slots)
 {
     if (slots->accum >= 0)
-        return launch_update<opt_rule<KIND, MOMENTUM, AMSGRAD, true>>(l, slots);
-    return launch_update<opt_rule<KIND, MOMENTUM, AMSGRAD, false>>(l, slots);
+        return launch_update<opt_rule<KIND, MOMENTUM, AMSGRAD, true>>(l, spans, slots);
+    return launch_update<opt_rule<KIND, MOMENTUM, AMSGRAD, false>>(l, spans, slots);
 }
 
-template <ge2_optimizer_kind KIND> static ge2_status launch_kind(const ge2_launch *l, const ge2_opt_slots *slots)
+template <ge2_optimizer_kind KIND>
+static ge2_status launch_kind(const ge2_launch *l, const ge2_opt_spans *spans, const ge2_opt_slots *slots)
 {
     if constexpr (KIND == GE2_OPT_SGD)
-        return slots->momentum >= 0 ? launch_accum<KIND, true, false>(l, slots)
-                                    : launch_accum<KIND, false, false>(l, slots);
+        return slots->momentum >= 0 ? launch_accum<KIND, true, false>(l, spans, slots)
+                                    : launch_accum<KIND, false, false>(l, spans, slots);
     else
-        return slots->max_exp_avg_sq >= 0 ? launch_accum<KIND, false, true>(l, slots)
-                                          : launch_accum<KIND, false, false>(l, slots);
+        return slots->max_exp_avg_sq >= 0 ? launch_accum<KIND, false, true>(l, spans, slots)
+                                          : launch_accum<KIND, false, false>(l, spans, slots);
 }
 
 extern "C" ge2_status ge2_cuda_optimizer_update_launch(const ge2_launch *l)
 {
+    ge2_opt_spans spans;
     ge2_opt_slots slots;
-    GE2_TRY(check_pools(l, &slots));
+    GE2_TRY(optimizer_begin(l, &spans, &slots));
     switch (l->node->attrs.optim.config.kind) {
     case GE2_OPT_SGD:
-        return launch_kind<GE2_OPT_SGD>(l, &slots);
+        return launch_kind<GE2_OPT_SGD>(l, &spans, &slots);
     case GE2_OPT_ADAM:
-        return launch_kind<GE2_OPT_ADAM>(l, &slots);
+        return launch_kind<GE2_OPT_ADAM>(l, &spans, &slots);
     case GE2_OPT_ADAMW:
-        return launch_kind<GE2_OPT_ADAMW>(l, &slots);
+        return launch_kind<GE2_OPT_ADAMW>(l, &spans, &slots);
     default:
         return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s: optimizer kind %d has no CUDA kernel", ge2_cuda_op_name(l),
                          (int)l->node->attrs.optim.config.kind);
     }
+}
+
+/* The kernel report's line: which update and over what. */
+extern "C" const char *ge2_cuda_optimizer_update_describe(const ge2_launch *l)
+{
+    return l->n_in == 0 ? "flat update over the pools" : "per-parameter update";
 }

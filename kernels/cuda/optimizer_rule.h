@@ -43,14 +43,16 @@ __device__ __forceinline__ void ge2_opt_rule_element(const ge2_opt_scalars *s, b
                              R::MAX_EXP_AVG_SQ >= 0 ? st + R::MAX_EXP_AVG_SQ : nullptr);
 }
 
-// Protocol step 4 (an update step) for elements [0, n) of the pools, the
-// calling thread taking tid, tid + stride, ... VEC4 (every slot's base
-// 16-byte aligned): four elements at a time as float4, then the scalar tail.
+// Protocol step 4 (an update step) for elements [0, n) of a span of the
+// pools (kernels/optimizer_spans.h), the calling thread taking tid, tid +
+// stride, ... State slot k of element i is state[k * sstride + i]. VEC4
+// (every slot's base 16-byte aligned): four elements at a time as float4,
+// then the scalar tail.
 template <class R, bool VEC4>
 __device__ __forceinline__ void ge2_opt_update_span(long long tid, long long stride, long long n,
                                                     float *params /* [n] */, const float *grads /* [n] */,
-                                                    float *state /* [R::SLOTS, n] */, const ge2_opt_scalars &s,
-                                                    bool nesterov)
+                                                    float *state /* [R::SLOTS] x [n], slot k at k * sstride */,
+                                                    long long sstride, const ge2_opt_scalars &s, bool nesterov)
 {
     const long long n4 = VEC4 ? n / 4 : 0, head = n4 * 4;
     float4 *p4 = reinterpret_cast<float4 *>(params);
@@ -61,7 +63,7 @@ __device__ __forceinline__ void ge2_opt_update_span(long long tid, long long str
         float st[4][R::ARRAY]; /* [element][slot] */
 #pragma unroll
         for (int k = 0; k < R::SLOTS; k++) {
-            float4 v = reinterpret_cast<const float4 *>(state + k * n)[i];
+            float4 v = reinterpret_cast<const float4 *>(state + k * sstride)[i];
             st[0][k] = v.x;
             st[1][k] = v.y;
             st[2][k] = v.z;
@@ -73,18 +75,18 @@ __device__ __forceinline__ void ge2_opt_update_span(long long tid, long long str
         p4[i] = make_float4(p[0], p[1], p[2], p[3]);
 #pragma unroll
         for (int k = 0; k < R::SLOTS; k++)
-            reinterpret_cast<float4 *>(state + k * n)[i] = make_float4(st[0][k], st[1][k], st[2][k], st[3][k]);
+            reinterpret_cast<float4 *>(state + k * sstride)[i] = make_float4(st[0][k], st[1][k], st[2][k], st[3][k]);
     }
     for (long long i = head + tid; i < n; i += stride) {
         float p = params[i], st[R::ARRAY]; /* [slot] */
 #pragma unroll
         for (int k = 0; k < R::SLOTS; k++)
-            st[k] = state[k * n + i];
+            st[k] = state[k * sstride + i];
         ge2_opt_rule_element<R>(&s, nesterov, &p, grads[i], st);
         params[i] = p;
 #pragma unroll
         for (int k = 0; k < R::SLOTS; k++)
-            state[k * n + i] = st[k];
+            state[k * sstride + i] = st[k];
     }
 }
 

@@ -43,5 +43,5 @@ const ge2_cuda_kernel ge2_cuda_kernels[GE2_OP_COUNT] = {
     [GE2_OP_LINEAR_GRAD_INPUT] = GE2_CUDA_GEMM_BACKWARD(linear_grad_input),
     [GE2_OP_LINEAR_GRAD_WEIGHT] = GE2_CUDA_GEMM_BACKWARD(linear_grad_weight),
     [GE2_OP_GRAD_NORM] = GE2_CUDA_SIMPLE(ge2_cuda_grad_norm_launch),
-    [GE2_OP_OPTIMIZER_UPDATE] = GE2_CUDA_SIMPLE(ge2_cuda_optimizer_update_launch),
+    [GE2_OP_OPTIMIZER_UPDATE] = {NULL, ge2_cuda_optimizer_update_launch, NULL, ge2_cuda_optimizer_update_describe},
 };

@@ -104,11 +104,15 @@ static void train(net *n, ge2_batcher *b, int steps)
 
 #define tmp_path tu_path
 
-static ge2_optimizer_config resume_configs(int i)
+/* Cases 2 and 3 save from one update mode and load into the other: both
+ * keep the state pool's layout, so the file and the resumed run are the
+ * same (the straight run is flat). */
+static ge2_optimizer_config resume_configs(int i, ge2_update_mode *saved, ge2_update_mode *loaded)
 {
     ge2_optimizer_config c;
-    if (i == 0) {
-        c = ge2_optimizer_defaults(GE2_OPT_ADAM);
+    *saved = *loaded = GE2_UPDATE_AUTO;
+    if (i == 0 || i == 2) {
+        c = ge2_optimizer_defaults(i == 0 ? GE2_OPT_ADAM : GE2_OPT_ADAMW);
         c.lr = 0.01;
         c.amsgrad = true;
         c.schedule = (ge2_schedule){GE2_SCHEDULE_COSINE, 0, 0, 3, 40, 0.001};
@@ -117,16 +121,23 @@ static ge2_optimizer_config resume_configs(int i)
         c.lr = 0.1;
         c.momentum = 0.9;
         c.nesterov = true;
-        c.clip_norm = 0.5;
-        c.accumulation_steps = 2;
+        if (i == 1) {
+            c.clip_norm = 0.5;
+            c.accumulation_steps = 2;
+        }
     }
+    if (i == 2)
+        *saved = GE2_UPDATE_PER_PARAMETER, *loaded = GE2_UPDATE_FLAT;
+    if (i == 3)
+        *saved = GE2_UPDATE_FLAT, *loaded = GE2_UPDATE_PER_PARAMETER;
     return c;
 }
 
 /* N steps, save, load into a fresh program, M steps == N + M straight, bitwise. */
 START_TEST(resume_is_exact)
 {
-    ge2_optimizer_config cfg = resume_configs(_i);
+    ge2_update_mode saved_mode, loaded_mode;
+    ge2_optimizer_config cfg = resume_configs(_i, &saved_mode, &loaded_mode);
     const int N = 9, M = 8; /* N odd: with accumulation the save lands mid-update */
     ge2_dataset *ds = make_data();
     ge2_batcher_options bo = {.batch_size = 8, .shuffle = true, .seed = 1234, .drop_last = false};
@@ -139,7 +150,9 @@ START_TEST(resume_is_exact)
     ge2_batcher_free(b);
 
     net first;
+    cfg.update_mode = saved_mode;
     net_open(&first, &cfg, HID);
+    ck_assert_int_eq(first.graph->per_parameter_updates, saved_mode == GE2_UPDATE_PER_PARAMETER);
     API(ge2_batcher_new(ds, &bo, &b));
     train(&first, b, N);
     ge2_resume_state rs;
@@ -152,7 +165,9 @@ START_TEST(resume_is_exact)
     net_close(&first);
 
     net second;
+    cfg.update_mode = loaded_mode;
     net_open(&second, &cfg, HID);
+    ck_assert_int_eq(second.graph->per_parameter_updates, loaded_mode == GE2_UPDATE_PER_PARAMETER);
     ge2_resume_state got;
     API(ge2_checkpoint_load(second.program, path, &got));
     ck_assert_int_eq(got.epoch, rs.epoch);
@@ -454,7 +469,7 @@ int main(void)
     TCase *tc = tcase_create("checkpoint");
     tcase_add_checked_fixture(tc, tu_tmpdir_setup, tu_tmpdir_teardown);
     tcase_set_timeout(tc, 60);
-    tcase_add_loop_test(tc, resume_is_exact, 0, 2);
+    tcase_add_loop_test(tc, resume_is_exact, 0, 4);
     tcase_add_test(tc, saved_file_layout);
     tcase_add_test(tc, parameter_files);
     tcase_add_test(tc, full_checkpoint_mismatches);

@@ -7,11 +7,16 @@
  *       delta matches a CPU step at the new LR) without a new capture.
  *   (7) a second batch size is a second graph key; both keep replaying and
  *       agree with the CPU; exactly 2 captures.
+ *   Per-parameter optimizer updates (one update node per layer, gradients
+ *   in the arena): replayed on CUDA, bitwise the flat update on CUDA (the
+ *   same GEMMs and element math, only where the gradients live differs) and
+ *   within rounding of the CPU's per-parameter run.
  */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tests/gpu/capture_mlp.h"
 #include "tests/gpu/capture_suite.h"
@@ -130,5 +135,49 @@ START_TEST(test_second_batch_size_is_second_key)
 }
 END_TEST
 
+START_TEST(test_per_parameter_updates_agree)
+{
+    enum { STEPS = 20 };
+    mlp per, flat, cpu;
+    mlp_open_mode(&per, GE2_DEVICE_CUDA, BATCH, SEED, LR, false, GE2_UPDATE_PER_PARAMETER);
+    mlp_open_mode(&flat, GE2_DEVICE_CUDA, BATCH, SEED, LR, false, GE2_UPDATE_FLAT);
+    mlp_open_mode(&cpu, GE2_DEVICE_CPU, BATCH, SEED, LR, false, GE2_UPDATE_PER_PARAMETER);
+    ge2_plan_stats st;
+    ck_assert_int_eq(ge2_program_plan_stats(per.program, GE2_MODE_TRAIN, &st), GE2_OK);
+    ck_assert_int_eq(st.update_mode, GE2_UPDATE_PER_PARAMETER);
+    ck_assert_int_eq(st.update_nodes, 3);
+    ck_assert_uint_eq(st.gradient_bytes, 0);
+    for (int i = 0; i < STEPS; i++) {
+        /* a batch of 32 in the middle: a second key, its own update nodes */
+        int b = i == 10 ? BATCH / 2 : BATCH;
+        float lp = mlp_step(&per, DATA_SEED, i, b, true);
+        float lf = mlp_step(&flat, DATA_SEED, i, b, true);
+        float lc = mlp_step(&cpu, DATA_SEED, i, b, true);
+        ck_assert_msg(memcmp(&lp, &lf, sizeof lp) == 0, "step %d: loss per-parameter %.9g, flat %.9g (cuda)", i, lp,
+                      lf);
+        ck_assert_msg(fabs(lp - lc) <= 1e-4 * fabs(lc), "step %d: loss cuda %.9g, cpu %.9g", i, lp, lc);
+    }
+    ck_assert_int_eq(ge2_program_capture_count(per.program), 2);
+    ck_assert_int_eq(ge2_program_launch_count(per.program, GE2_MODE_TRAIN),
+                     ge2_program_launch_count(flat.program, GE2_MODE_TRAIN) + 2);
+    int64_t steps = -1;
+    ck_assert_int_eq(ge2_program_step_count(per.program, &steps), GE2_OK);
+    ck_assert_int_eq(steps, STEPS); /* once per step, not once per update node */
+    float *p = mlp_get_params(&per), *f = mlp_get_params(&flat), *c = mlp_get_params(&cpu);
+    char where[160];
+    ck_assert_msg(memcmp(p, f, (size_t)mlp_total_numel() * sizeof(float)) == 0,
+                  "per-parameter and flat parameters differ on CUDA; %s", mlp_worst_element(p, f, NULL, where,
+                                                                                          sizeof where));
+    double rel = mlp_rel_diff(p, c);
+    ck_assert_msg(rel <= 1e-4, "per-parameter parameters after %d steps: cuda vs cpu rel diff %g; %s", STEPS, rel,
+                  mlp_worst_element(p, c, NULL, where, sizeof where));
+    free(p), free(f), free(c);
+    mlp_close(&per);
+    mlp_close(&flat);
+    mlp_close(&cpu);
+}
+END_TEST
+
 GE2_GPU_SUITE_MAIN("capture_cpu_agreement_test", 600, test_one_step_matches_cpu,
-                   test_lr_change_takes_effect_without_recapture, test_second_batch_size_is_second_key)
+                   test_lr_change_takes_effect_without_recapture, test_second_batch_size_is_second_key,
+                   test_per_parameter_updates_agree)

@@ -49,14 +49,29 @@ static ge2_tensor *dense(mlp *m, ge2_tensor *x, int layer, int64_t in, int64_t o
 
 void mlp_open(mlp *m, ge2_device device, int batch, uint64_t seed, double lr, bool disable_capture)
 {
+    mlp_open_mode(m, device, batch, seed, lr, disable_capture, GE2_UPDATE_AUTO);
+}
+
+static void open_model(mlp *m, ge2_device device, int batch, uint64_t seed, double lr,
+                       const ge2_compile_options *options, ge2_update_mode update_mode);
+
+void mlp_open_mode(mlp *m, ge2_device device, int batch, uint64_t seed, double lr, bool disable_capture,
+                   ge2_update_mode update_mode)
+{
     ge2_compile_options options = ge2_compile_defaults();
     options.tf32 = false;
     options.disable_capture = disable_capture;
-    mlp_open_with(m, device, batch, seed, lr, &options);
+    open_model(m, device, batch, seed, lr, &options, update_mode);
 }
 
 void mlp_open_with(mlp *m, ge2_device device, int batch, uint64_t seed, double lr,
                    const ge2_compile_options *options)
+{
+    open_model(m, device, batch, seed, lr, options, GE2_UPDATE_AUTO);
+}
+
+static void open_model(mlp *m, ge2_device device, int batch, uint64_t seed, double lr,
+                       const ge2_compile_options *options, ge2_update_mode update_mode)
 {
     memset(m, 0, sizeof *m);
     API(ge2_graph_new(&m->graph));
@@ -70,6 +85,7 @@ void mlp_open_with(mlp *m, ge2_device device, int batch, uint64_t seed, double l
     API(ge2_backward(m->graph, m->loss));
     ge2_optimizer_config opt = ge2_optimizer_defaults(GE2_OPT_ADAM);
     opt.lr = lr;
+    opt.update_mode = update_mode;
     API(ge2_optimizer(m->graph, &opt));
 
     API(ge2_context_new(device, &m->ctx));

@@ -36,6 +36,9 @@ void mlp_open(mlp *m, ge2_device device, int batch, uint64_t seed, double lr, bo
 /* The same with the caller's compile options. */
 void mlp_open_with(mlp *m, ge2_device device, int batch, uint64_t seed, double lr,
                    const ge2_compile_options *options);
+/* The same with Adam's update_mode given (mlp_open: AUTO, which is flat for this small MLP). */
+void mlp_open_mode(mlp *m, ge2_device device, int batch, uint64_t seed, double lr, bool disable_capture,
+                   ge2_update_mode update_mode);
 void mlp_close(mlp *m);
 
 /* Batch number `index` of the data stream `data_seed`: x in [0, 1), labels in [0, 10). */

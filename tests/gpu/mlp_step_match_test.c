@@ -115,6 +115,9 @@ START_TEST(test_refuses_what_it_does_not_implement)
     s = spec_of(2, small, 16, GE2_OPT_ADAM);
     s.act[0] = GE2_ACT_GELU_TANH;
     assert_refused(&s, "activation");
+    s = spec_of(2, small, 16, GE2_OPT_ADAM);
+    s.optimizer.update_mode = GE2_UPDATE_PER_PARAMETER;
+    assert_refused(&s, "per-layer optimizer updates");
 }
 END_TEST
 

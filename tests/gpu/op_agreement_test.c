@@ -8,7 +8,8 @@
  * writes is compared. The optimizer ops, which work on the flat pools
  * instead of tensors, run several steps of each optimizer configuration on
  * random pools and compare parameters, every state slot and the control
- * block.
+ * block: as one flat update, and as per-parameter updates (two update
+ * nodes over parameters in the pools, gradients in buffers of their own).
  *
  * Tolerance: |cuda - cpu| <= rtol * |cpu| + rtol * max(max|cpu output|,
  * max|operand|). rtol is 1e-5 in fp32; the absolute part judges near-zero
@@ -740,6 +741,17 @@ static void compare_control(const char *what, const ge2_control *got, const ge2_
     assert_close(what, g, w, 2, RTOL, 0);
 }
 
+/* The control block as a program starts it (capture/program.c), host side. */
+static ge2_control fresh_control(const ge2_optimizer_config *cfg)
+{
+    ge2_control c;
+    memset(&c, 0, sizeof c);
+    c.base_lr = (float)cfg->lr;
+    c.loss_scale = 1.0f;
+    c.clip_factor = 1.0f;
+    return c;
+}
+
 /* One optimizer configuration for OPT_STEPS steps on pools of n elements
  * (n % 4 == 0 takes the float4 path, otherwise the scalar one). */
 static void check_optimizer(int which, int64_t n)
@@ -758,11 +770,7 @@ static void check_optimizer(int which, int64_t n)
     ck_assert(cpu.params && cpu.grads && cpu.state);
     for (int64_t i = 0; i < n; i++)
         cpu.params[i] = (float)(2.0 * rng01() - 1.0);
-    ge2_control cctl;
-    memset(&cctl, 0, sizeof cctl);
-    cctl.base_lr = (float)oc.cfg.lr;
-    cctl.loss_scale = 1.0f;
-    cctl.clip_factor = 1.0f;
+    ge2_control cctl = fresh_control(&oc.cfg);
 
     device d;
     device_open(&d);
@@ -842,6 +850,134 @@ START_TEST(test_optimizer_agrees)
 }
 END_TEST
 
+/* Per-parameter updates: three parameters in the pools (each at a 64-float
+ * offset, sizes with and without a float4 tail), their gradients in buffers
+ * of their own (the arena's), two update nodes (the first takes two
+ * parameters, a layer's weight and bias) counting update_nodes = 2. The
+ * step must advance once per step, after both nodes, and the pools' padding
+ * stay zero. misaligned: the second node's gradient is 4 bytes off 16, so it
+ * takes the scalar kernel. Clipping and accumulation, which per-parameter
+ * updates never have, are taken out of the case. */
+static void check_per_parameter(int which, bool misaligned)
+{
+    opt_case oc = opt_case_at(which);
+    oc.cfg.clip_norm = 0;
+    oc.cfg.accumulation_steps = 1;
+    static const int64_t numel[3] = {64 * 67, 130, 64 * 5 + 3}, offset[3] = {0, 64 * 67, 64 * 67 + 192};
+    const int64_t n = 64 * 67 + 192 + 384; /* the pools, padded */
+    int slots = ge2_opt_slots_of(&oc.cfg).count;
+    size_t pbytes = (size_t)n * sizeof(float), sbytes = (size_t)(slots ? slots : 1) * pbytes;
+    ge2_flat_pools cpu = {calloc(1, pbytes), NULL, calloc(1, sbytes), slots, n};
+    ck_assert(cpu.params && cpu.state);
+    float *cgrad[3], *ggrad_base[3], *ggrad[3];
+    for (int k = 0; k < 3; k++) {
+        for (int64_t i = 0; i < numel[k]; i++)
+            cpu.params[offset[k] + i] = (float)(2.0 * rng01() - 1.0);
+        cgrad[k] = malloc((size_t)numel[k] * sizeof(float));
+        ggrad_base[k] = to_device(NULL, (size_t)(numel[k] + 4) * sizeof(float));
+        ggrad[k] = ggrad_base[k] + (misaligned && k == 2 ? 1 : 0);
+    }
+    ge2_control cctl = fresh_control(&oc.cfg);
+    device d;
+    device_open(&d);
+    ge2_flat_pools gpu = {to_device(cpu.params, pbytes), NULL, to_device(cpu.state, sbytes), slots, n};
+    h2d(d.control, &cctl, sizeof cctl);
+
+    ge2_node nodes[2];
+    ge2_launch lcs[2], lgs[2];
+    for (int u = 0; u < 2; u++) {
+        memset(&nodes[u], 0, sizeof nodes[u]);
+        nodes[u].op = GE2_OP_OPTIMIZER_UPDATE;
+        nodes[u].attrs.optim.config = oc.cfg;
+        nodes[u].attrs.optim.update_nodes = 2;
+        nodes[u].n_inputs = u == 0 ? 4 : 2;
+        memset(&lcs[u], 0, sizeof lcs[u]);
+        lcs[u].node = &nodes[u];
+        lcs[u].n_in = nodes[u].n_inputs;
+        lcs[u].control = &cctl;
+        lcs[u].pools = cpu;
+        lgs[u] = lcs[u];
+        device_fill(&d, &lgs[u]);
+        lgs[u].pools = gpu;
+        for (int j = 0; j < nodes[u].n_inputs / 2; j++) {
+            int k = u == 0 ? j : 2;
+            ge2_shape shape = ge2_shape1(numel[k]);
+            lcs[u].in[2 * j] = (ge2_view){cpu.params + offset[k], GE2_F32, shape};
+            lcs[u].in[2 * j + 1] = (ge2_view){cgrad[k], GE2_F32, shape};
+            lgs[u].in[2 * j] = (ge2_view){gpu.params + offset[k], GE2_F32, shape};
+            lgs[u].in[2 * j + 1] = (ge2_view){ggrad[k], GE2_F32, shape};
+        }
+    }
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CK_CUDA(cudaStreamBeginCapture(d.stream, cudaStreamCaptureModeThreadLocal));
+    for (int u = 0; u < 2; u++)
+        cuda_enqueue(&lgs[u]);
+    CK_CUDA(cudaStreamEndCapture(d.stream, &graph));
+    CK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+    float *got = malloc(sbytes);
+    ck_assert(got);
+    for (int step = 0; step < OPT_STEPS; step++) {
+        for (int k = 0; k < 3; k++) {
+            for (int64_t i = 0; i < numel[k]; i++)
+                cgrad[k][i] = (float)(0.2 * (2.0 * rng01() - 1.0));
+            h2d(ggrad[k], cgrad[k], (size_t)numel[k] * sizeof(float));
+        }
+        for (int u = 0; u < 2; u++) {
+            ck_assert_msg(ge2_cpu_kernels[GE2_OP_OPTIMIZER_UPDATE](&lcs[u]) == GE2_OK, "%s: CPU: %s", oc.name,
+                          ge2_last_error());
+            ck_assert_int_eq(cctl.step, u == 0 ? step : step + 1); /* the second node commits */
+        }
+        if (step % 2)
+            CK_CUDA(cudaGraphLaunch(exec, d.stream));
+        else
+            for (int u = 0; u < 2; u++)
+                cuda_enqueue(&lgs[u]);
+        CK_CUDA(cudaStreamSynchronize(d.stream));
+        char what[160];
+        snprintf(what, sizeof what, "%s per-parameter%s, step %d (%s): params", oc.name,
+                 misaligned ? " misaligned" : "", step + 1, step % 2 ? "replay" : "eager");
+        from_device(got, gpu.params, pbytes);
+        assert_close(what, got, cpu.params, n, RTOL, 0);
+        for (int64_t i = 0; i < n; i++) { /* the padding after each parameter: untouched zeros */
+            bool inside = false;
+            for (int k = 0; k < 3; k++)
+                inside = inside || (i >= offset[k] && i < offset[k] + numel[k]);
+            ck_assert_msg(inside || got[i] == 0.0f, "%s: padding element %lld is %g", what, (long long)i, got[i]);
+        }
+        snprintf(what, sizeof what, "%s per-parameter, step %d: state", oc.name, step + 1);
+        from_device(got, gpu.state, (size_t)slots * pbytes);
+        assert_close(what, got, cpu.state, (int64_t)slots * n, RTOL, 0);
+        ge2_control gctl;
+        from_device(&gctl, d.control, sizeof gctl);
+        snprintf(what, sizeof what, "%s per-parameter, step %d: control", oc.name, step + 1);
+        compare_control(what, &gctl, &cctl, &oc.cfg, step + 1);
+        ck_assert_msg(gctl.updates_done == 0 && cctl.updates_done == 0, "%s: updates_done %d (cuda), %d (cpu)", what,
+                      gctl.updates_done, cctl.updates_done);
+        h2d(gpu.params, cpu.params, pbytes);
+        h2d(gpu.state, cpu.state, sbytes);
+    }
+    free(got);
+    CK_CUDA(cudaGraphExecDestroy(exec));
+    CK_CUDA(cudaGraphDestroy(graph));
+    for (int k = 0; k < 3; k++) {
+        free(cgrad[k]);
+        CK_CUDA(cudaFree(ggrad_base[k]));
+    }
+    CK_CUDA(cudaFree(gpu.params));
+    CK_CUDA(cudaFree(gpu.state));
+    device_close(&d);
+    free(cpu.params);
+    free(cpu.state);
+}
+
+START_TEST(test_per_parameter_optimizer_agrees)
+{
+    check_per_parameter(_i, false);
+    check_per_parameter(_i, true);
+}
+END_TEST
+
 /* The fused cross-entropy's loss is the same bits on every run: the last
  * block sums fixed per-block partials in block order. Many blocks, so the
  * order blocks finish in varies between runs. */
@@ -909,6 +1045,7 @@ int main(void)
     tcase_add_loop_test(tc, test_gemm_op_agrees_tiled, 0, GE2_OP_COUNT);
     tcase_add_test(tc, test_large_graphs_agree_tiled);
     tcase_add_loop_test(tc, test_optimizer_agrees, 0, N_OPT_CASES);
+    tcase_add_loop_test(tc, test_per_parameter_optimizer_agrees, 0, N_OPT_CASES);
     tcase_add_test(tc, test_cross_entropy_deterministic);
     suite_add_tcase(s, tc);
     return ge2_check_run(s);

@@ -137,6 +137,94 @@ START_TEST(test_mlp_plan_near_lower_bound)
 }
 END_TEST
 
+/* The bench's large MLP (784-4096-4096-4096-10, batch 256, Adam), planned
+ * both ways on the CPU backend (plans only: no step). Per-parameter updates
+ * (what AUTO picks for it) give the gradient pool back; in the arena only
+ * one layer's gradients are live at a time, as each layer's update runs
+ * right after its gradients and the last read of its weight. Expected bytes
+ * come from the shapes here. */
+static void build_large(ge2_graph **g, ge2_update_mode mode)
+{
+    static const int64_t widths[] = {784, 4096, 4096, 4096, 10};
+    ge2_tensor *x, *y, *h, *loss;
+    ck_assert_int_eq(ge2_graph_new(g), GE2_OK);
+    ck_assert_int_eq(ge2_input(*g, "x", GE2_F32, ge2_shape2(256, 784), &x), GE2_OK);
+    ck_assert_int_eq(ge2_label(*g, "y", GE2_I32, ge2_shape1(256), &y), GE2_OK);
+    h = x;
+    for (int l = 0; l < 4; l++) {
+        char wn[16], bn[16];
+        snprintf(wn, sizeof wn, "fc%d.weight", l + 1);
+        snprintf(bn, sizeof bn, "fc%d.bias", l + 1);
+        ge2_tensor *w, *b;
+        ge2_init wi = {GE2_INIT_ZEROS, 0, 0, 0}; /* values do not matter to a plan; zeros fill fast */
+        ck_assert_int_eq(ge2_parameter(*g, wn, GE2_F32, ge2_shape2(widths[l + 1], widths[l]), wi, &w), GE2_OK);
+        ck_assert_int_eq(ge2_parameter(*g, bn, GE2_F32, ge2_shape1(widths[l + 1]), wi, &b), GE2_OK);
+        ck_assert_int_eq(ge2_linear(*g, h, w, b, l < 3 ? GE2_ACT_RELU : GE2_ACT_NONE, 0, &h), GE2_OK);
+    }
+    ck_assert_int_eq(ge2_cross_entropy(*g, h, y, 0, &loss), GE2_OK);
+    ck_assert_int_eq(ge2_backward(*g, loss), GE2_OK);
+    ge2_optimizer_config cfg = ge2_optimizer_defaults(GE2_OPT_ADAM);
+    cfg.update_mode = mode;
+    ck_assert_int_eq(ge2_optimizer(*g, &cfg), GE2_OK);
+}
+
+static size_t device_bytes(const ge2_plan_stats *s)
+{
+    return s->parameter_bytes + s->gradient_bytes + s->optimizer_state_bytes + s->arena_bytes + s->input_bytes +
+           s->workspace_bytes;
+}
+
+START_TEST(test_large_mlp_gradients_in_arena)
+{
+    ge2_graph *gf, *gp;
+    build_large(&gf, GE2_UPDATE_FLAT);
+    build_large(&gp, GE2_UPDATE_AUTO);
+    ge2_context *ctx;
+    ge2_program *pf, *pp;
+    ck_assert_int_eq(ge2_context_new(GE2_DEVICE_CPU, &ctx), GE2_OK);
+    ck_assert_int_eq(ge2_compile(ctx, gf, NULL, &pf), GE2_OK);
+    ck_assert_int_eq(ge2_compile(ctx, gp, NULL, &pp), GE2_OK);
+    ge2_plan_stats sf, sp;
+    ck_assert_int_eq(ge2_program_plan_stats(pf, GE2_MODE_TRAIN, &sf), GE2_OK);
+    ck_assert_int_eq(ge2_program_plan_stats(pp, GE2_MODE_TRAIN, &sp), GE2_OK);
+
+    /* Every size is a multiple of 64 floats: no padding. Gradients of layer
+     * l: its weight and bias, each 256-aligned in the arena (already are). */
+    const size_t layer[4] = {(784 * 4096 + 4096) * 4, (4096 * 4096 + 4096) * 4, (4096 * 4096 + 4096) * 4,
+                             (4096 * 10 + 64) * 4}; /* b4 [10] pads to 64 floats in the pools */
+    const size_t grads = layer[0] + layer[1] + layer[2] + layer[3], largest = layer[1];
+    ck_assert_uint_eq(sf.parameter_bytes, grads);
+    ck_assert_uint_eq(sf.gradient_bytes, grads);
+    ck_assert_int_eq(sf.update_mode, GE2_UPDATE_FLAT);
+    ck_assert_int_eq(sp.update_mode, GE2_UPDATE_PER_PARAMETER);
+    ck_assert_int_eq(sp.update_nodes, 4);
+    ck_assert_uint_eq(sp.gradient_bytes, 0);
+    ck_assert_uint_eq(sp.parameter_bytes, sf.parameter_bytes);
+    ck_assert_uint_eq(sp.optimizer_state_bytes, sf.optimizer_state_bytes); /* the same state pool */
+    ck_assert_uint_eq(sp.input_bytes, sf.input_bytes);
+    /* A layer's gradients must fit; no more than one layer's are live at once. */
+    ck_assert_uint_ge(sp.lower_bound_bytes, largest);
+    ck_assert_uint_le(sp.lower_bound_bytes, sf.lower_bound_bytes + largest);
+    ck_assert_uint_ge(sp.arena_bytes, sp.lower_bound_bytes);
+    ck_assert_msg((double)sp.arena_bytes <= 1.05 * (double)sp.lower_bound_bytes, "arena %zu, lower bound %zu",
+                  sp.arena_bytes, sp.lower_bound_bytes);
+    ck_assert_uint_lt(sp.arena_bytes, grads); /* the arena's peak is below the gradients' sum */
+    size_t before = device_bytes(&sf), after = device_bytes(&sp);
+    ck_assert_uint_lt(after, before - grads / 2);
+    printf("large mlp 784-4096-4096-4096-10 batch 256 adam train plan (cpu, no workspace): flat: arena %zu "
+           "(lower bound %zu), gradients %zu, device %zu B = %.1f MiB; per_parameter: arena %zu (lower bound %zu), "
+           "gradients 0, device %zu B = %.1f MiB\n",
+           sf.arena_bytes, sf.lower_bound_bytes, sf.gradient_bytes, before, before / 1048576.0, sp.arena_bytes,
+           sp.lower_bound_bytes, after, after / 1048576.0);
+    fflush(stdout);
+    ge2_program_free(pf);
+    ge2_program_free(pp);
+    ge2_context_free(ctx);
+    ge2_graph_free(gf);
+    ge2_graph_free(gp);
+}
+END_TEST
+
 /* Names are user text: the SVG must escape them to stay well-formed. */
 START_TEST(test_svg_escapes_names)
 {
@@ -183,6 +271,7 @@ int main(void)
 {
     const TTest *tests[] = {
         test_mlp_plan_near_lower_bound,
+        test_large_mlp_gradients_in_arena,
         test_svg_escapes_names,
     };
     return planner_run_tests("plan_mlp", tests, (int)(sizeof tests / sizeof tests[0]), 60);

@@ -3,7 +3,9 @@
  * Everything the plan claims is re-derived here from the graph alone
  * (schedule order, lifetimes, the lower bound) and the assignment is checked
  * pair by pair: two arena tensors alive at the same schedule position never
- * share a byte unless one took the other over in place.
+ * share a byte unless one took the other over in place. Each graph is
+ * planned again with per-parameter optimizer updates, whose placement is
+ * checked too: after everything they depend on, and no later.
  */
 #include <check.h>
 #include <stdint.h>
@@ -76,6 +78,56 @@ static void check_liveness(const ge2_graph *g, const ge2_plan *plan, const int *
         ck_assert_msg(!tensor->is_output, "output %s in the arena", tensor->name);
         ck_assert_uint_eq(pt->bytes, (size_t)ge2_shape_numel(pt->shape) * ge2_dtype_size(tensor->dtype));
     }
+}
+
+static bool reads(const ge2_node *node, int tensor)
+{
+    for (int i = 0; i < node->n_inputs; i++)
+        if (node->inputs[i] == tensor && !is_like_input(node, i))
+            return true;
+    return false;
+}
+
+static bool is_update(const ge2_node *node) { return node->op == GE2_OP_OPTIMIZER_UPDATE && node->n_inputs > 0; }
+
+/* A per-parameter update (inputs: parameter, gradient pairs) runs after its
+ * gradients' producers and after every other reader of its parameters (it
+ * overwrites them), and right after the last of those: only other updates
+ * in between. Its gradients are arena tensors, live until it has run. */
+static void check_update_places(const ge2_graph *g, const ge2_plan *plan, const int *pos)
+{
+    int updates = 0;
+    for (int p = 0; p < plan->n_steps; p++) {
+        const ge2_node *u = &g->nodes[plan->schedule[p]];
+        if (!is_update(u))
+            continue;
+        updates++;
+        int must_follow = -1;
+        for (int i = 0; i < u->n_inputs; i += 2) {
+            const ge2_tensor *param = g->tensors[u->inputs[i]], *grad = g->tensors[u->inputs[i + 1]];
+            ck_assert_int_eq(param->role, GE2_ROLE_PARAMETER);
+            ck_assert_int_eq(param->grad, grad->id);
+            ck_assert_int_eq(plan->tensors[grad->id].pool, GE2_POOL_ARENA);
+            ck_assert_int_ge(plan->tensors[grad->id].last, p);
+            if (pos[grad->producer] > must_follow)
+                must_follow = pos[grad->producer];
+            for (int q = 0; q < plan->n_steps; q++) {
+                const ge2_node *r = &g->nodes[plan->schedule[q]];
+                if (r != u && !is_update(r) && reads(r, param->id)) {
+                    ck_assert_msg(q < p, "node %d reads %s at %d, after its update at %d", r->id, param->name, q, p);
+                    if (q > must_follow)
+                        must_follow = q;
+                }
+            }
+        }
+        for (int q = must_follow + 1; q < p; q++)
+            ck_assert_msg(is_update(&g->nodes[plan->schedule[q]]), "update node %d at %d could run at %d", u->id, p,
+                          must_follow + 1);
+    }
+    int in_graph = 0;
+    for (int n = 0; n < g->n_nodes; n++)
+        in_graph += is_update(&g->nodes[n]);
+    ck_assert_int_eq(updates, plan->key.mode == GE2_MODE_TRAIN ? in_graph : 0);
 }
 
 static bool in_place_pair(const ge2_plan *plan, int a, int b)
@@ -158,10 +210,16 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static void check_graph_plans(uint64_t seed, double *ratio, int *in_place)
+static void check_graph_plans(uint64_t seed, bool per_parameter, double *ratio, int *in_place)
 {
     rg_graph rg;
     ck_assert_int_eq(rg_build(seed, true, &rg), GE2_OK);
+    if (per_parameter) {
+        ge2_optimizer_config sgd = ge2_optimizer_defaults(GE2_OPT_SGD);
+        sgd.update_mode = GE2_UPDATE_PER_PARAMETER;
+        ck_assert_msg(ge2_optimizer(rg.graph, &sgd) == GE2_OK, "seed %llu: %s", (unsigned long long)seed,
+                      ge2_last_error());
+    }
     const ge2_graph *g = rg.graph;
     ge2_layout *layout;
     ck_assert_int_eq(ge2_layout_new(g, &layout), GE2_OK);
@@ -174,6 +232,7 @@ static void check_graph_plans(uint64_t seed, double *ratio, int *in_place)
         int *pos = positions(g, plan);
         check_schedule(g, plan, pos);
         check_liveness(g, plan, pos);
+        check_update_places(g, plan, pos);
         check_assignment(g, plan);
         size_t naive, lb = independent_lower_bound(plan, &naive);
         ck_assert_uint_eq(plan->lower_bound_bytes, lb);
@@ -198,8 +257,12 @@ START_TEST(test_random_corpus)
 {
     static double ratios[CORPUS];
     int in_place = 0;
-    for (int i = 0; i < CORPUS; i++)
-        check_graph_plans((uint64_t)i + 1, &ratios[i], &in_place);
+    for (int i = 0; i < CORPUS; i++) {
+        double per_parameter_ratio;
+        int per_parameter_in_place = 0;
+        check_graph_plans((uint64_t)i + 1, false, &ratios[i], &in_place);
+        check_graph_plans((uint64_t)i + 1, true, &per_parameter_ratio, &per_parameter_in_place);
+    }
     qsort(ratios, CORPUS, sizeof ratios[0], cmp_double);
     int above = 0;
     for (int i = 0; i < CORPUS; i++)
