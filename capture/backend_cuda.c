@@ -33,6 +33,7 @@
 #include "graph/alloc.h"
 #include "graph/error.h"
 #include "kernels/cuda/mlp_step.h"
+#include "kernels/cuda/step_copy.h"
 
 /* cuBLASLt workspace shared by every GEMM of the program (one stream, so one
  * GEMM at a time); 32 MiB covers the split-K and stream-K configurations the
@@ -391,13 +392,6 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
  * index of the launch after which the capture was invalidated. */
 static ge2_status enqueue_launches(ge2_backend_ctx *ctx, ge2_exec *exec, bool capturing, int *broke)
 {
-    const ge2_cuda_exec *ce = exec->backend_data;
-    if (ce->mlp_step) {
-        ge2_status st = ge2_mlp_step_launch(ce->mlp_step, ctx->stream);
-        if (st != GE2_OK && capturing)
-            *broke = 0;
-        return st;
-    }
     for (int i = 0; i < exec->n_launches; i++) {
         const ge2_launch *l = &exec->launches[i];
         ge2_status st = ge2_backend_cuda_kernels[l->node->op].launch(l);
@@ -415,31 +409,31 @@ static ge2_status enqueue_launches(ge2_backend_ctx *ctx, ge2_exec *exec, bool ca
     return GE2_OK;
 }
 
-/* One of the step's copies; bytes 0: none. `what` names it in errors. */
-static ge2_status enqueue_copy(ge2_backend_ctx *ctx, const ge2_copy *c, enum cudaMemcpyKind kind, const char *what)
-{
-    if (c->bytes == 0)
-        return GE2_OK;
-    cudaError_t e = cudaMemcpyAsync(c->dst, c->src, c->bytes, kind, ctx->stream);
-    if (e != cudaSuccess)
-        return ge2_error(GE2_ERR_CUDA, "ge2 cuda backend: cudaMemcpyAsync of the step's %s (%zu bytes) failed: %s (%s)",
-                         what, c->bytes, cudaGetErrorString(e), cudaGetErrorName(e));
-    return GE2_OK;
-}
+static ge2_cuda_copy cuda_copy_of(const ge2_copy *c) { return (ge2_cuda_copy){c->dst, c->src, c->bytes}; }
 
 /* The step through staging slot `slot`, in the order exec_run promises;
- * eager and captured steps both come from here. During capture, *broke is
- * the index of the launch after which the capture was invalidated (-1 if
- * none, or if a copy failed). */
+ * eager and captured steps both come from here. The copies are kernels,
+ * not memcpy nodes (kernels/cuda/step_copy.h: ~6 us per switch between the
+ * copy engine and the SMs); the whole-step kernel does them itself. During
+ * capture, *broke is the index of the launch after which the capture was
+ * invalidated (-1 if none, or if a copy failed). */
 static ge2_status enqueue_step(ge2_backend_ctx *ctx, ge2_exec *exec, int slot, bool capturing, int *broke)
 {
     const ge2_step_io *io = &exec->io[slot];
-    *broke = -1;
-    GE2_TRY(enqueue_copy(ctx, &io->upload, cudaMemcpyHostToDevice, "feed upload"));
-    GE2_TRY(enqueue_launches(ctx, exec, capturing, broke));
+    const ge2_cuda_exec *ce = exec->backend_data;
+    ge2_cuda_copy upload = cuda_copy_of(&io->upload), results[GE2_STEP_RESULTS];
     for (int r = 0; r < GE2_STEP_RESULTS; r++)
-        GE2_TRY(enqueue_copy(ctx, &io->results[r], cudaMemcpyDeviceToHost, "result copy"));
-    return GE2_OK;
+        results[r] = cuda_copy_of(&io->results[r]);
+    *broke = -1;
+    if (ce->mlp_step) {
+        ge2_status st = ge2_mlp_step_launch(ce->mlp_step, ctx->stream, &upload, results, GE2_STEP_RESULTS);
+        if (st != GE2_OK && capturing)
+            *broke = 0;
+        return st;
+    }
+    GE2_TRY(ge2_cuda_copy_launch(&upload, 1, ctx->stream));
+    GE2_TRY(enqueue_launches(ctx, exec, capturing, broke));
+    return ge2_cuda_copy_launch(results, GE2_STEP_RESULTS, ctx->stream);
 }
 
 /* What one replay really launches: a cuBLASLt call may add split-K reduction

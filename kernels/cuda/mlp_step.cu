@@ -94,6 +94,9 @@ struct mlp_params {
     const float *loss_partials, *correct_partials;
     float *loss, *correct;
     float inv_rows;
+    // the step's copies (step_copy.h): in before phase 0, out at the end
+    ge2_cuda_copy upload, results[GE2_CUDA_MAX_COPIES];
+    int n_results;
     // GE2_MLP_STEP_PROFILE: block 0 stamps the global timer at the start and
     // after every phase (ns) [n_phases + 2]; NULL otherwise
     unsigned long long *stamps;
@@ -393,6 +396,10 @@ __global__ void __launch_bounds__(MLP_THREADS, 1) ge2_mlp_step_kernel(const mlp_
     if (threadIdx.x == 0)
         scalars = ge2_opt_scalars_of(&p.cfg, p.ctl);
     mlp_stamp(p, 0);
+    if (p.upload.bytes) {
+        ge2_copy_share(p.upload, (long long)blockIdx.x * blockDim.x + threadIdx.x, (long long)gridDim.x * blockDim.x);
+        grid.sync();
+    }
     for (int phase = 0; phase < p.n_phases; phase++) {
         if (phase == p.finalize_phase && blockIdx.x == 0 && threadIdx.x == 0) {
             float loss = 0.0f, hits = 0.0f;
@@ -413,8 +420,14 @@ __global__ void __launch_bounds__(MLP_THREADS, 1) ge2_mlp_step_kernel(const mlp_
     const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     ge2_opt_update_span<R, true>(tid, (long long)gridDim.x * blockDim.x, p.pools.n, p.pools.params, p.pools.grads,
                                  p.pools.state, p.pools.n, scalars, p.cfg.nesterov);
-    if (blockIdx.x == 0 && threadIdx.x == 0 && ge2_opt_node_done(p.ctl, 1))
-        ge2_opt_commit(p.ctl, true, &scalars);
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        if (ge2_opt_node_done(p.ctl, 1))
+            ge2_opt_commit(p.ctl, true, &scalars);
+        /* the results (loss, metric) were final before the last barrier */
+        for (int i = 0; i < p.n_results; i++)
+            ge2_copy_share(p.results[i], 0, 1);
+        __threadfence_system();
+    }
     mlp_stamp(p, p.n_phases + 1);
 }
 
@@ -698,8 +711,19 @@ extern "C" ge2_status ge2_mlp_step_prepare(const ge2_mlp_step_desc *d, ge2_mlp_s
     return GE2_OK;
 }
 
-extern "C" ge2_status ge2_mlp_step_launch(const ge2_mlp_step *s, void *stream)
+extern "C" ge2_status ge2_mlp_step_launch(const ge2_mlp_step *s, void *stream, const ge2_cuda_copy *upload,
+                                          const ge2_cuda_copy *results, int n_results)
 {
+    /* the step's copies differ per staging slot; the rest was fixed at prepare */
+    mlp_params *params = (mlp_params *)ge2_malloc(sizeof *params);
+    if (!params)
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 whole-step MLP kernel: out of host memory");
+    *params = s->params;
+    params->upload = upload ? *upload : ge2_cuda_copy{};
+    params->n_results = 0;
+    for (int i = 0; i < n_results && i < GE2_CUDA_MAX_COPIES; i++)
+        if (results[i].bytes)
+            params->results[params->n_results++] = results[i];
     cudaLaunchConfig_t lc = {};
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeCooperative;
@@ -710,8 +734,10 @@ extern "C" ge2_status ge2_mlp_step_launch(const ge2_mlp_step *s, void *stream)
     lc.stream = (cudaStream_t)stream;
     lc.attrs = attr;
     lc.numAttrs = 1;
-    void *args[] = {(void *)&s->params};
-    return step_cuda(cudaLaunchKernelExC(&lc, s->kernel, args), "cudaLaunchKernelExC(ge2_mlp_step_kernel)");
+    void *args[] = {(void *)params};
+    ge2_status st = step_cuda(cudaLaunchKernelExC(&lc, s->kernel, args), "cudaLaunchKernelExC(ge2_mlp_step_kernel)");
+    ge2_free(params); /* the launch copied the arguments */
+    return st;
 }
 
 // GE2_MLP_STEP_PROFILE: the last step's phases, printed when the key goes.

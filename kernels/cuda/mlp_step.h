@@ -18,6 +18,7 @@
  * launches' buffers share arena bytes.
  *
  * Phases (L layers), each ending at a grid barrier:
+ *   (copy)      the step's feed upload from pinned host memory
  *   0 .. L-2    forward of layer i: y = act(x·wᵀ + b), relu's bit-mask
  *   L-1         forward of the last layer with cross-entropy (and accuracy)
  *               in the epilogue: logits, dlogits, per-row-block loss partials
@@ -31,6 +32,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kernels/cuda/step_copy.h"
 #include "kernels/kernel.h"
 
 #ifdef __cplusplus
@@ -84,8 +86,11 @@ bool ge2_mlp_step_match(const ge2_launch *launches, int n, ge2_mlp_step_desc *de
  * scratch. */
 typedef struct ge2_mlp_step ge2_mlp_step;
 ge2_status ge2_mlp_step_prepare(const ge2_mlp_step_desc *desc, ge2_mlp_step **out);
-/* Enqueues the step on stream (a cudaStream_t); capturable. */
-ge2_status ge2_mlp_step_launch(const ge2_mlp_step *step, void *stream);
+/* Enqueues the step on stream (a cudaStream_t); capturable. The kernel also
+ * does the step's copies (step_copy.h): upload before the first phase, the
+ * n_results result copies after the last. */
+ge2_status ge2_mlp_step_launch(const ge2_mlp_step *step, void *stream, const ge2_cuda_copy *upload,
+                               const ge2_cuda_copy *results, int n_results);
 void ge2_mlp_step_free(ge2_mlp_step *step);
 /* One line for the kernel report, e.g. "ge2 whole-step MLP kernel: 3 layers, 7 phases, 132 blocks". */
 const char *ge2_mlp_step_describe(const ge2_mlp_step *step);

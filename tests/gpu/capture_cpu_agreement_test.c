@@ -139,6 +139,9 @@ START_TEST(test_per_parameter_updates_agree)
 {
     enum { STEPS = 20 };
     mlp per, flat, cpu;
+    /* bitwise: the same GEMM kernels on both sides, not the whole-step
+     * kernel that would take the flat program (this process only: Check forks) */
+    setenv("GE2_MLP_STEP", "0", 1);
     mlp_open_mode(&per, GE2_DEVICE_CUDA, BATCH, SEED, LR, false, GE2_UPDATE_PER_PARAMETER);
     mlp_open_mode(&flat, GE2_DEVICE_CUDA, BATCH, SEED, LR, false, GE2_UPDATE_FLAT);
     mlp_open_mode(&cpu, GE2_DEVICE_CPU, BATCH, SEED, LR, false, GE2_UPDATE_PER_PARAMETER);
