@@ -324,11 +324,26 @@ __device__ void mlp_gemm_item(const mlp_job &jb, int item, float *smem)
         *reinterpret_cast<float4 *>(&partial[(group * tm + im + i) * tn + in]) =
             make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
     __syncthreads();
-    for (int o = threadIdx.x; o < tm * tn; o += MLP_THREADS) {
+    const int outputs = tm * tn;
+    if (outputs >= MLP_THREADS) {
+        for (int o = threadIdx.x; o < outputs; o += MLP_THREADS) {
+            float v = 0.0f;
+            for (int g = 0; g < groups; g++)
+                v += partial[g * outputs + o];
+            tile[o] = v;
+        }
+    } else {
+        /* small tiles have many groups (up to 128): `share` lanes per output
+         * each sum every share-th group, then a fixed shuffle tree (a serial
+         * sum over 64 groups was ~1 us of a 4 us phase) */
+        const int share = MLP_THREADS / outputs, o = threadIdx.x / share, sub = threadIdx.x % share;
         float v = 0.0f;
-        for (int g = 0; g < groups; g++)
-            v += partial[g * tm * tn + o];
-        tile[o] = v;
+        for (int g = sub; g < groups; g += share)
+            v += partial[g * outputs + o];
+        for (int off = share / 2; off > 0; off /= 2)
+            v += __shfl_down_sync(0xffffffffu, v, off, share);
+        if (sub == 0)
+            tile[o] = v;
     }
     __syncthreads();
     mlp_epilogue(jb, item, m0, n0, tile);
