@@ -409,24 +409,6 @@ static ge2_status enqueue_launches(ge2_backend_ctx *ctx, ge2_exec *exec, bool ca
     return GE2_OK;
 }
 
-/* Feeds above this go by the copy engine: the SMs read pinned memory at
- * roughly PCIe speed but the copy engine is faster in bulk, and from ~0.5 MB
- * on that outweighs its two ~6 us switches (H200: the medium MLP's 800 KB
- * batch made the step 7 us slower as a kernel, the small MLP's 200 KB 8 us
- * faster). */
-#define GE2_KERNEL_UPLOAD_MAX_BYTES ((size_t)512 << 10)
-
-static ge2_status enqueue_upload(ge2_backend_ctx *ctx, const ge2_cuda_copy *upload)
-{
-    if (upload->bytes <= GE2_KERNEL_UPLOAD_MAX_BYTES)
-        return ge2_cuda_copy_launch(upload, 1, ctx->stream);
-    cudaError_t e = cudaMemcpyAsync(upload->dst, upload->src, upload->bytes, cudaMemcpyHostToDevice, ctx->stream);
-    if (e != cudaSuccess)
-        return ge2_error(GE2_ERR_CUDA, "ge2 cuda backend: cudaMemcpyAsync of the step's feeds (%zu bytes): %s (%s)",
-                         upload->bytes, cudaGetErrorString(e), cudaGetErrorName(e));
-    return GE2_OK;
-}
-
 static ge2_cuda_copy cuda_copy_of(const ge2_copy *c) { return (ge2_cuda_copy){c->dst, c->src, c->bytes}; }
 
 /* The step through staging slot `slot`, in the order exec_run promises;
@@ -449,7 +431,7 @@ static ge2_status enqueue_step(ge2_backend_ctx *ctx, ge2_exec *exec, int slot, b
             *broke = 0;
         return st;
     }
-    GE2_TRY(enqueue_upload(ctx, &upload));
+    GE2_TRY(ge2_cuda_copy_launch(&upload, 1, ctx->stream));
     GE2_TRY(enqueue_launches(ctx, exec, capturing, broke));
     return ge2_cuda_copy_launch(results, GE2_STEP_RESULTS, ctx->stream);
 }
