@@ -450,6 +450,7 @@ __global__ void __launch_bounds__(MLP_THREADS, 1) ge2_mlp_step_kernel(const mlp_
 
 struct ge2_mlp_step {
     mlp_params params;
+    mlp_params *launch_params; /* params plus one launch's copies; kept, so a launch allocates nothing */
     float *partials_dev; /* [2, loss items] */
     unsigned long long *stamps_dev; /* GE2_MLP_STEP_PROFILE: [n_phases + 2], else NULL */
     const void *kernel;
@@ -691,8 +692,13 @@ extern "C" ge2_status ge2_mlp_step_prepare(const ge2_mlp_step_desc *d, ge2_mlp_s
     if (per_sm < 1)
         return ge2_error(GE2_ERR_UNSUPPORTED, "ge2 whole-step MLP kernel: does not fit on an SM");
     ge2_mlp_step *s = (ge2_mlp_step *)ge2_calloc(1, sizeof *s);
-    if (!s)
+    mlp_params *launch_params = (mlp_params *)ge2_malloc(sizeof *launch_params);
+    if (!s || !launch_params) {
+        ge2_free(s);
+        ge2_free(launch_params);
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 whole-step MLP kernel: out of host memory");
+    }
+    s->launch_params = launch_params;
     s->grid = sms; /* one block per SM: every barrier waits for the fewest blocks */
     s->kernel = kernel;
     /* loss partials: one per loss item, at most one item per row */
@@ -730,9 +736,7 @@ extern "C" ge2_status ge2_mlp_step_launch(const ge2_mlp_step *s, void *stream, c
                                           const ge2_cuda_copy *results, int n_results)
 {
     /* the step's copies differ per staging slot; the rest was fixed at prepare */
-    mlp_params *params = (mlp_params *)ge2_malloc(sizeof *params);
-    if (!params)
-        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 whole-step MLP kernel: out of host memory");
+    mlp_params *params = s->launch_params;
     *params = s->params;
     params->upload = upload ? *upload : ge2_cuda_copy{};
     params->n_results = 0;
@@ -750,9 +754,8 @@ extern "C" ge2_status ge2_mlp_step_launch(const ge2_mlp_step *s, void *stream, c
     lc.attrs = attr;
     lc.numAttrs = 1;
     void *args[] = {(void *)params};
-    ge2_status st = step_cuda(cudaLaunchKernelExC(&lc, s->kernel, args), "cudaLaunchKernelExC(ge2_mlp_step_kernel)");
-    ge2_free(params); /* the launch copied the arguments */
-    return st;
+    /* the launch copies the arguments: launch_params may be reused at once */
+    return step_cuda(cudaLaunchKernelExC(&lc, s->kernel, args), "cudaLaunchKernelExC(ge2_mlp_step_kernel)");
 }
 
 // GE2_MLP_STEP_PROFILE: the last step's phases, printed when the key goes.
@@ -779,6 +782,7 @@ extern "C" void ge2_mlp_step_free(ge2_mlp_step *s)
         cudaFree(s->stamps_dev);
     }
     cudaFree(s->partials_dev);
+    ge2_free(s->launch_params);
     ge2_free(s);
 }
 
