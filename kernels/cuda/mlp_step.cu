@@ -6,10 +6,11 @@
 // tile, or 32 columns) and the phase's items are dealt to blocks round-robin.
 //
 // A GEMM item computes a TM x TN tile of C = A·B over the whole K: the
-// operands are staged k-major in shared memory, chunk by chunk, and the 256
-// threads split into P = (TM/4)(TN/4) positions of a 4x4 register tile times
-// KG = 256/P groups that take every KG-th k. The groups' partial tiles are
-// summed in group order, so the result's bits do not depend on timing.
+// operands are staged in shared memory as they lie in global memory, chunk
+// by chunk, and the 256 threads split into P = (TM/4)(TN/4) positions of a
+// 4x4 register tile times KG = 256/P groups that take every KG-th run of 4
+// k. The groups' partial tiles are summed in a fixed order, so the result's
+// bits do not depend on timing.
 // Small tiles over the whole K, rather than big tiles split over K, keep
 // every item inside one block: no partial-sum traffic, no extra barrier.
 #include <cooperative_groups.h>
@@ -29,7 +30,7 @@ namespace cg = cooperative_groups;
 #define MLP_THREADS 256
 #define MLP_WARPS (MLP_THREADS / GE2_WARP)
 // Shared-memory rows are padded by 4 floats: float4 reads stay aligned and
-// the transposing stores spread over 8 banks instead of 1.
+// rows of a power-of-two length do not all start in the same bank.
 #define MLP_PAD 4
 // Floats of the per-group partial tiles: KG * TM * TN = (256 / P) * 16 P.
 #define MLP_RED_FLOATS (16 * MLP_THREADS)
@@ -40,6 +41,7 @@ namespace cg = cooperative_groups;
 // whole, larger K is staged in chunks.
 #define MLP_SMEM_BYTES (160 * 1024)
 #define MLP_OPERAND_FLOATS (MLP_SMEM_BYTES / 4 - MLP_MAX_TILE * MLP_MAX_TILE)
+static_assert(MLP_OPERAND_FLOATS >= MLP_RED_FLOATS, "the partial tiles reuse the operands' shared memory");
 // Columns per bias-gradient item: one per lane.
 #define MLP_COLSUM_COLS GE2_WARP
 
