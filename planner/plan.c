@@ -23,6 +23,8 @@ ge2_status ge2_plan_new(const ge2_graph *graph, const ge2_layout *layout, const 
     if (st == GE2_OK)
         st = ge2_plan_liveness(graph, layout, plan);
     if (st == GE2_OK)
+        st = ge2_plan_fusion_lifetimes(graph, plan);
+    if (st == GE2_OK)
         st = ge2_plan_assign(graph, plan);
     if (st != GE2_OK) {
         ge2_plan_free(plan);

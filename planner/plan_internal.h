@@ -2,6 +2,7 @@
  *
  *   schedule  which nodes the key runs, in a deterministic topological order
  *   liveness  each tensor's concrete shape, interval and pool
+ *   fusion    intervals widened to the phases of a whole-step kernel
  *   assign    in-place merges, arena offsets, the plan's statistics
  *
  * Private to planner/ (tests include it to check a pass on its own).
@@ -49,6 +50,11 @@ ge2_status ge2_plan_schedule(const ge2_graph *graph, ge2_plan *plan);
  * and pool (offsets for the persistent pools and the IO buffer) of every
  * tensor, and plan->input_bytes. */
 ge2_status ge2_plan_liveness(const ge2_graph *graph, const ge2_layout *layout, ge2_plan *plan);
+
+/* When the key is a step the CUDA backend runs as one whole-step kernel
+ * (kernels/mlp_step_pattern.h), widens each arena tensor's interval to the
+ * kernel phases that use it. */
+ge2_status ge2_plan_fusion_lifetimes(const ge2_graph *graph, ge2_plan *plan);
 
 /* Arena offsets (greedy by size, best fit, in place where allowed) and
  * arena/lower-bound/naive bytes. */

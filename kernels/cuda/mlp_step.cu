@@ -4,6 +4,8 @@
 // A phase is a list of jobs; a job is one GEMM with its epilogue, or one
 // column sum (a bias gradient). Each job is cut into work items (an output
 // tile, or 32 columns) and the phase's items are dealt to blocks round-robin.
+// The row chain's phase is one list of GEMM jobs with whole-row tiles that
+// every item runs in order on its own rows.
 //
 // A GEMM item computes a TM x TN tile of C = A·B over the whole K: the
 // operands are staged in shared memory as they lie in global memory, chunk
@@ -41,11 +43,8 @@ namespace cg = cooperative_groups;
 // whole, larger K is staged in chunks.
 #define MLP_SMEM_BYTES (160 * 1024)
 #define MLP_OPERAND_FLOATS (MLP_SMEM_BYTES / 4 - MLP_MAX_TILE * MLP_MAX_TILE)
-static_assert(MLP_OPERAND_FLOATS >= MLP_RED_FLOATS, "the partial tiles reuse the operands' shared memory");
-// Columns per bias-gradient item: one per lane.
-#define MLP_COLSUM_COLS GE2_WARP
-
-enum mlp_job_kind { MLP_JOB_GEMM, MLP_JOB_COLSUM };
+static_assert(MLP_OPERAND_FLOATS >= MLP_RED_FLOATS + MLP_PAD * MLP_THREADS,
+              "the partial tiles (padded slabs) reuse the operands' shared memory");
 enum mlp_epilogue {
     MLP_EPI_FORWARD,     // y = act(z), z = acc + bias; relu's bit-mask
     MLP_EPI_LOSS,        // logits = acc + bias; cross-entropy (and accuracy) per row
@@ -55,7 +54,8 @@ enum mlp_epilogue {
 
 // C[m, n] = sum_k A(m, k) B(k, n), A(m, k) = a[m a_rs + k a_ks], B(k, n) = b[k b_ks + n b_cs].
 struct mlp_job {
-    int kind, epilogue;
+    int index; // in mlp_params.jobs
+    int epilogue;
     int M, N, K;
     int tm, tn, kc; // tile and k-chunk (a multiple of 4)
     bool a_vec, b_vec; // the operand's rows are 16-byte aligned: staged by 16-byte copies
@@ -64,7 +64,7 @@ struct mlp_job {
     long long a_rs, a_ks;
     const float *b;
     long long b_ks, b_cs;
-    float *c;            // [M, N]; COLSUM: [N] column sums of a [M, N]
+    float *c;            // [M, N]
     const float *bias;   // [N] FORWARD, LOSS
     bool relu;           // FORWARD: apply, write the mask; GRAD_INPUT: multiply by its derivative
     uint8_t *mask;       // [M, mask_row_bytes]
@@ -75,14 +75,23 @@ struct mlp_job {
     float *dlogits;        // [M, N]
     float *loss_partials;  // [items]
     float *correct_partials; // [items] or NULL
+    // GRAD_WEIGHT: c is the gradient pool at this element offset; the
+    // epilogue also updates the parameter and optimizer state there
+    long long opt_offset;
+    // GRAD_WEIGHT: the bias gradient, db[m] = sum over k of A(m, k), at this
+    // element offset of the pools, summed by the items of the first column
+    // tile from their staged A and updated likewise
+    long long db_offset;
 };
 
 struct mlp_phase {
     int first_job, n_jobs, items;
+    bool chain; // every item runs all the jobs in order (one item space: the first job's)
 };
 
-#define MLP_MAX_JOBS (3 * GE2_MLP_STEP_MAX_LAYERS + 1)
-#define MLP_MAX_PHASES (2 * GE2_MLP_STEP_MAX_LAYERS)
+#define MLP_MAX_JOBS (4 * GE2_MLP_STEP_MAX_LAYERS)
+#define MLP_JOB_STAMPS 5
+#define MLP_MAX_PHASES (2 * GE2_MLP_STEP_MAX_LAYERS + 1)
 
 // Passed by value: the job table lives in the kernel's parameter (constant)
 // bank, where every block reads it through the constant cache. In global
@@ -99,10 +108,13 @@ struct mlp_params {
     // the step's copies (step_copy.h): in before phase 0, out at the end
     ge2_cuda_copy upload, results[GE2_CUDA_MAX_COPIES];
     int n_results;
-    // GE2_MLP_STEP_PROFILE: block 0 stamps the global timer at the start and
-    // after every phase (ns) [n_phases + 2]; NULL otherwise
+    // GE2_MLP_STEP_PROFILE: block 0 stamps the global timer at the start,
+    // after the upload and after every phase (ns) [n_phases + 2]; NULL otherwise
     unsigned long long *stamps;
-    // the optimizer, after the last phase
+    // and per job, by the block that runs its item 0: start, staged, multiplied,
+    // reduced, done [n_jobs][MLP_JOB_STAMPS]
+    unsigned long long *job_stamps;
+    // the optimizer, in the last phase's epilogues
     ge2_optimizer_config cfg;
     ge2_flat_pools pools;
     ge2_control *ctl;
@@ -253,6 +265,36 @@ __device__ void mlp_loss_rows(const mlp_job &jb, int item, int m0, const float *
     }
 }
 
+// GRAD_WEIGHT in the last phase: the gradient tile goes to its place in
+// the pool, then the optimizer updates the tile's parameters and state from
+// there with the span update every optimizer kernel uses (optimizer_rule.h),
+// tn/4 threads per row, float4 at a time where the rows are aligned.
+// (A per-element update from the shared tile, 16 elements per thread, was
+// ~4.9 us of the phase: H200, GE2_MLP_STEP_PROFILE.)
+template <class R>
+__device__ void mlp_update_tile(const mlp_params &p, const ge2_opt_scalars &s, const mlp_job &jb, int m0, int n0,
+                                const float *tile /* [tm, tn] */)
+{
+    const int rows = min(jb.tm, jb.M - m0), cols = min(jb.tn, jb.N - n0);
+    for (int o = threadIdx.x; o < jb.tm * jb.tn; o += MLP_THREADS) {
+        const int r = o / jb.tn, col = o - r * jb.tn;
+        if (r < rows && col < cols)
+            p.pools.grads[jb.opt_offset + (long long)(m0 + r) * jb.N + n0 + col] = tile[o];
+    }
+    __syncthreads(); /* the span update reads other threads' gradients */
+    const bool vec = jb.N % 4 == 0;
+    const int per_row = vec ? jb.tn / 4 : jb.tn, lane = threadIdx.x % per_row;
+    for (int r = threadIdx.x / per_row; r < rows; r += MLP_THREADS / per_row) {
+        const long long at = jb.opt_offset + (long long)(m0 + r) * jb.N + n0;
+        if (vec)
+            ge2_opt_update_span<R, true>(lane, per_row, cols, p.pools.params + at, p.pools.grads + at,
+                                         p.pools.state + at, p.pools.n, s, p.cfg.nesterov);
+        else
+            ge2_opt_update_span<R, false>(lane, per_row, cols, p.pools.params + at, p.pools.grads + at,
+                                          p.pools.state + at, p.pools.n, s, p.cfg.nesterov);
+    }
+}
+
 __device__ void mlp_epilogue(const mlp_job &jb, int item, int m0, int n0, float *tile /* [tm, tn] */)
 {
     for (int o = threadIdx.x; o < jb.tm * jb.tn; o += MLP_THREADS) {
@@ -291,24 +333,52 @@ __device__ void mlp_epilogue(const mlp_job &jb, int item, int m0, int n0, float 
     }
 }
 
-__device__ void mlp_gemm_item(const mlp_job &jb, int item, float *smem)
+// GE2_MLP_STEP_PROFILE: point `at` of job jb's item 0.
+__device__ __forceinline__ void mlp_job_stamp(const mlp_params &p, const mlp_job &jb, int item, int at)
+{
+    if (p.job_stamps && item == 0 && threadIdx.x == 0) {
+        unsigned long long t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        p.job_stamps[jb.index * MLP_JOB_STAMPS + at] = t;
+    }
+}
+
+template <class R>
+__device__ void mlp_gemm_item(const mlp_params &p, const ge2_opt_scalars &s, const mlp_job &jb, int item,
+                              float *smem)
 {
     const int tm = jb.tm, tn = jb.tn;
     const int m0 = item / jb.tiles_n * tm, n0 = item % jb.tiles_n * tn;
     const int pm = tm / 4, positions = pm * (tn / 4), groups = MLP_THREADS / positions;
-    const int pos = threadIdx.x % positions, group = threadIdx.x / positions;
+    /* Which threads of a warp differ in k: with both operands k-fast, lanes
+     * that take consecutive k read consecutive 16 bytes of a row, where
+     * lanes on rows 4 apart hit the same banks (rows are ld = 0 or 4 mod 8
+     * float4s apart); a row-fast operand wants the lanes along its rows. */
+    const bool k_lanes = jb.a_ks == 1 && jb.b_ks == 1;
+    const int pos = k_lanes ? threadIdx.x / groups : threadIdx.x % positions;
+    const int group = k_lanes ? threadIdx.x % groups : threadIdx.x / positions;
     const int im = pos % pm * 4, in = pos / pm * 4;
     const int lda = mlp_ld(jb.a_ks, tm, jb.kc), ldb = mlp_ld(jb.b_ks, tn, jb.kc);
     float *as = smem;                                           /* [tm, lda] or [kc, lda] */
     float *bs = smem + (jb.a_ks == 1 ? tm : jb.kc) * lda;       /* [tn, ldb] or [kc, ldb] */
     float acc[4][4] = {};
+    /* the bias gradient's rows: `share` threads per row, each every share-th k */
+    const bool db = jb.db_offset >= 0 && n0 == 0;
+    const int share = min(MLP_THREADS / tm, GE2_WARP), db_row = threadIdx.x / share, db_sub = threadIdx.x % share;
+    float db_sum = 0.0f;
+    mlp_job_stamp(p, jb, item, 0);
     for (int k0 = 0; k0 < jb.K; k0 += jb.kc) {
         mlp_stage(as, lda, jb.a_vec, jb.a, jb.a_rs, jb.a_ks, m0, jb.M, tm, k0, jb.K, jb.kc);
         mlp_stage(bs, ldb, jb.b_vec, jb.b, jb.b_cs, jb.b_ks, n0, jb.N, tn, k0, jb.K, jb.kc);
         cp_async_commit();
         cp_async_wait<0>();
         __syncthreads();
+        if (k0 == 0)
+            mlp_job_stamp(p, jb, item, 1);
         const int kc = min(jb.kc, (jb.K - k0 + 3) / 4 * 4); /* past K the stage wrote zeros */
+        if (db && db_row < tm)
+            for (int k = db_sub; k < kc; k += share)
+                db_sum += jb.a_ks == 1 ? as[db_row * lda + k] : as[k * lda + db_row];
         if (jb.a_ks == 1 && jb.b_ks == 1)
             mlp_multiply<true, true>(as, lda, bs, ldb, kc, im, in, group, groups, acc);
         else if (jb.a_ks == 1)
@@ -319,19 +389,24 @@ __device__ void mlp_gemm_item(const mlp_job &jb, int item, float *smem)
             mlp_multiply<false, false>(as, lda, bs, ldb, kc, im, in, group, groups, acc);
         __syncthreads();
     }
-    float *partial = smem;                                /* [groups, tm, tn], over the operands */
-    float *tile = smem + MLP_OPERAND_FLOATS;              /* [tm, tn] */
+    mlp_job_stamp(p, jb, item, 2);
+    /* [groups, tm * tn + MLP_PAD], over the operands: the padding puts the
+     * groups' slabs in different banks, which k_lanes' warps write side by
+     * side (unpadded, 32 groups' float4 stores hit one bank: fc1 ran ~2 us
+     * slower) */
+    const int outputs = tm * tn, slab = outputs + MLP_PAD;
+    float *partial = smem;
+    float *tile = smem + MLP_OPERAND_FLOATS; /* [tm, tn] */
 #pragma unroll
     for (int i = 0; i < 4; i++)
-        *reinterpret_cast<float4 *>(&partial[(group * tm + im + i) * tn + in]) =
+        *reinterpret_cast<float4 *>(&partial[group * slab + (im + i) * tn + in]) =
             make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
     __syncthreads();
-    const int outputs = tm * tn;
     if (outputs >= MLP_THREADS) {
         for (int o = threadIdx.x; o < outputs; o += MLP_THREADS) {
             float v = 0.0f;
             for (int g = 0; g < groups; g++)
-                v += partial[g * outputs + o];
+                v += partial[g * slab + o];
             tile[o] = v;
         }
     } else {
@@ -341,53 +416,50 @@ __device__ void mlp_gemm_item(const mlp_job &jb, int item, float *smem)
         const int share = MLP_THREADS / outputs, o = threadIdx.x / share, sub = threadIdx.x % share;
         float v = 0.0f;
         for (int g = sub; g < groups; g += share)
-            v += partial[g * outputs + o];
+            v += partial[g * slab + o];
         for (int off = share / 2; off > 0; off /= 2)
             v += __shfl_down_sync(0xffffffffu, v, off, share);
         if (sub == 0)
             tile[o] = v;
     }
     __syncthreads();
-    mlp_epilogue(jb, item, m0, n0, tile);
-    __syncthreads(); /* the next item overwrites shared memory */
-}
-
-// c[n] = sum over the M rows of a[m, n], 32 columns per item; warp w takes
-// rows w, w + 8, ..., and the warps' sums are added in warp order.
-__device__ void mlp_colsum_item(const mlp_job &jb, int item, float *smem)
-{
-    const int warp = threadIdx.x / GE2_WARP, lane = threadIdx.x % GE2_WARP;
-    const int n = item * MLP_COLSUM_COLS + lane;
-    float s = 0.0f;
-    if (n < jb.N)
-#pragma unroll 8
-        for (int m = warp; m < jb.M; m += MLP_WARPS)
-            s += jb.a[(long long)m * jb.N + n];
-    smem[warp * GE2_WARP + lane] = s;
-    __syncthreads();
-    if (warp == 0 && n < jb.N) {
-        float total = 0.0f;
-        for (int w = 0; w < MLP_WARPS; w++)
-            total += smem[w * GE2_WARP + lane];
-        jb.c[n] = total;
+    mlp_job_stamp(p, jb, item, 3);
+    if (db) {
+        for (int off = share / 2; off > 0; off /= 2)
+            db_sum += __shfl_down_sync(0xffffffffu, db_sum, off, share);
+        if (db_sub == 0 && db_row < tm && m0 + db_row < jb.M) {
+            const long long at = jb.db_offset + m0 + db_row;
+            p.pools.grads[at] = db_sum;
+            ge2_opt_update_span<R, false>(0, 1, 1, p.pools.params + at, p.pools.grads + at, p.pools.state + at,
+                                          p.pools.n, s, p.cfg.nesterov);
+        }
     }
-    __syncthreads();
+    if (jb.opt_offset >= 0)
+        mlp_update_tile<R>(p, s, jb, m0, n0, tile);
+    else
+        mlp_epilogue(jb, item, m0, n0, tile);
+    __syncthreads(); /* the next item overwrites shared memory */
+    mlp_job_stamp(p, jb, item, 4);
 }
 
-__device__ void mlp_run_phase(const mlp_params &p, int phase, float *smem)
+template <class R>
+__device__ void mlp_run_phase(const mlp_params &p, const ge2_opt_scalars &s, int phase, float *smem)
 {
     const mlp_phase ph = p.phases[phase];
     for (int item = blockIdx.x; item < ph.items; item += gridDim.x) {
+        if (ph.chain) {
+            /* the item's rows through every job; its own writes are read
+             * back after the __syncthreads that ends each job */
+            for (int j = ph.first_job; j < ph.first_job + ph.n_jobs; j++)
+                mlp_gemm_item<R>(p, s, p.jobs[j], item, smem);
+            continue;
+        }
         int j = ph.first_job, local = item;
         while (local >= p.jobs[j].items) {
             local -= p.jobs[j].items;
             j++;
         }
-        const mlp_job &jb = p.jobs[j];
-        if (jb.kind == MLP_JOB_GEMM)
-            mlp_gemm_item(jb, local, smem);
-        else
-            mlp_colsum_item(jb, local, smem);
+        mlp_gemm_item<R>(p, s, p.jobs[j], local, smem);
     }
 }
 
@@ -401,8 +473,9 @@ __device__ __forceinline__ void mlp_stamp(const mlp_params &p, int at)
 }
 
 // The step. The optimizer's scalars are read from the control block before
-// the first barrier and committed by block 0 after the last phase: nobody
-// reads the control block in between, so the commit cannot race a reader.
+// the first barrier and committed by block 0 after its last item: nobody
+// reads the control block after the first barrier, so the commit cannot
+// race a reader.
 template <class R>
 __global__ void __launch_bounds__(MLP_THREADS, 1) ge2_mlp_step_kernel(const mlp_params p)
 {
@@ -417,6 +490,8 @@ __global__ void __launch_bounds__(MLP_THREADS, 1) ge2_mlp_step_kernel(const mlp_
         ge2_copy_share(p.upload, (long long)blockIdx.x * blockDim.x + threadIdx.x, (long long)gridDim.x * blockDim.x);
         grid.sync();
     }
+    mlp_stamp(p, 1);
+    __syncthreads(); /* scalars */
     for (int phase = 0; phase < p.n_phases; phase++) {
         if (phase == p.finalize_phase && blockIdx.x == 0 && threadIdx.x == 0) {
             float loss = 0.0f, hits = 0.0f;
@@ -429,18 +504,16 @@ __global__ void __launch_bounds__(MLP_THREADS, 1) ge2_mlp_step_kernel(const mlp_
             if (p.correct)
                 *p.correct = hits;
         }
-        mlp_run_phase(p, phase, smem);
-        grid.sync();
-        mlp_stamp(p, phase + 1);
+        mlp_run_phase<R>(p, scalars, phase, smem);
+        if (phase + 1 < p.n_phases) {
+            grid.sync();
+            mlp_stamp(p, phase + 2);
+        }
     }
-    __syncthreads(); /* scalars */
-    const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    ge2_opt_update_span<R, true>(tid, (long long)gridDim.x * blockDim.x, p.pools.n, p.pools.params, p.pools.grads,
-                                 p.pools.state, p.pools.n, scalars, p.cfg.nesterov);
     if (blockIdx.x == 0 && threadIdx.x == 0) {
         if (ge2_opt_node_done(p.ctl, 1))
             ge2_opt_commit(p.ctl, true, &scalars);
-        /* the results (loss, metric) were final before the last barrier */
+        /* the results (loss, metric) were written above by this thread */
         for (int i = 0; i < p.n_results; i++)
             ge2_copy_share(p.results[i], 0, 1);
         __threadfence_system();
@@ -454,7 +527,7 @@ struct ge2_mlp_step {
     mlp_params params;
     mlp_params *launch_params; /* params plus one launch's copies; kept, so a launch allocates nothing */
     float *partials_dev; /* [2, loss items] */
-    unsigned long long *stamps_dev; /* GE2_MLP_STEP_PROFILE: [n_phases + 2], else NULL */
+    unsigned long long *stamps_dev; /* GE2_MLP_STEP_PROFILE: [n_phases + 2 + n_jobs * MLP_JOB_STAMPS], else NULL */
     const void *kernel;
     int grid;
     char description[160];
@@ -488,8 +561,6 @@ static void set_tile(mlp_job *jb, int tm, int tn)
 // FMAs at ~64/clock for 8 warps.
 static double item_cost(const mlp_job *jb)
 {
-    if (jb->kind != MLP_JOB_GEMM)
-        return 2000.0 + jb->M * 4.0 * MLP_COLSUM_COLS / 64.0;
     return 2000.0 + (jb->tm + jb->tn) * 4.0 * jb->K / 64.0 + (double)jb->tm * jb->tn * jb->K / 64.0;
 }
 
@@ -510,9 +581,7 @@ static void choose_phase_tiles(mlp_params *p, const mlp_phase *ph, int grid)
 {
     for (int j = ph->first_job; j < ph->first_job + ph->n_jobs; j++) {
         mlp_job *jb = &p->jobs[j];
-        if (jb->kind != MLP_JOB_GEMM)
-            continue;
-        int tn = jb->epilogue == MLP_EPI_LOSS ? jb->tn : smallest_pow2_at_least(jb->N, 8);
+        int tn = smallest_pow2_at_least(jb->N, 8);
         int tm = smallest_pow2_at_least(jb->M, 4);
         while (tm * tn > 16 * MLP_THREADS) /* no more 4x4 positions than threads */
             tm > 4 ? tm /= 2 : tn /= 2;
@@ -523,15 +592,15 @@ static void choose_phase_tiles(mlp_params *p, const mlp_phase *ph, int grid)
         for (int j = ph->first_job; j < ph->first_job + ph->n_jobs; j++) {
             items += p->jobs[j].items;
             const mlp_job *jb = &p->jobs[j];
-            bool can_shrink = jb->kind == MLP_JOB_GEMM && (jb->tm > 4 || (jb->tn > 8 && jb->epilogue != MLP_EPI_LOSS));
+            bool can_shrink = jb->tm > 4 || jb->tn > 8;
             if (can_shrink && (slowest < 0 || item_cost(jb) > item_cost(&p->jobs[slowest])))
                 slowest = j;
         }
         if (slowest < 0)
             return;
         mlp_job *jb = &p->jobs[slowest], trial = *jb;
-        /* halve the longer side (the loss keeps whole rows) */
-        if (jb->epilogue == MLP_EPI_LOSS || (jb->tm >= jb->tn && jb->tm > 4) || jb->tn <= 8)
+        /* halve the longer side */
+        if ((jb->tm >= jb->tn && jb->tm > 4) || jb->tn <= 8)
             set_tile(&trial, jb->tm / 2, jb->tn);
         else
             set_tile(&trial, jb->tm, jb->tn / 2);
@@ -545,7 +614,6 @@ static mlp_job gemm_job(int epilogue, int M, int N, int K, const float *a, long 
                         const float *b, long long b_ks, long long b_cs, float *c)
 {
     mlp_job jb = {};
-    jb.kind = MLP_JOB_GEMM;
     jb.epilogue = epilogue;
     jb.M = M;
     jb.N = N;
@@ -560,84 +628,116 @@ static mlp_job gemm_job(int epilogue, int M, int N, int K, const float *a, long 
     /* 16-byte copies: the base and the stride between contiguous runs aligned */
     jb.a_vec = (uintptr_t)a % 16 == 0 && (a_ks == 1 ? a_rs : a_ks) % 4 == 0;
     jb.b_vec = (uintptr_t)b % 16 == 0 && (b_ks == 1 ? b_cs : b_ks) % 4 == 0;
+    jb.opt_offset = jb.db_offset = -1;
     set_tile(&jb, 4, 8);
     return jb;
 }
 
-// Width of the loss tile: the classes rounded up to a power of two, at least 8.
-static int loss_tile_width(long long classes)
-{
-    int tn = 8;
-    while (tn < classes)
-        tn *= 2;
-    return tn;
-}
-
 static void open_phase(mlp_params *p)
 {
-    p->phases[p->n_phases++] = (mlp_phase){p->n_jobs, 0, 0};
+    p->phases[p->n_phases++] = (mlp_phase){p->n_jobs, 0, 0, false};
 }
 
 static void add_job(mlp_params *p, const mlp_job &jb)
 {
-    p->jobs[p->n_jobs++] = jb;
+    p->jobs[p->n_jobs] = jb;
+    p->jobs[p->n_jobs].index = p->n_jobs;
+    p->n_jobs++;
     p->phases[p->n_phases - 1].n_jobs++;
 }
 
-// mlp_step.h's phase table as jobs. loss_partials: [2, B] floats of scratch.
+// The row chain's tiles: whole rows of every job, the same rows for all,
+// the fewest rows that still give every block an item (at least 4, the
+// register tile's side, and a tile of at most 4096 outputs).
+static void choose_chain_tiles(mlp_params *p, const mlp_phase *ph, int grid)
+{
+    int widest = 8;
+    for (int j = ph->first_job; j < ph->first_job + ph->n_jobs; j++) {
+        mlp_job *jb = &p->jobs[j];
+        jb->tn = 8;
+        while (jb->tn < jb->N)
+            jb->tn *= 2;
+        widest = jb->tn > widest ? jb->tn : widest;
+    }
+    const int M = p->jobs[ph->first_job].M;
+    int tm = 4;
+    while (ceil_div(M, tm) > grid && 2 * tm * widest <= 16 * MLP_THREADS)
+        tm *= 2;
+    for (int j = ph->first_job; j < ph->first_job + ph->n_jobs; j++)
+        set_tile(&p->jobs[j], tm, p->jobs[j].tn);
+}
+
+static mlp_job forward_job(const ge2_mlp_step_desc *d, int l, float *loss_partials)
+{
+    const ge2_mlp_step_layer *ly = &d->layer[l];
+    const bool last = l == d->n_layers - 1;
+    mlp_job jb = gemm_job(last ? MLP_EPI_LOSS : MLP_EPI_FORWARD, (int)d->batch, (int)ly->out, (int)ly->in, ly->x,
+                          ly->in, 1, ly->w, 1, ly->in, ly->y);
+    jb.bias = ly->b;
+    jb.relu = ly->act == GE2_ACT_RELU;
+    jb.mask = ly->mask;
+    jb.mask_row_bytes = ly->mask_row_bytes;
+    if (last) {
+        jb.labels = d->labels;
+        jb.smoothing = d->label_smoothing;
+        jb.inv_rows = 1.0f / (float)d->batch;
+        jb.dlogits = ly->dz;
+        jb.loss_partials = loss_partials;
+        jb.correct_partials = d->correct ? loss_partials + d->batch : NULL;
+    }
+    return jb;
+}
+
+/* dz of the layer below l [B, in] = (dz · w) ⊙ relu': A(b, o) = dz[b, o], B(o, i) = w[o, i] */
+static mlp_job grad_input_job(const ge2_mlp_step_desc *d, int l)
+{
+    const ge2_mlp_step_layer *ly = &d->layer[l], *below = &d->layer[l - 1];
+    mlp_job dx = gemm_job(MLP_EPI_GRAD_INPUT, (int)d->batch, (int)ly->in, (int)ly->out, ly->dz, ly->out, 1, ly->w,
+                          ly->in, 1, below->dz);
+    dx.relu = below->act == GE2_ACT_RELU;
+    dx.mask = below->mask;
+    dx.mask_row_bytes = below->mask_row_bytes;
+    return dx;
+}
+
+// mlp_step_pattern.h's phase table as jobs. loss_partials: [2, B] floats of scratch.
 static void build_jobs(const ge2_mlp_step_desc *d, int grid, float *loss_partials, mlp_params *p)
 {
-    const int B = (int)d->batch, L = d->n_layers;
-    for (int l = 0; l < L; l++) {
-        const ge2_mlp_step_layer *ly = &d->layer[l];
-        const bool last = l == L - 1;
-        mlp_job jb = gemm_job(last ? MLP_EPI_LOSS : MLP_EPI_FORWARD, B, (int)ly->out, (int)ly->in, ly->x, ly->in, 1,
-                              ly->w, 1, ly->in, ly->y);
-        jb.bias = ly->b;
-        jb.relu = ly->act == GE2_ACT_RELU;
-        jb.mask = ly->mask;
-        jb.mask_row_bytes = ly->mask_row_bytes;
-        if (last) {
-            jb.tn = loss_tile_width(ly->out);
-            jb.labels = d->labels;
-            jb.smoothing = d->label_smoothing;
-            jb.inv_rows = 1.0f / (float)B;
-            jb.dlogits = ly->dz;
-            jb.loss_partials = loss_partials;
-            jb.correct_partials = d->correct ? loss_partials + B : NULL;
-        }
+    const int L = d->n_layers, c = d->chain_from;
+    for (int l = 0; l < c; l++) {
         open_phase(p);
-        add_job(p, jb);
+        add_job(p, forward_job(d, l, loss_partials));
     }
+    open_phase(p);
+    p->phases[p->n_phases - 1].chain = true;
+    for (int l = c; l < L; l++)
+        add_job(p, forward_job(d, l, loss_partials));
+    for (int l = L - 1; l >= (c > 1 ? c : 1); l--)
+        add_job(p, grad_input_job(d, l));
+    for (int l = c - 1; l >= 1; l--) {
+        open_phase(p);
+        add_job(p, grad_input_job(d, l));
+    }
+    open_phase(p);
     for (int l = L - 1; l >= 0; l--) {
         const ge2_mlp_step_layer *ly = &d->layer[l];
-        open_phase(p);
         /* dW [out, in] = dzᵀ · x: A(o, b) = dz[b, o], B(b, i) = x[b, i] */
-        add_job(p, gemm_job(MLP_EPI_GRAD_WEIGHT, (int)ly->out, (int)ly->in, B, ly->dz, 1, ly->out, ly->x, ly->in, 1,
-                            ly->dw));
-        mlp_job db = {};
-        db.kind = MLP_JOB_COLSUM;
-        db.M = B;
-        db.N = (int)ly->out;
-        db.a = ly->dz;
-        db.c = ly->db;
-        db.items = ceil_div(ly->out, MLP_COLSUM_COLS);
-        add_job(p, db);
-        if (l == 0)
-            continue;
-        /* dz of the layer below [B, in] = (dz · w) ⊙ relu': A(b, o) = dz[b, o], B(o, i) = w[o, i] */
-        const ge2_mlp_step_layer *below = &d->layer[l - 1];
-        mlp_job dx = gemm_job(MLP_EPI_GRAD_INPUT, B, (int)ly->in, (int)ly->out, ly->dz, ly->out, 1, ly->w, ly->in, 1,
-                              below->dz);
-        dx.relu = below->act == GE2_ACT_RELU;
-        dx.mask = below->mask;
-        dx.mask_row_bytes = below->mask_row_bytes;
-        add_job(p, dx);
+        mlp_job dw = gemm_job(MLP_EPI_GRAD_WEIGHT, (int)ly->out, (int)ly->in, (int)d->batch, ly->dz, 1, ly->out,
+                              ly->x, ly->in, 1, ly->dw);
+        dw.opt_offset = ly->dw - d->pools.grads;
+        dw.db_offset = ly->db - d->pools.grads;
+        add_job(p, dw);
     }
     for (int ph = 0; ph < p->n_phases; ph++) {
-        choose_phase_tiles(p, &p->phases[ph], grid);
-        for (int j = p->phases[ph].first_job; j < p->phases[ph].first_job + p->phases[ph].n_jobs; j++)
-            p->phases[ph].items += p->jobs[j].items;
+        mlp_phase *phase = &p->phases[ph];
+        if (phase->chain) {
+            choose_chain_tiles(p, phase, grid);
+            phase->items = p->jobs[phase->first_job].items;
+            continue;
+        }
+        choose_phase_tiles(p, phase, grid);
+        for (int j = phase->first_job; j < phase->first_job + phase->n_jobs; j++)
+            phase->items += p->jobs[j].items;
     }
 }
 
@@ -711,8 +811,8 @@ extern "C" ge2_status ge2_mlp_step_prepare(const ge2_mlp_step_desc *d, ge2_mlp_s
     }
     mlp_params *p = &s->params;
     build_jobs(d, s->grid, s->partials_dev, p);
-    const mlp_job *loss_job = &p->jobs[p->phases[d->n_layers - 1].first_job];
-    p->finalize_phase = d->n_layers;
+    const mlp_job *loss_job = &p->jobs[p->phases[d->chain_from].first_job + (d->n_layers - 1 - d->chain_from)];
+    p->finalize_phase = d->chain_from + 1; /* the phase after the chain, which computes the partials */
     p->loss_items = loss_job->items;
     p->loss_partials = s->partials_dev;
     p->correct_partials = s->partials_dev + d->batch;
@@ -724,12 +824,17 @@ extern "C" ge2_status ge2_mlp_step_prepare(const ge2_mlp_step_desc *d, ge2_mlp_s
     p->ctl = d->control;
     const char *profile = getenv("GE2_MLP_STEP_PROFILE");
     if (profile && profile[0] && strcmp(profile, "0") != 0 &&
-        cudaMalloc((void **)&s->stamps_dev, sizeof(unsigned long long) * (p->n_phases + 2)) == cudaSuccess)
+        cudaMalloc((void **)&s->stamps_dev,
+                   sizeof(unsigned long long) * (p->n_phases + 2 + p->n_jobs * MLP_JOB_STAMPS)) == cudaSuccess) {
         p->stamps = s->stamps_dev;
+        p->job_stamps = s->stamps_dev + p->n_phases + 2;
+        cudaMemset(p->job_stamps, 0, sizeof(unsigned long long) * p->n_jobs * MLP_JOB_STAMPS);
+    }
     cudaGetLastError();
     snprintf(s->description, sizeof s->description,
-             "ge2 whole-step MLP kernel: %d layers, %d phases, %d jobs, grid %d x %d (cooperative)", d->n_layers,
-             p->n_phases + 1, p->n_jobs, s->grid, MLP_THREADS);
+             "ge2 whole-step MLP kernel: %d layers, row chain from layer %d, %d phases, %d jobs, grid %d x %d "
+             "(cooperative)",
+             d->n_layers, d->chain_from, p->n_phases + 1, p->n_jobs, s->grid, MLP_THREADS);
     *out = s;
     return GE2_OK;
 }
@@ -763,16 +868,31 @@ extern "C" ge2_status ge2_mlp_step_launch(const ge2_mlp_step *s, void *stream, c
 // GE2_MLP_STEP_PROFILE: the last step's phases, printed when the key goes.
 static void print_profile(const ge2_mlp_step *s)
 {
-    unsigned long long t[2 * GE2_MLP_STEP_MAX_LAYERS + 2];
-    int n = s->params.n_phases + 2;
-    if (cudaMemcpy(t, s->stamps_dev, sizeof(unsigned long long) * n, cudaMemcpyDeviceToHost) != cudaSuccess) {
+    static const char *const epilogue[] = {"forward", "loss", "grad_input", "grad_weight"};
+    unsigned long long t[MLP_MAX_PHASES + 2 + MLP_MAX_JOBS * MLP_JOB_STAMPS];
+    const mlp_params *p = &s->params;
+    const int n = p->n_phases + 2;
+    if (cudaMemcpy(t, s->stamps_dev, sizeof(unsigned long long) * (n + p->n_jobs * MLP_JOB_STAMPS),
+                   cudaMemcpyDeviceToHost) != cudaSuccess) {
         cudaGetLastError();
         return;
     }
-    fprintf(stderr, "ge2: whole-step MLP kernel, last step, us per phase (forward.., backward.., optimizer):");
+    fprintf(stderr, "ge2: whole-step MLP kernel, last step, us per phase (upload, forward.., chain, input "
+                    "gradients.., weight gradients and optimizer):");
     for (int i = 1; i < n; i++)
         fprintf(stderr, " %.2f", (double)(t[i] - t[i - 1]) * 1e-3);
     fprintf(stderr, "; total %.2f\n", (double)(t[n - 1] - t[0]) * 1e-3);
+    /* each job's item 0: when it started, then its stage, multiply, reduction, epilogue */
+    for (int j = 0; j < p->n_jobs; j++) {
+        const mlp_job *jb = &p->jobs[j];
+        const unsigned long long *js = t + n + j * MLP_JOB_STAMPS;
+        fprintf(stderr,
+                    "ge2:   job %d %s %dx%dx%d tile %dx%d kc %d, %d items: at %.2f us, stage %.2f, multiply %.2f, "
+                    "reduce %.2f, epilogue %.2f\n",
+                    j, epilogue[jb->epilogue], jb->M, jb->N, jb->K, jb->tm, jb->tn, jb->kc, jb->items,
+                    (double)(js[0] - t[0]) * 1e-3, (double)(js[1] - js[0]) * 1e-3, (double)(js[2] - js[1]) * 1e-3,
+                    (double)(js[3] - js[2]) * 1e-3, (double)(js[4] - js[3]) * 1e-3);
+    }
 }
 
 extern "C" void ge2_mlp_step_free(ge2_mlp_step *s)

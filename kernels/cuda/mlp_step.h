@@ -14,16 +14,20 @@
  * masks, dlogits, dz, the gradient and optimizer pools, the loss), so the
  * CPU backend, checkpoints, read_output and the kernel report see the same
  * program. Two launches that the schedule ran one after the other may run in
- * the same phase here; ge2_mlp_step_match refuses a plan where such
- * launches' buffers share arena bytes.
+ * the same phase here: the planner keeps their buffers apart (it widens
+ * lifetimes to the kernel's phases, planner/fusion.c) and
+ * ge2_mlp_step_match checks it did.
  *
- * Phases (L layers), each ending at a grid barrier:
- *   (copy)      the step's feed upload from pinned host memory
- *   0 .. L-2    forward of layer i: y = act(x·wᵀ + b), relu's bit-mask
- *   L-1         forward of the last layer with cross-entropy (and accuracy)
- *               in the epilogue: logits, dlogits, per-row-block loss partials
- *   L .. 2L-1   backward of layer L-1 .. 0: dW, db and dz of the layer below
- *   2L          the optimizer over the flat pools (optimizer_rule.h)
+ * Phases: kernels/mlp_step_pattern.h's table, after the step's feed upload
+ * from pinned host memory. In the row chain each work item takes a few
+ * batch rows through the chain's forward, the loss epilogue (logits,
+ * dlogits, the item's loss partials) and back through the input gradients:
+ * a row needs only itself and the weights, so no barrier is needed between
+ * them; each item re-reads the chain's weights, which is why the chain
+ * starts where they fit GE2_MLP_STEP_CHAIN_BYTES. The last phase's dW and db
+ * epilogues also update each element's parameter and optimizer state
+ * (optimizer_rule.h): no weight is read after the chain, and the matcher
+ * checks the gradients are the whole flat pools.
  * Every sum runs in a fixed order, so a step is bit-identical run to run.
  */
 #ifndef GE2_KERNELS_CUDA_MLP_STEP_H
@@ -33,18 +37,12 @@
 #include <stdint.h>
 
 #include "kernels/cuda/step_copy.h"
+#include "kernels/mlp_step_pattern.h"
 #include "kernels/kernel.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define GE2_MLP_STEP_MAX_LAYERS 8
-/* Largest GEMM (multiply-adds) of a step the kernel takes. Its SIMT tiles
- * win where a step is latency: the small MLP's largest GEMM is 12.8 M. The
- * medium MLP's (256 x 1024 x 1024, 268 M) ran 2.5x slower than cuBLASLt
- * launch by launch (H200, issue 7). */
-#define GE2_MLP_STEP_MAX_FMAS (32LL << 20)
 
 typedef struct ge2_mlp_step_layer {
     int64_t in, out;
@@ -57,11 +55,12 @@ typedef struct ge2_mlp_step_layer {
     int64_t mask_row_bytes;
     float *dz;              /* [B, out] dloss/dz: the dlogits for the last layer */
     float *dw;              /* [out, in] in the gradient pool */
-    float *db;              /* [out] */
+    float *db;              /* [out] in the gradient pool */
 } ge2_mlp_step_layer;
 
 typedef struct ge2_mlp_step_desc {
     int n_layers;
+    int chain_from;        /* first layer of the row chain (mlp_step_pattern.h) */
     int64_t batch;
     const int32_t *labels; /* [B] */
     float label_smoothing;
@@ -74,11 +73,10 @@ typedef struct ge2_mlp_step_desc {
 } ge2_mlp_step_desc;
 
 /* mlp_step_match.c. True and *desc filled when launches[0, n) are exactly one
- * training step of an MLP the kernel implements (LINEAR chain with bias and
- * relu/no activation, CROSS_ENTROPY on the last, optional ACCURACY, the
- * fused backward, one OPTIMIZER_UPDATE of SGD/Adam/AdamW without amsgrad,
- * clipping or accumulation), and running them phase by phase is safe for
- * the plan's arena. Otherwise false and *why says what did not fit. */
+ * training step the kernel implements (ge2_mlp_step_pattern_find), the
+ * optimizer's gradients are exactly the layers' dW and db, and running them
+ * phase by phase is safe for the plan's arena. Otherwise false and *why
+ * says what did not fit. */
 bool ge2_mlp_step_match(const ge2_launch *launches, int n, ge2_mlp_step_desc *desc, char *why, size_t why_size);
 
 /* mlp_step.cu. Per graph key, before warm-up and capture: chooses tiles,

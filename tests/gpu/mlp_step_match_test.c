@@ -3,7 +3,9 @@
  * same plan the CUDA backend gets, so this runs in CI without a GPU.
  *
  * Taken: the bench's small MLP and the trainer's, odd sizes, one layer,
- * label smoothing, accuracy, Adam/AdamW/SGD. Refused, each with its reason:
+ * label smoothing, accuracy, Adam/AdamW/SGD, each checked to be phase-safe
+ * on the plan (which the planner's widened lifetimes make it), with the row
+ * chain where the weights fit. Refused, each with its reason:
  * the medium MLP (GEMMs too large), clipping, amsgrad, accumulation, GELU,
  * an eval key.
  */
@@ -43,7 +45,8 @@ static bool match(const mlp_spec *spec, ge2_mlp_step_desc *desc, char *why, size
     return ok;
 }
 
-static void assert_taken(const mlp_spec *spec)
+/* Taken, with the row chain from layer chain_from (-1: any). */
+static void assert_taken_chain(const mlp_spec *spec, int chain_from)
 {
     ge2_mlp_step_desc d;
     char why[256];
@@ -63,7 +66,11 @@ static void assert_taken(const mlp_spec *spec)
     ck_assert(d.loss && d.labels && d.control && d.pools.params);
     ck_assert((d.correct != NULL) == spec->accuracy);
     ck_assert_float_eq(d.label_smoothing, spec->label_smoothing);
+    if (chain_from >= 0)
+        ck_assert_int_eq(d.chain_from, chain_from);
 }
+
+static void assert_taken(const mlp_spec *spec) { assert_taken_chain(spec, -1); }
 
 static void assert_refused(const mlp_spec *spec, const char *reason)
 {
@@ -97,6 +104,20 @@ START_TEST(test_takes_odd_shapes_and_rules)
     s = spec_of(4, deep, 130, GE2_OPT_SGD);
     s.act[1] = GE2_ACT_NONE;
     assert_taken(&s);
+}
+END_TEST
+
+/* The chain starts after the first layer, or later where the weights it
+ * re-reads per item pass GE2_MLP_STEP_CHAIN_BYTES; a lone layer is all chain. */
+START_TEST(test_chain_starts_where_the_weights_fit)
+{
+    const int64_t small[] = {784, 256, 128, 10}, narrow[] = {64, 48, 40, 36, 24}, one[] = {20, 17};
+    mlp_spec s = spec_of(3, small, 64, GE2_OPT_ADAM);
+    assert_taken_chain(&s, 2); /* layer 1's 128 KB stays out, the last layer's 5 KB is in */
+    s = spec_of(4, narrow, 16, GE2_OPT_ADAM);
+    assert_taken_chain(&s, 1); /* 7.5 + 5.6 + 3.5 KB after the first layer */
+    s = spec_of(1, one, 8, GE2_OPT_SGD);
+    assert_taken_chain(&s, 0);
 }
 END_TEST
 
@@ -147,6 +168,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_takes_the_small_mlps);
     tcase_add_test(tc, test_takes_odd_shapes_and_rules);
+    tcase_add_test(tc, test_chain_starts_where_the_weights_fit);
     tcase_add_test(tc, test_refuses_what_it_does_not_implement);
     tcase_add_test(tc, test_refuses_an_eval_key);
     suite_add_tcase(s, tc);
