@@ -36,13 +36,15 @@ namespace cg = cooperative_groups;
 #define MLP_PAD 4
 // Floats of the per-group partial tiles: KG * TM * TN = (256 / P) * 16 P.
 #define MLP_RED_FLOATS (16 * MLP_THREADS)
-// Largest output tile side.
+// Largest output tile side, and the most outputs of a tile.
 #define MLP_MAX_TILE 64
+#define MLP_MAX_OUTPUTS (MLP_MAX_TILE * MLP_MAX_TILE)
 // Dynamic shared memory per block: one block per SM, so take most of it; the
 // operands of the widest phase (784 inputs at a 16 x 8 tile: 32 KB) fit
 // whole, larger K is staged in chunks.
 #define MLP_SMEM_BYTES (160 * 1024)
-#define MLP_OPERAND_FLOATS (MLP_SMEM_BYTES / 4 - MLP_MAX_TILE * MLP_MAX_TILE)
+#define MLP_OPERAND_FLOATS (MLP_SMEM_BYTES / 4 - MLP_MAX_OUTPUTS)
+static_assert(MLP_MAX_OUTPUTS <= 16 * MLP_THREADS, "a tile's 4x4 positions are at most the threads");
 static_assert(MLP_OPERAND_FLOATS >= MLP_RED_FLOATS + MLP_PAD * MLP_THREADS,
               "the partial tiles (padded slabs) reuse the operands' shared memory");
 enum mlp_epilogue {
@@ -447,19 +449,17 @@ __device__ void mlp_run_phase(const mlp_params &p, const ge2_opt_scalars &s, int
 {
     const mlp_phase ph = p.phases[phase];
     for (int item = blockIdx.x; item < ph.items; item += gridDim.x) {
-        if (ph.chain) {
-            /* the item's rows through every job; its own writes are read
-             * back after the __syncthreads that ends each job */
-            for (int j = ph.first_job; j < ph.first_job + ph.n_jobs; j++)
-                mlp_gemm_item<R>(p, s, p.jobs[j], item, smem);
-            continue;
+        /* a chain item runs every job on its rows (its own writes are read
+         * back after the __syncthreads that ends each job); otherwise the
+         * item is one job's */
+        int first = ph.first_job, local = item;
+        while (!ph.chain && local >= p.jobs[first].items) {
+            local -= p.jobs[first].items;
+            first++;
         }
-        int j = ph.first_job, local = item;
-        while (local >= p.jobs[j].items) {
-            local -= p.jobs[j].items;
-            j++;
-        }
-        mlp_gemm_item<R>(p, s, p.jobs[j], local, smem);
+        const int end = ph.chain ? ph.first_job + ph.n_jobs : first + 1;
+        for (int j = first; j < end; j++) /* one call site: the kernel's code is its instruction-cache footprint */
+            mlp_gemm_item<R>(p, s, p.jobs[j], local, smem);
     }
 }
 
@@ -583,7 +583,7 @@ static void choose_phase_tiles(mlp_params *p, const mlp_phase *ph, int grid)
         mlp_job *jb = &p->jobs[j];
         int tn = smallest_pow2_at_least(jb->N, 8);
         int tm = smallest_pow2_at_least(jb->M, 4);
-        while (tm * tn > 16 * MLP_THREADS) /* no more 4x4 positions than threads */
+        while (tm * tn > MLP_MAX_OUTPUTS)
             tm > 4 ? tm /= 2 : tn /= 2;
         set_tile(jb, tm, tn);
     }
@@ -661,7 +661,7 @@ static void choose_chain_tiles(mlp_params *p, const mlp_phase *ph, int grid)
     }
     const int M = p->jobs[ph->first_job].M;
     int tm = 4;
-    while (ceil_div(M, tm) > grid && 2 * tm * widest <= 16 * MLP_THREADS)
+    while (ceil_div(M, tm) > grid && 2 * tm * widest <= MLP_MAX_OUTPUTS)
         tm *= 2;
     for (int j = ph->first_job; j < ph->first_job + ph->n_jobs; j++)
         set_tile(&p->jobs[j], tm, p->jobs[j].tn);

@@ -59,7 +59,6 @@ __device__ __forceinline__ void ge2_copy_share(const ge2_cuda_copy &c, long long
             d[i] = s[i];
     }
 }
-
 #endif
 
 #endif /* GE2_KERNELS_CUDA_STEP_COPY_H */
