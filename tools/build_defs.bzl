@@ -40,6 +40,9 @@ GE2_NVCC_OPTS = [
     "-Xcompiler",
     "-fPIC",
     "--expt-relaxed-constexpr",
+    # Source lines in the cubin, so Nsight Compute's source page maps stalls
+    # and instruction counts to CUDA lines; no effect on the code.
+    "-lineinfo",
     # Smallest fatbins (about a third of the default): every staged GPU binary
     # embeds all kernels, and the staged folder must stay under 50 MiB.
     # Needs a CUDA 12.8+ driver to load, which sm_90 + CUDA 13 implies.
