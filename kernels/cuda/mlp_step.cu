@@ -142,7 +142,13 @@ __device__ __forceinline__ void mlp_stage(float *dst, int ld, bool vec, const fl
         for (int r = warp; r < T; r += MLP_WARPS) {
             const bool row_ok = r0 + r < R;
             const float *row = src + (long long)(r0 + r) * rs + k0;
-            if (vec) {
+            if (vec && row_ok && k0 + kc <= K) {
+                /* the row's chunk whole: no bounds per copy, unrolled so the
+                 * address arithmetic of several copies overlaps */
+#pragma unroll 4
+                for (int k = lane * 4; k < kc; k += 4 * GE2_WARP)
+                    cp_async_16(&dst[r * ld + k], row + k, 16);
+            } else if (vec) {
                 for (int k = lane * 4; k < kc; k += 4 * GE2_WARP) {
                     int bytes = row_ok ? min(max(K - k0 - k, 0), 4) * 4 : 0;
                     cp_async_16(&dst[r * ld + k], bytes ? row + k : src, bytes);
@@ -160,6 +166,7 @@ __device__ __forceinline__ void mlp_stage(float *dst, int ld, bool vec, const fl
          * (Per warp one k-row at a time left most lanes idle when T is
          * narrow: ~3 us to stage a 24 KB dW operand, H200.) */
         const int shift = __ffs(T / 4) - 1, copies = kc << shift;
+#pragma unroll 4
         for (int i = threadIdx.x; i < copies; i += MLP_THREADS) {
             const int k = i >> shift, r = (i - (k << shift)) * 4;
             const int bytes = k0 + k < K ? min(max(R - r0 - r, 0), 4) * 4 : 0;
