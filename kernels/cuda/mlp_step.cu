@@ -1,11 +1,12 @@
 // The whole-step MLP kernel (mlp_step.h): one cooperative grid, one block
 // per SM, that walks the step's phases with a grid barrier between them.
 //
-// A phase is a list of jobs; a job is one GEMM with its epilogue, or one
-// column sum (a bias gradient). Each job is cut into work items (an output
-// tile, or 32 columns) and the phase's items are dealt to blocks round-robin.
-// The row chain's phase is one list of GEMM jobs with whole-row tiles that
-// every item runs in order on its own rows.
+// A phase is a list of jobs; a job is one GEMM with its epilogue. Each job
+// is cut into work items (output tiles) and the phase's items are dealt to
+// blocks round-robin. The row chain's phase is one list of jobs with
+// whole-row tiles that every item runs in order on its own rows. A weight
+// gradient's epilogue also sums the bias gradient (the items of its first
+// column tile, from their staged A) and runs the optimizer on both.
 //
 // A GEMM item computes a TM x TN tile of C = A·B over the whole K: the
 // operands are staged in shared memory as they lie in global memory, chunk
