@@ -31,6 +31,9 @@
 namespace cg = cooperative_groups;
 
 #define MLP_THREADS 256
+#define MLP_THREADS_SHIFT 8
+#define MLP_WARP_SHIFT 5
+static_assert(MLP_THREADS == 1 << MLP_THREADS_SHIFT && GE2_WARP == 1 << MLP_WARP_SHIFT, "the shifts are log2s");
 #define MLP_WARPS (MLP_THREADS / GE2_WARP)
 // Shared-memory rows are padded by 4 floats: float4 reads stay aligned and
 // rows of a power-of-two length do not all start in the same bank.
@@ -61,7 +64,7 @@ struct mlp_job {
     int epilogue;
     int M, N, K;
     int tm, tn, kc; // tile (powers of 2) and k-chunk (a multiple of 4)
-    int tn_shift;   // log2(tn): the epilogues' row of an output without a division
+    int tm_shift, tn_shift; // log2(tm), log2(tn): an item's thread layout by shifts, no divisions
     bool a_vec, b_vec; // the operand's rows are 16-byte aligned: staged by 16-byte copies
     int tiles_n, items;
     const float *a;
@@ -248,14 +251,24 @@ __device__ void mlp_write_mask(const mlp_job &jb, int m0, int n0, const float *z
     }
 }
 
+// The label of the warp's first row of the item, loaded when the item
+// starts so its latency hides behind the GEMM (mlp_loss_rows).
+__device__ __forceinline__ int mlp_first_label(const mlp_job &jb, int m0)
+{
+    const int m = m0 + (int)threadIdx.x / GE2_WARP;
+    return jb.epilogue == MLP_EPI_LOSS && m < jb.M && m < m0 + jb.tm ? jb.labels[m] : 0;
+}
+
 // LOSS: the item holds whole rows of logits; one warp per row.
-__device__ void mlp_loss_rows(const mlp_job &jb, int item, int m0, const float *logits /* [tm, tn] */)
+// first_label: mlp_first_label's.
+__device__ void mlp_loss_rows(const mlp_job &jb, int item, int m0, const float *logits /* [tm, tn] */,
+                              int first_label)
 {
     __shared__ float warp_loss[MLP_WARPS], warp_hits[MLP_WARPS];
     const int warp = threadIdx.x / GE2_WARP, lane = threadIdx.x % GE2_WARP;
     float loss = 0.0f, hits = 0.0f;
     for (int r = warp; r < jb.tm && m0 + r < jb.M; r += MLP_WARPS) {
-        const int m = m0 + r, label = jb.labels[m];
+        const int m = m0 + r, label = r == warp ? first_label : jb.labels[m];
         const float *row = logits + r * jb.tn;
         loss += ge2_cross_entropy_row(row, jb.N, label, jb.smoothing, jb.inv_rows, jb.dlogits + (long long)m * jb.N);
         if (jb.correct_partials)
@@ -308,7 +321,7 @@ __device__ void mlp_update_tile(const mlp_params &p, const ge2_opt_scalars &s, c
     }
 }
 
-__device__ void mlp_epilogue(const mlp_job &jb, int item, int m0, int n0, float *tile /* [tm, tn] */)
+__device__ void mlp_epilogue(const mlp_job &jb, int item, int m0, int n0, float *tile /* [tm, tn] */, int first_label)
 {
     for (int o = threadIdx.x; o < jb.tm * jb.tn; o += MLP_THREADS) {
         const int r = o >> jb.tn_shift, col = o - (r << jb.tn_shift), m = m0 + r, n = n0 + col;
@@ -342,7 +355,7 @@ __device__ void mlp_epilogue(const mlp_job &jb, int item, int m0, int n0, float 
         mlp_write_mask(jb, m0, n0, tile);
     } else if (jb.epilogue == MLP_EPI_LOSS) {
         __syncthreads();
-        mlp_loss_rows(jb, item, m0, tile);
+        mlp_loss_rows(jb, item, m0, tile, first_label);
     }
 }
 
@@ -379,23 +392,29 @@ __device__ void mlp_gemm_item(const mlp_params &p, const ge2_opt_scalars &s, con
 {
     const int tm = jb.tm, tn = jb.tn;
     const int m0 = item / jb.tiles_n * tm, n0 = item % jb.tiles_n * tn;
-    const int pm = tm / 4, positions = pm * (tn / 4), groups = MLP_THREADS / positions;
+    /* (tm/4)(tn/4) positions x groups, all powers of 2: shifts, not
+     * divisions (six of those were ~0.5 us of every item's start, H200) */
+    const int pm_shift = jb.tm_shift - 2, pos_shift = pm_shift + jb.tn_shift - 2;
+    const int groups_shift = MLP_THREADS_SHIFT - pos_shift, groups = 1 << groups_shift;
     /* Which threads of a warp differ in k: with both operands k-fast, lanes
      * that take consecutive k read consecutive 16 bytes of a row, where
      * lanes on rows 4 apart hit the same banks (rows are ld = 0 or 4 mod 8
      * float4s apart); a row-fast operand wants the lanes along its rows. */
     const bool k_lanes = jb.a_ks == 1 && jb.b_ks == 1;
-    const int pos = k_lanes ? threadIdx.x / groups : threadIdx.x % positions;
-    const int group = k_lanes ? threadIdx.x % groups : threadIdx.x / positions;
-    const int im = pos % pm * 4, in = pos / pm * 4;
+    const int t = threadIdx.x;
+    const int pos = k_lanes ? t >> groups_shift : t & ((1 << pos_shift) - 1);
+    const int group = k_lanes ? t & (groups - 1) : t >> pos_shift;
+    const int im = (pos & ((1 << pm_shift) - 1)) * 4, in = (pos >> pm_shift) * 4;
     const int lda = mlp_lda(jb), ldb = mlp_ldb(jb);
     float *as = smem;                  /* [tm, lda] or [kc, lda] */
     float *bs = mlp_b_stage(jb, smem); /* [tn, ldb] or [kc, ldb] */
     float acc[4][4] = {};
     /* the bias gradient's rows: `share` threads per row, each every share-th k */
     const bool db = jb.db_offset >= 0 && n0 == 0;
-    const int share = min(MLP_THREADS / tm, GE2_WARP), db_row = threadIdx.x / share, db_sub = threadIdx.x % share;
+    const int share_shift = min(MLP_THREADS_SHIFT - jb.tm_shift, MLP_WARP_SHIFT), share = 1 << share_shift;
+    const int db_row = t >> share_shift, db_sub = t & (share - 1);
     float db_sum = 0.0f;
+    const int label = mlp_first_label(jb, m0);
     mlp_job_stamp(p, jb, item, 0);
     for (int k0 = 0; k0 < jb.K; k0 += jb.kc) {
         mlp_stage(as, lda, jb.a_vec, jb.a, jb.a_rs, jb.a_ks, m0, jb.M, tm, k0, jb.K, jb.kc);
@@ -444,7 +463,8 @@ __device__ void mlp_gemm_item(const mlp_params &p, const ge2_opt_scalars &s, con
         /* small tiles have many groups (up to 128): `share` lanes per output
          * each sum every share-th group, then a fixed shuffle tree (a serial
          * sum over 64 groups was ~1 us of a 4 us phase) */
-        const int share = MLP_THREADS / outputs, o = threadIdx.x / share, sub = threadIdx.x % share;
+        const int shift = MLP_THREADS_SHIFT - jb.tm_shift - jb.tn_shift, share = 1 << shift;
+        const int o = t >> shift, sub = t & (share - 1);
         float v = 0.0f;
         for (int g = sub; g < groups; g += share)
             v += partial[g * slab + o];
@@ -468,7 +488,7 @@ __device__ void mlp_gemm_item(const mlp_params &p, const ge2_opt_scalars &s, con
     if (jb.opt_offset >= 0)
         mlp_update_tile<R>(p, s, jb, m0, n0, tile);
     else
-        mlp_epilogue(jb, item, m0, n0, tile);
+        mlp_epilogue(jb, item, m0, n0, tile, label);
     __syncthreads(); /* the next item overwrites shared memory */
     mlp_job_stamp(p, jb, item, 4);
 }
@@ -616,7 +636,9 @@ static void set_tile(mlp_job *jb, int tm, int tn)
 {
     jb->tm = tm;
     jb->tn = tn;
-    jb->tn_shift = 0;
+    jb->tm_shift = jb->tn_shift = 0;
+    while ((1 << jb->tm_shift) < tm)
+        jb->tm_shift++;
     while ((1 << jb->tn_shift) < tn)
         jb->tn_shift++;
     jb->tiles_n = ceil_div(jb->N, tn);
