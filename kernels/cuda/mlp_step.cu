@@ -292,11 +292,12 @@ __device__ void mlp_loss_rows(const mlp_job &jb, int item, int m0, const float *
 }
 
 // GRAD_WEIGHT in the last phase: the gradient tile goes to its place in
-// the pool, then the optimizer updates the tile's parameters and state from
-// there with the span update every optimizer kernel uses (optimizer_rule.h),
-// tn/4 threads per row, float4 at a time where the rows are aligned.
-// (A per-element update from the shared tile, 16 elements per thread, was
-// ~4.9 us of the phase: H200, GE2_MLP_STEP_PROFILE.)
+// the pool, and the optimizer updates the tile's parameters and state with
+// the span update every optimizer kernel uses (optimizer_rule.h), reading
+// the gradients from the tile itself, tn/4 threads per row, float4 at a
+// time where the rows are aligned. (A per-element update, 16 elements per
+// thread, was ~4.9 us of the phase; reading the gradients back from the
+// pool cost a barrier and an L2 round trip: H200, GE2_MLP_STEP_PROFILE.)
 template <class R>
 __device__ void mlp_update_tile(const mlp_params &p, const ge2_opt_scalars &s, const mlp_job &jb, int m0, int n0,
                                 const float *tile /* [tm, tn] */)
@@ -307,17 +308,18 @@ __device__ void mlp_update_tile(const mlp_params &p, const ge2_opt_scalars &s, c
         if (r < rows && col < cols)
             p.pools.grads[jb.opt_offset + (long long)(m0 + r) * jb.N + n0 + col] = tile[o];
     }
-    __syncthreads(); /* the span update reads other threads' gradients */
     const bool vec = jb.N % 4 == 0;
-    const int per_row = vec ? jb.tn / 4 : jb.tn, lane = threadIdx.x % per_row;
-    for (int r = threadIdx.x / per_row; r < rows; r += MLP_THREADS / per_row) {
+    const int row_shift = vec ? jb.tn_shift - 2 : jb.tn_shift, per_row = 1 << row_shift;
+    const int lane = threadIdx.x & (per_row - 1);
+    for (int r = threadIdx.x >> row_shift; r < rows; r += MLP_THREADS >> row_shift) {
         const long long at = jb.opt_offset + (long long)(m0 + r) * jb.N + n0;
+        const float *g = tile + (r << jb.tn_shift);
         if (vec)
-            ge2_opt_update_span<R, true>(lane, per_row, cols, p.pools.params + at, p.pools.grads + at,
-                                         p.pools.state + at, p.pools.n, s, p.cfg.nesterov);
+            ge2_opt_update_span<R, true>(lane, per_row, cols, p.pools.params + at, g, p.pools.state + at, p.pools.n,
+                                         s, p.cfg.nesterov);
         else
-            ge2_opt_update_span<R, false>(lane, per_row, cols, p.pools.params + at, p.pools.grads + at,
-                                          p.pools.state + at, p.pools.n, s, p.cfg.nesterov);
+            ge2_opt_update_span<R, false>(lane, per_row, cols, p.pools.params + at, g, p.pools.state + at,
+                                          p.pools.n, s, p.cfg.nesterov);
     }
 }
 
