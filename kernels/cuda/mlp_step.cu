@@ -96,9 +96,11 @@ struct mlp_phase {
     bool chain; // every item runs all the jobs in order (one item space: the first job's)
 };
 
-#define MLP_MAX_JOBS (4 * GE2_MLP_STEP_MAX_LAYERS)
+// L forwards, L - 1 input gradients, L weight gradients; at most 2L - 1
+// phases (mlp_step_pattern.h: 2c + 1 with c <= L - 1)
+#define MLP_MAX_JOBS (3 * GE2_MLP_STEP_MAX_LAYERS)
+#define MLP_MAX_PHASES (2 * GE2_MLP_STEP_MAX_LAYERS)
 #define MLP_JOB_STAMPS 5
-#define MLP_MAX_PHASES (2 * GE2_MLP_STEP_MAX_LAYERS + 1)
 
 // Passed by value: the job table lives in the kernel's parameter (constant)
 // bank, where every block reads it through the constant cache. In global
@@ -616,7 +618,7 @@ __global__ void __launch_bounds__(MLP_THREADS, 1) ge2_mlp_step_kernel(const mlp_
 struct ge2_mlp_step {
     mlp_params params;
     mlp_params *launch_params; /* params plus one launch's copies; kept, so a launch allocates nothing */
-    float *partials_dev; /* [2, loss items] */
+    float *partials_dev; /* [2, batch]: the loss items' loss and hit partials */
     unsigned long long *stamps_dev; /* GE2_MLP_STEP_PROFILE: [n_phases + 2 + n_jobs * MLP_JOB_STAMPS], else NULL */
     const void *kernel;
     int grid;
