@@ -10,6 +10,22 @@
 
 #define API(call) ck_assert_msg((call) == GE2_OK, "%s: %s", #call, ge2_last_error())
 
+mlp_spec mlp_spec_of(const char *name, int n_layers, const int64_t *dims, int batch, ge2_optimizer_kind kind)
+{
+    mlp_spec s;
+    memset(&s, 0, sizeof s);
+    ck_assert_int_le(n_layers, SPEC_MAX_LAYERS);
+    s.name = name;
+    s.n_layers = n_layers;
+    for (int i = 0; i <= n_layers; i++)
+        s.dims[i] = dims[i];
+    for (int l = 0; l < n_layers; l++)
+        s.act[l] = l + 1 < n_layers ? GE2_ACT_RELU : GE2_ACT_NONE;
+    s.batch = batch;
+    s.optimizer = ge2_optimizer_defaults(kind);
+    return s;
+}
+
 void spec_open(spec_model *m, const mlp_spec *spec, ge2_device device, uint64_t seed)
 {
     memset(m, 0, sizeof *m);

@@ -33,6 +33,10 @@ typedef struct spec_model {
     ge2_program *program;
 } spec_model;
 
+/* dims[0 .. n_layers], relu on every layer but the last, the kind's default
+ * optimizer, no smoothing, no accuracy. */
+mlp_spec mlp_spec_of(const char *name, int n_layers, const int64_t *dims, int batch, ge2_optimizer_kind kind);
+
 /* Builds and compiles; asserts (Check) on any failure. */
 void spec_open(spec_model *m, const mlp_spec *spec, ge2_device device, uint64_t seed);
 void spec_close(spec_model *m);

@@ -20,17 +20,7 @@
 
 static mlp_spec spec_of(int n_layers, const int64_t *dims, int batch, ge2_optimizer_kind kind)
 {
-    mlp_spec s;
-    memset(&s, 0, sizeof s);
-    s.name = "case";
-    s.n_layers = n_layers;
-    for (int i = 0; i <= n_layers; i++)
-        s.dims[i] = dims[i];
-    for (int l = 0; l < n_layers; l++)
-        s.act[l] = l + 1 < n_layers ? GE2_ACT_RELU : GE2_ACT_NONE;
-    s.batch = batch;
-    s.optimizer = ge2_optimizer_defaults(kind);
-    return s;
+    return mlp_spec_of("case", n_layers, dims, batch, kind);
 }
 
 /* Compiles spec on the CPU, runs one training step, matches its key. */

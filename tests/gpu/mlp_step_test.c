@@ -57,15 +57,8 @@ static mlp_spec case_spec(int which)
         {"deep 64-48-40-36-24, a linear hidden layer, SGD", 4, {64, 48, 40, 36, 24}, 130, GE2_OPT_SGD},
         {"k in chunks 1024-32-10", 2, {1024, 32, 10}, 32, GE2_OPT_ADAM},
     };
-    mlp_spec s;
-    memset(&s, 0, sizeof s);
-    s.name = cases[which].name;
-    s.n_layers = cases[which].n_layers;
-    memcpy(s.dims, cases[which].dims, sizeof s.dims);
-    for (int l = 0; l < s.n_layers; l++)
-        s.act[l] = l + 1 < s.n_layers ? GE2_ACT_RELU : GE2_ACT_NONE;
-    s.batch = cases[which].batch;
-    s.optimizer = ge2_optimizer_defaults(cases[which].kind);
+    mlp_spec s = mlp_spec_of(cases[which].name, cases[which].n_layers, cases[which].dims, cases[which].batch,
+                             cases[which].kind);
     s.accuracy = true;
     if (which == 1) {
         s.label_smoothing = 0.1f;

@@ -68,25 +68,11 @@ static int check_arena(const mlp_spec *spec)
     return meeting;
 }
 
-static mlp_spec spec_of(const char *name, int n_layers, const int64_t *dims, int batch)
-{
-    mlp_spec s;
-    memset(&s, 0, sizeof s);
-    s.name = name;
-    s.n_layers = n_layers;
-    for (int i = 0; i <= n_layers; i++)
-        s.dims[i] = dims[i];
-    for (int l = 0; l < n_layers; l++)
-        s.act[l] = l + 1 < n_layers ? GE2_ACT_RELU : GE2_ACT_NONE;
-    s.batch = batch;
-    s.optimizer = ge2_optimizer_defaults(GE2_OPT_ADAM);
-    return s;
-}
-
 START_TEST(test_no_shared_bytes_within_a_phase)
 {
     const int64_t small[] = {784, 256, 128, 10}, narrow[] = {64, 48, 40, 36, 24}, odd[] = {33, 70, 5};
-    mlp_spec specs[] = {spec_of("small", 3, small, 64), spec_of("narrow", 4, narrow, 16), spec_of("odd", 2, odd, 37)};
+    mlp_spec specs[] = {mlp_spec_of("small", 3, small, 64, GE2_OPT_ADAM), mlp_spec_of("narrow", 4, narrow, 16, GE2_OPT_ADAM),
+                        mlp_spec_of("odd", 2, odd, 37, GE2_OPT_ADAM)};
     specs[2].accuracy = true;
     for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
         ck_assert_int_gt(check_arena(&specs[i]), 0); /* the check compared something */
