@@ -443,7 +443,7 @@ static ge2_status run_row(ge2_context *ctx, const bench_workload *w, const bench
 static size_t plan_device_bytes(const ge2_plan_stats *p)
 {
     return p->parameter_bytes + p->gradient_bytes + p->optimizer_state_bytes + p->arena_bytes + p->input_bytes +
-           p->workspace_bytes;
+           p->device_staging_bytes + p->workspace_bytes;
 }
 
 static void print_row(const bench_workload *w, const bench_mode *mode, const char *device, const bench_result *r,
@@ -470,14 +470,14 @@ static void print_row(const bench_workload *w, const bench_mode *mode, const cha
            "\"kernels_per_step\":%d,"
            "\"launches_per_step\":%d,\"kernels_source\":\"%s\",\"device_bytes\":%zu,"
            "\"param_bytes\":%zu,\"grad_bytes\":%zu,\"optimizer_state_bytes\":%zu,\"arena_bytes\":%zu,"
-           "\"arena_lower_bound_bytes\":%zu,\"input_bytes\":%zu,\"workspace_bytes\":%zu,\"taken_bytes\":%zu,"
+           "\"arena_lower_bound_bytes\":%zu,\"input_bytes\":%zu,\"device_staging_bytes\":%zu,\"workspace_bytes\":%zu,\"taken_bytes\":%zu,"
            "\"update_mode\":\"%s\",\"update_nodes\":%d",
            r->us_median, r->us_p10, r->us_p90, (long long)r->steps_timed, r->host_us, r->host_feed_us, r->host_allocs,
            /* what a replay really runs, comparable with PyTorch's profiler count */
            r->graph_kernels >= 0 ? r->graph_kernels : r->launches, r->launches,
            r->graph_kernels >= 0 ? "captured graph kernel nodes" : "ge2_program_launch_count",
            plan_device_bytes(p), p->parameter_bytes, p->gradient_bytes, p->optimizer_state_bytes, p->arena_bytes,
-           p->lower_bound_bytes, p->input_bytes, p->workspace_bytes, r->taken_bytes,
+           p->lower_bound_bytes, p->input_bytes, p->device_staging_bytes, p->workspace_bytes, r->taken_bytes,
            ge2_update_mode_name(p->update_mode), p->update_nodes);
     json_number("loss_first", r->loss_first);
     json_number("loss_last", r->loss_last);

@@ -31,9 +31,20 @@ typedef struct ge2_copy {
 
 /* What a step of a key moves besides its launches, for one staging slot:
  * the feeds in before the launches, the outputs the metrics sum out after
- * them. Host sides are the backend's alloc_host memory (pinned on CUDA). */
+ * them. Host sides are the backend's alloc_host memory (pinned on CUDA).
+ *
+ * On a backend with feeds_ahead the feeds take two copies: `stage` moves
+ * the slot's host staging into the slot's device staging while the step
+ * before is still running (CUDA: the copy engine, on a stream of its own),
+ * and `upload`, the step's first act, moves that into the feed region.
+ * Two, because the feed region is read until the step's end (the first
+ * layer's weight gradient reads the input), so the next batch cannot land
+ * there early; a device-to-device copy is ~1 us where reading pinned host
+ * memory from the SMs is ~4 us per 100 KB. Elsewhere `stage` is empty and
+ * `upload` reads the host staging. */
 typedef struct ge2_step_io {
-    ge2_copy upload;                    /* slot's staging (host) -> the key's feed region (device) */
+    ge2_copy stage;                     /* slot's staging (host) -> slot's device staging; bytes 0: none */
+    ge2_copy upload;                    /* slot's (device or host) staging -> the key's feed region (device) */
     ge2_copy results[GE2_STEP_RESULTS]; /* scalar outputs (device) -> slot's result area (host) */
 } ge2_step_io;
 
@@ -68,8 +79,15 @@ typedef struct ge2_backend {
     ge2_status (*download)(ge2_backend_ctx *ctx, void *dst, const void *src, size_t bytes);
     /* Per key: fill launch resources (stream, blas handle, workspace), kernel prepare. */
     ge2_status (*exec_prepare)(ge2_backend_ctx *ctx, ge2_exec *exec);
+    /* Whether each staging slot gets a device staging too (alloc'd by the
+     * program, GE2_STAGING_BUFFERS x the feed region per key): see
+     * ge2_step_io. Optional: NULL means no. */
+    bool (*feeds_ahead)(const ge2_backend_ctx *ctx);
     /* One step of the key through staging slot `slot`, in this order on the
-     * device: exec->io[slot].upload, the launches, exec->io[slot].results.
+     * device: exec->io[slot].stage (which may overlap the step before),
+     * exec->io[slot].upload, the launches, exec->io[slot].results. The
+     * program calls it only once the slot's previous step is done (its
+     * fence), so the slot's staging, host and device, is free.
      * Returns once it is enqueued (CPU: done). CUDA: the first run after
      * exec_prepare runs eagerly (the warm-up, and the step itself), then
      * captures one graph per slot; later runs replay the slot's graph. */

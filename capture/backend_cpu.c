@@ -78,6 +78,7 @@ static ge2_status cpu_exec_run(ge2_backend_ctx *ctx, ge2_exec *exec, int slot)
     if (slot < 0 || slot >= GE2_STAGING_BUFFERS)
         return ge2_error(GE2_ERR_STATE, "ge2_backend_cpu: staging slot %d of %d", slot, GE2_STAGING_BUFFERS);
     const ge2_step_io *io = &exec->io[slot];
+    copy(&io->stage); /* empty: no feeds_ahead here, nothing runs beside a step */
     copy(&io->upload);
     for (int i = 0; i < exec->n_launches; i++) {
         const ge2_launch *launch = &exec->launches[i];

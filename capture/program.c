@@ -30,6 +30,11 @@ const ge2_backend *ge2_program_backend(const ge2_program *program, ge2_backend_c
 
 const ge2_layout *ge2_program_layout(const ge2_program *program) { return program->layout; }
 
+bool ge2_program_feeds_ahead(const ge2_program *program)
+{
+    return program->backend->feeds_ahead && program->backend->feeds_ahead(program->bctx);
+}
+
 const ge2_graph *ge2_program_graph(const ge2_program *program) { return program->graph; }
 
 const ge2_optimizer_config *ge2_program_optimizer_config(const ge2_program *program)

@@ -160,6 +160,8 @@ ge2_status ge2_program_plan_stats(ge2_program *program, ge2_mode mode, ge2_plan_
     s.update_mode = program->graph->per_parameter_updates ? GE2_UPDATE_PER_PARAMETER : GE2_UPDATE_FLAT;
     s.update_nodes = update_node_count(program->graph);
     s.input_bytes = plan->input_bytes;
+    if (ge2_program_feeds_ahead(program))
+        s.device_staging_bytes = GE2_STAGING_BUFFERS * ge2_program_feed_region_bytes(plan);
     s.workspace_bytes = program->backend->workspace_bytes ? program->backend->workspace_bytes(program->bctx) : 0;
     s.n_nodes = plan->n_steps;
     for (int t = 0; t < plan->n_tensors; t++)

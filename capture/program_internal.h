@@ -20,7 +20,10 @@
  *     feed region first, and its result area, into which the step copies its
  *     loss and metric last (both copies part of the step: inside its CUDA
  *     Graph). The caller may write a batch straight into the next slot's
- *     staging (ge2_program_feed_buffers).
+ *     staging (ge2_program_feed_buffers). On CUDA each slot also has a
+ *     device staging: the slot's staging is copied there by the copy engine
+ *     as the step is enqueued, beside the step still running, and the step
+ *     uploads from it (ge2_step_io).
  *
  * Metrics: each slot has a fence, recorded after the slot's step. Before a
  * slot is used again the host waits on it (it must anyway, to refill the
@@ -51,6 +54,9 @@ typedef struct ge2_program_key {
     /* host (pinned): [staging_bytes] each, the feeds' bytes at their input
      * offsets; used in turn, each guarded by its slot's fence */
     void *staging[GE2_STAGING_BUFFERS];
+    /* device: [staging_bytes] each, where a feeds_ahead backend copies the
+     * slot's staging ahead of its step (ge2_step_io); NULL elsewhere */
+    void *device_staging[GE2_STAGING_BUFFERS];
     /* host (pinned): [GE2_STAGING_BUFFERS][GE2_STEP_RESULTS] the raw loss
      * and metric (f32 or f64 bits; 0 where the key lacks them) each slot's
      * latest step copied back */
@@ -143,6 +149,11 @@ ge2_status ge2_program_key_get(ge2_program *program, const ge2_key *key, int *in
 ge2_status ge2_program_check_graph(const ge2_program *program, const char *fn);
 /* Frees one key and what ge2_program_key_get made for it (not the shared arena). */
 void ge2_program_key_release(ge2_program *program, ge2_program_key *pk);
+/* Bytes of a key's feed region: its staging slots' size. */
+size_t ge2_program_feed_region_bytes(const ge2_plan *plan);
+/* Whether the backend stages feeds on the device ahead of each step, so
+ * every key has GE2_STAGING_BUFFERS device stagings (ge2_step_io). */
+bool ge2_program_feeds_ahead(const ge2_program *program);
 /* Where a tensor lives for this key (device address on CUDA); NULL without memory. */
 void *ge2_program_tensor_data(const ge2_program *program, const ge2_program_key *pk, int tensor_id);
 

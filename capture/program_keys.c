@@ -61,7 +61,13 @@ static void resolve_step_io(const ge2_program *program, ge2_program_key *pk)
     for (int s = 0; s < GE2_STAGING_BUFFERS; s++) {
         ge2_step_io *io = &pk->exec.io[s];
         double *results = &pk->results[s * GE2_STEP_RESULTS];
-        io->upload = (ge2_copy){pk->inputs, pk->staging[s], pk->staging_bytes};
+        if (pk->device_staging[s]) {
+            io->stage = (ge2_copy){pk->device_staging[s], pk->staging[s], pk->staging_bytes};
+            io->upload = (ge2_copy){pk->inputs, pk->device_staging[s], pk->staging_bytes};
+        } else {
+            io->stage = (ge2_copy){NULL, NULL, 0};
+            io->upload = (ge2_copy){pk->inputs, pk->staging[s], pk->staging_bytes};
+        }
         io->results[0] = result_copy(program, pk, program->loss_id, &results[0]);
         io->results[1] = result_copy(program, pk, program->metric_id, &results[1]);
     }
@@ -145,7 +151,7 @@ static ge2_status grow_shared_arena(ge2_program *program, size_t bytes)
     return first;
 }
 
-static size_t feed_region_bytes(const ge2_plan *plan)
+size_t ge2_program_feed_region_bytes(const ge2_plan *plan)
 {
     size_t end = 0;
     for (int f = 0; f < plan->key.n_feeds; f++) {
@@ -163,13 +169,15 @@ static ge2_status make_key(ge2_program *program, ge2_program_key *pk, const ge2_
     pk->key = *key;
     GE2_TRY(ge2_plan_new(program->graph, program->layout, key, &pk->plan));
     const ge2_plan *plan = pk->plan;
-    pk->staging_bytes = feed_region_bytes(plan);
+    pk->staging_bytes = ge2_program_feed_region_bytes(plan);
     pk->batch = key->n_feeds > 0 && key->feed_shapes[0].ndim > 0 ? key->feed_shapes[0].dim[0] : 1;
     GE2_TRY(b->alloc(program->bctx, plan->input_bytes ? plan->input_bytes : 1, &pk->inputs));
     for (int i = 0; i < GE2_STAGING_BUFFERS; i++) {
         GE2_TRY(b->alloc_host(program->bctx, pk->staging_bytes ? pk->staging_bytes : 1, &pk->staging[i]));
         if (b->fence_new)
             GE2_TRY(b->fence_new(program->bctx, &pk->fence[i]));
+        if (ge2_program_feeds_ahead(program) && pk->staging_bytes)
+            GE2_TRY(b->alloc(program->bctx, pk->staging_bytes, &pk->device_staging[i]));
     }
     GE2_TRY(b->alloc_host(program->bctx, GE2_STAGING_BUFFERS * GE2_STEP_RESULTS * sizeof(double),
                           (void **)&pk->results));
@@ -205,6 +213,7 @@ void ge2_program_key_release(ge2_program *program, ge2_program_key *pk)
     b->free_host(program->bctx, pk->results);
     for (int i = 0; i < GE2_STAGING_BUFFERS; i++) {
         b->free_host(program->bctx, pk->staging[i]);
+        b->free(program->bctx, pk->device_staging[i]);
         if (pk->fence[i])
             b->fence_free(program->bctx, pk->fence[i]);
     }

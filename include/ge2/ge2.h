@@ -395,6 +395,9 @@ typedef struct ge2_plan_stats {
     size_t lower_bound_bytes; /* max over schedule positions of live bytes */
     size_t naive_bytes;       /* every tensor its own buffer */
     size_t parameter_bytes, gradient_bytes, optimizer_state_bytes, input_bytes, workspace_bytes;
+    /* CUDA: the feeds' device copies, one per staging slot, where the copy
+     * engine lands a batch while the step before still runs; 0 on the CPU */
+    size_t device_staging_bytes;
     int n_nodes;
     int n_tensors;
     /* FLAT or PER_PARAMETER, as ge2_optimizer chose (FLAT without an

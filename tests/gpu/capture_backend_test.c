@@ -44,6 +44,7 @@ typedef struct key {
     float *staging;                       /* pinned [STAGING], the largest parameter upload */
     float *slot_x[GE2_STAGING_BUFFERS];   /* pinned [B, IN]: each slot's feed, uploaded to x */
     float *slot_y[GE2_STAGING_BUFFERS];   /* pinned [B, OUT]: each slot's result, copied from y */
+    float *slot_dx[GE2_STAGING_BUFFERS];  /* device [B, IN] or NULL: each slot's device staging */
     int next_slot;
     ge2_node nodes[2];
     ge2_launch launches[2];
@@ -101,7 +102,10 @@ static void upload_floats(key *k, float *dst, const float *src, size_t n)
     API(k->be->sync(k->ctx)); /* staging is reused right away */
 }
 
-static void key_open(key *k, bool disable_capture)
+/* device_staging: each slot's feed goes host -> the slot's device staging
+ * (io.stage, on the feed stream, ahead of the step) -> x (io.upload), as a
+ * program on a feeds_ahead backend sets it up; else host -> x. */
+static void key_open_with(key *k, bool disable_capture, bool device_staging)
 {
     memset(k, 0, sizeof *k);
     rng = 42;
@@ -131,11 +135,19 @@ static void key_open(key *k, bool disable_capture)
     for (int s = 0; s < GE2_STAGING_BUFFERS; s++) {
         API(k->be->alloc_host(k->ctx, B * IN * sizeof(float), (void **)&k->slot_x[s]));
         API(k->be->alloc_host(k->ctx, B * OUT * sizeof(float), (void **)&k->slot_y[s]));
-        k->exec.io[s].upload = (ge2_copy){k->x, k->slot_x[s], B * IN * sizeof(float)};
+        const void *feed = k->slot_x[s];
+        if (device_staging) {
+            k->slot_dx[s] = dev(k, B * IN);
+            k->exec.io[s].stage = (ge2_copy){k->slot_dx[s], k->slot_x[s], B * IN * sizeof(float)};
+            feed = k->slot_dx[s];
+        }
+        k->exec.io[s].upload = (ge2_copy){k->x, feed, B * IN * sizeof(float)};
         k->exec.io[s].results[0] = (ge2_copy){k->slot_y[s], k->y, B * OUT * sizeof(float)};
     }
     API(k->be->exec_prepare(k->ctx, &k->exec));
 }
+
+static void key_open(key *k, bool disable_capture) { key_open_with(k, disable_capture, false); }
 
 static void key_close(key *k)
 {
@@ -147,6 +159,7 @@ static void key_close(key *k)
     for (int s = 0; s < GE2_STAGING_BUFFERS; s++) {
         k->be->free_host(k->ctx, k->slot_x[s]);
         k->be->free_host(k->ctx, k->slot_y[s]);
+        k->be->free(k->ctx, k->slot_dx[s]);
     }
     k->be->close(k->ctx);
 }
@@ -233,10 +246,10 @@ START_TEST(test_memory_round_trip)
 }
 END_TEST
 
-START_TEST(test_capture_then_replay_new_inputs)
+static void capture_then_replay_new_inputs(bool device_staging)
 {
     key k;
-    key_open(&k, false);
+    key_open_with(&k, false, device_staging);
     checked_steps(&k, 1, 2); /* eager warm-up + capture */
     ck_assert_int_eq(k.be->capture_count(k.ctx), 1);
     ck_assert(k.exec.captured);
@@ -244,14 +257,21 @@ START_TEST(test_capture_then_replay_new_inputs)
     ck_assert_int_eq(k.be->capture_count(k.ctx), 1);
     key_close(&k);
 }
+
+START_TEST(test_capture_then_replay_new_inputs) { capture_then_replay_new_inputs(false); }
+END_TEST
+
+START_TEST(test_capture_then_replay_device_staging) { capture_then_replay_new_inputs(true); }
 END_TEST
 
 /* Both slots' graphs enqueued back to back, without a sync between: each
- * step reads its own slot's feed and writes its own slot's result. */
-START_TEST(test_slots_in_flight_together)
+ * step reads its own slot's feed and writes its own slot's result. Run with
+ * host and with device staging: there the second slot's stage copy runs
+ * beside the first slot's step, and each step must wait for its own. */
+static void slots_in_flight_together(bool device_staging)
 {
     key k;
-    key_open(&k, false);
+    key_open_with(&k, false, device_staging);
     checked_steps(&k, 1, 2); /* eager warm-up + capture; slot 1 is next */
     float x[GE2_STAGING_BUFFERS][B * IN], y[B * OUT];
     for (int round = 0; round < 3; round++) {
@@ -271,6 +291,11 @@ START_TEST(test_slots_in_flight_together)
     ck_assert_int_eq(k.be->capture_count(k.ctx), 1);
     key_close(&k);
 }
+
+START_TEST(test_slots_in_flight_together) { slots_in_flight_together(false); }
+END_TEST
+
+START_TEST(test_slots_in_flight_device_staging) { slots_in_flight_together(true); }
 END_TEST
 
 START_TEST(test_replay_equals_eager_bitwise)
@@ -365,5 +390,6 @@ START_TEST(test_print_kernels_names_each_node)
 END_TEST
 
 GE2_GPU_SUITE_MAIN("capture_backend_test", 120, test_memory_round_trip, test_capture_then_replay_new_inputs,
-                   test_slots_in_flight_together, test_replay_equals_eager_bitwise, test_broken_capture_falls_back_to_eager,
+                   test_capture_then_replay_device_staging, test_slots_in_flight_together,
+                   test_slots_in_flight_device_staging, test_replay_equals_eager_bitwise, test_broken_capture_falls_back_to_eager,
                    test_backend_ignores_capture_env, test_print_kernels_names_each_node)
