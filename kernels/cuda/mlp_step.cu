@@ -116,6 +116,11 @@ struct mlp_params {
     float inv_rows;
     // the step's copies (step_copy.h): in before phase 0, out at the end
     ge2_cuda_copy upload, results[GE2_CUDA_MAX_COPIES];
+    // the upload's source is device memory (the backend's device staging):
+    // the jobs read the feeds there (their pointers moved at launch), so
+    // no barrier waits for the upload, which runs beside phase 0 (only
+    // what reads the feed region after the step needs it)
+    bool feeds_at_source;
     int n_results;
     // GE2_MLP_STEP_PROFILE: block 0 stamps the global timer at the start,
     // after the upload and after every phase (ns) [n_phases + 2]; NULL otherwise
@@ -293,16 +298,79 @@ __device__ void mlp_loss_rows(const mlp_job &jb, int item, int m0, const float *
     }
 }
 
+// Passes of the optimizer's tile update: tn / 4 threads per row, a float4
+// each, so a pass covers 4 * MLP_THREADS elements.
+#define MLP_UPDATE_PASSES (MLP_MAX_OUTPUTS / (4 * MLP_THREADS))
+
+// What an item's epilogue reads from global memory besides its tile, loaded
+// into registers as the item starts, after its operands' copies are issued:
+// the loads then wait out the stage and the multiply instead of adding one
+// L2 round trip after another to the end of the item (the optimizer's
+// update was two, three with the bias gradient's). Each thread loads what
+// it will use: its column's bias (t % tn: the same for each of its
+// outputs), its first output's relu mask byte, and the parameters and
+// optimizer state of its float4 in each pass of the tile update.
+template <class R> struct mlp_preload {
+    float bias;
+    uint8_t mask;
+    float4 param[MLP_UPDATE_PASSES], state[MLP_UPDATE_PASSES][R::ARRAY];
+    float db_param, db_state[R::ARRAY];
+};
+
+__device__ __forceinline__ float4 mlp_ld4(const float *at) { return *reinterpret_cast<const float4 *>(at); }
+
+// The optimizer's tile update runs float4 by float4 (the rows' starts are
+// 16-byte aligned).
+__device__ __forceinline__ bool mlp_update_vec(const mlp_job &jb) { return jb.N % 4 == 0; }
+
+template <class R>
+__device__ __forceinline__ void mlp_preload_epilogue(const mlp_params &p, const mlp_job &jb, int m0, int n0,
+                                                     bool db_thread, int db_row, mlp_preload<R> &pre)
+{
+    const int t = threadIdx.x, col = t & (jb.tn - 1), r = t >> jb.tn_shift;
+    if (jb.epilogue == MLP_EPI_FORWARD || jb.epilogue == MLP_EPI_LOSS) {
+        pre.bias = n0 + col < jb.N ? jb.bias[n0 + col] : 0.0f;
+    } else if (jb.epilogue == MLP_EPI_GRAD_INPUT) {
+        if (jb.relu && r < jb.tm && m0 + r < jb.M && n0 + col < jb.N)
+            pre.mask = jb.mask[(long long)(m0 + r) * jb.mask_row_bytes + (n0 + col) / 8];
+    } else if (jb.opt_offset >= 0) {
+        if (mlp_update_vec(jb)) {
+            const int row_shift = jb.tn_shift - 2, lane = t & ((1 << row_shift) - 1);
+            const int rows = min(jb.tm, jb.M - m0), cols = min(jb.tn, jb.N - n0);
+#pragma unroll
+            for (int pass = 0; pass < MLP_UPDATE_PASSES; pass++) {
+                const int row = (t >> row_shift) + (pass << (MLP_THREADS_SHIFT - row_shift));
+                if (row >= rows || lane * 4 >= cols)
+                    break;
+                const long long at = jb.opt_offset + (long long)(m0 + row) * jb.N + n0 + lane * 4;
+                pre.param[pass] = mlp_ld4(p.pools.params + at);
+#pragma unroll
+                for (int k = 0; k < R::SLOTS; k++)
+                    pre.state[pass][k] = mlp_ld4(p.pools.state + k * p.pools.n + at);
+            }
+        }
+        if (db_thread) {
+            const long long at = jb.db_offset + m0 + db_row;
+            pre.db_param = p.pools.params[at];
+#pragma unroll
+            for (int k = 0; k < R::SLOTS; k++)
+                pre.db_state[k] = p.pools.state[k * p.pools.n + at];
+        }
+    }
+}
+
 // GRAD_WEIGHT in the last phase: the gradient tile goes to its place in
 // the pool, and the optimizer updates the tile's parameters and state with
-// the span update every optimizer kernel uses (optimizer_rule.h), reading
-// the gradients from the tile itself, tn/4 threads per row, float4 at a
-// time where the rows are aligned. (A per-element update, 16 elements per
-// thread, was ~4.9 us of the phase; reading the gradients back from the
-// pool cost a barrier and an L2 round trip: H200, GE2_MLP_STEP_PROFILE.)
+// the element rule every optimizer kernel uses (optimizer_rule.h), reading
+// the gradients from the tile itself, tn/4 threads per row, a float4 each,
+// parameters and state preloaded (mlp_preload) where the rows are aligned.
+// (A per-element update, 16 elements per thread, was ~4.9 us of the phase;
+// reading the gradients back from the pool cost a barrier and an L2 round
+// trip; loading parameters and state at the update, ~0.8 us of the step:
+// H200, GE2_MLP_STEP_PROFILE.)
 template <class R>
 __device__ void mlp_update_tile(const mlp_params &p, const ge2_opt_scalars &s, const mlp_job &jb, int m0, int n0,
-                                const float *tile /* [tm, tn] */)
+                                const float *tile /* [tm, tn] */, const mlp_preload<R> &pre)
 {
     const int rows = min(jb.tm, jb.M - m0), cols = min(jb.tn, jb.N - n0);
     for (int o = threadIdx.x; o < jb.tm * jb.tn; o += MLP_THREADS) {
@@ -310,42 +378,71 @@ __device__ void mlp_update_tile(const mlp_params &p, const ge2_opt_scalars &s, c
         if (r < rows && col < cols)
             p.pools.grads[jb.opt_offset + (long long)(m0 + r) * jb.N + n0 + col] = tile[o];
     }
-    const bool vec = jb.N % 4 == 0;
-    const int row_shift = vec ? jb.tn_shift - 2 : jb.tn_shift, per_row = 1 << row_shift;
-    const int lane = threadIdx.x & (per_row - 1);
-    for (int r = threadIdx.x >> row_shift; r < rows; r += MLP_THREADS >> row_shift) {
+    if (mlp_update_vec(jb)) {
+        /* mlp_preload_epilogue's layout; the rule of every optimizer kernel */
+        const int t = threadIdx.x, row_shift = jb.tn_shift - 2, lane = t & ((1 << row_shift) - 1);
+#pragma unroll
+        for (int pass = 0; pass < MLP_UPDATE_PASSES; pass++) {
+            const int row = (t >> row_shift) + (pass << (MLP_THREADS_SHIFT - row_shift));
+            if (row >= rows || lane * 4 >= cols)
+                break;
+            const float4 g4 = *reinterpret_cast<const float4 *>(&tile[(row << jb.tn_shift) + lane * 4]);
+            const float g[4] = {g4.x, g4.y, g4.z, g4.w};
+            float q[4] = {pre.param[pass].x, pre.param[pass].y, pre.param[pass].z, pre.param[pass].w};
+            float st[4][R::ARRAY];
+#pragma unroll
+            for (int k = 0; k < R::SLOTS; k++) {
+                st[0][k] = pre.state[pass][k].x;
+                st[1][k] = pre.state[pass][k].y;
+                st[2][k] = pre.state[pass][k].z;
+                st[3][k] = pre.state[pass][k].w;
+            }
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                ge2_opt_rule_element<R>(&s, p.cfg.nesterov, &q[j], g[j], st[j]);
+            const long long at = jb.opt_offset + (long long)(m0 + row) * jb.N + n0 + lane * 4;
+            *reinterpret_cast<float4 *>(p.pools.params + at) = make_float4(q[0], q[1], q[2], q[3]);
+#pragma unroll
+            for (int k = 0; k < R::SLOTS; k++)
+                *reinterpret_cast<float4 *>(p.pools.state + k * p.pools.n + at) =
+                    make_float4(st[0][k], st[1][k], st[2][k], st[3][k]);
+        }
+        return;
+    }
+    /* rows not 16-byte aligned: element by element, tn threads per row,
+     * nothing preloaded */
+    const int lane = threadIdx.x & (jb.tn - 1);
+    for (int r = threadIdx.x >> jb.tn_shift; r < rows; r += MLP_THREADS >> jb.tn_shift) {
         const long long at = jb.opt_offset + (long long)(m0 + r) * jb.N + n0;
-        const float *g = tile + (r << jb.tn_shift);
-        if (vec)
-            ge2_opt_update_span<R, true>(lane, per_row, cols, p.pools.params + at, g, p.pools.state + at, p.pools.n,
-                                         s, p.cfg.nesterov);
-        else
-            ge2_opt_update_span<R, false>(lane, per_row, cols, p.pools.params + at, g, p.pools.state + at,
-                                          p.pools.n, s, p.cfg.nesterov);
+        ge2_opt_update_span<R, false>(lane, jb.tn, cols, p.pools.params + at, tile + (r << jb.tn_shift),
+                                      p.pools.state + at, p.pools.n, s, p.cfg.nesterov);
     }
 }
 
-__device__ void mlp_epilogue(const mlp_job &jb, int item, int m0, int n0, float *tile /* [tm, tn] */, int first_label)
+template <class R>
+__device__ void mlp_epilogue(const mlp_job &jb, int item, int m0, int n0, float *tile /* [tm, tn] */, int first_label,
+                             const mlp_preload<R> &pre)
 {
     for (int o = threadIdx.x; o < jb.tm * jb.tn; o += MLP_THREADS) {
         const int r = o >> jb.tn_shift, col = o - (r << jb.tn_shift), m = m0 + r, n = n0 + col;
         if (m >= jb.M || n >= jb.N)
             continue;
         const long long at = (long long)m * jb.N + n;
+        const bool first = o == (int)threadIdx.x; /* the output mlp_preload_epilogue loaded for */
         float v = tile[o];
         switch (jb.epilogue) {
         case MLP_EPI_FORWARD:
-            v += jb.bias[n];
+            v += pre.bias;
             tile[o] = v; /* z, for the mask */
             jb.c[at] = jb.relu ? ge2_act_f32(GE2_ACT_RELU, v, 0.0f) : v;
             break;
         case MLP_EPI_LOSS:
-            v += jb.bias[n];
+            v += pre.bias;
             tile[o] = v;
             jb.c[at] = v;
             break;
         case MLP_EPI_GRAD_INPUT:
-            if (jb.relu && !ge2_relu_mask_bit(jb.mask + m * jb.mask_row_bytes, n))
+            if (jb.relu && !(first ? (pre.mask >> (n & 7)) & 1 : ge2_relu_mask_bit(jb.mask + m * jb.mask_row_bytes, n)))
                 v = 0.0f;
             jb.c[at] = v;
             break;
@@ -419,12 +516,16 @@ __device__ void mlp_gemm_item(const mlp_params &p, const ge2_opt_scalars &s, con
     const int db_row = t >> share_shift, db_sub = t & (share - 1);
     float db_sum = 0.0f;
     const int label = mlp_first_label(jb, m0);
+    const bool db_thread = db && db_sub == 0 && db_row < tm && m0 + db_row < jb.M;
+    mlp_preload<R> pre;
     mlp_job_stamp(p, jb, item, 0);
     for (int k0 = 0; k0 < jb.K; k0 += jb.kc) {
         mlp_stage(as, lda, jb.a_vec, jb.a, jb.a_rs, jb.a_ks, m0, jb.M, tm, k0, jb.K, jb.kc);
         if (!(b_staged && k0 == 0))
             mlp_stage_b(jb, item, k0, smem);
         cp_async_commit();
+        if (k0 == 0)
+            mlp_preload_epilogue<R>(p, jb, m0, n0, db_thread, db_row, pre);
         cp_async_wait<0>();
         __syncthreads();
         if (k0 == 0)
@@ -482,17 +583,24 @@ __device__ void mlp_gemm_item(const mlp_params &p, const ge2_opt_scalars &s, con
     if (db) {
         for (int off = share / 2; off > 0; off /= 2)
             db_sum += __shfl_down_sync(0xffffffffu, db_sum, off, share);
-        if (db_sub == 0 && db_row < tm && m0 + db_row < jb.M) {
+        if (db_thread) {
             const long long at = jb.db_offset + m0 + db_row;
             p.pools.grads[at] = db_sum;
-            ge2_opt_update_span<R, false>(0, 1, 1, p.pools.params + at, p.pools.grads + at, p.pools.state + at,
-                                          p.pools.n, s, p.cfg.nesterov);
+            float q = pre.db_param, st[R::ARRAY];
+#pragma unroll
+            for (int k = 0; k < R::SLOTS; k++)
+                st[k] = pre.db_state[k];
+            ge2_opt_rule_element<R>(&s, p.cfg.nesterov, &q, db_sum, st);
+            p.pools.params[at] = q;
+#pragma unroll
+            for (int k = 0; k < R::SLOTS; k++)
+                p.pools.state[k * p.pools.n + at] = st[k];
         }
     }
     if (jb.opt_offset >= 0)
-        mlp_update_tile<R>(p, s, jb, m0, n0, tile);
+        mlp_update_tile<R>(p, s, jb, m0, n0, tile, pre);
     else
-        mlp_epilogue(jb, item, m0, n0, tile, label);
+        mlp_epilogue<R>(jb, item, m0, n0, tile, label, pre);
     __syncthreads(); /* the next item overwrites shared memory */
     mlp_job_stamp(p, jb, item, 4);
 }
@@ -572,13 +680,17 @@ __global__ void __launch_bounds__(MLP_THREADS, 1) ge2_mlp_step_kernel(const mlp_
         scalars = ge2_opt_scalars_of(&p.cfg, p.ctl);
     mlp_stamp(p, 0);
     bool b_staged;
-    if (p.upload.bytes) {
-        ge2_copy_share(p.upload, (long long)blockIdx.x * blockDim.x + threadIdx.x, (long long)gridDim.x * blockDim.x);
+    const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x, threads = (long long)gridDim.x * blockDim.x;
+    if (p.upload.bytes && !p.feeds_at_source) {
+        ge2_copy_share(p.upload, tid, threads);
         auto arrived = grid.barrier_arrive();
         b_staged = mlp_prefetch_weights(p, 0, smem);
         grid.barrier_wait(std::move(arrived));
     } else {
         b_staged = mlp_prefetch_weights(p, 0, smem);
+        /* after the weights' copies are issued, so its loads wait with them */
+        if (p.upload.bytes)
+            ge2_copy_share(p.upload, tid, threads);
     }
     mlp_stamp(p, 1);
     __syncthreads(); /* scalars */
@@ -936,6 +1048,38 @@ extern "C" ge2_status ge2_mlp_step_prepare(const ge2_mlp_step_desc *d, ge2_mlp_s
     return GE2_OK;
 }
 
+static bool device_memory(const void *ptr)
+{
+    cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, ptr) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    return a.type == cudaMemoryTypeDevice;
+}
+
+// ptr, or where it lies in the upload's source if it points into the
+// upload's destination (the feed region).
+template <class T> static T *at_source(T *ptr, const ge2_cuda_copy &upload)
+{
+    const char *p = (const char *)ptr, *dst = (const char *)upload.dst;
+    if (!ptr || p < dst || p >= dst + upload.bytes)
+        return ptr;
+    return (T *)((const char *)upload.src + (p - dst));
+}
+
+// The jobs read the feeds from the upload's source (mlp_params.feeds_at_source).
+// Feeds are inputs and labels: only operands and labels can point at them.
+static void read_feeds_at_source(mlp_params *p)
+{
+    for (int j = 0; j < p->n_jobs; j++) {
+        mlp_job *jb = &p->jobs[j];
+        jb->a = at_source(jb->a, p->upload);
+        jb->b = at_source(jb->b, p->upload);
+        jb->labels = at_source(jb->labels, p->upload);
+    }
+}
+
 extern "C" ge2_status ge2_mlp_step_launch(const ge2_mlp_step *s, void *stream, const ge2_cuda_copy *upload,
                                           const ge2_cuda_copy *results, int n_results)
 {
@@ -943,6 +1087,9 @@ extern "C" ge2_status ge2_mlp_step_launch(const ge2_mlp_step *s, void *stream, c
     mlp_params *params = s->launch_params;
     *params = s->params;
     params->upload = upload ? *upload : ge2_cuda_copy{};
+    params->feeds_at_source = params->upload.bytes && device_memory(params->upload.src);
+    if (params->feeds_at_source)
+        read_feeds_at_source(params);
     params->n_results = 0;
     for (int i = 0; i < n_results && i < GE2_CUDA_MAX_COPIES; i++)
         if (results[i].bytes)

@@ -19,7 +19,9 @@
  * ge2_mlp_step_match checks it did.
  *
  * Phases: kernels/mlp_step_pattern.h's table, after the step's feed upload
- * from pinned host memory. In the row chain each work item takes a few
+ * when that reads pinned host memory; from a device staging (the backend's
+ * feeds ahead) the phases read the feeds there and the upload needs no
+ * phase of its own. In the row chain each work item takes a few
  * batch rows through the chain's forward, the loss epilogue (logits,
  * dlogits, the item's loss partials) and back through the input gradients:
  * a row needs only itself and the weights, so no barrier is needed between
@@ -85,8 +87,9 @@ bool ge2_mlp_step_match(const ge2_launch *launches, int n, ge2_mlp_step_desc *de
 typedef struct ge2_mlp_step ge2_mlp_step;
 ge2_status ge2_mlp_step_prepare(const ge2_mlp_step_desc *desc, ge2_mlp_step **out);
 /* Enqueues the step on stream (a cudaStream_t); capturable. The kernel also
- * does the step's copies (step_copy.h): upload before the first phase, the
- * n_results result copies after the last. */
+ * does the step's copies (step_copy.h): upload before the first phase (or,
+ * when its source is device memory, beside it, the phases reading the feeds
+ * at the source), the n_results result copies after the last. */
 ge2_status ge2_mlp_step_launch(const ge2_mlp_step *step, void *stream, const ge2_cuda_copy *upload,
                                const ge2_cuda_copy *results, int n_results);
 void ge2_mlp_step_free(ge2_mlp_step *step);
