@@ -23,8 +23,9 @@
  *      control->clip_factor): t = step + 1, lr = ge2_schedule_lr(schedule,
  *      base_lr, step) (the schedule is indexed by updates completed, like a
  *      torch LR scheduler stepped after optimizer.step()), bias corrections
- *      1 - beta^t computed in double. Every CUDA thread may compute them
- *      itself: they depend only on values nobody writes during the update.
+ *      1 - beta^t computed in double (ge2_pow_count). Every CUDA thread
+ *      may compute them itself: they depend only on values nobody writes
+ *      during the update.
  *   3. GRAD_NORM (update steps only) reduces the squared effective gradient
  *      (the accumulated mean, see ge2_opt_effective_grad) into grad_norm and
  *      writes clip_factor = ge2_clip_factor(clip_norm, grad_norm). Without
@@ -135,13 +136,29 @@ static inline GE2_HD double ge2_cos_pi(double p)
  *   step < warmup: base_lr * step / warmup;
  *   then min_lr + (base_lr - min_lr) * (1 + cos(pi * p)) / 2 with
  *   p = (step - warmup) / (total - warmup), clamped to [0, 1]. */
+/* base^n, n >= 0 (a step count), by repeated squaring: 2 log2(n) double
+ * multiplies, a few double ulps from pow(), far below the float the
+ * scalars are kept in. A device pow() is a long dependent chain: two of
+ * them kept thread 0 of every block of the whole-step kernel from its first
+ * work for ~1.5 us (H200). */
+static inline GE2_HD double ge2_pow_count(double base, int64_t n)
+{
+    double result = 1.0;
+    for (; n > 0; n >>= 1) {
+        if (n & 1)
+            result *= base;
+        base *= base;
+    }
+    return result;
+}
+
 static inline GE2_HD float ge2_schedule_lr(const ge2_schedule *sched, float base_lr, int64_t step)
 {
     double lr = base_lr;
     switch (sched->kind) {
     case GE2_SCHEDULE_STEP:
         if (sched->step_size > 0)
-            lr = base_lr * pow(sched->gamma, (double)(step / sched->step_size));
+            lr = base_lr * ge2_pow_count(sched->gamma, step / sched->step_size);
         break;
     case GE2_SCHEDULE_COSINE: {
         if (step < sched->warmup_steps)
@@ -193,8 +210,8 @@ static inline GE2_HD ge2_opt_scalars ge2_opt_scalars_of(const ge2_optimizer_conf
     s.t = ctl->step + 1;
     s.lr = ge2_schedule_lr(&cfg->schedule, ctl->base_lr, ctl->step);
     /* torch evaluates these in Python floats (double) before the f32 tensor ops. */
-    double bc1 = 1.0 - pow(cfg->beta1, (double)s.t);
-    double bc2 = 1.0 - pow(cfg->beta2, (double)s.t);
+    double bc1 = 1.0 - ge2_pow_count(cfg->beta1, s.t);
+    double bc2 = 1.0 - ge2_pow_count(cfg->beta2, s.t);
     s.bc1 = (float)bc1;
     s.bc2 = (float)bc2;
     s.step_size = (float)((double)s.lr / bc1);
