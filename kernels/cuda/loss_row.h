@@ -48,6 +48,14 @@ __device__ __forceinline__ float ge2_cross_entropy_row(const float *x /* [cols] 
 __device__ __forceinline__ int ge2_argmax_row(const float *x /* [cols] */, int cols)
 {
     const int lane = threadIdx.x % GE2_WARP;
+    if (cols <= GE2_WARP) {
+        /* a column per lane: the warp's maximum, then the first lane holding
+         * it (lanes past cols hold -inf, so a row of -inf finds column 0 and
+         * a row of NaNs, whose maximum is -inf or NaN, finds cols) */
+        const float v = lane < cols ? x[lane] : -INFINITY, best = ge2_warp_max(v);
+        const unsigned holds = __ballot_sync(0xffffffffu, v == best);
+        return holds ? min(__ffs(holds) - 1, cols) : cols;
+    }
     float best = -INFINITY;
     int arg = cols;
     for (int c = lane; c < cols; c += GE2_WARP)
