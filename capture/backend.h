@@ -40,8 +40,10 @@ typedef struct ge2_copy {
  * Two, because the feed region is read until the step's end (the first
  * layer's weight gradient reads the input), so the next batch cannot land
  * there early; a device-to-device copy is ~1 us where reading pinned host
- * memory from the SMs is ~4 us per 100 KB. Elsewhere `stage` is empty and
- * `upload` reads the host staging. */
+ * memory from the SMs is ~4 us per 100 KB. A backend whose kernels read
+ * the feeds at the device staging may skip `upload` (CUDA's whole-step
+ * kernel does), so ge2_program_read_output reads feeds from the staging.
+ * Elsewhere `stage` is empty and `upload` reads the host staging. */
 typedef struct ge2_step_io {
     ge2_copy stage;                     /* slot's staging (host) -> slot's device staging; bytes 0: none */
     ge2_copy upload;                    /* slot's (device or host) staging -> the key's feed region (device) */

@@ -4,7 +4,9 @@
 // A phase is a list of jobs; a job is one GEMM with its epilogue. Each job
 // is cut into work items (output tiles) and the phase's items are dealt to
 // blocks round-robin. The row chain's phase is one list of jobs with
-// whole-row tiles that every item runs in order on its own rows. A weight
+// whole-row tiles that every item runs in order on its own rows; when it
+// is the last layer alone and its classes fit a warp, a warp per row runs
+// it instead (mlp_head_item). A weight
 // gradient's epilogue also sums the bias gradient (the items of its first
 // column tile, from their staged A) and runs the optimizer on both.
 //
@@ -85,6 +87,9 @@ struct mlp_job {
     // GRAD_WEIGHT: c is the gradient pool at this element offset; the
     // epilogue also updates the parameter and optimizer state there
     long long opt_offset;
+    // B is complete before the phase before this job's begins, so
+    // mlp_prefetch_weights may stage it during the barrier before this one
+    bool b_early;
     // GRAD_WEIGHT: the bias gradient, db[m] = sum over k of A(m, k), at this
     // element offset of the pools, summed by the items of the first column
     // tile from their staged A and updated likewise
@@ -94,7 +99,13 @@ struct mlp_job {
 struct mlp_phase {
     int first_job, n_jobs, items;
     bool chain; // every item runs all the jobs in order (one item space: the first job's)
+    bool head;  // a chain of the last layer alone, run by mlp_head_item
 };
+
+// The head (mlp_head_item): at most a warp's worth of classes, and each
+// lane's share of a row, K / 32, in at most MLP_HEAD_K4 float4s.
+#define MLP_HEAD_K4 4
+#define MLP_HEAD_MAX_K (4 * GE2_WARP * MLP_HEAD_K4)
 
 // L forwards, L - 1 input gradients, L weight gradients; at most 2L - 1
 // phases (mlp_step_pattern.h: 2c + 1 with c <= L - 1)
@@ -117,9 +128,10 @@ struct mlp_params {
     // the step's copies (step_copy.h): in before phase 0, out at the end
     ge2_cuda_copy upload, results[GE2_CUDA_MAX_COPIES];
     // the upload's source is device memory (the backend's device staging):
-    // the jobs read the feeds there (their pointers moved at launch), so
-    // no barrier waits for the upload, which runs beside phase 0 (only
-    // what reads the feed region after the step needs it)
+    // the jobs read the feeds there (their pointers moved at launch) and
+    // the upload is not done at all (read_output reads feeds from the
+    // staging too): no barrier and no copy before phase 0. Copying them
+    // into the feed region anyway, beside phase 0, cost 0.2 us (H200).
     bool feeds_at_source;
     int n_results;
     // GE2_MLP_STEP_PROFILE: block 0 stamps the global timer at the start,
@@ -266,21 +278,12 @@ __device__ __forceinline__ int mlp_first_label(const mlp_job &jb, int m0)
     return jb.epilogue == MLP_EPI_LOSS && m < jb.M && m < m0 + jb.tm ? jb.labels[m] : 0;
 }
 
-// LOSS: the item holds whole rows of logits; one warp per row.
-// first_label: mlp_first_label's.
-__device__ void mlp_loss_rows(const mlp_job &jb, int item, int m0, const float *logits /* [tm, tn] */,
-                              int first_label)
+// The item's loss and hits: each warp's (the same in all its lanes), summed
+// over the warps in order into the loss job's partials.
+__device__ void mlp_loss_partials(const mlp_job &jb, int item, float loss, float hits)
 {
     __shared__ float warp_loss[MLP_WARPS], warp_hits[MLP_WARPS];
     const int warp = threadIdx.x / GE2_WARP, lane = threadIdx.x % GE2_WARP;
-    float loss = 0.0f, hits = 0.0f;
-    for (int r = warp; r < jb.tm && m0 + r < jb.M; r += MLP_WARPS) {
-        const int m = m0 + r, label = r == warp ? first_label : jb.labels[m];
-        const float *row = logits + r * jb.tn;
-        loss += ge2_cross_entropy_row(row, jb.N, label, jb.smoothing, jb.inv_rows, jb.dlogits + (long long)m * jb.N);
-        if (jb.correct_partials)
-            hits += ge2_argmax_row(row, jb.N) == label ? 1.0f : 0.0f;
-    }
     if (lane == 0) {
         warp_loss[warp] = loss;
         warp_hits[warp] = hits;
@@ -296,6 +299,23 @@ __device__ void mlp_loss_rows(const mlp_job &jb, int item, int m0, const float *
         if (jb.correct_partials)
             jb.correct_partials[item] = h;
     }
+}
+
+// LOSS: the item holds whole rows of logits; one warp per row.
+// first_label: mlp_first_label's.
+__device__ void mlp_loss_rows(const mlp_job &jb, int item, int m0, const float *logits /* [tm, tn] */,
+                              int first_label)
+{
+    const int warp = threadIdx.x / GE2_WARP;
+    float loss = 0.0f, hits = 0.0f;
+    for (int r = warp; r < jb.tm && m0 + r < jb.M; r += MLP_WARPS) {
+        const int m = m0 + r, label = r == warp ? first_label : jb.labels[m];
+        const float *row = logits + r * jb.tn;
+        loss += ge2_cross_entropy_row(row, jb.N, label, jb.smoothing, jb.inv_rows, jb.dlogits + (long long)m * jb.N);
+        if (jb.correct_partials)
+            hits += ge2_argmax_row(row, jb.N) == label ? 1.0f : 0.0f;
+    }
+    mlp_loss_partials(jb, item, loss, hits);
 }
 
 // Passes of the optimizer's tile update: tn / 4 threads per row, a float4
@@ -619,11 +639,13 @@ __device__ __forceinline__ int mlp_locate(const mlp_params &p, const mlp_phase &
 }
 
 // Between arriving at the barrier before `phase` and waiting there: this
-// block's first item of the phase stages its weights (every GEMM's B but
-// the weight gradient's: no weight changes before the last phase), so only
-// its activations load after the barrier. After the arrival, whose release
-// would otherwise wait for these copies too (issued before it, they made
-// the blocks that end a phase later still: +1.8 us on the chain phase).
+// block's first item of the phase stages its B operand where that was
+// complete before the phase now ending began (mlp_job.b_early: the weights,
+// which no phase before the last changes, and a weight gradient's input
+// rows made two phases back or more), so only what the ending phase made
+// loads after the barrier. After the arrival, whose release would
+// otherwise wait for these copies too (issued before it, they made the
+// blocks that end a phase later still: +1.8 us on the chain phase).
 // Returns whether it did.
 __device__ __forceinline__ bool mlp_prefetch_weights(const mlp_params &p, int phase, float *smem)
 {
@@ -631,11 +653,134 @@ __device__ __forceinline__ bool mlp_prefetch_weights(const mlp_params &p, int ph
         return false;
     int local;
     const mlp_job &jb = p.jobs[mlp_locate(p, p.phases[phase], blockIdx.x, &local)];
-    if (jb.epilogue == MLP_EPI_GRAD_WEIGHT || jb.kc < jb.K)
+    if (!jb.b_early || jb.kc < jb.K)
         return false;
     mlp_stage_b(jb, local, 0, smem);
     cp_async_commit();
     return true;
+}
+
+// The row chain when it is the last layer alone and the classes fit a
+// warp: its two GEMMs, logits = x W^T + b and dz below = dlogits W (then
+// relu'), are products of one row with W, so a warp takes a row through
+// both, W in shared memory (staged as the loss job's B: [class][k]). Each
+// lane keeps 4 k of every 128 of its row in registers; a class's logit is
+// a warp sum; the loss row code (loss_row.h) writes the dlogits to the
+// warp's scratch, and each lane's dz float4s are sums over the classes of
+// dlogit (shuffled from its lane) times W. No k-group reduction through
+// shared memory and no stage between the two GEMMs. Items of MLP_WARPS rows.
+// has_back: back, the input gradient below, follows the loss job (no
+// pointer into the parameters: taking one copies them to local memory).
+__device__ void mlp_head_item(const mlp_params &p, const mlp_job &fwd, const mlp_job &back, bool has_back, int item,
+                              bool b_staged, float *smem)
+{
+    const int warp = threadIdx.x >> MLP_WARP_SHIFT, lane = threadIdx.x & (GE2_WARP - 1);
+    const int C = fwd.N, K = fwd.K, m = item * MLP_WARPS + warp;
+    const bool row = m < fwd.M; /* the same in the whole warp */
+    const float *w = mlp_b_stage(fwd, smem);
+    const int ldw = mlp_ldb(fwd);
+    float *logits = smem + MLP_OPERAND_FLOATS + warp * 2 * GE2_WARP, *dlogits = logits + GE2_WARP;
+    mlp_job_stamp(p, fwd, item, 0);
+    if (!b_staged) {
+        mlp_stage_b(fwd, item, 0, smem);
+        cp_async_commit();
+    }
+    /* the row, its relu bits below, its label and the lane's class bias,
+     * loaded while W lands */
+    float4 x[MLP_HEAD_K4];
+    unsigned bits[MLP_HEAD_K4];
+#pragma unroll
+    for (int j = 0; j < MLP_HEAD_K4; j++) {
+        const int k = 4 * lane + 4 * GE2_WARP * j;
+        const bool in = row && k < K;
+        x[j] = in ? *reinterpret_cast<const float4 *>(fwd.a + m * fwd.a_rs + k) : make_float4(0.f, 0.f, 0.f, 0.f);
+        bits[j] = in && has_back && back.relu ? back.mask[m * back.mask_row_bytes + k / 8] >> (k & 7) : 0xfu;
+    }
+    const int label = row ? fwd.labels[m] : 0;
+    const float bias = lane < C ? fwd.bias[lane] : 0.0f;
+    cp_async_wait<0>();
+    __syncthreads();
+    mlp_job_stamp(p, fwd, item, 1);
+    /* logits, 8 classes at a time so their warp sums interleave; lane c keeps class c's */
+    float logit = 0.0f;
+    for (int c0 = 0; c0 < C; c0 += 8) {
+        float sum[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            sum[u] = 0.0f;
+            const int c = min(c0 + u, C - 1);
+#pragma unroll
+            for (int j = 0; j < MLP_HEAD_K4; j++) {
+                const int k = 4 * lane + 4 * GE2_WARP * j;
+                if (k < K) {
+                    const float4 wv = *reinterpret_cast<const float4 *>(&w[c * ldw + k]);
+                    sum[u] = fmaf(x[j].x, wv.x, fmaf(x[j].y, wv.y, fmaf(x[j].z, wv.z, fmaf(x[j].w, wv.w, sum[u]))));
+                }
+            }
+        }
+#pragma unroll
+        for (int off = GE2_WARP / 2; off > 0; off /= 2)
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+                sum[u] += __shfl_xor_sync(0xffffffffu, sum[u], off);
+#pragma unroll
+        for (int u = 0; u < 8; u++)
+            if (lane == c0 + u)
+                logit = sum[u] + bias;
+    }
+    if (lane < C) {
+        logits[lane] = logit;
+        if (row)
+            fwd.c[(long long)m * C + lane] = logit;
+    }
+    __syncwarp();
+    mlp_job_stamp(p, fwd, item, 2);
+    float loss = 0.0f, hits = 0.0f;
+    if (row) {
+        loss = ge2_cross_entropy_row(logits, C, label, fwd.smoothing, fwd.inv_rows, dlogits);
+        if (fwd.correct_partials)
+            hits = ge2_argmax_row(logits, C) == label ? 1.0f : 0.0f;
+    }
+    __syncwarp();
+    const float dl = row && lane < C ? dlogits[lane] : 0.0f;
+    if (row && lane < C)
+        fwd.dlogits[(long long)m * C + lane] = dl;
+    mlp_job_stamp(p, fwd, item, 3);
+    if (has_back) {
+        float4 dz[MLP_HEAD_K4];
+#pragma unroll
+        for (int j = 0; j < MLP_HEAD_K4; j++)
+            dz[j] = make_float4(0.f, 0.f, 0.f, 0.f);
+        for (int c = 0; c < C; c++) {
+            const float d = __shfl_sync(0xffffffffu, dl, c);
+#pragma unroll
+            for (int j = 0; j < MLP_HEAD_K4; j++) {
+                const int k = 4 * lane + 4 * GE2_WARP * j;
+                if (k < K) {
+                    const float4 wv = *reinterpret_cast<const float4 *>(&w[c * ldw + k]);
+                    dz[j].x = fmaf(d, wv.x, dz[j].x);
+                    dz[j].y = fmaf(d, wv.y, dz[j].y);
+                    dz[j].z = fmaf(d, wv.z, dz[j].z);
+                    dz[j].w = fmaf(d, wv.w, dz[j].w);
+                }
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < MLP_HEAD_K4; j++) {
+            const int k = 4 * lane + 4 * GE2_WARP * j;
+            if (row && k < K) {
+                const float4 v = make_float4(bits[j] & 1u ? dz[j].x : 0.0f, bits[j] & 2u ? dz[j].y : 0.0f,
+                                             bits[j] & 4u ? dz[j].z : 0.0f, bits[j] & 8u ? dz[j].w : 0.0f);
+                *reinterpret_cast<float4 *>(back.c + (long long)m * K + k) = v;
+            }
+        }
+    }
+    mlp_loss_partials(fwd, item, loss, hits);
+    mlp_job_stamp(p, fwd, item, 4);
+    if (has_back)
+        for (int at = 0; at < MLP_JOB_STAMPS; at++)
+            mlp_job_stamp(p, back, item, at);
+    __syncthreads(); /* W and the scratch, before the block's next item stages over them */
 }
 
 // b_staged: mlp_prefetch_weights staged this block's first item's weights.
@@ -643,7 +788,12 @@ template <class R>
 __device__ void mlp_run_phase(const mlp_params &p, const ge2_opt_scalars &s, int phase, bool b_staged, float *smem)
 {
     const mlp_phase ph = p.phases[phase];
-    for (int item = blockIdx.x; item < ph.items; item += gridDim.x) {
+    for (int item = blockIdx.x; ph.head && item < ph.items; item += gridDim.x) {
+        mlp_head_item(p, p.jobs[ph.first_job], p.jobs[ph.first_job + (ph.n_jobs > 1)], ph.n_jobs > 1, item, b_staged,
+                      smem);
+        b_staged = false;
+    }
+    for (int item = blockIdx.x; !ph.head && item < ph.items; item += gridDim.x) {
         /* a chain item runs every job on its rows (its own writes are read
          * back after the __syncthreads that ends each job); otherwise the
          * item is one job's */
@@ -676,24 +826,24 @@ __global__ void __launch_bounds__(MLP_THREADS, 1) ge2_mlp_step_kernel(const mlp_
     float *smem = reinterpret_cast<float *>(mlp_smem);
     __shared__ ge2_opt_scalars scalars;
     cg::grid_group grid = cg::this_grid();
+    /* Before the first barrier (see above); the phases' __syncthreads make
+     * them the block's long before the last phase uses them. (Worked out in
+     * the first barrier's window instead, where thread 0 waits anyway, the
+     * ~1.3 us of one thread's double math made the step 1.2 us slower.) */
     if (threadIdx.x == 0)
         scalars = ge2_opt_scalars_of(&p.cfg, p.ctl);
     mlp_stamp(p, 0);
     bool b_staged;
-    const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x, threads = (long long)gridDim.x * blockDim.x;
     if (p.upload.bytes && !p.feeds_at_source) {
-        ge2_copy_share(p.upload, tid, threads);
+        ge2_copy_share(p.upload, (long long)blockIdx.x * blockDim.x + threadIdx.x,
+                       (long long)gridDim.x * blockDim.x);
         auto arrived = grid.barrier_arrive();
         b_staged = mlp_prefetch_weights(p, 0, smem);
         grid.barrier_wait(std::move(arrived));
     } else {
         b_staged = mlp_prefetch_weights(p, 0, smem);
-        /* after the weights' copies are issued, so its loads wait with them */
-        if (p.upload.bytes)
-            ge2_copy_share(p.upload, tid, threads);
     }
     mlp_stamp(p, 1);
-    __syncthreads(); /* scalars */
     for (int phase = 0; phase < p.n_phases; phase++) {
         if (phase == p.finalize_phase && blockIdx.x == 0 && threadIdx.x == 0) {
             float loss = 0.0f, hits = 0.0f;
@@ -838,13 +988,14 @@ static mlp_job gemm_job(int epilogue, int M, int N, int K, const float *a, long 
     jb.a_vec = (uintptr_t)a % 16 == 0 && (a_ks == 1 ? a_rs : a_ks) % 4 == 0;
     jb.b_vec = (uintptr_t)b % 16 == 0 && (b_ks == 1 ? b_cs : b_ks) % 4 == 0;
     jb.opt_offset = jb.db_offset = -1;
+    jb.b_early = true; /* the weights; build_jobs decides for the weight gradients */
     set_tile(&jb, 4, 8);
     return jb;
 }
 
 static void open_phase(mlp_params *p)
 {
-    p->phases[p->n_phases++] = (mlp_phase){p->n_jobs, 0, 0, false};
+    p->phases[p->n_phases++] = (mlp_phase){p->n_jobs, 0, 0, false, false};
 }
 
 static void add_job(mlp_params *p, const mlp_job &jb)
@@ -909,6 +1060,23 @@ static mlp_job grad_input_job(const ge2_mlp_step_desc *d, int l)
     return dx;
 }
 
+// Whether mlp_head_item runs the chain: the last layer alone (its loss
+// job, then the input gradient below it if any), its classes a warp's
+// worth, its rows of K floats 16-byte aligned and at most MLP_HEAD_MAX_K,
+// its weights staged whole. The warp count is the item's rows.
+static bool chain_is_head(const mlp_params *p, const mlp_phase *ph)
+{
+    const mlp_job *fwd = &p->jobs[ph->first_job], *back = ph->n_jobs > 1 ? fwd + 1 : NULL;
+    if (fwd->epilogue != MLP_EPI_LOSS || ph->n_jobs > 2 || fwd->N > GE2_WARP || fwd->K % 4 != 0 ||
+        fwd->K > MLP_HEAD_MAX_K || !fwd->a_vec)
+        return false;
+    mlp_job trial = *fwd;
+    set_tile(&trial, MLP_WARPS, smallest_pow2_at_least(fwd->N, 8));
+    if (trial.kc < trial.K)
+        return false;
+    return !back || (back->epilogue == MLP_EPI_GRAD_INPUT && back->N == fwd->K && (uintptr_t)back->c % 16 == 0);
+}
+
 // mlp_step_pattern.h's phase table as jobs. loss_partials: [2, B] floats of scratch.
 static void build_jobs(const ge2_mlp_step_desc *d, int grid, float *loss_partials, mlp_params *p)
 {
@@ -935,10 +1103,21 @@ static void build_jobs(const ge2_mlp_step_desc *d, int grid, float *loss_partial
                               ly->x, ly->in, 1, ly->dw);
         dw.opt_offset = ly->dw - d->pools.grads;
         dw.db_offset = ly->db - d->pools.grads;
+        /* B is the layer's input: the feed, or made by layer l - 1 in its
+         * forward phase or in the chain */
+        const int made_in = l == 0 ? -1 : (l - 1 < c ? l - 1 : c);
+        dw.b_early = made_in <= p->n_phases - 3;
         add_job(p, dw);
     }
     for (int ph = 0; ph < p->n_phases; ph++) {
         mlp_phase *phase = &p->phases[ph];
+        if (phase->chain && chain_is_head(p, phase)) {
+            phase->head = true;
+            for (int j = phase->first_job; j < phase->first_job + phase->n_jobs; j++)
+                set_tile(&p->jobs[j], MLP_WARPS, smallest_pow2_at_least(p->jobs[j].N, 8));
+            phase->items = p->jobs[phase->first_job].items;
+            continue;
+        }
         if (phase->chain) {
             choose_chain_tiles(p, phase, grid);
             phase->items = p->jobs[phase->first_job].items;
@@ -1041,9 +1220,10 @@ extern "C" ge2_status ge2_mlp_step_prepare(const ge2_mlp_step_desc *d, ge2_mlp_s
     }
     cudaGetLastError();
     snprintf(s->description, sizeof s->description,
-             "ge2 whole-step MLP kernel: %d layers, row chain from layer %d, %d phases, %d jobs, grid %d x %d "
+             "ge2 whole-step MLP kernel: %d layers, row chain from layer %d%s, %d phases, %d jobs, grid %d x %d "
              "(cooperative)",
-             d->n_layers, d->chain_from, p->n_phases + 1, p->n_jobs, s->grid, MLP_THREADS);
+             d->n_layers, d->chain_from, p->phases[d->chain_from].head ? " (a warp per row)" : "", p->n_phases + 1,
+             p->n_jobs, s->grid, MLP_THREADS);
     *out = s;
     return GE2_OK;
 }

@@ -20,13 +20,15 @@
  *
  * Phases: kernels/mlp_step_pattern.h's table, after the step's feed upload
  * when that reads pinned host memory; from a device staging (the backend's
- * feeds ahead) the phases read the feeds there and the upload needs no
- * phase of its own. In the row chain each work item takes a few
+ * feeds ahead) the phases read the feeds there and the upload is skipped
+ * (the program reads feeds back from the staging). In the row chain each work item takes a few
  * batch rows through the chain's forward, the loss epilogue (logits,
  * dlogits, the item's loss partials) and back through the input gradients:
  * a row needs only itself and the weights, so no barrier is needed between
  * them; each item re-reads the chain's weights, which is why the chain
- * starts where they fit GE2_MLP_STEP_CHAIN_BYTES. The last phase's dW and db
+ * starts where they fit GE2_MLP_STEP_CHAIN_BYTES. A chain of the last
+ * layer alone with at most 32 classes runs a warp per row instead, its
+ * weights in shared memory (no tiles, no k-group reduction). The last phase's dW and db
  * epilogues also update each element's parameter and optimizer state
  * (optimizer_rule.h): no weight is read after the chain, and the matcher
  * checks the gradients are the whole flat pools.
@@ -87,9 +89,9 @@ bool ge2_mlp_step_match(const ge2_launch *launches, int n, ge2_mlp_step_desc *de
 typedef struct ge2_mlp_step ge2_mlp_step;
 ge2_status ge2_mlp_step_prepare(const ge2_mlp_step_desc *desc, ge2_mlp_step **out);
 /* Enqueues the step on stream (a cudaStream_t); capturable. The kernel also
- * does the step's copies (step_copy.h): upload before the first phase (or,
- * when its source is device memory, beside it, the phases reading the feeds
- * at the source), the n_results result copies after the last. */
+ * does the step's copies (step_copy.h): upload before the first phase
+ * (none when its source is device memory: the phases read the feeds
+ * there), the n_results result copies after the last. */
 ge2_status ge2_mlp_step_launch(const ge2_mlp_step *step, void *stream, const ge2_cuda_copy *upload,
                                const ge2_cuda_copy *results, int n_results);
 void ge2_mlp_step_free(ge2_mlp_step *step);
