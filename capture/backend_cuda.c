@@ -590,8 +590,10 @@ static ge2_status capture_slots(ge2_backend_ctx *ctx, ge2_exec *exec, ge2_cuda_e
  * it. The copy engine runs it while the step before this one still runs on
  * the SMs: the slot's device staging is free (its last step is done, the
  * program waited for that before refilling the host staging) and nothing
- * else writes it. Outside the graph, so a replay's first act, the upload,
- * finds the batch already on the device. */
+ * else writes it. Outside the graph, so a replay's first act finds the
+ * batch already on the device. (The wait as the graph's first node, an
+ * external event wait, saves this call but made cudaGraphLaunch dearer:
+ * host time per step 2.8 -> 3.6 us, H200.) */
 static ge2_status stage_feeds(ge2_backend_ctx *ctx, ge2_cuda_exec *ce, const ge2_copy *stage, int slot)
 {
     if (stage->bytes == 0)
