@@ -7,9 +7,10 @@
  * no backend call hides. Printed per way of feeding, median over many steps, in ns:
  *   copying     ge2_program_step(feeds from the caller's buffers): staging memcpy included
  *   zero-copy   ge2_program_feed_buffers, then ge2_program_step on those buffers
- * On CUDA each step adds its two driver calls (the graph launch, which
- * holds the feeds' upload and the results' copy back, and the fence record)
- * to these figures.
+ * On CUDA each step adds its five driver calls to these figures: the feeds'
+ * copy to the device staging on the feed stream, its event and the step
+ * stream's wait for it, the graph launch (which holds the results' copy
+ * back), and the fence record.
  *
  *   bazel run -c opt //bench:step_overhead
  */
