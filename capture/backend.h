@@ -36,14 +36,14 @@ typedef struct ge2_copy {
  * On a backend with feeds_ahead the feeds take two copies: `stage` moves
  * the slot's host staging into the slot's device staging while the step
  * before is still running (CUDA: the copy engine, on a stream of its own),
- * and `upload`, the step's first act, moves that into the feed region.
- * Two, because the feed region is read until the step's end (the first
- * layer's weight gradient reads the input), so the next batch cannot land
- * there early; a device-to-device copy is ~1 us where reading pinned host
- * memory from the SMs is ~4 us per 100 KB. A backend whose kernels read
- * the feeds at the device staging may skip `upload` (CUDA's whole-step
- * kernel does), so ge2_program_read_output reads feeds from the staging.
- * Elsewhere `stage` is empty and `upload` reads the host staging. */
+ * and `upload` would move that into the feed region as the step's first
+ * act. The feed region is read until the step's end (the first layer's
+ * weight gradient reads the input), so the next batch cannot land there
+ * early. A backend whose kernels read the feeds at the device staging
+ * instead skips `upload` (CUDA does: its launches' feed views point at the
+ * slot's device staging, one graph per slot), so ge2_program_read_output
+ * reads feeds from the staging. Elsewhere `stage` is empty and `upload`
+ * reads the host staging. */
 typedef struct ge2_step_io {
     ge2_copy stage;                     /* slot's staging (host) -> slot's device staging; bytes 0: none */
     ge2_copy upload;                    /* slot's (device or host) staging -> the key's feed region (device) */

@@ -1238,14 +1238,9 @@ static bool device_memory(const void *ptr)
     return a.type == cudaMemoryTypeDevice;
 }
 
-// ptr, or where it lies in the upload's source if it points into the
-// upload's destination (the feed region).
 template <class T> static T *at_source(T *ptr, const ge2_cuda_copy &upload)
 {
-    const char *p = (const char *)ptr, *dst = (const char *)upload.dst;
-    if (!ptr || p < dst || p >= dst + upload.bytes)
-        return ptr;
-    return (T *)((const char *)upload.src + (p - dst));
+    return (T *)ge2_cuda_copy_source_of(&upload, ptr);
 }
 
 // The jobs read the feeds from the upload's source (mlp_params.feeds_at_source).
