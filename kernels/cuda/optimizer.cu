@@ -177,6 +177,25 @@ extern "C" ge2_status ge2_cuda_grad_norm_launch(const ge2_launch *l)
     return ge2_cuda_check_launch(l, "ge2_grad_norm_kernel");
 }
 
+/* Blocks for an update of `groups` groups of four elements: each thread
+ * two groups a pass (optimizer_rule.h), and no more blocks than the GPU
+ * holds at once, so every block stays resident and sweeps its share with
+ * loads in flight instead of a second wave waiting for the first's last
+ * stores and tickets. H200 (A/B, one call): medium MLP 158.4 -> 153.9 us
+ * with 4 blocks per SM, large 1569 -> 1557 us with 1056 blocks. */
+static unsigned update_blocks(int64_t groups, const void *kernel)
+{
+    unsigned blocks = ge2_cuda_blocks((groups + 1) / 2, GE2_CUDA_THREADS);
+    int device = 0, sms = 0, per_sm = 0;
+    if (cudaGetDevice(&device) == cudaSuccess &&
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) == cudaSuccess &&
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, GE2_CUDA_THREADS, 0) == cudaSuccess &&
+        sms > 0 && per_sm > 0 && blocks > (unsigned)(sms * per_sm))
+        blocks = (unsigned)(sms * per_sm);
+    cudaGetLastError(); /* a failed query only leaves the grid as it was */
+    return blocks;
+}
+
 /* The one launch of rule R. No elements still runs one block, which counts
  * the node done (and commits the step). */
 template <class R> static ge2_status launch_update(const ge2_launch *l, const ge2_opt_spans *spans,
@@ -188,9 +207,9 @@ template <class R> static ge2_status launch_update(const ge2_launch *l, const ge
     const ge2_optimizer_config cfg = l->node->attrs.optim.config;
     const int nodes = l->node->attrs.optim.update_nodes;
     if (spans_vec4(spans, slots->count)) {
-        ge2_optimizer_update_kernel<R, true><<<ge2_cuda_blocks((spans->total + 3) / 4, GE2_CUDA_THREADS),
-                                               GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(*spans, cfg, nodes,
-                                                                                          l->control);
+        const unsigned blocks = update_blocks((spans->total + 3) / 4, (const void *)ge2_optimizer_update_kernel<R, true>);
+        ge2_optimizer_update_kernel<R, true>
+            <<<blocks, GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(*spans, cfg, nodes, l->control);
         return ge2_cuda_check_launch(l, "ge2_optimizer_update_kernel<float4>");
     }
     ge2_optimizer_update_kernel<R, false><<<ge2_cuda_blocks(spans->total, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0,

@@ -43,6 +43,38 @@ __device__ __forceinline__ void ge2_opt_rule_element(const ge2_opt_scalars *s, b
                              R::MAX_EXP_AVG_SQ >= 0 ? st + R::MAX_EXP_AVG_SQ : nullptr);
 }
 
+// Four consecutive elements of a span: parameters, gradients and state
+// slots in registers, moved as float4.
+template <class R> struct ge2_opt_group4 {
+    float p[4], g[4], st[4][R::ARRAY]; /* st: [element][slot] */
+
+    __device__ __forceinline__ void load(const float4 *p4, const float4 *g4, const float *state, long long sstride,
+                                         long long i)
+    {
+        const float4 pv = p4[i], gv = g4[i];
+        p[0] = pv.x, p[1] = pv.y, p[2] = pv.z, p[3] = pv.w;
+        g[0] = gv.x, g[1] = gv.y, g[2] = gv.z, g[3] = gv.w;
+#pragma unroll
+        for (int k = 0; k < R::SLOTS; k++) {
+            const float4 v = reinterpret_cast<const float4 *>(state + k * sstride)[i];
+            st[0][k] = v.x, st[1][k] = v.y, st[2][k] = v.z, st[3][k] = v.w;
+        }
+    }
+    __device__ __forceinline__ void update(const ge2_opt_scalars *s, bool nesterov)
+    {
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            ge2_opt_rule_element<R>(s, nesterov, &p[j], g[j], st[j]);
+    }
+    __device__ __forceinline__ void store(float4 *p4, float *state, long long sstride, long long i) const
+    {
+        p4[i] = make_float4(p[0], p[1], p[2], p[3]);
+#pragma unroll
+        for (int k = 0; k < R::SLOTS; k++)
+            reinterpret_cast<float4 *>(state + k * sstride)[i] = make_float4(st[0][k], st[1][k], st[2][k], st[3][k]);
+    }
+};
+
 // Protocol step 4 (an update step) for elements [0, n) of a span of the
 // pools (kernels/optimizer_spans.h), the calling thread taking tid, tid +
 // stride, ... State slot k of element i is state[k * sstride + i]. VEC4
@@ -57,25 +89,22 @@ __device__ __forceinline__ void ge2_opt_update_span(long long tid, long long str
     const long long n4 = VEC4 ? n / 4 : 0, head = n4 * 4;
     float4 *p4 = reinterpret_cast<float4 *>(params);
     const float4 *g4 = reinterpret_cast<const float4 *>(grads);
-    for (long long i = tid; i < n4; i += stride) {
-        float4 pv = p4[i], gv = g4[i];
-        float p[4] = {pv.x, pv.y, pv.z, pv.w}, g[4] = {gv.x, gv.y, gv.z, gv.w};
-        float st[4][R::ARRAY]; /* [element][slot] */
-#pragma unroll
-        for (int k = 0; k < R::SLOTS; k++) {
-            float4 v = reinterpret_cast<const float4 *>(state + k * sstride)[i];
-            st[0][k] = v.x;
-            st[1][k] = v.y;
-            st[2][k] = v.z;
-            st[3][k] = v.w;
+    // Two groups of four per pass, both loaded before either is stored: the
+    // compiler may not move a load above a store to another pointer, so a
+    // group per pass keeps one group's loads in flight per thread.
+    for (long long i = tid; i < n4; i += 2 * stride) {
+        const long long i2 = i + stride;
+        const bool two = i2 < n4;
+        ge2_opt_group4<R> a, b;
+        a.load(p4, g4, state, sstride, i);
+        if (two)
+            b.load(p4, g4, state, sstride, i2);
+        a.update(&s, nesterov);
+        a.store(p4, state, sstride, i);
+        if (two) {
+            b.update(&s, nesterov);
+            b.store(p4, state, sstride, i2);
         }
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-            ge2_opt_rule_element<R>(&s, nesterov, &p[j], g[j], st[j]);
-        p4[i] = make_float4(p[0], p[1], p[2], p[3]);
-#pragma unroll
-        for (int k = 0; k < R::SLOTS; k++)
-            reinterpret_cast<float4 *>(state + k * sstride)[i] = make_float4(st[0][k], st[1][k], st[2][k], st[3][k]);
     }
     for (long long i = head + tid; i < n; i += stride) {
         float p = params[i], st[R::ARRAY]; /* [slot] */
