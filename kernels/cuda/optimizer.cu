@@ -181,8 +181,10 @@ extern "C" ge2_status ge2_cuda_grad_norm_launch(const ge2_launch *l)
  * two groups a pass (optimizer_rule.h), and no more blocks than the GPU
  * holds at once, so every block stays resident and sweeps its share with
  * loads in flight instead of a second wave waiting for the first's last
- * stores and tickets. H200 (A/B, one call): medium MLP 158.4 -> 153.9 us
- * with 4 blocks per SM, large 1569 -> 1557 us with 1056 blocks. */
+ * stores and tickets. H200, A/B in one call against one group per thread
+ * and a block per 256 groups: medium MLP 158.4 -> 153.9 us with the grid
+ * capped at 4 blocks per SM, large 1569 -> 1557 us at 8 (of which ~5 are
+ * resident); the occupancy query below takes what is resident. */
 static unsigned update_blocks(int64_t groups, const void *kernel)
 {
     unsigned blocks = ge2_cuda_blocks((groups + 1) / 2, GE2_CUDA_THREADS);
