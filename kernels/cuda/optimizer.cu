@@ -209,7 +209,8 @@ template <class R> static ge2_status launch_update(const ge2_launch *l, const ge
     const ge2_optimizer_config cfg = l->node->attrs.optim.config;
     const int nodes = l->node->attrs.optim.update_nodes;
     if (spans_vec4(spans, slots->count)) {
-        const unsigned blocks = update_blocks((spans->total + 3) / 4, (const void *)ge2_optimizer_update_kernel<R, true>);
+        const void *kernel = (const void *)ge2_optimizer_update_kernel<R, true>;
+        const unsigned blocks = update_blocks((spans->total + 3) / 4, kernel);
         ge2_optimizer_update_kernel<R, true>
             <<<blocks, GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(*spans, cfg, nodes, l->control);
         return ge2_cuda_check_launch(l, "ge2_optimizer_update_kernel<float4>");
