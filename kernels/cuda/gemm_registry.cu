@@ -462,7 +462,9 @@ ge2_status ge2_gemm_select(const ge2_launch *launch, const ge2_gemm_problem *pb,
         ge2_gemm_registry_count(GE2_GEMM_HEURISTIC, 0);
         goto done;
     }
-    if (ge2_gemm_registry_lookup(key, &choice)) {
+    // A choice made among a different number of candidates (a new kernel or
+    // tile since, or a cuBLASLt that offers other algorithms) is tuned again.
+    if (ge2_gemm_registry_lookup(key, &choice) && choice.n_candidates == n_all) {
         for (int i = 0; i < n_all; i++) {
             bool same = all[i].tiled ? choice.tiled && choice.config.tile == all[i].config.tile &&
                                            choice.config.splits == all[i].config.splits

@@ -30,7 +30,10 @@
  * A cached choice is a cuBLASLt algorithm's opaque configuration; it is only
  * ever used to pick one of the candidates made now (as above), never
  * run as read from disk, so a stale or hostile cache file can cost a re-tune
- * but never run an unsupported configuration.
+ * but never run an unsupported configuration. A choice made among a
+ * different number of candidates than are offered now (a tile added to the
+ * tiled GEMM since, another cuBLASLt) is tuned again: the new candidates
+ * were never timed against it.
  *
  * Environment:
  *   GE2_AUTOTUNE=0       no timing: the heuristic's first candidate (cached

@@ -287,6 +287,28 @@ START_TEST(test_cache_written_and_reread)
     algorithm_part(reread, b, sizeof b);
     ck_assert_msg(strcmp(a, b) == 0, "tuned '%s', re-read '%s'", first, reread);
 
+    /* The entry's candidate count (its last field) no longer what is
+     * offered, as after a new kernel: tuned afresh. */
+    f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    char entry[1024] = "";
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "linear:RELU", 11) == 0)
+            snprintf(entry, sizeof entry, "%s", line);
+    fclose(f);
+    char *count = strrchr(entry, ' ');
+    ck_assert_ptr_nonnull(count);
+    snprintf(count, sizeof entry - (size_t)(count - entry), " %d\n", atoi(count + 1) + 1);
+    f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(entry, f);
+    fclose(f);
+    ge2_gemm_registry_reset();
+    free(linear_run(&c, &g, reread, sizeof reread));
+    s = stats();
+    ck_assert_msg(s.tuned == 1 && s.hits == 0, "stale candidate count: tuned %lld hits %lld", (long long)s.tuned,
+                  (long long)s.hits);
+
     /* A garbage file: tuned afresh, no crash. */
     f = fopen(path, "w");
     ck_assert_ptr_nonnull(f);
