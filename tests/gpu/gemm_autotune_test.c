@@ -247,6 +247,20 @@ START_TEST(test_tuned_matches_heuristic_and_reference)
 }
 END_TEST
 
+/* The cache file made to hold `text` alone, the registry's memory
+ * forgotten, and c prepared and run again: the stats of that run. */
+static ge2_gemm_registry_stats run_from_cache_file(linear_case *c, const gpu *g, const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+    ge2_gemm_registry_reset();
+    char what[256];
+    free(linear_run(c, g, what, sizeof what));
+    return stats();
+}
+
 START_TEST(test_cache_written_and_reread)
 {
     gpu g;
@@ -299,24 +313,12 @@ START_TEST(test_cache_written_and_reread)
     char *count = strrchr(entry, ' ');
     ck_assert_ptr_nonnull(count);
     snprintf(count, sizeof entry - (size_t)(count - entry), " %d\n", atoi(count + 1) + 1);
-    f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(entry, f);
-    fclose(f);
-    ge2_gemm_registry_reset();
-    free(linear_run(&c, &g, reread, sizeof reread));
-    s = stats();
+    s = run_from_cache_file(&c, &g, path, entry);
     ck_assert_msg(s.tuned == 1 && s.hits == 0, "stale candidate count: tuned %lld hits %lld", (long long)s.tuned,
                   (long long)s.hits);
 
     /* A garbage file: tuned afresh, no crash. */
-    f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs("linear:RELU_BIAS zz 1 1\n\x01\x02\x03 not a line\n", f);
-    fclose(f);
-    ge2_gemm_registry_reset();
-    free(linear_run(&c, &g, reread, sizeof reread));
-    s = stats();
+    s = run_from_cache_file(&c, &g, path, "linear:RELU_BIAS zz 1 1\n\x01\x02\x03 not a line\n");
     ck_assert_msg(s.tuned == 1 && s.bad_lines == 2, "garbage file: tuned %lld bad lines %lld", (long long)s.tuned,
                   (long long)s.bad_lines);
     linear_close(&c);
