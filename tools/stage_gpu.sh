@@ -74,7 +74,10 @@ copy_bin() { # label
     local name="${1##*:}"
     [ -f "$src" ] || die "$1 built no file at $src"
     [ ! -e "$stage/bin/$name" ] || die "two staged binaries are named $name"
-    install -m 755 "$src" "$stage/bin/$name"
+    # stripped: the symbol tables are ~180 KB a binary, and the carry limit
+    # counts every byte (host backtraces lose function names; the device
+    # code, which compute-sanitizer reports on, keeps its own)
+    install -s -m 755 "$src" "$stage/bin/$name"
 }
 
 : >"$stage/tests.txt"
