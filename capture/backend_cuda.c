@@ -11,6 +11,11 @@
  * off: the graph then uploads from the pinned staging into the feed region
  * itself).
  *
+ * A key that keeps its launch list runs its classifier head's launches two
+ * at a time in ge2's head kernels (kernels/cuda/head.h: the last small
+ * LINEAR with its cross-entropy, and that layer's two gradients);
+ * GE2_HEAD_KERNEL=0 runs them one by one.
+ *
  * A key's first step runs eagerly. That run is the step itself (the
  * optimizer must update once, not twice) and also the warm-up: every kernel
  * module is loaded and every cuBLASLt kernel has run once before capture.
@@ -40,6 +45,7 @@
 
 #include "graph/alloc.h"
 #include "graph/error.h"
+#include "kernels/cuda/head.h"
 #include "kernels/cuda/mlp_step.h"
 #include "kernels/cuda/step_copy.h"
 /* cuBLASLt workspace shared by every GEMM of the program (one stream, so one
@@ -59,6 +65,7 @@ struct ge2_backend_ctx {
     bool print_kernels; /* GE2_PRINT_KERNELS: describe every launch at prepare */
     bool mlp_step;      /* GE2_MLP_STEP (default on): whole-step kernel for keys it matches */
     bool feeds_ahead;   /* GE2_FEED_AHEAD (default on): feeds copied ahead on feed_stream */
+    bool head_kernel;   /* GE2_HEAD_KERNEL (default on): head launch pairs in one kernel each */
     int capture_count; /* keys captured over the program's life */
 };
 
@@ -70,6 +77,9 @@ typedef struct ge2_cuda_exec {
     bool eager;       /* capture failed: this key runs eagerly for good */
     int kernel_nodes; /* kernels in a captured graph (every slot's has the same), counted at capture */
     ge2_mlp_step *mlp_step; /* the key's whole step in one kernel, or NULL: its launches one by one */
+    /* [n_launches] or NULL: head[i] != GE2_HEAD_NONE runs launches i and
+     * i + 1 as one head kernel */
+    ge2_head_kind *head;
     /* feeds_ahead: recorded on the feed stream after the slot's stage copy,
      * waited for by the step stream before the slot's step */
     cudaEvent_t staged[GE2_STAGING_BUFFERS];
@@ -152,6 +162,7 @@ static ge2_status cuda_open(const ge2_compile_options *options, ge2_backend_ctx 
     ctx->print_kernels = env_switch("GE2_PRINT_KERNELS", false);
     ctx->mlp_step = env_switch("GE2_MLP_STEP", true);
     ctx->feeds_ahead = env_switch("GE2_FEED_AHEAD", true);
+    ctx->head_kernel = env_switch("GE2_HEAD_KERNEL", true);
     ge2_status st = open_resources(ctx);
     if (st != GE2_OK) {
         cuda_close(ctx);
@@ -334,8 +345,10 @@ static void cuda_exec_release(ge2_backend_ctx *ctx, ge2_exec *exec)
         if (ce->staged[s])
             cudaEventDestroy(ce->staged[s]);
     }
-    if (ce)
+    if (ce) {
         ge2_mlp_step_free(ce->mlp_step);
+        ge2_free(ce->head);
+    }
     ge2_free(ce);
     exec->backend_data = NULL;
     exec->captured = false;
@@ -383,6 +396,24 @@ static ge2_status prepare_mlp_step(ge2_backend_ctx *ctx, ge2_exec *exec, ge2_cud
     return GE2_OK;
 }
 
+/* Head pairs (kernels/cuda/head.h) of a key that runs its launches. */
+static ge2_status prepare_heads(ge2_backend_ctx *ctx, ge2_exec *exec, ge2_cuda_exec *ce)
+{
+    if (!ctx->head_kernel || ce->mlp_step || exec->n_launches < 2)
+        return GE2_OK;
+    ce->head = ge2_calloc((size_t)exec->n_launches, sizeof *ce->head);
+    if (!ce->head)
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 cuda backend: out of host memory");
+    for (int i = 0; i + 1 < exec->n_launches; i++) {
+        ce->head[i] = ge2_head_match(&exec->launches[i], NULL, 0);
+        if (ce->head[i] == GE2_HEAD_NONE)
+            continue;
+        exec->launches[i].fused_into = exec->launches[i + 1].fused_into = ge2_head_describe(ce->head[i]);
+        i++;
+    }
+    return GE2_OK;
+}
+
 static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
 {
     ge2_cuda_exec *ce = ge2_calloc(1, sizeof *ce);
@@ -411,6 +442,8 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
         }
     }
     ge2_status st = prepare_mlp_step(ctx, exec, ce);
+    if (st == GE2_OK)
+        st = prepare_heads(ctx, exec, ce);
     for (int s = 0; st == GE2_OK && s < GE2_STAGING_BUFFERS; s++)
         if (exec->io[s].stage.bytes)
             st = new_event(&ce->staged[s]);
@@ -419,6 +452,7 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
             if (ce->staged[s])
                 cudaEventDestroy(ce->staged[s]);
         ge2_mlp_step_free(ce->mlp_step);
+        ge2_free(ce->head);
         release_launches(exec, exec->n_launches);
         ge2_free(ce);
         return st;
@@ -447,17 +481,39 @@ static const ge2_launch *read_feeds_at_source(const ge2_launch *l, const ge2_cud
     return moved;
 }
 
+/* Launch i as it runs: reading the feeds at the upload's source when
+ * feeds_from is not NULL (a copy in *moved then). */
+static const ge2_launch *launch_as_run(const ge2_exec *exec, int i, const ge2_cuda_copy *feeds_from, ge2_launch *moved)
+{
+    return feeds_from ? read_feeds_at_source(&exec->launches[i], feeds_from, moved) : &exec->launches[i];
+}
+
+/* Enqueues launch i, or launches i and i + 1 as one head kernel; the
+ * number of launches done in *done. */
+static ge2_status enqueue_one(const ge2_exec *exec, const ge2_cuda_exec *ce, int i, const ge2_cuda_copy *feeds_from,
+                              int *done)
+{
+    ge2_launch moved[2];
+    if (ce->head && ce->head[i] != GE2_HEAD_NONE) {
+        ge2_launch pair[2] = {*launch_as_run(exec, i, feeds_from, &moved[0]),
+                              *launch_as_run(exec, i + 1, feeds_from, &moved[1])};
+        *done = 2;
+        return ge2_head_launch(ce->head[i], pair);
+    }
+    const ge2_launch *l = launch_as_run(exec, i, feeds_from, &moved[0]);
+    *done = 1;
+    return ge2_backend_cuda_kernels[l->node->op].launch(l);
+}
+
 /* Enqueues every launch in schedule order, reading the feeds at the
  * upload's source when feeds_from is not NULL. During capture, *broke is
  * the index of the launch after which the capture was invalidated. */
 static ge2_status enqueue_launches(ge2_backend_ctx *ctx, ge2_exec *exec, const ge2_cuda_copy *feeds_from,
                                    bool capturing, int *broke)
 {
-    for (int i = 0; i < exec->n_launches; i++) {
-        ge2_launch moved;
-        const ge2_launch *l = feeds_from ? read_feeds_at_source(&exec->launches[i], feeds_from, &moved)
-                                         : &exec->launches[i];
-        ge2_status st = ge2_backend_cuda_kernels[l->node->op].launch(l);
+    const ge2_cuda_exec *ce = exec->backend_data;
+    for (int i = 0, done = 1; i < exec->n_launches; i += done) {
+        ge2_status st = enqueue_one(exec, ce, i, feeds_from, &done);
         if (capturing) {
             enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
             cudaError_t e = cudaStreamIsCapturing(ctx->stream, &cs);

@@ -44,8 +44,9 @@ typedef struct ge2_launch {
     void *blas;         /* CUDA: cublasLtHandle_t */
     bool tf32;          /* CUDA: allow TF32 GEMMs */
     void *backend_data; /* per-launch state made by prepare (descriptors, chosen algorithm) */
-    /* CUDA: the whole-step kernel that does this launch's work, described
-     * (kernels/cuda/mlp_step.h); NULL when the launch runs its own kernel */
+    /* CUDA: the kernel that does this launch's work with others', described
+     * (the whole-step kernel, kernels/cuda/mlp_step.h, or a head kernel,
+     * kernels/cuda/head.h); NULL when the launch runs its own kernel */
     const char *fused_into;
 } ge2_launch;
 

@@ -12,9 +12,16 @@
  *
  * The cost is the few buffers the step could have reused; such steps are
  * small by definition (every GEMM within GE2_MLP_STEP_MAX_FMAS).
+ *
+ * A key that runs its launches one by one may still run a classifier
+ * head's launch pairs as one kernel each (kernels/head_pattern.h): there
+ * every arena tensor either launch of a pair reads lives through both, so
+ * the second's outputs never take the first's inputs' bytes. The cost is a
+ * relu mask or a logits buffer kept one position longer.
  */
 #include "graph/alloc.h"
 #include "graph/error.h"
+#include "kernels/head_pattern.h"
 #include "kernels/mlp_step_pattern.h"
 #include "planner/plan_internal.h"
 
@@ -60,6 +67,25 @@ static void widen(const ge2_graph *graph, ge2_plan *plan, const ge2_mlp_step_pat
     }
 }
 
+/* Every arena tensor a head pair at p, p + 1 reads lives through p + 1. */
+static void widen_head_pairs(const ge2_graph *graph, ge2_plan *plan)
+{
+    for (int p = 0; p + 1 < plan->n_steps; p++) {
+        const ge2_node *a = &graph->nodes[plan->schedule[p]], *b = &graph->nodes[plan->schedule[p + 1]];
+        if (ge2_head_pair_of(a, b) == GE2_HEAD_NONE)
+            continue;
+        for (int k = 0; k < 2; k++) {
+            const ge2_node *node = k ? b : a;
+            for (int i = 0; i < node->n_inputs; i++) {
+                ge2_plan_tensor *pt = &plan->tensors[node->inputs[i]];
+                if (pt->pool == GE2_POOL_ARENA && !ge2_plan_is_like_input(node, i) && pt->last < p + 1)
+                    pt->last = p + 1;
+            }
+        }
+        p++;
+    }
+}
+
 ge2_status ge2_plan_fusion_lifetimes(const ge2_graph *graph, ge2_plan *plan)
 {
     const int n = plan->n_steps;
@@ -72,8 +98,10 @@ ge2_status ge2_plan_fusion_lifetimes(const ge2_graph *graph, ge2_plan *plan)
     char why[160];
     const bool step = ge2_mlp_step_pattern_find(nodes, n, plan_shape_of, plan, &pat, why, sizeof why);
     ge2_free(nodes);
-    if (!step)
-        return GE2_OK; /* launches run one by one: the schedule's lifetimes hold */
+    if (!step) {
+        widen_head_pairs(graph, plan); /* launches run one by one, but for head pairs */
+        return GE2_OK;
+    }
     const size_t tensors = (size_t)(plan->n_tensors > 0 ? plan->n_tensors : 1);
     int *phase_lo = ge2_malloc(sizeof(int) * (size_t)pat.n_phases);
     int *phase_hi = ge2_malloc(sizeof(int) * (size_t)pat.n_phases);
