@@ -5,7 +5,9 @@
  * the reference, and the kernel report must say which head kernels ran:
  * both, only the gradients' (a hidden width that is no multiple of 4), none
  * (33 classes, or GE2_HEAD_KERNEL=0). One label is out of range, which the
- * loss must skip as CROSS_ENTROPY does; one case smooths its labels.
+ * loss must skip as CROSS_ENTROPY does; one case smooths its labels; one
+ * hidden layer is an exact GELU, whose saved z the gradients' act' reads
+ * (relu's is a bit-mask).
  * GE2_MLP_STEP=0: the whole-step kernel would take this net whole.
  */
 #include <check.h>
@@ -25,6 +27,7 @@
 
 typedef struct head_case {
     int batch, in, hidden, classes;
+    ge2_activation hidden_act; /* GE2_ACT_RELU or GE2_ACT_GELU_ERF */
     float smoothing;
     bool loss_kernel, gradients_kernel; /* expected in the kernel report */
 } head_case;
@@ -55,6 +58,19 @@ static double rel_diff(const float *got, const double *want, int64_t n)
     return w > 0 ? sqrt(d / w) : sqrt(d);
 }
 
+/* The hidden activation and its derivative, in float64. */
+static double act_of(ge2_activation act, double z)
+{
+    return act == GE2_ACT_RELU ? fmax(z, 0.0) : 0.5 * z * (1.0 + erf(z / sqrt(2.0)));
+}
+
+static double act_grad(ge2_activation act, double z)
+{
+    if (act == GE2_ACT_RELU)
+        return z > 0.0 ? 1.0 : 0.0;
+    return 0.5 * (1.0 + erf(z / sqrt(2.0))) + z * exp(-0.5 * z * z) / sqrt(2.0 * M_PI);
+}
+
 typedef struct reference {
     double loss, *logits, *dw1, *db1, *dw2, *db2;
 } reference;
@@ -81,7 +97,7 @@ static void reference_step(const head_case *hc, const float *x, const int32_t *y
         for (int c = 0; c < C; c++) {
             double s = b2[c];
             for (int j = 0; j < H; j++)
-                s += fmax(z1[b * H + j], 0.0) * w2[c * H + j];
+                s += act_of(hc->hidden_act, z1[b * H + j]) * w2[c * H + j];
             r->logits[b * C + c] = s;
             m = fmax(m, s);
             sum_logits += s;
@@ -98,13 +114,13 @@ static void reference_step(const head_case *hc, const float *x, const int32_t *y
     r->loss /= B;
     for (int b = 0; b < B; b++)
         for (int j = 0; j < H; j++) {
-            const double h1 = fmax(z1[b * H + j], 0.0);
+            const double h1 = act_of(hc->hidden_act, z1[b * H + j]);
             double dh = 0.0;
             for (int c = 0; c < C; c++) {
                 r->dw2[c * H + j] += dlogits[b * C + c] * h1;
                 dh += dlogits[b * C + c] * w2[c * H + j];
             }
-            const double dz = z1[b * H + j] > 0.0 ? dh : 0.0;
+            const double dz = dh * act_grad(hc->hidden_act, z1[b * H + j]);
             r->db1[j] += dz;
             for (int k = 0; k < K; k++)
                 r->dw1[j * K + k] += dz * x[b * K + k];
@@ -151,7 +167,7 @@ static void run_case(const head_case *hc)
     API(ge2_parameter(g, "fc1.bias", GE2_F32, ge2_shape1(H), zeros, &b1));
     API(ge2_parameter(g, "fc2.weight", GE2_F32, ge2_shape2(C, H), zeros, &w2));
     API(ge2_parameter(g, "fc2.bias", GE2_F32, ge2_shape1(C), zeros, &b2));
-    API(ge2_linear(g, x, w1, b1, GE2_ACT_RELU, 0, &h));
+    API(ge2_linear(g, x, w1, b1, hc->hidden_act, 0, &h));
     API(ge2_linear(g, h, w2, b2, GE2_ACT_NONE, 0, &logits));
     API(ge2_mark_output(g, logits));
     API(ge2_cross_entropy(g, logits, y, hc->smoothing, &loss));
@@ -209,7 +225,14 @@ static void run_case(const head_case *hc)
 
 START_TEST(test_both_head_kernels)
 {
-    const head_case hc = {64, 24, 96, 10, 0.0f, true, true};
+    const head_case hc = {64, 24, 96, 10, GE2_ACT_RELU, 0.0f, true, true};
+    run_case(&hc);
+}
+END_TEST
+
+START_TEST(test_gelu_hidden_layer)
+{
+    const head_case hc = {48, 16, 64, 10, GE2_ACT_GELU_ERF, 0.0f, true, true};
     run_case(&hc);
 }
 END_TEST
@@ -219,7 +242,7 @@ END_TEST
  * last block. Labels smoothed. */
 START_TEST(test_ragged_shapes_and_smoothing)
 {
-    const head_case hc = {37, 20, 50, 17, 0.1f, false, true};
+    const head_case hc = {37, 20, 50, 17, GE2_ACT_RELU, 0.1f, false, true};
     run_case(&hc);
 }
 END_TEST
@@ -227,14 +250,14 @@ END_TEST
 /* The medium MLP's head shape, at the 32-class limit. */
 START_TEST(test_wide_hidden_layer_32_classes)
 {
-    const head_case hc = {256, 64, 1024, 32, 0.0f, true, true};
+    const head_case hc = {256, 64, 1024, 32, GE2_ACT_RELU, 0.0f, true, true};
     run_case(&hc);
 }
 END_TEST
 
 START_TEST(test_more_classes_than_a_warp)
 {
-    const head_case hc = {16, 8, 40, 33, 0.0f, false, false};
+    const head_case hc = {16, 8, 40, 33, GE2_ACT_RELU, 0.0f, false, false};
     run_case(&hc);
 }
 END_TEST
@@ -243,10 +266,10 @@ END_TEST
 START_TEST(test_switched_off)
 {
     setenv("GE2_HEAD_KERNEL", "0", 1);
-    const head_case hc = {64, 24, 96, 10, 0.0f, false, false};
+    const head_case hc = {64, 24, 96, 10, GE2_ACT_RELU, 0.0f, false, false};
     run_case(&hc);
 }
 END_TEST
 
-GE2_GPU_SUITE_MAIN("head_test", 300, test_both_head_kernels, test_ragged_shapes_and_smoothing,
+GE2_GPU_SUITE_MAIN("head_test", 300, test_both_head_kernels, test_gelu_hidden_layer, test_ragged_shapes_and_smoothing,
                    test_wide_hidden_layer_32_classes, test_more_classes_than_a_warp, test_switched_off)
