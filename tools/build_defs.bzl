@@ -28,13 +28,14 @@ GE2_COPTS = [
     "-O2",
 ]
 
-# nvcc flags: one real architecture (Hopper, sm_90) plus its PTX so newer GPUs
-# JIT it. One gencode keeps cold CI builds fast; add more only when needed.
+# nvcc flags: one real architecture (Hopper, sm_90), plus its PTX so newer
+# GPUs JIT it (GE2_NVCC_PTX_OPTS, left out under --define=ge2_cuda_ptx=0, the
+# build tools/stage_gpu.sh stages for the sm_90 GPU machine: PTX is ~30% of
+# every binary's fatbin). One gencode keeps cold CI builds fast; add more
+# only when needed.
 GE2_NVCC_OPTS = [
     "-gencode",
     "arch=compute_90,code=sm_90",
-    "-gencode",
-    "arch=compute_90,code=compute_90",
     "-O3",
     "-std=c++17",
     "-Xcompiler",
@@ -47,6 +48,11 @@ GE2_NVCC_OPTS = [
     # embeds all kernels, and the staged folder must stay under 50 MiB.
     # Needs a CUDA 12.8+ driver to load, which sm_90 + CUDA 13 implies.
     "-compress-mode=size",
+]
+
+GE2_NVCC_PTX_OPTS = [
+    "-gencode",
+    "arch=compute_90,code=compute_90",
 ]
 
 def ge2_c_library(name, srcs = [], hdrs = [], deps = [], copts = [], **kwargs):
@@ -173,7 +179,10 @@ def ge2_cuda_library(name, srcs = [], hdrs = [], deps = [], nvcc_opts = [], **kw
         srcs = srcs,
         hdrs = hdrs,
         deps = deps,
-        nvcc_opts = nvcc_opts,
+        nvcc_opts = select({
+            "//tools:cuda_sass_only": [],
+            "//conditions:default": GE2_NVCC_PTX_OPTS,
+        }) + nvcc_opts,
         visibility = ["//visibility:private"],
         tags = kwargs.get("tags", []),
     )

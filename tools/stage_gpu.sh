@@ -55,9 +55,16 @@ if [ -f bench/BUILD ] || [ -f bench/BUILD.bazel ]; then
     extra+=("${bench_bins[@]}")
 fi
 
-say "building ${#gpu_tests[@]} GPU test(s) and ${#extra[@]} binary(ies)"
-bazel build --noshow_progress "$@" "${gpu_tests[@]}" "${extra[@]}"
-bin_dir="$(bazel info "$@" bazel-bin 2>/dev/null)"
+# The staged build: sm_90 SASS without PTX (the GPU machine is sm_90, and
+# PTX is ~30% of every binary's fatbin), in an output base of its own, so
+# that switching between it and the everyday build rebuilds nothing, and
+# without convenience symlinks (they would point bazel-bin at it).
+stage_base="${GE2_STAGE_OUTPUT_BASE:-$HOME/.cache/ge2-stage-bazel}"
+stage_bazel=(bazel --output_base="$stage_base")
+stage_flags=(--define=ge2_cuda_ptx=0 --symlink_prefix=/)
+say "building ${#gpu_tests[@]} GPU test(s) and ${#extra[@]} binary(ies) (output base $stage_base)"
+"${stage_bazel[@]}" build --noshow_progress "${stage_flags[@]}" "$@" "${gpu_tests[@]}" "${extra[@]}"
+bin_dir="$("${stage_bazel[@]}" info "${stage_flags[@]}" "$@" bazel-bin 2>/dev/null)"
 
 # -------------------------------------------------------------------- copy
 rm -rf "$stage"
