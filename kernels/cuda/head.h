@@ -10,11 +10,12 @@
  *
  * Two pairs of consecutive launches each become one kernel:
  *   LOSS       LINEAR (no activation) then the CROSS_ENTROPY of its output:
- *              a warp per row makes the row's logits and, still holding
- *              them, its loss and dlogits; the mean loss is summed across
- *              blocks in a fixed order (block_reduce.h's ticket).
+ *              a block per batch row makes the row's logits (its threads
+ *              split K) and, still holding them, its loss and dlogits; the
+ *              mean loss is summed across blocks in a fixed order
+ *              (block_reduce.h's ticket).
  *   GRADIENTS  LINEAR_GRAD_INPUT and LINEAR_GRAD_WEIGHT of the same dz
- *              (either order): a block per 8 columns of the layer's input
+ *              (either order): a block per 4 columns of the layer's input
  *              makes dx = (dz·W) ⊙ act'(saved) (and its column sums), dW =
  *              dzᵀ·x and, in block 0, db = dz's column sums.
  * Each is an implementation of its two launches: it reads and writes the
