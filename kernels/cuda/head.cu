@@ -19,9 +19,10 @@ extern "C" {
 // GRADIENTS: columns of the layer's input per block (a warp is
 // HEAD_COLUMNS columns by GE2_WARP / HEAD_COLUMNS rows), and the rows each
 // thread has in flight.
-// Medium MLP, H200, one call (rows, columns: us per step): (2, 8) 141.0,
-// (1, 8) 139.1, (4, 8) 144.0, (2, 16) 146.3, (2, 4) 139.5, (1, 4) 137.3,
-// (1, 2) 141.6: more, smaller blocks, until a block has too little to do.
+// Medium MLP, H200, two calls (rows, columns: us per step): (2, 8) 141.6,
+// (1, 8) 139.2, (4, 8) 144.0, (2, 16) 146.3, (2, 4) 139.6; (2, 8) 141.0,
+// (1, 4) 137.3, (1, 2) 141.6: more, smaller blocks, until a block has too
+// little to do (bench/RESULTS.md).
 #define HEAD_LOSS_ROWS 1
 #define HEAD_COLUMNS 4
 #define HEAD_GRADIENT_ROWS 8
