@@ -226,7 +226,7 @@ __global__ void __launch_bounds__(HEAD_WARPS *GE2_WARP)
         for (int r = warp; r < rows; r += HEAD_WARPS)
             s += g[(long long)r * cols + lane];
     __syncthreads(); // partial is reused
-    if (lane < cols) // cols <= CMAX: a class row of partial
+    if (lane < cols) // cols <= CMAX, so lane indexes a row of partial
         partial[warp][lane][0] = s;
     __syncthreads();
     if (threadIdx.x < cols) {
