@@ -45,6 +45,7 @@
 
 #include "graph/alloc.h"
 #include "graph/error.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/head.h"
 #include "kernels/cuda/mlp_step.h"
 #include "kernels/cuda/step_copy.h"
@@ -66,6 +67,7 @@ struct ge2_backend_ctx {
     bool mlp_step;      /* GE2_MLP_STEP (default on): whole-step kernel for keys it matches */
     bool feeds_ahead;   /* GE2_FEED_AHEAD (default on): feeds copied ahead on feed_stream */
     bool head_kernel;   /* GE2_HEAD_KERNEL (default on): head launch pairs in one kernel each */
+    bool tail_copies;   /* GE2_TAIL_COPIES (default on): a last optimizer update reads the results back */
     int capture_count; /* keys captured over the program's life */
 };
 
@@ -163,6 +165,7 @@ static ge2_status cuda_open(const ge2_compile_options *options, ge2_backend_ctx 
     ctx->mlp_step = env_switch("GE2_MLP_STEP", true);
     ctx->feeds_ahead = env_switch("GE2_FEED_AHEAD", true);
     ctx->head_kernel = env_switch("GE2_HEAD_KERNEL", true);
+    ctx->tail_copies = env_switch("GE2_TAIL_COPIES", true);
     ge2_status st = open_resources(ctx);
     if (st != GE2_OK) {
         cuda_close(ctx);
@@ -488,10 +491,19 @@ static const ge2_launch *launch_as_run(const ge2_exec *exec, int i, const ge2_cu
     return feeds_from ? read_feeds_at_source(&exec->launches[i], feeds_from, moved) : &exec->launches[i];
 }
 
+/* The step's result read-back, for the last launch to do in its own kernel. */
+typedef struct tail_copies {
+    const ge2_cuda_copy *copy;
+    int n;
+    bool done; /* a launch did them */
+} tail_copies;
+
 /* Enqueues launch i, or launches i and i + 1 as one head kernel; the
- * number of launches done in *done. */
+ * number of launches done in *done. The step's last launch, when it is the
+ * optimizer update, also does the tail copies (one kernel fewer: medium MLP,
+ * H200, see bench/RESULTS.md). */
 static ge2_status enqueue_one(const ge2_exec *exec, const ge2_cuda_exec *ce, int i, const ge2_cuda_copy *feeds_from,
-                              int *done)
+                              tail_copies *tail, int *done)
 {
     ge2_launch moved[2];
     if (ce->head && ce->head[i] != GE2_HEAD_NONE) {
@@ -502,18 +514,24 @@ static ge2_status enqueue_one(const ge2_exec *exec, const ge2_cuda_exec *ce, int
     }
     const ge2_launch *l = launch_as_run(exec, i, feeds_from, &moved[0]);
     *done = 1;
-    return ge2_backend_cuda_kernels[l->node->op].launch(l);
+    ge2_status (*launch)(const ge2_launch *) = ge2_backend_cuda_kernels[l->node->op].launch;
+    if (i == exec->n_launches - 1 && launch == ge2_cuda_optimizer_update_launch && tail->n > 0) {
+        tail->done = true;
+        return ge2_cuda_optimizer_update_launch_copying(l, tail->copy, tail->n);
+    }
+    return launch(l);
 }
 
 /* Enqueues every launch in schedule order, reading the feeds at the
- * upload's source when feeds_from is not NULL. During capture, *broke is
- * the index of the launch after which the capture was invalidated. */
+ * upload's source when feeds_from is not NULL; tail->done when the last
+ * launch did the tail copies. During capture, *broke is the index of the
+ * launch after which the capture was invalidated. */
 static ge2_status enqueue_launches(ge2_backend_ctx *ctx, ge2_exec *exec, const ge2_cuda_copy *feeds_from,
-                                   bool capturing, int *broke)
+                                   tail_copies *tail, bool capturing, int *broke)
 {
     const ge2_cuda_exec *ce = exec->backend_data;
     for (int i = 0, done = 1; i < exec->n_launches; i += done) {
-        ge2_status st = enqueue_one(exec, ce, i, feeds_from, &done);
+        ge2_status st = enqueue_one(exec, ce, i, feeds_from, tail, &done);
         if (capturing) {
             enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
             cudaError_t e = cudaStreamIsCapturing(ctx->stream, &cs);
@@ -557,8 +575,9 @@ static ge2_status enqueue_step(ge2_backend_ctx *ctx, ge2_exec *exec, int slot, b
     const bool staged = io->stage.bytes != 0;
     if (!staged)
         GE2_TRY(ge2_cuda_copy_launch(&upload, 1, ctx->stream));
-    GE2_TRY(enqueue_launches(ctx, exec, staged ? &upload : NULL, capturing, broke));
-    return ge2_cuda_copy_launch(results, GE2_STEP_RESULTS, ctx->stream);
+    tail_copies tail = {results, ctx->tail_copies ? GE2_STEP_RESULTS : 0, false};
+    GE2_TRY(enqueue_launches(ctx, exec, staged ? &upload : NULL, &tail, capturing, broke));
+    return tail.done ? GE2_OK : ge2_cuda_copy_launch(results, GE2_STEP_RESULTS, ctx->stream);
 }
 
 /* What one replay really launches: a cuBLASLt call may add split-K reduction

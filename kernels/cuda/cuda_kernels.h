@@ -13,6 +13,7 @@
 #ifndef GE2_KERNELS_CUDA_CUDA_KERNELS_H
 #define GE2_KERNELS_CUDA_CUDA_KERNELS_H
 
+#include "kernels/cuda/step_copy.h"
 #include "kernels/kernel.h"
 
 #ifdef __cplusplus
@@ -69,6 +70,11 @@ ge2_status ge2_cuda_accuracy_launch(const ge2_launch *launch);
 /* optimizer.cu: over the flat pools (or one layer's parameters), state in launch->control */
 ge2_status ge2_cuda_grad_norm_launch(const ge2_launch *launch);
 ge2_status ge2_cuda_optimizer_update_launch(const ge2_launch *launch);
+/* The same, also doing copies[0..n) (n <= GE2_CUDA_MAX_COPIES) in its first
+ * block: the step's result read-back when the update is the step's last
+ * launch, one kernel fewer. The copies' sources must be final before the
+ * update runs (it writes only parameters and their state). */
+ge2_status ge2_cuda_optimizer_update_launch_copying(const ge2_launch *launch, const ge2_cuda_copy *copies, int n);
 const char *ge2_cuda_optimizer_update_describe(const ge2_launch *launch);
 
 #ifdef __cplusplus

@@ -110,10 +110,19 @@ __device__ __forceinline__ void ge2_opt_sweep(const ge2_opt_scalars &s, bool nes
 // Every thread sweeps its share of each span in turn (a layer's weight,
 // then its bias); the spans' fields are indexed by constants only, so they
 // stay in the kernel's parameter space.
+// copies: the step's result read-back (cuda_kernels.h), done by block 0.
+typedef struct ge2_update_copies {
+    ge2_cuda_copy copy[GE2_CUDA_MAX_COPIES];
+    int n;
+} ge2_update_copies;
+
 template <class R, bool VEC4>
 __global__ void ge2_optimizer_update_kernel(ge2_opt_spans spans, ge2_optimizer_config cfg, int update_nodes,
-                                            ge2_control *ctl)
+                                            ge2_control *ctl, ge2_update_copies copies)
 {
+    if (blockIdx.x == 0)
+        for (int c = 0; c < copies.n; c++)
+            ge2_copy_share(copies.copy[c], threadIdx.x, blockDim.x);
     const bool update = ge2_opt_is_update_step(&cfg, ctl);
     // The step's scalars (lr, bias corrections: double pow calls) once per
     // block, not once per thread.
@@ -201,7 +210,7 @@ static unsigned update_blocks(int64_t groups, const void *kernel)
 /* The one launch of rule R. No elements still runs one block, which counts
  * the node done (and commits the step). */
 template <class R> static ge2_status launch_update(const ge2_launch *l, const ge2_opt_spans *spans,
-                                                   const ge2_opt_slots *slots)
+                                                   const ge2_opt_slots *slots, const ge2_update_copies &copies)
 {
     if (!R::matches(slots))
         return ge2_error(GE2_ERR_STATE, "ge2_%s: internal: the CUDA rule's slot layout differs from ge2_opt_slots_of",
@@ -212,46 +221,60 @@ template <class R> static ge2_status launch_update(const ge2_launch *l, const ge
         const void *kernel = (const void *)ge2_optimizer_update_kernel<R, true>;
         const unsigned blocks = update_blocks((spans->total + 3) / 4, kernel);
         ge2_optimizer_update_kernel<R, true>
-            <<<blocks, GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(*spans, cfg, nodes, l->control);
+            <<<blocks, GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(*spans, cfg, nodes, l->control, copies);
         return ge2_cuda_check_launch(l, "ge2_optimizer_update_kernel<float4>");
     }
     ge2_optimizer_update_kernel<R, false><<<ge2_cuda_blocks(spans->total, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0,
-                                            ge2_cuda_stream(l)>>>(*spans, cfg, nodes, l->control);
+                                            ge2_cuda_stream(l)>>>(*spans, cfg, nodes, l->control, copies);
     return ge2_cuda_check_launch(l, "ge2_optimizer_update_kernel");
 }
 
 /* The host-side dispatch: once per launch, never per element. */
 template <ge2_optimizer_kind KIND, bool MOMENTUM, bool AMSGRAD>
-static ge2_status launch_accum(const ge2_launch *l, const ge2_opt_spans *spans, const ge2_opt_slots *slots)
+static ge2_status launch_accum(const ge2_launch *l, const ge2_opt_spans *spans, const ge2_opt_slots *slots,
+                               const ge2_update_copies &copies)
 {
     if (slots->accum >= 0)
-        return launch_update<opt_rule<KIND, MOMENTUM, AMSGRAD, true>>(l, spans, slots);
-    return launch_update<opt_rule<KIND, MOMENTUM, AMSGRAD, false>>(l, spans, slots);
+        return launch_update<opt_rule<KIND, MOMENTUM, AMSGRAD, true>>(l, spans, slots, copies);
+    return launch_update<opt_rule<KIND, MOMENTUM, AMSGRAD, false>>(l, spans, slots, copies);
 }
 
 template <ge2_optimizer_kind KIND>
-static ge2_status launch_kind(const ge2_launch *l, const ge2_opt_spans *spans, const ge2_opt_slots *slots)
+static ge2_status launch_kind(const ge2_launch *l, const ge2_opt_spans *spans, const ge2_opt_slots *slots,
+                              const ge2_update_copies &copies)
 {
     if constexpr (KIND == GE2_OPT_SGD)
-        return slots->momentum >= 0 ? launch_accum<KIND, true, false>(l, spans, slots)
-                                    : launch_accum<KIND, false, false>(l, spans, slots);
+        return slots->momentum >= 0 ? launch_accum<KIND, true, false>(l, spans, slots, copies)
+                                    : launch_accum<KIND, false, false>(l, spans, slots, copies);
     else
-        return slots->max_exp_avg_sq >= 0 ? launch_accum<KIND, false, true>(l, spans, slots)
-                                          : launch_accum<KIND, false, false>(l, spans, slots);
+        return slots->max_exp_avg_sq >= 0 ? launch_accum<KIND, false, true>(l, spans, slots, copies)
+                                          : launch_accum<KIND, false, false>(l, spans, slots, copies);
 }
 
 extern "C" ge2_status ge2_cuda_optimizer_update_launch(const ge2_launch *l)
 {
+    return ge2_cuda_optimizer_update_launch_copying(l, NULL, 0);
+}
+
+extern "C" ge2_status ge2_cuda_optimizer_update_launch_copying(const ge2_launch *l, const ge2_cuda_copy *copies,
+                                                               int n)
+{
     ge2_opt_spans spans;
     ge2_opt_slots slots;
     GE2_TRY(optimizer_begin(l, &spans, &slots));
+    if (n < 0 || n > GE2_CUDA_MAX_COPIES || (n > 0 && !copies))
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_%s: %d copies (at most %d)", ge2_cuda_op_name(l), n,
+                         GE2_CUDA_MAX_COPIES);
+    ge2_update_copies with = {};
+    for (int c = 0; c < n; c++)
+        with.copy[with.n++] = copies[c];
     switch (l->node->attrs.optim.config.kind) {
     case GE2_OPT_SGD:
-        return launch_kind<GE2_OPT_SGD>(l, &spans, &slots);
+        return launch_kind<GE2_OPT_SGD>(l, &spans, &slots, with);
     case GE2_OPT_ADAM:
-        return launch_kind<GE2_OPT_ADAM>(l, &spans, &slots);
+        return launch_kind<GE2_OPT_ADAM>(l, &spans, &slots, with);
     case GE2_OPT_ADAMW:
-        return launch_kind<GE2_OPT_ADAMW>(l, &spans, &slots);
+        return launch_kind<GE2_OPT_ADAMW>(l, &spans, &slots, with);
     default:
         return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s: optimizer kind %d has no CUDA kernel", ge2_cuda_op_name(l),
                          (int)l->node->attrs.optim.config.kind);
