@@ -22,6 +22,7 @@ extern "C" {
 }
 
 #include "kernels/cuda/cp_async.h"
+#include "kernels/cuda/pdl.h"
 namespace cg = cooperative_groups;
 
 #define BK 16
@@ -38,20 +39,6 @@ namespace cg = cooperative_groups;
 // of the multiply, so a CTA's few slices (k is split over the cluster) are
 // mostly all in flight together instead of one memory latency each.
 #define STAGES 4
-
-// Programmatic dependent launch (sm_90): the kernel is launched before its
-// predecessor ends; wait blocks until that predecessor's writes are
-// visible (a no-op for an ordinary launch), launch_dependents lets the
-// successor start launching early.
-__device__ __forceinline__ void ge2_pdl_wait()
-{
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");
-}
-
-__device__ __forceinline__ void ge2_pdl_launch_dependents()
-{
-    asm volatile("griddepcontrol.launch_dependents;\n" ::);
-}
 
 // ------------------------------------------------------------------ kernels
 
@@ -262,17 +249,6 @@ __global__ void __launch_bounds__(THREADS) ge2_tiled_gemm_kernel(const ge2_tiled
 
 // ---------------------------------------------------------------- launchers
 
-// GE2_PDL=0 launches without programmatic dependent launch (for comparison).
-static bool ge2_cuda_pdl_enabled(void)
-{
-    static int enabled = -1;
-    if (enabled < 0) {
-        const char *v = getenv("GE2_PDL");
-        enabled = !(v && strcmp(v, "0") == 0);
-    }
-    return enabled != 0;
-}
-
 typedef void (*tiled_kernel_fn)(const ge2_tiled_gemm, const int);
 
 typedef struct tile_info {
@@ -397,11 +373,7 @@ extern "C" ge2_status ge2_tiled_gemm_run(const ge2_tiled_gemm *g, ge2_tiled_conf
         attr[n_attr].val.clusterDim.z = (unsigned)cfg.splits;
         n_attr++;
     }
-    if (ge2_cuda_pdl_enabled()) {
-        attr[n_attr].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr[n_attr].val.programmaticStreamSerializationAllowed = 1;
-        n_attr++;
-    }
+    ge2_cuda_pdl_attribute(attr, &n_attr);
     lc.attrs = attr;
     lc.numAttrs = n_attr;
     const ge2_tiled_gemm arg = *g;

@@ -4,10 +4,12 @@
 #include "kernels/cuda/head.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/loss_row.h"
+#include "kernels/cuda/pdl.h"
 extern "C" {
 #include "kernels/activation_math.h"
 }
@@ -52,6 +54,9 @@ __global__ void __launch_bounds__(HEAD_WARPS *GE2_WARP)
     const int lane = threadIdx.x % GE2_WARP, warp = threadIdx.x / GE2_WARP;
     const float inv_rows = 1.0f / (float)rows;
     float my_loss = 0.0f;
+    // The gradients kernel after this one may start launching now: it waits
+    // for this grid's end before it reads dlogits.
+    ge2_pdl_launch_dependents();
     for (int r0 = blockIdx.x * R; r0 < rows; r0 += gridDim.x * R) {
         // what finishing the row reads, loaded now so it arrives with the dot products
         const int r = r0 + warp;
@@ -148,6 +153,9 @@ __global__ void __launch_bounds__(HEAD_WARPS *GE2_WARP)
     constexpr int G = HEAD_WARPS * GE2_WARP / HEAD_COLUMNS, N = HEAD_GRADIENT_ROWS;
     constexpr int SUBS = GE2_WARP / HEAD_COLUMNS; // row groups within a warp
     __shared__ float partial[HEAD_WARPS][CMAX + 1][HEAD_COLUMNS]; // [warp][class, then dx_sums][column]
+    // Launched before its predecessor (the loss kernel) ends: nothing is
+    // read before that kernel's writes are visible.
+    ge2_pdl_wait();
     const int lane = threadIdx.x % GE2_WARP, warp = threadIdx.x / GE2_WARP;
     const int col = threadIdx.x % HEAD_COLUMNS, group = threadIdx.x / HEAD_COLUMNS;
     const long long j = (long long)blockIdx.x * HEAD_COLUMNS + col;
@@ -368,15 +376,25 @@ static ge2_status launch_loss(const ge2_launch *lin, const ge2_launch *ce)
     return ge2_cuda_check_launch(ce, "ge2_head_loss_kernel");
 }
 
-template <int CMAX> static void gradients_kernel(const ge2_launch *gi, const ge2_launch *gw, head_dact dact)
+template <int CMAX>
+static cudaError_t gradients_kernel(const ge2_launch *gi, const ge2_launch *gw, head_dact dact)
 {
     const ge2_view *g = &gi->in[0];
     const long long h = gi->in[1].shape.dim[1];
-    const unsigned blocks = (unsigned)((h + HEAD_COLUMNS - 1) / HEAD_COLUMNS);
-    ge2_head_gradients_kernel<CMAX><<<blocks, HEAD_WARPS * GE2_WARP, 0, ge2_cuda_stream(gi)>>>(
-        (int)g->shape.dim[0], (int)g->shape.dim[1], h, (const float *)g->data, (const float *)gi->in[1].data,
-        (const float *)gw->in[1].data, dact, (float *)gi->out[0].data, out_or_null(gi, 1), (float *)gw->out[0].data,
-        out_or_null(gw, 1));
+    cudaLaunchConfig_t lc;
+    memset(&lc, 0, sizeof lc);
+    lc.gridDim = dim3((unsigned)((h + HEAD_COLUMNS - 1) / HEAD_COLUMNS), 1, 1);
+    lc.blockDim = dim3(HEAD_WARPS * GE2_WARP, 1, 1);
+    lc.stream = ge2_cuda_stream(gi);
+    cudaLaunchAttribute attr[1];
+    unsigned n_attr = 0;
+    ge2_cuda_pdl_attribute(attr, &n_attr); // it follows the loss kernel
+    lc.attrs = attr;
+    lc.numAttrs = n_attr;
+    return cudaLaunchKernelEx(&lc, ge2_head_gradients_kernel<CMAX>, (int)g->shape.dim[0], (int)g->shape.dim[1], h,
+                              (const float *)g->data, (const float *)gi->in[1].data, (const float *)gw->in[1].data,
+                              dact, (float *)gi->out[0].data, out_or_null(gi, 1), (float *)gw->out[0].data,
+                              out_or_null(gw, 1));
 }
 
 static ge2_status launch_gradients(const ge2_launch *gi, const ge2_launch *gw)
@@ -391,10 +409,10 @@ static ge2_status launch_gradients(const ge2_launch *gi, const ge2_launch *gw)
         else
             dact.saved = (const float *)gi->in[2].data;
     }
-    if (gi->in[0].shape.dim[1] <= 16)
-        gradients_kernel<16>(gi, gw, dact);
-    else
-        gradients_kernel<32>(gi, gw, dact);
+    const cudaError_t e =
+        gi->in[0].shape.dim[1] <= 16 ? gradients_kernel<16>(gi, gw, dact) : gradients_kernel<32>(gi, gw, dact);
+    if (e != cudaSuccess)
+        return ge2_cuda_check_call(gi, e, "cudaLaunchKernelEx(ge2_head_gradients_kernel)");
     return ge2_cuda_check_launch(gi, "ge2_head_gradients_kernel");
 }
 

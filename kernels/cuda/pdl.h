@@ -1,0 +1,47 @@
+// Programmatic dependent launch (sm_90), for ge2's own kernels that follow
+// one another: a kernel launched with the attribute below starts launching
+// before its predecessor ends; in it, ge2_pdl_wait() blocks until that
+// predecessor has finished and its writes are visible (a no-op for an
+// ordinary launch), and ge2_pdl_launch_dependents() lets its own successor
+// start launching early. What a kernel does before ge2_pdl_wait() must not
+// read what its predecessor writes. CUDA C++ only.
+#ifndef GE2_KERNELS_CUDA_PDL_H
+#define GE2_KERNELS_CUDA_PDL_H
+
+#include <cuda_runtime.h>
+#include <stdlib.h>
+#include <string.h>
+
+__device__ __forceinline__ void ge2_pdl_wait()
+{
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void ge2_pdl_launch_dependents()
+{
+    asm volatile("griddepcontrol.launch_dependents;\n" ::);
+}
+
+// GE2_PDL=0 launches without programmatic dependent launch (for comparison).
+static inline bool ge2_cuda_pdl_enabled(void)
+{
+    static int enabled = -1;
+    if (enabled < 0) {
+        const char *v = getenv("GE2_PDL");
+        enabled = !(v && strcmp(v, "0") == 0);
+    }
+    return enabled != 0;
+}
+
+// Adds the attribute to attrs[*n] when enabled.
+static inline void ge2_cuda_pdl_attribute(cudaLaunchAttribute *attrs, unsigned *n)
+{
+    if (!ge2_cuda_pdl_enabled())
+        return;
+    memset(&attrs[*n], 0, sizeof attrs[*n]);
+    attrs[*n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[*n].val.programmaticStreamSerializationAllowed = 1;
+    (*n)++;
+}
+
+#endif /* GE2_KERNELS_CUDA_PDL_H */
