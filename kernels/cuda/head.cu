@@ -4,7 +4,6 @@
 #include "kernels/cuda/head.h"
 
 #include <stdio.h>
-#include <string.h>
 
 #include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/check.h"
@@ -381,16 +380,9 @@ static cudaError_t gradients_kernel(const ge2_launch *gi, const ge2_launch *gw, 
 {
     const ge2_view *g = &gi->in[0];
     const long long h = gi->in[1].shape.dim[1];
-    cudaLaunchConfig_t lc;
-    memset(&lc, 0, sizeof lc);
-    lc.gridDim = dim3((unsigned)((h + HEAD_COLUMNS - 1) / HEAD_COLUMNS), 1, 1);
-    lc.blockDim = dim3(HEAD_WARPS * GE2_WARP, 1, 1);
-    lc.stream = ge2_cuda_stream(gi);
-    cudaLaunchAttribute attr[1];
-    unsigned n_attr = 0;
-    ge2_cuda_pdl_attribute(attr, &n_attr); // it follows the loss kernel
-    lc.attrs = attr;
-    lc.numAttrs = n_attr;
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t lc = ge2_cuda_pdl_config(dim3((unsigned)((h + HEAD_COLUMNS - 1) / HEAD_COLUMNS)),
+                                                      dim3(HEAD_WARPS * GE2_WARP), ge2_cuda_stream(gi), &attr);
     return cudaLaunchKernelEx(&lc, ge2_head_gradients_kernel<CMAX>, (int)g->shape.dim[0], (int)g->shape.dim[1], h,
                               (const float *)g->data, (const float *)gi->in[1].data, (const float *)gw->in[1].data,
                               dact, (float *)gi->out[0].data, out_or_null(gi, 1), (float *)gw->out[0].data,

@@ -44,4 +44,21 @@ static inline void ge2_cuda_pdl_attribute(cudaLaunchAttribute *attrs, unsigned *
     (*n)++;
 }
 
+// A launch of grid x block on stream, with the attribute when enabled;
+// attr: room for it, alive until the launch.
+static inline cudaLaunchConfig_t ge2_cuda_pdl_config(dim3 grid, dim3 block, cudaStream_t stream,
+                                                     cudaLaunchAttribute *attr)
+{
+    cudaLaunchConfig_t lc;
+    memset(&lc, 0, sizeof lc);
+    lc.gridDim = grid;
+    lc.blockDim = block;
+    lc.stream = stream;
+    unsigned n = 0;
+    ge2_cuda_pdl_attribute(attr, &n);
+    lc.attrs = attr;
+    lc.numAttrs = n;
+    return lc;
+}
+
 #endif /* GE2_KERNELS_CUDA_PDL_H */
