@@ -152,8 +152,8 @@ __global__ void __launch_bounds__(HEAD_WARPS *GE2_WARP)
     constexpr int G = HEAD_WARPS * GE2_WARP / HEAD_COLUMNS, N = HEAD_GRADIENT_ROWS;
     constexpr int SUBS = GE2_WARP / HEAD_COLUMNS; // row groups within a warp
     __shared__ float partial[HEAD_WARPS][CMAX + 1][HEAD_COLUMNS]; // [warp][class, then dx_sums][column]
-    // Launched before its predecessor (the loss kernel) ends: nothing is
-    // read before that kernel's writes are visible.
+    // Launched before its predecessor (in an MLP step, the loss kernel) ends:
+    // nothing is read before that kernel's writes are visible.
     ge2_pdl_wait();
     const int lane = threadIdx.x % GE2_WARP, warp = threadIdx.x / GE2_WARP;
     const int col = threadIdx.x % HEAD_COLUMNS, group = threadIdx.x / HEAD_COLUMNS;

@@ -107,15 +107,16 @@ __device__ __forceinline__ void ge2_opt_sweep(const ge2_opt_scalars &s, bool nes
     ge2_opt_update_span<R, VEC4>(tid, stride, n, params, grads, state, sstride, s, nesterov);
 }
 
-// Every thread sweeps its share of each span in turn (a layer's weight,
-// then its bias); the spans' fields are indexed by constants only, so they
-// stay in the kernel's parameter space.
-// copies: the step's result read-back (cuda_kernels.h), done by block 0.
+// Copies the update does besides its work: the step's result read-back
+// (ge2_cuda_optimizer_update_launch_copying), by block 0 before it sweeps.
 typedef struct ge2_update_copies {
     ge2_cuda_copy copy[GE2_CUDA_MAX_COPIES];
     int n;
 } ge2_update_copies;
 
+// Every thread sweeps its share of each span in turn (a layer's weight,
+// then its bias); the spans' fields are indexed by constants only, so they
+// stay in the kernel's parameter space.
 template <class R, bool VEC4>
 __global__ void ge2_optimizer_update_kernel(ge2_opt_spans spans, ge2_optimizer_config cfg, int update_nodes,
                                             ge2_control *ctl, ge2_update_copies copies)
