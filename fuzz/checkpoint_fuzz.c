@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "capture/checkpoint_safetensors.h"
+#include "checkpoint/safetensors.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -5,7 +5,7 @@
 #
 #   fuzz/run.sh [checkpoint|idx] [SECONDS] [extra libFuzzer flags]
 #
-# checkpoint: the safetensors reader (capture/checkpoint_*.c), corpus fuzz/corpus/
+# checkpoint: the safetensors reader (checkpoint/*.c), corpus fuzz/corpus/
 # idx:        the IDX reader, plain and gzip (data/idx.c), corpus fuzz/corpus_idx/
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +15,7 @@ shift $(($# < 2 ? $# : 2))
 common=(graph/alloc.c graph/error.c graph/dtype.c)
 case "$target" in
 checkpoint)
-    srcs=(fuzz/checkpoint_fuzz.c capture/checkpoint_json.c capture/checkpoint_safetensors.c)
+    srcs=(fuzz/checkpoint_fuzz.c checkpoint/json.c checkpoint/safetensors.c)
     corpus=fuzz/corpus
     flags=(-max_len=4096 -dict=fuzz/safetensors.dict)
     ;;

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "capture/checkpoint_safetensors.h"
+#include "checkpoint/safetensors.h"
 #include "capture/program_internal.h"
 #include "data/dataset.h"
 #include "ge2/ge2.h"

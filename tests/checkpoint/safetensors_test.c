@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "capture/checkpoint_safetensors.h"
+#include "checkpoint/safetensors.h"
 #include "tests/data/testutil.h"
 
 /* A file image: 8-byte length of `header`, the header, then data_bytes bytes. */

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "capture/checkpoint_safetensors.h"
+#include "checkpoint/safetensors.h"
 #include "graph/alloc.h"
 #include "graph/error.h"
 

@@ -10,8 +10,8 @@
  * numel * element size long, and the ranges tile the data section with no
  * overlap and no hole (what the reference implementation enforces too).
  */
-#ifndef GE2_CAPTURE_CHECKPOINT_SAFETENSORS_H
-#define GE2_CAPTURE_CHECKPOINT_SAFETENSORS_H
+#ifndef GE2_CHECKPOINT_SAFETENSORS_H
+#define GE2_CHECKPOINT_SAFETENSORS_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -68,7 +68,7 @@ const char *ge2_st_meta(const ge2_st_file *file, const char *key);
 ge2_status ge2_st_expect_f32(const ge2_st_file *file, const char *what, const char *name, ge2_shape shape,
                              const uint8_t **data);
 
-/* Header JSON (checkpoint_json.c): fills entries and meta of out; offsets are
+/* Header JSON (json.c): fills entries and meta of out; offsets are
  * checked against the data section by ge2_st_parse. */
 ge2_status ge2_st_parse_header(const char *json, size_t len, const char *what, ge2_st_file *out);
 
@@ -85,4 +85,4 @@ typedef struct ge2_st_tensor {
 ge2_status ge2_st_write(const char *path, const ge2_st_tensor *tensors, int n_tensors, const ge2_st_kv *meta,
                         int n_meta);
 
-#endif /* GE2_CAPTURE_CHECKPOINT_SAFETENSORS_H */
+#endif /* GE2_CHECKPOINT_SAFETENSORS_H */

@@ -1,7 +1,7 @@
 /* safetensors framing: the length prefix, the data section's byte ranges,
  * reading a file whole and writing one atomically. The header's JSON is
- * checkpoint_json.c's. */
-#include "capture/checkpoint_safetensors.h"
+ * json.c's. */
+#include "checkpoint/safetensors.h"
 
 #include <errno.h>
 #include <fcntl.h>

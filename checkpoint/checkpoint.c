@@ -1,5 +1,5 @@
 /* ge2_checkpoint_save / _load / _load_parameters: a program's training state
- * as safetensors (checkpoint_safetensors.h does the container).
+ * as safetensors (safetensors.h does the container).
  *
  * Tensors: every parameter under its own name in its graph shape (PyTorch
  * layout, so safetensors.torch.load_file + load_state_dict takes them), and
@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "capture/checkpoint_safetensors.h"
+#include "checkpoint/safetensors.h"
 #include "capture/program_internal.h"
 #include "graph/alloc.h"
 #include "graph/error.h"
