@@ -7,6 +7,10 @@
 #include "graph/error.h"
 #include "graph/ir.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* A dy entry meaning "the implicit seed of 1": the loss's own gradient,
  * never materialized unless a rule needs it as a tensor. */
 #define GE2_GRAD_SEED (-2)
@@ -46,5 +50,9 @@ ge2_status ge2_ag_emit_n(ge2_autograd *ag, ge2_op op, const int *inputs, int n_i
 ge2_status ge2_ag_emit2(ge2_autograd *ag, ge2_op op, int a, int b, const ge2_attrs *attrs, int *out);
 /* A dy as a tensor id: materializes the seed (a scalar constant 1 in the loss's dtype) when given GE2_GRAD_SEED. */
 ge2_status ge2_ag_dy_tensor(ge2_autograd *ag, int dy, int *out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* GE2_AUTOGRAD_AUTOGRAD_H */

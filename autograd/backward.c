@@ -3,9 +3,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "autograd/rules.h"
+#include "autograd/autograd.h"
 #include "graph/alloc.h"
 #include "graph/error.h"
+#include "ops/ops.h" /* ADD sums a gradient used twice, SCALE seeds the loss */
 
 bool ge2_ag_wants(const ge2_autograd *ag, int id) { return id < ag->n_forward_tensors && ag->needs[id]; }
 
@@ -94,7 +95,7 @@ static void mark_needs(ge2_autograd *ag)
     }
     for (int n = 0; n < g->n_nodes; n++) {
         const ge2_node *node = &g->nodes[n];
-        unsigned flags = ge2_op_info_of(node->op)->flags;
+        unsigned flags = ge2_op_flags(node->op);
         if (node->phase != GE2_PHASE_FORWARD || (flags & GE2_OPF_NO_GRAD))
             continue;
         bool any = false;
@@ -166,10 +167,10 @@ static ge2_status walk(ge2_autograd *ag, int n_forward_nodes)
         }
         if (!any)
             continue;
-        ge2_backward_rule rule = ge2_backward_rules[node.op];
+        ge2_backward_rule rule = ge2_op_def_of(node.op)->backward;
         if (!rule)
             return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_backward: op %s (node %d) has no backward rule",
-                             ge2_op_info_of(node.op)->name, n);
+                             ge2_op_name(node.op), n);
         GE2_TRY(rule(ag, &node, dy));
     }
     return GE2_OK;

@@ -9,7 +9,8 @@
 #ifndef GE2_CAPTURE_BACKEND_H
 #define GE2_CAPTURE_BACKEND_H
 
-#include "kernels/kernel.h"
+#include "graph/control.h"
+#include "graph/ir.h"
 #include "planner/plan.h"
 
 typedef struct ge2_backend_ctx ge2_backend_ctx; /* a backend's per-program state */

@@ -83,10 +83,10 @@ static ge2_status cpu_exec_run(ge2_backend_ctx *ctx, ge2_exec *exec, int slot)
     for (int i = 0; i < exec->n_launches; i++) {
         const ge2_launch *launch = &exec->launches[i];
         const ge2_node *node = launch->node;
-        ge2_cpu_kernel_fn kernel = ge2_cpu_kernels[node->op];
+        ge2_cpu_kernel_fn kernel = ge2_op_def_of(node->op)->cpu;
         if (!kernel)
             return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_backend_cpu: op %s (node %d) has no CPU kernel",
-                             ge2_op_info_of(node->op)->name, node->id);
+                             ge2_op_name(node->op), node->id);
         ge2_status st = kernel(launch);
         if (st != GE2_OK) {
             /* The kernel's message names the op and tensors; add where in the step. */
@@ -121,7 +121,7 @@ static int cpu_capture_count(const ge2_backend_ctx *ctx)
 static void cpu_describe(const ge2_backend_ctx *ctx, const ge2_launch *launch, char *buf, size_t size)
 {
     (void)ctx;
-    snprintf(buf, size, "cpu %s", ge2_op_info_of(launch->node->op)->name);
+    snprintf(buf, size, "cpu %s", ge2_op_name(launch->node->op));
 }
 
 const ge2_backend ge2_backend_cpu = {

@@ -32,7 +32,6 @@
  * the stability suite compares replays against. GE2_PRINT_KERNELS=1 prints, per key, the kernel (and for
  * GEMMs the cuBLASLt epilogue, algorithm and tile) each node got.
  */
-#include "capture/backend_cuda.h"
 
 #include "capture/backend.h"
 
@@ -45,10 +44,10 @@
 
 #include "graph/alloc.h"
 #include "graph/error.h"
-#include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/head.h"
 #include "kernels/cuda/mlp_step.h"
 #include "kernels/cuda/step_copy.h"
+#include "ops/optimizer/optimizer.h"
 /* cuBLASLt workspace shared by every GEMM of the program (one stream, so one
  * GEMM at a time); 32 MiB covers the split-K and stream-K configurations the
  * heuristic returns for the sizes ge2 trains. */
@@ -70,8 +69,6 @@ struct ge2_backend_ctx {
     bool tail_copies;   /* GE2_TAIL_COPIES (default on): a last optimizer update reads the results back */
     int capture_count; /* keys captured over the program's life */
 };
-
-const ge2_cuda_kernel *ge2_backend_cuda_kernels = ge2_cuda_kernels;
 
 /* Per key, in ge2_exec.backend_data. */
 typedef struct ge2_cuda_exec {
@@ -323,14 +320,14 @@ static int cuda_capture_count(const ge2_backend_ctx *ctx)
 
 static const char *node_op_name(const ge2_launch *launch)
 {
-    return ge2_op_info_of(launch->node->op)->name;
+    return ge2_op_name(launch->node->op);
 }
 
 static void release_launches(ge2_exec *exec, int n)
 {
     for (int i = 0; i < n; i++) {
         ge2_launch *l = &exec->launches[i];
-        const ge2_cuda_kernel *k = &ge2_backend_cuda_kernels[l->node->op];
+        const ge2_cuda_kernel *k = &ge2_op_def_of(l->node->op)->cuda;
         if (k->release)
             k->release(l);
         l->backend_data = NULL;
@@ -361,7 +358,7 @@ static void cuda_exec_release(ge2_backend_ctx *ctx, ge2_exec *exec)
 static void cuda_describe(const ge2_backend_ctx *ctx, const ge2_launch *launch, char *buf, size_t size)
 {
     (void)ctx;
-    const ge2_cuda_kernel *k = &ge2_backend_cuda_kernels[launch->node->op];
+    const ge2_cuda_kernel *k = &ge2_op_def_of(launch->node->op)->cuda;
     if (launch->fused_into)
         snprintf(buf, size, "in the %s", launch->fused_into);
     else
@@ -425,7 +422,7 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
     ce->eager = ctx->disable_capture;
     for (int i = 0; i < exec->n_launches; i++) {
         ge2_launch *l = &exec->launches[i];
-        const ge2_cuda_kernel *k = &ge2_backend_cuda_kernels[l->node->op];
+        const ge2_cuda_kernel *k = &ge2_op_def_of(l->node->op)->cuda;
         ge2_status st = GE2_OK;
         l->stream = ctx->stream;
         l->blas = ctx->lt;
@@ -514,7 +511,7 @@ static ge2_status enqueue_one(const ge2_exec *exec, const ge2_cuda_exec *ce, int
     }
     const ge2_launch *l = launch_as_run(exec, i, feeds_from, &moved[0]);
     *done = 1;
-    ge2_status (*launch)(const ge2_launch *) = ge2_backend_cuda_kernels[l->node->op].launch;
+    ge2_status (*launch)(const ge2_launch *) = ge2_op_def_of(l->node->op)->cuda.launch;
     if (i == exec->n_launches - 1 && launch == ge2_cuda_optimizer_update_launch && tail->n > 0) {
         tail->done = true;
         return ge2_cuda_optimizer_update_launch_copying(l, tail->copy, tail->n);

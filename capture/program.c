@@ -9,7 +9,7 @@
 #include "graph/error.h"
 #include "graph/init.h"
 #include "graph/verify.h"
-#include "kernels/optimizer_math.h"
+#include "optim/optimizer_math.h"
 
 ge2_compile_options ge2_compile_defaults(void)
 {
@@ -173,7 +173,7 @@ static void find_metric_outputs(ge2_program *program)
     program->metric_id = -1;
     for (int i = 0; i < g->n_tensors && program->loss_id < 0; i++) {
         const ge2_tensor *t = g->tensors[i];
-        if (t->is_output && t->producer >= 0 && (ge2_op_info_of(g->nodes[t->producer].op)->flags & GE2_OPF_LOSS))
+        if (t->is_output && t->producer >= 0 && (ge2_op_flags(g->nodes[t->producer].op) & GE2_OPF_LOSS))
             program->loss_id = i;
     }
     for (int i = 0; i < g->n_tensors && program->metric_id < 0; i++)
@@ -196,7 +196,7 @@ static ge2_status compile(ge2_program *program)
 {
     GE2_TRY(ge2_graph_verify(program->graph));
     for (int n = 0; n < program->graph->n_nodes; n++)
-        if (program->graph->nodes[n].op == GE2_OP_OPTIMIZER_UPDATE && program->optimizer_node < 0)
+        if ((ge2_op_flags(program->graph->nodes[n].op) & GE2_OPF_UPDATE) && program->optimizer_node < 0)
             program->optimizer_node = n;
     find_metric_outputs(program);
     GE2_TRY(ge2_key_init(program->graph, GE2_MODE_TRAIN, &program->feed_key));

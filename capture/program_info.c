@@ -126,7 +126,7 @@ static int update_node_count(const ge2_graph *g)
 {
     int count = 0;
     for (int n = 0; n < g->n_nodes; n++)
-        count += g->nodes[n].op == GE2_OP_OPTIMIZER_UPDATE;
+        count += (ge2_op_flags(g->nodes[n].op) & GE2_OPF_UPDATE) != 0;
     return count;
 }
 
@@ -297,7 +297,7 @@ ge2_status ge2_program_kernel_report(ge2_program *program, ge2_mode mode, FILE *
             append_view(&l->out[j], shapes, sizeof shapes, &n);
         if (program->backend->describe)
             program->backend->describe(program->bctx, l, what, sizeof what);
-        fprintf(out, "node %3d %-20s %s: %s\n", l->node->id, ge2_op_info_of(l->node->op)->name, shapes, what);
+        fprintf(out, "node %3d %-20s %s: %s\n", l->node->id, ge2_op_name(l->node->op), shapes, what);
     }
     return ferror(out) ? ge2_error(GE2_ERR_IO, "ge2_program_kernel_report: write failed") : GE2_OK;
 }

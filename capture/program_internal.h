@@ -37,7 +37,8 @@
 
 #include "capture/backend.h"
 #include "graph/control.h"
-#include "kernels/kernel.h"
+#include "graph/control.h"
+#include "graph/ir.h"
 #include "planner/plan.h"
 
 /* ge2_set_lr's pinned upload sources, used in turn: the host may set the LR

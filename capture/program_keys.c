@@ -88,7 +88,7 @@ static void resolve_launches(const ge2_program *program, ge2_program_key *pk)
         for (int i = 0; i < node->n_inputs; i++) {
             l->in[i] = view_of(program, pk, node->inputs[i]);
             /* Shape only: its memory may already hold another tensor. */
-            if (ge2_op_info_of(node->op)->flags & GE2_OPF_LIKE1 && i == 1)
+            if (ge2_op_flags(node->op) & GE2_OPF_LIKE1 && i == 1)
                 l->in[i].data = NULL;
         }
         for (int o = 0; o < node->n_outputs; o++)

@@ -25,7 +25,7 @@
 #include "capture/program_internal.h"
 #include "graph/alloc.h"
 #include "graph/error.h"
-#include "kernels/optimizer_math.h"
+#include "optim/optimizer_math.h"
 
 #define CK_FORMAT "ge2"
 

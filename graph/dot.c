@@ -44,7 +44,7 @@ ge2_status ge2_graph_dump_dot(const ge2_graph *graph, FILE *out)
         fprintf(out, "  n%d [shape=box, style=\"rounded,filled\", fillcolor=%s, label=\"%s\"];\n", n,
                 phase_colour[node->phase], ge2_op_name(node->op));
         for (int i = 0; i < node->n_inputs; i++) {
-            bool like = i == 1 && (ge2_op_info_of(node->op)->flags & GE2_OPF_LIKE1);
+            bool like = i == 1 && (ge2_op_flags(node->op) & GE2_OPF_LIKE1);
             fprintf(out, "  t%d -> n%d%s;\n", node->inputs[i], n, like ? " [style=dashed]" : "");
         }
         for (int i = 0; i < node->n_outputs; i++)
@@ -62,7 +62,7 @@ ge2_status ge2_graph_summary(const ge2_graph *graph, FILE *out)
     GE2_TRY(ge2_check_graph(graph, "ge2_graph_summary"));
     if (!out)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_graph_summary: out is NULL");
-    int count[GE2_OP_COUNT][GE2_PHASE_COUNT] = {{0}};
+    int count[GE2_OP_MAX][GE2_PHASE_COUNT] = {{0}};
     int per_phase[GE2_PHASE_COUNT] = {0};
     for (int n = 0; n < graph->n_nodes; n++) {
         count[graph->nodes[n].op][graph->nodes[n].phase]++;
@@ -71,7 +71,7 @@ ge2_status ge2_graph_summary(const ge2_graph *graph, FILE *out)
     fprintf(out, "graph: %d tensors, %d nodes (forward %d, backward %d, optimizer %d)\n", graph->n_tensors,
             graph->n_nodes, per_phase[GE2_PHASE_FORWARD], per_phase[GE2_PHASE_BACKWARD], per_phase[GE2_PHASE_OPTIMIZER]);
     fprintf(out, "ops:\n");
-    for (int op = 0; op < GE2_OP_COUNT; op++) {
+    for (int op = 0; op < ge2_op_count(); op++) {
         int total = 0;
         for (int p = 0; p < GE2_PHASE_COUNT; p++)
             total += count[op][p];

@@ -9,6 +9,10 @@
 
 #include "ge2/ge2.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #if defined(__GNUC__)
 #define GE2_PRINTF(fmt_index, args_index) __attribute__((format(printf, fmt_index, args_index)))
 #else
@@ -25,5 +29,9 @@ void ge2_clear_error(void);
         if (ge2_try_ != GE2_OK)        \
             return ge2_try_;           \
     } while (0)
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* GE2_GRAPH_ERROR_H */

@@ -240,10 +240,10 @@ ge2_status ge2_graph_add_node(ge2_graph *graph, ge2_op op, ge2_phase phase, cons
                               int n_outputs, const ge2_attrs *attrs, int *node_id)
 {
     GE2_TRY(ge2_check_graph(graph, "ge2_graph_add_node"));
-    if ((unsigned)op >= GE2_OP_COUNT || (unsigned)phase >= GE2_PHASE_COUNT)
+    if (!ge2_op_def_of(op) || (unsigned)phase >= GE2_PHASE_COUNT)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_graph_add_node: unknown op %d or phase %d", (int)op,
                          (int)phase);
-    const ge2_op_info *info = ge2_op_info_of(op);
+    const ge2_op_def *info = ge2_op_def_of(op);
     if (n_inputs < info->min_inputs || n_inputs > info->max_inputs || (n_inputs > 0 && !inputs))
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, GE2_OP_PREFIX "%s: takes %d..%d inputs, got %d", info->name,
                          info->min_inputs, info->max_inputs, n_inputs);
@@ -291,5 +291,24 @@ ge2_status ge2_graph_add_node(ge2_graph *graph, ge2_op op, ge2_phase phase, cons
     graph->nodes[graph->n_nodes++] = node;
     if (node_id)
         *node_id = node.id;
+    return GE2_OK;
+}
+
+ge2_status ge2_graph_add_forward(ge2_graph *g, ge2_op op, const char *fn, ge2_tensor *const *ts, const char *const *what,
+                                 int n, int n_out, const ge2_attrs *attrs, ge2_tensor **y)
+{
+    GE2_TRY(ge2_check_graph(g, fn));
+    if (!y)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "%s: output pointer is NULL", fn);
+    int ids[GE2_MAX_INPUTS];
+    if (n > GE2_MAX_INPUTS)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "%s: %d inputs, at most %d", fn, n, GE2_MAX_INPUTS);
+    for (int i = 0; i < n; i++) {
+        GE2_TRY(ge2_check_tensor(g, ts[i], fn, what[i]));
+        ids[i] = ts[i]->id;
+    }
+    int node;
+    GE2_TRY(ge2_graph_add_node(g, op, GE2_PHASE_FORWARD, ids, n, n_out, attrs, &node));
+    *y = g->tensors[g->nodes[node].outputs[0]];
     return GE2_OK;
 }

@@ -1,5 +1,5 @@
-/* The graph IR every module works on: tensors, nodes, the op table's graph
- * part (arity, flags, shape/dtype inference) and the attribute structs.
+/* The graph IR every module works on: tensors, nodes, the attribute
+ * structs of ge2's own ops, and the op registry's lookups.
  *
  * Tensors and nodes are referred to by index (tensor id, node id) inside one
  * graph; the public ge2_tensor* handle is the tensor record itself, which
@@ -9,29 +9,18 @@
 #define GE2_GRAPH_IR_H
 
 #include "ge2/ge2.h"
+#include "ge2/extension.h"
 
-#define GE2_MAX_INPUTS 8
-#define GE2_MAX_OUTPUTS 2
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define GE2_NAME_MAX 96
 /* ge2_reduce_attrs.axis for "all elements". */
 #define GE2_AXIS_ALL (-100)
-
-/* ------------------------------------------------------------------- ops */
-
-typedef enum ge2_op {
-#define GE2_OP(id, name, min_in, max_in, max_out, flags) GE2_OP_##id,
-#include "graph/ops.def"
-#undef GE2_OP
-    GE2_OP_COUNT
-} ge2_op;
-
-enum {
-    GE2_OPF_ELEMENTWISE = 1u << 0, /* output 0 may reuse input 0's memory when input 0 dies here */
-    GE2_OPF_LIKE1 = 1u << 1,       /* input 1 is a shape-only reference */
-    GE2_OPF_LOSS = 1u << 2,        /* output 0 is a scalar loss */
-    GE2_OPF_NO_GRAD = 1u << 3,     /* metric: never differentiated */
-    GE2_OPF_OPTIMIZER = 1u << 4,   /* works on the flat pools, runs after the backward */
-};
+/* Number of f32 elements each parameter is aligned to inside the flat pools
+ * (256 bytes), so a kernel may sweep the pools as one array. */
+#define GE2_PARAM_ALIGN_ELEMS 64
 
 typedef enum ge2_phase {
     GE2_PHASE_FORWARD,  /* forward, loss and metrics: run in train and eval */
@@ -99,7 +88,7 @@ typedef struct ge2_optim_attrs {
     ge2_optimizer_config config;
     /* OPTIMIZER_UPDATE: how many update nodes the step runs (1 flat, one per
      * layer per-parameter); the last to finish commits the step
-     * (kernels/optimizer_math.h). 0 reads as 1. */
+     * (optim/optimizer_math.h). 0 reads as 1. */
     int update_nodes;
 } ge2_optim_attrs;
 
@@ -115,6 +104,7 @@ typedef union ge2_attrs {
     ge2_slice_attrs slice;
     ge2_loss_attrs loss;
     ge2_optim_attrs optim;
+    unsigned char bytes[GE2_OP_ATTRS_BYTES]; /* a registered op's own attrs (ge2_node_attrs) */
 } ge2_attrs;
 
 /* ---------------------------------------------------------- tensors, nodes */
@@ -135,7 +125,7 @@ struct ge2_tensor {
     void *constant_data; /* constants: host copy, owned (ge2_malloc) */
 };
 
-typedef struct ge2_node {
+struct ge2_node {
     int id;
     ge2_op op;
     ge2_phase phase;
@@ -143,7 +133,7 @@ typedef struct ge2_node {
     int inputs[GE2_MAX_INPUTS];   /* tensor ids */
     int outputs[GE2_MAX_OUTPUTS]; /* tensor ids */
     ge2_attrs attrs;
-} ge2_node;
+};
 
 struct ge2_graph {
     ge2_tensor **tensors; /* owned; tensors[i]->id == i; stable addresses */
@@ -164,30 +154,26 @@ struct ge2_graph {
     bool no_backward_fusion;
 };
 
-/* ------------------------------------------------- graph part of the op table */
+/* ------------------------------------------------------------ op registry */
 
-/* What shape inference sees of a tensor. */
-typedef struct ge2_desc {
-    ge2_dtype dtype;
-    ge2_shape shape;
-    const char *name;
-} ge2_desc;
+/* The definition of a registered op, or NULL for an id never registered.
+ * The registry holds ge2's own ops (ops/registry.c) and the ones users
+ * register (include/ge2/extension.h); the engine knows ops only through it. */
+const ge2_op_def *ge2_op_def_of(ge2_op op);
+/* Ops registered so far: valid ids are [0, ge2_op_count()). */
+int ge2_op_count(void);
 
-/* Fills out[0..node->n_outputs) from in[0..node->n_inputs). Errors name the op,
- * the tensors and their shapes ("ge2_linear: inner dims differ: x is [64,784], w is [256,785]").
- * Runs at build time and again when a graph key specializes input shapes. */
-typedef ge2_status (*ge2_infer_fn)(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
+static inline const char *ge2_op_name(ge2_op op)
+{
+    const ge2_op_def *d = ge2_op_def_of(op);
+    return d ? d->name : "?";
+}
 
-typedef struct ge2_op_info {
-    const char *name;
-    int min_inputs, max_inputs, max_outputs;
-    unsigned flags;
-    ge2_infer_fn infer;
-} ge2_op_info;
-
-extern const ge2_op_info ge2_op_table[GE2_OP_COUNT];
-
-static inline const ge2_op_info *ge2_op_info_of(ge2_op op) { return &ge2_op_table[op]; }
+static inline unsigned ge2_op_flags(ge2_op op)
+{
+    const ge2_op_def *d = ge2_op_def_of(op);
+    return d ? d->flags : 0u;
+}
 
 /* ------------------------------------------------------ builder internals */
 
@@ -208,5 +194,9 @@ static inline const ge2_tensor *ge2_param_of_grad(const ge2_graph *graph, const 
     const ge2_tensor *p = graph->tensors[t->grad_of];
     return p->role == GE2_ROLE_PARAMETER && p->grad == t->id ? p : NULL;
 }
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* GE2_GRAPH_IR_H */

@@ -26,7 +26,7 @@ ge2_status ge2_graph_infer_shapes(const ge2_graph *g, const ge2_shape *feed_shap
             const ge2_tensor *t = g->tensors[node->inputs[i]];
             in[i] = (ge2_desc){t->dtype, out_shapes[t->id], t->name};
         }
-        GE2_TRY(ge2_op_table[node->op].infer(node, in, out));
+        GE2_TRY(ge2_op_def_of(node->op)->infer(node, in, out));
         for (int i = 0; i < node->n_outputs; i++)
             out_shapes[node->outputs[i]] = out[i].shape;
     }

@@ -5,10 +5,10 @@
 
 static ge2_status verify_node(const ge2_graph *g, const ge2_node *node, int at)
 {
-    if (node->id != at || (unsigned)node->op >= GE2_OP_COUNT || (unsigned)node->phase >= GE2_PHASE_COUNT)
+    if (node->id != at || !ge2_op_def_of(node->op) || (unsigned)node->phase >= GE2_PHASE_COUNT)
         return ge2_error(GE2_ERR_GRAPH, "ge2_graph_verify: node %d has id %d, op %d, phase %d", at, node->id,
                          (int)node->op, (int)node->phase);
-    const ge2_op_info *info = ge2_op_info_of(node->op);
+    const ge2_op_def *info = ge2_op_def_of(node->op);
     if (node->n_inputs < info->min_inputs || node->n_inputs > info->max_inputs || node->n_outputs < 0 ||
         node->n_outputs > info->max_outputs)
         return ge2_error(GE2_ERR_GRAPH, "ge2_graph_verify: node %d (%s) has %d inputs, %d outputs", at, info->name,

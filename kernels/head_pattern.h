@@ -7,6 +7,7 @@
 #define GE2_KERNELS_HEAD_PATTERN_H
 
 #include "graph/ir.h"
+#include "ops/ops.h"
 
 typedef enum ge2_head_kind {
     GE2_HEAD_NONE,

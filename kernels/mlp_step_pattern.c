@@ -11,7 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "kernels/activation_math.h"
+#include "ops/elementwise/activation_math.h"
+#include "ops/ops.h"
 
 typedef struct finder {
     const ge2_node *const *nodes;
@@ -81,7 +82,7 @@ static bool classify(finder *f)
             others++;
             break;
         default:
-            return refuse(f, "node %d (%s) is not part of an MLP step", nd->id, ge2_op_table[nd->op].name);
+            return refuse(f, "node %d (%s) is not part of an MLP step", nd->id, ge2_op_name(nd->op));
         }
     }
     if (p->cross_entropy < 0 || p->optimizer < 0)

@@ -7,7 +7,8 @@
 
 #include "graph/error.h"
 #include "graph/ir.h"
-#include "kernels/optimizer_math.h"
+#include "ops/ops.h" /* the optimizer ops this module emits */
+#include "optim/optimizer_math.h"
 
 static const char *const kind_names[GE2_OPT_COUNT] = {"sgd", "adam", "adamw"};
 

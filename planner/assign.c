@@ -82,7 +82,7 @@ static void merge_in_place(const ge2_graph *graph, ge2_plan *plan, int *head)
 {
     for (int p = 0; p < plan->n_steps; p++) {
         const ge2_node *node = &graph->nodes[plan->schedule[p]];
-        if (!(ge2_op_info_of(node->op)->flags & GE2_OPF_ELEMENTWISE) || node->n_inputs < 1 || node->n_outputs < 1)
+        if (!(ge2_op_flags(node->op) & GE2_OPF_ELEMENTWISE) || node->n_inputs < 1 || node->n_outputs < 1)
             continue;
         int in = node->inputs[0], out = node->outputs[0];
         ge2_plan_tensor *ti = &plan->tensors[in], *to = &plan->tensors[out];

@@ -3,7 +3,8 @@
  * Computed once per graph; every key shares it. */
 #include "graph/alloc.h"
 #include "graph/error.h"
-#include "kernels/kernel.h"
+#include "graph/control.h"
+#include "graph/ir.h"
 #include "planner/plan_internal.h"
 
 const char *ge2_pool_name(ge2_pool pool)

@@ -37,7 +37,7 @@ static inline bool ge2_plan_bytes_fit(ge2_dtype dtype, ge2_shape shape, size_t *
 /* True when input `slot` of the node is a shape-only reference. */
 static inline bool ge2_plan_is_like_input(const ge2_node *node, int slot)
 {
-    return slot == 1 && (ge2_op_info_of(node->op)->flags & GE2_OPF_LIKE1);
+    return slot == 1 && (ge2_op_flags(node->op) & GE2_OPF_LIKE1);
 }
 
 /* TRAIN: every node that computes something the step keeps (outputs,

@@ -52,7 +52,7 @@ static void mark_needed(const ge2_graph *graph, ge2_mode mode, bool *tensor_need
 
 static bool updates_in_place(const ge2_node *node)
 {
-    return node->op == GE2_OP_OPTIMIZER_UPDATE && node->n_inputs > 0;
+    return (ge2_op_flags(node->op) & GE2_OPF_UPDATE) && node->n_inputs > 0;
 }
 
 /* after[n]: for each needed per-parameter update, the needed node it must

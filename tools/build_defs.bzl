@@ -132,7 +132,12 @@ def _nvcc_objects_impl(ctx):
     inputs = depset(ctx.files.hdrs, transitive = [cctx.headers])
     outs = []
     for src in ctx.files.srcs:
-        stem = src.basename[:-len(src.extension) - 1] if src.extension else src.basename
+        # The path below the package, so same-named files in two folders
+        # (ops/<family>/cuda.cu) get objects of their own.
+        rel = src.short_path
+        if ctx.label.package and rel.startswith(ctx.label.package + "/"):
+            rel = rel[len(ctx.label.package) + 1:]
+        stem = rel[:-len(src.extension) - 1] if src.extension else rel
         out = ctx.actions.declare_file("_nvcc/%s/%s.o" % (ctx.label.name, stem))
         ctx.actions.run(
             executable = NVCC,

@@ -4,7 +4,7 @@
 
 #include "graph/error.h"
 #include "kernels/broadcast.h"
-#include "kernels/cpu/cpu_kernels.h"
+#include "graph/ir.h"
 
 /* Each kernel body is written once as a macro over (T, SUF) and expanded for
  * float and double; this picks the expansion by the first input's dtype. */
@@ -15,7 +15,7 @@
 static inline ge2_status ge2_cpu_bad_dtype(const ge2_launch *l, ge2_dtype dtype)
 {
     return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s: the CPU kernel has no %s version",
-                     ge2_op_info_of(l->node->op)->name, ge2_dtype_name(dtype));
+                     ge2_op_name(l->node->op), ge2_dtype_name(dtype));
 }
 
 /* Walks the 4-D index space of an output in row-major order, keeping the

@@ -1,5 +1,5 @@
 /* Shared plumbing for the .cu files: CUDA errors as ge2_status, dtype checks,
- * the stream and grid sizes. C++ (nvcc) only; C code sees cuda_kernels.h.
+ * the stream and grid sizes. C++ (nvcc) only.
  *
  * Every launcher ends with GE2_CUDA_CHECK(launch, "kernel_name") after each
  * <<<>>> so a bad configuration surfaces at the op that caused it, with the
@@ -9,7 +9,7 @@
 #define GE2_KERNELS_CUDA_CHECK_H
 
 #ifndef __CUDACC__
-#error "kernels/cuda/check.h is for .cu files; C code includes kernels/cuda/cuda_kernels.h"
+#error "kernels/cuda/check.h is for .cu files"
 #endif
 
 #include <cuda_runtime.h>
@@ -25,9 +25,9 @@
  * ge2's declarations get C linkage here. */
 extern "C" {
 #include "graph/error.h"
-#include "kernels/kernel.h"
+#include "graph/control.h"
+#include "graph/ir.h"
 }
-#include "kernels/cuda/cuda_kernels.h"
 
 /* Threads per block for the simple one-thread-per-element kernels. */
 #define GE2_CUDA_THREADS 256
@@ -38,7 +38,7 @@ extern "C" {
 
 static inline const char *ge2_cuda_op_name(const ge2_launch *launch)
 {
-    return launch->node ? ge2_op_table[launch->node->op].name : "?";
+    return launch->node ? ge2_op_name(launch->node->op) : "?";
 }
 
 static inline cudaStream_t ge2_cuda_stream(const ge2_launch *launch)
@@ -83,7 +83,7 @@ static inline ge2_status ge2_cuda_check_call(const ge2_launch *launch, cudaError
  * whose bit is set in int_inputs must be i32 instead (labels). */
 static inline ge2_status ge2_cuda_require_f32(const ge2_launch *launch, unsigned int_inputs)
 {
-    bool like1 = launch->node && (ge2_op_table[launch->node->op].flags & GE2_OPF_LIKE1);
+    bool like1 = launch->node && (ge2_op_flags(launch->node->op) & GE2_OPF_LIKE1);
     for (int i = 0; i < launch->n_in; i++) {
         if (i == 1 && like1)
             continue; /* shape-only reference: never read */

@@ -18,7 +18,7 @@
 #include <string.h>
 
 extern "C" {
-#include "kernels/activation_math.h"
+#include "ops/linear/stash.h"
 }
 
 #include "kernels/cuda/cp_async.h"

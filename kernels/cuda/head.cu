@@ -7,11 +7,12 @@
 
 #include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/check.h"
-#include "kernels/cuda/loss_row.h"
+#include "ops/loss/loss_row.h"
 #include "kernels/cuda/pdl.h"
 extern "C" {
-#include "kernels/activation_math.h"
+#include "ops/linear/stash.h"
 }
+#include "ops/ops.h"
 
 // Warps per block of both kernels.
 #define HEAD_WARPS 8

@@ -31,7 +31,8 @@
 #include <stddef.h>
 
 #include "kernels/head_pattern.h"
-#include "kernels/kernel.h"
+#include "graph/control.h"
+#include "graph/ir.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -23,12 +23,12 @@
 #include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/cp_async.h"
-#include "kernels/cuda/loss_row.h"
+#include "ops/loss/loss_row.h"
 #include "kernels/cuda/mlp_step.h"
-#include "kernels/cuda/optimizer_rule.h"
+#include "ops/optimizer/optimizer_rule.h"
 
 #include "graph/alloc.h"
-#include "kernels/activation_math.h"
+#include "ops/linear/stash.h"
 
 namespace cg = cooperative_groups;
 

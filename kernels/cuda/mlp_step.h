@@ -42,7 +42,8 @@
 
 #include "kernels/cuda/step_copy.h"
 #include "kernels/mlp_step_pattern.h"
-#include "kernels/kernel.h"
+#include "graph/control.h"
+#include "graph/ir.h"
 
 #ifdef __cplusplus
 extern "C" {

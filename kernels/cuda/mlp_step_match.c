@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "graph/alloc.h"
-#include "kernels/activation_math.h"
+#include "ops/linear/stash.h"
 
 typedef struct matcher {
     const ge2_launch *launches;

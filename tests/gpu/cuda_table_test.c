@@ -8,9 +8,10 @@
 #include <string.h>
 
 #include "graph/error.h"
-#include "kernels/cuda/cuda_kernels.h"
-#include "kernels/optimizer_math.h"
+#include "graph/ir.h"
+#include "optim/optimizer_math.h"
 #include "tests/support/check_main.h"
+#include "ops/ops.h"
 
 static bool gemm_op(ge2_op op)
 {
@@ -20,14 +21,14 @@ static bool gemm_op(ge2_op op)
 
 static bool optimizer_op(ge2_op op)
 {
-    return (ge2_op_table[op].flags & GE2_OPF_OPTIMIZER) != 0;
+    return (ge2_op_flags(op) & GE2_OPF_OPTIMIZER) != 0;
 }
 
 /* A launch with the op's smallest arity over views of dtype dt and shape
  * [4, 3] (labels [4] i32); no memory behind them: nothing may be launched. */
 static void make_launch(ge2_op op, ge2_dtype dt, ge2_node *node, ge2_launch *l)
 {
-    const ge2_op_info *info = &ge2_op_table[op];
+    const ge2_op_def *info = ge2_op_def_of(op);
     memset(node, 0, sizeof *node);
     node->op = op;
     node->n_inputs = info->min_inputs;
@@ -49,15 +50,15 @@ static void make_launch(ge2_op op, ge2_dtype dt, ge2_node *node, ge2_launch *l)
 
 START_TEST(test_every_row_filled)
 {
-    for (int op = 0; op < GE2_OP_COUNT; op++) {
-        const ge2_cuda_kernel *k = &ge2_cuda_kernels[op];
-        ck_assert_msg(k->launch != NULL, "%s: no CUDA launch", ge2_op_table[op].name);
+    for (int op = 0; op < ge2_op_count(); op++) {
+        const ge2_cuda_kernel *k = &ge2_op_def_of(op)->cuda;
+        ck_assert_msg(k->launch != NULL, "%s: no CUDA launch", ge2_op_name(op));
         /* prepare and release come in pairs: what one makes the other frees */
         ck_assert_msg((k->prepare == NULL) == (k->release == NULL), "%s: prepare without release or back",
-                      ge2_op_table[op].name);
+                      ge2_op_name(op));
         if (gemm_op((ge2_op)op))
             ck_assert_msg(k->prepare && k->describe, "%s: cuBLASLt rows prepare and describe",
-                          ge2_op_table[op].name);
+                          ge2_op_name(op));
     }
 }
 END_TEST
@@ -71,10 +72,10 @@ START_TEST(test_f64_refused)
     ge2_launch l;
     make_launch(op, GE2_F64, &node, &l);
     ge2_clear_error();
-    ck_assert_int_eq(ge2_cuda_kernels[op].launch(&l), GE2_ERR_UNSUPPORTED);
+    ck_assert_int_eq(ge2_op_def_of(op)->cuda.launch(&l), GE2_ERR_UNSUPPORTED);
     const char *msg = ge2_last_error();
-    ck_assert_msg(strstr(msg, ge2_op_table[op].name) && strstr(msg, "f64"), "%s: message: %s",
-                  ge2_op_table[op].name, msg);
+    ck_assert_msg(strstr(msg, ge2_op_name(op)) && strstr(msg, "f64"), "%s: message: %s",
+                  ge2_op_name(op), msg);
 }
 END_TEST
 
@@ -88,9 +89,9 @@ START_TEST(test_control_block_required)
         ge2_launch l;
         make_launch(ops[i], GE2_F32, &node, &l);
         node.attrs.optim.config.accumulation_steps = 1;
-        ck_assert_int_eq(ge2_cuda_kernels[ops[i]].launch(&l), GE2_ERR_STATE);
-        ck_assert_msg(strstr(ge2_last_error(), ge2_op_table[ops[i]].name) && strstr(ge2_last_error(), "control"),
-                      "%s: message: %s", ge2_op_table[ops[i]].name, ge2_last_error());
+        ck_assert_int_eq(ge2_op_def_of(ops[i])->cuda.launch(&l), GE2_ERR_STATE);
+        ck_assert_msg(strstr(ge2_last_error(), ge2_op_name(ops[i])) && strstr(ge2_last_error(), "control"),
+                      "%s: message: %s", ge2_op_name(ops[i]), ge2_last_error());
     }
 }
 END_TEST
@@ -107,7 +108,7 @@ START_TEST(test_optimizer_slots_checked)
     l.control = &not_dereferenced;
     l.pools.slots = 2; /* amsgrad needs m, v, v_max */
     l.pools.n = 64;
-    ck_assert_int_eq(ge2_cuda_kernels[GE2_OP_OPTIMIZER_UPDATE].launch(&l), GE2_ERR_STATE);
+    ck_assert_int_eq(ge2_op_def_of(GE2_OP_OPTIMIZER_UPDATE)->cuda.launch(&l), GE2_ERR_STATE);
     ck_assert_msg(strstr(ge2_last_error(), "needs 3 state slots, the pool has 2"), "message: %s", ge2_last_error());
 }
 END_TEST
@@ -117,7 +118,7 @@ int main(void)
     Suite *s = suite_create("cuda_table");
     TCase *tc = tcase_create("rows");
     tcase_add_test(tc, test_every_row_filled);
-    tcase_add_loop_test(tc, test_f64_refused, 0, GE2_OP_COUNT);
+    tcase_add_loop_test(tc, test_f64_refused, 0, ge2_op_count());
     tcase_add_test(tc, test_control_block_required);
     tcase_add_test(tc, test_optimizer_slots_checked);
     suite_add_tcase(s, tc);

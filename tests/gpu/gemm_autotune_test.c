@@ -21,11 +21,12 @@
 #include <string.h>
 
 #include "graph/error.h"
-#include "kernels/cuda/cuda_kernels.h"
+#include "graph/ir.h"
 #include "kernels/cuda/gemm_registry.h"
 #include "tests/gpu/capture_mlp.h"
 #include "tests/gpu/capture_suite.h"
 #include "tests/gpu/lt_gpu.h"
+#include "ops/ops.h"
 
 /* A fresh cache file per test, and a registry that has forgotten everything. */
 static void fresh_cache(char *path, size_t size)
@@ -112,7 +113,7 @@ static void linear_close(linear_case *c)
 /* Prepares (the registry chooses here), describes, runs; y on the host (caller frees). */
 static float *linear_run(linear_case *c, const gpu *g, char *what, size_t what_size)
 {
-    const ge2_cuda_kernel *k = &ge2_cuda_kernels[GE2_OP_LINEAR];
+    const ge2_cuda_kernel *k = &ge2_op_def_of(GE2_OP_LINEAR)->cuda;
     ck_assert_msg(k->prepare(&c->launch) == GE2_OK, "prepare: %s", ge2_last_error());
     snprintf(what, what_size, "%s", k->describe(&c->launch));
     ck_assert_msg(k->launch(&c->launch) == GE2_OK, "launch: %s", ge2_last_error());
@@ -206,7 +207,7 @@ START_TEST(test_tuned_matches_heuristic_and_reference)
         setenv("GE2_AUTOTUNE", "1", 1);
         CUDA_OK(cudaMemset(c.y, 0x5a, (size_t)n * sizeof(float)));
         ge2_gemm_registry_stats before = stats();
-        const ge2_cuda_kernel *k = &ge2_cuda_kernels[GE2_OP_LINEAR];
+        const ge2_cuda_kernel *k = &ge2_op_def_of(GE2_OP_LINEAR)->cuda;
         ck_assert_msg(k->prepare(&c.launch) == GE2_OK, "prepare: %s", ge2_last_error());
         snprintf(tuned_what, sizeof tuned_what, "%s", k->describe(&c.launch));
         CUDA_OK(cudaStreamSynchronize(g.stream));

@@ -17,9 +17,10 @@
 #include <string.h>
 
 #include "graph/error.h"
-#include "kernels/cuda/cuda_kernels.h"
+#include "graph/ir.h"
 #include "tests/gpu/capture_suite.h"
 #include "tests/gpu/lt_gpu.h"
+#include "ops/ops.h"
 
 static uint64_t rng_state = 0x1234abcdull;
 
@@ -132,7 +133,7 @@ static void check_linear(const gpu *g, int64_t rows, int64_t in, int64_t out, ge
     gpu_fill_launch(&l, g);
     l.tf32 = tf32;
 
-    const ge2_cuda_kernel *k = &ge2_cuda_kernels[GE2_OP_LINEAR];
+    const ge2_cuda_kernel *k = &ge2_op_def_of(GE2_OP_LINEAR)->cuda;
     setenv("GE2_GEMM_KERNEL", "cublaslt", 1); /* this suite is about cuBLASLt's epilogues (gemm_tiled_test: ours) */
     ck_assert_msg(k->prepare(&l) == GE2_OK, "prepare: %s", ge2_last_error());
     const char *what = k->describe(&l);
@@ -228,7 +229,7 @@ START_TEST(test_linear_rejects_f64)
     l.in[1] = view(NULL, ge2_shape2(2, 8));
     l.out[0] = view(NULL, ge2_shape2(4, 2));
     gpu_fill_launch(&l, &g);
-    ck_assert_int_eq(ge2_cuda_kernels[GE2_OP_LINEAR].prepare(&l), GE2_ERR_UNSUPPORTED);
+    ck_assert_int_eq(ge2_op_def_of(GE2_OP_LINEAR)->cuda.prepare(&l), GE2_ERR_UNSUPPORTED);
     ck_assert_msg(strstr(ge2_last_error(), "linear") != NULL, "message: %s", ge2_last_error());
     ck_assert_ptr_null(l.backend_data);
     gpu_close(&g);
@@ -271,7 +272,7 @@ static void check_matmul(const gpu *g, int64_t batch_a, int64_t batch_b, int64_t
     l.in[1] = view(db, batch_b ? ge2_shape3(batch_b, b_rows, b_cols) : ge2_shape2(b_rows, b_cols));
     l.out[0] = view(dy, batch > 0 ? ge2_shape3(batch, m, n) : ge2_shape2(m, n));
     gpu_fill_launch(&l, g);
-    const ge2_cuda_kernel *k = &ge2_cuda_kernels[GE2_OP_MATMUL];
+    const ge2_cuda_kernel *k = &ge2_op_def_of(GE2_OP_MATMUL)->cuda;
     ck_assert_msg(k->prepare(&l) == GE2_OK, "prepare: %s", ge2_last_error());
     ck_assert_msg(k->launch(&l) == GE2_OK, "launch: %s", ge2_last_error());
     CUDA_OK(cudaStreamSynchronize(g->stream));

@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "graph/error.h"
-#include "kernels/activation_math.h"
+#include "ops/linear/stash.h"
 #include "kernels/cuda/gemm_tiled.h"
 #include "tests/gpu_probe.h"
 #include "tests/support/check_main.h"

@@ -10,6 +10,7 @@
 
 #include "kernels/cuda/head.h"
 #include "tests/support/check_main.h"
+#include "ops/ops.h"
 
 enum { B = 8, K = 16, H = 24 };
 

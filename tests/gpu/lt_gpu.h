@@ -8,7 +8,8 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
-#include "kernels/kernel.h"
+#include "graph/control.h"
+#include "graph/ir.h"
 
 #define LT_GPU_WORKSPACE_BYTES ((size_t)32 << 20)
 

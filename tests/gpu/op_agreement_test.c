@@ -32,12 +32,13 @@
 
 #include "graph/error.h"
 #include "graph/init.h"
-#include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cuda/cuda_kernels.h"
-#include "kernels/optimizer_math.h"
+#include "graph/ir.h"
+#include "graph/ir.h"
+#include "optim/optimizer_math.h"
 #include "tests/gpu_probe.h"
 #include "tests/support/check_main.h"
 #include "tests/support/op_cases.h"
+#include "ops/ops.h"
 
 #define RTOL 1e-5
 #define RTOL_GEMM 1e-4
@@ -124,22 +125,22 @@ static void from_device(void *host, const void *dev, size_t bytes)
 
 static void cuda_prepare(ge2_launch *l)
 {
-    const ge2_cuda_kernel *k = &ge2_cuda_kernels[l->node->op];
+    const ge2_cuda_kernel *k = &ge2_op_def_of(l->node->op)->cuda;
     if (k->prepare)
-        ck_assert_msg(k->prepare(l) == GE2_OK, "%s: CUDA prepare: %s", ge2_op_table[l->node->op].name,
+        ck_assert_msg(k->prepare(l) == GE2_OK, "%s: CUDA prepare: %s", ge2_op_name(l->node->op),
                       ge2_last_error());
 }
 
 /* Enqueues only: no wait, so it can run under stream capture. */
 static void cuda_enqueue(const ge2_launch *l)
 {
-    ck_assert_msg(ge2_cuda_kernels[l->node->op].launch(l) == GE2_OK, "%s: CUDA launch: %s",
-                  ge2_op_table[l->node->op].name, ge2_last_error());
+    ck_assert_msg(ge2_op_def_of(l->node->op)->cuda.launch(l) == GE2_OK, "%s: CUDA launch: %s",
+                  ge2_op_name(l->node->op), ge2_last_error());
 }
 
 static void cuda_release(ge2_launch *l)
 {
-    const ge2_cuda_kernel *k = &ge2_cuda_kernels[l->node->op];
+    const ge2_cuda_kernel *k = &ge2_op_def_of(l->node->op)->cuda;
     if (k->release)
         k->release(l);
 }
@@ -237,7 +238,7 @@ static void assert_mask_agrees(const char *what, const ge2_graph *g, const ge2_n
 
 static bool optimizer_op(ge2_op op)
 {
-    return (ge2_op_table[op].flags & GE2_OPF_OPTIMIZER) != 0;
+    return (ge2_op_flags(op) & GE2_OPF_OPTIMIZER) != 0;
 }
 
 /* Every output a launch writes, as raw bytes. */
@@ -294,7 +295,7 @@ static void check_capture(const char *label, const ge2_graph *g, ge2_launch *lgs
                 int t = lgs[i].node->outputs[k];
                 ck_assert_msg(memcmp(got[t], eager[t], bytes[t]) == 0,
                               "%s: replay %d of the captured graph: node %d %s output %d differs from eager", label,
-                              replay, lgs[i].node->id, ge2_op_table[lgs[i].node->op].name, k);
+                              replay, lgs[i].node->id, ge2_op_name(lgs[i].node->op), k);
             }
         free_saved(g, got);
     }
@@ -377,10 +378,10 @@ static void check_graph(const char *label, const ge2_graph *g, const ge2_feed *f
          * ~1e-11 in floats: judge it against its operands' magnitude */
         double in_scale = 0;
         for (int k = 0; k < node->n_inputs; k++)
-            if (lc.in[k].dtype == GE2_F32 && !(k == 1 && (ge2_op_table[node->op].flags & GE2_OPF_LIKE1)))
+            if (lc.in[k].dtype == GE2_F32 && !(k == 1 && (ge2_op_flags(node->op) & GE2_OPF_LIKE1)))
                 in_scale = fmax(in_scale, max_abs(lc.in[k].data, ge2_shape_numel(lc.in[k].shape)));
-        const char *name = ge2_op_table[node->op].name;
-        ck_assert_msg(ge2_cpu_kernels[node->op](&lc) == GE2_OK, "%s: CPU kernel: %s", name, ge2_last_error());
+        const char *name = ge2_op_name(node->op);
+        ck_assert_msg(ge2_op_def_of(node->op)->cpu(&lc) == GE2_OK, "%s: CPU kernel: %s", name, ge2_last_error());
         cuda_prepare(&lg);
         cuda_enqueue(&lg);
         CK_CUDA(cudaStreamSynchronize(d.stream));
@@ -448,9 +449,9 @@ static void add_backward(ge2_op_instance *inst, uint64_t seed)
 
 static void op_agrees(ge2_op op)
 {
-    const char *name = ge2_op_table[op].name;
-    ck_assert_msg(ge2_cuda_kernels[op].launch, "%s: no CUDA kernel in the table", name);
-    const ge2_op_case *c = &ge2_op_cases[op];
+    const char *name = ge2_op_name(op);
+    ck_assert_msg(ge2_op_def_of(op)->cuda.launch, "%s: no CUDA kernel in the table", name);
+    const ge2_op_case *c = ge2_op_case_of(op);
     if (c->kind == GE2_CASE_ELSEWHERE)
         return; /* the optimizer ops: test_optimizer_agrees */
     ck_assert_msg(c->build, "%s: no op case", name);
@@ -807,7 +808,7 @@ static void check_optimizer(int which, int64_t n, int steps)
             cpu.grads[i] = (float)(0.2 * (2.0 * rng01() - 1.0));
         h2d(gpu.grads, cpu.grads, pbytes);
         for (int k = first; k < 2; k++)
-            ck_assert_msg(ge2_cpu_kernels[nodes[k]->op](&lcs[k]) == GE2_OK, "%s: CPU: %s", oc.name,
+            ck_assert_msg(ge2_op_def_of(nodes[k]->op)->cpu(&lcs[k]) == GE2_OK, "%s: CPU: %s", oc.name,
                           ge2_last_error());
         if (step % 2)
             CK_CUDA(cudaGraphLaunch(exec, d.stream));
@@ -930,7 +931,7 @@ static void check_per_parameter(int which, bool misaligned)
             h2d(ggrad[k], cgrad[k], (size_t)numel[k] * sizeof(float));
         }
         for (int u = 0; u < 2; u++) {
-            ck_assert_msg(ge2_cpu_kernels[GE2_OP_OPTIMIZER_UPDATE](&lcs[u]) == GE2_OK, "%s: CPU: %s", oc.name,
+            ck_assert_msg(ge2_op_def_of(GE2_OP_OPTIMIZER_UPDATE)->cpu(&lcs[u]) == GE2_OK, "%s: CPU: %s", oc.name,
                           ge2_last_error());
             ck_assert_int_eq(cctl.step, u == 0 ? step : step + 1); /* the second node commits */
         }
@@ -1046,9 +1047,9 @@ int main(void)
     Suite *s = suite_create("op_agreement");
     TCase *tc = tcase_create("cuda_vs_cpu");
     tcase_set_timeout(tc, 120);
-    tcase_add_loop_test(tc, test_op_agrees, 0, GE2_OP_COUNT);
+    tcase_add_loop_test(tc, test_op_agrees, 0, ge2_op_count());
     tcase_add_test(tc, test_large_graphs_agree);
-    tcase_add_loop_test(tc, test_gemm_op_agrees_tiled, 0, GE2_OP_COUNT);
+    tcase_add_loop_test(tc, test_gemm_op_agrees_tiled, 0, ge2_op_count());
     tcase_add_test(tc, test_large_graphs_agree_tiled);
     tcase_add_loop_test(tc, test_optimizer_agrees, 0, N_OPT_CASES);
     tcase_add_loop_test(tc, test_per_parameter_optimizer_agrees, 0, N_OPT_CASES);

@@ -9,6 +9,7 @@
 #include "graph/verify.h"
 #include "tests/support/check_main.h"
 #include "tests/support/grad_check.h"
+#include "ops/ops.h"
 
 static ge2_graph *g;
 

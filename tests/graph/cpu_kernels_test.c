@@ -5,9 +5,12 @@
 #include <math.h>
 #include <string.h>
 
-#include "kernels/cpu/cpu_kernels.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/linear/linear.h"
+#include "ops/loss/loss.h"
 #include "tests/support/check_main.h"
 #include "tests/support/naive_run.h"
+#include "ops/ops.h"
 
 static ge2_launch launch_of(const ge2_node *node)
 {

@@ -8,6 +8,7 @@
 #include "graph/specialize.h"
 #include "graph/verify.h"
 #include "tests/support/check_main.h"
+#include "ops/ops.h"
 
 static ge2_graph *g;
 

@@ -9,6 +9,7 @@
 #include "tests/support/check_main.h"
 #include "tests/support/grad_check.h"
 #include "tests/support/naive_run.h"
+#include "ops/ops.h"
 
 enum { B = 5, IN = 6, H1 = 9, H2 = 7, C = 4 };
 

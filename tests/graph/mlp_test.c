@@ -9,6 +9,7 @@
 #include "tests/graph/reference.h"
 #include "tests/support/naive_run.h"
 #include "tests/support/check_main.h"
+#include "ops/ops.h"
 
 enum { B = 6, IN = 5, H = 7, C = 4 };
 

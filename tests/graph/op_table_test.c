@@ -5,14 +5,15 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "autograd/rules.h"
+#include "autograd/autograd.h"
 #include "graph/alloc.h"
-#include "kernels/cpu/cpu_kernels.h"
+#include "graph/ir.h"
 #include "tests/graph/reference.h"
 #include "tests/support/grad_check.h"
 #include "tests/support/naive_run.h"
 #include "tests/support/op_cases.h"
 #include "tests/support/check_main.h"
+#include "ops/ops.h"
 
 /* random instances per op; more with --copt=-DGE2_OP_TEST_SEEDS=N for a soak */
 #ifndef GE2_OP_TEST_SEEDS
@@ -35,14 +36,14 @@ static double *to_f64(const ge2_naive *n, const ge2_tensor *t)
 
 START_TEST(table_has_no_holes)
 {
-    for (int op = 0; op < GE2_OP_COUNT; op++) {
-        const ge2_op_info *info = ge2_op_info_of((ge2_op)op);
+    for (int op = 0; op < ge2_op_count(); op++) {
+        const ge2_op_def *info = ge2_op_def_of((ge2_op)op);
         ck_assert_msg(info->name && info->infer, "op %d has no name/infer", op);
-        ck_assert_msg(ge2_cpu_kernels[op], "op %s has no CPU kernel", info->name);
-        const ge2_op_case *c = &ge2_op_cases[op];
+        ck_assert_msg(ge2_op_def_of(op)->cpu, "op %s has no CPU kernel", info->name);
+        const ge2_op_case *c = ge2_op_case_of(op);
         ck_assert_msg(c->kind == GE2_CASE_ELSEWHERE || c->build, "op %s has no op case", info->name);
         if (c->kind == GE2_CASE_GRADIENT)
-            ck_assert_msg(ge2_backward_rules[op], "differentiable op %s has no backward rule", info->name);
+            ck_assert_msg(ge2_op_def_of(op)->backward, "differentiable op %s has no backward rule", info->name);
         /* ops a user can differentiate through must have a rule; metrics and optimizer ops none */
         if (info->flags & (GE2_OPF_NO_GRAD | GE2_OPF_OPTIMIZER))
             ck_assert_msg(c->kind != GE2_CASE_GRADIENT, "op %s is marked differentiable", info->name);
@@ -53,7 +54,7 @@ END_TEST
 static void check_forward(int op, ge2_dtype dtype, uint64_t seed)
 {
     ge2_op_instance inst;
-    ck_assert_int_eq(ge2_op_cases[op].build(seed, dtype, &inst), GE2_OK);
+    ck_assert_int_eq(ge2_op_case_of(op)->build(seed, dtype, &inst), GE2_OK);
     ge2_naive *n;
     ck_assert_int_eq(ge2_naive_run(inst.graph, inst.feeds, inst.n_feeds, &n), GE2_OK);
     const ge2_node *node = &inst.graph->nodes[inst.node];
@@ -72,7 +73,7 @@ static void check_forward(int op, ge2_dtype dtype, uint64_t seed)
         for (int64_t k = 0; k < ge2_shape_numel(out[i].shape); k++)
             ck_assert_msg(fabs(got[k] - out[i].v[k]) <= atol + rtol * fabs(out[i].v[k]),
                           "%s (%s, seed %llu) output %d [%lld]: got %.10g, reference %.10g",
-                          ge2_op_info_of((ge2_op)op)->name, ge2_dtype_name(dtype), (unsigned long long)seed, i,
+                          ge2_op_name((ge2_op)op), ge2_dtype_name(dtype), (unsigned long long)seed, i,
                           (long long)k, got[k], out[i].v[k]);
         free(got);
         free(out[i].v);
@@ -86,7 +87,7 @@ static void check_forward(int op, ge2_dtype dtype, uint64_t seed)
 START_TEST(forward_matches_reference)
 {
     int op = _i;
-    if (ge2_op_cases[op].kind == GE2_CASE_ELSEWHERE)
+    if (ge2_op_case_of(op)->kind == GE2_CASE_ELSEWHERE)
         return;
     for (uint64_t seed = 1; seed <= GE2_OP_TEST_SEEDS; seed++) {
         check_forward(op, GE2_F64, seed);
@@ -100,7 +101,7 @@ END_TEST
 static void check_gradient(int op, uint64_t seed)
 {
     ge2_op_instance inst;
-    ck_assert_int_eq(ge2_op_cases[op].build(seed, GE2_F64, &inst), GE2_OK);
+    ck_assert_int_eq(ge2_op_case_of(op)->build(seed, GE2_F64, &inst), GE2_OK);
     ge2_graph *g = inst.graph;
     ge2_tensor *out = g->tensors[g->nodes[inst.node].outputs[0]], *probe, *prod, *loss;
     ck_assert_int_eq(ge2_label(g, "probe", GE2_F64, out->shape, &probe), GE2_OK);
@@ -117,14 +118,14 @@ static void check_gradient(int op, uint64_t seed)
     for (int w = 0; w < inst.n_wrt; w++)
         ck_assert_int_eq(ge2_grad(inst.wrt[w])->grad_of, inst.wrt[w]->id);
     ge2_grad_check_result r = ge2_grad_check(g, loss, inst.feeds, inst.n_feeds, inst.wrt, inst.n_wrt, 1e-6, 1e-5);
-    ck_assert_msg(r.ok, "%s (seed %llu): %s", ge2_op_info_of((ge2_op)op)->name, (unsigned long long)seed, r.message);
+    ck_assert_msg(r.ok, "%s (seed %llu): %s", ge2_op_name((ge2_op)op), (unsigned long long)seed, r.message);
     ge2_op_instance_free(&inst);
 }
 
 START_TEST(gradient_matches_finite_differences)
 {
     int op = _i;
-    if (ge2_op_cases[op].kind != GE2_CASE_GRADIENT)
+    if (ge2_op_case_of(op)->kind != GE2_CASE_GRADIENT)
         return;
     for (uint64_t seed = 1; seed <= GE2_OP_TEST_SEEDS; seed++)
         check_gradient(op, seed);
@@ -137,8 +138,8 @@ int main(void)
     TCase *tc = tcase_create("ops");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, table_has_no_holes);
-    tcase_add_loop_test(tc, forward_matches_reference, 0, GE2_OP_COUNT);
-    tcase_add_loop_test(tc, gradient_matches_finite_differences, 0, GE2_OP_COUNT);
+    tcase_add_loop_test(tc, forward_matches_reference, 0, ge2_op_count());
+    tcase_add_loop_test(tc, gradient_matches_finite_differences, 0, ge2_op_count());
     suite_add_tcase(s, tc);
     return ge2_check_run(s);
 }

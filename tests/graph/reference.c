@@ -1,4 +1,5 @@
 #include "tests/graph/reference.h"
+#include "ops/ops.h"
 
 #include <assert.h>
 #include <math.h>

@@ -13,9 +13,10 @@
 
 #include "capture/program_internal.h"
 #include "ge2/ge2.h"
-#include "kernels/optimizer_math.h"
+#include "optim/optimizer_math.h"
 #include "optim/optim.h"
 #include "tests/data/testutil.h"
+#include "ops/ops.h"
 
 #define API(call) ck_assert_msg((call) == GE2_OK, "%s: %s", #call, ge2_last_error())
 

@@ -20,6 +20,7 @@
 #include "graph/ir.h"
 #include "tests/planner/random_graph.h"
 #include "tests/support/check_main.h"
+#include "ops/ops.h"
 
 #define API(call) ck_assert_msg((call) == GE2_OK, "%s: %s", #call, ge2_last_error())
 

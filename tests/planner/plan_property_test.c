@@ -18,6 +18,7 @@
 #include "planner/plan.h"
 #include "tests/planner/random_graph.h"
 #include "tests/planner/suite.h"
+#include "ops/ops.h"
 
 #define CORPUS 400
 
@@ -25,7 +26,7 @@ static size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 
 static bool is_like_input(const ge2_node *node, int slot)
 {
-    return slot == 1 && (ge2_op_info_of(node->op)->flags & GE2_OPF_LIKE1);
+    return slot == 1 && (ge2_op_flags(node->op) & GE2_OPF_LIKE1);
 }
 
 /* Position of each node in the schedule, -1 if not scheduled. */
@@ -173,7 +174,7 @@ static void check_assignment(const ge2_graph *g, const ge2_plan *plan)
             ck_assert_uint_eq(src->bytes, pa->bytes);
             ck_assert_int_eq(src->last, pa->first); /* dies where the output is born */
             const ge2_node *node = &g->nodes[g->tensors[a]->producer];
-            ck_assert(ge2_op_info_of(node->op)->flags & GE2_OPF_ELEMENTWISE);
+            ck_assert(ge2_op_flags(node->op) & GE2_OPF_ELEMENTWISE);
             ck_assert_int_eq(node->inputs[0], pa->reuses);
         }
         for (int b = a + 1; b < g->n_tensors; b++) {

@@ -99,7 +99,7 @@ ge2_status ge2_naive_exec(ge2_naive *n, bool backward)
             l.out[k] = (ge2_view){n->data[id], g->tensors[id]->dtype, n->shape[id]};
         }
         l.control = &n->control;
-        GE2_TRY(ge2_cpu_kernels[node->op](&l));
+        GE2_TRY(ge2_op_def_of(node->op)->cpu(&l));
     }
     return GE2_OK;
 }

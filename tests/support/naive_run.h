@@ -5,7 +5,8 @@
 #ifndef GE2_TESTS_SUPPORT_NAIVE_RUN_H
 #define GE2_TESTS_SUPPORT_NAIVE_RUN_H
 
-#include "kernels/kernel.h"
+#include "graph/control.h"
+#include "graph/ir.h"
 
 typedef struct ge2_naive {
     const ge2_graph *graph;

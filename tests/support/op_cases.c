@@ -5,6 +5,7 @@
 #include "graph/alloc.h"
 #include "graph/error.h"
 #include "graph/init.h"
+#include "ops/ops.h"
 
 /* What a builder works with: the instance, its dtype and a counter-based RNG. */
 typedef struct ctx {
@@ -433,7 +434,7 @@ CASE(slice_backward)
 CASE(linear_grad_input)
 CASE(linear_grad_weight)
 
-const ge2_op_case ge2_op_cases[GE2_OP_COUNT] = {
+const ge2_op_case ge2_op_cases[GE2_OP_BUILTIN_COUNT] = {
     [GE2_OP_LINEAR] = {GE2_CASE_GRADIENT, build_linear},
     [GE2_OP_MATMUL] = {GE2_CASE_GRADIENT, build_matmul},
     [GE2_OP_ADD] = {GE2_CASE_GRADIENT, build_add},
@@ -463,3 +464,9 @@ const ge2_op_case ge2_op_cases[GE2_OP_COUNT] = {
     [GE2_OP_GRAD_NORM] = {GE2_CASE_ELSEWHERE, NULL},
     [GE2_OP_OPTIMIZER_UPDATE] = {GE2_CASE_ELSEWHERE, NULL},
 };
+
+const ge2_op_case *ge2_op_case_of(ge2_op op)
+{
+    static const ge2_op_case missing = {GE2_CASE_GRADIENT, NULL};
+    return op >= 0 && op < GE2_OP_BUILTIN_COUNT ? &ge2_op_cases[op] : &missing;
+}

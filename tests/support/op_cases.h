@@ -5,6 +5,7 @@
 #define GE2_TESTS_SUPPORT_OP_CASES_H
 
 #include "graph/ir.h"
+#include "ops/ops.h"
 
 typedef enum ge2_op_case_kind {
     GE2_CASE_GRADIENT,  /* differentiable: forward values and a gradient check */
@@ -34,7 +35,11 @@ typedef struct ge2_op_case {
 } ge2_op_case;
 
 /* Indexed by ge2_op; a row without kind/build is a new op nobody wrote a case for (the table test fails). */
-extern const ge2_op_case ge2_op_cases[GE2_OP_COUNT];
+extern const ge2_op_case ge2_op_cases[GE2_OP_BUILTIN_COUNT];
+
+/* The case of op: its row of ge2_op_cases for ge2's own ops, a row with no
+ * build (the table test fails on it) for any other. */
+const ge2_op_case *ge2_op_case_of(ge2_op op);
 
 /* Frees the graph and the feed data. */
 void ge2_op_instance_free(ge2_op_instance *inst);

@@ -1,0 +1,88 @@
+/* The op registry: every op, ge2's own and users', as its definition struct.
+ * The engine (graph, autograd, planner, capture) reaches an op's inference,
+ * backward rule and kernels only through here, never by its name.
+ *
+ * Ids are handed out in registration order and never reused. Registration
+ * takes a lock; lookups do not, because an op is registered before any
+ * graph uses it and a slot, once filled, never changes. */
+#include <pthread.h>
+#include <string.h>
+
+#include "graph/graph_internal.h"
+
+static const ge2_op_def *registry[GE2_OP_MAX];
+static int registered;
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static ge2_status check_def(const ge2_op_def *def)
+{
+    if (!def || !def->name || !def->name[0])
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_op_register: the definition and its name must be given");
+    if (strlen(def->name) >= GE2_NAME_MAX)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_op_register: op name '%.32s...' is longer than %d characters",
+                         def->name, GE2_NAME_MAX - 1);
+    if (!def->infer || !def->cpu)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_op_register: op '%s' has no %s", def->name,
+                         !def->infer ? "infer function" : "CPU kernel");
+    if (def->min_inputs < 0 || def->max_inputs < def->min_inputs || def->max_inputs > GE2_MAX_INPUTS)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_op_register: op '%s' takes %d..%d inputs; 0 <= min <= max <= %d",
+                         def->name, def->min_inputs, def->max_inputs, GE2_MAX_INPUTS);
+    if (def->max_outputs < 0 || def->max_outputs > GE2_MAX_OUTPUTS)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_op_register: op '%s' makes up to %d outputs; at most %d",
+                         def->name, def->max_outputs, GE2_MAX_OUTPUTS);
+    if ((def->flags & GE2_OPF_LIKE1) && def->max_inputs < 2)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_op_register: op '%s' is GE2_OPF_LIKE1 but takes no input 1",
+                         def->name);
+    return GE2_OK;
+}
+
+ge2_status ge2_op_register(const ge2_op_def *def, ge2_op *op)
+{
+    GE2_TRY(check_def(def));
+    if (!op)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_op_register: op '%s': the id pointer is NULL", def->name);
+    pthread_mutex_lock(&registry_lock);
+    ge2_status st = GE2_OK;
+    for (int i = 0; i < registered && st == GE2_OK; i++)
+        if (strcmp(registry[i]->name, def->name) == 0)
+            st = ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_op_register: an op named '%s' is registered already (id %d)",
+                           def->name, i);
+    if (st == GE2_OK && registered == GE2_OP_MAX)
+        st = ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_op_register: op '%s': the registry is full (%d ops)", def->name,
+                       GE2_OP_MAX);
+    if (st == GE2_OK) {
+        registry[registered] = def;
+        *op = registered;
+        __atomic_store_n(&registered, registered + 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&registry_lock);
+    return st;
+}
+
+ge2_status ge2_op_find(const char *name, ge2_op *op)
+{
+    if (!name || !op)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_op_find: name and op must not be NULL");
+    const int n = ge2_op_count();
+    for (int i = 0; i < n; i++)
+        if (strcmp(registry[i]->name, name) == 0) {
+            *op = i;
+            return GE2_OK;
+        }
+    return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_op_find: no op named '%s' is registered", name);
+}
+
+const ge2_op_def *ge2_op_def_of(ge2_op op)
+{
+    return op >= 0 && op < ge2_op_count() ? registry[op] : NULL;
+}
+
+int ge2_op_count(void)
+{
+    return __atomic_load_n(&registered, __ATOMIC_ACQUIRE);
+}
+
+const void *ge2_node_attrs(const ge2_node *node)
+{
+    return node ? &node->attrs : NULL;
+}

@@ -1,0 +1,157 @@
+/* ge2 extension API: ops and kernels from outside the library.
+ *
+ * An op is one definition struct (ge2_op_def): its name, arity, flags,
+ * shape/dtype inference, backward rule, CPU kernel and CUDA kernel.
+ * ge2_op_register adds it to the process-wide op registry and returns its id;
+ * ge2's own ops register through this same call (ops/registry.c), so a
+ * registered op is built into graphs, differentiated, planned, run on both
+ * backends and captured exactly like a built-in one.
+ *
+ * What a kernel receives is a ge2_launch: views of its inputs and outputs at
+ * the addresses the memory plan gave them, plus the per-program resources.
+ * The CPU backend and the CUDA backend run the same plan with the same
+ * offsets, so a kernel sees the same launch on both (host pointers on the CPU,
+ * device pointers on CUDA).
+ *
+ * CUDA kernels must be capturable: the step that runs them is recorded once
+ * into a CUDA Graph and replayed for every later batch. So `launch` enqueues
+ * its work on launch->stream only, allocates nothing (host or device), never
+ * synchronizes, and reads no host value that changes from step to step
+ * (anything that does lives in the device control block, launch->control).
+ * One-time work (descriptors, algorithm choice, workspace sizing) belongs in
+ * `prepare`, which runs once per graph key before warm-up and capture, and
+ * what it made is freed by `release`.
+ */
+#ifndef GE2_EXTENSION_H
+#define GE2_EXTENSION_H
+
+#include "ge2/ge2.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------- ops */
+
+/* An op's id in the registry: ge2's own ops first (ops/ops.h names them),
+ * then registered ones in registration order. */
+typedef int ge2_op;
+
+/* Most ops the registry holds, ge2's own included. */
+#define GE2_OP_MAX 256
+#define GE2_MAX_INPUTS 8
+#define GE2_MAX_OUTPUTS 2
+/* Bytes of attributes a node of a registered op carries. */
+#define GE2_OP_ATTRS_BYTES 64
+
+/* ge2_op_def.flags */
+enum {
+    GE2_OPF_ELEMENTWISE = 1u << 0, /* output 0 may reuse input 0's memory when input 0 dies here */
+    GE2_OPF_LIKE1 = 1u << 1,       /* input 1 is a shape-only reference: kernels never read it */
+    GE2_OPF_LOSS = 1u << 2,        /* output 0 is a scalar loss */
+    GE2_OPF_NO_GRAD = 1u << 3,     /* a metric: never differentiated */
+    GE2_OPF_OPTIMIZER = 1u << 4,   /* works on the flat pools, runs after the backward */
+    GE2_OPF_UPDATE = 1u << 5,      /* with OPTIMIZER: updates parameters (one or more nodes a step) */
+};
+
+/* A node of the graph (opaque here; its op's functions receive it). */
+typedef struct ge2_node ge2_node;
+
+/* What shape inference sees of a tensor. */
+typedef struct ge2_desc {
+    ge2_dtype dtype;
+    ge2_shape shape;
+    const char *name;
+} ge2_desc;
+
+/* Fills out[0..outputs) from in[0..inputs). Runs when the node is built and
+ * again whenever a graph key specializes input shapes (another batch size).
+ * Errors name the op, the tensors and their shapes. */
+typedef ge2_status (*ge2_infer_fn)(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
+
+/* Reverse-mode differentiation of one node (autograd/autograd.h has the
+ * calls a rule makes). dy[i] is the gradient of the node's output i. */
+typedef struct ge2_autograd ge2_autograd;
+typedef ge2_status (*ge2_backward_rule)(ge2_autograd *ag, const ge2_node *node, const int *dy);
+
+/* ----------------------------------------------------------------- kernels */
+
+/* A tensor at its planned address (host memory on CPU, device memory on CUDA). */
+typedef struct ge2_view {
+    void *data;
+    ge2_dtype dtype;
+    ge2_shape shape;
+} ge2_view;
+
+/* The persistent flat buffers (f32) the optimizer ops work on. Padding
+ * between parameters is zero and stays zero, so a kernel may sweep all n. */
+typedef struct ge2_flat_pools {
+    float *params; /* [n] */
+    float *grads;  /* [n] same layout as params */
+    float *state;  /* [slots * n] optimizer state: SGD momentum; Adam m, v(, v_max); accumulation buffer last */
+    int slots;
+    int64_t n;
+} ge2_flat_pools;
+
+struct ge2_control; /* the device control block: what changes from step to step */
+
+typedef struct ge2_launch {
+    const ge2_node *node; /* op and attrs */
+    int n_in, n_out;
+    ge2_view in[GE2_MAX_INPUTS];
+    ge2_view out[GE2_MAX_OUTPUTS]; /* out[i].data == NULL: not needed by this key, don't write it */
+    struct ge2_control *control;   /* device pointer on CUDA */
+    ge2_flat_pools pools;          /* optimizer ops */
+    void *workspace;               /* CUDA: cuBLASLt workspace, allocated before capture */
+    size_t workspace_bytes;
+    void *stream;       /* CUDA: cudaStream_t the step runs on */
+    void *blas;         /* CUDA: cublasLtHandle_t */
+    bool tf32;          /* CUDA: allow TF32 GEMMs */
+    void *backend_data; /* per-launch state made by prepare (descriptors, chosen algorithm) */
+    /* CUDA: the fused kernel that does this launch's work with others',
+     * described; NULL when the launch runs its own kernel */
+    const char *fused_into;
+} ge2_launch;
+
+/* A CPU kernel: computes the node's outputs from its inputs. */
+typedef ge2_status (*ge2_cpu_kernel_fn)(const ge2_launch *launch);
+
+/* A CUDA kernel. prepare runs once per graph key before warm-up and capture
+ * (never during capture); launch enqueues on launch->stream and must be
+ * capturable (see the top of this file); release frees what prepare made.
+ * prepare, release and describe may be NULL. */
+typedef struct ge2_cuda_kernel {
+    ge2_status (*prepare)(ge2_launch *launch);
+    ge2_status (*launch)(const ge2_launch *launch);
+    void (*release)(ge2_launch *launch);
+    const char *(*describe)(const ge2_launch *launch); /* which kernel/algorithm this node got */
+} ge2_cuda_kernel;
+
+/* ---------------------------------------------------------- op definitions */
+
+typedef struct ge2_op_def {
+    const char *name; /* unique; messages say "ge2_<name>" */
+    int min_inputs, max_inputs, max_outputs;
+    unsigned flags;              /* GE2_OPF_* */
+    ge2_infer_fn infer;          /* required */
+    ge2_backward_rule backward;  /* NULL: not differentiable (metrics, ops only a backward emits) */
+    ge2_cpu_kernel_fn cpu;       /* required: the CPU backend runs every op */
+    ge2_cuda_kernel cuda;        /* cuda.launch NULL: the CUDA backend refuses the op */
+} ge2_op_def;
+
+/* Adds def to the registry; its id in *op. The struct (and the strings it
+ * points to) must outlive every graph that uses the op. Fails on a missing
+ * name, infer or CPU kernel, an arity out of range, a name already taken,
+ * or a full registry. */
+ge2_status ge2_op_register(const ge2_op_def *def, ge2_op *op);
+/* The id of the registered op called name. */
+ge2_status ge2_op_find(const char *name, ge2_op *op);
+
+/* A node's attributes: the GE2_OP_ATTRS_BYTES its builder gave. */
+const void *ge2_node_attrs(const ge2_node *node);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GE2_EXTENSION_H */

@@ -1,0 +1,136 @@
+/* The GEMM family on the CPU: the GEMM through cblas, then the epilogue in
+ * one pass over the output (LINEAR: bias + activation + stash; the backward
+ * GEMMs: activation derivative and bias gradient). */
+#include <cblas.h>
+#include <string.h>
+
+#include "ops/elementwise/activation_math.h"
+#include "kernels/cpu/cpu_util.h"
+#include "ops/linear/linear.h"
+
+static void gemm_f32(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
+                     int64_t ldb, float *c)
+{
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k,
+                1.0f, a, (int)lda, b, (int)ldb, 0.0f, c, (int)n);
+}
+
+static void gemm_f64(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double *a, int64_t lda, const double *b,
+                     int64_t ldb, double *c)
+{
+    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k,
+                1.0, a, (int)lda, b, (int)ldb, 0.0, c, (int)n);
+}
+
+/* in: x [B, in], w [out, in], b [out] (optional); out: y [B, out], stash (optional): z [B, out] or
+ * the relu bit-mask [B, ge2_relu_mask_row_bytes(out)] (kernels/activation_math.h) */
+#define LINEAR(T, SUF)                                                                                            \
+    static ge2_status linear_##SUF(const ge2_launch *l)                                                         \
+    {                                                                                                           \
+        const T *x = l->in[0].data, *w = l->in[1].data, *b = l->n_in > 2 ? l->in[2].data : NULL;                \
+        T *y = l->out[0].data;                                                                                  \
+        void *stash = l->n_out > 1 ? l->out[1].data : NULL;                                                     \
+        bool mask = stash && l->out[1].dtype == GE2_U8;                                                         \
+        T *z = mask ? NULL : stash;                                                                             \
+        int64_t rows = l->in[0].shape.dim[0], k = l->in[0].shape.dim[1], n = l->in[1].shape.dim[0];            \
+        int64_t mask_row = ge2_relu_mask_row_bytes(n);                                                          \
+        T *acc = z ? z : y;                                                                                     \
+        if (!acc)                                                                                               \
+            return GE2_OK;                                                                                      \
+        gemm_##SUF(false, true, rows, n, k, x, k, w, k, acc);                                                   \
+        if (mask)                                                                                               \
+            memset(stash, 0, (size_t)(rows * mask_row));                                                       \
+        ge2_activation act = l->node->attrs.linear.act;                                                         \
+        float slope = l->node->attrs.linear.slope;                                                              \
+        for (int64_t r = 0; r < rows; r++)                                                                      \
+            for (int64_t c = 0; c < n; c++) {                                                                   \
+                T v = acc[r * n + c] + (b ? b[c] : (T)0);                                                       \
+                if (z)                                                                                          \
+                    z[r * n + c] = v;                                                                           \
+                if (mask && v > (T)0)                                                                           \
+                    ((uint8_t *)stash)[r * mask_row + (c >> 3)] |= (uint8_t)(1u << (c & 7));                    \
+                if (y)                                                                                          \
+                    y[r * n + c] = ge2_act_##SUF(act, v, slope);                                                \
+            }                                                                                                   \
+        return GE2_OK;                                                                                          \
+    }
+
+/* in: a [M, K] or [N, M, K] (or its transpose), b [K, N2] or [N, K, N2] (or its transpose); out: y [M, N2] / [N, M, N2] */
+#define MATMUL(T, SUF)                                                                                            \
+    static ge2_status matmul_##SUF(const ge2_launch *l)                                                         \
+    {                                                                                                           \
+        const T *a = l->in[0].data, *b = l->in[1].data;                                                         \
+        T *y = l->out[0].data;                                                                                  \
+        if (!y)                                                                                                 \
+            return GE2_OK;                                                                                      \
+        bool ta = l->node->attrs.matmul.trans_a, tb = l->node->attrs.matmul.trans_b;                            \
+        ge2_shape sa = l->in[0].shape, sb = l->in[1].shape;                                                     \
+        int nd = sa.ndim;                                                                                       \
+        int64_t batch = nd == 3 ? sa.dim[0] : 1;                                                                \
+        int64_t m = sa.dim[nd - 2 + ta], k = sa.dim[nd - 1 - ta], n = sb.dim[nd - 1 - tb];                      \
+        for (int64_t i = 0; i < batch; i++)                                                                     \
+            gemm_##SUF(ta, tb, m, n, k, a + i * m * k, sa.dim[nd - 1], b + i * k * n, sb.dim[nd - 1],           \
+                       y + i * m * n);                                                                          \
+        return GE2_OK;                                                                                          \
+    }
+
+/* db [n] = column sums of g [rows, n]; NULL db: not wanted */
+#define COLUMN_SUMS(T, SUF)                                                                                       \
+    static void column_sums_##SUF(const T *g, int64_t rows, int64_t n, T *db)                                   \
+    {                                                                                                           \
+        if (!db)                                                                                                \
+            return;                                                                                             \
+        for (int64_t c = 0; c < n; c++)                                                                         \
+            db[c] = 0;                                                                                          \
+        for (int64_t r = 0; r < rows; r++)                                                                      \
+            for (int64_t c = 0; c < n; c++)                                                                     \
+                db[c] += g[r * n + c];                                                                          \
+    }
+
+/* in: dz [B, out], w [out, in], saved (optional): z or y [B, in], or the relu bit-mask [B, mask_row(in)];
+ * out: dx [B, in] = (dz · w) ⊙ act'(saved), db [in] (optional) = column sums of dx */
+#define LINEAR_GRAD_INPUT(T, SUF)                                                                                 \
+    static ge2_status linear_grad_input_##SUF(const ge2_launch *l)                                              \
+    {                                                                                                           \
+        const T *dz = l->in[0].data, *w = l->in[1].data;                                                        \
+        const void *saved = l->n_in > 2 ? l->in[2].data : NULL;                                                 \
+        bool mask = saved && l->in[2].dtype == GE2_U8;                                                          \
+        T *dx = l->out[0].data, *db = l->n_out > 1 ? l->out[1].data : NULL;                                     \
+        int64_t rows = l->in[0].shape.dim[0], k = l->in[0].shape.dim[1], n = l->in[1].shape.dim[1];            \
+        int64_t mask_row = ge2_relu_mask_row_bytes(n);                                                          \
+        const ge2_act_attrs *a = &l->node->attrs.act;                                                           \
+        if (!dx)                                                                                                \
+            return GE2_OK;                                                                                      \
+        gemm_##SUF(false, false, rows, n, k, dz, k, w, n, dx);                                                  \
+        for (int64_t r = 0; saved && r < rows; r++)                                                             \
+            for (int64_t c = 0; c < n; c++)                                                                     \
+                dx[r * n + c] *= mask ? (T)ge2_relu_mask_bit((const uint8_t *)saved + r * mask_row, c)         \
+                                      : ge2_act_grad_##SUF(a->act, ((const T *)saved)[r * n + c],              \
+                                                           a->from_output, a->slope);                           \
+        column_sums_##SUF(dx, rows, n, db);                                                                     \
+        return GE2_OK;                                                                                          \
+    }
+
+/* in: dz [B, out], x [B, in]; out: dw [out, in] = dzᵀ · x, db [out] (optional) = column sums of dz */
+#define LINEAR_GRAD_WEIGHT(T, SUF)                                                                                \
+    static ge2_status linear_grad_weight_##SUF(const ge2_launch *l)                                             \
+    {                                                                                                           \
+        const T *dz = l->in[0].data, *x = l->in[1].data;                                                        \
+        T *dw = l->out[0].data, *db = l->n_out > 1 ? l->out[1].data : NULL;                                     \
+        int64_t rows = l->in[0].shape.dim[0], m = l->in[0].shape.dim[1], n = l->in[1].shape.dim[1];            \
+        if (dw)                                                                                                 \
+            gemm_##SUF(true, false, m, n, rows, dz, m, x, n, dw);                                               \
+        column_sums_##SUF(dz, rows, m, db);                                                                     \
+        return GE2_OK;                                                                                          \
+    }
+
+GE2_CPU_DEFINE_BOTH(LINEAR)
+GE2_CPU_DEFINE_BOTH(MATMUL)
+GE2_CPU_DEFINE_BOTH(COLUMN_SUMS)
+GE2_CPU_DEFINE_BOTH(LINEAR_GRAD_INPUT)
+GE2_CPU_DEFINE_BOTH(LINEAR_GRAD_WEIGHT)
+
+ge2_status ge2_cpu_linear(const ge2_launch *l) { return GE2_CPU_DISPATCH(linear, l, l->in[0].dtype); }
+ge2_status ge2_cpu_matmul(const ge2_launch *l) { return GE2_CPU_DISPATCH(matmul, l, l->in[0].dtype); }
+ge2_status ge2_cpu_linear_grad_input(const ge2_launch *l) { return GE2_CPU_DISPATCH(linear_grad_input, l, l->in[0].dtype); }
+ge2_status ge2_cpu_linear_grad_weight(const ge2_launch *l) { return GE2_CPU_DISPATCH(linear_grad_weight, l, l->in[0].dtype); }

@@ -1,0 +1,289 @@
+// LINEAR's backward GEMMs with their epilogues fused (autograd/linear.c emits
+// them), through cuBLASLt with the plan machinery of gemm_lt.cu.
+//
+// In gemm_lt.cu's column-major mapping (cuBLASLt A = our in[1], B = our in[0],
+// D = our out[0] transposed):
+//   LINEAR_GRAD_WEIGHT  dW [out, in] = dzᵀ·x:   D [in, out] = x [in, B] · op_T(dz [out, B]).
+//                       db [out] sums dz over the batch, which is cuBLASLt B's
+//                       reduction dimension k: the BGRADB epilogue.
+//   LINEAR_GRAD_INPUT   dx [B, in] = dz·W:      D [in, B] = W [in, out] · dz [out, B].
+//                       act' of the previous layer and db [in] (D summed over
+//                       its columns) are DRELU_BGRAD (reading LINEAR's relu
+//                       bit-mask, same layout since that LINEAR's D was this
+//                       D's shape) or DGELU_BGRAD (reading LINEAR's GELU_AUX z).
+// What cuBLASLt has no epilogue for (other activations, db without act', any
+// epilogue the heuristic refuses) runs as a plain GEMM plus the post kernels
+// below: still one op, two or three kernels.
+#include "kernels/cuda/gemm_lt_internal.h"
+
+#include "graph/alloc.h"
+extern "C" {
+#include "ops/elementwise/activation_math.h"
+}
+#include "ops/linear/linear.h"
+
+// ------------------------------------------------------------------ kernels
+
+// LINEAR relu without RELU_AUX: y [rows, n] holds z; one thread per mask
+// byte applies relu to its 8 elements in place and writes the byte (padding
+// bits 0) of mask [rows, row_bytes].
+__global__ void ge2_relu_mask_kernel(int64_t rows, int64_t n, int64_t row_bytes, float *y /* [rows, n] */,
+                                     uint8_t *mask /* [rows, row_bytes] */)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < rows * row_bytes;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t r = i / row_bytes, c0 = (i % row_bytes) * 8;
+        unsigned byte = 0;
+        for (int64_t c = c0; c < c0 + 8 && c < n; c++) {
+            float v = y[r * n + c];
+            if (v > 0.0f)
+                byte |= 1u << (c - c0);
+            else
+                y[r * n + c] = 0.0f;
+        }
+        mask[i] = (uint8_t)byte;
+    }
+}
+
+// dx [rows, n] *= act'(saved): saved is z or y [rows, n], or relu's bit-mask [rows, row_bytes].
+__global__ void ge2_dact_kernel(int64_t rows, int64_t n, ge2_act_attrs a, const float *saved /* [rows, n] */,
+                                const uint8_t *mask /* [rows, row_bytes] */, int64_t row_bytes,
+                                float *dx /* [rows, n] */)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < rows * n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t r = i / n, c = i % n;
+        dx[i] *= mask ? (float)ge2_relu_mask_bit(mask + r * row_bytes, c)
+                      : ge2_act_grad_f32(a.act, saved[i], a.from_output, a.slope);
+    }
+}
+
+// db [n] = column sums of g [rows, n]: a thread per column, rows in order, so
+// neighbouring threads read neighbouring floats and the sum is deterministic.
+__global__ void ge2_column_sums_kernel(int64_t rows, int64_t n, const float *g /* [rows, n] */,
+                                       float *db /* [n] */)
+{
+    for (int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; c < n; c += (int64_t)gridDim.x * blockDim.x) {
+        float s = 0.0f;
+        for (int64_t r = 0; r < rows; r++)
+            s += g[r * n + c];
+        db[c] = s;
+    }
+}
+
+// ---------------------------------------------------------------- launchers
+
+static ge2_status column_sums(const ge2_launch *launch, const float *g, int64_t rows, int64_t n, float *db)
+{
+    ge2_column_sums_kernel<<<ge2_cuda_blocks(n, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0, ge2_cuda_stream(launch)>>>(
+        rows, n, g, db);
+    GE2_CUDA_CHECK(launch, "ge2_column_sums_kernel");
+    return GE2_OK;
+}
+
+static bool has_bgrad(cublasLtEpilogue_t e)
+{
+    return e == CUBLASLT_EPILOGUE_DRELU_BGRAD || e == CUBLASLT_EPILOGUE_DGELU_BGRAD ||
+           e == CUBLASLT_EPILOGUE_BGRADB;
+}
+
+ge2_status ge2_gemm_relu_mask_post(const ge2_launch *launch, const ge2_gemm_plan *p)
+{
+    (void)p;
+    float *y = (float *)launch->out[0].data;
+    uint8_t *mask = (uint8_t *)launch->out[1].data;
+    int64_t rows = launch->out[0].shape.dim[0], n = launch->out[0].shape.dim[1];
+    int64_t row_bytes = ge2_relu_mask_row_bytes(n);
+    if (!y || !mask || rows * row_bytes == 0)
+        return GE2_OK;
+    ge2_relu_mask_kernel<<<ge2_cuda_blocks(rows * row_bytes, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0,
+                           ge2_cuda_stream(launch)>>>(rows, n, row_bytes, y, mask);
+    GE2_CUDA_CHECK(launch, "ge2_relu_mask_kernel");
+    return GE2_OK;
+}
+
+// LINEAR_GRAD_INPUT's unfused rest: act' unless the epilogue applied it, db unless it summed it.
+static ge2_status grad_input_post(const ge2_launch *launch, const ge2_gemm_plan *p)
+{
+    float *dx = (float *)launch->out[0].data;
+    float *db = launch->n_out > 1 ? (float *)launch->out[1].data : NULL;
+    int64_t rows = launch->out[0].shape.dim[0], n = launch->out[0].shape.dim[1];
+    bool dact_done = p->epilogue != CUBLASLT_EPILOGUE_DEFAULT;
+    if (launch->n_in > 2 && !dact_done && rows * n > 0) {
+        const ge2_view *saved = &launch->in[2];
+        bool mask = saved->dtype == GE2_U8;
+        ge2_dact_kernel<<<ge2_cuda_blocks(rows * n, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0,
+                          ge2_cuda_stream(launch)>>>(rows, n, launch->node->attrs.act,
+                                                     mask ? NULL : (const float *)saved->data,
+                                                     mask ? (const uint8_t *)saved->data : NULL,
+                                                     ge2_relu_mask_row_bytes(n), dx);
+        GE2_CUDA_CHECK(launch, "ge2_dact_kernel");
+    }
+    if (db && !has_bgrad(p->epilogue))
+        GE2_TRY(column_sums(launch, dx, rows, n, db));
+    return GE2_OK;
+}
+
+// LINEAR_GRAD_WEIGHT's unfused rest: db = column sums of dz unless BGRADB summed it.
+static ge2_status grad_weight_post(const ge2_launch *launch, const ge2_gemm_plan *p)
+{
+    float *db = launch->n_out > 1 ? (float *)launch->out[1].data : NULL;
+    if (db && !has_bgrad(p->epilogue))
+        GE2_TRY(column_sums(launch, (const float *)launch->in[0].data, launch->in[0].shape.dim[0],
+                            launch->in[0].shape.dim[1], db));
+    return GE2_OK;
+}
+
+// dz [rows, k], w [k, n][, saved] -> dx [rows, n] = (dz·w) ⊙ act'(saved).
+// The bias-gradient form (out[1]) has no tiled equivalent: its column sums
+// run across the CTAs that split the rows (autograd/linear.c never asks it).
+static bool grad_input_tiled_bind(const ge2_launch *launch, ge2_tiled_gemm *g)
+{
+    const ge2_view *dz = &launch->in[0], *w = &launch->in[1];
+    memset(g, 0, sizeof *g);
+    if (launch->n_out > 1 && launch->out[1].data)
+        return false;
+    g->m = dz->shape.dim[0];
+    g->k = dz->shape.dim[1];
+    g->n = w->shape.dim[1];
+    g->a = (const float *)dz->data;
+    g->a_m = g->k;
+    g->a_k = 1;
+    g->b = (const float *)w->data;
+    g->b_k = g->n;
+    g->b_n = 1;
+    g->c = (float *)launch->out[0].data;
+    g->epilogue = GE2_TILED_DACT;
+    g->act = GE2_ACT_NONE;
+    if (launch->n_in > 2) {
+        const ge2_act_attrs *a = &launch->node->attrs.act;
+        g->act = a->act;
+        g->slope = a->slope;
+        g->from_output = a->from_output;
+        if (launch->in[2].dtype == GE2_U8)
+            g->saved_mask = (const uint8_t *)launch->in[2].data;
+        else
+            g->saved = (const float *)launch->in[2].data;
+    }
+    return ge2_tiled_supports(g, NULL, 0);
+}
+
+// dz [rows, m], x [rows, n] -> dW [m, n] = dzᵀ·x[, db [m] = row sums of dzᵀ]:
+// A(i, l) = dz[l, i], B = x, k = rows.
+static bool grad_weight_tiled_bind(const ge2_launch *launch, ge2_tiled_gemm *g)
+{
+    const ge2_view *dz = &launch->in[0], *x = &launch->in[1];
+    memset(g, 0, sizeof *g);
+    g->m = dz->shape.dim[1];
+    g->k = dz->shape.dim[0];
+    g->n = x->shape.dim[1];
+    g->a = (const float *)dz->data;
+    g->a_m = 1;
+    g->a_k = g->m;
+    g->b = (const float *)x->data;
+    g->b_k = g->n;
+    g->b_n = 1;
+    g->c = (float *)launch->out[0].data;
+    g->row_sums = launch->n_out > 1 ? (float *)launch->out[1].data : NULL;
+    g->epilogue = GE2_TILED_PLAIN;
+    return ge2_tiled_supports(g, NULL, 0);
+}
+
+// Checks a backward GEMM's launch (f32 2-D operands a, b) and allocates its plan.
+static ge2_status new_plan(ge2_launch *launch, const char *a, const char *b, ge2_gemm_plan **out)
+{
+    GE2_TRY(ge2_gemm_check_launch(launch));
+    const ge2_view *x = &launch->in[0], *y = &launch->in[1];
+    char s0[64], s1[64];
+    if (x->shape.ndim != 2 || y->shape.ndim != 2)
+        return ge2_error(GE2_ERR_SHAPE, "ge2_%s (node %d): %s is %s, %s is %s: want 2-D", ge2_cuda_op_name(launch),
+                         launch->node->id, a, ge2_shape_str(x->shape, s0, sizeof s0), b,
+                         ge2_shape_str(y->shape, s1, sizeof s1));
+    *out = (ge2_gemm_plan *)ge2_calloc(1, sizeof **out);
+    if (!*out)
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_%s (node %d): out of host memory", ge2_cuda_op_name(launch),
+                         launch->node->id);
+    return GE2_OK;
+}
+
+// The fused epilogue first; if the heuristic offers nothing for it (or it
+// fails to set up), the plain GEMM with `post` doing the rest.
+static ge2_status prepare_with_fallback(ge2_launch *launch, ge2_gemm_plan *p, ge2_gemm_operand a_lt,
+                                        ge2_gemm_operand b_lt, ge2_gemm_operand d, bool trans_a_lt,
+                                        bool trans_b_lt)
+{
+    const char *op = ge2_cuda_op_name(launch);
+    int node_id = launch->node->id;
+    ge2_status st = ge2_gemm_make_layouts(op, node_id, p, a_lt, b_lt, d, 1);
+    int found = 0;
+    if (st == GE2_OK && p->epilogue != CUBLASLT_EPILOGUE_DEFAULT &&
+        ge2_gemm_plan_try(p, launch, trans_a_lt, trans_b_lt, d.cols, &found) != GE2_OK) {
+        ge2_clear_error();
+        found = 0;
+    }
+    if (st == GE2_OK && found == 0) {
+        p->epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+        p->bias_view = p->aux_view = GE2_GEMM_NO_VIEW;
+        st = ge2_gemm_plan_try(p, launch, trans_a_lt, trans_b_lt, d.cols, &found);
+    } else {
+        p->post = NULL; // the fused epilogue did all of it
+    }
+    return ge2_gemm_plan_commit(launch, p, st, found);
+}
+
+// dz [B, out], w [out, in][, saved] -> dx [B, in][, db [in]]
+extern "C" ge2_status ge2_cuda_linear_grad_input_prepare(ge2_launch *launch)
+{
+    ge2_gemm_plan *p;
+    GE2_TRY(new_plan(launch, "dz", "w", &p));
+    const int64_t rows = launch->in[0].shape.dim[0], k = launch->in[0].shape.dim[1], n = launch->in[1].shape.dim[1];
+    const ge2_act_attrs *a = &launch->node->attrs.act;
+    const bool mask = launch->n_in > 2 && launch->in[2].dtype == GE2_U8;
+    const bool gelu_z = launch->n_in > 2 && a->act == GE2_ACT_GELU_TANH && !a->from_output && n % 8 == 0;
+    const bool want_db = launch->n_out > 1 && launch->out[1].data;
+    p->n_out = rows * n;
+    p->tiled_bind = grad_input_tiled_bind;
+    if (launch->n_in > 2 || want_db) {
+        p->post = grad_input_post;
+        p->post_name = launch->n_in > 2 ? (want_db ? "dact + db" : "dact") : "db";
+    }
+    p->epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+    if (mask || gelu_z) {
+        p->epilogue = mask ? (want_db ? CUBLASLT_EPILOGUE_DRELU_BGRAD : CUBLASLT_EPILOGUE_DRELU)
+                           : (want_db ? CUBLASLT_EPILOGUE_DGELU_BGRAD : CUBLASLT_EPILOGUE_DGELU);
+        p->aux_view = GE2_GEMM_IN(2);
+        p->aux_ld = mask ? ge2_relu_mask_row_bytes(n) * 8 : n;
+        p->bias_view = want_db ? GE2_GEMM_OUT(1) : GE2_GEMM_NO_VIEW;
+    }
+    // cuBLASLt A = w stored [out, in] (op N), B = dz stored [B, out] (op N), D = dx [B, in].
+    ge2_gemm_operand wa = {k, n, 0}, dzb = {rows, k, 0}, dd = {rows, n, 0};
+    return prepare_with_fallback(launch, p, wa, dzb, dd, false, false);
+}
+
+// dz [B, out], x [B, in] -> dw [out, in][, db [out]]
+extern "C" ge2_status ge2_cuda_linear_grad_weight_prepare(ge2_launch *launch)
+{
+    ge2_gemm_plan *p;
+    GE2_TRY(new_plan(launch, "dz", "x", &p));
+    const int64_t rows = launch->in[0].shape.dim[0], m = launch->in[0].shape.dim[1], n = launch->in[1].shape.dim[1];
+    const bool want_db = launch->n_out > 1 && launch->out[1].data;
+    p->n_out = m * n;
+    p->tiled_bind = grad_weight_tiled_bind;
+    p->post = want_db ? grad_weight_post : NULL;
+    p->post_name = "db";
+    p->epilogue = want_db ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_DEFAULT;
+    p->bias_view = want_db ? GE2_GEMM_OUT(1) : GE2_GEMM_NO_VIEW;
+    // cuBLASLt A = x stored [B, in] (op N), B = dz stored [B, out] (op T), D = dw [out, in].
+    ge2_gemm_operand xa = {rows, n, 0}, dzb = {rows, m, 0}, dd = {m, n, 0};
+    return prepare_with_fallback(launch, p, xa, dzb, dd, false, true);
+}
+
+extern "C" ge2_status ge2_cuda_linear_grad_input_launch(const ge2_launch *launch)
+{
+    return ge2_gemm_enqueue(launch, "linear_grad_input");
+}
+
+extern "C" ge2_status ge2_cuda_linear_grad_weight_launch(const ge2_launch *launch)
+{
+    return ge2_gemm_enqueue(launch, "linear_grad_weight");
+}

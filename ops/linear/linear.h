@@ -1,0 +1,63 @@
+/* The GEMM family: LINEAR (x·Wᵀ + b, then an activation, fused into one
+ * GEMM epilogue), MATMUL, and the two backward GEMMs with their epilogues
+ * fused (LINEAR_GRAD_INPUT, LINEAR_GRAD_WEIGHT).
+ *
+ * ops.c holds the definitions (registered by ops/registry.c); the rest of
+ * the folder is their parts: infer.c, backward.c, api.c (the public
+ * builders), cpu.c and the CUDA launchers (cuda*.cu). */
+#ifndef GE2_OPS_LINEAR_LINEAR_H
+#define GE2_OPS_LINEAR_LINEAR_H
+
+/* nvcc compiles the CUDA launchers as C++: these are C declarations */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "autograd/autograd.h"
+#include "graph/op_support.h"
+#include "ops/linear/stash.h"
+#include "ops/ops.h"
+
+/* infer.c */
+ge2_status ge2_infer_LINEAR(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
+ge2_status ge2_infer_MATMUL(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
+ge2_status ge2_infer_LINEAR_GRAD_INPUT(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
+ge2_status ge2_infer_LINEAR_GRAD_WEIGHT(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
+
+/* backward.c */
+ge2_status ge2_backward_linear(ge2_autograd *ag, const ge2_node *node, const int *dy);
+ge2_status ge2_backward_matmul(ge2_autograd *ag, const ge2_node *node, const int *dy);
+
+/* cpu.c: shapes from the launch views, in the dtype of input 0 (f32, or f64
+ * for gradient checks); outputs whose data is NULL are skipped */
+ge2_status ge2_cpu_linear(const ge2_launch *l);
+ge2_status ge2_cpu_matmul(const ge2_launch *l);
+ge2_status ge2_cpu_linear_grad_input(const ge2_launch *l);
+ge2_status ge2_cpu_linear_grad_weight(const ge2_launch *l);
+
+/* CUDA launchers (f32): enqueue on launch->stream, capturable */
+ge2_status ge2_cuda_linear_prepare(ge2_launch *launch);
+ge2_status ge2_cuda_linear_launch(const ge2_launch *launch);
+void ge2_cuda_linear_release(ge2_launch *launch);
+const char *ge2_cuda_linear_describe(const ge2_launch *launch);
+ge2_status ge2_cuda_matmul_prepare(ge2_launch *launch);
+ge2_status ge2_cuda_matmul_launch(const ge2_launch *launch);
+void ge2_cuda_matmul_release(ge2_launch *launch);
+const char *ge2_cuda_matmul_describe(const ge2_launch *launch);
+/* cuda_backward.cu: release and describe are LINEAR's */
+ge2_status ge2_cuda_linear_grad_input_prepare(ge2_launch *launch);
+ge2_status ge2_cuda_linear_grad_input_launch(const ge2_launch *launch);
+ge2_status ge2_cuda_linear_grad_weight_prepare(ge2_launch *launch);
+ge2_status ge2_cuda_linear_grad_weight_launch(const ge2_launch *launch);
+
+/* ops.c */
+extern const ge2_op_def ge2_op_def_linear;
+extern const ge2_op_def ge2_op_def_matmul;
+extern const ge2_op_def ge2_op_def_linear_grad_input;
+extern const ge2_op_def ge2_op_def_linear_grad_weight;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GE2_OPS_LINEAR_LINEAR_H */

@@ -1,0 +1,54 @@
+/* The definitions of the linear family's ops: one struct per op. */
+#include "ops/linear/linear.h"
+
+/* x, w[, b] -> y[, stash] (ge2_linear_stash_of: z, or relu's bit-mask) */
+const ge2_op_def ge2_op_def_linear = {
+    .name = "linear",
+    .min_inputs = 2,
+    .max_inputs = 3,
+    .max_outputs = 2,
+    .flags = 0,
+    .infer = ge2_infer_LINEAR,
+    .backward = ge2_backward_linear,
+    .cpu = ge2_cpu_linear,
+    .cuda = {ge2_cuda_linear_prepare, ge2_cuda_linear_launch, ge2_cuda_linear_release, ge2_cuda_linear_describe},
+};
+
+/* a, b -> op(a)·op(b) */
+const ge2_op_def ge2_op_def_matmul = {
+    .name = "matmul",
+    .min_inputs = 2,
+    .max_inputs = 2,
+    .max_outputs = 1,
+    .flags = 0,
+    .infer = ge2_infer_MATMUL,
+    .backward = ge2_backward_matmul,
+    .cpu = ge2_cpu_matmul,
+    .cuda = {ge2_cuda_matmul_prepare, ge2_cuda_matmul_launch, ge2_cuda_matmul_release, ge2_cuda_matmul_describe},
+};
+
+/* dz [B,out], w [out,in][, saved] -> (dz·w) ⊙ act'(saved) [B,in][, its column sums [in]] */
+const ge2_op_def ge2_op_def_linear_grad_input = {
+    .name = "linear_grad_input",
+    .min_inputs = 2,
+    .max_inputs = 3,
+    .max_outputs = 2,
+    .flags = 0,
+    .infer = ge2_infer_LINEAR_GRAD_INPUT,
+    .backward = NULL,
+    .cpu = ge2_cpu_linear_grad_input,
+    .cuda = {ge2_cuda_linear_grad_input_prepare, ge2_cuda_linear_grad_input_launch, ge2_cuda_linear_release, ge2_cuda_linear_describe},
+};
+
+/* dz [B,out], x [B,in] -> dzᵀ·x [out,in][, column sums of dz [out]] */
+const ge2_op_def ge2_op_def_linear_grad_weight = {
+    .name = "linear_grad_weight",
+    .min_inputs = 2,
+    .max_inputs = 2,
+    .max_outputs = 2,
+    .flags = 0,
+    .infer = ge2_infer_LINEAR_GRAD_WEIGHT,
+    .backward = NULL,
+    .cpu = ge2_cpu_linear_grad_weight,
+    .cuda = {ge2_cuda_linear_grad_weight_prepare, ge2_cuda_linear_grad_weight_launch, ge2_cuda_linear_release, ge2_cuda_linear_describe},
+};

@@ -1,0 +1,135 @@
+// Losses and metrics: CROSS_ENTROPY (softmax, mean loss and dlogits fused in
+// one kernel), MSE_LOSS and ACCURACY.
+//
+// Each is one launch that ends in a scalar. No zero-fill kernel or memset
+// node precedes it: ge2_grid_sum (block_reduce.h) has every block write its
+// partial into the control block's scratch and take a ticket; the last block
+// sums the partials in block order, writes the scalar and resets the ticket.
+// Rows are dealt to blocks by a fixed rule, so for a given shape the sum's
+// order — hence its bits — is the same on every run and every replay.
+#include "kernels/cuda/block_reduce.h"
+#include "kernels/cuda/check.h"
+#include "ops/loss/loss_row.h"
+#include "ops/loss/loss.h"
+
+// Threads per block for the row kernels: 8 warps, one row per warp at a time.
+#define GE2_LOSS_WARPS 8
+
+// ------------------------------------------------------------------- kernels
+
+// Row r is handled by warp (r % (gridDim.x * GE2_LOSS_WARPS)) of the launch.
+// A label outside [0, C) is never used as an index: its row contributes zero
+// loss and zero gradient (the mean still divides by B).
+__global__ void ge2_cross_entropy_kernel(int rows, int cols, float smoothing, const float *logits /* [B, C] */,
+                                         const int *labels /* [B] */, float *loss /* [] */,
+                                         float *dlogits /* [B, C] or NULL */, ge2_control *ctl)
+{
+    int lane = threadIdx.x % GE2_WARP, warp = threadIdx.x / GE2_WARP;
+    int warps = gridDim.x * GE2_LOSS_WARPS;
+    float inv_rows = 1.0f / (float)rows;
+    float my_loss = 0.0f;
+    for (int r = blockIdx.x * GE2_LOSS_WARPS + warp; r < rows; r += warps)
+        my_loss += ge2_cross_entropy_row(logits + (long long)r * cols, cols, labels[r], smoothing, inv_rows,
+                                         dlogits ? dlogits + (long long)r * cols : NULL);
+    float total;
+    if (!ge2_grid_sum(lane == 0 ? my_loss : 0.0f, ctl, &total))
+        return;
+    if (threadIdx.x == 0 && loss)
+        *loss = total * inv_rows;
+    ge2_ticket_reset(&ctl->blocks_done);
+}
+
+__global__ void ge2_mse_kernel(long long n, const float *pred /* [n] */, const float *target /* [n] */,
+                               float *loss /* [] */, ge2_control *ctl)
+{
+    float acc = 0.0f;
+    long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        float d = pred[i] - target[i];
+        acc += d * d;
+    }
+    float total;
+    if (!ge2_grid_sum(acc, ctl, &total))
+        return;
+    if (threadIdx.x == 0)
+        *loss = total / (float)n;
+    ge2_ticket_reset(&ctl->blocks_done);
+}
+
+// A row is correct when its first maximum (lowest index among equal maxima,
+// as a serial argmax finds it) is the label. Counts are integers, exact in
+// f32 up to 2^24 rows.
+__global__ void ge2_accuracy_kernel(int rows, int cols, const float *logits /* [B, C] */,
+                                    const int *labels /* [B] */, float *correct /* [] */, ge2_control *ctl)
+{
+    int lane = threadIdx.x % GE2_WARP, warp = threadIdx.x / GE2_WARP;
+    int warps = gridDim.x * GE2_LOSS_WARPS;
+    int hits = 0;
+    for (int r = blockIdx.x * GE2_LOSS_WARPS + warp; r < rows; r += warps)
+        hits += ge2_argmax_row(logits + (long long)r * cols, cols) == labels[r];
+    float total;
+    if (!ge2_grid_sum(lane == 0 ? (float)hits : 0.0f, ctl, &total))
+        return;
+    if (threadIdx.x == 0)
+        *correct = total;
+    ge2_ticket_reset(&ctl->blocks_done);
+}
+
+// ----------------------------------------------------------------- launchers
+
+// Blocks for `rows` rows at GE2_LOSS_WARPS rows per block (one row per warp).
+static unsigned row_blocks(long long rows) { return ge2_grid_sum_blocks(rows, GE2_LOSS_WARPS); }
+
+static ge2_status check_logits_labels(const ge2_launch *l, long long *rows, long long *cols)
+{
+    GE2_TRY(ge2_cuda_require_f32(l, 1u << 1));
+    ge2_shape x = l->in[0].shape;
+    if (x.ndim != 2 || ge2_shape_numel(l->in[1].shape) != x.dim[0])
+        return ge2_error(GE2_ERR_SHAPE, "ge2_%s: logits must be [B, C] and labels [B]", ge2_cuda_op_name(l));
+    if (x.dim[0] > INT32_MAX || x.dim[1] > INT32_MAX)
+        return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s: logits too large for the CUDA kernel", ge2_cuda_op_name(l));
+    GE2_TRY(ge2_cuda_require_control(l));
+    *rows = x.dim[0];
+    *cols = x.dim[1];
+    return GE2_OK;
+}
+
+extern "C" ge2_status ge2_cuda_cross_entropy_launch(const ge2_launch *l)
+{
+    long long rows = 0, cols = 0;
+    GE2_TRY(check_logits_labels(l, &rows, &cols));
+    if (rows == 0 || (!l->out[0].data && (l->n_out < 2 || !l->out[1].data)))
+        return GE2_OK;
+    float *dlogits = l->n_out > 1 ? (float *)l->out[1].data : NULL;
+    ge2_cross_entropy_kernel<<<row_blocks(rows), GE2_LOSS_WARPS * GE2_WARP, 0, ge2_cuda_stream(l)>>>(
+        (int)rows, (int)cols, l->node->attrs.loss.label_smoothing, (const float *)l->in[0].data,
+        (const int *)l->in[1].data, (float *)l->out[0].data, dlogits, l->control);
+    return ge2_cuda_check_launch(l, "ge2_cross_entropy_kernel");
+}
+
+extern "C" ge2_status ge2_cuda_mse_loss_launch(const ge2_launch *l)
+{
+    GE2_TRY(ge2_cuda_require_f32(l, 0));
+    GE2_TRY(ge2_cuda_require_control(l));
+    long long n = ge2_shape_numel(l->in[0].shape);
+    if (ge2_shape_numel(l->in[1].shape) != n)
+        return ge2_error(GE2_ERR_SHAPE, "ge2_%s: pred and target differ in size", ge2_cuda_op_name(l));
+    if (!l->out[0].data || n == 0)
+        return GE2_OK;
+    unsigned blocks = ge2_grid_sum_blocks(n, GE2_CUDA_THREADS);
+    ge2_mse_kernel<<<blocks, GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(
+        n, (const float *)l->in[0].data, (const float *)l->in[1].data, (float *)l->out[0].data, l->control);
+    return ge2_cuda_check_launch(l, "ge2_mse_kernel");
+}
+
+extern "C" ge2_status ge2_cuda_accuracy_launch(const ge2_launch *l)
+{
+    long long rows = 0, cols = 0;
+    GE2_TRY(check_logits_labels(l, &rows, &cols));
+    if (!l->out[0].data || rows == 0)
+        return GE2_OK;
+    ge2_accuracy_kernel<<<row_blocks(rows), GE2_LOSS_WARPS * GE2_WARP, 0, ge2_cuda_stream(l)>>>(
+        (int)rows, (int)cols, (const float *)l->in[0].data, (const int *)l->in[1].data, (float *)l->out[0].data,
+        l->control);
+    return ge2_cuda_check_launch(l, "ge2_accuracy_kernel");
+}

@@ -1,0 +1,49 @@
+/* The loss family: CROSS_ENTROPY (mean over the batch, label smoothing,
+ * its gradient as a second output), MSE_LOSS and the ACCURACY metric.
+ * loss_row.h is one row's cross-entropy, shared with the fused head kernels.
+ *
+ * ops.c holds the definitions (registered by ops/registry.c); the rest of
+ * the folder is their parts: infer.c, backward.c, api.c (the public
+ * builders), cpu.c and the CUDA launchers (cuda*.cu). */
+#ifndef GE2_OPS_LOSS_LOSS_H
+#define GE2_OPS_LOSS_LOSS_H
+
+/* nvcc compiles the CUDA launchers as C++: these are C declarations */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "autograd/autograd.h"
+#include "graph/op_support.h"
+#include "ops/ops.h"
+
+/* infer.c */
+ge2_status ge2_infer_CROSS_ENTROPY(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
+ge2_status ge2_infer_MSE_LOSS(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
+ge2_status ge2_infer_ACCURACY(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
+
+/* backward.c */
+ge2_status ge2_backward_cross_entropy(ge2_autograd *ag, const ge2_node *node, const int *dy);
+ge2_status ge2_backward_mse_loss(ge2_autograd *ag, const ge2_node *node, const int *dy);
+
+/* cpu.c: shapes from the launch views, in the dtype of input 0 (f32, or f64
+ * for gradient checks); outputs whose data is NULL are skipped */
+ge2_status ge2_cpu_cross_entropy(const ge2_launch *l);
+ge2_status ge2_cpu_mse_loss(const ge2_launch *l);
+ge2_status ge2_cpu_accuracy(const ge2_launch *l);
+
+/* CUDA launchers (f32): enqueue on launch->stream, capturable */
+ge2_status ge2_cuda_cross_entropy_launch(const ge2_launch *launch);
+ge2_status ge2_cuda_mse_loss_launch(const ge2_launch *launch);
+ge2_status ge2_cuda_accuracy_launch(const ge2_launch *launch);
+
+/* ops.c */
+extern const ge2_op_def ge2_op_def_cross_entropy;
+extern const ge2_op_def ge2_op_def_mse_loss;
+extern const ge2_op_def ge2_op_def_accuracy;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GE2_OPS_LOSS_LOSS_H */

@@ -1,0 +1,40 @@
+/* The definitions of the loss family's ops: one struct per op. */
+#include "ops/loss/loss.h"
+
+/* logits, labels -> loss[], dlogits of the mean loss */
+const ge2_op_def ge2_op_def_cross_entropy = {
+    .name = "cross_entropy",
+    .min_inputs = 2,
+    .max_inputs = 2,
+    .max_outputs = 2,
+    .flags = GE2_OPF_LOSS,
+    .infer = ge2_infer_CROSS_ENTROPY,
+    .backward = ge2_backward_cross_entropy,
+    .cpu = ge2_cpu_cross_entropy,
+    .cuda = {NULL, ge2_cuda_cross_entropy_launch, NULL, NULL},
+};
+
+const ge2_op_def ge2_op_def_mse_loss = {
+    .name = "mse_loss",
+    .min_inputs = 2,
+    .max_inputs = 2,
+    .max_outputs = 1,
+    .flags = GE2_OPF_LOSS,
+    .infer = ge2_infer_MSE_LOSS,
+    .backward = ge2_backward_mse_loss,
+    .cpu = ge2_cpu_mse_loss,
+    .cuda = {NULL, ge2_cuda_mse_loss_launch, NULL, NULL},
+};
+
+/* logits, labels -> correct count [] */
+const ge2_op_def ge2_op_def_accuracy = {
+    .name = "accuracy",
+    .min_inputs = 2,
+    .max_inputs = 2,
+    .max_outputs = 1,
+    .flags = GE2_OPF_NO_GRAD,
+    .infer = ge2_infer_ACCURACY,
+    .backward = NULL,
+    .cpu = ge2_cpu_accuracy,
+    .cuda = {NULL, ge2_cuda_accuracy_launch, NULL, NULL},
+};

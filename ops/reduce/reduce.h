@@ -1,0 +1,51 @@
+/* The reduce family: SUM and MEAN (all elements or one axis), and the
+ * pair each is the other's backward of: EXPAND (broadcast up to a `like`
+ * input's shape, times a scale) and REDUCE_TO (sum down to it).
+ *
+ * ops.c holds the definitions (registered by ops/registry.c); the rest of
+ * the folder is their parts: infer.c, backward.c, api.c (the public
+ * builders), cpu.c and the CUDA launchers (cuda*.cu). */
+#ifndef GE2_OPS_REDUCE_REDUCE_H
+#define GE2_OPS_REDUCE_REDUCE_H
+
+/* nvcc compiles the CUDA launchers as C++: these are C declarations */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "autograd/autograd.h"
+#include "graph/op_support.h"
+#include "ops/ops.h"
+
+/* infer.c */
+ge2_status ge2_infer_SUM(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
+ge2_status ge2_infer_MEAN(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
+ge2_status ge2_infer_EXPAND(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
+ge2_status ge2_infer_REDUCE_TO(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
+
+/* backward.c */
+ge2_status ge2_backward_reduce(ge2_autograd *ag, const ge2_node *node, const int *dy);
+ge2_status ge2_backward_expand(ge2_autograd *ag, const ge2_node *node, const int *dy);
+ge2_status ge2_backward_reduce_to(ge2_autograd *ag, const ge2_node *node, const int *dy);
+
+/* cpu.c: shapes from the launch views, in the dtype of input 0 (f32, or f64
+ * for gradient checks); outputs whose data is NULL are skipped */
+ge2_status ge2_cpu_reduce(const ge2_launch *l);
+ge2_status ge2_cpu_expand(const ge2_launch *l);
+ge2_status ge2_cpu_reduce_to(const ge2_launch *l);
+
+/* CUDA launchers (f32): enqueue on launch->stream, capturable */
+ge2_status ge2_cuda_reduce_launch(const ge2_launch *launch); /* SUM, MEAN, REDUCE_TO */
+const char *ge2_cuda_reduce_describe(const ge2_launch *launch);
+
+/* ops.c */
+extern const ge2_op_def ge2_op_def_sum;
+extern const ge2_op_def ge2_op_def_mean;
+extern const ge2_op_def ge2_op_def_expand;
+extern const ge2_op_def ge2_op_def_reduce_to;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GE2_OPS_REDUCE_REDUCE_H */

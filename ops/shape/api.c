@@ -1,0 +1,46 @@
+/* The public builders of the shape family: ge2_reshape, ge2_transpose, ge2_concat and ge2_slice. Each checks its
+ * arguments, fills the op's attrs and appends one node (which runs the
+ * inference). */
+#include <string.h>
+
+#include "ops/shape/shape.h"
+
+static const char *const unary_what[1] = {"x"};
+
+ge2_status ge2_reshape(ge2_graph *graph, ge2_tensor *x, ge2_shape shape, ge2_tensor **y)
+{
+    ge2_attrs a;
+    memset(&a, 0, sizeof a);
+    a.reshape.shape = shape;
+    return ge2_graph_add_forward(graph, GE2_OP_RESHAPE, "ge2_reshape", &x, unary_what, 1, 1, &a, y);
+}
+
+ge2_status ge2_transpose(ge2_graph *graph, ge2_tensor *x, ge2_tensor **y)
+{
+    return ge2_graph_add_forward(graph, GE2_OP_TRANSPOSE, "ge2_transpose", &x, unary_what, 1, 1, NULL, y);
+}
+
+ge2_status ge2_concat(ge2_graph *graph, ge2_tensor *const *xs, int n, int axis, ge2_tensor **y)
+{
+    static const char *const what[GE2_MAX_INPUTS] = {"xs[0]", "xs[1]", "xs[2]", "xs[3]",
+                                                     "xs[4]", "xs[5]", "xs[6]", "xs[7]"};
+    if (!xs || n < 1 || n > GE2_MAX_INPUTS)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_concat: needs 1..%d tensors, got %d%s", GE2_MAX_INPUTS, n,
+                         xs ? "" : " (xs is NULL)");
+    ge2_attrs a;
+    memset(&a, 0, sizeof a);
+    a.concat.axis = axis;
+    if (xs[0] && axis < 0)
+        a.concat.axis = axis + xs[0]->shape.ndim;
+    return ge2_graph_add_forward(graph, GE2_OP_CONCAT, "ge2_concat", xs, what, n, 1, &a, y);
+}
+
+ge2_status ge2_slice(ge2_graph *graph, ge2_tensor *x, int axis, int64_t start, int64_t end, ge2_tensor **y)
+{
+    ge2_attrs a;
+    memset(&a, 0, sizeof a);
+    a.slice.axis = x && axis < 0 ? axis + x->shape.ndim : axis;
+    a.slice.start = start;
+    a.slice.end = end;
+    return ge2_graph_add_forward(graph, GE2_OP_SLICE, "ge2_slice", &x, unary_what, 1, 1, &a, y);
+}

@@ -1,0 +1,59 @@
+/* The shape family: RESHAPE, TRANSPOSE (2-D), CONCAT, SLICE and the
+ * SLICE_BACKWARD its backward emits.
+ *
+ * ops.c holds the definitions (registered by ops/registry.c); the rest of
+ * the folder is their parts: infer.c, backward.c, api.c (the public
+ * builders), cpu.c and the CUDA launchers (cuda*.cu). */
+#ifndef GE2_OPS_SHAPE_SHAPE_H
+#define GE2_OPS_SHAPE_SHAPE_H
+
+/* nvcc compiles the CUDA launchers as C++: these are C declarations */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "autograd/autograd.h"
+#include "graph/op_support.h"
+#include "ops/ops.h"
+
+/* infer.c */
+ge2_status ge2_infer_RESHAPE(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
+ge2_status ge2_infer_TRANSPOSE(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
+ge2_status ge2_infer_CONCAT(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
+ge2_status ge2_infer_SLICE(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
+ge2_status ge2_infer_SLICE_BACKWARD(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
+
+/* backward.c */
+ge2_status ge2_backward_reshape(ge2_autograd *ag, const ge2_node *node, const int *dy);
+ge2_status ge2_backward_transpose(ge2_autograd *ag, const ge2_node *node, const int *dy);
+ge2_status ge2_backward_concat(ge2_autograd *ag, const ge2_node *node, const int *dy);
+ge2_status ge2_backward_slice(ge2_autograd *ag, const ge2_node *node, const int *dy);
+ge2_status ge2_backward_slice_backward(ge2_autograd *ag, const ge2_node *node, const int *dy);
+
+/* cpu.c: shapes from the launch views, in the dtype of input 0 (f32, or f64
+ * for gradient checks); outputs whose data is NULL are skipped */
+ge2_status ge2_cpu_reshape(const ge2_launch *l);
+ge2_status ge2_cpu_transpose(const ge2_launch *l);
+ge2_status ge2_cpu_concat(const ge2_launch *l);
+ge2_status ge2_cpu_slice(const ge2_launch *l);
+ge2_status ge2_cpu_slice_backward(const ge2_launch *l);
+
+/* CUDA launchers (f32): enqueue on launch->stream, capturable */
+ge2_status ge2_cuda_reshape_launch(const ge2_launch *launch);
+ge2_status ge2_cuda_transpose_launch(const ge2_launch *launch);
+ge2_status ge2_cuda_concat_launch(const ge2_launch *launch);
+ge2_status ge2_cuda_slice_launch(const ge2_launch *launch);
+ge2_status ge2_cuda_slice_backward_launch(const ge2_launch *launch);
+
+/* ops.c */
+extern const ge2_op_def ge2_op_def_reshape;
+extern const ge2_op_def ge2_op_def_transpose;
+extern const ge2_op_def ge2_op_def_concat;
+extern const ge2_op_def ge2_op_def_slice;
+extern const ge2_op_def ge2_op_def_slice_backward;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GE2_OPS_SHAPE_SHAPE_H */
