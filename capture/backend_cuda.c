@@ -11,10 +11,10 @@
  * off: the graph then uploads from the pinned staging into the feed region
  * itself).
  *
- * A key that keeps its launch list runs its classifier head's launches two
- * at a time in ge2's head kernels (kernels/cuda/head.h: the last small
- * LINEAR with its cross-entropy, and that layer's two gradients);
- * GE2_HEAD_KERNEL=0 runs them one by one.
+ * The fuse pass's groups (fusion/fusion.h, in the key's plan) run through
+ * their pattern's CUDA implementation when it takes the key's buffers, and
+ * node by node otherwise: a group may run the whole step (its feed upload
+ * and result copies too), a pair of launches, or one launch doing more.
  *
  * A key's first step runs eagerly. That run is the step itself (the
  * optimizer must update once, not twice) and also the warm-up: every kernel
@@ -44,10 +44,8 @@
 
 #include "graph/alloc.h"
 #include "graph/error.h"
-#include "kernels/cuda/head.h"
-#include "kernels/cuda/mlp_step.h"
+#include "fusion/fusion.h"
 #include "kernels/cuda/step_copy.h"
-#include "ops/optimizer/optimizer.h"
 /* cuBLASLt workspace shared by every GEMM of the program (one stream, so one
  * GEMM at a time); 32 MiB covers the split-K and stream-K configurations the
  * heuristic returns for the sizes ge2 trains. */
@@ -63,22 +61,28 @@ struct ge2_backend_ctx {
     bool tf32;
     bool disable_capture;
     bool print_kernels; /* GE2_PRINT_KERNELS: describe every launch at prepare */
-    bool mlp_step;      /* GE2_MLP_STEP (default on): whole-step kernel for keys it matches */
     bool feeds_ahead;   /* GE2_FEED_AHEAD (default on): feeds copied ahead on feed_stream */
-    bool head_kernel;   /* GE2_HEAD_KERNEL (default on): head launch pairs in one kernel each */
-    bool tail_copies;   /* GE2_TAIL_COPIES (default on): a last optimizer update reads the results back */
     int capture_count; /* keys captured over the program's life */
 };
+
+/* A fused group the CUDA backend runs with its pattern's implementation. */
+typedef struct cuda_group {
+    const ge2_fusion_impl *impl;
+    void *state; /* what impl->prepare made */
+    int first, count;
+} cuda_group;
 
 /* Per key, in ge2_exec.backend_data. */
 typedef struct ge2_cuda_exec {
     cudaGraphExec_t graph[GE2_STAGING_BUFFERS]; /* per staging slot; NULL until captured */
     bool eager;       /* capture failed: this key runs eagerly for good */
     int kernel_nodes; /* kernels in a captured graph (every slot's has the same), counted at capture */
-    ge2_mlp_step *mlp_step; /* the key's whole step in one kernel, or NULL: its launches one by one */
-    /* [n_launches] or NULL: head[i] != GE2_HEAD_NONE runs launches i and
-     * i + 1 as one head kernel */
-    ge2_head_kind *head;
+    /* the plan's groups an implementation took: group_at[i] >= 0 is the
+     * one starting at launch i */
+    cuda_group *groups;
+    int n_groups;
+    int *group_at;       /* [n_launches] */
+    ge2_launch *as_run;  /* [n_launches] scratch: a group's launches as they run */
     /* feeds_ahead: recorded on the feed stream after the slot's stage copy,
      * waited for by the step stream before the slot's step */
     cudaEvent_t staged[GE2_STAGING_BUFFERS];
@@ -159,10 +163,7 @@ static ge2_status cuda_open(const ge2_compile_options *options, ge2_backend_ctx 
     ctx->tf32 = options && options->tf32;
     ctx->disable_capture = options && options->disable_capture; /* ge2_compile folds in GE2_DISABLE_CAPTURE */
     ctx->print_kernels = env_switch("GE2_PRINT_KERNELS", false);
-    ctx->mlp_step = env_switch("GE2_MLP_STEP", true);
     ctx->feeds_ahead = env_switch("GE2_FEED_AHEAD", true);
-    ctx->head_kernel = env_switch("GE2_HEAD_KERNEL", true);
-    ctx->tail_copies = env_switch("GE2_TAIL_COPIES", true);
     ge2_status st = open_resources(ctx);
     if (st != GE2_OK) {
         cuda_close(ctx);
@@ -335,6 +336,22 @@ static void release_launches(ge2_exec *exec, int n)
     }
 }
 
+static void free_groups(ge2_cuda_exec *ce)
+{
+    if (!ce)
+        return;
+    for (int g = 0; g < ce->n_groups; g++)
+        if (ce->groups[g].impl->release)
+            ce->groups[g].impl->release(ce->groups[g].state);
+    ge2_free(ce->groups);
+    ge2_free(ce->group_at);
+    ge2_free(ce->as_run);
+    ce->groups = NULL;
+    ce->group_at = NULL;
+    ce->as_run = NULL;
+    ce->n_groups = 0;
+}
+
 static void cuda_exec_release(ge2_backend_ctx *ctx, ge2_exec *exec)
 {
     (void)ctx;
@@ -345,10 +362,7 @@ static void cuda_exec_release(ge2_backend_ctx *ctx, ge2_exec *exec)
         if (ce->staged[s])
             cudaEventDestroy(ce->staged[s]);
     }
-    if (ce) {
-        ge2_mlp_step_free(ce->mlp_step);
-        ge2_free(ce->head);
-    }
+    free_groups(ce);
     ge2_free(ce);
     exec->backend_data = NULL;
     exec->captured = false;
@@ -375,41 +389,40 @@ static void print_kernels(const ge2_backend_ctx *ctx, const ge2_exec *exec)
     }
 }
 
-/* The whole-step kernel for a key whose launches it matches (mlp_step.h).
- * The launches stay prepared, so the kernel report still says what each
- * would have run; a key it does not match keeps them, and
- * GE2_PRINT_KERNELS says why. */
-static ge2_status prepare_mlp_step(ge2_backend_ctx *ctx, ge2_exec *exec, ge2_cuda_exec *ce)
+/* The plan's groups whose pattern's CUDA implementation takes this key's
+ * launches. The launches stay prepared, so the kernel report still says
+ * what each would have run; a group its implementation declines runs node
+ * by node, and print_kernels says why. */
+static ge2_status prepare_groups(ge2_backend_ctx *ctx, ge2_exec *exec, ge2_cuda_exec *ce)
 {
-    ge2_mlp_step_desc desc;
-    char why[256];
-    if (!ctx->mlp_step)
-        return GE2_OK;
-    if (!ge2_mlp_step_match(exec->launches, exec->n_launches, &desc, why, sizeof why)) {
-        if (ctx->print_kernels)
-            fprintf(stderr, "ge2: no whole-step kernel for this key: %s\n", why);
-        return GE2_OK;
-    }
-    GE2_TRY(ge2_mlp_step_prepare(&desc, &ce->mlp_step));
-    for (int i = 0; i < exec->n_launches; i++)
-        exec->launches[i].fused_into = ge2_mlp_step_describe(ce->mlp_step);
-    return GE2_OK;
-}
-
-/* Head pairs (kernels/cuda/head.h) of a key that runs its launches. */
-static ge2_status prepare_heads(ge2_backend_ctx *ctx, ge2_exec *exec, ge2_cuda_exec *ce)
-{
-    if (!ctx->head_kernel || ce->mlp_step || exec->n_launches < 2)
-        return GE2_OK;
-    ce->head = ge2_calloc((size_t)exec->n_launches, sizeof *ce->head);
-    if (!ce->head)
+    const ge2_plan *plan = exec->plan;
+    const size_t n = (size_t)(exec->n_launches > 0 ? exec->n_launches : 1);
+    ce->group_at = ge2_malloc(sizeof *ce->group_at * n);
+    ce->as_run = ge2_malloc(sizeof *ce->as_run * n);
+    ce->groups = ge2_calloc(plan->n_groups > 0 ? (size_t)plan->n_groups : 1, sizeof *ce->groups);
+    if (!ce->group_at || !ce->as_run || !ce->groups)
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 cuda backend: out of host memory");
-    for (int i = 0; i + 1 < exec->n_launches; i++) {
-        ce->head[i] = ge2_head_match(&exec->launches[i], NULL, 0);
-        if (ce->head[i] == GE2_HEAD_NONE)
+    for (int i = 0; i < exec->n_launches; i++)
+        ce->group_at[i] = -1;
+    for (int g = 0; g < plan->n_groups; g++) {
+        const ge2_fusion_group *fg = &plan->groups[g];
+        const ge2_fusion_pattern *pattern = ge2_fusion_pattern_at(fg->pattern);
+        if (!pattern->cuda || fg->first + fg->count > exec->n_launches)
             continue;
-        exec->launches[i].fused_into = exec->launches[i + 1].fused_into = ge2_head_describe(ce->head[i]);
-        i++;
+        char why[256] = "";
+        void *state = NULL;
+        GE2_TRY(pattern->cuda->prepare(&exec->launches[fg->first], fg->count, &state, why, sizeof why));
+        if (!state) {
+            if (ctx->print_kernels)
+                fprintf(stderr, "ge2: %s group at node %d runs node by node: %s\n", pattern->name,
+                        exec->launches[fg->first].node->id, why);
+            continue;
+        }
+        ce->groups[ce->n_groups] = (cuda_group){pattern->cuda, state, fg->first, fg->count};
+        ce->group_at[fg->first] = ce->n_groups++;
+        const char *what = pattern->cuda->describe ? pattern->cuda->describe(state) : NULL;
+        for (int i = 0; i < fg->count; i++)
+            exec->launches[fg->first + i].fused_into = what;
     }
     return GE2_OK;
 }
@@ -441,9 +454,8 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
             return st;
         }
     }
-    ge2_status st = prepare_mlp_step(ctx, exec, ce);
-    if (st == GE2_OK)
-        st = prepare_heads(ctx, exec, ce);
+    exec->backend_data = ce;
+    ge2_status st = prepare_groups(ctx, exec, ce);
     for (int s = 0; st == GE2_OK && s < GE2_STAGING_BUFFERS; s++)
         if (exec->io[s].stage.bytes)
             st = new_event(&ce->staged[s]);
@@ -451,10 +463,10 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
         for (int s = 0; s < GE2_STAGING_BUFFERS; s++)
             if (ce->staged[s])
                 cudaEventDestroy(ce->staged[s]);
-        ge2_mlp_step_free(ce->mlp_step);
-        ge2_free(ce->head);
+        free_groups(ce);
         release_launches(exec, exec->n_launches);
         ge2_free(ce);
+        exec->backend_data = NULL;
         return st;
     }
     exec->backend_data = ce;
@@ -488,47 +500,52 @@ static const ge2_launch *launch_as_run(const ge2_exec *exec, int i, const ge2_cu
     return feeds_from ? read_feeds_at_source(&exec->launches[i], feeds_from, moved) : &exec->launches[i];
 }
 
-/* The step's result read-back, for the last launch to do in its own kernel. */
-typedef struct tail_copies {
-    const ge2_cuda_copy *copy;
-    int n;
-    bool done; /* a launch did them */
-} tail_copies;
+/* What the step's copies need from the launches: the feed upload (its
+ * source is where the launches read the feeds when the step staged them)
+ * and the result copies, each either done by a group or by the backend. */
+typedef struct step_copies {
+    const ge2_cuda_copy *upload;
+    const ge2_cuda_copy *feeds_from; /* &upload when staged, else NULL */
+    const ge2_cuda_copy *results;
+    int n_results;
+    bool results_done; /* a group did them */
+} step_copies;
 
-/* Enqueues launch i, or launches i and i + 1 as one head kernel; the
- * number of launches done in *done. The step's last launch, when it is the
- * optimizer update, also does the tail copies (one kernel fewer: medium MLP,
- * H200, see bench/RESULTS.md). */
-static ge2_status enqueue_one(const ge2_exec *exec, const ge2_cuda_exec *ce, int i, const ge2_cuda_copy *feeds_from,
-                              tail_copies *tail, int *done)
+/* Enqueues launch i, or the group starting there; the launches done in *done. */
+static ge2_status enqueue_one(ge2_backend_ctx *ctx, const ge2_exec *exec, const ge2_cuda_exec *ce, int i,
+                              step_copies *sc, int *done)
 {
-    ge2_launch moved[2];
-    if (ce->head && ce->head[i] != GE2_HEAD_NONE) {
-        ge2_launch pair[2] = {*launch_as_run(exec, i, feeds_from, &moved[0]),
-                              *launch_as_run(exec, i + 1, feeds_from, &moved[1])};
-        *done = 2;
-        return ge2_head_launch(ce->head[i], pair);
+    ge2_launch moved;
+    if (ce->group_at[i] < 0) {
+        const ge2_launch *l = launch_as_run(exec, i, sc->feeds_from, &moved);
+        *done = 1;
+        return ge2_op_def_of(l->node->op)->cuda.launch(l);
     }
-    const ge2_launch *l = launch_as_run(exec, i, feeds_from, &moved[0]);
-    *done = 1;
-    ge2_status (*launch)(const ge2_launch *) = ge2_op_def_of(l->node->op)->cuda.launch;
-    if (i == exec->n_launches - 1 && launch == ge2_cuda_optimizer_update_launch && tail->n > 0) {
-        tail->done = true;
-        return ge2_cuda_optimizer_update_launch_copying(l, tail->copy, tail->n);
+    const cuda_group *g = &ce->groups[ce->group_at[i]];
+    for (int k = 0; k < g->count; k++)
+        ce->as_run[k] = *launch_as_run(exec, i + k, sc->feeds_from, &moved);
+    const bool ends = i + g->count == exec->n_launches;
+    ge2_fusion_run run = {ce->as_run, g->count, ctx->stream, NULL, NULL, 0};
+    if (i == 0 && (g->impl->does & GE2_FUSION_DOES_UPLOAD))
+        run.upload = sc->upload;
+    if (ends && (g->impl->does & GE2_FUSION_DOES_RESULTS)) {
+        run.results = sc->results;
+        run.n_results = sc->n_results;
+        sc->results_done = true;
     }
-    return launch(l);
+    *done = g->count;
+    return g->impl->launch(g->state, &run);
 }
 
-/* Enqueues every launch in schedule order, reading the feeds at the
- * upload's source when feeds_from is not NULL; tail->done when the last
- * launch did the tail copies. During capture, *broke is the index of the
- * launch after which the capture was invalidated. */
-static ge2_status enqueue_launches(ge2_backend_ctx *ctx, ge2_exec *exec, const ge2_cuda_copy *feeds_from,
-                                   tail_copies *tail, bool capturing, int *broke)
+/* Enqueues every launch and group in schedule order. During capture,
+ * *broke is the index of the launch after which the capture was
+ * invalidated. */
+static ge2_status enqueue_launches(ge2_backend_ctx *ctx, ge2_exec *exec, step_copies *sc, bool capturing,
+                                   int *broke)
 {
     const ge2_cuda_exec *ce = exec->backend_data;
     for (int i = 0, done = 1; i < exec->n_launches; i += done) {
-        ge2_status st = enqueue_one(exec, ce, i, feeds_from, tail, &done);
+        ge2_status st = enqueue_one(ctx, exec, ce, i, sc, &done);
         if (capturing) {
             enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
             cudaError_t e = cudaStreamIsCapturing(ctx->stream, &cs);
@@ -563,18 +580,14 @@ static ge2_status enqueue_step(ge2_backend_ctx *ctx, ge2_exec *exec, int slot, b
     for (int r = 0; r < GE2_STEP_RESULTS; r++)
         results[r] = cuda_copy_of(&io->results[r]);
     *broke = -1;
-    if (ce->mlp_step) {
-        ge2_status st = ge2_mlp_step_launch(ce->mlp_step, ctx->stream, &upload, results, GE2_STEP_RESULTS);
-        if (st != GE2_OK && capturing)
-            *broke = 0;
-        return st;
-    }
     const bool staged = io->stage.bytes != 0;
-    if (!staged)
+    step_copies sc = {&upload, staged ? &upload : NULL, results, GE2_STEP_RESULTS, false};
+    const bool group_uploads = exec->n_launches > 0 && ce->group_at[0] >= 0 &&
+                               (ce->groups[ce->group_at[0]].impl->does & GE2_FUSION_DOES_UPLOAD);
+    if (!staged && !group_uploads)
         GE2_TRY(ge2_cuda_copy_launch(&upload, 1, ctx->stream));
-    tail_copies tail = {results, ctx->tail_copies ? GE2_STEP_RESULTS : 0, false};
-    GE2_TRY(enqueue_launches(ctx, exec, staged ? &upload : NULL, &tail, capturing, broke));
-    return tail.done ? GE2_OK : ge2_cuda_copy_launch(results, GE2_STEP_RESULTS, ctx->stream);
+    GE2_TRY(enqueue_launches(ctx, exec, &sc, capturing, broke));
+    return sc.results_done ? GE2_OK : ge2_cuda_copy_launch(results, GE2_STEP_RESULTS, ctx->stream);
 }
 
 /* What one replay really launches: a cuBLASLt call may add split-K reduction

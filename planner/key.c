@@ -21,6 +21,7 @@ void ge2_key_rehash(ge2_key *key)
 {
     uint64_t h = mix_word(FNV_OFFSET, key->mode);
     h = mix_word(h, key->n_feeds);
+    h = mix_word(h, key->fusions);
     for (int f = 0; f < key->n_feeds; f++) {
         const ge2_shape *s = &key->feed_shapes[f];
         h = mix_word(h, key->feed_ids[f]);
@@ -44,7 +45,7 @@ static bool shape_equal(const ge2_shape *a, const ge2_shape *b)
 
 bool ge2_key_equal(const ge2_key *a, const ge2_key *b)
 {
-    if (a->hash != b->hash || a->mode != b->mode || a->n_feeds != b->n_feeds)
+    if (a->hash != b->hash || a->mode != b->mode || a->n_feeds != b->n_feeds || a->fusions != b->fusions)
         return false;
     for (int f = 0; f < a->n_feeds; f++)
         if (a->feed_ids[f] != b->feed_ids[f] || !shape_equal(&a->feed_shapes[f], &b->feed_shapes[f]))
@@ -58,6 +59,7 @@ ge2_status ge2_key_init(const ge2_graph *graph, ge2_mode mode, ge2_key *key)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_key_init: graph, key and a valid mode are required");
     memset(key, 0, sizeof *key);
     key->mode = mode;
+    GE2_TRY(ge2_fusion_set_parse(NULL, &key->fusions));
     for (int i = 0; i < graph->n_tensors; i++) {
         const ge2_tensor *t = graph->tensors[i];
         if (t->role != GE2_ROLE_INPUT && t->role != GE2_ROLE_LABEL)

@@ -23,7 +23,7 @@ ge2_status ge2_plan_new(const ge2_graph *graph, const ge2_layout *layout, const 
     if (st == GE2_OK)
         st = ge2_plan_liveness(graph, layout, plan);
     if (st == GE2_OK)
-        st = ge2_plan_fusion_lifetimes(graph, plan);
+        st = ge2_plan_groups(graph, plan, NULL);
     if (st == GE2_OK)
         st = ge2_plan_assign(graph, plan);
     if (st != GE2_OK) {
@@ -39,6 +39,7 @@ void ge2_plan_free(ge2_plan *plan)
     if (!plan)
         return;
     ge2_free(plan->schedule);
+    ge2_fusion_groups_free(plan->groups, plan->n_groups);
     ge2_free(plan->tensors);
     ge2_free(plan);
 }

@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 
+#include "fusion/fusion.h"
 #include "graph/ir.h"
 
 #define GE2_ARENA_ALIGN 256
@@ -45,6 +46,7 @@ typedef struct ge2_key {
     int n_feeds;                     /* inputs and labels, in tensor-id order */
     int feed_ids[GE2_MAX_FEEDS];
     ge2_shape feed_shapes[GE2_MAX_FEEDS];
+    ge2_fusion_set fusions; /* the fuse pass's patterns (all by default): they change the plan */
     uint64_t hash;
 } ge2_key;
 
@@ -67,6 +69,8 @@ typedef struct ge2_plan {
     size_t lower_bound_bytes;
     size_t naive_bytes;
     size_t input_bytes; /* the GE2_POOL_INPUTS buffer: feeds, then outputs */
+    ge2_fusion_group *groups; /* [n_groups] the fuse pass's, in schedule order */
+    int n_groups;
 } ge2_plan;
 
 ge2_status ge2_plan_new(const ge2_graph *graph, const ge2_layout *layout, const ge2_key *key, ge2_plan **out);

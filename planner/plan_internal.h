@@ -2,7 +2,8 @@
  *
  *   schedule  which nodes the key runs, in a deterministic topological order
  *   liveness  each tensor's concrete shape, interval and pool
- *   fusion    intervals widened to the phases of a whole-step kernel
+ *   groups    the fuse pass (fusion/fusion.h): groups of nodes one kernel
+ *             runs, and intervals widened to the phases of each group
  *   assign    in-place merges, arena offsets, the plan's statistics
  *
  * Private to planner/ (tests include it to check a pass on its own).
@@ -51,10 +52,10 @@ ge2_status ge2_plan_schedule(const ge2_graph *graph, ge2_plan *plan);
  * tensor, and plan->input_bytes. */
 ge2_status ge2_plan_liveness(const ge2_graph *graph, const ge2_layout *layout, ge2_plan *plan);
 
-/* When the key is a step the CUDA backend runs as one whole-step kernel
- * (kernels/mlp_step_pattern.h), widens each arena tensor's interval to the
- * kernel phases that use it. */
-ge2_status ge2_plan_fusion_lifetimes(const ge2_graph *graph, ge2_plan *plan);
+/* The fuse pass over the key's schedule (the patterns in plan->key.fusions)
+ * into plan->groups, and each arena tensor's interval widened to the phases
+ * of the groups that use it. log: as ge2_fusion_find's (NULL: none). */
+ge2_status ge2_plan_groups(const ge2_graph *graph, ge2_plan *plan, FILE *log);
 
 /* Arena offsets (greedy by size, best fit, in place where allowed) and
  * arena/lower-bound/naive bytes. */

@@ -53,7 +53,7 @@ static bool can_defer(const ge2_autograd *ag, int x)
  * Emitted by the consumer's rule before the consumer's LINEAR_GRAD_WEIGHT,
  * so the schedule computes it while dz and x are both still live: no later
  * node's input can share bytes with it, and the whole-step MLP kernel may
- * run a layer's two backward GEMMs side by side (kernels/cuda/mlp_step.h). */
+ * run a layer's two backward GEMMs side by side (fusion/mlp_step/mlp_step.h). */
 static ge2_status producer_dz(ge2_autograd *ag, int x, int dz, int w, int *out)
 {
     const ge2_node *producer = &ag->graph->nodes[ag->graph->tensors[x]->producer];

@@ -17,6 +17,7 @@
 
 #include "ops/optimizer/optimizer_rule.h"
 #include "ops/optimizer/optimizer_spans.h"
+#include "kernels/cuda/step_copy.h"
 #include "ops/optimizer/optimizer.h"
 
 // ------------------------------------------------------------------- kernels

@@ -20,7 +20,6 @@ extern "C" {
 #include "autograd/autograd.h"
 #include "graph/op_support.h"
 #include "ops/ops.h"
-#include "kernels/cuda/step_copy.h"
 
 /* infer.c */
 ge2_status ge2_infer_GRAD_NORM(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
@@ -38,7 +37,9 @@ ge2_status ge2_cuda_optimizer_update_launch(const ge2_launch *launch);
  * block: the step's result read-back when the update is the step's last
  * launch, one kernel fewer. The copies' sources must be final before the
  * update runs (it writes only parameters and their state). */
-ge2_status ge2_cuda_optimizer_update_launch_copying(const ge2_launch *launch, const ge2_cuda_copy *copies, int n);
+struct ge2_cuda_copy; /* kernels/cuda/step_copy.h */
+ge2_status ge2_cuda_optimizer_update_launch_copying(const ge2_launch *launch, const struct ge2_cuda_copy *copies,
+                                                    int n);
 const char *ge2_cuda_optimizer_update_describe(const ge2_launch *launch);
 
 /* ops.c */

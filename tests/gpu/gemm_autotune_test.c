@@ -355,7 +355,7 @@ END_TEST
 /* The small MLP through the public API: every GEMM node of the train step
  * names the kernel the registry chose (cuBLASLt's or ge2's tiled GEMM),
  * but for the classifier head's, which run in the head kernels
- * (kernels/cuda/head.h). */
+ * (fusion/head/head.h). */
 START_TEST(test_mlp_kernel_report)
 {
     char path[512];

@@ -1,4 +1,4 @@
-/* The head kernels' matcher (kernels/cuda/head.h) where there is no GPU
+/* The head kernels' matcher (fusion/head/head.h) where there is no GPU
  * (CI): which launch pairs it takes, and why it refuses the others — more
  * than 32 classes, rows that are no aligned float4s, shapes that disagree,
  * one launch writing what the other reads. The launches' views point into a
@@ -8,7 +8,7 @@
 #include <check.h>
 #include <string.h>
 
-#include "kernels/cuda/head.h"
+#include "fusion/head/head.h"
 #include "tests/support/check_main.h"
 #include "ops/ops.h"
 

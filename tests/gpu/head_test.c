@@ -1,4 +1,4 @@
-/* The classifier head's kernels (kernels/cuda/head.h) against float64 math
+/* The classifier head's kernels (fusion/head/head.h) against float64 math
  * done here. A two-layer net x -> relu(linear) -> linear -> cross-entropy
  * (no optimizer: the gradients stay readable in the gradient pool) takes one
  * CUDA step; its loss, logits and all four parameter gradients must match

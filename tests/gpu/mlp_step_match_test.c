@@ -1,4 +1,4 @@
-/* Which graph keys the whole-step MLP kernel takes (kernels/cuda/mlp_step.h),
+/* Which graph keys the whole-step MLP kernel takes (fusion/mlp_step/mlp_step.h),
  * decided on the launch lists of programs compiled for the CPU backend: the
  * same plan the CUDA backend gets, so this runs in CI without a GPU.
  *
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "capture/program_internal.h"
-#include "kernels/cuda/mlp_step.h"
+#include "fusion/mlp_step/mlp_step.h"
 #include "tests/gpu/mlp_spec.h"
 #include "tests/support/check_main.h"
 

@@ -1,4 +1,4 @@
-/* The whole-step MLP kernel (kernels/cuda/mlp_step.h) on the GPU.
+/* The whole-step MLP kernel (fusion/mlp_step/mlp_step.h) on the GPU.
  *
  * Reference: the CPU backend running the same compiled program (plain C
  * kernels, cblas GEMMs) from the same initial parameters and batches.

@@ -1,5 +1,5 @@
 /* planner/fusion.c: a key that is one whole-step MLP training step
- * (kernels/mlp_step_pattern.h) gets an arena where no two tensors used in a
+ * (fusion/mlp_step/pattern.h) gets an arena where no two tensors used in a
  * common kernel phase share bytes, checked here from the plan alone: each
  * arena tensor's phases are re-derived from the schedule and its bytes
  * compared with every other's. Without the widening the bench's small MLP
@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "capture/program_internal.h"
-#include "kernels/mlp_step_pattern.h"
+#include "fusion/mlp_step/pattern.h"
 #include "tests/gpu/mlp_spec.h"
 #include "tests/support/check_main.h"
 

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "graph/ir.h"
-#include "kernels/head_pattern.h"
+#include "fusion/head/pattern.h"
 #include "planner/plan.h"
 #include "tests/planner/random_graph.h"
 #include "tests/planner/suite.h"
@@ -58,28 +58,31 @@ static void check_schedule(const ge2_graph *g, const ge2_plan *plan, const int *
         ck_assert_int_eq(plan->n_steps, g->n_nodes);
 }
 
-/* The position each launch's reads count at: its own, or for the first
- * launch of a head pair (kernels/head_pattern.h, paired left to right as
- * the CUDA backend pairs them) the pair's second, since one kernel runs
- * both. Caller frees. */
-static int *read_positions(const ge2_graph *g, const ge2_plan *plan)
+/* The positions each launch's reads and writes count at: its own, or for a
+ * launch of a head pair (fusion/head/pattern.h, paired left to right as
+ * the fuse pass pairs them) the pair's whole span, since one kernel runs
+ * both: reads last to its end, writes start at its start. Caller frees. */
+static int *span_positions(const ge2_graph *g, const ge2_plan *plan, int **write_at)
 {
     int *at = malloc(sizeof(int) * (size_t)(plan->n_steps + 1));
+    *write_at = malloc(sizeof(int) * (size_t)(plan->n_steps + 1));
     for (int p = 0; p < plan->n_steps; p++)
-        at[p] = p;
+        at[p] = (*write_at)[p] = p;
     for (int p = 0; p + 1 < plan->n_steps; p++)
         if (ge2_head_pair_of(&g->nodes[plan->schedule[p]], &g->nodes[plan->schedule[p + 1]]) != GE2_HEAD_NONE) {
             at[p] = p + 1;
+            (*write_at)[p + 1] = p;
             p++;
         }
     return at;
 }
 
-/* Lifetimes from the graph: producer position .. last real consumer (its
- * head pair's end, if in one). */
+/* Lifetimes from the graph: producer position (its head pair's start, if
+ * in one) .. last real consumer (its head pair's end, if in one). */
 static void check_liveness(const ge2_graph *g, const ge2_plan *plan, const int *pos, int *head_pairs)
 {
-    int *read_at = read_positions(g, plan);
+    int *write_at;
+    int *read_at = span_positions(g, plan, &write_at);
     for (int p = 0; p < plan->n_steps; p++)
         *head_pairs += read_at[p] != p;
     for (int t = 0; t < g->n_tensors; t++) {
@@ -88,7 +91,7 @@ static void check_liveness(const ge2_graph *g, const ge2_plan *plan, const int *
             continue;
         const ge2_tensor *tensor = g->tensors[t];
         ck_assert_int_ge(tensor->producer, 0);
-        ck_assert_int_eq(pt->first, pos[tensor->producer]);
+        ck_assert_int_eq(pt->first, write_at[pos[tensor->producer]]);
         int last = -1;
         for (int p = 0; p < plan->n_steps; p++) {
             const ge2_node *node = &g->nodes[plan->schedule[p]];
@@ -102,6 +105,7 @@ static void check_liveness(const ge2_graph *g, const ge2_plan *plan, const int *
         ck_assert_uint_eq(pt->bytes, (size_t)ge2_shape_numel(pt->shape) * ge2_dtype_size(tensor->dtype));
     }
     free(read_at);
+    free(write_at);
 }
 
 static bool reads(const ge2_node *node, int tensor)

@@ -5,7 +5,7 @@
  * be claimed by the pattern: a key with anything else in it is not a step
  * the kernel runs.
  */
-#include "kernels/mlp_step_pattern.h"
+#include "fusion/mlp_step/pattern.h"
 
 #include <stdarg.h>
 #include <stdio.h>

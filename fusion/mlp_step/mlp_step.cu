@@ -24,7 +24,7 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/cp_async.h"
 #include "ops/loss/loss_row.h"
-#include "kernels/cuda/mlp_step.h"
+#include "fusion/mlp_step/mlp_step.h"
 #include "ops/optimizer/optimizer_rule.h"
 
 #include "graph/alloc.h"

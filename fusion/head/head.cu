@@ -1,7 +1,7 @@
 // The classifier head's two kernels (head.h): LOSS, a small LINEAR with
 // its cross-entropy, and GRADIENTS, that layer's input and weight
 // gradients. Kernels, then the matcher, then the launchers.
-#include "kernels/cuda/head.h"
+#include "fusion/head/head.h"
 
 #include <stdio.h>
 
@@ -332,7 +332,7 @@ extern "C" ge2_head_kind ge2_head_match(const ge2_launch *pair, char *why, size_
                                                                                                  : GE2_HEAD_NONE;
     }
     default:
-        no(why, why_size, "no head pair (kernels/head_pattern.h)");
+        no(why, why_size, "no head pair (fusion/head/pattern.h)");
         return GE2_HEAD_NONE;
     }
 }

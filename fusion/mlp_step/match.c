@@ -1,10 +1,10 @@
 /* Binds a graph key's launches to the whole-step kernel (mlp_step.h): the
- * step's pattern (kernels/mlp_step_pattern.h, the same recognition the
+ * step's pattern (fusion/mlp_step/pattern.h, the same recognition the
  * planner used), then the plan's buffers for every role, and two checks
  * the kernel relies on: the gradients cover the flat pools, and no two
  * tensors used in a common phase share arena bytes.
  */
-#include "kernels/cuda/mlp_step.h"
+#include "fusion/mlp_step/mlp_step.h"
 
 #include <stdarg.h>
 #include <stdio.h>

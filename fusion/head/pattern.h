@@ -1,10 +1,10 @@
-/* The launch pairs a classifier head kernel runs as one (kernels/cuda/head.h),
+/* The launch pairs a classifier head kernel runs as one (fusion/head/head.h),
  * recognised by op and tensor alone, so the planner (planner/fusion.c keeps
  * the pair's inputs alive through both launches) and the CUDA backend's
  * matcher (which also checks shapes, class count and addresses) agree.
  */
-#ifndef GE2_KERNELS_HEAD_PATTERN_H
-#define GE2_KERNELS_HEAD_PATTERN_H
+#ifndef GE2_FUSION_HEAD_PATTERN_H
+#define GE2_FUSION_HEAD_PATTERN_H
 
 #include "graph/ir.h"
 #include "ops/ops.h"
@@ -28,4 +28,4 @@ static inline ge2_head_kind ge2_head_pair_of(const ge2_node *a, const ge2_node *
     return GE2_HEAD_NONE;
 }
 
-#endif /* GE2_KERNELS_HEAD_PATTERN_H */
+#endif /* GE2_FUSION_HEAD_PATTERN_H */

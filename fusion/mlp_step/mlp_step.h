@@ -18,7 +18,7 @@
  * lifetimes to the kernel's phases, planner/fusion.c) and
  * ge2_mlp_step_match checks it did.
  *
- * Phases: kernels/mlp_step_pattern.h's table, after the step's feed upload
+ * Phases: fusion/mlp_step/pattern.h's table, after the step's feed upload
  * when that reads pinned host memory; from a device staging (the backend's
  * feeds ahead) the phases read the feeds there and the upload is skipped
  * (the program reads feeds back from the staging). In the row chain each work item takes a few
@@ -34,14 +34,14 @@
  * checks the gradients are the whole flat pools.
  * Every sum runs in a fixed order, so a step is bit-identical run to run.
  */
-#ifndef GE2_KERNELS_CUDA_MLP_STEP_H
-#define GE2_KERNELS_CUDA_MLP_STEP_H
+#ifndef GE2_FUSION_MLP_STEP_MLP_STEP_H
+#define GE2_FUSION_MLP_STEP_MLP_STEP_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "kernels/cuda/step_copy.h"
-#include "kernels/mlp_step_pattern.h"
+#include "fusion/mlp_step/pattern.h"
 #include "graph/control.h"
 #include "graph/ir.h"
 
@@ -103,4 +103,4 @@ const char *ge2_mlp_step_describe(const ge2_mlp_step *step);
 }
 #endif
 
-#endif /* GE2_KERNELS_CUDA_MLP_STEP_H */
+#endif /* GE2_FUSION_MLP_STEP_MLP_STEP_H */

@@ -20,17 +20,17 @@
  *              dzᵀ·x and, in block 0, db = dz's column sums.
  * Each is an implementation of its two launches: it reads and writes the
  * buffers the plan gave them. The planner keeps both launches' inputs
- * alive through the pair (kernels/head_pattern.h, planner/fusion.c), and
+ * alive through the pair (fusion/head/pattern.h, planner/fusion.c), and
  * the matcher checks that neither launch writes what the other reads, so
  * running them as one kernel cannot change a result. Every sum runs in a fixed order: a step is bit-identical run to
  * run (not to the unfused GEMMs, whose order differs).
  */
-#ifndef GE2_KERNELS_CUDA_HEAD_H
-#define GE2_KERNELS_CUDA_HEAD_H
+#ifndef GE2_FUSION_HEAD_HEAD_H
+#define GE2_FUSION_HEAD_HEAD_H
 
 #include <stddef.h>
 
-#include "kernels/head_pattern.h"
+#include "fusion/head/pattern.h"
 #include "graph/control.h"
 #include "graph/ir.h"
 
@@ -56,4 +56,4 @@ const char *ge2_head_describe(ge2_head_kind kind);
 }
 #endif
 
-#endif /* GE2_KERNELS_CUDA_HEAD_H */
+#endif /* GE2_FUSION_HEAD_HEAD_H */

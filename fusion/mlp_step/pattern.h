@@ -1,4 +1,4 @@
-/* The MLP training step the whole-step kernel (kernels/cuda/mlp_step.h)
+/* The MLP training step the whole-step kernel (fusion/mlp_step/mlp_step.h)
  * runs, recognised from a key's nodes alone, and the kernel's phase table.
  *
  * Two users, one recognition:
@@ -19,8 +19,8 @@
  *   c+1 .. 2c-1 input gradient of layer c-1 .. 1
  *   last        every layer's weight gradient (dW, db) and the optimizer
  */
-#ifndef GE2_KERNELS_MLP_STEP_PATTERN_H
-#define GE2_KERNELS_MLP_STEP_PATTERN_H
+#ifndef GE2_FUSION_MLP_STEP_PATTERN_H
+#define GE2_FUSION_MLP_STEP_PATTERN_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -73,4 +73,4 @@ bool ge2_mlp_step_pattern_find(const ge2_node *const *nodes, int n, ge2_mlp_step
 /* The phase node index i runs in. */
 int ge2_mlp_step_phase_of(const ge2_mlp_step_pattern *p, int i);
 
-#endif /* GE2_KERNELS_MLP_STEP_PATTERN_H */
+#endif /* GE2_FUSION_MLP_STEP_PATTERN_H */

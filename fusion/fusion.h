@@ -1,0 +1,124 @@
+/* Fusion as a pass: a registry of patterns, each one row (fusion/registry.c)
+ * with its own folder (fusion/<pattern>/) for its matcher and kernels.
+ *
+ * The pass runs per graph key, on the key's schedule and concrete shapes,
+ * before memory is planned: each pattern in registry order looks for groups
+ * of scheduled nodes that one implementation can run (or says why it
+ * declined), and a node belongs to at most one group. What a group is to
+ * the rest of the compiler is generic:
+ *   - the planner: a group runs its nodes in phases, side by side within a
+ *     phase; so an arena tensor one of its nodes reads or writes keeps its
+ *     bytes from the first position of the earliest phase that uses it to
+ *     the last position of the latest one;
+ *   - a backend: runs a group with the pattern's implementation for it, or
+ *     node by node when it has none or the implementation declines the
+ *     key's buffers. The CPU backend always runs the nodes, so both backends
+ *     run the same plan with the same offsets.
+ * The matchers see nodes, tensors and shapes only (no backend), so the CPU
+ * and CUDA builds find the same groups.
+ */
+#ifndef GE2_FUSION_FUSION_H
+#define GE2_FUSION_FUSION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "graph/ir.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Concrete shape of a tensor in the key being matched. */
+typedef ge2_shape (*ge2_fusion_shape_fn)(const void *ctx, int tensor);
+
+/* What a matcher sees of a key: its scheduled nodes, in order. */
+typedef struct ge2_fusion_key {
+    const ge2_graph *graph;
+    const ge2_node *const *nodes; /* [n] in schedule order */
+    int n;
+    ge2_fusion_shape_fn shape_of;
+    const void *ctx;
+} ge2_fusion_key;
+
+/* Schedule positions [first, first + count) run as one, in n_phases phases:
+ * position first + i runs in phase phase_of[i]. */
+typedef struct ge2_fusion_group {
+    int pattern; /* its row in the registry */
+    int first, count;
+    int n_phases;
+    int *phase_of; /* [count], owned */
+} ge2_fusion_group;
+
+/* ------------------------------------------------ implementations (CUDA) */
+
+struct ge2_cuda_copy; /* kernels/cuda/step_copy.h */
+
+/* A group as it runs: its launches (feeds possibly read where the step
+ * staged them) and, when the group starts or ends the step and its
+ * implementation takes them, the step's feed upload and result copies. */
+typedef struct ge2_fusion_run {
+    const ge2_launch *launches; /* [n] */
+    int n;
+    void *stream;                         /* cudaStream_t */
+    const struct ge2_cuda_copy *upload;   /* NULL: not this group's */
+    const struct ge2_cuda_copy *results;  /* [n_results]; NULL: not this group's */
+    int n_results;
+} ge2_fusion_run;
+
+enum {
+    GE2_FUSION_DOES_UPLOAD = 1u << 0,  /* starting a step, it does the feed upload too */
+    GE2_FUSION_DOES_RESULTS = 1u << 1, /* ending a step, it does the result copies too */
+};
+
+typedef struct ge2_fusion_impl {
+    unsigned does; /* GE2_FUSION_DOES_* */
+    /* Per key before warm-up and capture, given the group's prepared
+     * launches: *state, or NULL with why filled when these buffers or
+     * shapes are not its (the backend then runs the nodes). */
+    ge2_status (*prepare)(const ge2_launch *launches, int n, void **state, char *why, size_t why_size);
+    /* Enqueues the group; capturable like any kernel launch. */
+    ge2_status (*launch)(const void *state, const ge2_fusion_run *run);
+    void (*release)(void *state);
+    /* The kernel report's line for the group's launches ("in the ..."). */
+    const char *(*describe)(const void *state);
+} ge2_fusion_impl;
+
+/* --------------------------------------------------------------- patterns */
+
+typedef struct ge2_fusion_pattern {
+    const char *name; /* what ge2_compile_options.disable_fusions names */
+    const char *what; /* one line for dumps and docs */
+    /* A group whose first node is key->nodes[at]: true with *group filled
+     * (count, n_phases, phase_of[0, count); phase_of has room for
+     * key->n - at), or false with why (NULL-safe) filled. */
+    bool (*match)(const ge2_fusion_key *key, int at, ge2_fusion_group *group, char *why, size_t why_size);
+    const ge2_fusion_impl *cuda; /* NULL: no CUDA implementation */
+} ge2_fusion_pattern;
+
+int ge2_fusion_pattern_count(void);
+const ge2_fusion_pattern *ge2_fusion_pattern_at(int index);
+/* The row called name; GE2_ERR_INVALID_ARGUMENT naming the known ones otherwise. */
+ge2_status ge2_fusion_pattern_find(const char *name, int *index);
+
+/* Which patterns a compile uses: bit i for row i. */
+typedef unsigned ge2_fusion_set;
+/* All rows but those named in `disabled` (comma-separated; NULL or ""
+ * for none); an unknown name is an error naming the known ones. */
+ge2_status ge2_fusion_set_parse(const char *disabled, ge2_fusion_set *out);
+
+/* ------------------------------------------------------------------ pass */
+
+/* The pass over one key: the groups of the patterns in `set`, in schedule
+ * order, in *groups (ge2_fusion_groups_free). `log`, when not NULL, gets a
+ * line per group found and per pattern that found none, with its reason. */
+ge2_status ge2_fusion_find(const ge2_fusion_key *key, ge2_fusion_set set, FILE *log, ge2_fusion_group **groups,
+                           int *n_groups);
+void ge2_fusion_groups_free(ge2_fusion_group *groups, int n_groups);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GE2_FUSION_FUSION_H */

@@ -1,0 +1,54 @@
+/* The tail copies pattern's row: when a step ends with the optimizer's
+ * update, that kernel also copies the step's loss and metrics to the host
+ * staging (ops/optimizer: ge2_cuda_optimizer_update_launch_copying), one
+ * kernel fewer than a copy kernel after it. */
+#include "fusion/fusion.h"
+#include "kernels/cuda/step_copy.h"
+#include "ops/optimizer/optimizer.h"
+
+static bool is_update(const ge2_node *node) { return node->op == GE2_OP_OPTIMIZER_UPDATE; }
+
+static bool match(const ge2_fusion_key *key, int at, ge2_fusion_group *group, char *why, size_t why_size)
+{
+    if (at != key->n - 1 || !is_update(key->nodes[at])) {
+        if (why && why_size)
+            snprintf(why, why_size, "the step does not end with an optimizer update");
+        return false;
+    }
+    group->count = 1;
+    group->n_phases = 1;
+    group->phase_of[0] = 0;
+    return true;
+}
+
+static ge2_status prepare(const ge2_launch *launches, int n, void **state, char *why, size_t why_size)
+{
+    static const bool taken = true;
+    *state = n == 1 && is_update(launches[0].node) ? (void *)&taken : NULL;
+    if (!*state && why && why_size)
+        snprintf(why, why_size, "not an optimizer update");
+    return GE2_OK;
+}
+
+static ge2_status launch(const void *state, const ge2_fusion_run *run)
+{
+    (void)state;
+    if (!run->results)
+        return ge2_cuda_optimizer_update_launch(&run->launches[0]);
+    return ge2_cuda_optimizer_update_launch_copying(&run->launches[0], run->results, run->n_results);
+}
+
+static const ge2_fusion_impl cuda = {
+    .does = GE2_FUSION_DOES_RESULTS,
+    .prepare = prepare,
+    .launch = launch,
+    .release = NULL,
+    .describe = NULL, /* the report names the update's own kernel */
+};
+
+const ge2_fusion_pattern ge2_fusion_tail_copies = {
+    .name = "tail_copies",
+    .what = "the step's last optimizer update also copies the loss and metrics back",
+    .match = match,
+    .cuda = &cuda,
+};
