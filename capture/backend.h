@@ -14,6 +14,7 @@
 #include "planner/plan.h"
 
 typedef struct ge2_backend_ctx ge2_backend_ctx; /* a backend's per-program state */
+struct ge2_program_options; /* capture/program_internal.h */
 
 /* Feed staging slots per graph key: the host fills one while the device may
  * still run the step that used the other. A slot's step I/O does not change
@@ -67,7 +68,7 @@ typedef struct ge2_exec {
 typedef struct ge2_backend {
     ge2_device device;
     const char *name;
-    ge2_status (*open)(const ge2_compile_options *options, ge2_backend_ctx **out);
+    ge2_status (*open)(const struct ge2_program_options *options, ge2_backend_ctx **out);
     void (*close)(ge2_backend_ctx *ctx);
     /* Memory where kernels run; zero-filled. */
     ge2_status (*alloc)(ge2_backend_ctx *ctx, size_t bytes, void **out);

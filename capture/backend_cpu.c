@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "capture/backend.h"
+#include "capture/program_internal.h"
 #include "graph/alloc.h"
 #include "graph/error.h"
 
@@ -15,7 +16,7 @@ struct ge2_backend_ctx {
     int unused;
 };
 
-static ge2_status cpu_open(const ge2_compile_options *options, ge2_backend_ctx **out)
+static ge2_status cpu_open(const ge2_program_options *options, ge2_backend_ctx **out)
 {
     (void)options;
     *out = ge2_calloc(1, sizeof **out);

@@ -7,9 +7,9 @@
  * engine on a second stream (the feed stream), enqueued with the step while
  * the step before it still runs; the step stream waits for it by an event.
  * The SMs reading 200 KB of pinned memory took ~7.5 us of a 44 us step; the
- * copy engine does it beside the step before (GE2_FEED_AHEAD=0 turns this
- * off: the graph then uploads from the pinned staging into the feed region
- * itself).
+ * copy engine does it beside the step before (the compile option
+ * feed_ahead off turns this off: the graph then uploads from the pinned
+ * staging into the feed region itself).
  *
  * The fuse pass's groups (fusion/fusion.h, in the key's plan) run through
  * their pattern's CUDA implementation when it takes the key's buffers, and
@@ -27,13 +27,14 @@
  *
  * If a launch cannot be captured, the key falls back to eager execution for
  * good (one warning line on stderr naming the node and op), and the program
- * keeps working. The compile option disable_capture (ge2_compile also sets
- * it from GE2_DISABLE_CAPTURE) makes every key eager, which is the reference
- * the stability suite compares replays against. GE2_PRINT_KERNELS=1 prints, per key, the kernel (and for
- * GEMMs the cuBLASLt epilogue, algorithm and tile) each node got.
+ * keeps working. The compile option disable_capture makes every key eager,
+ * which is the reference the stability suite compares replays against;
+ * print_kernels prints, per key, the kernel (and for GEMMs the cuBLASLt
+ * epilogue, algorithm and tile) each node got.
  */
 
 #include "capture/backend.h"
+#include "capture/program_internal.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
@@ -60,8 +61,8 @@ struct ge2_backend_ctx {
     size_t workspace_bytes;
     bool tf32;
     bool disable_capture;
-    bool print_kernels; /* GE2_PRINT_KERNELS: describe every launch at prepare */
-    bool feeds_ahead;   /* GE2_FEED_AHEAD (default on): feeds copied ahead on feed_stream */
+    bool print_kernels; /* describe every launch at prepare */
+    bool feeds_ahead;   /* feeds copied ahead on feed_stream */
     int capture_count; /* keys captured over the program's life */
 };
 
@@ -122,15 +123,6 @@ static void cuda_close(ge2_backend_ctx *ctx)
     ge2_free(ctx);
 }
 
-/* A switch variable: `unset` when unset or empty, else on unless "0". */
-static bool env_switch(const char *name, bool unset)
-{
-    const char *v = getenv(name);
-    if (!v || !v[0])
-        return unset;
-    return strcmp(v, "0") != 0;
-}
-
 static ge2_status open_resources(ge2_backend_ctx *ctx)
 {
     int count = 0;
@@ -154,16 +146,16 @@ static ge2_status open_resources(ge2_backend_ctx *ctx)
     return GE2_OK;
 }
 
-static ge2_status cuda_open(const ge2_compile_options *options, ge2_backend_ctx **out)
+static ge2_status cuda_open(const ge2_program_options *options, ge2_backend_ctx **out)
 {
     *out = NULL;
     ge2_backend_ctx *ctx = ge2_calloc(1, sizeof *ctx);
     if (!ctx)
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 cuda backend: out of host memory");
-    ctx->tf32 = options && options->tf32;
-    ctx->disable_capture = options && options->disable_capture; /* ge2_compile folds in GE2_DISABLE_CAPTURE */
-    ctx->print_kernels = env_switch("GE2_PRINT_KERNELS", false);
-    ctx->feeds_ahead = env_switch("GE2_FEED_AHEAD", true);
+    ctx->tf32 = options->o.tf32;
+    ctx->disable_capture = options->o.disable_capture;
+    ctx->print_kernels = options->o.print_kernels;
+    ctx->feeds_ahead = options->o.feed_ahead;
     ge2_status st = open_resources(ctx);
     if (st != GE2_OK) {
         cuda_close(ctx);
@@ -395,16 +387,17 @@ static void print_kernels(const ge2_backend_ctx *ctx, const ge2_exec *exec)
  * by node, and print_kernels says why. */
 static ge2_status prepare_groups(ge2_backend_ctx *ctx, ge2_exec *exec, ge2_cuda_exec *ce)
 {
-    const ge2_plan *plan = exec->plan;
+    const ge2_plan *plan = exec->plan; /* NULL: a hand-made key (tests), no groups */
+    const int n_groups = plan ? plan->n_groups : 0;
     const size_t n = (size_t)(exec->n_launches > 0 ? exec->n_launches : 1);
     ce->group_at = ge2_malloc(sizeof *ce->group_at * n);
     ce->as_run = ge2_malloc(sizeof *ce->as_run * n);
-    ce->groups = ge2_calloc(plan->n_groups > 0 ? (size_t)plan->n_groups : 1, sizeof *ce->groups);
+    ce->groups = ge2_calloc(n_groups > 0 ? (size_t)n_groups : 1, sizeof *ce->groups);
     if (!ce->group_at || !ce->as_run || !ce->groups)
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 cuda backend: out of host memory");
     for (int i = 0; i < exec->n_launches; i++)
         ce->group_at[i] = -1;
-    for (int g = 0; g < plan->n_groups; g++) {
+    for (int g = 0; g < n_groups; g++) {
         const ge2_fusion_group *fg = &plan->groups[g];
         const ge2_fusion_pattern *pattern = ge2_fusion_pattern_at(fg->pattern);
         if (!pattern->cuda || fg->first + fg->count > exec->n_launches)

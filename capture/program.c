@@ -11,12 +11,6 @@
 #include "graph/verify.h"
 #include "optim/optimizer_math.h"
 
-ge2_compile_options ge2_compile_defaults(void)
-{
-    ge2_compile_options o = {.tf32 = false, .separate_arenas = false, .disable_capture = false, .readback_interval = 1};
-    return o;
-}
-
 /* ------------------------------------------------------------- accessors */
 
 ge2_flat_pools ge2_program_pools(const ge2_program *program) { return program->pools; }
@@ -181,25 +175,38 @@ static void find_metric_outputs(ge2_program *program)
             program->metric_id = i;
 }
 
-/* readback_interval no longer changes anything (every step's results are
- * copied back inside the step and counted); a negative one is still the
- * caller's mistake. */
-static ge2_status check_options(const ge2_compile_options *o)
+/* The verify pass's dumps: the graph's summary, and its DOT drawing. */
+static ge2_status dump_graph(const ge2_program *program)
 {
-    if (o->readback_interval < 0)
-        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_compile: readback_interval is %d; it must be >= 0 (0: default 1)",
-                         o->readback_interval);
-    return GE2_OK;
+    const ge2_compile_options *o = &program->options.o;
+    if (o->dump) {
+        fprintf(o->dump, "-- pass verify: ok\n");
+        GE2_TRY(ge2_graph_summary(program->graph, o->dump));
+    }
+    if (!o->dump_dot)
+        return GE2_OK;
+    char path[4096];
+    snprintf(path, sizeof path, "%s-graph.dot", o->dump_dot);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return ge2_error(GE2_ERR_IO, "ge2_compile: dump_dot: cannot write '%s'", path);
+    ge2_status st = ge2_graph_dump_dot(program->graph, f);
+    if (fclose(f) != 0 && st == GE2_OK)
+        st = ge2_error(GE2_ERR_IO, "ge2_compile: dump_dot: cannot write '%s'", path);
+    return st;
 }
 
 static ge2_status compile(ge2_program *program)
 {
     GE2_TRY(ge2_graph_verify(program->graph));
+    GE2_TRY(dump_graph(program));
     for (int n = 0; n < program->graph->n_nodes; n++)
         if ((ge2_op_flags(program->graph->nodes[n].op) & GE2_OPF_UPDATE) && program->optimizer_node < 0)
             program->optimizer_node = n;
     find_metric_outputs(program);
     GE2_TRY(ge2_key_init(program->graph, GE2_MODE_TRAIN, &program->feed_key));
+    program->feed_key.fusions = program->options.fusions; /* every key of the program starts from this one */
+    ge2_key_rehash(&program->feed_key);
     GE2_TRY(program->backend->open(&program->options, &program->bctx));
     GE2_TRY(ge2_layout_new(program->graph, &program->layout));
     GE2_TRY(alloc_pools(program));
@@ -211,16 +218,6 @@ ge2_status ge2_compile(ge2_context *ctx, ge2_graph *graph, const ge2_compile_opt
     if (!ctx || !graph || !out)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_compile: context, graph and out must not be NULL");
     *out = NULL;
-    ge2_compile_options opts = options ? *options : ge2_compile_defaults();
-    GE2_TRY(check_options(&opts));
-    if (opts.readback_interval == 0)
-        opts.readback_interval = 1;
-    /* Read here only, and passed to the backend in the options, so there is
-     * one rule: set, non-empty and not "0". */
-    const char *env = getenv("GE2_DISABLE_CAPTURE");
-    if (env && env[0] && strcmp(env, "0") != 0)
-        opts.disable_capture = true;
-
     ge2_program *program = ge2_calloc(1, sizeof *program);
     if (!program)
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_compile: program");
@@ -229,13 +226,14 @@ ge2_status ge2_compile(ge2_context *ctx, ge2_graph *graph, const ge2_compile_opt
     program->graph = graph;
     program->n_nodes = graph->n_nodes;
     program->n_tensors = graph->n_tensors;
-    program->options = opts;
     program->backend = program->device == GE2_DEVICE_CUDA ? &ge2_backend_cuda : &ge2_backend_cpu;
     program->optimizer_node = -1;
     for (int m = 0; m < GE2_MODE_COUNT; m++)
         program->last_key[m] = -1;
 
-    ge2_status st = compile(program);
+    ge2_status st = ge2_options_resolve(options, &program->options);
+    if (st == GE2_OK)
+        st = compile(program);
     if (st != GE2_OK) {
         ge2_program_free(program);
         return st;

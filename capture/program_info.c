@@ -180,7 +180,7 @@ static void report_pools(const ge2_program *program, FILE *out)
             program->pools.slots, l->constant_bytes, sizeof(ge2_control));
     fprintf(out, " workspace=%zu shared_arena=%zu%s\n",
             program->backend->workspace_bytes ? program->backend->workspace_bytes(program->bctx) : 0,
-            program->arena_bytes, program->options.separate_arenas ? " (separate arenas per key)" : "");
+            program->arena_bytes, program->options.o.separate_arenas ? " (separate arenas per key)" : "");
     fprintf(out, "optimizer: %s\n", update_mode_text(program, mode, sizeof mode));
 }
 
@@ -278,11 +278,17 @@ ge2_status ge2_program_kernel_report(ge2_program *program, ge2_mode mode, FILE *
                          "first runs",
                          mode_names[mode]);
     const ge2_program_key *key = program->keys[program->last_key[mode]];
-    const ge2_exec *exec = &key->exec;
     char update[96];
     fprintf(out, "ge2 kernels: %s key, batch %lld, %s backend, %d launches per step\n", mode_names[mode],
-            (long long)key->batch, program->backend->name, exec->n_launches);
+            (long long)key->batch, program->backend->name, key->exec.n_launches);
     fprintf(out, "optimizer: %s\n", update_mode_text(program, update, sizeof update));
+    ge2_program_print_kernels(program, key, out);
+    return ferror(out) ? ge2_error(GE2_ERR_IO, "ge2_program_kernel_report: write failed") : GE2_OK;
+}
+
+void ge2_program_print_kernels(const ge2_program *program, const ge2_program_key *key, FILE *out)
+{
+    const ge2_exec *exec = &key->exec;
     for (int i = 0; i < exec->n_launches; i++) {
         const ge2_launch *l = &exec->launches[i];
         char shapes[384] = "", what[256] = "-";
@@ -299,5 +305,4 @@ ge2_status ge2_program_kernel_report(ge2_program *program, ge2_mode mode, FILE *
             program->backend->describe(program->bctx, l, what, sizeof what);
         fprintf(out, "node %3d %-20s %s: %s\n", l->node->id, ge2_op_name(l->node->op), shapes, what);
     }
-    return ferror(out) ? ge2_error(GE2_ERR_IO, "ge2_program_kernel_report: write failed") : GE2_OK;
 }

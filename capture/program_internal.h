@@ -37,7 +37,6 @@
 
 #include "capture/backend.h"
 #include "graph/control.h"
-#include "graph/control.h"
 #include "graph/ir.h"
 #include "planner/plan.h"
 
@@ -46,6 +45,20 @@
 #define GE2_LR_RING 4
 
 /* One graph key: everything a step of it needs, made on its first step. */
+/* The options a program runs with: the caller's, with the environment's
+ * overrides (capture/options.c), and what follows from them. The strings of
+ * `o` point into this struct, so it is not copied after resolving. */
+typedef struct ge2_program_options {
+    ge2_compile_options o;
+    char disable_fusions[256];
+    char kernel_cache[4096]; /* "" when tuned choices stay in memory */
+    ge2_fusion_set fusions;  /* the fuse pass's patterns: every key's */
+    ge2_kernel_settings settings; /* what every launch's kernels see */
+} ge2_program_options;
+
+/* Fills *out from given (NULL: the defaults) and the environment. */
+ge2_status ge2_options_resolve(const ge2_compile_options *given, ge2_program_options *out);
+
 typedef struct ge2_program_key {
     ge2_key key;
     ge2_plan *plan;
@@ -77,6 +90,7 @@ typedef struct ge2_program_key {
     /* false after a failed exec_prepare (e.g. while the shared arena grew):
      * prepared again on the key's next use */
     bool prepared;
+    bool dumped_kernels; /* options.dump has shown its kernels */
 } ge2_program_key;
 
 struct ge2_program {
@@ -84,7 +98,7 @@ struct ge2_program {
     ge2_device device;
     ge2_graph *graph; /* not owned; outlives the program */
     int n_nodes, n_tensors; /* the graph as compiled: it must not grow after */
-    ge2_compile_options options;
+    ge2_program_options options;
     const ge2_backend *backend;
     ge2_backend_ctx *bctx;
 
@@ -157,5 +171,9 @@ size_t ge2_program_feed_region_bytes(const ge2_plan *plan);
 bool ge2_program_feeds_ahead(const ge2_program *program);
 /* Where a tensor lives for this key (device address on CUDA); NULL without memory. */
 void *ge2_program_tensor_data(const ge2_program *program, const ge2_program_key *pk, int tensor_id);
+
+/* One line per launch of the key: node, op, shapes and the backend's
+ * description of its kernel (the kernel report and the dump's). */
+void ge2_program_print_kernels(const ge2_program *program, const ge2_program_key *key, FILE *out);
 
 #endif /* GE2_CAPTURE_PROGRAM_INTERNAL_H */

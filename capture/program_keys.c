@@ -95,7 +95,8 @@ static void resolve_launches(const ge2_program *program, ge2_program_key *pk)
             l->out[o] = view_of(program, pk, node->outputs[o]);
         l->control = program->control;
         l->pools = program->pools;
-        l->tf32 = program->options.tf32;
+        l->tf32 = program->options.o.tf32;
+        l->settings = &program->options.settings;
     }
     resolve_step_io(program, pk);
 }
@@ -112,6 +113,12 @@ static ge2_status prepare_exec(ge2_program *program, ge2_program_key *pk)
 {
     GE2_TRY(program->backend->exec_prepare(program->bctx, &pk->exec));
     pk->prepared = true;
+    FILE *dump = program->options.o.dump;
+    if (dump && !pk->dumped_kernels) {
+        fprintf(dump, "-- pass select kernels\n");
+        ge2_program_print_kernels(program, pk, dump);
+        pk->dumped_kernels = true;
+    }
     return GE2_OK;
 }
 
@@ -162,12 +169,34 @@ size_t ge2_program_feed_region_bytes(const ge2_plan *plan)
     return end;
 }
 
+/* "<dump_dot>-key<N>.dot" for the key about to be added, when asked for. */
+static ge2_status dump_key_dot(const ge2_program *program, const ge2_plan *plan)
+{
+    const char *prefix = program->options.o.dump_dot;
+    if (!prefix)
+        return GE2_OK;
+    char path[4096];
+    snprintf(path, sizeof path, "%s-key%d.dot", prefix, program->n_keys);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return ge2_error(GE2_ERR_IO, "ge2_compile: dump_dot: cannot write '%s'", path);
+    ge2_status st = ge2_plan_dot(plan, program->graph, f);
+    if (fclose(f) != 0 && st == GE2_OK)
+        st = ge2_error(GE2_ERR_IO, "ge2_compile: dump_dot: cannot write '%s'", path);
+    return st;
+}
+
 /* Plans and allocates a new key into *pk (zeroed). */
 static ge2_status make_key(ge2_program *program, ge2_program_key *pk, const ge2_key *key)
 {
     const ge2_backend *b = program->backend;
     pk->key = *key;
-    GE2_TRY(ge2_plan_new(program->graph, program->layout, key, &pk->plan));
+    FILE *dump = program->options.o.dump;
+    if (dump)
+        fprintf(dump, "== graph key %d: %s, batch %lld ==\n", program->n_keys, key->mode == GE2_MODE_TRAIN ? "train" : "eval",
+                key->n_feeds > 0 && key->feed_shapes[0].ndim > 0 ? (long long)key->feed_shapes[0].dim[0] : 1LL);
+    GE2_TRY(ge2_plan_new_dumped(program->graph, program->layout, key, dump, &pk->plan));
+    GE2_TRY(dump_key_dot(program, pk->plan));
     const ge2_plan *plan = pk->plan;
     pk->staging_bytes = ge2_program_feed_region_bytes(plan);
     pk->batch = key->n_feeds > 0 && key->feed_shapes[0].ndim > 0 ? key->feed_shapes[0].dim[0] : 1;
@@ -183,7 +212,7 @@ static ge2_status make_key(ge2_program *program, ge2_program_key *pk, const ge2_
                           (void **)&pk->results));
 
     size_t arena_bytes = plan->arena_bytes ? plan->arena_bytes : 1;
-    if (program->options.separate_arenas) {
+    if (program->options.o.separate_arenas) {
         GE2_TRY(b->alloc(program->bctx, arena_bytes, &pk->arena_own));
         pk->exec.arena = pk->arena_own;
     } else {

@@ -51,6 +51,7 @@ typedef struct options {
     uint64_t seed;
     bool shuffle, plan_report, kernel_report;
     const char *init, *save, *resume;
+    ge2_compile_options compile; /* --no-capture, --disable-fusions, --no-autotune, --kernel-cache, --dump-passes */
 } options;
 
 static const char *const progname = "train_mlp";
@@ -95,7 +96,12 @@ static void usage(FILE *out)
             "  --resume FILE            continue from a checkpoint, including the data order\n"
             "  --plan-report            print the memory plan report and write plan.svg\n"
             "  --kernel-report          print which kernel each node of the train and eval steps ran\n"
-            "                           (GPU GEMMs: cuBLASLt algorithm, tuned once; GE2_AUTOTUNE=0 turns tuning off)\n"
+            "                           (GPU GEMMs: cuBLASLt algorithm or ge2's tiled GEMM, tuned once per shape)\n"
+            "  --no-capture             CUDA: run every step eagerly instead of replaying a captured graph\n"
+            "  --disable-fusions LIST   fusion patterns to leave out: mlp_step,head,tail_copies (none)\n"
+            "  --no-autotune            CUDA: take cuBLASLt's first heuristic GEMM instead of timing candidates\n"
+            "  --kernel-cache FILE      where tuned GEMM choices are kept (~/.cache/ge2/kernels.txt; '': none)\n"
+            "  --dump-passes            print each compile pass's result (verify, fuse, kernels, schedule, plan)\n"
             "  --help                   this text\n",
             progname);
 }
@@ -153,7 +159,18 @@ static ge2_optimizer_config optimizer_config(const options *o)
     return c;
 }
 
-enum { OPT_NO_SHUFFLE = 256, OPT_PLAN_REPORT, OPT_KERNEL_REPORT, OPT_WEIGHT_DECAY, OPT_HELP };
+enum {
+    OPT_NO_SHUFFLE = 256,
+    OPT_PLAN_REPORT,
+    OPT_KERNEL_REPORT,
+    OPT_WEIGHT_DECAY,
+    OPT_NO_CAPTURE,
+    OPT_DISABLE_FUSIONS,
+    OPT_NO_AUTOTUNE,
+    OPT_KERNEL_CACHE,
+    OPT_DUMP_PASSES,
+    OPT_HELP
+};
 
 /* 0: run; -1: --help printed; 2: bad flag (message printed). */
 static int parse_args(int argc, char **argv, options *o)
@@ -171,7 +188,8 @@ static int parse_args(int argc, char **argv, options *o)
                    .momentum = 0,
                    .weight_decay = -1,
                    .seed = 1,
-                   .shuffle = true};
+                   .shuffle = true,
+                   .compile = ge2_compile_defaults()};
     static const struct option longopts[] = {
         {"device", required_argument, NULL, 'd'},   {"data", required_argument, NULL, 'D'},
         {"hidden", required_argument, NULL, 'h'},   {"act", required_argument, NULL, 'a'},
@@ -183,6 +201,11 @@ static int parse_args(int argc, char **argv, options *o)
         {"init", required_argument, NULL, 'i'},     {"save", required_argument, NULL, 'w'},
         {"resume", required_argument, NULL, 'r'},   {"plan-report", no_argument, NULL, OPT_PLAN_REPORT},
         {"kernel-report", no_argument, NULL, OPT_KERNEL_REPORT},
+        {"no-capture", no_argument, NULL, OPT_NO_CAPTURE},
+        {"disable-fusions", required_argument, NULL, OPT_DISABLE_FUSIONS},
+        {"no-autotune", no_argument, NULL, OPT_NO_AUTOTUNE},
+        {"kernel-cache", required_argument, NULL, OPT_KERNEL_CACHE},
+        {"dump-passes", no_argument, NULL, OPT_DUMP_PASSES},
         {"help", no_argument, NULL, OPT_HELP},      {NULL, 0, NULL, 0}};
     opterr = 0; /* our own one-line messages */
     int c, index;
@@ -252,6 +275,21 @@ static int parse_args(int argc, char **argv, options *o)
             break;
         case OPT_KERNEL_REPORT:
             o->kernel_report = true;
+            break;
+        case OPT_NO_CAPTURE:
+            o->compile.disable_capture = true;
+            break;
+        case OPT_DISABLE_FUSIONS:
+            o->compile.disable_fusions = optarg;
+            break;
+        case OPT_NO_AUTOTUNE:
+            o->compile.autotune = false;
+            break;
+        case OPT_KERNEL_CACHE:
+            o->compile.kernel_cache = optarg;
+            break;
+        case OPT_DUMP_PASSES:
+            o->compile.dump = stdout;
             break;
         case OPT_HELP:
             usage(stdout);
@@ -482,7 +520,7 @@ static int train_and_test(const options *o, ge2_context *ctx, const ge2_dataset 
     mlp m = {0};
     ge2_program *program = NULL;
     int code = 0;
-    ge2_compile_options co = ge2_compile_defaults();
+    ge2_compile_options co = o->compile;
     if (build_mlp(o, &oc, &m) != GE2_OK || ge2_compile(ctx, m.graph, &co, &program) != GE2_OK) {
         code = fail_ge2();
         goto done;

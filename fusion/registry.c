@@ -120,11 +120,12 @@ ge2_status ge2_fusion_find(const ge2_fusion_key *key, ge2_fusion_set set, FILE *
                 fprintf(log, "fuse: %s: off (ge2_compile_options.disable_fusions)\n", pat->name);
             continue;
         }
-        int found = 0;
+        int found = 0, tried = 0;
         char why[256] = "";
         for (int at = 0; st == GE2_OK && at < n; at++) {
             if (taken[at])
                 continue;
+            tried++;
             g.pattern = p;
             g.first = at;
             g.count = g.n_phases = 0;
@@ -152,7 +153,10 @@ ge2_status ge2_fusion_find(const ge2_fusion_key *key, ge2_fusion_set set, FILE *
             at += count - 1;
         }
         if (log && st == GE2_OK && !found)
-            fprintf(log, "fuse: %s: no group (%s)\n", pat->name, why[0] ? why : "no candidate nodes");
+            fprintf(log, "fuse: %s: no group (%s)\n", pat->name,
+                    !tried   ? "every node is in an earlier pattern's group"
+                    : why[0] ? why
+                             : "no candidate nodes");
     }
     ge2_free(taken);
     ge2_free(g.phase_of);

@@ -74,6 +74,10 @@ typedef struct ge2_plan {
 } ge2_plan;
 
 ge2_status ge2_plan_new(const ge2_graph *graph, const ge2_layout *layout, const ge2_key *key, ge2_plan **out);
+/* The same, printing each pass's result to dump (schedule, fuse, plan) as
+ * it goes, for ge2_compile_options.dump. */
+ge2_status ge2_plan_new_dumped(const ge2_graph *graph, const ge2_layout *layout, const ge2_key *key, FILE *dump,
+                               ge2_plan **out);
 void ge2_plan_free(ge2_plan *plan);
 
 /* Keys. ge2_key_init lists the graph's inputs and labels (tensor-id order) at
@@ -84,6 +88,8 @@ bool ge2_key_equal(const ge2_key *a, const ge2_key *b);
 
 /* Text report of one plan; contains "plan: arena_bytes=A lower_bound_bytes=L naive_bytes=N". */
 void ge2_plan_report(const ge2_plan *plan, const ge2_graph *graph, FILE *out);
+/* DOT of the key's scheduled nodes in order, each fused group a cluster. */
+ge2_status ge2_plan_dot(const ge2_plan *plan, const ge2_graph *graph, FILE *out);
 /* Standalone SVG of the plan's arena: schedule position across, offset up. */
 ge2_status ge2_plan_svg(const ge2_plan *plan, const ge2_graph *graph, FILE *out);
 

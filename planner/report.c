@@ -1,4 +1,5 @@
-/* Human-readable views of a plan: a text report and an SVG of the arena. */
+/* Human-readable views of a plan: a text report, a DOT drawing of its
+ * schedule and fused groups, and an SVG of the arena. */
 #include <stdio.h>
 
 #include "graph/error.h"
@@ -112,4 +113,36 @@ ge2_status ge2_plan_svg(const ge2_plan *plan, const ge2_graph *graph, FILE *out)
     }
     fprintf(out, "</svg>\n");
     return ferror(out) ? ge2_error(GE2_ERR_IO, "ge2_plan_svg: write failed") : GE2_OK;
+}
+
+ge2_status ge2_plan_dot(const ge2_plan *plan, const ge2_graph *graph, FILE *out)
+{
+    if (!plan || !graph || !out)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_plan_dot: plan, graph and out must not be NULL");
+    fprintf(out, "digraph ge2_key {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\"];\n");
+    int g = 0;
+    for (int p = 0; p < plan->n_steps; p++) {
+        const ge2_fusion_group *grp = g < plan->n_groups ? &plan->groups[g] : NULL;
+        if (grp && p == grp->first)
+            fprintf(out, "  subgraph cluster_%d {\n    label=\"%s\"; style=filled; color=lightgrey;\n", g,
+                    ge2_fusion_pattern_at(grp->pattern)->name);
+        const ge2_node *node = &graph->nodes[plan->schedule[p]];
+        fprintf(out, "  n%d [label=\"%d: %s (node %d)\"];\n", p, p, ge2_op_name(node->op), node->id);
+        if (grp && p == grp->first + grp->count - 1) {
+            fprintf(out, "  }\n");
+            g++;
+        }
+    }
+    for (int p = 0; p < plan->n_steps; p++)
+        for (int q = p + 1; q < plan->n_steps; q++) {
+            const ge2_node *a = &graph->nodes[plan->schedule[p]], *b = &graph->nodes[plan->schedule[q]];
+            bool edge = false;
+            for (int o = 0; o < a->n_outputs && !edge; o++)
+                for (int i = 0; i < b->n_inputs && !edge; i++)
+                    edge = b->inputs[i] == a->outputs[o];
+            if (edge)
+                fprintf(out, "  n%d -> n%d;\n", p, q);
+        }
+    fprintf(out, "}\n");
+    return ferror(out) ? ge2_error(GE2_ERR_IO, "ge2_plan_dot: write failed") : GE2_OK;
 }

@@ -383,7 +383,8 @@ static cudaError_t gradients_kernel(const ge2_launch *gi, const ge2_launch *gw, 
     const long long h = gi->in[1].shape.dim[1];
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t lc = ge2_cuda_pdl_config(dim3((unsigned)((h + HEAD_COLUMNS - 1) / HEAD_COLUMNS)),
-                                                      dim3(HEAD_WARPS * GE2_WARP), ge2_cuda_stream(gi), &attr);
+                                                      dim3(HEAD_WARPS * GE2_WARP), ge2_cuda_stream(gi), &attr,
+                                                      !gi->settings || gi->settings->pdl);
     return cudaLaunchKernelEx(&lc, ge2_head_gradients_kernel<CMAX>, (int)g->shape.dim[0], (int)g->shape.dim[1], h,
                               (const float *)g->data, (const float *)gi->in[1].data, (const float *)gw->in[1].data,
                               dact, (float *)gi->out[0].data, out_or_null(gi, 1), (float *)gw->out[0].data,

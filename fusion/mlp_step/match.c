@@ -117,6 +117,7 @@ static bool bind_loss_and_optimizer(matcher *m, ge2_mlp_step_desc *d)
     d->optimizer = opt->node->attrs.optim.config;
     d->pools = opt->pools;
     d->control = opt->control;
+    d->profile = opt->settings && opt->settings->profile;
     return true;
 }
 

@@ -134,7 +134,7 @@ struct mlp_params {
     // into the feed region anyway, beside phase 0, cost 0.2 us (H200).
     bool feeds_at_source;
     int n_results;
-    // GE2_MLP_STEP_PROFILE: block 0 stamps the global timer at the start,
+    // the profile_fused option: block 0 stamps the global timer at the start,
     // after the upload and after every phase (ns) [n_phases + 2]; NULL otherwise
     unsigned long long *stamps;
     // and per job, by the block that runs its item 0: start, staged, multiplied,
@@ -387,7 +387,7 @@ __device__ __forceinline__ void mlp_preload_epilogue(const mlp_params &p, const 
 // (A per-element update, 16 elements per thread, was ~4.9 us of the phase;
 // reading the gradients back from the pool cost a barrier and an L2 round
 // trip; loading parameters and state at the update, ~0.8 us of the step:
-// H200, GE2_MLP_STEP_PROFILE.)
+// H200, the profile_fused option.)
 template <class R>
 __device__ void mlp_update_tile(const mlp_params &p, const ge2_opt_scalars &s, const mlp_job &jb, int m0, int n0,
                                 const float *tile /* [tm, tn] */, const mlp_preload<R> &pre)
@@ -480,7 +480,7 @@ __device__ void mlp_epilogue(const mlp_job &jb, int item, int m0, int n0, float 
     }
 }
 
-// GE2_MLP_STEP_PROFILE: point `at` of job jb's item 0.
+// the profile_fused option: point `at` of job jb's item 0.
 __device__ __forceinline__ void mlp_job_stamp(const mlp_params &p, const mlp_job &jb, int item, int at)
 {
     if (p.job_stamps && item == 0 && threadIdx.x == 0) {
@@ -881,7 +881,7 @@ struct ge2_mlp_step {
     mlp_params params;
     mlp_params *launch_params; /* params plus one launch's copies; kept, so a launch allocates nothing */
     float *partials_dev; /* [2, batch]: the loss items' loss and hit partials */
-    unsigned long long *stamps_dev; /* GE2_MLP_STEP_PROFILE: [n_phases + 2 + n_jobs * MLP_JOB_STAMPS], else NULL */
+    unsigned long long *stamps_dev; /* the profile_fused option: [n_phases + 2 + n_jobs * MLP_JOB_STAMPS], else NULL */
     const void *kernel;
     int grid;
     char description[160];
@@ -1210,8 +1210,7 @@ extern "C" ge2_status ge2_mlp_step_prepare(const ge2_mlp_step_desc *d, ge2_mlp_s
     p->cfg = d->optimizer;
     p->pools = d->pools;
     p->ctl = d->control;
-    const char *profile = getenv("GE2_MLP_STEP_PROFILE");
-    if (profile && profile[0] && strcmp(profile, "0") != 0 &&
+    if (d->profile &&
         cudaMalloc((void **)&s->stamps_dev,
                    sizeof(unsigned long long) * (p->n_phases + 2 + p->n_jobs * MLP_JOB_STAMPS)) == cudaSuccess) {
         p->stamps = s->stamps_dev;
@@ -1284,7 +1283,7 @@ extern "C" ge2_status ge2_mlp_step_launch(const ge2_mlp_step *s, void *stream, c
     return step_cuda(cudaLaunchKernelExC(&lc, s->kernel, args), "cudaLaunchKernelExC(ge2_mlp_step_kernel)");
 }
 
-// GE2_MLP_STEP_PROFILE: the last step's phases, printed when the key goes.
+// the profile_fused option: the last step's phases, printed when the key goes.
 static void print_profile(const ge2_mlp_step *s)
 {
     static const char *const epilogue[] = {"forward", "loss", "grad_input", "grad_weight"};

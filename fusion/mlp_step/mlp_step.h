@@ -75,6 +75,7 @@ typedef struct ge2_mlp_step_desc {
     ge2_optimizer_config optimizer;
     ge2_flat_pools pools;
     ge2_control *control;
+    bool profile; /* stamp each phase and job; the last step's timings print at free */
 } ge2_mlp_step_desc;
 
 /* mlp_step_match.c. True and *desc filled when launches[0, n) are exactly one

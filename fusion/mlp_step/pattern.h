@@ -35,7 +35,7 @@
  * launch by launch (H200, issue 7). */
 #define GE2_MLP_STEP_MAX_FMAS (32LL << 20)
 /* Weights the row chain may re-read per work item (two GEMMs per layer).
- * One SM stages about 40 bytes/ns from L2 (H200, GE2_MLP_STEP_PROFILE): the
+ * One SM stages about 40 bytes/ns from L2 (H200, the profile_fused option): the
  * small MLP's 128 KB second layer cost 7.5 us per GEMM in the chain against
  * ~4.5 us as a phase of its own across the grid, its 5 KB last layer 2-5 us
  * against ~4.5 us plus a barrier. */

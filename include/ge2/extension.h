@@ -95,6 +95,16 @@ typedef struct ge2_flat_pools {
 
 struct ge2_control; /* the device control block: what changes from step to step */
 
+/* The compile options a kernel's choice depends on (ge2_compile_options). */
+typedef struct ge2_kernel_settings {
+    bool autotune;      /* time the applicable candidates once per problem shape */
+    bool autotune_log;  /* print each candidate's time */
+    ge2_gemm_kernels gemm_kernels;
+    const char *kernel_cache; /* file of tuned choices; NULL: memory only */
+    bool pdl;           /* programmatic dependent launch where a kernel supports it */
+    bool profile;       /* fused kernels stamp their phases */
+} ge2_kernel_settings;
+
 typedef struct ge2_launch {
     const ge2_node *node; /* op and attrs */
     int n_in, n_out;
@@ -107,6 +117,7 @@ typedef struct ge2_launch {
     void *stream;       /* CUDA: cudaStream_t the step runs on */
     void *blas;         /* CUDA: cublasLtHandle_t */
     bool tf32;          /* CUDA: allow TF32 GEMMs */
+    const ge2_kernel_settings *settings; /* never NULL when a backend runs the launch */
     void *backend_data; /* per-launch state made by prepare (descriptors, chosen algorithm) */
     /* CUDA: the fused kernel that does this launch's work with others',
      * described; NULL when the launch runs its own kernel */

@@ -306,14 +306,52 @@ typedef enum ge2_mode {
     GE2_MODE_COUNT
 } ge2_mode;
 
+/* Which GEMM kernels the CUDA kernel registry may choose from. */
+typedef enum ge2_gemm_kernels {
+    GE2_GEMM_KERNELS_ANY,      /* both; the faster per GEMM shape wins */
+    GE2_GEMM_KERNELS_CUBLASLT, /* cuBLASLt's only */
+    GE2_GEMM_KERNELS_TILED,    /* ge2's tiled GEMM only (where it applies) */
+    GE2_GEMM_KERNELS_COUNT
+} ge2_gemm_kernels;
+
+/* Every behaviour switch of a compiled program. Start from
+ * ge2_compile_defaults(); the environment may override some of them for
+ * debugging (README, "Environment"). A switch that changes the plan or the
+ * kernels is part of every graph key of the program. */
 typedef struct ge2_compile_options {
     bool tf32;              /* TF32 tensor-core GEMMs (CUDA); off: fp32 matches the CPU */
     bool separate_arenas;   /* one activation allocation per graph key instead of one shared */
-    bool disable_capture;   /* CUDA: run eagerly (also env GE2_DISABLE_CAPTURE=1) */
-    /* Kept for source compatibility; changes nothing: every step's loss and
-     * metric now come back with the step itself (see ge2_program_take_metrics).
-     * Must be >= 0. */
-    int readback_interval;
+    bool disable_capture;   /* CUDA: run every step eagerly instead of replaying a captured graph */
+    /* Fusion patterns to leave out, comma-separated names (NULL or "":
+     * none): "mlp_step" (a small MLP's step in one kernel), "head" (a
+     * classifier head's launch pairs), "tail_copies" (the last optimizer
+     * update also copies the results back). An unknown name is an error. */
+    const char *disable_fusions;
+    /* CUDA kernel selection: time every applicable candidate once per GEMM
+     * shape (true), or take cuBLASLt's first heuristic algorithm */
+    bool autotune;
+    bool autotune_log;          /* print every candidate's time as it is tuned */
+    ge2_gemm_kernels gemm_kernels;
+    /* Where tuned choices are kept across runs (an untrusted file): NULL is
+     * ~/.cache/ge2/kernels.txt, "" keeps them in memory only. */
+    const char *kernel_cache;
+    /* CUDA: programmatic dependent launch for ge2's kernels that support it */
+    bool pdl;
+    /* CUDA: the copy engine lands each batch in a device staging while the
+     * step before runs (false: the step reads pinned host memory itself) */
+    bool feed_ahead;
+    /* Debugging output on stderr: each key's kernels at prepare, and why a
+     * fused group runs node by node */
+    bool print_kernels;
+    /* CUDA: fused kernels stamp their phases; the last step's timings print
+     * when the key is freed */
+    bool profile_fused;
+    /* After each compile pass (verify, fuse, select kernels, schedule, plan)
+     * a text dump of its result, per graph key as keys are made; NULL: none */
+    FILE *dump;
+    /* Also DOT drawings: "<dump_dot>-graph.dot" after verify and
+     * "<dump_dot>-key<N>.dot" (fused groups as clusters) per key; NULL: none */
+    const char *dump_dot;
 } ge2_compile_options;
 
 ge2_compile_options ge2_compile_defaults(void);

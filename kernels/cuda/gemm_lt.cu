@@ -362,6 +362,7 @@ ge2_status ge2_gemm_enqueue(const ge2_launch *launch, const char *op)
         if (!p->tiled_bind(launch, &tg))
             return ge2_error(GE2_ERR_STATE, "ge2_%s (node %d): views changed since prepare; the tiled GEMM no "
                              "longer takes them", op, node_id);
+        tg.no_pdl = launch->settings && !launch->settings->pdl;
         return ge2_tiled_gemm_run(&tg, p->selection.config, stream, op);
     }
     GE2_TRY(set_epilogue_pointers(p, launch));

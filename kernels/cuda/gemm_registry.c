@@ -324,57 +324,13 @@ void ge2_gemm_registry_stats_get(ge2_gemm_registry_stats *out)
     pthread_mutex_unlock(&registry_lock);
 }
 
-bool ge2_gemm_autotune_enabled(void)
-{
-    const char *v = getenv("GE2_AUTOTUNE");
-    return !(v && strcmp(v, "0") == 0);
-}
-
-bool ge2_gemm_autotune_log_enabled(void)
-{
-    const char *v = getenv("GE2_AUTOTUNE_LOG");
-    return v && strcmp(v, "1") == 0;
-}
-
-ge2_gemm_families ge2_gemm_families_allowed(void)
-{
-    static bool warned;
-    const char *v = getenv("GE2_GEMM_KERNEL");
-    if (!v || !v[0] || strcmp(v, "auto") == 0)
-        return GE2_GEMM_FAMILIES_ALL;
-    if (strcmp(v, "cublaslt") == 0)
-        return GE2_GEMM_FAMILIES_LT;
-    if (strcmp(v, "tiled") == 0)
-        return GE2_GEMM_FAMILIES_TILED;
-    pthread_mutex_lock(&registry_lock);
-    if (!warned)
-        fprintf(stderr, "ge2: GE2_GEMM_KERNEL='%.32s' is not auto, cublaslt or tiled; using both\n", v);
-    warned = true;
-    pthread_mutex_unlock(&registry_lock);
-    return GE2_GEMM_FAMILIES_ALL;
-}
-
-bool ge2_gemm_cache_path(char *buf, size_t size)
-{
-    const char *env = getenv("GE2_KERNEL_CACHE");
-    int n;
-    if (env)
-        n = env[0] ? snprintf(buf, size, "%s", env) : -1;
-    else {
-        const char *home = getenv("HOME");
-        n = home && home[0] ? snprintf(buf, size, "%s/.cache/ge2/kernels.txt", home) : -1;
-    }
-    return n > 0 && (size_t)n < size;
-}
-
 /* Reads the cache file once; a file that cannot be read is a warning. Lock held. */
-static void load_locked(void)
+static void load_locked(const char *path)
 {
     if (registry_loaded)
         return;
     registry_loaded = true;
-    char path[4096];
-    if (!ge2_gemm_cache_path(path, sizeof path))
+    if (!path)
         return;
     int bad = 0;
     if (ge2_gemm_cache_load(&registry_cache, path, &bad) != GE2_OK) {
@@ -384,10 +340,10 @@ static void load_locked(void)
     registry_stats.bad_lines += bad;
 }
 
-bool ge2_gemm_registry_lookup(const char *key, ge2_gemm_choice *out)
+bool ge2_gemm_registry_lookup(const char *path, const char *key, ge2_gemm_choice *out)
 {
     pthread_mutex_lock(&registry_lock);
-    load_locked();
+    load_locked(path);
     const ge2_gemm_choice *c = ge2_gemm_cache_find(&registry_cache, key);
     if (c)
         *out = *c;
@@ -395,13 +351,12 @@ bool ge2_gemm_registry_lookup(const char *key, ge2_gemm_choice *out)
     return c != NULL;
 }
 
-ge2_status ge2_gemm_registry_store(const char *key, const ge2_gemm_choice *choice)
+ge2_status ge2_gemm_registry_store(const char *path, const char *key, const ge2_gemm_choice *choice)
 {
     pthread_mutex_lock(&registry_lock);
-    load_locked();
+    load_locked(path);
     ge2_status st = ge2_gemm_cache_put(&registry_cache, key, choice);
-    char path[4096];
-    if (st == GE2_OK && ge2_gemm_cache_path(path, sizeof path)) {
+    if (st == GE2_OK && path) {
         /* Merge what other processes wrote since we read the file; ours win. */
         ge2_gemm_cache merged = {0};
         int bad = 0;

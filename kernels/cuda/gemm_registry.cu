@@ -418,8 +418,10 @@ ge2_status ge2_gemm_select(const ge2_launch *launch, const ge2_gemm_problem *pb,
     static_assert(sizeof cands[0].algo == GE2_GEMM_ALGO_BYTES, "cublasLtMatmulAlgo_t changed size");
     memset(sel, 0, sizeof *sel);
     sel->source = GE2_GEMM_HEURISTIC;
-    const ge2_gemm_families families = ge2_gemm_families_allowed();
-    const bool autotune = ge2_gemm_autotune_enabled();
+    static const ge2_kernel_settings defaults = {true, false, GE2_GEMM_KERNELS_ANY, NULL, true, false};
+    const ge2_kernel_settings *settings = launch->settings ? launch->settings : &defaults;
+    const ge2_gemm_kernels families = settings->gemm_kernels;
+    const bool autotune = settings->autotune;
     // Candidates in order of preference without timing: the heuristic's, its
     // split-K neighbours (tuning only), then the tiled configurations (the
     // work model's favourite first). A family switched off offers none,
@@ -430,13 +432,13 @@ ge2_status ge2_gemm_select(const ge2_launch *launch, const ge2_gemm_problem *pb,
                          node_op(launch), launch->node->id);
     int n_lt = 0, n_tiled = 0;
     const bool tiled_ok = tiled && pb->d && ge2_tiled_supports(tiled, NULL, 0);
-    if (n > 0 && (families != GE2_GEMM_FAMILIES_TILED || !tiled_ok)) {
+    if (n > 0 && (families != GE2_GEMM_KERNELS_TILED || !tiled_ok)) {
         cublasLtMatmulHeuristicResult_t lt[MAX_CANDIDATES];
         n_lt = autotune ? expand_candidates(pb, cands, n, lt) : 1;
         for (int i = 0; i < n_lt; i++)
             all[i].lt = autotune ? lt[i] : cands[0];
     }
-    if (tiled_ok && (families != GE2_GEMM_FAMILIES_LT || n_lt == 0)) {
+    if (tiled_ok && (families != GE2_GEMM_KERNELS_CUBLASLT || n_lt == 0)) {
         ge2_tiled_config cfg[GE2_TILED_MAX_CANDIDATES];
         n_tiled = ge2_tiled_candidates(tiled, sm_count_now(), cfg, autotune ? GE2_TILED_MAX_CANDIDATES : 1);
         for (int i = 0; i < n_tiled; i++) {
@@ -464,7 +466,7 @@ ge2_status ge2_gemm_select(const ge2_launch *launch, const ge2_gemm_problem *pb,
     }
     // A choice made among a different number of candidates (a new kernel or
     // tile since, or a cuBLASLt that offers other algorithms) is tuned again.
-    if (ge2_gemm_registry_lookup(key, &choice) && choice.n_candidates == n_all) {
+    if (ge2_gemm_registry_lookup(settings->kernel_cache, key, &choice) && choice.n_candidates == n_all) {
         for (int i = 0; i < n_all; i++) {
             bool same = all[i].tiled ? choice.tiled && choice.config.tile == all[i].config.tile &&
                                            choice.config.splits == all[i].config.splits
@@ -490,7 +492,7 @@ ge2_status ge2_gemm_select(const ge2_launch *launch, const ge2_gemm_problem *pb,
     }
     if (st != GE2_OK)
         goto done;
-    if (ge2_gemm_autotune_log_enabled())
+    if (settings->autotune_log)
         log_timings(key, all, us, n_all);
     for (int i = 1; i < n_all; i++)
         if (us[i] < us[best])
@@ -512,7 +514,7 @@ ge2_status ge2_gemm_select(const ge2_launch *launch, const ge2_gemm_problem *pb,
     sel->source = GE2_GEMM_TUNED;
     sel->us = us[best];
     ge2_gemm_registry_count(GE2_GEMM_TUNED, n_all);
-    st = ge2_gemm_registry_store(key, &choice);
+    st = ge2_gemm_registry_store(settings->kernel_cache, key, &choice);
 done:
     ge2_free(all);
     return st;

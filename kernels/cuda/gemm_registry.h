@@ -167,29 +167,13 @@ typedef struct ge2_gemm_registry_stats {
 } ge2_gemm_registry_stats;
 
 void ge2_gemm_registry_stats_get(ge2_gemm_registry_stats *out);
-/* GE2_AUTOTUNE unset, empty or anything but "0". */
-bool ge2_gemm_autotune_enabled(void);
-/* GE2_AUTOTUNE_LOG is "1". */
-bool ge2_gemm_autotune_log_enabled(void);
-/* Which kernel families GE2_GEMM_KERNEL allows; an unknown value allows
- * both and warns once on stderr. */
-typedef enum ge2_gemm_families {
-    GE2_GEMM_FAMILIES_ALL,
-    GE2_GEMM_FAMILIES_LT,
-    GE2_GEMM_FAMILIES_TILED,
-    GE2_GEMM_FAMILIES_COUNT
-} ge2_gemm_families;
-ge2_gemm_families ge2_gemm_families_allowed(void);
-/* The cache file's path into buf, or false when there is none (GE2_KERNEL_CACHE
- * set but empty, or neither it nor HOME set, or the path does not fit). */
-bool ge2_gemm_cache_path(char *buf, size_t size);
-/* The remembered choice for key: memory first, the cache file read once
- * (on the first lookup after start or reset). */
-bool ge2_gemm_registry_lookup(const char *key, ge2_gemm_choice *out);
-/* Remembers a choice in memory and rewrites the cache file. A file that
- * cannot be written costs one warning line on stderr, not an error: the
- * choice still holds for this process. */
-ge2_status ge2_gemm_registry_store(const char *key, const ge2_gemm_choice *choice);
+/* The remembered choice for key: memory first, the cache file `path`
+ * (NULL: none) read once (on the first lookup after start or reset). */
+bool ge2_gemm_registry_lookup(const char *path, const char *key, ge2_gemm_choice *out);
+/* Remembers a choice in memory and rewrites the cache file `path` (NULL:
+ * memory only). A file that cannot be written costs one warning line on
+ * stderr, not an error: the choice still holds for this process. */
+ge2_status ge2_gemm_registry_store(const char *path, const char *key, const ge2_gemm_choice *choice);
 /* Counts one selection in the stats (the .cu side reports through this). */
 void ge2_gemm_registry_count(ge2_gemm_source source, int timings);
 /* Forgets the in-memory cache and zeroes the stats; the next lookup re-reads the file. */

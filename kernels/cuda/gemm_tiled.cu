@@ -373,7 +373,7 @@ extern "C" ge2_status ge2_tiled_gemm_run(const ge2_tiled_gemm *g, ge2_tiled_conf
         attr[n_attr].val.clusterDim.z = (unsigned)cfg.splits;
         n_attr++;
     }
-    ge2_cuda_pdl_attribute(attr, &n_attr);
+    ge2_cuda_pdl_attribute(attr, &n_attr, !g->no_pdl);
     lc.attrs = attr;
     lc.numAttrs = n_attr;
     const ge2_tiled_gemm arg = *g;

@@ -74,6 +74,7 @@ typedef struct ge2_tiled_gemm {
     uint8_t *mask;             /* BIAS_ACT relu: [m, ge2_relu_mask_row_bytes(n)], or NULL */
     const float *saved;        /* DACT: [m, n] z or y, or NULL */
     const uint8_t *saved_mask; /* DACT relu: [m, ge2_relu_mask_row_bytes(n)], or NULL */
+    bool no_pdl;               /* launch without programmatic dependent launch (ge2_kernel_settings.pdl off) */
 } ge2_tiled_gemm;
 
 /* Output tiles (rows x columns per CTA). */

@@ -22,21 +22,10 @@ __device__ __forceinline__ void ge2_pdl_launch_dependents()
     asm volatile("griddepcontrol.launch_dependents;\n" ::);
 }
 
-// GE2_PDL=0 launches without programmatic dependent launch (for comparison).
-static inline bool ge2_cuda_pdl_enabled(void)
-{
-    static int enabled = -1;
-    if (enabled < 0) {
-        const char *v = getenv("GE2_PDL");
-        enabled = !(v && strcmp(v, "0") == 0);
-    }
-    return enabled != 0;
-}
-
 // Adds the attribute to attrs[*n] when enabled.
-static inline void ge2_cuda_pdl_attribute(cudaLaunchAttribute *attrs, unsigned *n)
+static inline void ge2_cuda_pdl_attribute(cudaLaunchAttribute *attrs, unsigned *n, bool enabled)
 {
-    if (!ge2_cuda_pdl_enabled())
+    if (!enabled)
         return;
     memset(&attrs[*n], 0, sizeof attrs[*n]);
     attrs[*n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -47,7 +36,7 @@ static inline void ge2_cuda_pdl_attribute(cudaLaunchAttribute *attrs, unsigned *
 // A launch of grid x block on stream, with the attribute when enabled;
 // attr: room for it, alive until the launch.
 static inline cudaLaunchConfig_t ge2_cuda_pdl_config(dim3 grid, dim3 block, cudaStream_t stream,
-                                                     cudaLaunchAttribute *attr)
+                                                     cudaLaunchAttribute *attr, bool enabled)
 {
     cudaLaunchConfig_t lc;
     memset(&lc, 0, sizeof lc);
@@ -55,7 +44,7 @@ static inline cudaLaunchConfig_t ge2_cuda_pdl_config(dim3 grid, dim3 block, cuda
     lc.blockDim = block;
     lc.stream = stream;
     unsigned n = 0;
-    ge2_cuda_pdl_attribute(attr, &n);
+    ge2_cuda_pdl_attribute(attr, &n, enabled);
     lc.attrs = attr;
     lc.numAttrs = n;
     return lc;

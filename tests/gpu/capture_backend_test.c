@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "capture/backend.h"
+#include "capture/program_internal.h"
 #include "graph/error.h"
 #include "ops/linear/linear.h"
 #include "tests/gpu/capture_suite.h"
@@ -113,8 +114,9 @@ static void key_open_with(key *k, bool disable_capture, bool device_staging)
     memset(k, 0, sizeof *k);
     rng = 42;
     k->be = &ge2_backend_cuda;
-    ge2_compile_options o = ge2_compile_defaults();
-    o.disable_capture = disable_capture;
+    static ge2_program_options o; /* the backend keeps nothing of it past open */
+    API(ge2_options_resolve(NULL, &o));
+    o.o.disable_capture = disable_capture;
     API(k->be->open(&o, &k->ctx));
     API(k->be->alloc_host(k->ctx, STAGING * sizeof(float), (void **)&k->staging));
     k->x = dev(k, B * IN), k->w1 = dev(k, H * IN), k->b1 = dev(k, H), k->h = dev(k, B * H);

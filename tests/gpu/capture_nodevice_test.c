@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "capture/backend.h"
+#include "capture/program_internal.h"
 #include "tests/gpu_probe.h"
 #include "tests/support/check_main.h"
 
@@ -15,7 +16,8 @@ static bool have_gpu;
 
 START_TEST(test_open_without_device_is_no_device)
 {
-    ge2_compile_options o = ge2_compile_defaults();
+    ge2_program_options o;
+    ck_assert_int_eq(ge2_options_resolve(NULL, &o), GE2_OK);
     ge2_backend_ctx *ctx = (ge2_backend_ctx *)&o; /* must be overwritten */
     ge2_status st = ge2_backend_cuda.open(&o, &ctx);
     if (have_gpu) {

@@ -8,7 +8,7 @@
  *       over two keys with the host running ahead of the device.
  *   (4) metrics: 200 replayed steps over two keys (both staging slots of
  *       each), never synchronized, sum exactly the losses an eager run reads
- *       step by step, each step once, with readback_interval 1 and 64; the
+ *       step by step, each step once, with feed_ahead on and off; the
  *       host is never more than two steps per key ahead of what it has
  *       summed.
  *   GE2_DISABLE_CAPTURE=1 runs eagerly (no graph instantiated).
@@ -173,10 +173,10 @@ START_TEST(test_replayed_metrics_equal_eager_reads)
     ck_assert_msg(eager_taken.loss_sum == want.loss_sum, "eager: loss sum %.17g, read_output's %.17g",
                   eager_taken.loss_sum, want.loss_sum);
 
-    static const int intervals[] = {1, 64};
+    static const bool feed_ahead[] = {true, false};
     for (int iv = 0; iv < 2; iv++) {
         ge2_compile_options o = ge2_compile_defaults();
-        o.readback_interval = intervals[iv];
+        o.feed_ahead = feed_ahead[iv];
         mlp m;
         mlp_open_with(&m, GE2_DEVICE_CUDA, BATCH, SEED, LR, &o);
         ge2_metrics got = {0};
@@ -190,8 +190,8 @@ START_TEST(test_replayed_metrics_equal_eager_reads)
             add_metrics(&got, &now);
             /* Steps of a key wait for the step two before them on that key,
              * which sums it: at most two steps per key are not summed. */
-            ck_assert_msg(got.steps >= i + 1 - 2 * 2, "interval %d, after step %d: %lld steps summed",
-                          intervals[iv], i, (long long)got.steps);
+            ck_assert_msg(got.steps >= i + 1 - 2 * 2, "feed_ahead %d, after step %d: %lld steps summed",
+                          feed_ahead[iv], i, (long long)got.steps);
         }
         ck_assert_int_eq(ge2_program_sync(m.program), GE2_OK);
         ge2_metrics rest_m;
@@ -199,11 +199,11 @@ START_TEST(test_replayed_metrics_equal_eager_reads)
         add_metrics(&got, &rest_m);
         ck_assert_int_eq(ge2_program_capture_count(m.program), 2);
         mlp_close(&m);
-        ck_assert_msg(got.steps == n, "interval %d: %lld steps summed, want %d", intervals[iv], (long long)got.steps,
+        ck_assert_msg(got.steps == n, "feed_ahead %d: %lld steps summed, want %d", feed_ahead[iv], (long long)got.steps,
                       n);
         ck_assert_int_eq(got.examples, want.examples);
-        ck_assert_msg(got.loss_sum == want.loss_sum, "interval %d: loss sum %.17g, eager read_output's %.17g",
-                      intervals[iv], got.loss_sum, want.loss_sum);
+        ck_assert_msg(got.loss_sum == want.loss_sum, "feed_ahead %d: loss sum %.17g, eager read_output's %.17g",
+                      feed_ahead[iv], got.loss_sum, want.loss_sum);
     }
 }
 END_TEST

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "capture/program_internal.h"
 #include "graph/rng.h"
 #include "kernels/cuda/gemm_registry.h"
 #include "tests/support/check_main.h"
@@ -349,11 +350,10 @@ START_TEST(test_registry_persists_through_file)
     char dir[400], path[512];
     scratch_dir(dir, sizeof dir);
     snprintf(path, sizeof path, "%s/ge2/kernels.txt", dir);
-    setenv("GE2_KERNEL_CACHE", path, 1);
     ge2_gemm_registry_reset();
     ge2_gemm_choice got, c = sample_choice(3);
-    ck_assert(!ge2_gemm_registry_lookup("linear:X", &got));
-    ck_assert_int_eq(ge2_gemm_registry_store("linear:X", &c), GE2_OK);
+    ck_assert(!ge2_gemm_registry_lookup(path, "linear:X", &got));
+    ck_assert_int_eq(ge2_gemm_registry_store(path, "linear:X", &c), GE2_OK);
     /* A line another process wrote meanwhile survives our rewrite. */
     FILE *f = fopen(path, "a");
     ck_assert_ptr_nonnull(f);
@@ -364,14 +364,14 @@ START_TEST(test_registry_persists_through_file)
     fputs("garbage line\n", f);
     fclose(f);
     ge2_gemm_choice c2 = sample_choice(6);
-    ck_assert_int_eq(ge2_gemm_registry_store("linear:Z", &c2), GE2_OK);
+    ck_assert_int_eq(ge2_gemm_registry_store(path, "linear:Z", &c2), GE2_OK);
 
     ge2_gemm_registry_reset(); /* forget memory: what follows comes from the file */
-    ck_assert(ge2_gemm_registry_lookup("linear:X", &got));
+    ck_assert(ge2_gemm_registry_lookup(path, "linear:X", &got));
     assert_same_choice(&got, &c);
-    ck_assert(ge2_gemm_registry_lookup("matmul:Y", &got));
+    ck_assert(ge2_gemm_registry_lookup(path, "matmul:Y", &got));
     assert_same_choice(&got, &other);
-    ck_assert(ge2_gemm_registry_lookup("linear:Z", &got));
+    ck_assert(ge2_gemm_registry_lookup(path, "linear:Z", &got));
     assert_same_choice(&got, &c2);
     ge2_gemm_registry_stats s;
     ge2_gemm_registry_stats_get(&s);
@@ -381,59 +381,115 @@ END_TEST
 
 START_TEST(test_registry_without_file)
 {
-    setenv("GE2_KERNEL_CACHE", "", 1);
-    char path[256];
-    ck_assert(!ge2_gemm_cache_path(path, sizeof path));
     ge2_gemm_registry_reset();
     ge2_gemm_choice got, c = sample_choice(1);
-    ck_assert_int_eq(ge2_gemm_registry_store("linear:X", &c), GE2_OK);
-    ck_assert(ge2_gemm_registry_lookup("linear:X", &got)); /* memory only */
+    ck_assert_int_eq(ge2_gemm_registry_store(NULL, "linear:X", &c), GE2_OK);
+    ck_assert(ge2_gemm_registry_lookup(NULL, "linear:X", &got)); /* memory only */
     ge2_gemm_registry_reset();
-    ck_assert(!ge2_gemm_registry_lookup("linear:X", &got));
-
-    unsetenv("GE2_KERNEL_CACHE");
-    setenv("HOME", "/home/someone", 1);
-    ck_assert(ge2_gemm_cache_path(path, sizeof path));
-    ck_assert_str_eq(path, "/home/someone/.cache/ge2/kernels.txt");
-    unsetenv("HOME");
-    ck_assert(!ge2_gemm_cache_path(path, sizeof path));
+    ck_assert(!ge2_gemm_registry_lookup(NULL, "linear:X", &got));
 }
 END_TEST
 
 START_TEST(test_unwritable_cache_is_a_warning)
 {
-    setenv("GE2_KERNEL_CACHE", "/proc/ge2-cannot-write-here/kernels.txt", 1);
+    const char *path = "/proc/ge2-cannot-write-here/kernels.txt";
     ge2_gemm_registry_reset();
     ge2_gemm_choice got, c = sample_choice(2);
-    ck_assert_int_eq(ge2_gemm_registry_store("linear:X", &c), GE2_OK);
-    ck_assert(ge2_gemm_registry_lookup("linear:X", &got));
+    ck_assert_int_eq(ge2_gemm_registry_store(path, "linear:X", &c), GE2_OK);
+    ck_assert(ge2_gemm_registry_lookup(path, "linear:X", &got));
+}
+END_TEST
+
+/* The kernel settings a program's launches get: the options, then the
+ * environment's overrides (capture/options.c, the one file that reads it). */
+static ge2_kernel_settings settings_of(const ge2_compile_options *o, ge2_status *st)
+{
+    static ge2_program_options po;
+    *st = ge2_options_resolve(o, &po);
+    return po.settings;
+}
+
+START_TEST(test_cache_path_option)
+{
+    ge2_status st;
+    unsetenv("GE2_KERNEL_CACHE");
+    setenv("HOME", "/home/someone", 1);
+    ge2_kernel_settings k = settings_of(NULL, &st);
+    ck_assert_int_eq(st, GE2_OK);
+    ck_assert_str_eq(k.kernel_cache, "/home/someone/.cache/ge2/kernels.txt");
+    ge2_compile_options o = ge2_compile_defaults();
+    o.kernel_cache = "";
+    ck_assert_ptr_null(settings_of(&o, &st).kernel_cache); /* memory only */
+    o.kernel_cache = "/tmp/mine.txt";
+    ck_assert_str_eq(settings_of(&o, &st).kernel_cache, "/tmp/mine.txt");
+    setenv("GE2_KERNEL_CACHE", "", 1); /* the environment wins */
+    ck_assert_ptr_null(settings_of(&o, &st).kernel_cache);
+    unsetenv("GE2_KERNEL_CACHE");
+    unsetenv("HOME");
+    ck_assert_ptr_null(settings_of(NULL, &st).kernel_cache);
 }
 END_TEST
 
 START_TEST(test_autotune_switch)
 {
+    ge2_status st;
     unsetenv("GE2_AUTOTUNE");
-    ck_assert(ge2_gemm_autotune_enabled());
+    ck_assert(settings_of(NULL, &st).autotune);
+    ge2_compile_options o = ge2_compile_defaults();
+    o.autotune = false;
+    ck_assert(!settings_of(&o, &st).autotune);
     setenv("GE2_AUTOTUNE", "1", 1);
-    ck_assert(ge2_gemm_autotune_enabled());
+    ck_assert(settings_of(&o, &st).autotune);
     setenv("GE2_AUTOTUNE", "0", 1);
-    ck_assert(!ge2_gemm_autotune_enabled());
+    ck_assert(!settings_of(NULL, &st).autotune);
+    unsetenv("GE2_AUTOTUNE");
 }
 END_TEST
 
 START_TEST(test_family_switch)
 {
+    ge2_status st;
     unsetenv("GE2_GEMM_KERNEL");
-    ck_assert_int_eq(ge2_gemm_families_allowed(), GE2_GEMM_FAMILIES_ALL);
+    ck_assert_int_eq(settings_of(NULL, &st).gemm_kernels, GE2_GEMM_KERNELS_ANY);
+    ge2_compile_options o = ge2_compile_defaults();
+    o.gemm_kernels = GE2_GEMM_KERNELS_TILED;
+    ck_assert_int_eq(settings_of(&o, &st).gemm_kernels, GE2_GEMM_KERNELS_TILED);
     setenv("GE2_GEMM_KERNEL", "auto", 1);
-    ck_assert_int_eq(ge2_gemm_families_allowed(), GE2_GEMM_FAMILIES_ALL);
+    ck_assert_int_eq(settings_of(&o, &st).gemm_kernels, GE2_GEMM_KERNELS_ANY);
     setenv("GE2_GEMM_KERNEL", "cublaslt", 1);
-    ck_assert_int_eq(ge2_gemm_families_allowed(), GE2_GEMM_FAMILIES_LT);
+    ck_assert_int_eq(settings_of(NULL, &st).gemm_kernels, GE2_GEMM_KERNELS_CUBLASLT);
     setenv("GE2_GEMM_KERNEL", "tiled", 1);
-    ck_assert_int_eq(ge2_gemm_families_allowed(), GE2_GEMM_FAMILIES_TILED);
-    setenv("GE2_GEMM_KERNEL", "cutlass", 1); /* unknown: both, with a warning */
-    ck_assert_int_eq(ge2_gemm_families_allowed(), GE2_GEMM_FAMILIES_ALL);
+    ck_assert_int_eq(settings_of(NULL, &st).gemm_kernels, GE2_GEMM_KERNELS_TILED);
+    setenv("GE2_GEMM_KERNEL", "cutlass", 1); /* unknown: an error naming the choices */
+    settings_of(NULL, &st);
+    ck_assert_int_eq(st, GE2_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(ge2_last_error(), "auto, cublaslt or tiled"));
     unsetenv("GE2_GEMM_KERNEL");
+    o.gemm_kernels = (ge2_gemm_kernels)7;
+    settings_of(&o, &st);
+    ck_assert_int_eq(st, GE2_ERR_INVALID_ARGUMENT);
+}
+END_TEST
+
+START_TEST(test_fusion_switches)
+{
+    ge2_status st;
+    static ge2_program_options po;
+    unsetenv("GE2_DISABLE_FUSIONS");
+    unsetenv("GE2_HEAD_KERNEL");
+    ge2_compile_options o = ge2_compile_defaults();
+    o.disable_fusions = "mlp_step";
+    ck_assert_int_eq(ge2_options_resolve(&o, &po), GE2_OK);
+    ck_assert_str_eq(po.o.disable_fusions, "mlp_step");
+    setenv("GE2_HEAD_KERNEL", "0", 1);
+    ck_assert_int_eq(ge2_options_resolve(&o, &po), GE2_OK);
+    ck_assert_str_eq(po.o.disable_fusions, "mlp_step,head");
+    unsetenv("GE2_HEAD_KERNEL");
+    o.disable_fusions = "mlp_step,no_such_pattern";
+    st = ge2_options_resolve(&o, &po);
+    ck_assert_int_eq(st, GE2_ERR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(ge2_last_error(), "no_such_pattern") && strstr(ge2_last_error(), "tail_copies"), "%s",
+                  ge2_last_error());
 }
 END_TEST
 
@@ -469,8 +525,10 @@ int main(void)
     tcase_add_test(tc, test_registry_persists_through_file);
     tcase_add_test(tc, test_registry_without_file);
     tcase_add_test(tc, test_unwritable_cache_is_a_warning);
+    tcase_add_test(tc, test_cache_path_option);
     tcase_add_test(tc, test_autotune_switch);
     tcase_add_test(tc, test_family_switch);
+    tcase_add_test(tc, test_fusion_switches);
     tcase_add_test(tc, test_stats_count);
     suite_add_tcase(s, tc);
     return ge2_check_run(s);

@@ -5,7 +5,7 @@
  * take_metrics finds its fence done. Checked against the values
  * ge2_program_read_output shows after each step of a twin program (same
  * graph, same feeds): over two graph keys, both modes, copied and zero-copy
- * feeds, take_metrics at odd moments and readback_interval 1 and 64; with a
+ * feeds, take_metrics at odd moments, with shared and separate arenas; with a
  * device that lags behind (fences done only when the test says so), only
  * finished steps are counted, oldest first; a failed step is not counted.
  * CPU backend: the same step and metrics code as CUDA, whose steps copy
@@ -51,10 +51,10 @@ static void classifier_build(classifier *c)
     ck_assert_int_eq(ge2_optimizer(c->graph, &adam), GE2_OK);
 }
 
-static ge2_program *compile_cpu(ge2_context *ctx, const classifier *c, int readback_interval)
+static ge2_program *compile_cpu(ge2_context *ctx, const classifier *c, bool separate_arenas)
 {
     ge2_compile_options o = ge2_compile_defaults();
-    o.readback_interval = readback_interval;
+    o.separate_arenas = separate_arenas;
     ge2_program *prog;
     ck_assert_msg(ge2_compile(ctx, c->graph, &o, &prog) == GE2_OK, "%s", ge2_last_error());
     return prog;
@@ -130,13 +130,13 @@ static void expect_metrics(const ge2_metrics *got, const ge2_metrics *want, cons
 
 START_TEST(test_every_step_counted_once)
 {
-    static const int intervals[] = {1, 64};
-    for (size_t iv = 0; iv < sizeof intervals / sizeof intervals[0]; iv++) {
+    static const bool separate[] = {false, true};
+    for (size_t iv = 0; iv < sizeof separate / sizeof separate[0]; iv++) {
         classifier c;
         classifier_build(&c);
         ge2_context *ctx;
         ck_assert_int_eq(ge2_context_new(GE2_DEVICE_CPU, &ctx), GE2_OK);
-        ge2_program *ref = compile_cpu(ctx, &c, 1), *dut = compile_cpu(ctx, &c, intervals[iv]);
+        ge2_program *ref = compile_cpu(ctx, &c, false), *dut = compile_cpu(ctx, &c, separate[iv]);
         ge2_metrics want[GE2_MODE_COUNT] = {{0}}, got[GE2_MODE_COUNT] = {{0}};
         uint64_t rng = 7 + iv;
         batch in;
@@ -246,8 +246,8 @@ static void lag_twin_open(lag_twin *t)
     memset(t, 0, sizeof *t);
     classifier_build(&t->c);
     ck_assert_int_eq(ge2_context_new(GE2_DEVICE_CPU, &t->ctx), GE2_OK);
-    t->ref = compile_cpu(t->ctx, &t->c, 1);
-    t->dut = compile_cpu(t->ctx, &t->c, 1);
+    t->ref = compile_cpu(t->ctx, &t->c, false);
+    t->dut = compile_cpu(t->ctx, &t->c, false);
     t->backend = *t->dut->backend;
     t->backend.fence_new = lag_new;
     t->backend.fence_free = lag_free;
