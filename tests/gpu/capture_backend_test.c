@@ -69,6 +69,9 @@ static ge2_view view(void *data, ge2_shape s)
 
 /* The op the key's two launches run: LINEAR, or a registered copy of it. */
 static ge2_op linear_op = GE2_OP_LINEAR;
+/* The options the backend opens with (the environment's overrides in);
+ * the launches see its kernel settings, as a program's would. */
+static ge2_program_options options;
 
 static void linear_launch(key *k, int i, float *x, int64_t in, float *w, float *b, float *y, int64_t out,
                           ge2_activation act)
@@ -83,6 +86,7 @@ static void linear_launch(key *k, int i, float *x, int64_t in, float *w, float *
     ge2_launch *l = &k->launches[i];
     memset(l, 0, sizeof *l);
     l->node = n;
+    l->settings = &options.settings;
     l->n_in = 3;
     l->n_out = 1;
     l->in[0] = view(x, ge2_shape2(B, in));
@@ -114,10 +118,9 @@ static void key_open_with(key *k, bool disable_capture, bool device_staging)
     memset(k, 0, sizeof *k);
     rng = 42;
     k->be = &ge2_backend_cuda;
-    static ge2_program_options o; /* the backend keeps nothing of it past open */
-    API(ge2_options_resolve(NULL, &o));
-    o.o.disable_capture = disable_capture;
-    API(k->be->open(&o, &k->ctx));
+    API(ge2_options_resolve(NULL, &options));
+    options.o.disable_capture = disable_capture;
+    API(k->be->open(&options, &k->ctx));
     API(k->be->alloc_host(k->ctx, STAGING * sizeof(float), (void **)&k->staging));
     k->x = dev(k, B * IN), k->w1 = dev(k, H * IN), k->b1 = dev(k, H), k->h = dev(k, B * H);
     k->w2 = dev(k, OUT * H), k->b2 = dev(k, OUT), k->y = dev(k, B * OUT);

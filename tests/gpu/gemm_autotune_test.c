@@ -7,7 +7,7 @@
  *     restored), checked bit for bit against a sentinel;
  *   - the choice is written to the cache file and read back by a later
  *     prepare without timing again (counted), a garbage file is survived;
- *   - GE2_AUTOTUNE=0 times nothing and runs the heuristic's first;
+ *   - autotune off times nothing and runs the heuristic's first;
  *   - the kernel report of the MLP names a tuned kernel per GEMM (a cuBLASLt
  *     algorithm or a ge2 tiled configuration).
  * Each test points GE2_KERNEL_CACHE at its own scratch file.
@@ -36,6 +36,9 @@ static void fresh_cache(char *path, size_t size)
     snprintf(dir, sizeof dir, "%s/ge2_autotune_XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
     ck_assert_ptr_nonnull(mkdtemp(dir));
     snprintf(path, size, "%s/kernels.txt", dir);
+    /* launches made here, and (through the environment) programs */
+    gpu_settings.kernel_cache = strdup(path);
+    gpu_settings.autotune = true;
     setenv("GE2_KERNEL_CACHE", path, 1);
     setenv("GE2_AUTOTUNE", "1", 1);
     /* the GEMMs' own kernels, not the whole-step kernel that would take the small MLP */
@@ -199,12 +202,12 @@ START_TEST(test_tuned_matches_heuristic_and_reference)
         const int64_t n = c.rows * c.out;
         char heur_what[256], tuned_what[256];
 
-        setenv("GE2_AUTOTUNE", "0", 1);
+        gpu_settings.autotune = false;
         float *y_heur = linear_run(&c, &g, heur_what, sizeof heur_what);
-        ck_assert_msg(strstr(heur_what, "(heuristic"), "GE2_AUTOTUNE=0 described as: %s", heur_what);
+        ck_assert_msg(strstr(heur_what, "(heuristic"), "autotune off described as: %s", heur_what);
 
         /* Tuning must leave the output as it found it: a sentinel, bit for bit. */
-        setenv("GE2_AUTOTUNE", "1", 1);
+        gpu_settings.autotune = true;
         CUDA_OK(cudaMemset(c.y, 0x5a, (size_t)n * sizeof(float)));
         ge2_gemm_registry_stats before = stats();
         const ge2_cuda_kernel *k = &ge2_op_def_of(GE2_OP_LINEAR)->cuda;
@@ -268,7 +271,7 @@ START_TEST(test_cache_written_and_reread)
     linear_case c;
     first_layer_setup(&g, &c);
     char path[512];
-    snprintf(path, sizeof path, "%s", getenv("GE2_KERNEL_CACHE"));
+    snprintf(path, sizeof path, "%s", gpu_settings.kernel_cache);
     char first[256], again[256], reread[256], a[256], b[256];
     free(linear_run(&c, &g, first, sizeof first));
     ge2_gemm_registry_stats s = stats();
@@ -335,15 +338,15 @@ START_TEST(test_autotune_off)
     char tuned[256], off[256], off2[256], a[256], b[256];
     free(linear_run(&c, &g, tuned, sizeof tuned)); /* a cache entry exists now */
 
-    setenv("GE2_AUTOTUNE", "0", 1);
+    gpu_settings.autotune = false;
     ge2_gemm_registry_reset();
     free(linear_run(&c, &g, off, sizeof off));
     free(linear_run(&c, &g, off2, sizeof off2));
     ge2_gemm_registry_stats s = stats();
     ck_assert_msg(s.heuristic == 2 && s.tuned == 0 && s.hits == 0 && s.timings == 0,
-                  "GE2_AUTOTUNE=0: heuristic %lld tuned %lld hits %lld timings %lld", (long long)s.heuristic,
+                  "autotune off: heuristic %lld tuned %lld hits %lld timings %lld", (long long)s.heuristic,
                   (long long)s.tuned, (long long)s.hits, (long long)s.timings);
-    ck_assert_msg(strstr(off, "(heuristic"), "GE2_AUTOTUNE=0 described as: %s", off);
+    ck_assert_msg(strstr(off, "(heuristic"), "autotune off described as: %s", off);
     algorithm_part(off, a, sizeof a);
     algorithm_part(off2, b, sizeof b);
     ck_assert_str_eq(a, b); /* the heuristic's first, every time */
