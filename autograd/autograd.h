@@ -11,11 +11,7 @@
 extern "C" {
 #endif
 
-/* A dy entry meaning "the implicit seed of 1": the loss's own gradient,
- * never materialized unless a rule needs it as a tensor. */
-#define GE2_GRAD_SEED (-2)
-/* A dy entry meaning "no gradient flows into this output". */
-#define GE2_GRAD_NONE (-1)
+/* GE2_GRAD_SEED and GE2_GRAD_NONE: include/ge2/extension.h. */
 /* A dy entry meaning "already taken through the producer's activation: the
  * producer's dz is pending[id].dz" (a consumer's LINEAR_GRAD_INPUT, autograd/linear.c). */
 #define GE2_GRAD_PENDING (-3)
@@ -37,10 +33,9 @@ typedef struct ge2_autograd {
  * A rule emits nodes with ge2_ag_emit and hands each input's gradient to ge2_ag_accumulate. */
 typedef ge2_status (*ge2_backward_rule)(ge2_autograd *ag, const ge2_node *node, const int *dy);
 
-/* Whether input tensor id wants a gradient (rules skip the work otherwise). */
-bool ge2_ag_wants(const ge2_autograd *ag, int tensor_id);
-/* Adds grad_id to the gradient of tensor_id (an ADD node from the second contribution on). */
-ge2_status ge2_ag_accumulate(ge2_autograd *ag, int tensor_id, int grad_id);
+/* ge2_ag_wants, ge2_ag_accumulate, ge2_ag_dy_tensor and ge2_ag_emit_op (a
+ * registered op's own attrs) are the extension API's (extension.h); the
+ * rules of ge2's own ops use the calls below with ge2_attrs. */
 /* Appends a one-output PHASE_BACKWARD node; its output id in *out. */
 ge2_status ge2_ag_emit(ge2_autograd *ag, ge2_op op, const int *inputs, int n_inputs, const ge2_attrs *attrs, int *out);
 /* Appends a PHASE_BACKWARD node with n_outputs outputs; their ids in out[0..n_outputs). */
@@ -48,8 +43,6 @@ ge2_status ge2_ag_emit_n(ge2_autograd *ag, ge2_op op, const int *inputs, int n_i
                          const ge2_attrs *attrs, int *out);
 /* The same for the common two-input case. */
 ge2_status ge2_ag_emit2(ge2_autograd *ag, ge2_op op, int a, int b, const ge2_attrs *attrs, int *out);
-/* A dy as a tensor id: materializes the seed (a scalar constant 1 in the loss's dtype) when given GE2_GRAD_SEED. */
-ge2_status ge2_ag_dy_tensor(ge2_autograd *ag, int dy, int *out);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,7 @@
 #include "autograd/autograd.h"
 #include "graph/alloc.h"
 #include "graph/error.h"
+#include "graph/op_support.h"
 #include "ops/ops.h" /* ADD sums a gradient used twice, SCALE seeds the loss */
 
 bool ge2_ag_wants(const ge2_autograd *ag, int id) { return id < ag->n_forward_tensors && ag->needs[id]; }
@@ -18,6 +19,14 @@ ge2_status ge2_ag_emit_n(ge2_autograd *ag, ge2_op op, const int *inputs, int n_i
     for (int i = 0; i < n_outputs; i++)
         out[i] = ag->graph->nodes[node].outputs[i];
     return GE2_OK;
+}
+
+ge2_status ge2_ag_emit_op(ge2_autograd *ag, ge2_op op, const int *inputs, int n_inputs, const void *attrs,
+                          size_t attrs_bytes, int n_outputs, int *outputs)
+{
+    ge2_attrs a;
+    GE2_TRY(ge2_attrs_from_bytes(ge2_op_name(op), attrs, attrs_bytes, &a));
+    return ge2_ag_emit_n(ag, op, inputs, n_inputs, n_outputs, &a, outputs);
 }
 
 ge2_status ge2_ag_emit(ge2_autograd *ag, ge2_op op, const int *inputs, int n_inputs, const ge2_attrs *attrs, int *out)

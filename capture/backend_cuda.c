@@ -46,6 +46,7 @@
 #include "graph/alloc.h"
 #include "graph/error.h"
 #include "fusion/fusion.h"
+#include "kernels/cuda/candidates.h"
 #include "kernels/cuda/step_copy.h"
 /* cuBLASLt workspace shared by every GEMM of the program (one stream, so one
  * GEMM at a time); 32 MiB covers the split-K and stream-K configurations the
@@ -320,10 +321,10 @@ static void release_launches(ge2_exec *exec, int n)
 {
     for (int i = 0; i < n; i++) {
         ge2_launch *l = &exec->launches[i];
-        const ge2_cuda_kernel *k = &ge2_op_def_of(l->node->op)->cuda;
-        if (k->release)
-            k->release(l);
+        if (l->kernel && l->kernel->release)
+            l->kernel->release(l);
         l->backend_data = NULL;
+        l->kernel = NULL;
         l->fused_into = NULL;
     }
 }
@@ -364,11 +365,14 @@ static void cuda_exec_release(ge2_backend_ctx *ctx, ge2_exec *exec)
 static void cuda_describe(const ge2_backend_ctx *ctx, const ge2_launch *launch, char *buf, size_t size)
 {
     (void)ctx;
-    const ge2_cuda_kernel *k = &ge2_op_def_of(launch->node->op)->cuda;
+    const ge2_cuda_kernel *k = launch->kernel ? launch->kernel : &ge2_op_def_of(launch->node->op)->cuda;
+    const char *what = k->describe ? k->describe(launch) : "cuda kernel";
     if (launch->fused_into)
         snprintf(buf, size, "in the %s", launch->fused_into);
+    else if (launch->kernel_choice[0])
+        snprintf(buf, size, "%s [%s]", what, launch->kernel_choice);
     else
-        snprintf(buf, size, "%s", k->describe ? k->describe(launch) : "cuda kernel");
+        snprintf(buf, size, "%s", what);
 }
 
 static void print_kernels(const ge2_backend_ctx *ctx, const ge2_exec *exec)
@@ -428,7 +432,6 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
     ce->eager = ctx->disable_capture;
     for (int i = 0; i < exec->n_launches; i++) {
         ge2_launch *l = &exec->launches[i];
-        const ge2_cuda_kernel *k = &ge2_op_def_of(l->node->op)->cuda;
         ge2_status st = GE2_OK;
         l->stream = ctx->stream;
         l->blas = ctx->lt;
@@ -436,11 +439,12 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
         l->workspace_bytes = ctx->workspace_bytes;
         l->tf32 = ctx->tf32;
         l->backend_data = NULL;
-        if (!k->launch)
+        l->kernel = NULL;
+        if (!ge2_op_def_of(l->node->op)->cuda.launch)
             st = ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s (node %d): no CUDA kernel for this op", node_op_name(l),
                            l->node->id);
-        else if (k->prepare)
-            st = k->prepare(l);
+        else
+            st = ge2_kernel_choose(l); /* the op's own kernel, or a registered candidate that beat it */
         if (st != GE2_OK) {
             release_launches(exec, i);
             ge2_free(ce);
@@ -512,7 +516,7 @@ static ge2_status enqueue_one(ge2_backend_ctx *ctx, const ge2_exec *exec, const 
     if (ce->group_at[i] < 0) {
         const ge2_launch *l = launch_as_run(exec, i, sc->feeds_from, &moved);
         *done = 1;
-        return ge2_op_def_of(l->node->op)->cuda.launch(l);
+        return l->kernel->launch(l);
     }
     const cuda_group *g = &ce->groups[ce->group_at[i]];
     for (int k = 0; k < g->count; k++)

@@ -294,21 +294,61 @@ ge2_status ge2_graph_add_node(ge2_graph *graph, ge2_op op, ge2_phase phase, cons
     return GE2_OK;
 }
 
+/* A forward node of op over ts[0, n) (named what[i] in messages, or
+ * "inputs[i]" when what is NULL), its id in *node. */
+static ge2_status add_forward(ge2_graph *g, ge2_op op, const char *fn, ge2_tensor *const *ts,
+                              const char *const *what, int n, int n_out, const ge2_attrs *attrs, int *node)
+{
+    GE2_TRY(ge2_check_graph(g, fn));
+    int ids[GE2_MAX_INPUTS];
+    if (n < 0 || n > GE2_MAX_INPUTS || (n > 0 && !ts))
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "%s: %d inputs, 0..%d", fn, n, GE2_MAX_INPUTS);
+    for (int i = 0; i < n; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "inputs[%d]", i);
+        GE2_TRY(ge2_check_tensor(g, ts[i], fn, what ? what[i] : name));
+        ids[i] = ts[i]->id;
+    }
+    return ge2_graph_add_node(g, op, GE2_PHASE_FORWARD, ids, n, n_out, attrs, node);
+}
+
 ge2_status ge2_graph_add_forward(ge2_graph *g, ge2_op op, const char *fn, ge2_tensor *const *ts, const char *const *what,
                                  int n, int n_out, const ge2_attrs *attrs, ge2_tensor **y)
 {
-    GE2_TRY(ge2_check_graph(g, fn));
     if (!y)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "%s: output pointer is NULL", fn);
-    int ids[GE2_MAX_INPUTS];
-    if (n > GE2_MAX_INPUTS)
-        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "%s: %d inputs, at most %d", fn, n, GE2_MAX_INPUTS);
-    for (int i = 0; i < n; i++) {
-        GE2_TRY(ge2_check_tensor(g, ts[i], fn, what[i]));
-        ids[i] = ts[i]->id;
-    }
     int node;
-    GE2_TRY(ge2_graph_add_node(g, op, GE2_PHASE_FORWARD, ids, n, n_out, attrs, &node));
+    GE2_TRY(add_forward(g, op, fn, ts, what, n, n_out, attrs, &node));
     *y = g->tensors[g->nodes[node].outputs[0]];
+    return GE2_OK;
+}
+
+ge2_status ge2_attrs_from_bytes(const char *op_name, const void *attrs, size_t attrs_bytes, ge2_attrs *out)
+{
+    memset(out, 0, sizeof *out);
+    if (attrs_bytes > GE2_OP_ATTRS_BYTES || (attrs_bytes > 0 && !attrs))
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, GE2_OP_PREFIX "%s: %zu bytes of attrs%s; at most %d", op_name,
+                         attrs_bytes, attrs ? "" : " from NULL", GE2_OP_ATTRS_BYTES);
+    if (attrs_bytes)
+        memcpy(out->bytes, attrs, attrs_bytes);
+    return GE2_OK;
+}
+
+ge2_status ge2_apply(ge2_graph *graph, ge2_op op, ge2_tensor *const *inputs, int n_inputs, const void *attrs,
+                     size_t attrs_bytes, int n_outputs, ge2_tensor **outputs)
+{
+    const ge2_op_def *def = ge2_op_def_of(op);
+    if (!def)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_apply: op %d is not registered", (int)op);
+    if (!outputs)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_apply: " GE2_OP_PREFIX "%s: outputs is NULL", def->name);
+    ge2_attrs a;
+    GE2_TRY(ge2_attrs_from_bytes(def->name, attrs, attrs_bytes, &a));
+    char fn[GE2_NAME_MAX + 8];
+    snprintf(fn, sizeof fn, GE2_OP_PREFIX "%s", def->name);
+    int node;
+    GE2_TRY(add_forward(graph, op, fn, inputs, NULL, n_inputs, n_outputs, &a, &node));
+    for (int i = 0; i < n_outputs; i++)
+        outputs[i] = graph->tensors[graph->nodes[node].outputs[i]];
     return GE2_OK;
 }

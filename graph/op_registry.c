@@ -82,7 +82,12 @@ int ge2_op_count(void)
     return __atomic_load_n(&registered, __ATOMIC_ACQUIRE);
 }
 
-const void *ge2_node_attrs(const ge2_node *node)
-{
-    return node ? &node->attrs : NULL;
-}
+/* What an op's functions read of a node (extension.h). */
+int ge2_node_id(const ge2_node *node) { return node->id; }
+ge2_op ge2_node_op(const ge2_node *node) { return node->op; }
+int ge2_node_input_count(const ge2_node *node) { return node->n_inputs; }
+int ge2_node_output_count(const ge2_node *node) { return node->n_outputs; }
+int ge2_node_input(const ge2_node *node, int i) { return i >= 0 && i < node->n_inputs ? node->inputs[i] : -1; }
+int ge2_node_output(const ge2_node *node, int i) { return i >= 0 && i < node->n_outputs ? node->outputs[i] : -1; }
+const void *ge2_node_attrs(const ge2_node *node) { return &node->attrs; }
+const char *ge2_node_op_name(const ge2_node *node) { return ge2_op_name(node->op); }

@@ -49,4 +49,8 @@ ge2_status ge2_graph_add_forward(ge2_graph *graph, ge2_op op, const char *fn, ge
 }
 #endif
 
+/* A registered op's attrs (extension.h's bytes) as a node's ge2_attrs,
+ * zero past them; refuses more than GE2_OP_ATTRS_BYTES. */
+ge2_status ge2_attrs_from_bytes(const char *op_name, const void *attrs, size_t attrs_bytes, ge2_attrs *out);
+
 #endif /* GE2_GRAPH_OP_SUPPORT_H */

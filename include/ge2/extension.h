@@ -122,7 +122,14 @@ typedef struct ge2_launch {
     /* CUDA: the fused kernel that does this launch's work with others',
      * described; NULL when the launch runs its own kernel */
     const char *fused_into;
+    /* CUDA: the kernel the backend runs the launch with: the op's own, or
+     * the registered candidate that won (ge2_kernel_candidate_register),
+     * and why, for the kernel report */
+    const struct ge2_cuda_kernel *kernel;
+    char kernel_choice[128];
 } ge2_launch;
+
+struct ge2_cuda_kernel;
 
 /* A CPU kernel: computes the node's outputs from its inputs. */
 typedef ge2_status (*ge2_cpu_kernel_fn)(const ge2_launch *launch);
@@ -137,6 +144,29 @@ typedef struct ge2_cuda_kernel {
     void (*release)(ge2_launch *launch);
     const char *(*describe)(const ge2_launch *launch); /* which kernel/algorithm this node got */
 } ge2_cuda_kernel;
+
+/* ------------------------------------------------------ kernel candidates */
+
+/* Another CUDA kernel for an op (ge2's own or registered): for every launch
+ * of the op it applies to, the backend times it against the op's own
+ * kernel and the other applicable candidates once per problem shape (when
+ * the compile option autotune is on), remembers the choice in the kernel
+ * cache file (next to the GEMM choices), and runs the fastest;
+ * ge2_program_kernel_report names the winner. A candidate that does not
+ * apply, or fails to prepare or to run while timed, is left out with its
+ * reason, and the op's own kernel remains. */
+typedef struct ge2_kernel_candidate {
+    const char *name; /* unique per op; in the kernel report and the cache */
+    /* Whether it takes this launch (shapes, dtypes, alignment); when not,
+     * why filled. NULL: every launch. */
+    bool (*applies)(const ge2_launch *launch, char *why, size_t why_size);
+    ge2_cuda_kernel cuda; /* as an op's: capturable */
+} ge2_kernel_candidate;
+
+/* Adds candidate for op; the struct must outlive every program. At most
+ * GE2_OP_MAX_CANDIDATES per op. */
+#define GE2_OP_MAX_CANDIDATES 8
+ge2_status ge2_kernel_candidate_register(ge2_op op, const ge2_kernel_candidate *candidate);
 
 /* ---------------------------------------------------------- op definitions */
 
@@ -158,8 +188,77 @@ ge2_status ge2_op_register(const ge2_op_def *def, ge2_op *op);
 /* The id of the registered op called name. */
 ge2_status ge2_op_find(const char *name, ge2_op *op);
 
-/* A node's attributes: the GE2_OP_ATTRS_BYTES its builder gave. */
+/* ------------------------------------------------------- building a node */
+
+/* Appends a forward node of op over inputs[0, n_inputs) with a copy of
+ * attrs (attrs_bytes <= GE2_OP_ATTRS_BYTES; NULL and 0 for none); its
+ * inference runs now, and its n_outputs outputs come back in outputs[]. A
+ * public builder for a registered op is this call with the op's attrs. */
+ge2_status ge2_apply(ge2_graph *graph, ge2_op op, ge2_tensor *const *inputs, int n_inputs, const void *attrs,
+                     size_t attrs_bytes, int n_outputs, ge2_tensor **outputs);
+
+/* -------------------------------------- what an op's functions read of a node */
+
+int ge2_node_id(const ge2_node *node);
+ge2_op ge2_node_op(const ge2_node *node);
+int ge2_node_input_count(const ge2_node *node);
+int ge2_node_output_count(const ge2_node *node);
+/* Tensor ids (what backward rules pass around). */
+int ge2_node_input(const ge2_node *node, int i);
+int ge2_node_output(const ge2_node *node, int i);
+/* The GE2_OP_ATTRS_BYTES its builder gave (zeros past them). */
 const void *ge2_node_attrs(const ge2_node *node);
+/* The op's registered name, for messages ("ge2_<name>: ..."). */
+const char *ge2_node_op_name(const ge2_node *node);
+
+/* ------------------------------------------------------- backward rules */
+
+/* dy[i] a rule receives, besides a tensor id: */
+#define GE2_GRAD_NONE (-1) /* no gradient flows into this output */
+#define GE2_GRAD_SEED (-2) /* the implicit 1 of the loss itself (ge2_ag_dy_tensor makes it a tensor) */
+
+/* Whether tensor wants a gradient (a rule skips the work otherwise). */
+bool ge2_ag_wants(const ge2_autograd *ag, int tensor);
+/* dy as a tensor id: the seed becomes a scalar constant 1. */
+ge2_status ge2_ag_dy_tensor(ge2_autograd *ag, int dy, int *out);
+/* Appends a backward node of op (any registered op: ge2's own through
+ * ge2_op_find, or the user's backward op) over tensor ids; its outputs'
+ * ids in outputs[0, n_outputs). attrs as for ge2_apply. */
+ge2_status ge2_ag_emit_op(ge2_autograd *ag, ge2_op op, const int *inputs, int n_inputs, const void *attrs,
+                          size_t attrs_bytes, int n_outputs, int *outputs);
+/* Adds grad to tensor's gradient (summed when several rules contribute). */
+ge2_status ge2_ag_accumulate(ge2_autograd *ag, int tensor, int grad);
+
+/* --------------------------------------------------------- check helpers */
+
+/* What a check found. Both helpers return GE2_OK when the check ran (its
+ * verdict in ok) and an error status when it could not run. */
+typedef struct ge2_check_result {
+    bool ok;
+    /* largest |got - want| - (atol + rtol |want|) over all elements: <= 0
+     * passes; NaN once any element is NaN */
+    double worst_error;
+    char message[512]; /* the first element out of tolerance, or why the check failed */
+} ge2_check_result;
+
+/* Gradients against float64 central differences on the CPU: after
+ * ge2_backward(graph, loss) on a graph of f64 tensors, each wrt tensor
+ * (a parameter, or an input given ge2_require_grad) gets its gradient from
+ * the backward and, element by element, (L(x + h) - L(x - h)) / 2h with
+ * h = 1e-5; they must agree within atol + rtol |numeric|. Parameters take
+ * their initializers' values; feeds give the inputs and labels. */
+ge2_status ge2_check_gradients(const ge2_graph *graph, const ge2_tensor *loss, const ge2_feed *feeds, int n_feeds,
+                               ge2_tensor *const *wrt, int n_wrt, double atol, double rtol, ge2_check_result *out);
+
+/* One step of mode on the CPU backend and on the CUDA backend, same
+ * parameters and feeds: each of outputs (tensors marked with
+ * ge2_mark_output, f32) must agree within atol + rtol |cpu|. The graph
+ * must have no optimizer when mode is GE2_MODE_TRAIN (a step would update
+ * the parameters differently on the two sides). GE2_ERR_NO_DEVICE without
+ * a GPU. */
+ge2_status ge2_check_agreement(ge2_graph *graph, ge2_mode mode, const ge2_feed *feeds, int n_feeds,
+                               ge2_tensor *const *outputs, int n_outputs, double atol, double rtol,
+                               ge2_check_result *out);
 
 #ifdef __cplusplus
 }

@@ -8,7 +8,7 @@
 
 #include "graph/verify.h"
 #include "tests/support/check_main.h"
-#include "tests/support/grad_check.h"
+#include "check/gradients.h"
 #include "ops/ops.h"
 
 static ge2_graph *g;
@@ -34,7 +34,7 @@ static void expect_gradients(ge2_tensor *loss, const ge2_feed *feeds, int n_feed
 {
     OK(ge2_backward(g, loss));
     OK(ge2_graph_verify(g));
-    ge2_grad_check_result r = ge2_grad_check(g, loss, feeds, n_feeds, wrt, n_wrt, 1e-6, 1e-5);
+    ge2_check_result r = ge2_grad_check(g, loss, feeds, n_feeds, wrt, n_wrt, 1e-6, 1e-5);
     ck_assert_msg(r.ok, "%s", r.message);
 }
 
@@ -156,7 +156,7 @@ START_TEST(a_parameter_used_as_logits_gets_a_copy_of_dlogits)
     ck_assert_int_eq(g->nodes[gw->producer].op, GE2_OP_SCALE);
     int32_t lv[2] = {2, 0};
     ge2_feed f = {labels, lv, labels->shape};
-    ge2_grad_check_result r = ge2_grad_check(g, loss, &f, 1, &w, 1, 1e-6, 1e-5);
+    ge2_check_result r = ge2_grad_check(g, loss, &f, 1, &w, 1, 1e-6, 1e-5);
     ck_assert_msg(r.ok, "%s", r.message);
 }
 END_TEST
@@ -206,7 +206,7 @@ START_TEST(grad_check_rejects_nan)
     OK(ge2_backward(g, loss));
     double xv[3] = {0.5, NAN, -0.25};
     ge2_feed f = {x, xv, x->shape};
-    ge2_grad_check_result r = ge2_grad_check(g, loss, &f, 1, &w, 1, 1e-6, 1e-5);
+    ge2_check_result r = ge2_grad_check(g, loss, &f, 1, &w, 1, 1e-6, 1e-5);
     ck_assert(!r.ok);
     ck_assert(isnan(r.worst_error));
     ck_assert_msg(strstr(r.message, "w[0]") && strstr(r.message, "nan"), "%s", r.message);

@@ -9,7 +9,7 @@
 #include "ops/linear/linear.h"
 #include "ops/loss/loss.h"
 #include "tests/support/check_main.h"
-#include "tests/support/naive_run.h"
+#include "check/naive.h"
 #include "ops/ops.h"
 
 static ge2_launch launch_of(const ge2_node *node)

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 
 #include "tests/support/check_main.h"
-#include "tests/support/grad_check.h"
-#include "tests/support/naive_run.h"
+#include "check/gradients.h"
+#include "check/naive.h"
 #include "ops/ops.h"
 
 enum { B = 5, IN = 6, H1 = 9, H2 = 7, C = 4 };
@@ -105,7 +105,7 @@ START_TEST(fused_mlp_matches_finite_differences)
         build(&m, GE2_F64, acts[_i][0], acts[_i][1], true, twice);
         ck_assert_int_eq(count_ops(m.g, GE2_OP_LINEAR_GRAD_INPUT), twice ? 1 : 2);
         ge2_feed feeds[2] = {{m.x, m.xv, m.x->shape}, {m.labels, m.lv, m.labels->shape}};
-        ge2_grad_check_result r = ge2_grad_check(m.g, m.loss, feeds, 2, m.params, 6, 1e-7, 1e-5);
+        ge2_check_result r = ge2_grad_check(m.g, m.loss, feeds, 2, m.params, 6, 1e-7, 1e-5);
         ck_assert_msg(r.ok, "%s/%s%s: %s", ge2_activation_name(acts[_i][0]), ge2_activation_name(acts[_i][1]),
                       twice ? " (h1 read twice)" : "", r.message);
         ge2_graph_free(m.g);

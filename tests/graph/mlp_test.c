@@ -7,7 +7,7 @@
 
 #include "graph/init.h"
 #include "tests/graph/reference.h"
-#include "tests/support/naive_run.h"
+#include "check/naive.h"
 #include "tests/support/check_main.h"
 #include "ops/ops.h"
 

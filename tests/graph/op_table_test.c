@@ -9,8 +9,8 @@
 #include "graph/alloc.h"
 #include "graph/ir.h"
 #include "tests/graph/reference.h"
-#include "tests/support/grad_check.h"
-#include "tests/support/naive_run.h"
+#include "check/gradients.h"
+#include "check/naive.h"
 #include "tests/support/op_cases.h"
 #include "tests/support/check_main.h"
 #include "ops/ops.h"
@@ -117,7 +117,7 @@ static void check_gradient(int op, uint64_t seed)
     ck_assert_int_gt(inst.n_wrt, 0);
     for (int w = 0; w < inst.n_wrt; w++)
         ck_assert_int_eq(ge2_grad(inst.wrt[w])->grad_of, inst.wrt[w]->id);
-    ge2_grad_check_result r = ge2_grad_check(g, loss, inst.feeds, inst.n_feeds, inst.wrt, inst.n_wrt, 1e-6, 1e-5);
+    ge2_check_result r = ge2_grad_check(g, loss, inst.feeds, inst.n_feeds, inst.wrt, inst.n_wrt, 1e-6, 1e-5);
     ck_assert_msg(r.ok, "%s (seed %llu): %s", ge2_op_name((ge2_op)op), (unsigned long long)seed, r.message);
     ge2_op_instance_free(&inst);
 }

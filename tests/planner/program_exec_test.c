@@ -14,7 +14,7 @@
 #include "graph/error.h"
 #include "tests/planner/random_graph.h"
 #include "tests/planner/suite.h"
-#include "tests/support/naive_run.h"
+#include "check/naive.h"
 
 #define CORPUS 120
 

@@ -1,9 +1,11 @@
-#include "tests/support/grad_check.h"
+#include "check/gradients.h"
 
 #include <math.h>
 #include <stdio.h>
 
-#include "tests/support/naive_run.h"
+#include "graph/error.h"
+
+#include "check/naive.h"
 
 static double loss_at(ge2_naive *n, const ge2_tensor *loss, bool *ok)
 {
@@ -17,10 +19,10 @@ bool ge2_grad_check_close(double analytic, double numeric, double atol, double r
     return *err <= 0;
 }
 
-ge2_grad_check_result ge2_grad_check(const ge2_graph *g, const ge2_tensor *loss, const ge2_feed *feeds, int n_feeds,
+ge2_check_result ge2_grad_check(const ge2_graph *g, const ge2_tensor *loss, const ge2_feed *feeds, int n_feeds,
                                      ge2_tensor *const *wrt, int n_wrt, double atol, double rtol)
 {
-    ge2_grad_check_result r = {.ok = true, .worst_error = -INFINITY};
+    ge2_check_result r = {.ok = true, .worst_error = -INFINITY};
     ge2_naive *n;
     if (loss->dtype != GE2_F64 || ge2_naive_run(g, feeds, n_feeds, &n) != GE2_OK) {
         snprintf(r.message, sizeof r.message, "cannot run: loss '%s' is %s (%s)", loss->name,
@@ -59,4 +61,15 @@ ge2_grad_check_result ge2_grad_check(const ge2_graph *g, const ge2_tensor *loss,
     }
     ge2_naive_free(n);
     return r;
+}
+
+ge2_status ge2_check_gradients(const ge2_graph *graph, const ge2_tensor *loss, const ge2_feed *feeds, int n_feeds,
+                               ge2_tensor *const *wrt, int n_wrt, double atol, double rtol, ge2_check_result *out)
+{
+    if (!graph || !loss || !out || (n_wrt > 0 && !wrt) || (n_feeds > 0 && !feeds))
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_check_gradients: graph, loss, out, wrt and feeds must be given");
+    if (graph->loss != loss->id)
+        return ge2_error(GE2_ERR_STATE, "ge2_check_gradients: call ge2_backward(graph, '%s') first", loss->name);
+    *out = ge2_grad_check(graph, loss, feeds, n_feeds, wrt, n_wrt, atol, rtol);
+    return GE2_OK;
 }

@@ -1,4 +1,4 @@
-#include "tests/support/naive_run.h"
+#include "check/naive.h"
 
 #include <string.h>
 

@@ -1,9 +1,9 @@
 /* The naive reference executor: every tensor in its own buffer, nodes in
  * creation order, the CPU kernels. It plans nothing and shares nothing, so a
  * planned program (arena offsets, in-place reuse, graph keys) must give
- * bitwise the same values. Test-only. */
-#ifndef GE2_TESTS_SUPPORT_NAIVE_RUN_H
-#define GE2_TESTS_SUPPORT_NAIVE_RUN_H
+ * bitwise the same values; and it runs ge2_check_gradients (gradients.c). */
+#ifndef GE2_CHECK_NAIVE_H
+#define GE2_CHECK_NAIVE_H
 
 #include "graph/control.h"
 #include "graph/ir.h"
@@ -30,4 +30,4 @@ ge2_status ge2_naive_run(const ge2_graph *g, const ge2_feed *feeds, int n_feeds,
 
 static inline void *ge2_naive_data(const ge2_naive *n, const ge2_tensor *t) { return n->data[t->id]; }
 
-#endif /* GE2_TESTS_SUPPORT_NAIVE_RUN_H */
+#endif /* GE2_CHECK_NAIVE_H */

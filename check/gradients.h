@@ -1,17 +1,12 @@
-/* Central-difference gradient check on the naive executor (float64 graphs). */
-#ifndef GE2_TESTS_SUPPORT_GRAD_CHECK_H
-#define GE2_TESTS_SUPPORT_GRAD_CHECK_H
+/* Central-difference gradient check on the naive executor (float64
+ * graphs): ge2_check_gradients, and the table-driven suites' form of it. */
+#ifndef GE2_CHECK_GRADIENTS_H
+#define GE2_CHECK_GRADIENTS_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
 #include "graph/ir.h"
-
-typedef struct ge2_grad_check_result {
-    bool ok;
-    double worst_error;  /* |analytic - numeric| - (atol + rtol |numeric|), largest over all elements; NaN once any is NaN */
-    char message[512];   /* the first element out of tolerance, or why the check could not run */
-} ge2_grad_check_result;
 
 /* After ge2_backward(g, loss) on an f64 graph: runs it once with feeds, then
  * compares each wrt tensor's gradient (ge2_grad) element by element with
@@ -22,7 +17,7 @@ typedef struct ge2_grad_check_result {
  * is written as !(err <= 0), not err > 0). */
 bool ge2_grad_check_close(double analytic, double numeric, double atol, double rtol, double *err);
 
-ge2_grad_check_result ge2_grad_check(const ge2_graph *g, const ge2_tensor *loss, const ge2_feed *feeds, int n_feeds,
+ge2_check_result ge2_grad_check(const ge2_graph *g, const ge2_tensor *loss, const ge2_feed *feeds, int n_feeds,
                                      ge2_tensor *const *wrt, int n_wrt, double atol, double rtol);
 
-#endif /* GE2_TESTS_SUPPORT_GRAD_CHECK_H */
+#endif /* GE2_CHECK_GRADIENTS_H */

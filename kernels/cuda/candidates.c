@@ -1,0 +1,331 @@
+/* Registered kernel candidates, their timing against an op's own CUDA
+ * kernel, and the file that remembers the winners (see candidates.h). */
+#include "kernels/cuda/candidates.h"
+
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "graph/alloc.h"
+#include "graph/error.h"
+
+/* ---------------------------------------------------------------- registry */
+
+static const ge2_kernel_candidate *registered[GE2_OP_MAX][GE2_OP_MAX_CANDIDATES];
+static int n_registered[GE2_OP_MAX];
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+ge2_status ge2_kernel_candidate_register(ge2_op op, const ge2_kernel_candidate *c)
+{
+    const ge2_op_def *def = ge2_op_def_of(op);
+    if (!def)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_kernel_candidate_register: op %d is not registered", (int)op);
+    if (!c || !c->name || !c->name[0] || !c->cuda.launch)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT,
+                         "ge2_kernel_candidate_register: ge2_%s: a candidate needs a name and a CUDA launch", def->name);
+    if (strlen(c->name) >= 48 || strpbrk(c->name, "\t\n "))
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT,
+                         "ge2_kernel_candidate_register: ge2_%s: candidate name '%.48s' must be under 48 characters, "
+                         "without blanks",
+                         def->name, c->name);
+    pthread_mutex_lock(&lock);
+    ge2_status st = GE2_OK;
+    for (int i = 0; i < n_registered[op] && st == GE2_OK; i++)
+        if (strcmp(registered[op][i]->name, c->name) == 0)
+            st = ge2_error(GE2_ERR_INVALID_ARGUMENT,
+                           "ge2_kernel_candidate_register: ge2_%s has a candidate named '%s' already", def->name,
+                           c->name);
+    if (st == GE2_OK && n_registered[op] == GE2_OP_MAX_CANDIDATES)
+        st = ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_kernel_candidate_register: ge2_%s has %d candidates, the most",
+                       def->name, GE2_OP_MAX_CANDIDATES);
+    if (st == GE2_OK)
+        registered[op][n_registered[op]++] = c;
+    pthread_mutex_unlock(&lock);
+    return st;
+}
+
+const ge2_kernel_candidate *const *ge2_kernel_candidates_of(ge2_op op, int *n)
+{
+    *n = op >= 0 && op < GE2_OP_MAX ? n_registered[op] : 0;
+    return *n ? registered[op] : NULL;
+}
+
+/* ------------------------------------------------------ remembered choices */
+
+#define KEY_MAX 384
+#define NAME_MAX_ 48
+#define CHOICES_MAX 1024
+
+typedef struct choice {
+    char key[KEY_MAX];
+    char winner[NAME_MAX_]; /* a candidate's name, or "-" for the op's own kernel */
+} choice;
+
+static choice choices[CHOICES_MAX];
+static int n_choices;
+static bool loaded;
+
+bool ge2_kernel_candidate_cache_path(const char *gemm_cache, char *buf, size_t size)
+{
+    if (!gemm_cache || !gemm_cache[0])
+        return false;
+    const char *slash = strrchr(gemm_cache, '/');
+    int n = slash ? snprintf(buf, size, "%.*s/candidates.txt", (int)(slash - gemm_cache), gemm_cache)
+                  : snprintf(buf, size, "candidates.txt");
+    return n > 0 && (size_t)n < size;
+}
+
+/* Lines "key<TAB>winner"; the file is untrusted: a line too long, without
+ * its tab or with an empty field is skipped. Lock held. */
+static void load_locked(const char *path)
+{
+    if (loaded)
+        return;
+    loaded = true;
+    FILE *f = path ? fopen(path, "r") : NULL;
+    if (!f)
+        return;
+    char line[KEY_MAX + NAME_MAX_ + 8];
+    while (n_choices < CHOICES_MAX && fgets(line, sizeof line, f)) {
+        char *nl = strchr(line, '\n'), *tab = strchr(line, '\t');
+        if (!nl) { /* too long: skip the rest of it */
+            int c;
+            while ((c = fgetc(f)) != EOF && c != '\n')
+                ;
+            continue;
+        }
+        *nl = '\0';
+        if (!tab || tab == line || !tab[1] || (size_t)(tab - line) >= KEY_MAX || strlen(tab + 1) >= NAME_MAX_)
+            continue;
+        *tab = '\0';
+        /* lengths checked above */
+        memcpy(choices[n_choices].key, line, (size_t)(tab - line) + 1);
+        memcpy(choices[n_choices].winner, tab + 1, strlen(tab + 1) + 1);
+        n_choices++;
+    }
+    fclose(f);
+}
+
+static const char *lookup(const char *path, const char *key)
+{
+    pthread_mutex_lock(&lock);
+    load_locked(path);
+    const char *w = NULL;
+    for (int i = n_choices - 1; i >= 0 && !w; i--)
+        if (strcmp(choices[i].key, key) == 0)
+            w = choices[i].winner;
+    pthread_mutex_unlock(&lock);
+    return w;
+}
+
+/* Remembers the winner and rewrites the file (a temporary renamed over it);
+ * a file that cannot be written only loses the memory across runs. */
+static void store(const char *path, const char *key, const char *winner)
+{
+    pthread_mutex_lock(&lock);
+    load_locked(path);
+    if (n_choices < CHOICES_MAX) {
+        snprintf(choices[n_choices].key, KEY_MAX, "%s", key);
+        snprintf(choices[n_choices].winner, NAME_MAX_, "%s", winner);
+        n_choices++;
+    }
+    char tmp[4200];
+    if (path && snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid()) < (int)sizeof tmp) {
+        FILE *f = fopen(tmp, "w");
+        for (int i = 0; f && i < n_choices; i++)
+            fprintf(f, "%s\t%s\n", choices[i].key, choices[i].winner);
+        if (f && fclose(f) == 0)
+            rename(tmp, path);
+        else
+            remove(tmp);
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+void ge2_kernel_candidates_reset(void)
+{
+    pthread_mutex_lock(&lock);
+    n_choices = 0;
+    loaded = false;
+    pthread_mutex_unlock(&lock);
+}
+
+/* ------------------------------------------------------------------ timing */
+
+static size_t view_bytes(const ge2_view *v) { return (size_t)ge2_shape_numel(v->shape) * ge2_dtype_size(v->dtype); }
+
+/* op name, every view's dtype and shape, and the candidates' names: a new
+ * candidate, or one gone, makes a new key. */
+static bool problem_key(const ge2_launch *l, const ge2_kernel_candidate *const *c, int n, char *buf, size_t size)
+{
+    size_t used = 0;
+    int w = snprintf(buf, size, "%s", ge2_op_name(l->node->op));
+    for (int i = 0; i < l->n_in + l->n_out && w >= 0 && (used += (size_t)w) < size; i++) {
+        const ge2_view *v = i < l->n_in ? &l->in[i] : &l->out[i - l->n_in];
+        char s[96];
+        w = snprintf(buf + used, size - used, "%s%s%s", i == l->n_in ? " ->" : "", i ? " " : " ",
+                     ge2_dtype_name(v->dtype));
+        if (w < 0 || (used += (size_t)w) >= size)
+            break;
+        w = snprintf(buf + used, size - used, "%s", ge2_shape_str(v->shape, s, sizeof s));
+    }
+    for (int i = 0; i < n && w >= 0 && (used += (size_t)w) < size; i++)
+        w = snprintf(buf + used, size - used, "%s%s", i ? "," : " |", c[i]->name);
+    return w >= 0 && used + (size_t)w < size;
+}
+
+/* Microseconds per launch of k on t (scratch views), or a negative number
+ * with why filled when it does not prepare or run. */
+static double time_kernel(const ge2_cuda_kernel *k, ge2_launch *t, char *why, size_t why_size)
+{
+    enum { WARM = 2, TIMED = 10 };
+    t->backend_data = NULL;
+    if (k->prepare && k->prepare(t) != GE2_OK) {
+        snprintf(why, why_size, "prepare: %s", ge2_last_error());
+        return -1;
+    }
+    cudaStream_t s = (cudaStream_t)t->stream;
+    cudaEvent_t a = NULL, b = NULL;
+    float ms = -1;
+    bool ok = cudaEventCreate(&a) == cudaSuccess && cudaEventCreate(&b) == cudaSuccess;
+    for (int i = 0; ok && i < WARM; i++)
+        ok = k->launch(t) == GE2_OK;
+    ok = ok && cudaEventRecord(a, s) == cudaSuccess;
+    for (int i = 0; ok && i < TIMED; i++)
+        ok = k->launch(t) == GE2_OK;
+    ok = ok && cudaEventRecord(b, s) == cudaSuccess && cudaEventSynchronize(b) == cudaSuccess &&
+         cudaEventElapsedTime(&ms, a, b) == cudaSuccess;
+    if (!ok) {
+        snprintf(why, why_size, "run: %s", ge2_last_error()[0] ? ge2_last_error() : cudaGetErrorString(cudaGetLastError()));
+        cudaStreamSynchronize(s);
+        cudaGetLastError();
+    }
+    if (a)
+        cudaEventDestroy(a);
+    if (b)
+        cudaEventDestroy(b);
+    if (k->release)
+        k->release(t);
+    t->backend_data = NULL;
+    return ok ? 1e3 * (double)ms / TIMED : -1;
+}
+
+/* t = l with every view on its own scratch copy; false when memory lacks. */
+static bool scratch_launch(const ge2_launch *l, ge2_launch *t, void **bufs)
+{
+    *t = *l;
+    t->backend_data = NULL;
+    for (int i = 0; i < l->n_in + l->n_out; i++) {
+        const ge2_view *v = i < l->n_in ? &l->in[i] : &l->out[i - l->n_in];
+        ge2_view *tv = i < l->n_in ? &t->in[i] : &t->out[i - l->n_in];
+        bufs[i] = NULL;
+        if (!v->data)
+            continue;
+        const size_t bytes = view_bytes(v);
+        if (cudaMalloc(&bufs[i], bytes ? bytes : 1) != cudaSuccess) {
+            cudaGetLastError();
+            return false;
+        }
+        if (i < l->n_in && cudaMemcpyAsync(bufs[i], v->data, bytes, cudaMemcpyDeviceToDevice,
+                                           (cudaStream_t)l->stream) != cudaSuccess)
+            return false;
+        tv->data = bufs[i];
+    }
+    return cudaStreamSynchronize((cudaStream_t)l->stream) == cudaSuccess;
+}
+
+/* Runs launch l on k from now on, prepared on l (the op's own kernel was). */
+static ge2_status switch_to(ge2_launch *l, const ge2_cuda_kernel *k)
+{
+    if (l->kernel->release)
+        l->kernel->release(l);
+    l->backend_data = NULL;
+    l->kernel = k;
+    return k->prepare ? k->prepare(l) : GE2_OK;
+}
+
+ge2_status ge2_kernel_choose(ge2_launch *l)
+{
+    const ge2_cuda_kernel *own = &ge2_op_def_of(l->node->op)->cuda;
+    l->kernel = own;
+    l->kernel_choice[0] = '\0';
+    l->backend_data = NULL;
+    if (own->prepare)
+        GE2_TRY(own->prepare(l));
+    int n_all;
+    const ge2_kernel_candidate *const *all = ge2_kernel_candidates_of(l->node->op, &n_all);
+    const ge2_kernel_candidate *apply[GE2_OP_MAX_CANDIDATES];
+    int n = 0;
+    char why[160] = "";
+    for (int i = 0; i < n_all; i++)
+        if (!all[i]->applies || all[i]->applies(l, why, sizeof why))
+            apply[n++] = all[i];
+    if (n == 0) {
+        if (n_all)
+            snprintf(l->kernel_choice, sizeof l->kernel_choice, "own kernel; no candidate applies (%s)", why);
+        return GE2_OK;
+    }
+    const bool autotune = !l->settings || l->settings->autotune;
+    if (!autotune) {
+        snprintf(l->kernel_choice, sizeof l->kernel_choice, "own kernel; %d candidate%s not timed (autotune off)", n,
+                 n == 1 ? "" : "s");
+        return GE2_OK;
+    }
+    char key[KEY_MAX], path[4200];
+    const char *file = l->settings && ge2_kernel_candidate_cache_path(l->settings->kernel_cache, path, sizeof path)
+                           ? path
+                           : NULL;
+    const bool keyed = problem_key(l, apply, n, key, sizeof key);
+    const char *cached = keyed ? lookup(file, key) : NULL;
+    for (int i = 0; cached && i < n; i++)
+        if (strcmp(apply[i]->name, cached) == 0) {
+            snprintf(l->kernel_choice, sizeof l->kernel_choice, "candidate %s (cached, of %d)", cached, n + 1);
+            return switch_to(l, &apply[i]->cuda);
+        }
+    if (cached && strcmp(cached, "-") == 0) {
+        snprintf(l->kernel_choice, sizeof l->kernel_choice, "own kernel (cached, of %d)", n + 1);
+        return GE2_OK;
+    }
+
+    ge2_launch t;
+    void *bufs[GE2_MAX_INPUTS + GE2_MAX_OUTPUTS] = {0};
+    double best_us = -1, own_us = -1;
+    int best = -1; /* -1: own */
+    if (scratch_launch(l, &t, bufs)) {
+        char own_why[160];
+        own_us = time_kernel(own, &t, own_why, sizeof own_why);
+        best_us = own_us;
+        for (int i = 0; i < n; i++) {
+            double us = time_kernel(&apply[i]->cuda, &t, why, sizeof why);
+            if (us >= 0 && (best_us < 0 || us < best_us)) {
+                best_us = us;
+                best = i;
+            }
+        }
+    } else {
+        snprintf(why, sizeof why, "no device memory to time on");
+    }
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (bufs[i])
+            cudaFree(bufs[i]);
+    cudaGetLastError();
+    ge2_clear_error();
+    if (best < 0 && own_us < 0) {
+        snprintf(l->kernel_choice, sizeof l->kernel_choice, "own kernel; candidates not timed (%s)", why);
+        return GE2_OK;
+    }
+    if (best < 0) {
+        snprintf(l->kernel_choice, sizeof l->kernel_choice, "own kernel (tuned %.1f us, of %d)", own_us, n + 1);
+        if (keyed && own_us >= 0)
+            store(file, key, "-");
+        return GE2_OK;
+    }
+    snprintf(l->kernel_choice, sizeof l->kernel_choice, "candidate %s (tuned %.1f us vs own %.1f, of %d)",
+             apply[best]->name, best_us, own_us, n + 1);
+    if (keyed)
+        store(file, key, apply[best]->name);
+    return switch_to(l, &apply[best]->cuda);
+}

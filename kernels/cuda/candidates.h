@@ -1,0 +1,40 @@
+/* The kernel registry's side for ops' CUDA kernels: registered candidates
+ * (extension.h: ge2_kernel_candidate_register), timed against the op's own
+ * kernel once per problem shape, the choice kept in a cache file beside
+ * the GEMM choices. The CUDA backend calls ge2_kernel_choose per launch at
+ * prepare, before warm-up and capture. */
+#ifndef GE2_KERNELS_CUDA_CANDIDATES_H
+#define GE2_KERNELS_CUDA_CANDIDATES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "graph/ir.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The candidates registered for op; their count in *n. */
+const ge2_kernel_candidate *const *ge2_kernel_candidates_of(ge2_op op, int *n);
+
+/* Sets launch->kernel (prepared on launch) and launch->kernel_choice: the
+ * op's own kernel when no candidate applies or autotune is off, else the
+ * fastest of the op's own and the applicable candidates, timed on scratch
+ * copies of the launch's buffers (the real ones are not touched) or taken
+ * from the cache. Errors only when even the op's own kernel fails to
+ * prepare. */
+ge2_status ge2_kernel_choose(ge2_launch *launch);
+
+/* The cache file of candidate choices for a GEMM cache path (NULL: none):
+ * "<dir>/candidates.txt" beside it, into buf. */
+bool ge2_kernel_candidate_cache_path(const char *gemm_cache, char *buf, size_t size);
+
+/* Forgets the in-memory choices (tests). */
+void ge2_kernel_candidates_reset(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GE2_KERNELS_CUDA_CANDIDATES_H */
