@@ -1,3 +1,4 @@
 #!/usr/bin/env bash
-# Runs the binary given as $1; the test passes when it exits 0.
-exec "$1"
+# Runs the binary given as $1 with the arguments after it; the test passes
+# when it exits 0.
+exec "$@"

@@ -45,7 +45,7 @@ mapfile -t gpu_tests < <(query 'attr(tags, "[\[ ]gpu[,\]]", tests(//...))')
 
 # Optional binaries: present once their modules exist.
 extra=()
-for t in //examples:smoke //examples:train_mlp; do
+for t in //examples:smoke //examples:train_mlp //examples:train_custom_op; do
     if bazel query --noshow_progress "$t" >/dev/null 2>&1; then
         extra+=("$t")
     fi

@@ -188,6 +188,11 @@ ge2_status ge2_op_register(const ge2_op_def *def, ge2_op *op);
 /* The id of the registered op called name. */
 ge2_status ge2_op_find(const char *name, ge2_op *op);
 
+/* Records "fmt ..." as the message ge2_last_error() returns and returns
+ * status: how an op's inference or kernel reports a user's mistake (name
+ * the op, the tensors and their shapes). */
+ge2_status ge2_error(ge2_status status, const char *fmt, ...);
+
 /* ------------------------------------------------------- building a node */
 
 /* Appends a forward node of op over inputs[0, n_inputs) with a copy of
