@@ -95,6 +95,10 @@ typedef struct ge2_fusion_pattern {
      * key->n - at), or false with why (NULL-safe) filled. */
     bool (*match)(const ge2_fusion_key *key, int at, ge2_fusion_group *group, char *why, size_t why_size);
     const ge2_fusion_impl *cuda; /* NULL: no CUDA implementation */
+    /* A training graph the pattern finds a group in, for the generic test
+     * (tests/fusion): every row has one, so a new pattern is tested the
+     * day it is added. */
+    ge2_status (*example)(ge2_graph **graph);
 } ge2_fusion_pattern;
 
 int ge2_fusion_pattern_count(void);
@@ -107,6 +111,13 @@ typedef unsigned ge2_fusion_set;
 /* All rows but those named in `disabled` (comma-separated; NULL or ""
  * for none); an unknown name is an error naming the known ones. */
 ge2_status ge2_fusion_set_parse(const char *disabled, ge2_fusion_set *out);
+
+/* A classifier MLP in[0] -> in[1] -> ... -> in[n-1] (act after each hidden
+ * layer, none on the last), cross-entropy, accuracy marked as a metric,
+ * its backward and a flat Adam; input "x" [batch, in[0]], label "labels"
+ * [batch]. The patterns' examples are such graphs. */
+ge2_status ge2_fusion_example_mlp(const int64_t *widths, int n, int64_t batch, ge2_activation act,
+                                  ge2_graph **graph);
 
 /* ------------------------------------------------------------------ pass */
 

@@ -42,9 +42,17 @@ static const ge2_fusion_impl cuda = {
     .describe = describe,
 };
 
+/* tanh hidden layers: the whole-step kernel (relu or none) declines. */
+static ge2_status example(ge2_graph **graph)
+{
+    static const int64_t widths[] = {48, 64, 10};
+    return ge2_fusion_example_mlp(widths, 3, 32, GE2_ACT_TANH, graph);
+}
+
 const ge2_fusion_pattern ge2_fusion_head = {
     .name = "head",
     .what = "a small classifier head's LINEAR + cross-entropy, and its two backward GEMMs, one kernel per pair",
     .match = match,
     .cuda = &cuda,
+    .example = example,
 };

@@ -49,9 +49,17 @@ static const ge2_fusion_impl cuda = {
     .describe = describe,
 };
 
+/* A small relu MLP: every GEMM well within the kernel's limits. */
+static ge2_status example(ge2_graph **graph)
+{
+    static const int64_t widths[] = {48, 64, 32, 10};
+    return ge2_fusion_example_mlp(widths, 4, 32, GE2_ACT_RELU, graph);
+}
+
 const ge2_fusion_pattern ge2_fusion_mlp_step = {
     .name = "mlp_step",
     .what = "a small MLP's whole training step (forward, cross-entropy, backward, optimizer) in one kernel",
     .match = match,
     .cuda = &cuda,
+    .example = example,
 };

@@ -46,9 +46,17 @@ static const ge2_fusion_impl cuda = {
     .describe = NULL, /* the report names the update's own kernel */
 };
 
+/* Any training step the whole-step kernel declines ends with the update. */
+static ge2_status example(ge2_graph **graph)
+{
+    static const int64_t widths[] = {48, 64, 10};
+    return ge2_fusion_example_mlp(widths, 3, 32, GE2_ACT_TANH, graph);
+}
+
 const ge2_fusion_pattern ge2_fusion_tail_copies = {
     .name = "tail_copies",
     .what = "the step's last optimizer update also copies the loss and metrics back",
     .match = match,
     .cuda = &cuda,
+    .example = example,
 };

@@ -1,0 +1,46 @@
+/* The graphs the patterns' examples build (fusion.h: ge2_fusion_example_mlp). */
+#include <stdio.h>
+
+#include "fusion/fusion.h"
+#include "graph/error.h"
+
+ge2_status ge2_fusion_example_mlp(const int64_t *widths, int n, int64_t batch, ge2_activation act, ge2_graph **graph)
+{
+    ge2_graph *g;
+    ge2_tensor *x, *labels, *h, *loss, *correct;
+    GE2_TRY(ge2_graph_new(&g));
+    ge2_status st = ge2_input(g, "x", GE2_F32, ge2_shape2(batch, widths[0]), &x);
+    if (st == GE2_OK)
+        st = ge2_label(g, "labels", GE2_I32, ge2_shape1(batch), &labels);
+    h = x;
+    for (int l = 1; st == GE2_OK && l < n; l++) {
+        char wn[32], bn[32];
+        snprintf(wn, sizeof wn, "fc%d.weight", l);
+        snprintf(bn, sizeof bn, "fc%d.bias", l);
+        ge2_tensor *w, *b;
+        st = ge2_parameter(g, wn, GE2_F32, ge2_shape2(widths[l], widths[l - 1]),
+                           (ge2_init){GE2_INIT_LINEAR_DEFAULT, 0, 0, 0}, &w);
+        if (st == GE2_OK)
+            st = ge2_parameter(g, bn, GE2_F32, ge2_shape1(widths[l]),
+                               (ge2_init){GE2_INIT_LINEAR_DEFAULT, 0, 0, widths[l - 1]}, &b);
+        if (st == GE2_OK)
+            st = ge2_linear(g, h, w, b, l == n - 1 ? GE2_ACT_NONE : act, 0.0f, &h);
+    }
+    if (st == GE2_OK)
+        st = ge2_cross_entropy(g, h, labels, 0.0f, &loss);
+    if (st == GE2_OK)
+        st = ge2_accuracy(g, h, labels, &correct);
+    if (st == GE2_OK)
+        st = ge2_mark_output(g, correct);
+    if (st == GE2_OK)
+        st = ge2_backward(g, loss);
+    ge2_optimizer_config adam = ge2_optimizer_defaults(GE2_OPT_ADAM);
+    if (st == GE2_OK)
+        st = ge2_optimizer(g, &adam);
+    if (st != GE2_OK) {
+        ge2_graph_free(g);
+        return st;
+    }
+    *graph = g;
+    return GE2_OK;
+}

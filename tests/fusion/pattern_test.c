@@ -1,0 +1,156 @@
+/* Every fusion pattern of the registry against its own unfused nodes, on
+ * the graph its row gives (fusion/fusion.h: example): the program with
+ * every pattern on must form at least one group of the pattern, and train
+ * to the same losses and parameters as the program with that pattern
+ * off. On the CPU backend, which runs a group's nodes, bitwise (the plan
+ * differs only in lifetimes); on CUDA (built with GE2_PATTERN_TEST_CUDA),
+ * the pattern's implementation against the launches it replaces, within
+ * fp32 rounding (its sums run in another order). A new pattern is tested
+ * the day it is added. */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "capture/program_internal.h"
+#include "fusion/fusion.h"
+#include "tests/support/check_main.h"
+#ifdef GE2_PATTERN_TEST_CUDA
+#include "tests/gpu_probe.h"
+#endif
+
+enum { STEPS = 4, MAX_PARAMS = 16 };
+
+#ifdef GE2_PATTERN_TEST_CUDA
+static const ge2_device device = GE2_DEVICE_CUDA;
+static const double tolerance = 1e-4; /* relative, normwise per parameter */
+#else
+static const ge2_device device = GE2_DEVICE_CPU;
+static const double tolerance = 0; /* bitwise */
+#endif
+
+typedef struct run {
+    float loss[STEPS];
+    float *params[MAX_PARAMS];
+    int64_t numel[MAX_PARAMS];
+    int n_params;
+    int groups_of_pattern; /* in the train key's plan */
+} run;
+
+static uint64_t rng;
+static float uniform(void)
+{
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+
+/* Random feeds for every input and label of g (labels in [0, 2): every
+ * example has at least two classes). */
+static int make_feeds(ge2_graph *g, ge2_feed *feeds, void **bufs)
+{
+    int n = 0;
+    for (int i = 0; i < g->n_tensors; i++) {
+        ge2_tensor *t = g->tensors[i];
+        if (t->role != GE2_ROLE_INPUT && t->role != GE2_ROLE_LABEL)
+            continue;
+        const int64_t numel = ge2_shape_numel(t->shape);
+        bufs[n] = malloc((size_t)numel * 4);
+        for (int64_t k = 0; k < numel; k++)
+            if (t->role == GE2_ROLE_LABEL)
+                ((int32_t *)bufs[n])[k] = (int32_t)(uniform() > 0 ? 1 : 0);
+            else
+                ((float *)bufs[n])[k] = uniform();
+        feeds[n] = (ge2_feed){t, bufs[n], t->shape};
+        n++;
+    }
+    return n;
+}
+
+static void train(ge2_graph *g, int pattern, const char *disable, run *r)
+{
+    memset(r, 0, sizeof *r);
+    ge2_context *ctx;
+    ge2_program *prog;
+    ge2_compile_options o = ge2_compile_defaults();
+    o.disable_fusions = disable;
+    ck_assert_int_eq(ge2_context_new(device, &ctx), GE2_OK);
+    ck_assert_msg(ge2_compile(ctx, g, &o, &prog) == GE2_OK, "%s", ge2_last_error());
+    rng = 0x5eed;
+    for (int s = 0; s < STEPS; s++) {
+        ge2_feed feeds[4];
+        void *bufs[4];
+        int n = make_feeds(g, feeds, bufs);
+        ck_assert_msg(ge2_program_step(prog, GE2_MODE_TRAIN, feeds, n) == GE2_OK, "%s", ge2_last_error());
+        ck_assert_int_eq(ge2_program_read_output(prog, GE2_MODE_TRAIN, g->tensors[g->loss], &r->loss[s], 4), GE2_OK);
+        for (int i = 0; i < n; i++)
+            free(bufs[i]);
+    }
+    const ge2_plan *plan = prog->keys[prog->last_key[GE2_MODE_TRAIN]]->plan;
+    for (int i = 0; i < plan->n_groups; i++)
+        r->groups_of_pattern += plan->groups[i].pattern == pattern;
+    for (int i = 0; i < g->n_tensors && r->n_params < MAX_PARAMS; i++) {
+        const ge2_tensor *t = g->tensors[i];
+        if (t->role != GE2_ROLE_PARAMETER)
+            continue;
+        const int k = r->n_params++;
+        r->numel[k] = ge2_shape_numel(t->shape);
+        r->params[k] = malloc((size_t)r->numel[k] * sizeof(float));
+        ck_assert_int_eq(ge2_program_get_parameter(prog, t, r->params[k], (size_t)r->numel[k] * sizeof(float)),
+                         GE2_OK);
+    }
+    ge2_program_free(prog);
+    ge2_context_free(ctx);
+}
+
+static double rel_diff(const float *a, const float *b, int64_t n)
+{
+    double d = 0, s = 0;
+    for (int64_t i = 0; i < n; i++) {
+        d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        s += (double)b[i] * b[i];
+    }
+    return sqrt(d) / (sqrt(s) > 1e-30 ? sqrt(s) : 1e-30);
+}
+
+START_TEST(test_pattern_equals_its_nodes)
+{
+    const ge2_fusion_pattern *p = ge2_fusion_pattern_at(_i);
+    ck_assert_msg(p->example, "pattern %s has no example graph", p->name);
+    ge2_graph *g;
+    ck_assert_msg(p->example(&g) == GE2_OK, "%s's example: %s", p->name, ge2_last_error());
+    run on, off;
+    train(g, _i, NULL, &on);
+    train(g, _i, p->name, &off);
+    ck_assert_msg(on.groups_of_pattern > 0, "%s: its example formed no group", p->name);
+    ck_assert_int_eq(off.groups_of_pattern, 0);
+    for (int s = 0; s < STEPS; s++)
+        ck_assert_msg(tolerance ? fabs(on.loss[s] - off.loss[s]) <= tolerance * fabs(off.loss[s])
+                                : on.loss[s] == off.loss[s],
+                      "%s, step %d: loss %.9g fused, %.9g unfused", p->name, s, on.loss[s], off.loss[s]);
+    for (int k = 0; k < on.n_params; k++) {
+        const double d = rel_diff(on.params[k], off.params[k], on.numel[k]);
+        ck_assert_msg(tolerance ? d <= tolerance : d == 0, "%s: parameter %d differs by %.3g", p->name, k, d);
+        free(on.params[k]);
+        free(off.params[k]);
+    }
+    ge2_graph_free(g);
+}
+END_TEST
+
+int main(void)
+{
+#ifdef GE2_PATTERN_TEST_CUDA
+    char why[256];
+    if (!ge2_test_gpu_probe(why, sizeof why)) {
+        printf("fusion pattern test: no GPU (%s); nothing to run\n", why);
+        return 0;
+    }
+#endif
+    Suite *s = suite_create("fusion_patterns");
+    TCase *tc = tcase_create("patterns");
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, test_pattern_equals_its_nodes, 0, ge2_fusion_pattern_count());
+    suite_add_tcase(s, tc);
+    return ge2_check_run(s);
+}
