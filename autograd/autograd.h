@@ -13,7 +13,7 @@ extern "C" {
 
 /* GE2_GRAD_SEED and GE2_GRAD_NONE: include/ge2/extension.h. */
 /* A dy entry meaning "already taken through the producer's activation: the
- * producer's dz is pending[id].dz" (a consumer's LINEAR_GRAD_INPUT, autograd/linear.c). */
+ * producer's dz is pending[id].dz" (a consumer's LINEAR_GRAD_INPUT, ops/linear/backward.c). */
 #define GE2_GRAD_PENDING (-3)
 
 typedef struct ge2_ag_pending {

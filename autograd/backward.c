@@ -9,7 +9,7 @@
 #include "graph/op_support.h"
 #include "ops/ops.h" /* ADD sums a gradient used twice, SCALE seeds the loss */
 
-bool ge2_ag_wants(const ge2_autograd *ag, int id) { return id < ag->n_forward_tensors && ag->needs[id]; }
+bool ge2_ag_wants(const ge2_autograd *ag, int id) { return id >= 0 && id < ag->n_forward_tensors && ag->needs[id]; }
 
 ge2_status ge2_ag_emit_n(ge2_autograd *ag, ge2_op op, const int *inputs, int n_inputs, int n_outputs,
                          const ge2_attrs *attrs, int *out)
@@ -62,6 +62,9 @@ ge2_status ge2_ag_dy_tensor(ge2_autograd *ag, int dy, int *out)
 
 ge2_status ge2_ag_accumulate(ge2_autograd *ag, int id, int grad)
 {
+    if (grad < 0 || grad >= ag->graph->n_tensors)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_ag_accumulate: gradient %d is not a tensor of the graph (pass a "
+                         "tensor id, not GE2_GRAD_NONE or GE2_GRAD_SEED)", grad);
     if (!ge2_ag_wants(ag, id))
         return GE2_OK;
     if (ag->grad[id] == GE2_GRAD_NONE) {

@@ -30,14 +30,18 @@ static void env_switch(const char *name, bool *option)
 }
 
 /* A pattern switched off by a variable: appended to the program's list. */
-static void env_fusion(const char *name, const char *pattern, char *list, size_t size)
+static ge2_status env_fusion(const char *name, const char *pattern, char *list, size_t size)
 {
     bool on = true;
     env_switch(name, &on);
-    if (!on) {
-        size_t used = strlen(list);
-        snprintf(list + used, size - used, "%s%s", used ? "," : "", pattern);
-    }
+    if (on)
+        return GE2_OK;
+    size_t used = strlen(list);
+    int n = snprintf(list + used, size - used, "%s%s", used ? "," : "", pattern);
+    if (n < 0 || (size_t)n >= size - used)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_compile: %s=0: disable_fusions is too long to add '%s' to",
+                         name, pattern);
+    return GE2_OK;
 }
 
 ge2_status ge2_options_resolve(const ge2_compile_options *given, ge2_program_options *out)
@@ -77,9 +81,9 @@ ge2_status ge2_options_resolve(const ge2_compile_options *given, ge2_program_opt
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_compile: disable_fusions is longer than %zu characters",
                          sizeof out->disable_fusions - 1);
     snprintf(out->disable_fusions, sizeof out->disable_fusions, "%s", disabled ? disabled : "");
-    env_fusion("GE2_MLP_STEP", "mlp_step", out->disable_fusions, sizeof out->disable_fusions);
-    env_fusion("GE2_HEAD_KERNEL", "head", out->disable_fusions, sizeof out->disable_fusions);
-    env_fusion("GE2_TAIL_COPIES", "tail_copies", out->disable_fusions, sizeof out->disable_fusions);
+    GE2_TRY(env_fusion("GE2_MLP_STEP", "mlp_step", out->disable_fusions, sizeof out->disable_fusions));
+    GE2_TRY(env_fusion("GE2_HEAD_KERNEL", "head", out->disable_fusions, sizeof out->disable_fusions));
+    GE2_TRY(env_fusion("GE2_TAIL_COPIES", "tail_copies", out->disable_fusions, sizeof out->disable_fusions));
     o->disable_fusions = out->disable_fusions;
     GE2_TRY(ge2_fusion_set_parse(out->disable_fusions, &out->fusions));
 

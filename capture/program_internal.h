@@ -44,7 +44,6 @@
  * again before the device has copied the previous value. */
 #define GE2_LR_RING 4
 
-/* One graph key: everything a step of it needs, made on its first step. */
 /* The options a program runs with: the caller's, with the environment's
  * overrides (capture/options.c), and what follows from them. The strings of
  * `o` point into this struct, so it is not copied after resolving. */
@@ -59,6 +58,7 @@ typedef struct ge2_program_options {
 /* Fills *out from given (NULL: the defaults) and the environment. */
 ge2_status ge2_options_resolve(const ge2_compile_options *given, ge2_program_options *out);
 
+/* One graph key: everything a step of it needs, made on its first step. */
 typedef struct ge2_program_key {
     ge2_key key;
     ge2_plan *plan;

@@ -49,6 +49,8 @@ ge2_status ge2_check_agreement(ge2_graph *graph, ge2_mode mode, const ge2_feed *
                                ge2_tensor *const *outputs, int n_outputs, double atol, double rtol,
                                ge2_check_result *out)
 {
+    if (out)
+        *out = (ge2_check_result){.ok = false, .worst_error = NAN, .message = "the check did not run"};
     if (!graph || !out || n_outputs < 1 || !outputs || (n_feeds > 0 && !feeds))
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_check_agreement: graph, outputs and out must be given");
     if (mode == GE2_MODE_TRAIN && graph->has_optimizer)
@@ -64,7 +66,10 @@ ge2_status ge2_check_agreement(ge2_graph *graph, ge2_mode mode, const ge2_feed *
         st = run_on(GE2_DEVICE_CPU, graph, mode, feeds, n_feeds, outputs, n_outputs, cpu);
     if (st == GE2_OK)
         st = run_on(GE2_DEVICE_CUDA, graph, mode, feeds, n_feeds, outputs, n_outputs, cuda);
-    *out = (ge2_check_result){.ok = true, .worst_error = -INFINITY};
+    if (st == GE2_OK)
+        *out = (ge2_check_result){.ok = true, .worst_error = -INFINITY};
+    else
+        snprintf(out->message, sizeof out->message, "%s", ge2_last_error());
     for (int i = 0; st == GE2_OK && i < n_outputs; i++)
         compare(outputs[i], cuda[i], cpu[i], atol, rtol, out);
     for (int i = 0; i < n_outputs; i++) {

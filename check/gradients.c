@@ -70,6 +70,14 @@ ge2_status ge2_check_gradients(const ge2_graph *graph, const ge2_tensor *loss, c
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_check_gradients: graph, loss, out, wrt and feeds must be given");
     if (graph->loss != loss->id)
         return ge2_error(GE2_ERR_STATE, "ge2_check_gradients: call ge2_backward(graph, '%s') first", loss->name);
+    for (int w = 0; w < n_wrt; w++)
+        if (!wrt[w] || wrt[w]->graph != graph || wrt[w]->dtype != GE2_F64 || !ge2_grad(wrt[w]))
+            return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_check_gradients: wrt[%d] ('%s') is not an f64 tensor of "
+                             "the graph with a gradient",
+                             w, wrt[w] ? wrt[w]->name : "NULL");
+    if (loss->dtype != GE2_F64)
+        return ge2_error(GE2_ERR_DTYPE, "ge2_check_gradients: loss '%s' is %s; the check runs in f64", loss->name,
+                         ge2_dtype_name(loss->dtype));
     *out = ge2_grad_check(graph, loss, feeds, n_feeds, wrt, n_wrt, atol, rtol);
     return GE2_OK;
 }

@@ -146,9 +146,8 @@ ge2_status ge2_fusion_find(const ge2_fusion_key *key, ge2_fusion_set set, FILE *
             }
             found++;
             int count = g.count;
-            st = append(groups, n_groups, &cap, &g);
-            g.phase_of = st == GE2_OK ? ge2_malloc(sizeof(int) * (size_t)(n > 0 ? n : 1)) : NULL;
-            if (st == GE2_OK && !g.phase_of)
+            st = append(groups, n_groups, &cap, &g); /* on success g.phase_of moved into the list */
+            if (st == GE2_OK && !(g.phase_of = ge2_malloc(sizeof(int) * (size_t)(n > 0 ? n : 1))))
                 st = ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 fusion: %d nodes", n);
             at += count - 1;
         }

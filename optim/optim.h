@@ -2,7 +2,7 @@
  * nodes appended after the backward: GRAD_NORM when clipping, then one
  * OPTIMIZER_UPDATE over the flat pools; or, per-parameter (update_mode), one
  * OPTIMIZER_UPDATE per node producing parameter gradients, which the planner
- * runs right after them. The update math itself is kernels/optimizer_math.h's;
+ * runs right after them. The update math itself is optim/optimizer_math.h's;
  * this module validates the config, chooses the layout and says how much
  * state the program must allocate.
  * The public entry points (ge2_optimizer, ge2_optimizer_defaults,

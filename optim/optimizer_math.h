@@ -1,7 +1,7 @@
 /* The optimizer update math: the one place torch.optim's formulas live.
  *
  * Static inline and free of host-only calls, so the CPU kernel
- * (kernels/cpu/optimizer.c) and the CUDA kernel (kernels/cuda/) compile the
+ * (ops/optimizer/cpu.c) and the CUDA kernel (kernels/cuda/) compile the
  * same lines; a difference between backends is then a reduction-order
  * difference, never a formula difference.
  *
@@ -32,7 +32,7 @@
  *      clipping nothing writes clip_factor; scalars use 1 then.
  *   4. OPTIMIZER_UPDATE, on an update step, runs ge2_opt_take_accum then
  *      the kind's ge2_opt_sgd_element / ge2_opt_adam_element on every
- *      element of its spans (kernels/optimizer_spans.h: the flat pools, or
+ *      element of its spans (ops/optimizer/optimizer_spans.h: the flat pools, or
  *      its parameters); on a micro-step it only adds the gradients into the
  *      accumulation slot. Backends specialize per kind
  *      (a loop per kind on the CPU, a kernel per rule on CUDA) so nothing

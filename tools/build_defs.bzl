@@ -10,7 +10,7 @@ the GPU machine needs only system libraries). Keeping that here keeps module
 BUILD files short and uniform.
 
 Includes: the workspace root is the include root ("graph/ir.h",
-"kernels/kernel.h"); the public API is "ge2/ge2.h" through //include:ge2.
+"graph/ir.h"); the public API is "ge2/ge2.h" through //include:ge2.
 """
 
 load("@cuda//:cuda_config.bzl", "NVCC")

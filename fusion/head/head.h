@@ -20,7 +20,7 @@
  *              dzᵀ·x and, in block 0, db = dz's column sums.
  * Each is an implementation of its two launches: it reads and writes the
  * buffers the plan gave them. The planner keeps both launches' inputs
- * alive through the pair (fusion/head/pattern.h, planner/fusion.c), and
+ * alive through the pair (fusion/head/pattern.h, planner/groups.c), and
  * the matcher checks that neither launch writes what the other reads, so
  * running them as one kernel cannot change a result. Every sum runs in a fixed order: a step is bit-identical run to
  * run (not to the unfused GEMMs, whose order differs).

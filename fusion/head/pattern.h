@@ -1,5 +1,5 @@
 /* The launch pairs a classifier head kernel runs as one (fusion/head/head.h),
- * recognised by op and tensor alone, so the planner (planner/fusion.c keeps
+ * recognised by op and tensor alone, so the planner (planner/groups.c keeps
  * the pair's inputs alive through both launches) and the CUDA backend's
  * matcher (which also checks shapes, class count and addresses) agree.
  */

@@ -141,7 +141,7 @@ typedef struct buffer_use {
 /* Two launches the schedule ran in turn may share a phase here, so a buffer
  * the plan let one launch reuse after the other finished could be written
  * while still read. The planner widens lifetimes to phases for exactly this
- * (planner/fusion.c); checked again here, on the buffers the kernel gets:
+ * (planner/groups.c); checked again here, on the buffers the kernel gets:
  * any two distinct tensors whose phase spans meet must not share bytes. */
 static bool check_phases_safe(matcher *m)
 {

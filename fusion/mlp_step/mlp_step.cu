@@ -108,7 +108,7 @@ struct mlp_phase {
 #define MLP_HEAD_MAX_K (4 * GE2_WARP * MLP_HEAD_K4)
 
 // L forwards, L - 1 input gradients, L weight gradients; at most 2L - 1
-// phases (mlp_step_pattern.h: 2c + 1 with c <= L - 1)
+// phases (fusion/mlp_step/pattern.h: 2c + 1 with c <= L - 1)
 #define MLP_MAX_JOBS (3 * GE2_MLP_STEP_MAX_LAYERS)
 #define MLP_MAX_PHASES (2 * GE2_MLP_STEP_MAX_LAYERS)
 #define MLP_JOB_STAMPS 5
@@ -1077,7 +1077,7 @@ static bool chain_is_head(const mlp_params *p, const mlp_phase *ph)
     return !back || (back->epilogue == MLP_EPI_GRAD_INPUT && back->N == fwd->K && (uintptr_t)back->c % 16 == 0);
 }
 
-// mlp_step_pattern.h's phase table as jobs. loss_partials: [2, B] floats of scratch.
+// fusion/mlp_step/pattern.h's phase table as jobs. loss_partials: [2, B] floats of scratch.
 static void build_jobs(const ge2_mlp_step_desc *d, int grid, float *loss_partials, mlp_params *p)
 {
     const int L = d->n_layers, c = d->chain_from;

@@ -15,7 +15,7 @@
  * CPU backend, checkpoints, read_output and the kernel report see the same
  * program. Two launches that the schedule ran one after the other may run in
  * the same phase here: the planner keeps their buffers apart (it widens
- * lifetimes to the kernel's phases, planner/fusion.c) and
+ * lifetimes to the kernel's phases, planner/groups.c) and
  * ge2_mlp_step_match checks it did.
  *
  * Phases: fusion/mlp_step/pattern.h's table, after the step's feed upload
@@ -65,7 +65,7 @@ typedef struct ge2_mlp_step_layer {
 
 typedef struct ge2_mlp_step_desc {
     int n_layers;
-    int chain_from;        /* first layer of the row chain (mlp_step_pattern.h) */
+    int chain_from;        /* first layer of the row chain (fusion/mlp_step/pattern.h) */
     int64_t batch;
     const int32_t *labels; /* [B] */
     float label_smoothing;
@@ -78,7 +78,7 @@ typedef struct ge2_mlp_step_desc {
     bool profile; /* stamp each phase and job; the last step's timings print at free */
 } ge2_mlp_step_desc;
 
-/* mlp_step_match.c. True and *desc filled when launches[0, n) are exactly one
+/* fusion/mlp_step/match.c. True and *desc filled when launches[0, n) are exactly one
  * training step the kernel implements (ge2_mlp_step_pattern_find), the
  * optimizer's gradients are exactly the layers' dW and db, and running them
  * phase by phase is safe for the plan's arena. Otherwise false and *why

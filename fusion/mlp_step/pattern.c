@@ -1,4 +1,4 @@
-/* Recognises a key's nodes as one MLP training step (mlp_step_pattern.h).
+/* Recognises a key's nodes as one MLP training step (fusion/mlp_step/pattern.h).
  *
  * Layers are found by following tensor ids (LINEAR i's input is LINEAR
  * i-1's output), not by schedule position, and every node of the key must

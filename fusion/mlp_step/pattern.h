@@ -5,8 +5,8 @@
  *   - the planner, before it places the arena: the kernel runs launches of
  *     one phase side by side, so a tensor must keep its bytes for every
  *     phase it is used in, not only between its producer and last reader in
- *     the schedule (planner/fusion.c widens the lifetimes);
- *   - the CUDA backend's matcher (kernels/cuda/mlp_step_match.c), after
+ *     the schedule (planner/groups.c widens the lifetimes);
+ *   - the CUDA backend's matcher (fusion/mlp_step/match.c), after
  *     planning, which binds the plan's buffers to the kernel's roles.
  * Backend-independent C, so the CPU build plans exactly as the CUDA one.
  *

@@ -24,9 +24,12 @@ static bool match(const ge2_fusion_key *key, int at, ge2_fusion_group *group, ch
 static ge2_status prepare(const ge2_launch *launches, int n, void **state, char *why, size_t why_size)
 {
     static const bool taken = true;
-    *state = n == 1 && is_update(launches[0].node) ? (void *)&taken : NULL;
+    /* the launch must run the update's own kernel, which this one extends */
+    const bool own = n == 1 && is_update(launches[0].node) &&
+                     (!launches[0].kernel || launches[0].kernel == &ge2_op_def_of(launches[0].node->op)->cuda);
+    *state = own ? (void *)&taken : NULL;
     if (!*state && why && why_size)
-        snprintf(why, why_size, "not an optimizer update");
+        snprintf(why, why_size, "not an optimizer update running its own kernel");
     return GE2_OK;
 }
 

@@ -33,8 +33,8 @@ extern "C" {
 
 /* ------------------------------------------------------------------- ops */
 
-/* An op's id in the registry: ge2's own ops first (ops/ops.h names them),
- * then registered ones in registration order. */
+/* An op's id in the registry: ge2's own ops first, then registered ones in
+ * registration order; ge2_op_find gives any op's id by its name. */
 typedef int ge2_op;
 
 /* Most ops the registry holds, ge2's own included. */
@@ -98,7 +98,7 @@ struct ge2_control; /* the device control block: what changes from step to step 
 /* The compile options a kernel's choice depends on (ge2_compile_options). */
 typedef struct ge2_kernel_settings {
     bool autotune;      /* time the applicable candidates once per problem shape */
-    bool autotune_log;  /* print each candidate's time */
+    bool autotune_log;  /* print each GEMM candidate's time as it is tuned */
     ge2_gemm_kernels gemm_kernels;
     const char *kernel_cache; /* file of tuned choices; NULL: memory only */
     bool pdl;           /* programmatic dependent launch where a kernel supports it */

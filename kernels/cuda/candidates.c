@@ -23,6 +23,11 @@ ge2_status ge2_kernel_candidate_register(ge2_op op, const ge2_kernel_candidate *
     const ge2_op_def *def = ge2_op_def_of(op);
     if (!def)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_kernel_candidate_register: op %d is not registered", (int)op);
+    if (def->flags & GE2_OPF_OPTIMIZER)
+        return ge2_error(GE2_ERR_UNSUPPORTED,
+                         "ge2_kernel_candidate_register: ge2_%s works on the parameter pools; its kernels cannot be "
+                         "timed on scratch copies, so it takes no candidates",
+                         def->name);
     if (!c || !c->name || !c->name[0] || !c->cuda.launch)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT,
                          "ge2_kernel_candidate_register: ge2_%s: a candidate needs a name and a CUDA launch", def->name);
@@ -41,15 +46,17 @@ ge2_status ge2_kernel_candidate_register(ge2_op op, const ge2_kernel_candidate *
     if (st == GE2_OK && n_registered[op] == GE2_OP_MAX_CANDIDATES)
         st = ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_kernel_candidate_register: ge2_%s has %d candidates, the most",
                        def->name, GE2_OP_MAX_CANDIDATES);
-    if (st == GE2_OK)
-        registered[op][n_registered[op]++] = c;
+    if (st == GE2_OK) {
+        registered[op][n_registered[op]] = c;
+        __atomic_store_n(&n_registered[op], n_registered[op] + 1, __ATOMIC_RELEASE);
+    }
     pthread_mutex_unlock(&lock);
     return st;
 }
 
 const ge2_kernel_candidate *const *ge2_kernel_candidates_of(ge2_op op, int *n)
 {
-    *n = op >= 0 && op < GE2_OP_MAX ? n_registered[op] : 0;
+    *n = op >= 0 && op < GE2_OP_MAX ? __atomic_load_n(&n_registered[op], __ATOMIC_ACQUIRE) : 0;
     return *n ? registered[op] : NULL;
 }
 
@@ -67,6 +74,7 @@ typedef struct choice {
 static choice choices[CHOICES_MAX];
 static int n_choices;
 static bool loaded;
+static char loaded_path[4200]; /* the file choices[] came from ("" for none) */
 
 bool ge2_kernel_candidate_cache_path(const char *gemm_cache, char *buf, size_t size)
 {
@@ -82,9 +90,12 @@ bool ge2_kernel_candidate_cache_path(const char *gemm_cache, char *buf, size_t s
  * its tab or with an empty field is skipped. Lock held. */
 static void load_locked(const char *path)
 {
-    if (loaded)
+    /* another program's file is another set of choices */
+    if (loaded && strcmp(loaded_path, path ? path : "") == 0)
         return;
     loaded = true;
+    n_choices = 0;
+    snprintf(loaded_path, sizeof loaded_path, "%s", path ? path : "");
     FILE *f = path ? fopen(path, "r") : NULL;
     if (!f)
         return;
@@ -109,16 +120,19 @@ static void load_locked(const char *path)
     fclose(f);
 }
 
-static const char *lookup(const char *path, const char *key)
+/* The remembered winner for key into winner[NAME_MAX_]; false when none. */
+static bool lookup(const char *path, const char *key, char *winner)
 {
     pthread_mutex_lock(&lock);
     load_locked(path);
-    const char *w = NULL;
-    for (int i = n_choices - 1; i >= 0 && !w; i--)
-        if (strcmp(choices[i].key, key) == 0)
-            w = choices[i].winner;
+    bool found = false;
+    for (int i = n_choices - 1; i >= 0 && !found; i--)
+        if (strcmp(choices[i].key, key) == 0) {
+            memcpy(winner, choices[i].winner, NAME_MAX_);
+            found = true;
+        }
     pthread_mutex_unlock(&lock);
-    return w;
+    return found;
 }
 
 /* Remembers the winner and rewrites the file (a temporary renamed over it);
@@ -157,12 +171,40 @@ void ge2_kernel_candidates_reset(void)
 
 static size_t view_bytes(const ge2_view *v) { return (size_t)ge2_shape_numel(v->shape) * ge2_dtype_size(v->dtype); }
 
-/* op name, every view's dtype and shape, and the candidates' names: a new
- * candidate, or one gone, makes a new key. */
+/* The GPU's name and SM count: a choice holds for one kind of device. */
+static const char *device_name(void)
+{
+    static __thread char name[160];
+    int dev = 0;
+    struct cudaDeviceProp prop;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
+        cudaGetLastError();
+        return "unknown-gpu";
+    }
+    snprintf(name, sizeof name, "%.120s/%dsm", prop.name, prop.multiProcessorCount);
+    for (char *p = name; *p; p++)
+        if (*p == ' ' || *p == '\t')
+            *p = '_';
+    return name;
+}
+
+/* FNV-1a of the node's attrs: an op's other attributes, another problem. */
+static unsigned long long attrs_hash(const ge2_node *node)
+{
+    const unsigned char *b = ge2_node_attrs(node);
+    unsigned long long h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < sizeof(ge2_attrs); i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* The GPU, the op, its attrs, TF32, every view's dtype and shape, and the
+ * candidates' names: a new candidate, or one gone, makes a new key. */
 static bool problem_key(const ge2_launch *l, const ge2_kernel_candidate *const *c, int n, char *buf, size_t size)
 {
     size_t used = 0;
-    int w = snprintf(buf, size, "%s", ge2_op_name(l->node->op));
+    int w = snprintf(buf, size, "%s %s attrs:%016llx%s", device_name(), ge2_op_name(l->node->op),
+                     attrs_hash(l->node), l->tf32 ? " tf32" : "");
     for (int i = 0; i < l->n_in + l->n_out && w >= 0 && (used += (size_t)w) < size; i++) {
         const ge2_view *v = i < l->n_in ? &l->in[i] : &l->out[i - l->n_in];
         char s[96];
@@ -213,7 +255,10 @@ static double time_kernel(const ge2_cuda_kernel *k, ge2_launch *t, char *why, si
     return ok ? 1e3 * (double)ms / TIMED : -1;
 }
 
-/* t = l with every view on its own scratch copy; false when memory lacks. */
+/* t = l with every view on a scratch buffer of its own, inputs zeroed:
+ * before the first step the real buffers hold nothing meaningful, and a
+ * kernel that reads indices (labels, token ids) must not be handed garbage;
+ * the real buffers are never touched. False when memory lacks. */
 static bool scratch_launch(const ge2_launch *l, ge2_launch *t, void **bufs)
 {
     *t = *l;
@@ -229,22 +274,31 @@ static bool scratch_launch(const ge2_launch *l, ge2_launch *t, void **bufs)
             cudaGetLastError();
             return false;
         }
-        if (i < l->n_in && cudaMemcpyAsync(bufs[i], v->data, bytes, cudaMemcpyDeviceToDevice,
-                                           (cudaStream_t)l->stream) != cudaSuccess)
+        if (cudaMemsetAsync(bufs[i], 0, bytes ? bytes : 1, (cudaStream_t)l->stream) != cudaSuccess)
             return false;
         tv->data = bufs[i];
     }
     return cudaStreamSynchronize((cudaStream_t)l->stream) == cudaSuccess;
 }
 
-/* Runs launch l on k from now on, prepared on l (the op's own kernel was). */
-static ge2_status switch_to(ge2_launch *l, const ge2_cuda_kernel *k)
+/* Runs launch l on candidate c from now on (the op's own kernel was
+ * prepared on l); when c does not prepare on l, the op's own kernel again,
+ * with the reason in the choice. */
+static ge2_status switch_to(ge2_launch *l, const ge2_kernel_candidate *c)
 {
-    if (l->kernel->release)
-        l->kernel->release(l);
+    const ge2_cuda_kernel *own = l->kernel;
+    if (own->release)
+        own->release(l);
     l->backend_data = NULL;
-    l->kernel = k;
-    return k->prepare ? k->prepare(l) : GE2_OK;
+    l->kernel = &c->cuda;
+    if (!c->cuda.prepare || c->cuda.prepare(l) == GE2_OK)
+        return GE2_OK;
+    snprintf(l->kernel_choice, sizeof l->kernel_choice, "own kernel; candidate %s did not prepare: %.60s", c->name,
+             ge2_last_error());
+    ge2_clear_error();
+    l->backend_data = NULL;
+    l->kernel = own;
+    return own->prepare ? own->prepare(l) : GE2_OK;
 }
 
 ge2_status ge2_kernel_choose(ge2_launch *l)
@@ -279,11 +333,12 @@ ge2_status ge2_kernel_choose(ge2_launch *l)
                            ? path
                            : NULL;
     const bool keyed = problem_key(l, apply, n, key, sizeof key);
-    const char *cached = keyed ? lookup(file, key) : NULL;
+    char winner[NAME_MAX_];
+    const char *cached = keyed && lookup(file, key, winner) ? winner : NULL;
     for (int i = 0; cached && i < n; i++)
         if (strcmp(apply[i]->name, cached) == 0) {
             snprintf(l->kernel_choice, sizeof l->kernel_choice, "candidate %s (cached, of %d)", cached, n + 1);
-            return switch_to(l, &apply[i]->cuda);
+            return switch_to(l, apply[i]);
         }
     if (cached && strcmp(cached, "-") == 0) {
         snprintf(l->kernel_choice, sizeof l->kernel_choice, "own kernel (cached, of %d)", n + 1);
@@ -293,13 +348,16 @@ ge2_status ge2_kernel_choose(ge2_launch *l)
     ge2_launch t;
     void *bufs[GE2_MAX_INPUTS + GE2_MAX_OUTPUTS] = {0};
     double best_us = -1, own_us = -1;
-    int best = -1; /* -1: own */
+    int best = -1, failed = 0; /* best -1: own */
     if (scratch_launch(l, &t, bufs)) {
         char own_why[160];
         own_us = time_kernel(own, &t, own_why, sizeof own_why);
         best_us = own_us;
         for (int i = 0; i < n; i++) {
-            double us = time_kernel(&apply[i]->cuda, &t, why, sizeof why);
+            char cwhy[120];
+            double us = time_kernel(&apply[i]->cuda, &t, cwhy, sizeof cwhy);
+            if (us < 0 && !failed++)
+                snprintf(why, sizeof why, "%s: %s", apply[i]->name, cwhy); /* the first failure's reason */
             if (us >= 0 && (best_us < 0 || us < best_us)) {
                 best_us = us;
                 best = i;
@@ -318,7 +376,8 @@ ge2_status ge2_kernel_choose(ge2_launch *l)
         return GE2_OK;
     }
     if (best < 0) {
-        snprintf(l->kernel_choice, sizeof l->kernel_choice, "own kernel (tuned %.1f us, of %d)", own_us, n + 1);
+        snprintf(l->kernel_choice, sizeof l->kernel_choice, "own kernel (tuned %.1f us, of %d)%s%.60s", own_us, n + 1,
+                 failed ? "; failed: " : "", failed ? why : "");
         if (keyed && own_us >= 0)
             store(file, key, "-");
         return GE2_OK;
@@ -327,5 +386,5 @@ ge2_status ge2_kernel_choose(ge2_launch *l)
              apply[best]->name, best_us, own_us, n + 1);
     if (keyed)
         store(file, key, apply[best]->name);
-    return switch_to(l, &apply[best]->cuda);
+    return switch_to(l, apply[best]);
 }

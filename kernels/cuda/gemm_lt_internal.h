@@ -1,5 +1,5 @@
 // The cuBLASLt plan machinery of gemm_lt.cu, shared with the other GEMM files
-// of kernels/cuda (gemm_fused.cu: LINEAR's backward GEMMs; the kernel
+// of kernels/cuda (ops/linear/cuda_backward.cu: LINEAR's backward GEMMs; the kernel
 // registry). C++ (nvcc) only, internal to kernels/cuda.
 //
 // A plan is what prepare builds once per graph key: the descriptor with its
@@ -97,7 +97,7 @@ ge2_status ge2_gemm_plan_commit(ge2_launch *launch, ge2_gemm_plan *p, ge2_status
 // The GEMM, the act kernel and the post step of a prepared plan.
 ge2_status ge2_gemm_enqueue(const ge2_launch *launch, const char *op);
 
-// gemm_fused.cu: LINEAR relu's fallback when RELU_AUX is refused — relu of
+// ops/linear/cuda_backward.cu: LINEAR relu's fallback when RELU_AUX is refused — relu of
 // the GEMM's z in place and the bit-mask out[1].
 ge2_status ge2_gemm_relu_mask_post(const ge2_launch *launch, const ge2_gemm_plan *p);
 

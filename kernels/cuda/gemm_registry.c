@@ -314,6 +314,7 @@ void ge2_gemm_selection_str(const ge2_gemm_selection *sel, char *buf, size_t siz
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static ge2_gemm_cache registry_cache;
 static bool registry_loaded; /* the cache file has been read into registry_cache */
+static char registry_path[4096]; /* which file ("" for none): another program's is another cache */
 static ge2_gemm_registry_stats registry_stats;
 static bool registry_warned; /* the cache file could not be written (said once) */
 
@@ -327,9 +328,12 @@ void ge2_gemm_registry_stats_get(ge2_gemm_registry_stats *out)
 /* Reads the cache file once; a file that cannot be read is a warning. Lock held. */
 static void load_locked(const char *path)
 {
-    if (registry_loaded)
+    if (registry_loaded && strcmp(registry_path, path ? path : "") == 0)
         return;
+    if (registry_loaded)
+        ge2_gemm_cache_clear(&registry_cache);
     registry_loaded = true;
+    snprintf(registry_path, sizeof registry_path, "%s", path ? path : "");
     if (!path)
         return;
     int bad = 0;

@@ -371,7 +371,7 @@ static int expand_candidates(const ge2_gemm_problem *pb, const cublasLtMatmulHeu
     return m;
 }
 
-// GE2_AUTOTUNE_LOG=1: every candidate's time on stderr, for whoever tunes the tuner.
+// autotune_log: every candidate's time on stderr, for whoever tunes the tuner.
 static void log_timings(const char *key, const candidate *all, const double *us, int n)
 {
     for (int i = 0; i < n; i++) {

@@ -35,15 +35,13 @@
  * tiled GEMM since, another cuBLASLt) is tuned again: the new candidates
  * were never timed against it.
  *
- * Environment:
- *   GE2_AUTOTUNE=0       no timing: the heuristic's first candidate (cached
+ * Switches (ge2_kernel_settings, from the compile options):
+ *   autotune off         no timing: the heuristic's first candidate (cached
  *                        choices are not used either).
- *   GE2_AUTOTUNE_LOG=1   every candidate's time on stderr as it is tuned.
- *   GE2_GEMM_KERNEL=F    only family F: "cublaslt" or "tiled" (where the
- *                        tiled kernel takes the problem; else cuBLASLt).
- *                        Unset or "auto": both.
- *   GE2_KERNEL_CACHE=P   the cache file (default ~/.cache/ge2/kernels.txt);
- *                        set but empty: no disk cache, memory only.
+ *   autotune_log         every candidate's time on stderr as it is tuned.
+ *   gemm_kernels         only one family: cuBLASLt or the tiled GEMM (where
+ *                        the tiled kernel takes the problem; else cuBLASLt).
+ *   kernel_cache         the cache file; NULL: no disk cache, memory only.
  *
  * Cache file: text, one entry per line, '#' starts a comment line:
  *   <key> <kernel> <us> <candidates>

@@ -23,7 +23,7 @@ static void gemm_f64(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const do
 }
 
 /* in: x [B, in], w [out, in], b [out] (optional); out: y [B, out], stash (optional): z [B, out] or
- * the relu bit-mask [B, ge2_relu_mask_row_bytes(out)] (kernels/activation_math.h) */
+ * the relu bit-mask [B, ge2_relu_mask_row_bytes(out)] (ops/elementwise/activation_math.h) */
 #define LINEAR(T, SUF)                                                                                            \
     static ge2_status linear_##SUF(const ge2_launch *l)                                                         \
     {                                                                                                           \

@@ -15,7 +15,7 @@ extern "C" {
 // The plan's epilogue choice for LINEAR, fused first; `fused` false asks for
 // the plain fallback (GEMM + bias, activation by ge2_gemm_act_kernel, the
 // relu bit-mask by ge2_gemm_relu_mask_post). out[1] is z (want_z) or, for
-// relu, the bit-mask (want_mask): see kernels/activation_math.h.
+// relu, the bit-mask (want_mask): see ops/elementwise/activation_math.h.
 static void linear_choose(ge2_gemm_plan *p, bool want_z, bool want_mask, bool want_y, bool fused)
 {
     const bool bias = p->has_bias;
@@ -54,7 +54,7 @@ static void linear_choose(ge2_gemm_plan *p, bool want_z, bool want_mask, bool wa
     }
 }
 
-// LINEAR's backward GEMMs (DRELU_BGRAD / DGELU_BGRAD / BGRADB) live in gemm_fused.cu.
+// LINEAR's backward GEMMs (DRELU_BGRAD / DGELU_BGRAD / BGRADB) live in ops/linear/cuda_backward.cu.
 
 // x [rows, in], w [out, in][, b [out]] -> y [rows, out][, z or relu's mask]:
 // A = x, B(l, j) = w[j, l].

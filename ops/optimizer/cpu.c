@@ -1,6 +1,6 @@
 /* GRAD_NORM and OPTIMIZER_UPDATE on the CPU: one loop each, GRAD_NORM over
- * the flat pools, OPTIMIZER_UPDATE over its spans (kernels/optimizer_spans.h:
- * the flat pools, or its parameters), following kernels/optimizer_math.h's
+ * the flat pools, OPTIMIZER_UPDATE over its spans (ops/optimizer/optimizer_spans.h:
+ * the flat pools, or its parameters), following optim/optimizer_math.h's
  * control-block protocol exactly as the CUDA kernels do (same per-element
  * functions, same commit), so the two backends differ only in reduction
  * order, and a per-parameter update is bitwise the flat one. */

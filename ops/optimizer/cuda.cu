@@ -3,8 +3,8 @@
 // over its spans: every parameter at once, or one layer's parameters; its
 // kernel specialized per update rule).
 //
-// The math and the control-block protocol are kernels/optimizer_math.h's,
-// the spans kernels/optimizer_spans.h's; this file only maps them onto a
+// The math and the control-block protocol are optim/optimizer_math.h's,
+// the spans ops/optimizer/optimizer_spans.h's; this file only maps them onto a
 // grid. Both kernels read the per-step scalars (lr, step, bias corrections,
 // clip factor) from the control block on the device, so the captured step
 // never needs a new argument. Both finish with the ticket pattern:
@@ -78,7 +78,7 @@ __global__ void ge2_grad_norm_kernel(long long n, const float *grads /* [n] */, 
 // per block at 64 FP64 ops/clock/SM: ~0.8 us a block wave); now thread 0 of
 // each block does, into shared memory. Predicted ~1.5 us off the step.
 //
-// One span (kernels/optimizer_spans.h) of an update: this thread's share of
+// One span (ops/optimizer/optimizer_spans.h) of an update: this thread's share of
 // its elements. VEC4 (every slot's base 16-byte aligned): each thread moves
 // four elements of params, grads and every slot as float4, then the scalar
 // tail. A micro-step (accumulating, not an update) touches only grads and

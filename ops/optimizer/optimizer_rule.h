@@ -2,7 +2,7 @@
 // span of the flat pools by one grid's threads. Shared by OPTIMIZER_UPDATE's
 // own kernel (optimizer.cu) and the whole-step MLP kernel (mlp_step.cu), so
 // the update has one implementation on the GPU as it has one in
-// kernels/optimizer_math.h. CUDA C++ only.
+// optim/optimizer_math.h. CUDA C++ only.
 #ifndef GE2_OPS_OPTIMIZER_OPTIMIZER_RULE_H
 #define GE2_OPS_OPTIMIZER_OPTIMIZER_RULE_H
 
@@ -76,7 +76,7 @@ template <class R> struct ge2_opt_group4 {
 };
 
 // Protocol step 4 (an update step) for elements [0, n) of a span of the
-// pools (kernels/optimizer_spans.h), the calling thread taking tid, tid +
+// pools (ops/optimizer/optimizer_spans.h), the calling thread taking tid, tid +
 // stride, ... State slot k of element i is state[k * sstride + i]. VEC4
 // (every slot's base 16-byte aligned): four elements at a time as float4,
 // then the scalar tail.

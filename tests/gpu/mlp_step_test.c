@@ -173,7 +173,7 @@ START_TEST(test_switched_off_agrees)
     mlp_spec spec = case_spec(0);
     spec_model fused, split;
     spec_open(&fused, &spec, GE2_DEVICE_CUDA, SEED);
-    setenv("GE2_MLP_STEP", "0", 1); /* read when the backend opens: this test's process only (Check forks) */
+    setenv("GE2_MLP_STEP", "0", 1); /* read by ge2_compile: this test's process only (Check forks) */
     spec_open(&split, &spec, GE2_DEVICE_CUDA, SEED);
     for (int i = 0; i < STEPS; i++) {
         float lf = spec_step(&fused, DATA_SEED, i), ls = spec_step(&split, DATA_SEED, i);

@@ -681,7 +681,7 @@ static opt_case opt_case_at(int i)
 /* The control block's step, micro_step, lr and bias corrections after
  * `micro_batches` micro-batches, from the published formulas (torch.optim's
  * StepLR, transformers' cosine with warm-up floored at min_lr, Adam's
- * 1 - beta^t in double), written here apart from kernels/optimizer_math.h:
+ * 1 - beta^t in double), written here apart from optim/optimizer_math.h:
  * both backends derive theirs from that one header, so comparing them with
  * each other could not catch a mistake in it. */
 typedef struct hand_control {

@@ -1,4 +1,4 @@
-/* The fused LINEAR backward (autograd/linear.c): a 3-layer MLP's train graph
+/* The fused LINEAR backward (ops/linear/backward.c): a 3-layer MLP's train graph
  * has the node count fusion promises, still matches finite differences, and
  * on the CPU equals the generic graph (graph->no_backward_fusion) within
  * 1e-6 relative; the generic path stays where the pattern does not hold. */

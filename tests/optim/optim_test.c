@@ -1,6 +1,6 @@
 /* Optimizers end to end on the CPU backend against an independent float64
  * re-implementation of torch.optim's single-tensor algorithms (written here
- * as plain loops, not through kernels/optimizer_math.h).
+ * as plain loops, not through optim/optimizer_math.h).
  *
  * Model: pred = x · Wᵀ + b, loss = mean((pred - t)^2). Its gradient is
  * derived by hand: dW = 2/(B·O) · rᵀx, db = 2/(B·O) · Σ_rows r, r = pred - t.

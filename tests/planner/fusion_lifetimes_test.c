@@ -1,4 +1,4 @@
-/* planner/fusion.c: a key that is one whole-step MLP training step
+/* planner/groups.c: a key that is one whole-step MLP training step
  * (fusion/mlp_step/pattern.h) gets an arena where no two tensors used in a
  * common kernel phase share bytes, checked here from the plan alone: each
  * arena tensor's phases are re-derived from the schedule and its bytes
