@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "graph/init.h"
-#include "tests/graph/reference.h"
+#include "tests/support/reference.h"
 #include "check/naive.h"
 #include "tests/support/check_main.h"
 #include "ops/ops.h"
@@ -88,7 +88,7 @@ static void check_mlp(ge2_activation act)
             z1[r][j] = b1[j];
             for (int k = 0; k < IN; k++)
                 z1[r][j] += (double)x[r * IN + k] * w1[j * IN + k];
-            a1[r][j] = ref_act(act, z1[r][j], 0);
+            a1[r][j] = ge2_ref_act(act, z1[r][j], 0);
         }
         double mx = -INFINITY, s = 0;
         for (int c = 0; c < C; c++) {

@@ -1,0 +1,95 @@
+/* Independent float64 reference math: the helpers each op's reference
+ * (ops/<family>/test.c) uses, and ref_eval, which finds it. Plain loops over
+ * multi-indices, written from the ops' definitions, sharing no code with
+ * the kernels (not even activation_math.h). */
+#include "tests/support/reference.h"
+
+#include <assert.h>
+#include <math.h>
+#include <string.h>
+
+#include "tests/support/op_cases.h"
+
+double ge2_ref_act(ge2_activation act, double z, double slope)
+{
+    switch (act) {
+    case GE2_ACT_NONE:
+        return z;
+    case GE2_ACT_RELU:
+        return z > 0 ? z : 0;
+    case GE2_ACT_LEAKY_RELU:
+        return z > 0 ? z : slope * z;
+    case GE2_ACT_GELU_TANH:
+        return 0.5 * z * (1 + tanh(sqrt(2 / M_PI) * (z + 0.044715 * z * z * z)));
+    case GE2_ACT_GELU_ERF:
+        return 0.5 * z * (1 + erf(z / sqrt(2)));
+    case GE2_ACT_SIGMOID:
+        return 1 / (1 + exp(-z));
+    case GE2_ACT_TANH:
+        return tanh(z);
+    case GE2_ACT_SILU:
+        return z / (1 + exp(-z));
+    default:
+        assert(0);
+        return 0;
+    }
+}
+
+/* d act / dz: from y for the activations that allow it (hand-derived), else
+ * a central difference of ref_act in float64. */
+double ge2_ref_act_grad(ge2_activation act, double saved, bool from_output, double slope)
+{
+    if (from_output) {
+        switch (act) {
+        case GE2_ACT_RELU:
+            return saved > 0 ? 1 : 0;
+        case GE2_ACT_LEAKY_RELU:
+            return saved > 0 ? 1 : slope;
+        case GE2_ACT_SIGMOID:
+            return saved * (1 - saved);
+        case GE2_ACT_TANH:
+            return 1 - saved * saved;
+        default:
+            return 1;
+        }
+    }
+    double h = 1e-6;
+    return (ge2_ref_act(act, saved + h, slope) - ge2_ref_act(act, saved - h, slope)) / (2 * h);
+}
+
+/* Multi-index helpers over up to 4 dims, row-major. */
+void ge2_ref_unravel(int64_t i, ge2_shape s, int64_t idx[GE2_MAX_DIMS])
+{
+    for (int d = s.ndim - 1; d >= 0; d--) {
+        idx[d] = i % s.dim[d];
+        i /= s.dim[d];
+    }
+}
+
+int64_t ge2_ref_ravel(const int64_t idx[GE2_MAX_DIMS], ge2_shape s)
+{
+    int64_t i = 0;
+    for (int d = 0; d < s.ndim; d++)
+        i = i * s.dim[d] + idx[d];
+    return i;
+}
+
+/* Index into `small` (right-aligned, size-1 dims pinned to 0) of the element at idx of `big`. */
+int64_t ge2_ref_broadcast_index(const int64_t idx[GE2_MAX_DIMS], ge2_shape big, ge2_shape small)
+{
+    int64_t j[GE2_MAX_DIMS] = {0};
+    for (int d = 0; d < small.ndim; d++) {
+        int bd = big.ndim - small.ndim + d;
+        j[d] = small.dim[d] == 1 ? 0 : idx[bd];
+    }
+    return ge2_ref_ravel(j, small);
+}
+
+int64_t ge2_ref_numel(ge2_shape s) { return ge2_shape_numel(s); }
+
+void ref_eval(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
+{
+    const ge2_op_case *c = ge2_op_case_of(node->op);
+    assert(c->reference && "no float64 reference for this op");
+    c->reference(node, in, out);
+}
