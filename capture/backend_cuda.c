@@ -6,8 +6,8 @@
  * The batch reaches the slot's device staging before that, by the copy
  * engine on a second stream (the feed stream), enqueued with the step while
  * the step before it still runs; the step stream waits for it by an event.
- * The SMs reading 200 KB of pinned memory took ~7.5 us of a 44 us step; the
- * copy engine does it beside the step before (the compile option
+ * The SMs reading a batch from pinned memory take a sizeable share of a
+ * small step; the copy engine does it beside the step before (the compile option
  * feed_ahead off turns this off: the graph then uploads from the pinned
  * staging into the feed region itself).
  *
@@ -561,12 +561,12 @@ static ge2_cuda_copy cuda_copy_of(const ge2_copy *c) { return (ge2_cuda_copy){c-
 
 /* The step through staging slot `slot`, in the order exec_run promises;
  * eager and captured steps both come from here. The copies are kernels,
- * not memcpy nodes (kernels/cuda/step_copy.h: ~6 us per switch between the
- * copy engine and the SMs); the whole-step kernel does them itself. When
+ * not memcpy nodes (kernels/cuda/step_copy.h: every switch between the
+ * copy engine and the SMs costs replay time); a fused group may do them
+ * itself. When
  * the batch already lies in the slot's device staging (io->stage), the
  * kernels read it there and the upload does not run: one kernel and a
- * device-to-device copy of the batch less per step (medium MLP, H200:
- * 159 -> 156 us). During capture, *broke is the index of the launch
+ * device-to-device copy of the batch less per step. During capture, *broke is the index of the launch
  * after which the capture was invalidated (-1 if none, or if a copy
  * failed). */
 static ge2_status enqueue_step(ge2_backend_ctx *ctx, ge2_exec *exec, int slot, bool capturing, int *broke)
@@ -701,8 +701,8 @@ static ge2_status capture_slots(ge2_backend_ctx *ctx, ge2_exec *exec, ge2_cuda_e
  * program waited for that before refilling the host staging) and nothing
  * else writes it. Outside the graph, so a replay's first act finds the
  * batch already on the device. (The wait as the graph's first node, an
- * external event wait, saves this call but made cudaGraphLaunch dearer:
- * host time per step 2.8 -> 3.6 us, H200.) */
+ * external event wait, saves this call but made cudaGraphLaunch dearer in
+ * host time.) */
 static ge2_status stage_feeds(ge2_backend_ctx *ctx, ge2_cuda_exec *ce, const ge2_copy *stage, int slot)
 {
     if (stage->bytes == 0)

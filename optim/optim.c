@@ -138,18 +138,12 @@ ge2_status ge2_opt_validate(const ge2_optimizer_config *c)
  *
  * Per-parameter updates trade the gradient pool for launches: one update
  * node per layer instead of one flat update, so (nodes - 1) more kernels a
- * step (the commit rides on the last node: no extra one for it). A launch
- * inside a captured graph costs ~2-3 us on an H200. What it is set against
- * is the step time of the layer it updates. The large MLP (bench/RESULTS.md,
- * H200, fp32, batch 256) runs 36.8 M parameters in 1572 us, ~43 us per
- * million parameters; 24 MiB of f32 gradients is 6.3 M parameters, ~270 us
- * of step, so one more launch there costs under 1% (2.5 / 270). Below that,
- * and for every model whose gradients are small, the flat update stays: the
- * small (0.9 MiB over 3 layers) and medium (7.1 MiB) MLPs, whose steps are
- * ~70 and ~190 us, would pay 3-7% for a few MiB. The large MLP: 140 MiB
- * over 4 nodes, 35 MiB each, 3 more launches (~8 us, 0.5%) for 140 MiB of
- * gradient pool given back less the ~64 MiB its largest layer's gradient
- * holds in the arena while it is live. */
+ * step (the commit rides on the last node: no extra one for it). What a
+ * launch costs is set against the step time of the layer it updates, which
+ * grows with the layer's parameters: at the threshold's gradient size one
+ * more launch is under 1% of that layer's share of the step, while models
+ * with small gradients would pay a few percent for a few MiB, and keep the
+ * flat update (bench/RESULTS.md, "measurements from source comments"). */
 #define PER_PARAMETER_MIN_BYTES_PER_NODE ((size_t)24 << 20)
 
 /* Why per-parameter updates cannot run on this graph and config (into why),

@@ -140,7 +140,7 @@ static inline GE2_HD double ge2_cos_pi(double p)
  * multiplies, a few double ulps from pow(), far below the float the
  * scalars are kept in. A device pow() is a long dependent chain: two of
  * them kept thread 0 of every block of the whole-step kernel from its first
- * work for ~1.5 us (H200). */
+ * work for a measurable part of the step. */
 static inline GE2_HD double ge2_pow_count(double base, int64_t n)
 {
     double result = 1.0;

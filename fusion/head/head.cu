@@ -21,10 +21,8 @@ extern "C" {
 // GRADIENTS: columns of the layer's input per block (a warp is
 // HEAD_COLUMNS columns by GE2_WARP / HEAD_COLUMNS rows), and the rows each
 // thread has in flight.
-// Medium MLP, H200, two calls (rows, columns: us per step): (2, 8) 141.6,
-// (1, 8) 139.2, (4, 8) 144.0, (2, 16) 146.3, (2, 4) 139.6; (2, 8) 141.0,
-// (1, 4) 137.3, (1, 2) 141.6: more, smaller blocks, until a block has too
-// little to do (bench/RESULTS.md).
+// Tuned on the medium MLP: more, smaller blocks win until a block has too
+// little to do (bench/RESULTS.md has the sweep).
 #define HEAD_LOSS_ROWS 1
 #define HEAD_COLUMNS 4
 #define HEAD_GRADIENT_ROWS 8
@@ -35,8 +33,8 @@ extern "C" {
 // K]ᵀ + b [C], then each row's cross-entropy (loss_row.h, the CROSS_ENTROPY
 // kernel's math) and dlogits. The block's threads stride over the row's
 // float4s of k (k4 = K / 4), so a row costs one or a few memory round trips
-// whatever K is (a warp per row walked K serially: 26.6 us for the medium
-// MLP's head, H200); each thread's sums are reduced over its warp, then
+// whatever K is (a warp per row walked K serially, many round trips);
+// each thread's sums are reduced over its warp, then
 // over the warps in order in shared memory, and warp i finishes row r0 + i.
 // CMAX >= C: the classes' sums are registers, so their count is a constant.
 template <int CMAX>
@@ -139,9 +137,8 @@ struct head_dact {
 // g's row is read from global memory, a few addresses a warp, L1 after the
 // first block. The row groups' partial dw and dx_sums are summed in a fixed
 // order: within a warp by shuffles, then over the warps in shared memory.
-// (A block per 32 columns, a warp per row, took 23-33 us for the medium
-// MLP's head on 32 SMs, H200: 5,000 instructions a warp, 2 warps per
-// scheduler.)
+// (A block per 32 columns, a warp per row, left most SMs idle and each
+// warp thousands of instructions long.)
 template <int CMAX>
 __global__ void __launch_bounds__(HEAD_WARPS *GE2_WARP)
     ge2_head_gradients_kernel(int rows, int cols, long long h, const float *__restrict__ g /* [B, C] */,

@@ -3,10 +3,8 @@
  * gradients.
  *
  * Why: in a launch list the head is four launches whose cost is launch and
- * ramp-up, not arithmetic. Medium MLP (784-1024-1024-10, batch 256, H200,
- * Nsight Compute): the head LINEAR 8.5 us (ge2's tiled GEMM, split 8), the
- * cross-entropy 6.0, the input gradient 7.0 and the weight gradient 7.2,
- * for ~5 MFLOP and ~3 MB moved.
+ * ramp-up, not arithmetic (a few MFLOP and MB; bench/RESULTS.md has the
+ * profile).
  *
  * Two pairs of consecutive launches each become one kernel:
  *   LOSS       LINEAR (no activation) then the CROSS_ENTROPY of its output:

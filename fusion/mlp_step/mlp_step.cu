@@ -115,7 +115,7 @@ struct mlp_phase {
 
 // Passed by value: the job table lives in the kernel's parameter (constant)
 // bank, where every block reads it through the constant cache. In global
-// memory its fields were dependent loads of ~0.5 us each at every item.
+// memory its fields were dependent loads at every item.
 struct mlp_params {
     mlp_job jobs[MLP_MAX_JOBS];
     mlp_phase phases[MLP_MAX_PHASES];
@@ -130,8 +130,8 @@ struct mlp_params {
     // the upload's source is device memory (the backend's device staging):
     // the jobs read the feeds there (their pointers moved at launch) and
     // the upload is not done at all (read_output reads feeds from the
-    // staging too): no barrier and no copy before phase 0. Copying them
-    // into the feed region anyway, beside phase 0, cost 0.2 us (H200).
+    // staging too): no barrier and no copy before phase 0; copying them
+    // into the feed region anyway, beside phase 0, only cost time.
     bool feeds_at_source;
     int n_results;
     // the profile_fused option: block 0 stamps the global timer at the start,
@@ -154,9 +154,9 @@ struct mlp_params {
 // as dst[r][k], row stride ld = kc + 4; row-fast as dst[k][r], ld = T + 4.
 // Every copy is issued before any is waited for (cp.async), 16 bytes at a
 // time where rows are aligned: the stage costs about one memory latency.
-// (First version: one plain load per element, transposed into shared
-// memory, ~13 us per phase; then 4-byte cp.async, ~10 us with 64% of the
-// shared-memory wavefronts lost to bank conflicts — Nsight Compute, H200.)
+// (One plain load per element, transposed into shared memory, and then
+// 4-byte cp.async, whose stores lost most shared-memory wavefronts to bank
+// conflicts, were both several times slower.)
 __device__ __forceinline__ void mlp_stage(float *dst, int ld, bool vec, const float *src, long long rs, long long ks,
                                           int r0, int R, int T, int k0, int K, int kc)
 {
@@ -187,7 +187,7 @@ __device__ __forceinline__ void mlp_stage(float *dst, int ld, bool vec, const fl
         /* row-fast: every thread takes copies of the whole operand in turn,
          * 16 bytes each, k-row i >> shift (T, a tile side, is a power of 2).
          * (Per warp one k-row at a time left most lanes idle when T is
-         * narrow: ~3 us to stage a 24 KB dW operand, H200.) */
+         * narrow.) */
         const int shift = __ffs(T / 4) - 1, copies = kc << shift;
 #pragma unroll 4
         for (int i = threadIdx.x; i < copies; i += MLP_THREADS) {
@@ -384,10 +384,9 @@ __device__ __forceinline__ void mlp_preload_epilogue(const mlp_params &p, const 
 // the element rule every optimizer kernel uses (optimizer_rule.h), reading
 // the gradients from the tile itself, tn/4 threads per row, a float4 each,
 // parameters and state preloaded (mlp_preload) where the rows are aligned.
-// (A per-element update, 16 elements per thread, was ~4.9 us of the phase;
+// (A per-element update, 16 elements per thread, was most of the phase;
 // reading the gradients back from the pool cost a barrier and an L2 round
-// trip; loading parameters and state at the update, ~0.8 us of the step:
-// H200, the profile_fused option.)
+// trip; loading parameters and state at the update, a memory latency.)
 template <class R>
 __device__ void mlp_update_tile(const mlp_params &p, const ge2_opt_scalars &s, const mlp_job &jb, int m0, int n0,
                                 const float *tile /* [tm, tn] */, const mlp_preload<R> &pre)
@@ -514,7 +513,7 @@ __device__ void mlp_gemm_item(const mlp_params &p, const ge2_opt_scalars &s, con
     const int tm = jb.tm, tn = jb.tn;
     const int m0 = item / jb.tiles_n * tm, n0 = item % jb.tiles_n * tn;
     /* (tm/4)(tn/4) positions x groups, all powers of 2: shifts, not
-     * divisions (six of those were ~0.5 us of every item's start, H200) */
+     * divisions (six of those delayed every item's start) */
     const int pm_shift = jb.tm_shift - 2, pos_shift = pm_shift + jb.tn_shift - 2;
     const int groups_shift = MLP_THREADS_SHIFT - pos_shift, groups = 1 << groups_shift;
     /* Which threads of a warp differ in k: with both operands k-fast, lanes
@@ -567,8 +566,7 @@ __device__ void mlp_gemm_item(const mlp_params &p, const ge2_opt_scalars &s, con
     mlp_job_stamp(p, jb, item, 2);
     /* [groups, tm * tn + MLP_PAD], over the operands: the padding puts the
      * groups' slabs in different banks, which k_lanes' warps write side by
-     * side (unpadded, 32 groups' float4 stores hit one bank: fc1 ran ~2 us
-     * slower) */
+     * side (unpadded, 32 groups' float4 stores hit one bank) */
     const int outputs = tm * tn, slab = outputs + MLP_PAD;
     float *partial = smem;
     float *tile = smem + MLP_OPERAND_FLOATS; /* [tm, tn] */
@@ -587,7 +585,7 @@ __device__ void mlp_gemm_item(const mlp_params &p, const ge2_opt_scalars &s, con
     } else {
         /* small tiles have many groups (up to 128): `share` lanes per output
          * each sum every share-th group, then a fixed shuffle tree (a serial
-         * sum over 64 groups was ~1 us of a 4 us phase) */
+         * sum over 64 groups was a quarter of the phase) */
         const int shift = MLP_THREADS_SHIFT - jb.tm_shift - jb.tn_shift, share = 1 << shift;
         const int o = t >> shift, sub = t & (share - 1);
         float v = 0.0f;
@@ -645,7 +643,7 @@ __device__ __forceinline__ int mlp_locate(const mlp_params &p, const mlp_phase &
 // rows made two phases back or more), so only what the ending phase made
 // loads after the barrier. After the arrival, whose release would
 // otherwise wait for these copies too (issued before it, they made the
-// blocks that end a phase later still: +1.8 us on the chain phase).
+// blocks that end a phase later still).
 // Returns whether it did.
 __device__ __forceinline__ bool mlp_prefetch_weights(const mlp_params &p, int phase, float *smem)
 {
@@ -829,7 +827,7 @@ __global__ void __launch_bounds__(MLP_THREADS, 1) ge2_mlp_step_kernel(const mlp_
     /* Before the first barrier (see above); the phases' __syncthreads make
      * them the block's long before the last phase uses them. (Worked out in
      * the first barrier's window instead, where thread 0 waits anyway, the
-     * ~1.3 us of one thread's double math made the step 1.2 us slower.) */
+     * one thread's double math made the step slower.) */
     if (threadIdx.x == 0)
         scalars = ge2_opt_scalars_of(&p.cfg, p.ctl);
     mlp_stamp(p, 0);

@@ -3,11 +3,11 @@
  * every layer's backward and the optimizer update — when the key's launches
  * are exactly that step.
  *
- * Why: a small MLP's step is ten kernels of 3.5–9 µs whose cost is launch,
- * ramp-up and a few dependent memory round trips, not arithmetic (issue 7's
- * profile: 67.9 µs for ~90 MFLOP). One persistent grid that waits at a grid
- * barrier between dependent phases pays the launch once and a barrier
- * (~1 µs) instead of a kernel boundary per phase.
+ * Why: a small MLP's step is ten short kernels whose cost is launch,
+ * ramp-up and a few dependent memory round trips, not arithmetic
+ * (bench/RESULTS.md has the profile). One persistent grid that waits at a
+ * grid barrier between dependent phases pays the launch once and a barrier
+ * instead of a kernel boundary per phase.
  *
  * It is an implementation of the key's launch list, not a new graph: it
  * reads and writes the very buffers the plan gave those launches (y, relu

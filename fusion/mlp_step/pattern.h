@@ -30,15 +30,14 @@
 
 #define GE2_MLP_STEP_MAX_LAYERS 8
 /* Largest GEMM (multiply-adds) of a step the kernel takes. Its SIMT tiles
- * win where a step is latency: the small MLP's largest GEMM is 12.8 M. The
- * medium MLP's (256 x 1024 x 1024, 268 M) ran 2.5x slower than cuBLASLt
- * launch by launch (H200, issue 7). */
+ * win where a step is latency (the small MLP's GEMMs); on the medium MLP's
+ * they lose to cuBLASLt launch by launch (bench/RESULTS.md). */
 #define GE2_MLP_STEP_MAX_FMAS (32LL << 20)
 /* Weights the row chain may re-read per work item (two GEMMs per layer).
- * One SM stages about 40 bytes/ns from L2 (H200, the profile_fused option): the
- * small MLP's 128 KB second layer cost 7.5 us per GEMM in the chain against
- * ~4.5 us as a phase of its own across the grid, its 5 KB last layer 2-5 us
- * against ~4.5 us plus a barrier. */
+ * One SM stages weights from L2 at a fraction of the grid's rate: a large
+ * layer re-read by every item costs more in the chain than as a phase of
+ * its own across the grid, a small one less than that phase and its
+ * barrier (profiled with profile_fused; bench/RESULTS.md). */
 #define GE2_MLP_STEP_CHAIN_BYTES (32 << 10)
 /* Widest layer of the row chain: an item holds 4 rows by the whole width
  * in one 4096-float tile. Also the most classes the loss epilogue takes. */

@@ -2,10 +2,8 @@
  * SMs instead of the copy engine.
  *
  * In a CUDA Graph every switch between a memcpy node and a kernel node costs
- * ~6 us (H200, measured by a probe: a 200 KB feed upload, one tiny kernel and
- * a 4-byte loss read-back take 18.4 us per replay as memcpy nodes, 9.9 us
- * with the copies as kernels), so the CUDA backend moves each step's feeds in
- * and its loss out with these. Pinned memory from cudaMallocHost is mapped
+ * microseconds of replay (bench/RESULTS.md has the probe's figures), so the
+ * CUDA backend moves each step's feeds in and its loss out with these. Pinned memory from cudaMallocHost is mapped
  * into the device's address space (unified addressing), so a kernel reads
  * and writes it through the host pointer.
  */

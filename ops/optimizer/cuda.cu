@@ -62,21 +62,14 @@ __global__ void ge2_grad_norm_kernel(long long n, const float *grads /* [n] */, 
 
 // OPTIMIZER_UPDATE, one kernel per update rule.
 //
-// Issue 7 (Nsight Compute, H200, small MLP, 235k parameters, Adam): the
-// generic kernel took 9.06 us against a ~1.6 us floor (7 x 4 B x 235k moved
-// at ~4.3 TB/s). Its slot array, indexed by the run-time slot count and
-// passed by pointer with stride 4, lived in local memory, and every element
-// switched on the kind. Prediction: with the rule a template parameter the
-// state stays in registers (0-byte stack frame) and the kernel drops to
-// ~2-3 us, launch included. `nvcc -Xptxas -v` must keep showing 0 bytes
-// stack frame and no spills for every instantiation: hence cospi in
-// optimizer_math.h, and no __launch_bounds__ (under which ptxas spilled
-// around the double pow call in three rules).
-// Measured (ncu, H200, same run): 8.0 -> 7.4 us. Prediction wrong: local
-// memory and the switch were ~0.7 us. Next suspect: every thread computed
-// the scalars (2-3 double pow calls, ~400 FP64 instructions, x256 threads
-// per block at 64 FP64 ops/clock/SM: ~0.8 us a block wave); now thread 0 of
-// each block does, into shared memory. Predicted ~1.5 us off the step.
+// The rule is a template parameter, so the optimizer state stays in
+// registers: a slot array indexed by the run-time slot count lived in local
+// memory, and a switch on the kind ran for every element. `nvcc -Xptxas -v`
+// must keep showing 0 bytes stack frame and no spills for every
+// instantiation: hence cospi in optimizer_math.h, and no __launch_bounds__
+// (under which ptxas spilled around the double pow call in three rules).
+// The scalars (a few double pow calls) are worked out by thread 0 of each
+// block, into shared memory, not by every thread.
 //
 // One span (ops/optimizer/optimizer_spans.h) of an update: this thread's share of
 // its elements. VEC4 (every slot's base 16-byte aligned): each thread moves
@@ -193,10 +186,8 @@ extern "C" ge2_status ge2_cuda_grad_norm_launch(const ge2_launch *l)
  * two groups a pass (optimizer_rule.h), and no more blocks than the GPU
  * holds at once, so every block stays resident and sweeps its share with
  * loads in flight instead of a second wave waiting for the first's last
- * stores and tickets. H200, A/B in one call against one group per thread
- * and a block per 256 groups: medium MLP 158.4 -> 153.9 us with the grid
- * capped at 4 blocks per SM, large 1569 -> 1557 us at 8 (of which ~5 are
- * resident); the occupancy query below takes what is resident. */
+ * stores and tickets; the occupancy query below takes what is resident
+ * (bench/RESULTS.md has the A/B against a group per thread). */
 static unsigned update_blocks(int64_t groups, const void *kernel)
 {
     unsigned blocks = ge2_cuda_blocks((groups + 1) / 2, GE2_CUDA_THREADS);
