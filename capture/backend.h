@@ -20,9 +20,6 @@ struct ge2_program_options; /* capture/program_internal.h */
  * still run the step that used the other. A slot's step I/O does not change
  * while the key is prepared, so the CUDA backend captures one graph per slot. */
 #define GE2_STAGING_BUFFERS 2
-/* Step outputs copied back to the host after each step: the loss and the
- * first metric. */
-#define GE2_STEP_RESULTS 2
 
 /* A copy between host and device memory; bytes 0: none. */
 typedef struct ge2_copy {
@@ -49,7 +46,10 @@ typedef struct ge2_copy {
 typedef struct ge2_step_io {
     ge2_copy stage;                     /* slot's staging (host) -> slot's device staging; bytes 0: none */
     ge2_copy upload;                    /* slot's (device or host) staging -> the key's feed region (device) */
-    ge2_copy results[GE2_STEP_RESULTS]; /* scalar outputs (device) -> slot's result area (host) */
+    /* [n_results] scalar outputs (device) -> the slot's result area (host):
+     * the loss, then every other scalar marked output */
+    const ge2_copy *results;
+    int n_results;
 } ge2_step_io;
 
 /* One graph key ready to run: its plan and resolved launches, in schedule order. */

@@ -96,7 +96,7 @@ static ge2_status cpu_exec_run(ge2_backend_ctx *ctx, ge2_exec *exec, int slot)
             return ge2_error(st, "%s (node %d, step position %d)", msg, node->id, i);
         }
     }
-    for (int r = 0; r < GE2_STEP_RESULTS; r++)
+    for (int r = 0; r < io->n_results; r++)
         copy(&io->results[r]);
     return GE2_OK;
 }

@@ -85,6 +85,7 @@ typedef struct ge2_cuda_exec {
     int n_groups;
     int *group_at;       /* [n_launches] */
     ge2_launch *as_run;  /* [n_launches] scratch: a group's launches as they run */
+    ge2_cuda_copy *results[GE2_STAGING_BUFFERS]; /* [io.n_results] each slot's result copies, as kernels take them */
     /* feeds_ahead: recorded on the feed stream after the slot's stage copy,
      * waited for by the step stream before the slot's step */
     cudaEvent_t staged[GE2_STAGING_BUFFERS];
@@ -317,6 +318,8 @@ static const char *node_op_name(const ge2_launch *launch)
     return ge2_op_name(launch->node->op);
 }
 
+static ge2_cuda_copy cuda_copy_of(const ge2_copy *c) { return (ge2_cuda_copy){c->dst, c->src, c->bytes}; }
+
 static void release_launches(ge2_exec *exec, int n)
 {
     for (int i = 0; i < n; i++) {
@@ -339,6 +342,10 @@ static void free_groups(ge2_cuda_exec *ce)
     ge2_free(ce->groups);
     ge2_free(ce->group_at);
     ge2_free(ce->as_run);
+    for (int s = 0; s < GE2_STAGING_BUFFERS; s++) {
+        ge2_free(ce->results[s]);
+        ce->results[s] = NULL;
+    }
     ce->groups = NULL;
     ce->group_at = NULL;
     ce->as_run = NULL;
@@ -453,6 +460,14 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
     }
     exec->backend_data = ce;
     ge2_status st = prepare_groups(ctx, exec, ce);
+    for (int s = 0; st == GE2_OK && s < GE2_STAGING_BUFFERS; s++) {
+        const ge2_step_io *io = &exec->io[s];
+        ce->results[s] = ge2_malloc(sizeof(ge2_cuda_copy) * (size_t)(io->n_results > 0 ? io->n_results : 1));
+        if (!ce->results[s])
+            st = ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 cuda backend: out of host memory");
+        for (int r = 0; st == GE2_OK && r < io->n_results; r++)
+            ce->results[s][r] = cuda_copy_of(&io->results[r]);
+    }
     for (int s = 0; st == GE2_OK && s < GE2_STAGING_BUFFERS; s++)
         if (exec->io[s].stage.bytes)
             st = new_event(&ce->staged[s]);
@@ -557,8 +572,6 @@ static ge2_status enqueue_launches(ge2_backend_ctx *ctx, ge2_exec *exec, step_co
     return GE2_OK;
 }
 
-static ge2_cuda_copy cuda_copy_of(const ge2_copy *c) { return (ge2_cuda_copy){c->dst, c->src, c->bytes}; }
-
 /* The step through staging slot `slot`, in the order exec_run promises;
  * eager and captured steps both come from here. The copies are kernels,
  * not memcpy nodes (kernels/cuda/step_copy.h: every switch between the
@@ -573,18 +586,17 @@ static ge2_status enqueue_step(ge2_backend_ctx *ctx, ge2_exec *exec, int slot, b
 {
     const ge2_step_io *io = &exec->io[slot];
     const ge2_cuda_exec *ce = exec->backend_data;
-    ge2_cuda_copy upload = cuda_copy_of(&io->upload), results[GE2_STEP_RESULTS];
-    for (int r = 0; r < GE2_STEP_RESULTS; r++)
-        results[r] = cuda_copy_of(&io->results[r]);
+    ge2_cuda_copy upload = cuda_copy_of(&io->upload);
+    const ge2_cuda_copy *results = ce->results[slot];
     *broke = -1;
     const bool staged = io->stage.bytes != 0;
-    step_copies sc = {&upload, staged ? &upload : NULL, results, GE2_STEP_RESULTS, false};
+    step_copies sc = {&upload, staged ? &upload : NULL, results, io->n_results, false};
     const bool group_uploads = exec->n_launches > 0 && ce->group_at[0] >= 0 &&
                                (ce->groups[ce->group_at[0]].impl->does & GE2_FUSION_DOES_UPLOAD);
     if (!staged && !group_uploads)
         GE2_TRY(ge2_cuda_copy_launch(&upload, 1, ctx->stream));
     GE2_TRY(enqueue_launches(ctx, exec, &sc, capturing, broke));
-    return sc.results_done ? GE2_OK : ge2_cuda_copy_launch(results, GE2_STEP_RESULTS, ctx->stream);
+    return sc.results_done ? GE2_OK : ge2_cuda_copy_launch(results, io->n_results, ctx->stream);
 }
 
 /* What one replay really launches: a cuBLASLt call may add split-K reduction

@@ -159,8 +159,9 @@ static ge2_status init_control(ge2_program *program)
 }
 
 /* The loss (what ge2_backward was given, else the first marked output of a
- * loss op) and the first other marked output: what the metrics read back. */
-static void find_metric_outputs(ge2_program *program)
+ * loss op) and every other marked output of one element: what each step
+ * copies back, and the metrics sum. */
+static ge2_status find_metric_outputs(ge2_program *program)
 {
     const ge2_graph *g = program->graph;
     program->loss_id = g->loss;
@@ -170,9 +171,24 @@ static void find_metric_outputs(ge2_program *program)
         if (t->is_output && t->producer >= 0 && (ge2_op_flags(g->nodes[t->producer].op) & GE2_OPF_LOSS))
             program->loss_id = i;
     }
-    for (int i = 0; i < g->n_tensors && program->metric_id < 0; i++)
-        if (g->tensors[i]->is_output && i != program->loss_id)
-            program->metric_id = i;
+    bool ok = (program->result_ids = ge2_malloc(sizeof(int) * (size_t)(g->n_tensors + 1))) != NULL;
+    for (int m = 0; m < GE2_MODE_COUNT; m++) {
+        program->result_sums[m] = ge2_calloc((size_t)g->n_tensors + 1, sizeof(double));
+        program->taken_sums[m] = ge2_calloc((size_t)g->n_tensors + 1, sizeof(double));
+        ok = ok && program->result_sums[m] && program->taken_sums[m];
+    }
+    if (!ok) /* ge2_program_free frees what was allocated */
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_compile: step results of %d tensors", g->n_tensors);
+    program->n_results = 0;
+    if (program->loss_id >= 0)
+        program->result_ids[program->n_results++] = program->loss_id;
+    for (int i = 0; i < g->n_tensors; i++)
+        if (g->tensors[i]->is_output && i != program->loss_id && ge2_shape_numel(g->tensors[i]->shape) == 1) {
+            if (program->metric_id < 0)
+                program->metric_id = i;
+            program->result_ids[program->n_results++] = i;
+        }
+    return GE2_OK;
 }
 
 /* The verify pass's dumps: the graph's summary, and its DOT drawing. */
@@ -203,7 +219,7 @@ static ge2_status compile(ge2_program *program)
     for (int n = 0; n < program->graph->n_nodes; n++)
         if ((ge2_op_flags(program->graph->nodes[n].op) & GE2_OPF_UPDATE) && program->optimizer_node < 0)
             program->optimizer_node = n;
-    find_metric_outputs(program);
+    GE2_TRY(find_metric_outputs(program));
     GE2_TRY(ge2_key_init(program->graph, GE2_MODE_TRAIN, &program->feed_key));
     program->feed_key.fusions = program->options.fusions; /* every key of the program starts from this one */
     ge2_key_rehash(&program->feed_key);
@@ -265,6 +281,11 @@ void ge2_program_free(ge2_program *program)
         b->close(program->bctx);
     }
     ge2_free(program->keys);
+    ge2_free(program->result_ids);
+    for (int m = 0; m < GE2_MODE_COUNT; m++) {
+        ge2_free(program->result_sums[m]);
+        ge2_free(program->taken_sums[m]);
+    }
     ge2_layout_free(program->layout);
     ge2_free(program);
 }

@@ -71,10 +71,11 @@ typedef struct ge2_program_key {
     /* device: [staging_bytes] each, where a feeds_ahead backend copies the
      * slot's staging ahead of its step (ge2_step_io); NULL elsewhere */
     void *device_staging[GE2_STAGING_BUFFERS];
-    /* host (pinned): [GE2_STAGING_BUFFERS][GE2_STEP_RESULTS] the raw loss
-     * and metric (f32 or f64 bits; 0 where the key lacks them) each slot's
-     * latest step copied back */
+    /* host (pinned): [GE2_STAGING_BUFFERS][program->n_results] each
+     * result's raw value (f32 or f64 bits) as each slot's latest step
+     * copied it back */
     double *results;
+    ge2_copy *result_copies; /* [GE2_STAGING_BUFFERS][program->n_results]: the slots' io.results */
     void *fence[GE2_STAGING_BUFFERS]; /* NULL when the backend has no fences */
     /* the slot's latest step may still run: wait on its fence before
      * writing its staging, and add its results to the sums once it is done
@@ -116,6 +117,11 @@ struct ge2_program {
     /* Outputs each step copies back for the metrics: loss, first other marked
      * output; -1 if none (without a loss no step is counted). */
     int loss_id, metric_id;
+    /* What every step copies back: the loss first (when there is one), then
+     * each other marked output of one element, in tensor-id order; metric_id
+     * is the first of those. [n_results] tensor ids. */
+    int *result_ids;
+    int n_results;
 
     ge2_key feed_key;      /* the graph's feeds at built shapes: each step's key starts from it */
     ge2_program_key **keys; /* [n_keys], each its own block: an exec's address never moves */
@@ -125,6 +131,9 @@ struct ge2_program {
     size_t arena_bytes;
 
     ge2_metrics metrics[GE2_MODE_COUNT]; /* per mode: steps done and added, not yet taken */
+    /* per mode, [n_results] each: every result's sum over those steps, and
+     * over the steps the last ge2_program_take_metrics took */
+    double *result_sums[GE2_MODE_COUNT], *taken_sums[GE2_MODE_COUNT];
 };
 
 /* --- for the other capture/ files (checkpoint, backends) --------------- */

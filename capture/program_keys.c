@@ -54,13 +54,14 @@ static ge2_copy result_copy(const ge2_program *program, const ge2_program_key *p
     return c;
 }
 
-/* Each slot's copies: its staging to the feed region, and the loss and
- * metric to its result area. */
+/* Each slot's copies: its staging to the feed region, and the results
+ * (loss, metrics) to its result area. */
 static void resolve_step_io(const ge2_program *program, ge2_program_key *pk)
 {
     for (int s = 0; s < GE2_STAGING_BUFFERS; s++) {
         ge2_step_io *io = &pk->exec.io[s];
-        double *results = &pk->results[s * GE2_STEP_RESULTS];
+        double *results = &pk->results[s * program->n_results];
+        ge2_copy *copies = &pk->result_copies[s * program->n_results];
         if (pk->device_staging[s]) {
             io->stage = (ge2_copy){pk->device_staging[s], pk->staging[s], pk->staging_bytes};
             io->upload = (ge2_copy){pk->inputs, pk->device_staging[s], pk->staging_bytes};
@@ -68,8 +69,10 @@ static void resolve_step_io(const ge2_program *program, ge2_program_key *pk)
             io->stage = (ge2_copy){NULL, NULL, 0};
             io->upload = (ge2_copy){pk->inputs, pk->staging[s], pk->staging_bytes};
         }
-        io->results[0] = result_copy(program, pk, program->loss_id, &results[0]);
-        io->results[1] = result_copy(program, pk, program->metric_id, &results[1]);
+        for (int r = 0; r < program->n_results; r++)
+            copies[r] = result_copy(program, pk, program->result_ids[r], &results[r]);
+        io->results = copies;
+        io->n_results = program->n_results;
     }
 }
 
@@ -208,8 +211,11 @@ static ge2_status make_key(ge2_program *program, ge2_program_key *pk, const ge2_
         if (ge2_program_feeds_ahead(program) && pk->staging_bytes)
             GE2_TRY(b->alloc(program->bctx, pk->staging_bytes, &pk->device_staging[i]));
     }
-    GE2_TRY(b->alloc_host(program->bctx, GE2_STAGING_BUFFERS * GE2_STEP_RESULTS * sizeof(double),
-                          (void **)&pk->results));
+    const size_t results = (size_t)GE2_STAGING_BUFFERS * (size_t)(program->n_results > 0 ? program->n_results : 1);
+    GE2_TRY(b->alloc_host(program->bctx, results * sizeof(double), (void **)&pk->results));
+    pk->result_copies = ge2_calloc(results, sizeof *pk->result_copies);
+    if (!pk->result_copies)
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_program_step: %zu result copies", results);
 
     size_t arena_bytes = plan->arena_bytes ? plan->arena_bytes : 1;
     if (program->options.o.separate_arenas) {
@@ -240,6 +246,7 @@ void ge2_program_key_release(ge2_program *program, ge2_program_key *pk)
     b->free(program->bctx, pk->arena_own);
     b->free(program->bctx, pk->inputs);
     b->free_host(program->bctx, pk->results);
+    ge2_free(pk->result_copies);
     for (int i = 0; i < GE2_STAGING_BUFFERS; i++) {
         b->free_host(program->bctx, pk->staging[i]);
         b->free(program->bctx, pk->device_staging[i]);

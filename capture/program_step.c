@@ -120,13 +120,20 @@ static void fold_slot(ge2_program *program, ge2_program_key *pk, int s)
     if (program->loss_id < 0)
         return;
     const ge2_graph *g = program->graph;
-    const double *results = &pk->results[s * GE2_STEP_RESULTS];
+    const double *results = &pk->results[s * program->n_results];
     ge2_metrics *sums = &program->metrics[pk->key.mode];
+    double *each = program->result_sums[pk->key.mode];
     sums->steps++;
     sums->examples += pk->batch;
-    sums->loss_sum += raw_value(&results[0], g->tensors[program->loss_id]->dtype);
-    if (program->metric_id >= 0)
-        sums->metric_sum += raw_value(&results[1], g->tensors[program->metric_id]->dtype);
+    for (int r = 0; r < program->n_results; r++) {
+        const int id = program->result_ids[r];
+        const double v = raw_value(&results[r], g->tensors[id]->dtype);
+        each[r] += v;
+        if (id == program->loss_id)
+            sums->loss_sum += v;
+        else if (id == program->metric_id)
+            sums->metric_sum += v;
+    }
 }
 
 /* Folds the key's slots whose step is done, oldest first, without waiting.
@@ -170,7 +177,27 @@ ge2_status ge2_program_take_metrics(ge2_program *program, ge2_mode mode, ge2_met
             GE2_TRY(fold_done(program, program->keys[k]));
     *out = program->metrics[mode];
     memset(&program->metrics[mode], 0, sizeof program->metrics[mode]);
+    for (int r = 0; r < program->n_results; r++) {
+        program->taken_sums[mode][r] = program->result_sums[mode][r];
+        program->result_sums[mode][r] = 0;
+    }
     return GE2_OK;
+}
+
+ge2_status ge2_program_taken_sum(ge2_program *program, ge2_mode mode, const ge2_tensor *output, double *sum)
+{
+    if (!program || !output || !sum)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_taken_sum: program, output and sum must not be NULL");
+    GE2_TRY(check_mode(mode, "ge2_program_taken_sum"));
+    for (int r = 0; r < program->n_results; r++)
+        if (program->result_ids[r] == output->id && output->graph == program->graph) {
+            *sum = program->taken_sums[mode][r];
+            return GE2_OK;
+        }
+    return ge2_error(GE2_ERR_INVALID_ARGUMENT,
+                     "ge2_program_taken_sum: '%s' is not a step result: the loss, or a one-element tensor marked "
+                     "with ge2_mark_output before ge2_compile",
+                     output->name);
 }
 
 /* ------------------------------------------------------- staging slots */

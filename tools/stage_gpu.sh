@@ -54,7 +54,12 @@ for t in //examples:smoke //examples:train_mlp //examples:train_custom_op; do
 done
 if [ -f bench/BUILD ] || [ -f bench/BUILD.bazel ]; then
     mapfile -t bench_bins < <(query 'kind("cc_binary rule", //bench/...)')
-    extra+=("${bench_bins[@]}")
+    # step_overhead (host time with no-op kernels) is a diagnostic, 2 MiB of
+    # the carry: staged only when GE2_STAGE_STEP_OVERHEAD=1
+    for t in "${bench_bins[@]}"; do
+        [ "$t" != //bench:step_overhead ] || [ "${GE2_STAGE_STEP_OVERHEAD:-0}" = 1 ] || continue
+        extra+=("$t")
+    done
 fi
 
 # The staged build: sm_90 SASS without PTX (the GPU machine is sm_90, and

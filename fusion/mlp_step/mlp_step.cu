@@ -1263,9 +1263,10 @@ extern "C" ge2_status ge2_mlp_step_launch(const ge2_mlp_step *s, void *stream, c
     if (params->feeds_at_source)
         read_feeds_at_source(params);
     params->n_results = 0;
-    for (int i = 0; i < n_results && i < GE2_CUDA_MAX_COPIES; i++)
-        if (results[i].bytes)
-            params->results[params->n_results++] = results[i];
+    int taken = 0; /* results the kernel does itself; the rest follow it */
+    for (; taken < n_results && params->n_results < GE2_CUDA_MAX_COPIES; taken++)
+        if (results[taken].bytes)
+            params->results[params->n_results++] = results[taken];
     cudaLaunchConfig_t lc = {};
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeCooperative;
@@ -1278,7 +1279,8 @@ extern "C" ge2_status ge2_mlp_step_launch(const ge2_mlp_step *s, void *stream, c
     lc.numAttrs = 1;
     void *args[] = {(void *)params};
     /* the launch copies the arguments: launch_params may be reused at once */
-    return step_cuda(cudaLaunchKernelExC(&lc, s->kernel, args), "cudaLaunchKernelExC(ge2_mlp_step_kernel)");
+    GE2_TRY(step_cuda(cudaLaunchKernelExC(&lc, s->kernel, args), "cudaLaunchKernelExC(ge2_mlp_step_kernel)"));
+    return ge2_cuda_copy_launch(results + taken, n_results - taken, stream);
 }
 
 // the profile_fused option: the last step's phases, printed when the key goes.

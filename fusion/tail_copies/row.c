@@ -3,6 +3,7 @@
  * staging (ops/optimizer: ge2_cuda_optimizer_update_launch_copying), one
  * kernel fewer than a copy kernel after it. */
 #include "fusion/fusion.h"
+#include "graph/error.h"
 #include "kernels/cuda/step_copy.h"
 #include "ops/optimizer/optimizer.h"
 
@@ -36,9 +37,11 @@ static ge2_status prepare(const ge2_launch *launches, int n, void **state, char 
 static ge2_status launch(const void *state, const ge2_fusion_run *run)
 {
     (void)state;
-    if (!run->results)
-        return ge2_cuda_optimizer_update_launch(&run->launches[0]);
-    return ge2_cuda_optimizer_update_launch_copying(&run->launches[0], run->results, run->n_results);
+    const int own = run->results ? (run->n_results < GE2_CUDA_MAX_COPIES ? run->n_results : GE2_CUDA_MAX_COPIES) : 0;
+    GE2_TRY(ge2_cuda_optimizer_update_launch_copying(&run->launches[0], run->results, own));
+    /* more results than one kernel copies: a copy kernel after it */
+    return own < run->n_results ? ge2_cuda_copy_launch(run->results + own, run->n_results - own, run->stream)
+                                : GE2_OK;
 }
 
 static const ge2_fusion_impl cuda = {

@@ -403,8 +403,9 @@ ge2_status ge2_program_sync(ge2_program *program);
 ge2_status ge2_program_read_output(ge2_program *program, ge2_mode mode, const ge2_tensor *t, void *dst, size_t bytes);
 
 /* Running sums of the loss and the first metric, per mode, over every step.
- * Each step copies both into pinned host memory as its last work (inside its
- * CUDA Graph on a replay), so no step reads anything back on its own. */
+ * Each step copies them, and every other one-element marked output, into
+ * pinned host memory as its last work (inside its CUDA Graph on a replay),
+ * so no step reads anything back on its own. */
 typedef struct ge2_metrics {
     int64_t steps;      /* steps whose values are included */
     double loss_sum;    /* sum over those steps of the loss output */
@@ -417,6 +418,10 @@ typedef struct ge2_metrics {
  * ge2_program_sync every step is included, each exactly once. Programs
  * without a loss count nothing. */
 ge2_status ge2_program_take_metrics(ge2_program *program, ge2_mode mode, ge2_metrics *out);
+/* Every step copies back the loss and every one-element tensor marked with
+ * ge2_mark_output, however many; this is one's sum over the steps the last
+ * ge2_program_take_metrics of mode counted (ge2_metrics.steps of them). */
+ge2_status ge2_program_taken_sum(ge2_program *program, ge2_mode mode, const ge2_tensor *output, double *sum);
 
 ge2_status ge2_set_lr(ge2_program *program, double lr);
 ge2_status ge2_get_lr(ge2_program *program, double *lr);

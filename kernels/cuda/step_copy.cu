@@ -22,14 +22,16 @@ __global__ void ge2_step_copy_kernel(const ge2_cuda_copies copies)
 
 // ----------------------------------------------------------------- launchers
 
-extern "C" ge2_status ge2_cuda_copy_launch(const ge2_cuda_copy *copies, int n, void *stream)
+// One kernel for up to GE2_CUDA_MAX_COPIES non-empty copies from copies[*at],
+// which it advances past what it took.
+static ge2_status launch_some(const ge2_cuda_copy *copies, int n, int *at, void *stream)
 {
     ge2_cuda_copies c = {};
     size_t largest = 0;
-    for (int i = 0; i < n && i < GE2_CUDA_MAX_COPIES; i++)
-        if (copies[i].bytes > 0) {
-            c.copy[c.n++] = copies[i];
-            largest = copies[i].bytes > largest ? copies[i].bytes : largest;
+    for (; *at < n && c.n < GE2_CUDA_MAX_COPIES; (*at)++)
+        if (copies[*at].bytes > 0) {
+            c.copy[c.n++] = copies[*at];
+            largest = copies[*at].bytes > largest ? copies[*at].bytes : largest;
         }
     if (c.n == 0)
         return GE2_OK;
@@ -42,5 +44,12 @@ extern "C" ge2_status ge2_cuda_copy_launch(const ge2_cuda_copy *copies, int n, v
     if (e != cudaSuccess)
         return ge2_error(GE2_ERR_CUDA, "ge2 cuda backend: the step's copy kernel: %s (%s)", cudaGetErrorString(e),
                          cudaGetErrorName(e));
+    return GE2_OK;
+}
+
+extern "C" ge2_status ge2_cuda_copy_launch(const ge2_cuda_copy *copies, int n, void *stream)
+{
+    for (int at = 0; at < n;)
+        GE2_TRY(launch_some(copies, n, &at, stream));
     return GE2_OK;
 }

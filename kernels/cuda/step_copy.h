@@ -27,8 +27,9 @@ typedef struct ge2_cuda_copy {
     size_t bytes; /* 0: nothing */
 } ge2_cuda_copy;
 
-/* The n copies (at most GE2_CUDA_MAX_COPIES) in one kernel on stream (a
- * cudaStream_t); nothing is launched when every copy is empty. */
+/* The n copies on stream (a cudaStream_t), GE2_CUDA_MAX_COPIES per kernel:
+ * one kernel for up to that many; nothing is launched when every copy is
+ * empty. */
 ge2_status ge2_cuda_copy_launch(const ge2_cuda_copy *copies, int n, void *stream);
 
 /* Where p lies in c's source if it points into c's destination, else p:

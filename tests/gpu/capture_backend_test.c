@@ -50,6 +50,7 @@ typedef struct key {
     ge2_node nodes[2];
     ge2_launch launches[2];
     ge2_exec exec;
+    ge2_copy result[GE2_STAGING_BUFFERS]; /* each slot's one result copy: y back to slot_y */
     float hw1[H * IN], hb1[H], hw2[OUT * H], hb2[OUT];
 } key;
 
@@ -150,7 +151,9 @@ static void key_open_with(key *k, bool disable_capture, bool device_staging)
             feed = k->slot_dx[s];
         }
         k->exec.io[s].upload = (ge2_copy){k->x, feed, B * IN * sizeof(float)};
-        k->exec.io[s].results[0] = (ge2_copy){k->slot_y[s], k->y, B * OUT * sizeof(float)};
+        k->result[s] = (ge2_copy){k->slot_y[s], k->y, B * OUT * sizeof(float)};
+        k->exec.io[s].results = &k->result[s];
+        k->exec.io[s].n_results = 1;
     }
     API(k->be->exec_prepare(k->ctx, &k->exec));
 }

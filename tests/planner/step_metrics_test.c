@@ -21,6 +21,15 @@
 #include "tests/planner/random_graph.h"
 #include "tests/planner/suite.h"
 
+/* step_results_gpu_test builds this file with STEP_METRICS_CUDA: the step
+ * results test on the CUDA backend, where more results than one copy kernel
+ * takes come back through a second. */
+#ifdef STEP_METRICS_CUDA
+#define RESULTS_DEVICE GE2_DEVICE_CUDA
+#else
+#define RESULTS_DEVICE GE2_DEVICE_CPU
+#endif
+
 #define FEATURES 6
 #define CLASSES 4
 #define BATCH 12
@@ -295,6 +304,73 @@ static void expect_taken(lag_twin *t, int first, int steps)
                   first + steps - 1);
 }
 
+/* Any number of one-element marked outputs come back with each step: the
+ * classifier with three more (the logits' sum, their mean, the loss again
+ * through a scale), each summed by the metrics over the steps a take
+ * counts, equal to what read_output shows after each step; a non-scalar
+ * marked output and an unmarked tensor are not step results. */
+START_TEST(test_every_scalar_output_comes_back)
+{
+    classifier c;
+    ge2_tensor *w, *b, *logits, *total, *average, *twice;
+    ck_assert_int_eq(ge2_graph_new(&c.graph), GE2_OK);
+    ck_assert_int_eq(ge2_input(c.graph, "x", GE2_F32, ge2_shape2(BATCH, FEATURES), &c.x), GE2_OK);
+    ck_assert_int_eq(ge2_label(c.graph, "labels", GE2_I32, ge2_shape1(BATCH), &c.labels), GE2_OK);
+    ge2_init w_init = {GE2_INIT_LINEAR_DEFAULT, 0, 0, 0}, b_init = {GE2_INIT_LINEAR_DEFAULT, 0, 0, FEATURES};
+    ck_assert_int_eq(ge2_parameter(c.graph, "w", GE2_F32, ge2_shape2(CLASSES, FEATURES), w_init, &w), GE2_OK);
+    ck_assert_int_eq(ge2_parameter(c.graph, "b", GE2_F32, ge2_shape1(CLASSES), b_init, &b), GE2_OK);
+    ck_assert_int_eq(ge2_linear(c.graph, c.x, w, b, GE2_ACT_NONE, 0, &logits), GE2_OK);
+    ck_assert_int_eq(ge2_cross_entropy(c.graph, logits, c.labels, 0, &c.loss), GE2_OK);
+    ck_assert_int_eq(ge2_accuracy(c.graph, logits, c.labels, &c.correct), GE2_OK);
+    ck_assert_int_eq(ge2_sum_all(c.graph, logits, &total), GE2_OK);
+    ck_assert_int_eq(ge2_mean_all(c.graph, logits, &average), GE2_OK);
+    ck_assert_int_eq(ge2_scale(c.graph, c.loss, 2.0, &twice), GE2_OK);
+    ge2_tensor *outs[4] = {c.correct, total, average, twice};
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(ge2_mark_output(c.graph, outs[i]), GE2_OK);
+    ck_assert_int_eq(ge2_mark_output(c.graph, logits), GE2_OK); /* [BATCH, CLASSES]: read, not summed */
+    ck_assert_int_eq(ge2_backward(c.graph, c.loss), GE2_OK);
+    ge2_optimizer_config adam = ge2_optimizer_defaults(GE2_OPT_ADAM);
+    ck_assert_int_eq(ge2_optimizer(c.graph, &adam), GE2_OK);
+    ge2_context *ctx;
+    ck_assert_int_eq(ge2_context_new(RESULTS_DEVICE, &ctx), GE2_OK);
+    ge2_program *prog = compile_cpu(ctx, &c, false);
+    double want[5] = {0};
+    uint64_t rng = 11;
+    batch in;
+    for (int s = 0; s < 7; s++) {
+        batch_fill(&c, s % 2 ? SMALL : BATCH, &rng, &in); /* two keys */
+        step(prog, GE2_MODE_TRAIN, &in, false);
+        float v;
+        ck_assert_int_eq(ge2_program_read_output(prog, GE2_MODE_TRAIN, c.loss, &v, sizeof v), GE2_OK);
+        want[0] += v;
+        for (int i = 0; i < 4; i++) {
+            ck_assert_int_eq(ge2_program_read_output(prog, GE2_MODE_TRAIN, outs[i], &v, sizeof v), GE2_OK);
+            want[1 + i] += v;
+        }
+    }
+    ge2_metrics m;
+    ck_assert_int_eq(ge2_program_sync(prog), GE2_OK);
+    ck_assert_int_eq(ge2_program_take_metrics(prog, GE2_MODE_TRAIN, &m), GE2_OK);
+    ck_assert_int_eq(m.steps, 7);
+    ck_assert(m.loss_sum == want[0]);
+    ck_assert(m.metric_sum == want[1]); /* the first marked output */
+    ge2_tensor *all[5] = {c.loss, c.correct, total, average, twice};
+    for (int i = 0; i < 5; i++) {
+        double got;
+        ck_assert_int_eq(ge2_program_taken_sum(prog, GE2_MODE_TRAIN, all[i], &got), GE2_OK);
+        ck_assert_msg(got == want[i], "%s: summed %.17g, read_output's %.17g", all[i]->name, got, want[i]);
+    }
+    double got;
+    ck_assert_int_eq(ge2_program_taken_sum(prog, GE2_MODE_TRAIN, logits, &got), GE2_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(ge2_program_taken_sum(prog, GE2_MODE_TRAIN, w, &got), GE2_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(ge2_last_error(), "not a step result"));
+    ge2_program_free(prog);
+    ge2_context_free(ctx);
+    ge2_graph_free(c.graph);
+}
+END_TEST
+
 START_TEST(test_lagging_device_counts_finished_steps)
 {
     lag_twin t;
@@ -349,10 +425,18 @@ END_TEST
 
 int main(void)
 {
+#ifdef STEP_METRICS_CUDA
+    const TTest *tests[] = {test_every_scalar_output_comes_back};
+    /* the others test the CPU backend's step and fence logic */
+    (void)test_every_step_counted_once, (void)test_lagging_device_counts_finished_steps,
+        (void)test_failed_step_not_counted;
+#else
     const TTest *tests[] = {
         test_every_step_counted_once,
+        test_every_scalar_output_comes_back,
         test_lagging_device_counts_finished_steps,
         test_failed_step_not_counted,
     };
+#endif
     return planner_run_tests("step_metrics", tests, (int)(sizeof tests / sizeof tests[0]), 120);
 }
