@@ -2,9 +2,10 @@
  * and its backward, ACTIVATION_BACKWARD. activation_math.h is the single
  * source of the activation functions and their derivatives.
  *
- * ops.c holds the definitions (registered by ops/registry.c); the rest of
- * the folder is their parts: infer.c, backward.c, api.c (the public
- * builders), cpu.c and the CUDA launchers (cuda*.cu). */
+ * ops.c holds the definitions (registered by ops/builtin.def's line for
+ * each); the rest of the folder is their parts: infer.c, backward.c, api.c
+ * (the public builders), cpu.c, the CUDA launchers (cuda*.cu) and test.c
+ * (test cases and float64 references). */
 #ifndef GE2_OPS_ELEMENTWISE_ELEMENTWISE_H
 #define GE2_OPS_ELEMENTWISE_ELEMENTWISE_H
 

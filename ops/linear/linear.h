@@ -2,9 +2,10 @@
  * GEMM epilogue), MATMUL, and the two backward GEMMs with their epilogues
  * fused (LINEAR_GRAD_INPUT, LINEAR_GRAD_WEIGHT).
  *
- * ops.c holds the definitions (registered by ops/registry.c); the rest of
- * the folder is their parts: infer.c, backward.c, api.c (the public
- * builders), cpu.c and the CUDA launchers (cuda*.cu). */
+ * ops.c holds the definitions (registered by ops/builtin.def's line for
+ * each); the rest of the folder is their parts: infer.c, backward.c, api.c
+ * (the public builders), cpu.c, the CUDA launchers (cuda*.cu) and test.c
+ * (test cases and float64 references). */
 #ifndef GE2_OPS_LINEAR_LINEAR_H
 #define GE2_OPS_LINEAR_LINEAR_H
 

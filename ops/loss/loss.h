@@ -2,9 +2,10 @@
  * its gradient as a second output), MSE_LOSS and the ACCURACY metric.
  * loss_row.h is one row's cross-entropy, shared with the fused head kernels.
  *
- * ops.c holds the definitions (registered by ops/registry.c); the rest of
- * the folder is their parts: infer.c, backward.c, api.c (the public
- * builders), cpu.c and the CUDA launchers (cuda*.cu). */
+ * ops.c holds the definitions (registered by ops/builtin.def's line for
+ * each); the rest of the folder is their parts: infer.c, backward.c, api.c
+ * (the public builders), cpu.c, the CUDA launchers (cuda*.cu) and test.c
+ * (test cases and float64 references). */
 #ifndef GE2_OPS_LOSS_LOSS_H
 #define GE2_OPS_LOSS_LOSS_H
 

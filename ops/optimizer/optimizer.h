@@ -6,9 +6,10 @@
  * place, at most one pair per output of the node that made the gradients
  * (a layer's weight and bias). The math is optim/optimizer_math.h.
  *
- * ops.c holds the definitions (registered by ops/registry.c); the rest of
- * the folder is their parts: infer.c, backward.c, api.c (the public
- * builders), cpu.c and the CUDA launchers (cuda*.cu). */
+ * ops.c holds the definitions (registered by ops/builtin.def's line for
+ * each); the rest of the folder is their parts: infer.c, backward.c, api.c
+ * (the public builders), cpu.c, the CUDA launchers (cuda*.cu) and test.c
+ * (test cases and float64 references). */
 #ifndef GE2_OPS_OPTIMIZER_OPTIMIZER_H
 #define GE2_OPS_OPTIMIZER_OPTIMIZER_H
 

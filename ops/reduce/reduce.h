@@ -2,9 +2,10 @@
  * pair each is the other's backward of: EXPAND (broadcast up to a `like`
  * input's shape, times a scale) and REDUCE_TO (sum down to it).
  *
- * ops.c holds the definitions (registered by ops/registry.c); the rest of
- * the folder is their parts: infer.c, backward.c, api.c (the public
- * builders), cpu.c and the CUDA launchers (cuda*.cu). */
+ * ops.c holds the definitions (registered by ops/builtin.def's line for
+ * each); the rest of the folder is their parts: infer.c, backward.c, api.c
+ * (the public builders), cpu.c, the CUDA launchers (cuda*.cu) and test.c
+ * (test cases and float64 references). */
 #ifndef GE2_OPS_REDUCE_REDUCE_H
 #define GE2_OPS_REDUCE_REDUCE_H
 

@@ -1,9 +1,10 @@
 /* The softmax family, over the last axis: SOFTMAX, LOG_SOFTMAX and their
  * backward ops, which read the forward output.
  *
- * ops.c holds the definitions (registered by ops/registry.c); the rest of
- * the folder is their parts: infer.c, backward.c, api.c (the public
- * builders), cpu.c and the CUDA launchers (cuda*.cu). */
+ * ops.c holds the definitions (registered by ops/builtin.def's line for
+ * each); the rest of the folder is their parts: infer.c, backward.c, api.c
+ * (the public builders), cpu.c, the CUDA launchers (cuda*.cu) and test.c
+ * (test cases and float64 references). */
 #ifndef GE2_OPS_SOFTMAX_SOFTMAX_H
 #define GE2_OPS_SOFTMAX_SOFTMAX_H
 
