@@ -199,14 +199,20 @@ static ge2_status dump_graph(const ge2_program *program)
         fprintf(o->dump, "-- pass verify: ok\n");
         GE2_TRY(ge2_graph_summary(program->graph, o->dump));
     }
-    if (!o->dump_dot)
+    return ge2_program_dump_dot(program, "graph", NULL);
+}
+
+ge2_status ge2_program_dump_dot(const ge2_program *program, const char *what, const ge2_plan *plan)
+{
+    const char *prefix = program->options.o.dump_dot;
+    if (!prefix)
         return GE2_OK;
     char path[4096];
-    snprintf(path, sizeof path, "%s-graph.dot", o->dump_dot);
+    snprintf(path, sizeof path, "%s-%s.dot", prefix, what);
     FILE *f = fopen(path, "w");
     if (!f)
         return ge2_error(GE2_ERR_IO, "ge2_compile: dump_dot: cannot write '%s'", path);
-    ge2_status st = ge2_graph_dump_dot(program->graph, f);
+    ge2_status st = plan ? ge2_plan_dot(plan, program->graph, f) : ge2_graph_dump_dot(program->graph, f);
     if (fclose(f) != 0 && st == GE2_OK)
         st = ge2_error(GE2_ERR_IO, "ge2_compile: dump_dot: cannot write '%s'", path);
     return st;

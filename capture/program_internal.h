@@ -181,6 +181,10 @@ bool ge2_program_feeds_ahead(const ge2_program *program);
 /* Where a tensor lives for this key (device address on CUDA); NULL without memory. */
 void *ge2_program_tensor_data(const ge2_program *program, const ge2_program_key *pk, int tensor_id);
 
+/* "<dump_dot>-<what>.dot" when the compile option asks for DOT dumps: the
+ * plan's key with its fused groups, or the graph when plan is NULL. */
+ge2_status ge2_program_dump_dot(const ge2_program *program, const char *what, const ge2_plan *plan);
+
 /* One line per launch of the key: node, op, shapes and the backend's
  * description of its kernel (the kernel report and the dump's). */
 void ge2_program_print_kernels(const ge2_program *program, const ge2_program_key *key, FILE *out);

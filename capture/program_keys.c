@@ -172,23 +172,6 @@ size_t ge2_program_feed_region_bytes(const ge2_plan *plan)
     return end;
 }
 
-/* "<dump_dot>-key<N>.dot" for the key about to be added, when asked for. */
-static ge2_status dump_key_dot(const ge2_program *program, const ge2_plan *plan)
-{
-    const char *prefix = program->options.o.dump_dot;
-    if (!prefix)
-        return GE2_OK;
-    char path[4096];
-    snprintf(path, sizeof path, "%s-key%d.dot", prefix, program->n_keys);
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return ge2_error(GE2_ERR_IO, "ge2_compile: dump_dot: cannot write '%s'", path);
-    ge2_status st = ge2_plan_dot(plan, program->graph, f);
-    if (fclose(f) != 0 && st == GE2_OK)
-        st = ge2_error(GE2_ERR_IO, "ge2_compile: dump_dot: cannot write '%s'", path);
-    return st;
-}
-
 /* Plans and allocates a new key into *pk (zeroed). */
 static ge2_status make_key(ge2_program *program, ge2_program_key *pk, const ge2_key *key)
 {
@@ -199,7 +182,9 @@ static ge2_status make_key(ge2_program *program, ge2_program_key *pk, const ge2_
         fprintf(dump, "== graph key %d: %s, batch %lld ==\n", program->n_keys, key->mode == GE2_MODE_TRAIN ? "train" : "eval",
                 key->n_feeds > 0 && key->feed_shapes[0].ndim > 0 ? (long long)key->feed_shapes[0].dim[0] : 1LL);
     GE2_TRY(ge2_plan_new_dumped(program->graph, program->layout, key, dump, &pk->plan));
-    GE2_TRY(dump_key_dot(program, pk->plan));
+    char key_name[32];
+    snprintf(key_name, sizeof key_name, "key%d", program->n_keys);
+    GE2_TRY(ge2_program_dump_dot(program, key_name, pk->plan));
     const ge2_plan *plan = pk->plan;
     pk->staging_bytes = ge2_program_feed_region_bytes(plan);
     pk->batch = key->n_feeds > 0 && key->feed_shapes[0].ndim > 0 ? key->feed_shapes[0].dim[0] : 1;

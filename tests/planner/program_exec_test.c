@@ -190,6 +190,67 @@ static void net_feeds(const net *n, int64_t b, uint64_t *rng, float *x, int32_t 
     f[1] = (ge2_feed){n->y, y, ge2_shape1(b)};
 }
 
+/* Reads a whole small file into buf; false when it cannot be read. */
+static bool read_text(const char *path, char *buf, size_t size)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    size_t n = fread(buf, 1, size - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return true;
+}
+
+/* The dump options: every pass's result as text, the graph and each key as
+ * DOT, the fused head pair a cluster; a pattern switched off says so. */
+START_TEST(test_dump_passes)
+{
+    net n;
+    build_net(&n, GE2_OPT_ADAM);
+    const char *tmp = getenv("TEST_TMPDIR");
+    char prefix[512], path[600];
+    snprintf(prefix, sizeof prefix, "%s/ge2_dump", tmp && tmp[0] ? tmp : "/tmp");
+    for (int off = 0; off < 2; off++) {
+        FILE *dump = tmpfile();
+        ck_assert_ptr_nonnull(dump);
+        ge2_compile_options o = ge2_compile_defaults();
+        o.dump = dump;
+        o.dump_dot = prefix;
+        o.disable_fusions = off ? "head" : NULL;
+        ge2_context *ctx;
+        ge2_program *prog;
+        ck_assert_int_eq(ge2_context_new(GE2_DEVICE_CPU, &ctx), GE2_OK);
+        ck_assert_msg(ge2_compile(ctx, n.graph, &o, &prog) == GE2_OK, "%s", ge2_last_error());
+        uint64_t rng = 5;
+        float x[16 * 12];
+        int32_t y[16];
+        ge2_feed f[2];
+        net_feeds(&n, 16, &rng, x, y, f);
+        ck_assert_int_eq(ge2_program_step(prog, GE2_MODE_TRAIN, f, 2), GE2_OK);
+        static char text[1 << 16];
+        rewind(dump);
+        text[fread(text, 1, sizeof text - 1, dump)] = '\0';
+        fclose(dump);
+        static const char *const passes[] = {"-- pass verify: ok", "-- pass schedule", "-- pass fuse",
+                                             "-- pass plan", "-- pass select kernels"};
+        for (size_t k = 0; k < sizeof passes / sizeof passes[0]; k++)
+            ck_assert_msg(strstr(text, passes[k]), "dump lacks '%s'", passes[k]);
+        ck_assert_ptr_nonnull(strstr(text, off ? "fuse: head: off" : "fuse: head: nodes"));
+        char dot[1 << 14];
+        snprintf(path, sizeof path, "%s-graph.dot", prefix);
+        ck_assert_msg(read_text(path, dot, sizeof dot) && strstr(dot, "digraph"), "%s", path);
+        snprintf(path, sizeof path, "%s-key0.dot", prefix);
+        ck_assert_msg(read_text(path, dot, sizeof dot) && strstr(dot, "digraph"), "%s", path);
+        ck_assert_msg((strstr(dot, "label=\"head\"") != NULL) == !off, "key0.dot, head %s: %s", off ? "off" : "on",
+                      dot);
+        ge2_program_free(prog);
+        ge2_context_free(ctx);
+    }
+    ge2_graph_free(n.graph);
+}
+END_TEST
+
 START_TEST(test_no_host_allocation_after_first_step)
 {
     net n;
@@ -598,6 +659,7 @@ int main(void)
     const TTest *tests[] = {
         test_random_graphs_match_naive,
         test_no_host_allocation_after_first_step,
+        test_dump_passes,
         test_metrics_sum_outputs,
         test_two_keys_train_one_model,
         test_failed_prepare_during_arena_growth,
