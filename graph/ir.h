@@ -92,6 +92,24 @@ typedef struct ge2_optim_attrs {
     int update_nodes;
 } ge2_optim_attrs;
 
+/* CONV2D and its backward ops: PyTorch's Conv2d arguments, per axis (h, w). */
+typedef struct ge2_conv2d_attrs {
+    int stride[2], padding[2], dilation[2];
+    int groups;
+} ge2_conv2d_attrs;
+
+/* MAX_POOL2D, AVG_POOL2D and their backward ops, per axis (h, w). Average
+ * pooling divides by the whole window, padding included (PyTorch's
+ * count_include_pad=True). */
+typedef struct ge2_pool2d_attrs {
+    int kernel[2], stride[2], padding[2];
+} ge2_pool2d_attrs;
+
+/* BATCH_NORM: PyTorch's BatchNorm momentum and eps. */
+typedef struct ge2_batch_norm_attrs {
+    double momentum, eps;
+} ge2_batch_norm_attrs;
+
 typedef union ge2_attrs {
     ge2_linear_attrs linear;
     ge2_matmul_attrs matmul;
@@ -104,6 +122,9 @@ typedef union ge2_attrs {
     ge2_slice_attrs slice;
     ge2_loss_attrs loss;
     ge2_optim_attrs optim;
+    ge2_conv2d_attrs conv2d;
+    ge2_pool2d_attrs pool2d;
+    ge2_batch_norm_attrs batch_norm;
     unsigned char bytes[GE2_OP_ATTRS_BYTES]; /* a registered op's own attrs (ge2_node_attrs) */
 } ge2_attrs;
 

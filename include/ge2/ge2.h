@@ -207,6 +207,23 @@ ge2_status ge2_mse_loss(ge2_graph *graph, ge2_tensor *pred, ge2_tensor *target, 
 /* Number of rows whose argmax equals the label (f32 scalar; a metric, not differentiable). */
 ge2_status ge2_accuracy(ge2_graph *graph, ge2_tensor *logits, ge2_tensor *labels, ge2_tensor **correct);
 
+/* ------------------------------------------------------ convolutional ops */
+
+/* PyTorch's Conv2d arguments, per axis (h, w). */
+typedef struct ge2_conv2d_params {
+    int stride[2], padding[2], dilation[2];
+    int groups;
+} ge2_conv2d_params;
+
+/* stride 1, padding 0, dilation 1, groups 1 */
+ge2_conv2d_params ge2_conv2d_defaults(void);
+/* y = conv2d(x, w) + b, as PyTorch's Conv2d. x [N, C, H, W], w [O, C/groups,
+ * kh, kw] (PyTorch's layout), b [O] or NULL; y [N, O, OH, OW] with
+ * OH = (H + 2·padding - dilation·(kh - 1) - 1) / stride + 1. params NULL:
+ * the defaults. */
+ge2_status ge2_conv2d(ge2_graph *graph, ge2_tensor *x, ge2_tensor *w, ge2_tensor *b, const ge2_conv2d_params *params,
+                      ge2_tensor **y);
+
 /* --------------------------------------------------------------- autograd */
 
 /* Ask for the gradient of an input tensor too (call before ge2_backward). */

@@ -1,26 +1,21 @@
 /* The GEMM family on the CPU: the GEMM through cblas, then the epilogue in
  * one pass over the output (LINEAR: bias + activation + stash; the backward
  * GEMMs: activation derivative and bias gradient). */
-#include <cblas.h>
 #include <string.h>
 
 #include "ops/elementwise/activation_math.h"
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/gemm.h"
 #include "ops/linear/linear.h"
 
-static void gemm_f32(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
-                     int64_t ldb, float *c)
-{
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k,
-                1.0f, a, (int)lda, b, (int)ldb, 0.0f, c, (int)n);
-}
-
-static void gemm_f64(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double *a, int64_t lda, const double *b,
-                     int64_t ldb, double *c)
-{
-    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k,
-                1.0, a, (int)lda, b, (int)ldb, 0.0, c, (int)n);
-}
+/* c [m, n] = op(a) · op(b), c dense */
+#define GEMM(T, SUF)                                                                                              \
+    static void gemm_##SUF(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T *a, int64_t lda, const T *b, \
+                           int64_t ldb, T *c)                                                                     \
+    {                                                                                                             \
+        ge2_cpu_gemm_##SUF(ta, tb, m, n, k, 1, a, lda, b, ldb, 0, c, n);                                          \
+    }
+GE2_CPU_DEFINE_BOTH(GEMM)
 
 /* in: x [B, in], w [out, in], b [out] (optional); out: y [B, out], stash (optional): z [B, out] or
  * the relu bit-mask [B, ge2_relu_mask_row_bytes(out)] (ops/elementwise/activation_math.h) */

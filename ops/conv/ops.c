@@ -1,0 +1,41 @@
+/* The definitions of the convolution family's ops: one struct per op. */
+#include "ops/conv/conv.h"
+
+/* x, w[, b] */
+const ge2_op_def ge2_op_def_conv2d = {
+    .name = "conv2d",
+    .min_inputs = 2,
+    .max_inputs = 3,
+    .max_outputs = 1,
+    .flags = 0,
+    .infer = ge2_infer_CONV2D,
+    .backward = ge2_backward_conv2d,
+    .cpu = ge2_cpu_conv2d,
+    .cuda = {NULL, ge2_cuda_conv2d_launch, NULL, NULL},
+};
+
+/* dy, x (shape only), w */
+const ge2_op_def ge2_op_def_conv2d_grad_input = {
+    .name = "conv2d_grad_input",
+    .min_inputs = 3,
+    .max_inputs = 3,
+    .max_outputs = 1,
+    .flags = GE2_OPF_LIKE1,
+    .infer = ge2_infer_CONV2D_GRAD_INPUT,
+    .backward = NULL,
+    .cpu = ge2_cpu_conv2d_grad_input,
+    .cuda = {NULL, ge2_cuda_conv2d_grad_input_launch, NULL, NULL},
+};
+
+/* dy, w (shape only), x -> dw[, db] */
+const ge2_op_def ge2_op_def_conv2d_grad_weight = {
+    .name = "conv2d_grad_weight",
+    .min_inputs = 3,
+    .max_inputs = 3,
+    .max_outputs = 2,
+    .flags = GE2_OPF_LIKE1,
+    .infer = ge2_infer_CONV2D_GRAD_WEIGHT,
+    .backward = NULL,
+    .cpu = ge2_cpu_conv2d_grad_weight,
+    .cuda = {NULL, ge2_cuda_conv2d_grad_weight_launch, NULL, NULL},
+};
