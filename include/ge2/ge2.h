@@ -224,6 +224,24 @@ ge2_conv2d_params ge2_conv2d_defaults(void);
 ge2_status ge2_conv2d(ge2_graph *graph, ge2_tensor *x, ge2_tensor *w, ge2_tensor *b, const ge2_conv2d_params *params,
                       ge2_tensor **y);
 
+/* PyTorch's MaxPool2d / AvgPool2d arguments, per axis (h, w); floor mode,
+ * padding at most half the kernel. */
+typedef struct ge2_pool2d_params {
+    int kernel[2], stride[2], padding[2];
+} ge2_pool2d_params;
+
+/* A square window: kernel, stride (0: the kernel, PyTorch's default) and padding on both axes. */
+ge2_pool2d_params ge2_pool2d_square(int kernel, int stride, int padding);
+/* x [N, C, H, W] -> [N, C, OH, OW]. Max pooling's gradient goes to each
+ * window's first maximum (PyTorch's rule on ties); average pooling divides
+ * by the whole window, padding included (count_include_pad). */
+ge2_status ge2_max_pool2d(ge2_graph *graph, ge2_tensor *x, const ge2_pool2d_params *params, ge2_tensor **y);
+ge2_status ge2_avg_pool2d(ge2_graph *graph, ge2_tensor *x, const ge2_pool2d_params *params, ge2_tensor **y);
+/* x [N, C, H, W] -> [N, C]: the mean over H and W (AdaptiveAvgPool2d(1), then flatten). */
+ge2_status ge2_global_avg_pool2d(ge2_graph *graph, ge2_tensor *x, ge2_tensor **y);
+/* x [N, d1, ...] -> [N, d1·...], as x.flatten(1) (NCHW order, so a linear layer after it takes PyTorch's weights). */
+ge2_status ge2_flatten(ge2_graph *graph, ge2_tensor *x, ge2_tensor **y);
+
 /* --------------------------------------------------------------- autograd */
 
 /* Ask for the gradient of an input tensor too (call before ge2_backward). */

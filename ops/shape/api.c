@@ -44,3 +44,20 @@ ge2_status ge2_slice(ge2_graph *graph, ge2_tensor *x, int axis, int64_t start, i
     a.slice.end = end;
     return ge2_graph_add_forward(graph, GE2_OP_SLICE, "ge2_slice", &x, unary_what, 1, 1, &a, y);
 }
+
+/* x.flatten(1): the batch dim stays free (-1), so other batch sizes
+ * specialize; NCHW order, so a LINEAR after it takes PyTorch's weights. */
+ge2_status ge2_flatten(ge2_graph *graph, ge2_tensor *x, ge2_tensor **y)
+{
+    if (!x)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_flatten: x is NULL");
+    if (x->shape.ndim < 1) {
+        char buf[64];
+        return ge2_error(GE2_ERR_SHAPE, "ge2_flatten: '%s' %s needs a batch dim", x->name,
+                         ge2_shape_str(x->shape, buf, sizeof buf));
+    }
+    int64_t rest = 1;
+    for (int i = 1; i < x->shape.ndim; i++)
+        rest *= x->shape.dim[i];
+    return ge2_reshape(graph, x, ge2_shape2(-1, rest), y);
+}
