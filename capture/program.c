@@ -1,5 +1,5 @@
 /* ge2_compile and the program's persistent state: parameter, gradient and
- * optimizer-state pools, constants and the control block, shared by every
+ * optimizer-state pools, constants, persistent buffers and the control block, shared by every
  * graph key. Keys live in program_keys.c, the step in program_step.c. */
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +14,8 @@
 /* ------------------------------------------------------------- accessors */
 
 ge2_flat_pools ge2_program_pools(const ge2_program *program) { return program->pools; }
+
+void *ge2_program_buffers(const ge2_program *program) { return program->buffers; }
 
 const ge2_backend *ge2_program_backend(const ge2_program *program, ge2_backend_ctx **ctx)
 {
@@ -107,6 +109,14 @@ static void fill_parameters(const ge2_program *program, unsigned char *image)
             ge2_init_fill(g, g->tensors[i], image + program->layout->offset[i]);
 }
 
+static void fill_buffers(const ge2_program *program, unsigned char *image)
+{
+    const ge2_graph *g = program->graph;
+    for (int i = 0; i < g->n_tensors; i++)
+        if (g->tensors[i]->role == GE2_ROLE_BUFFER)
+            ge2_init_fill(g, g->tensors[i], image + program->layout->offset[i]);
+}
+
 static void fill_constants(const ge2_program *program, unsigned char *image)
 {
     const ge2_graph *g = program->graph;
@@ -137,7 +147,9 @@ static ge2_status alloc_pools(ge2_program *program)
     if (program->pools.slots > 0)
         GE2_TRY(backend_alloc(program, (size_t)program->pools.slots * param_bytes, (void **)&program->pools.state));
     GE2_TRY(backend_alloc(program, program->layout->constant_bytes, &program->constants));
+    GE2_TRY(backend_alloc(program, program->layout->buffer_bytes, &program->buffers));
     GE2_TRY(upload_image(program, program->pools.params, param_bytes, fill_parameters));
+    GE2_TRY(upload_image(program, program->buffers, program->layout->buffer_bytes, fill_buffers));
     return upload_image(program, program->constants, program->layout->constant_bytes, fill_constants);
 }
 
@@ -281,6 +293,7 @@ void ge2_program_free(ge2_program *program)
                 b->fence_free(program->bctx, program->lr_fence[i]);
         b->free_host(program->bctx, program->lr_ring);
         b->free(program->bctx, program->constants);
+        b->free(program->bctx, program->buffers);
         b->free(program->bctx, program->pools.state);
         b->free(program->bctx, program->pools.grads);
         b->free(program->bctx, program->pools.params);

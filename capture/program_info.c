@@ -54,45 +54,70 @@ ge2_status ge2_program_step_count(ge2_program *program, int64_t *steps)
     return GE2_OK;
 }
 
-/* ------------------------------------------------------------ parameters */
+/* ---------------------------------------------- parameters and buffers */
 
-static ge2_status param_place(const ge2_program *program, const ge2_tensor *param, size_t bytes, const char *fn,
-                              size_t *offset)
+/* Where t, a tensor of the persistent pool of `role`, lives on the device;
+ * bytes must be its size. */
+static ge2_status persistent_place(const ge2_program *program, const ge2_tensor *t, ge2_role role, size_t bytes,
+                                   const char *fn, char **place)
 {
-    if (!program || !param)
-        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "%s: program and parameter must not be NULL", fn);
-    if (param->graph != program->graph)
-        return ge2_error(GE2_ERR_GRAPH, "%s: tensor '%s' belongs to another graph", fn, param->name);
+    if (!program || !t)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "%s: program and tensor must not be NULL", fn);
+    if (t->graph != program->graph)
+        return ge2_error(GE2_ERR_GRAPH, "%s: tensor '%s' belongs to another graph", fn, t->name);
     char s[64];
-    ge2_shape_str(param->shape, s, sizeof s);
-    if (param->role != GE2_ROLE_PARAMETER)
-        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "%s: '%s' %s is a %s, not a parameter", fn, param->name, s,
-                         ge2_role_name(param->role));
-    size_t want = (size_t)ge2_shape_numel(param->shape) * ge2_dtype_size(param->dtype);
+    ge2_shape_str(t->shape, s, sizeof s);
+    if (t->role != role)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "%s: '%s' %s is a %s, not a %s", fn, t->name, s,
+                         ge2_role_name(t->role), ge2_role_name(role));
+    size_t want = (size_t)ge2_shape_numel(t->shape) * ge2_dtype_size(t->dtype);
     if (bytes != want)
-        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "%s: '%s' is %s %s (%zu bytes), buffer has %zu", fn, param->name,
-                         ge2_dtype_name(param->dtype), s, want, bytes);
-    *offset = program->layout->offset[param->id];
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "%s: '%s' is %s %s (%zu bytes), buffer has %zu", fn, t->name,
+                         ge2_dtype_name(t->dtype), s, want, bytes);
+    char *pool = role == GE2_ROLE_PARAMETER ? (char *)program->pools.params : (char *)program->buffers;
+    *place = pool + program->layout->offset[t->id];
     return GE2_OK;
+}
+
+static ge2_status get_persistent(ge2_program *program, const ge2_tensor *t, ge2_role role, void *dst, size_t bytes,
+                                 const char *fn)
+{
+    char *place;
+    GE2_TRY(persistent_place(program, t, role, bytes, fn, &place));
+    if (!dst)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "%s: dst must not be NULL", fn);
+    return program->backend->download(program->bctx, dst, place, bytes);
+}
+
+static ge2_status set_persistent(ge2_program *program, const ge2_tensor *t, ge2_role role, const void *src,
+                                 size_t bytes, const char *fn)
+{
+    char *place;
+    GE2_TRY(persistent_place(program, t, role, bytes, fn, &place));
+    if (!src)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "%s: src must not be NULL", fn);
+    GE2_TRY(program->backend->upload(program->bctx, place, src, bytes));
+    return program->backend->sync(program->bctx); /* src is the caller's: done with it on return */
 }
 
 ge2_status ge2_program_get_parameter(ge2_program *program, const ge2_tensor *param, void *dst, size_t bytes)
 {
-    size_t offset;
-    GE2_TRY(param_place(program, param, bytes, "ge2_program_get_parameter", &offset));
-    if (!dst)
-        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_get_parameter: dst must not be NULL");
-    return program->backend->download(program->bctx, dst, (const char *)program->pools.params + offset, bytes);
+    return get_persistent(program, param, GE2_ROLE_PARAMETER, dst, bytes, "ge2_program_get_parameter");
 }
 
 ge2_status ge2_program_set_parameter(ge2_program *program, const ge2_tensor *param, const void *src, size_t bytes)
 {
-    size_t offset;
-    GE2_TRY(param_place(program, param, bytes, "ge2_program_set_parameter", &offset));
-    if (!src)
-        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_set_parameter: src must not be NULL");
-    GE2_TRY(program->backend->upload(program->bctx, (char *)program->pools.params + offset, src, bytes));
-    return program->backend->sync(program->bctx); /* src is the caller's: done with it on return */
+    return set_persistent(program, param, GE2_ROLE_PARAMETER, src, bytes, "ge2_program_set_parameter");
+}
+
+ge2_status ge2_program_get_buffer(ge2_program *program, const ge2_tensor *buffer, void *dst, size_t bytes)
+{
+    return get_persistent(program, buffer, GE2_ROLE_BUFFER, dst, bytes, "ge2_program_get_buffer");
+}
+
+ge2_status ge2_program_set_buffer(ge2_program *program, const ge2_tensor *buffer, const void *src, size_t bytes)
+{
+    return set_persistent(program, buffer, GE2_ROLE_BUFFER, src, bytes, "ge2_program_set_buffer");
 }
 
 /* ----------------------------------------------------------------- plans */
@@ -175,9 +200,9 @@ static void report_pools(const ge2_program *program, FILE *out)
 {
     const ge2_layout *l = program->layout;
     char mode[96];
-    fprintf(out, "pools: params=%zu grads=%zu optimizer_state=%zu (%d slots) constants=%zu control=%zu", l->param_bytes,
-            gradient_pool_bytes(program), (size_t)program->pools.slots * l->param_bytes,
-            program->pools.slots, l->constant_bytes, sizeof(ge2_control));
+    fprintf(out, "pools: params=%zu grads=%zu optimizer_state=%zu (%d slots) constants=%zu buffers=%zu control=%zu",
+            l->param_bytes, gradient_pool_bytes(program), (size_t)program->pools.slots * l->param_bytes,
+            program->pools.slots, l->constant_bytes, l->buffer_bytes, sizeof(ge2_control));
     fprintf(out, " workspace=%zu shared_arena=%zu%s\n",
             program->backend->workspace_bytes ? program->backend->workspace_bytes(program->bctx) : 0,
             program->arena_bytes, program->options.o.separate_arenas ? " (separate arenas per key)" : "");

@@ -107,6 +107,7 @@ struct ge2_program {
     /* Persistent, shared by every key (device memory on CUDA). */
     ge2_flat_pools pools; /* params [n], grads [n] (NULL with per-parameter updates), state [slots * n] */
     void *constants;      /* [layout->constant_bytes] */
+    void *buffers;        /* [layout->buffer_bytes] persistent buffers */
     ge2_control *control; /* device pointer on CUDA, host on CPU */
     ge2_control *control_host; /* host mirror (pinned), source of control uploads */
     float *lr_ring;            /* host (pinned): [GE2_LR_RING] sources of ge2_set_lr's uploads */
@@ -140,6 +141,8 @@ struct ge2_program {
 
 /* The flat pools (device pointers on CUDA). */
 ge2_flat_pools ge2_program_pools(const ge2_program *program);
+/* The persistent buffers' pool (device memory on CUDA): layout->buffer_bytes. */
+void *ge2_program_buffers(const ge2_program *program);
 /* The backend and its per-program context. */
 const ge2_backend *ge2_program_backend(const ge2_program *program, ge2_backend_ctx **ctx);
 const ge2_layout *ge2_program_layout(const ge2_program *program);

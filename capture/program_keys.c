@@ -24,6 +24,7 @@ void *ge2_program_tensor_data(const ge2_program *program, const ge2_program_key 
     case GE2_POOL_PARAMS: base = (unsigned char *)program->pools.params; break;
     case GE2_POOL_GRADS: base = (unsigned char *)program->pools.grads; break;
     case GE2_POOL_CONSTANTS: base = program->constants; break;
+    case GE2_POOL_BUFFERS: base = program->buffers; break;
     case GE2_POOL_INPUTS: base = pk->inputs; break;
     case GE2_POOL_ARENA: base = pk->exec.arena; break;
     default: return NULL;
@@ -100,6 +101,7 @@ static void resolve_launches(const ge2_program *program, ge2_program_key *pk)
         l->pools = program->pools;
         l->tf32 = program->options.o.tf32;
         l->settings = &program->options.settings;
+        l->training = pk->key.mode == GE2_MODE_TRAIN;
     }
     resolve_step_io(program, pk);
 }

@@ -31,7 +31,7 @@ static ge2_status fill(ge2_naive *n, const ge2_feed *feeds, int n_feeds)
         n->data[i] = ge2_calloc(1, tensor_bytes(n, t) + 1);
         if (!n->data[i])
             return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_naive: out of memory for '%s'", t->name);
-        if (t->role == GE2_ROLE_PARAMETER)
+        if (t->role == GE2_ROLE_PARAMETER || t->role == GE2_ROLE_BUFFER)
             ge2_init_fill(g, t, n->data[i]);
         else if (t->role == GE2_ROLE_CONSTANT)
             memcpy(n->data[i], t->constant_data, tensor_bytes(n, t));
@@ -67,6 +67,7 @@ ge2_status ge2_naive_new(const ge2_graph *g, const ge2_feed *feeds, int n_feeds,
     }
     if ((st = ge2_graph_infer_shapes(g, feed_shapes, n->shape)) != GE2_OK || (st = fill(n, feeds, n_feeds)) != GE2_OK)
         goto fail;
+    n->mode = GE2_MODE_TRAIN;
     n->control.loss_scale = 1.0f;
     n->control.clip_factor = 1.0f;
     ge2_free(feed_shapes);
@@ -101,6 +102,7 @@ ge2_status ge2_naive_exec(ge2_naive *n, bool backward)
         l.control = &n->control;
         static const ge2_kernel_settings defaults = {true, false, GE2_GEMM_KERNELS_ANY, NULL, true, false};
         l.settings = &defaults;
+        l.training = n->mode == GE2_MODE_TRAIN;
         GE2_TRY(ge2_op_def_of(node->op)->cpu(&l));
     }
     return GE2_OK;

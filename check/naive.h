@@ -14,9 +14,13 @@ typedef struct ge2_naive {
     ge2_shape *shape; /* [n_tensors] concrete shapes for the given feeds */
     void **data;      /* [n_tensors] one buffer each (zero-filled at creation) */
     ge2_control control;
+    /* what the forward's mode-dependent ops see (launch.training): TRAIN
+     * unless a caller sets it, so a gradient check differentiates the
+     * training forward */
+    ge2_mode mode;
 } ge2_naive;
 
-/* Allocates every buffer, fills parameters (ge2_init_fill) and constants, and
+/* Allocates every buffer, fills parameters and persistent buffers (ge2_init_fill) and constants, and
  * copies the feeds (a feed's shape may change dim 0; ndim 0 means "as built"). */
 ge2_status ge2_naive_new(const ge2_graph *g, const ge2_feed *feeds, int n_feeds, ge2_naive **out);
 /* Runs the forward nodes, and the backward ones too when backward is set

@@ -1,9 +1,10 @@
 /* ge2_checkpoint_save / _load / _load_parameters: a program's training state
  * as safetensors (safetensors.h does the container).
  *
- * Tensors: every parameter under its own name in its graph shape (PyTorch
- * layout, so safetensors.torch.load_file + load_state_dict takes them), and
- * each optimizer state slot as "optim.<param>.<torch state name>"
+ * Tensors: every parameter and persistent buffer (batch norm's running
+ * statistics, its i64 num_batches_tracked) under its own name in its graph
+ * shape (PyTorch layout, so safetensors.torch.load_file + load_state_dict
+ * takes them), and each optimizer state slot as "optim.<param>.<torch state name>"
  * (exp_avg, exp_avg_sq, max_exp_avg_sq, momentum_buffer; grad_accum for the
  * accumulation buffer). __metadata__ (strings, as the format requires):
  * format, optimizer, step, micro_step, base_lr, rng_offset, epoch,
@@ -39,6 +40,7 @@ typedef struct ck_layout {
     int n_params;                   /* tensors [0, n_params) are parameters */
     float *image;                   /* [(1 + slots) * pools.n]: params, then the state slots */
     int64_t image_n;
+    unsigned char *buffer_image;    /* [layout->buffer_bytes]: the persistent buffers, last in tensors */
 } ck_layout;
 
 static void ck_layout_free(ck_layout *l)
@@ -47,6 +49,7 @@ static void ck_layout_free(ck_layout *l)
     ge2_free(l->names);
     ge2_free(l->offset);
     ge2_free(l->image);
+    ge2_free(l->buffer_image);
     memset(l, 0, sizeof *l);
 }
 
@@ -60,16 +63,19 @@ static ge2_status ck_layout_new(ge2_program *program, bool with_state, ck_layout
     ge2_opt_slots slots = {-1, -1, -1, -1, -1, 0};
     if (cfg && with_state)
         slots = ge2_opt_slots_of(cfg);
-    int n_params = 0;
-    for (int i = 0; i < g->n_tensors; i++)
+    int n_params = 0, n_buffers = 0;
+    for (int i = 0; i < g->n_tensors; i++) {
         n_params += g->tensors[i]->role == GE2_ROLE_PARAMETER;
-    int n = n_params * (1 + slots.count);
+        n_buffers += g->tensors[i]->role == GE2_ROLE_BUFFER;
+    }
+    int n = n_params * (1 + slots.count) + n_buffers;
     l->image_n = (1 + slots.count) * pools.n;
     l->tensors = ge2_calloc((size_t)(n ? n : 1), sizeof *l->tensors);
     l->names = ge2_calloc((size_t)(n ? n : 1), sizeof *l->names);
     l->offset = ge2_calloc((size_t)(n ? n : 1), sizeof *l->offset);
     l->image = ge2_calloc((size_t)(l->image_n ? l->image_n : 1), sizeof(float));
-    if (!l->tensors || !l->names || !l->offset || !l->image) {
+    l->buffer_image = ge2_calloc(layout->buffer_bytes ? layout->buffer_bytes : 1, 1);
+    if (!l->tensors || !l->names || !l->offset || !l->image || !l->buffer_image) {
         ck_layout_free(l);
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_checkpoint: out of memory for %lld parameters",
                          (long long)pools.n);
@@ -88,8 +94,16 @@ static ge2_status ck_layout_new(ge2_program *program, bool with_state, ck_layout
                 return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_checkpoint: parameter name '%s' too long", t->name);
             }
             l->offset[k] = (int64_t)(1 + slot) * pools.n + (int64_t)(layout->offset[i] / sizeof(float));
-            l->tensors[k] = (ge2_st_tensor){l->names[k], t->shape, l->image + l->offset[k]};
+            l->tensors[k] = (ge2_st_tensor){l->names[k], t->shape, l->image + l->offset[k], GE2_F32};
         }
+    for (int i = 0; i < g->n_tensors; i++) {
+        const ge2_tensor *t = g->tensors[i];
+        if (t->role != GE2_ROLE_BUFFER)
+            continue;
+        int k = l->n++;
+        snprintf(l->names[k], GE2_ST_MAX_NAME, "%s", t->name); /* names are shorter than GE2_NAME_MAX */
+        l->tensors[k] = (ge2_st_tensor){l->names[k], t->shape, l->buffer_image + layout->offset[i], t->dtype};
+    }
     l->n_params = n_params;
     return GE2_OK;
 }
@@ -99,23 +113,29 @@ static bool ck_with_state(ge2_program *program)
     return ge2_program_optimizer_config(program) != NULL;
 }
 
-/* Pools -> image, or image -> pools (then waits: the image is freed next). */
+/* Pools -> images, or images -> pools (then waits: the images are freed
+ * next). The persistent buffers travel with the parameters. */
 static ge2_status ck_transfer(ge2_program *program, ck_layout *l, bool to_device, bool params_only)
 {
     ge2_backend_ctx *bctx;
     const ge2_backend *b = ge2_program_backend(program, &bctx);
     ge2_flat_pools pools = ge2_program_pools(program);
-    size_t bytes = (size_t)pools.n * sizeof(float);
+    size_t bytes = (size_t)pools.n * sizeof(float), buffer_bytes = ge2_program_layout(program)->buffer_bytes;
+    void *buffers = ge2_program_buffers(program);
     int64_t slots = params_only ? 0 : l->image_n / (pools.n ? pools.n : 1) - 1;
     if (to_device) {
         GE2_TRY(b->upload(bctx, pools.params, l->image, bytes));
         if (slots > 0)
             GE2_TRY(b->upload(bctx, pools.state, l->image + pools.n, (size_t)slots * bytes));
+        if (buffer_bytes)
+            GE2_TRY(b->upload(bctx, buffers, l->buffer_image, buffer_bytes));
         return b->sync(bctx);
     }
     GE2_TRY(b->download(bctx, l->image, pools.params, bytes));
     if (slots > 0)
         GE2_TRY(b->download(bctx, l->image + pools.n, pools.state, (size_t)slots * bytes));
+    if (buffer_bytes)
+        GE2_TRY(b->download(bctx, l->buffer_image, buffers, buffer_bytes));
     return GE2_OK;
 }
 
@@ -154,9 +174,10 @@ ge2_status ge2_checkpoint_save(ge2_program *program, const char *path, const ge2
 static ge2_status ck_match(const ge2_st_file *f, const char *path, ck_layout *l, bool ignore_optim)
 {
     for (int k = 0; k < l->n; k++) {
+        const ge2_st_tensor *t = &l->tensors[k];
         const uint8_t *data;
-        GE2_TRY(ge2_st_expect_f32(f, path, l->tensors[k].name, l->tensors[k].shape, &data));
-        memcpy(l->image + l->offset[k], data, (size_t)ge2_shape_numel(l->tensors[k].shape) * sizeof(float));
+        GE2_TRY(ge2_st_expect(f, path, t->name, t->dtype, t->shape, &data));
+        memcpy((void *)t->data, data, (size_t)ge2_shape_numel(t->shape) * ge2_dtype_size(t->dtype));
     }
     for (int i = 0; i < f->n_entries; i++) {
         const char *name = f->entries[i].name;
@@ -244,12 +265,14 @@ static ge2_status ck_read_meta(ge2_program *program, const ge2_st_file *f, const
     return GE2_OK;
 }
 
-/* Most data bytes a usable file can hold: parameters and every state slot
- * (a parameter-only load tolerates a full checkpoint's "optim." tensors). */
+/* Most data bytes a usable file can hold: parameters, every state slot
+ * (a parameter-only load tolerates a full checkpoint's "optim." tensors)
+ * and the persistent buffers. */
 static uint64_t ck_max_data(ge2_program *program)
 {
     ge2_flat_pools pools = ge2_program_pools(program);
-    return (uint64_t)(1 + GE2_OPT_MAX_SLOTS) * (uint64_t)pools.n * sizeof(float);
+    return (uint64_t)(1 + GE2_OPT_MAX_SLOTS) * (uint64_t)pools.n * sizeof(float) +
+           ge2_program_layout(program)->buffer_bytes;
 }
 
 ge2_status ge2_checkpoint_load(ge2_program *program, const char *path, ge2_resume_state *resume)

@@ -15,7 +15,7 @@
 #include "graph/alloc.h"
 #include "graph/error.h"
 
-/* Tensors are written and read as raw host f32, which the file defines as little-endian. */
+/* Tensors are written and read as raw host values, which the file defines as little-endian. */
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors data is little-endian");
 
 size_t ge2_st_dtype_size(const char *dtype)
@@ -212,14 +212,32 @@ const char *ge2_st_meta(const ge2_st_file *file, const char *key)
     return NULL;
 }
 
+const char *ge2_st_dtype_name(ge2_dtype dtype)
+{
+    switch (dtype) {
+    case GE2_F32: return "F32";
+    case GE2_F64: return "F64";
+    case GE2_I64: return "I64";
+    default: return NULL;
+    }
+}
+
 ge2_status ge2_st_expect_f32(const ge2_st_file *file, const char *what, const char *name, ge2_shape shape,
                              const uint8_t **data)
+{
+    return ge2_st_expect(file, what, name, GE2_F32, shape, data);
+}
+
+ge2_status ge2_st_expect(const ge2_st_file *file, const char *what, const char *name, ge2_dtype dtype, ge2_shape shape,
+                         const uint8_t **data)
 {
     const ge2_st_entry *e = ge2_st_find(file, name);
     if (!e)
         return ge2_error(GE2_ERR_FORMAT, "%s: missing tensor %s", what, name);
-    if (strcmp(e->dtype, "F32"))
-        return ge2_error(GE2_ERR_FORMAT, "%s: tensor %s has dtype %s, the model needs F32", what, name, e->dtype);
+    const char *want = ge2_st_dtype_name(dtype);
+    if (!want || strcmp(e->dtype, want))
+        return ge2_error(GE2_ERR_FORMAT, "%s: tensor %s has dtype %s, the model needs %s", what, name, e->dtype,
+                         want ? want : ge2_dtype_name(dtype));
     bool same = e->rank == shape.ndim;
     for (int i = 0; same && i < e->rank; i++)
         same = e->shape[i] == shape.dim[i];
@@ -304,11 +322,17 @@ static ge2_status st_header(const ge2_st_tensor *tensors, int n_tensors, const g
     for (int i = 0; i < n_tensors; i++) {
         if (i || n_meta)
             st_put(b, ",", 1);
+        const char *dtype = ge2_st_dtype_name(tensors[i].dtype);
+        if (!dtype)
+            return ge2_error(GE2_ERR_DTYPE, "ge2_checkpoint_save: tensor %s is %s, which safetensors files of ge2 "
+                             "do not hold", tensors[i].name, ge2_dtype_name(tensors[i].dtype));
         st_put_string(b, tensors[i].name);
-        st_put(b, ":{\"dtype\":\"F32\",\"shape\":[", 25);
+        st_put(b, ":{\"dtype\":", 10);
+        st_put_string(b, dtype);
+        st_put(b, ",\"shape\":[", 10);
         for (int d = 0; d < tensors[i].shape.ndim; d++)
             st_putf(b, d ? ",%lld" : "%lld", tensors[i].shape.dim[d], 0);
-        uint64_t bytes = (uint64_t)ge2_shape_numel(tensors[i].shape) * sizeof(float);
+        uint64_t bytes = (uint64_t)ge2_shape_numel(tensors[i].shape) * ge2_dtype_size(tensors[i].dtype);
         st_putf(b, "],\"data_offsets\":[%lld,%lld]}", (long long)offset, (long long)(offset + bytes));
         offset += bytes;
     }
@@ -328,7 +352,7 @@ static ge2_status st_write_file(FILE *f, const char *tmp, const st_buf *header, 
     bool ok = fwrite(len, 1, 8, f) == 8 && fwrite(header->s, 1, header->len, f) == header->len;
     for (int i = 0; ok && i < n_tensors; i++) {
         size_t n = (size_t)ge2_shape_numel(tensors[i].shape);
-        ok = fwrite(tensors[i].data, sizeof(float), n, f) == n;
+        ok = fwrite(tensors[i].data, ge2_dtype_size(tensors[i].dtype), n, f) == n;
     }
     ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
     return ok ? GE2_OK : ge2_error(GE2_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));

@@ -63,10 +63,16 @@ void ge2_st_release(ge2_st_file *file);
 const ge2_st_entry *ge2_st_find(const ge2_st_file *file, const char *name);
 /* NULL when absent. */
 const char *ge2_st_meta(const ge2_st_file *file, const char *key);
-/* The entry `name` as F32 with exactly `shape`; errors name the tensor and
- * both shapes or dtypes. *data is unaligned-safe to memcpy from. */
+/* The entry `name` in dtype (F32, F64 or I64) with exactly `shape`; errors
+ * name the tensor and both shapes or dtypes. *data is unaligned-safe to
+ * memcpy from. */
+ge2_status ge2_st_expect(const ge2_st_file *file, const char *what, const char *name, ge2_dtype dtype, ge2_shape shape,
+                         const uint8_t **data);
+/* The same for F32. */
 ge2_status ge2_st_expect_f32(const ge2_st_file *file, const char *what, const char *name, ge2_shape shape,
                              const uint8_t **data);
+/* The safetensors name of a ge2 dtype ("F32", "F64", "I64"), NULL for the rest. */
+const char *ge2_st_dtype_name(ge2_dtype dtype);
 
 /* Header JSON (json.c): fills entries and meta of out; offsets are
  * checked against the data section by ge2_st_parse. */
@@ -77,7 +83,8 @@ ge2_status ge2_st_parse_header(const char *json, size_t len, const char *what, g
 typedef struct ge2_st_tensor {
     const char *name;
     ge2_shape shape;
-    const float *data; /* [numel(shape)], f32 little-endian in the file */
+    const void *data; /* [numel(shape)] of dtype, little-endian in the file */
+    ge2_dtype dtype;  /* F32 (the zero value), F64 or I64 */
 } ge2_st_tensor;
 
 /* Writes atomically: "<path>.tmp.<pid>", fsync, rename over path, fsync the

@@ -7,7 +7,7 @@
 size_t ge2_dtype_size(ge2_dtype dtype)
 {
     static const size_t sizes[GE2_DTYPE_COUNT] = {
-        [GE2_F32] = 4, [GE2_F64] = 8, [GE2_BF16] = 2, [GE2_F16] = 2, [GE2_I32] = 4, [GE2_U8] = 1,
+        [GE2_F32] = 4, [GE2_F64] = 8, [GE2_BF16] = 2, [GE2_F16] = 2, [GE2_I32] = 4, [GE2_U8] = 1, [GE2_I64] = 8,
     };
     return (unsigned)dtype < GE2_DTYPE_COUNT ? sizes[dtype] : 0;
 }
@@ -15,7 +15,7 @@ size_t ge2_dtype_size(ge2_dtype dtype)
 const char *ge2_dtype_name(ge2_dtype dtype)
 {
     static const char *const names[GE2_DTYPE_COUNT] = {
-        [GE2_F32] = "f32", [GE2_F64] = "f64", [GE2_BF16] = "bf16", [GE2_F16] = "f16", [GE2_I32] = "i32", [GE2_U8] = "u8",
+        [GE2_F32] = "f32", [GE2_F64] = "f64", [GE2_BF16] = "bf16", [GE2_F16] = "f16", [GE2_I32] = "i32", [GE2_U8] = "u8", [GE2_I64] = "i64",
     };
     return (unsigned)dtype < GE2_DTYPE_COUNT ? names[dtype] : "?";
 }
@@ -24,7 +24,7 @@ const char *ge2_role_name(ge2_role role)
 {
     static const char *const names[GE2_ROLE_COUNT] = {
         [GE2_ROLE_INPUT] = "input",         [GE2_ROLE_LABEL] = "label",           [GE2_ROLE_PARAMETER] = "parameter",
-        [GE2_ROLE_CONSTANT] = "constant",   [GE2_ROLE_ACTIVATION] = "activation",
+        [GE2_ROLE_CONSTANT] = "constant",   [GE2_ROLE_ACTIVATION] = "activation", [GE2_ROLE_BUFFER] = "buffer",
     };
     return (unsigned)role < GE2_ROLE_COUNT ? names[role] : "?";
 }

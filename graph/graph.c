@@ -179,7 +179,7 @@ ge2_status ge2_constant(ge2_graph *graph, const char *name, ge2_dtype dtype, ge2
     return GE2_OK;
 }
 
-static ge2_status check_init(const char *name, ge2_shape shape, ge2_init init)
+static ge2_status check_init(const char *fn, const char *name, ge2_shape shape, ge2_init init)
 {
     switch (init.kind) {
     case GE2_INIT_ZEROS:
@@ -187,23 +187,23 @@ static ge2_status check_init(const char *name, ge2_shape shape, ge2_init init)
         return GE2_OK;
     case GE2_INIT_UNIFORM:
         if (!(init.a < init.b))
-            return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_parameter: '%s': uniform init needs a < b (a=%g, b=%g)",
-                             name, init.a, init.b);
+            return ge2_error(GE2_ERR_INVALID_ARGUMENT, "%s: '%s': uniform init needs a < b (a=%g, b=%g)",
+                             fn, name, init.a, init.b);
         return GE2_OK;
     case GE2_INIT_NORMAL:
         if (!(init.b >= 0))
-            return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_parameter: '%s': normal init needs std b >= 0 (b=%g)",
-                             name, init.b);
+            return ge2_error(GE2_ERR_INVALID_ARGUMENT, "%s: '%s': normal init needs std b >= 0 (b=%g)",
+                             fn, name, init.b);
         return GE2_OK;
     case GE2_INIT_LINEAR_DEFAULT:
         if (init.fan_in < 0 || (init.fan_in == 0 && shape.ndim != 2))
             return ge2_error(GE2_ERR_INVALID_ARGUMENT,
-                             "ge2_parameter: '%s' %s: linear_default init needs fan_in > 0 unless the weight is "
+                             "%s: '%s' %s: linear_default init needs fan_in > 0 unless the weight is "
                              "2-D [out, in] (fan_in=%lld)",
-                             name, GE2_SHAPE_STR(shape), (long long)init.fan_in);
+                             fn, name, GE2_SHAPE_STR(shape), (long long)init.fan_in);
         return GE2_OK;
     default:
-        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_parameter: '%s': unknown init kind %d", name, (int)init.kind);
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "%s: '%s': unknown init kind %d", fn, name, (int)init.kind);
     }
 }
 
@@ -214,11 +214,26 @@ ge2_status ge2_parameter(ge2_graph *graph, const char *name, ge2_dtype dtype, ge
         return ge2_error(GE2_ERR_DTYPE, "ge2_parameter: '%s' is %s; parameters are f32 (or f64 on the CPU)", name,
                          ge2_dtype_name(dtype));
     if (name)
-        GE2_TRY(check_init(name, shape, init));
+        GE2_TRY(check_init("ge2_parameter", name, shape, init));
     ge2_tensor *t;
     GE2_TRY(new_leaf(graph, "ge2_parameter", name, dtype, shape, GE2_ROLE_PARAMETER, &t));
     t->init = init;
     graph->n_parameters++;
+    *out = t;
+    return GE2_OK;
+}
+
+ge2_status ge2_buffer(ge2_graph *graph, const char *name, ge2_dtype dtype, ge2_shape shape, ge2_init init,
+                      ge2_tensor **out)
+{
+    if (name && !ge2_dtype_is_float(dtype) && dtype != GE2_I64)
+        return ge2_error(GE2_ERR_DTYPE, "ge2_buffer: '%s' is %s; buffers are f32 (or f64 on the CPU) or i64", name,
+                         ge2_dtype_name(dtype));
+    if (name)
+        GE2_TRY(check_init("ge2_buffer", name, shape, init));
+    ge2_tensor *t;
+    GE2_TRY(new_leaf(graph, "ge2_buffer", name, dtype, shape, GE2_ROLE_BUFFER, &t));
+    t->init = init;
     *out = t;
     return GE2_OK;
 }

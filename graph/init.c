@@ -55,6 +55,8 @@ void ge2_init_fill(const ge2_graph *g, const ge2_tensor *param, void *dst)
         double v = init_value(&param->init, key, i, bound);
         if (param->dtype == GE2_F64)
             ((double *)dst)[i] = v;
+        else if (param->dtype == GE2_I64)
+            ((int64_t *)dst)[i] = (int64_t)v;
         else
             ((float *)dst)[i] = (float)v;
     }

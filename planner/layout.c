@@ -1,5 +1,6 @@
 /* The persistent layout: where each parameter (and so its gradient and its
- * optimizer state) sits in the flat pools, and each constant in its pool.
+ * optimizer state) sits in the flat pools, and each constant and persistent
+ * buffer in its pool.
  * Computed once per graph; every key shares it. */
 #include "graph/alloc.h"
 #include "graph/error.h"
@@ -9,7 +10,7 @@
 
 const char *ge2_pool_name(ge2_pool pool)
 {
-    static const char *const names[GE2_POOL_COUNT] = {"none", "params", "grads", "constants", "inputs", "arena"};
+    static const char *const names[GE2_POOL_COUNT] = {"none", "params", "grads", "constants", "inputs", "arena", "buffers"};
     return (unsigned)pool < GE2_POOL_COUNT ? names[pool] : "?";
 }
 
@@ -46,6 +47,9 @@ ge2_status ge2_layout_new(const ge2_graph *graph, ge2_layout **out)
         } else if (t->role == GE2_ROLE_CONSTANT) {
             offset[i] = layout->constant_bytes;
             layout->constant_bytes += ge2_plan_align(bytes, GE2_ARENA_ALIGN);
+        } else if (t->role == GE2_ROLE_BUFFER) {
+            offset[i] = layout->buffer_bytes;
+            layout->buffer_bytes += ge2_plan_align(bytes, GE2_ARENA_ALIGN);
         }
     }
     *out = layout;

@@ -92,6 +92,10 @@ ge2_status ge2_plan_liveness(const ge2_graph *graph, const ge2_layout *layout, g
             pt->pool = GE2_POOL_CONSTANTS;
             pt->offset = layout->offset[i];
             continue;
+        case GE2_ROLE_BUFFER:
+            pt->pool = GE2_POOL_BUFFERS;
+            pt->offset = layout->offset[i];
+            continue;
         case GE2_ROLE_INPUT:
         case GE2_ROLE_LABEL:
             continue; /* placed above */

@@ -25,6 +25,7 @@ typedef enum ge2_pool {
     GE2_POOL_INPUTS,    /* the key's static IO buffer: inputs and labels, then outputs (loss, metrics,
                            required input gradients), which a shared arena would not keep */
     GE2_POOL_ARENA,     /* everything else: the key's activation arena */
+    GE2_POOL_BUFFERS,   /* persistent buffers (batch norm's running statistics), shared by every key */
     GE2_POOL_COUNT
 } ge2_pool;
 
@@ -32,9 +33,10 @@ const char *ge2_pool_name(ge2_pool pool);
 
 /* Persistent layout, computed once per graph (shared by every key). */
 typedef struct ge2_layout {
-    size_t *offset;         /* [n_tensors] byte offset in its pool (params, grads, constants); 0 otherwise */
+    size_t *offset;         /* [n_tensors] byte offset in its pool (params, grads, constants, buffers); 0 otherwise */
     size_t param_bytes;     /* == gradient bytes; f32 parameters aligned to GE2_PARAM_ALIGN_ELEMS */
     size_t constant_bytes;
+    size_t buffer_bytes;
     int n_tensors;
 } ge2_layout;
 

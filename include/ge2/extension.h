@@ -118,6 +118,10 @@ typedef struct ge2_launch {
     void *blas;         /* CUDA: cublasLtHandle_t */
     bool tf32;          /* CUDA: allow TF32 GEMMs */
     const ge2_kernel_settings *settings; /* never NULL when a backend runs the launch */
+    /* A train step (false: eval). Ops whose forward differs by mode read
+     * it (batch norm: batch statistics and running-statistics updates in
+     * training, running statistics in eval); each mode is its own graph key. */
+    bool training;
     void *backend_data; /* per-launch state made by prepare (descriptors, chosen algorithm) */
     /* CUDA: the fused kernel that does this launch's work with others',
      * described; NULL when the launch runs its own kernel */

@@ -52,6 +52,7 @@ typedef enum ge2_dtype {
     GE2_F16,
     GE2_I32,
     GE2_U8,
+    GE2_I64, /* counters in persistent buffers (batch norm's num_batches_tracked) */
     GE2_DTYPE_COUNT
 } ge2_dtype;
 
@@ -109,6 +110,10 @@ typedef enum ge2_role {
     GE2_ROLE_PARAMETER,  /* trained; lives in the parameter pool */
     GE2_ROLE_CONSTANT,   /* fixed data given at build time */
     GE2_ROLE_ACTIVATION, /* produced by an op (gradients too) */
+    /* persistent state that is not trained (batch norm's running
+     * statistics): lives in the buffer pool, shared by every graph key,
+     * written by the train step on the device, saved in checkpoints */
+    GE2_ROLE_BUFFER,
     GE2_ROLE_COUNT
 } ge2_role;
 
@@ -144,6 +149,12 @@ typedef struct ge2_init {
 /* Values are a pure function of (graph seed, parameter name, element index). */
 ge2_status ge2_parameter(ge2_graph *graph, const char *name, ge2_dtype dtype, ge2_shape shape, ge2_init init,
                          ge2_tensor **out);
+
+/* A persistent buffer (GE2_ROLE_BUFFER): f32 (f64 on the CPU) or i64, its
+ * first values from init (as a parameter's), then whatever the ops that own
+ * it write in train steps (batch norm's running statistics). */
+ge2_status ge2_buffer(ge2_graph *graph, const char *name, ge2_dtype dtype, ge2_shape shape, ge2_init init,
+                      ge2_tensor **out);
 
 ge2_shape ge2_tensor_shape(const ge2_tensor *t);
 ge2_dtype ge2_tensor_dtype(const ge2_tensor *t);
@@ -466,6 +477,10 @@ ge2_status ge2_program_step_count(ge2_program *program, int64_t *steps);
 /* Parameter values, as host copies in the parameter's dtype. */
 ge2_status ge2_program_get_parameter(ge2_program *program, const ge2_tensor *param, void *dst, size_t bytes);
 ge2_status ge2_program_set_parameter(ge2_program *program, const ge2_tensor *param, const void *src, size_t bytes);
+/* Persistent buffers' values (ge2_buffer), the same way: host copies in the
+ * buffer's dtype, as the last finished step left them. */
+ge2_status ge2_program_get_buffer(ge2_program *program, const ge2_tensor *buffer, void *dst, size_t bytes);
+ge2_status ge2_program_set_buffer(ge2_program *program, const ge2_tensor *buffer, const void *src, size_t bytes);
 
 /* Memory plan of one graph key. */
 typedef struct ge2_plan_stats {

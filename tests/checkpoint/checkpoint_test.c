@@ -258,12 +258,12 @@ static const char *write_params(net *n, const char *name, edit e, const ge2_st_k
         API(ge2_program_get_parameter(n->program, n->params[i], bufs[k], bytes));
         if (e.reshape && !strcmp(e.reshape, pnames[i]))
             s = ge2_shape2(1, ge2_shape_numel(s));
-        t[k] = (ge2_st_tensor){pnames[i], s, bufs[k]};
+        t[k] = (ge2_st_tensor){pnames[i], s, bufs[k], GE2_F32};
         k++;
     }
     static float extra[2] = {1, 2};
     if (e.extra)
-        t[k++] = (ge2_st_tensor){e.extra, ge2_shape1(2), extra};
+        t[k++] = (ge2_st_tensor){e.extra, ge2_shape1(2), extra, GE2_F32};
     const char *path = tmp_path(name);
     API(ge2_st_write(path, t, k, meta, n_meta));
     for (int i = 0; i < 5; i++)
@@ -340,7 +340,7 @@ static int file_tensors(const ge2_st_file *f, const char *skip, ge2_st_tensor *t
         ge2_shape shape = {e->rank, {0}};
         for (int d = 0; d < e->rank; d++)
             shape.dim[d] = e->shape[d];
-        t[k++] = (ge2_st_tensor){e->name, shape, (const float *)(f->data + e->begin)};
+        t[k++] = (ge2_st_tensor){e->name, shape, (const float *)(f->data + e->begin), GE2_F32};
     }
     return k;
 }

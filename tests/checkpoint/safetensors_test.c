@@ -184,7 +184,7 @@ START_TEST(write_read_round_trip)
 {
     const char *path = tu_path("rt.safetensors");
     float w[6] = {1, 2, 3, 4, 5, 6}, b[2] = {-1, 0.5f};
-    ge2_st_tensor t[2] = {{"fc1.weight", ge2_shape2(2, 3), w}, {"fc\"1\".bias", ge2_shape1(2), b}};
+    ge2_st_tensor t[2] = {{"fc1.weight", ge2_shape2(2, 3), w, GE2_F32}, {"fc\"1\".bias", ge2_shape1(2), b, GE2_F32}};
     ge2_st_kv meta[1] = {{"step", "17"}};
     ck_assert_int_eq(ge2_st_write(path, t, 2, meta, 1), GE2_OK);
 
@@ -221,7 +221,7 @@ START_TEST(atomic_save_keeps_target_on_failure)
     const char *path = tu_path("keep.safetensors");
     char tmp[600];
     float a[1] = {42};
-    ge2_st_tensor t = {"a", ge2_shape1(1), a};
+    ge2_st_tensor t = {"a", ge2_shape1(1), a, GE2_F32};
     ck_assert_int_eq(ge2_st_write(path, &t, 1, NULL, 0), GE2_OK);
     struct stat before;
     ck_assert_int_eq(stat(path, &before), 0);
@@ -229,7 +229,7 @@ START_TEST(atomic_save_keeps_target_on_failure)
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     ck_assert_int_eq(mkdir(tmp, 0700), 0);
     float b[2] = {1, 2};
-    ge2_st_tensor t2 = {"b", ge2_shape1(2), b};
+    ge2_st_tensor t2 = {"b", ge2_shape1(2), b, GE2_F32};
     ck_assert_int_eq(ge2_st_write(path, &t2, 1, NULL, 0), GE2_ERR_IO);
     ck_assert_ptr_nonnull(strstr(ge2_last_error(), "temporary"));
     ge2_st_file f;
