@@ -253,6 +253,23 @@ ge2_status ge2_global_avg_pool2d(ge2_graph *graph, ge2_tensor *x, ge2_tensor **y
 /* x [N, d1, ...] -> [N, d1·...], as x.flatten(1) (NCHW order, so a linear layer after it takes PyTorch's weights). */
 ge2_status ge2_flatten(ge2_graph *graph, ge2_tensor *x, ge2_tensor **y);
 
+/* Batch normalization over dim 1 of x [N, C], [N, C, L] or [N, C, H, W], as
+ * PyTorch's BatchNorm1d/2d with affine weight [C] and bias [C]. A train step
+ * normalizes by the batch's mean and biased variance and moves the
+ * persistent buffers running_mean and running_var [C] (ge2_buffer) by
+ * momentum towards the batch's mean and unbiased variance;
+ * num_batches_tracked (an i64 scalar buffer, or NULL) counts the train
+ * steps. An eval step normalizes by the running statistics. */
+ge2_status ge2_batch_norm(ge2_graph *graph, ge2_tensor *x, ge2_tensor *weight, ge2_tensor *bias,
+                          ge2_tensor *running_mean, ge2_tensor *running_var, ge2_tensor *num_batches_tracked,
+                          double momentum, double eps, ge2_tensor **y);
+/* The same with its tensors made under PyTorch's names and first values:
+ * "<prefix>.weight" (ones) and ".bias" (zeros), parameters; buffers
+ * ".running_mean" (zeros), ".running_var" (ones) and ".num_batches_tracked"
+ * (i64 0). PyTorch's defaults are momentum 0.1, eps 1e-5. */
+ge2_status ge2_batch_norm_layer(ge2_graph *graph, const char *prefix, ge2_tensor *x, double momentum, double eps,
+                                ge2_tensor **y);
+
 /* --------------------------------------------------------------- autograd */
 
 /* Ask for the gradient of an input tensor too (call before ge2_backward). */

@@ -29,6 +29,7 @@ static double *to_f64(const ge2_naive *n, const ge2_tensor *t)
         v[i] = t->dtype == GE2_F64 ? ((const double *)d)[i]
              : t->dtype == GE2_I32 ? ((const int32_t *)d)[i]
              : t->dtype == GE2_U8  ? ((const uint8_t *)d)[i]
+             : t->dtype == GE2_I64 ? (double)((const int64_t *)d)[i]
                                    : ((const float *)d)[i];
     }
     return v;

@@ -72,6 +72,13 @@ ge2_status ge2_case_operand(ge2_case_ctx *c, ge2_shape s, ge2_tensor **out)
 /* A float operand nobody differentiates (shape references, backward-op inputs). */
 ge2_status ge2_case_plain(ge2_case_ctx *c, ge2_shape s, ge2_tensor **out) { return ge2_case_feed(c, GE2_ROLE_INPUT, c->dtype, s, 0, false, out); }
 
+ge2_status ge2_case_buffer(ge2_case_ctx *c, ge2_dtype dtype, ge2_shape s, ge2_init init, ge2_tensor **out)
+{
+    char name[GE2_NAME_MAX];
+    ge2_case_next_name(c, name, "buf");
+    return ge2_buffer(c->inst->graph, name, dtype, s, init, out);
+}
+
 ge2_status ge2_case_last_node(ge2_case_ctx *c)
 {
     c->inst->node = c->inst->graph->n_nodes - 1;

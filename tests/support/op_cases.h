@@ -88,6 +88,9 @@ ge2_status ge2_case_feed(ge2_case_ctx *c, ge2_role role, ge2_dtype dtype, ge2_sh
 ge2_status ge2_case_operand(ge2_case_ctx *c, ge2_shape s, ge2_tensor **out);
 /* A float operand nobody differentiates (shape references, backward-op inputs). */
 ge2_status ge2_case_plain(ge2_case_ctx *c, ge2_shape s, ge2_tensor **out);
+/* A persistent buffer (GE2_ROLE_BUFFER) with its first values from init:
+ * state an op reads and a train step writes (batch norm's running statistics). */
+ge2_status ge2_case_buffer(ge2_case_ctx *c, ge2_dtype dtype, ge2_shape s, ge2_init init, ge2_tensor **out);
 /* The graph's last node is the one under test. */
 ge2_status ge2_case_last_node(ge2_case_ctx *c);
 /* A node of op (one the backward emits: no public builder) is the one under test. */

@@ -1,0 +1,501 @@
+/* The shared trainer (trainer.h): flags, the training loop, evaluation,
+ * checkpoints and reports; the model comes from the trainer_spec. */
+#include "examples/trainer.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "data/dataset.h"
+#include "optim/optim.h"
+
+int trainer_fail(const trainer_spec *spec, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", spec->name);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return code;
+}
+
+static int fail_ge2(const trainer_spec *spec)
+{
+    return trainer_fail(spec, 1, "%s", ge2_last_error());
+}
+
+static void usage(const trainer_spec *spec, FILE *out)
+{
+    fprintf(out,
+            "usage: %s [flags]\n"
+            "%s\n"
+            "  --device cpu|cuda|auto   where to run (auto)\n"
+            "  --data DIR               Fashion-MNIST IDX files, plain or .gz (/usr/share/datasets/fashion-mnist)\n"
+            "%s"
+            "  --batch N                examples per step (64)\n"
+            "  --epochs N               passes over the training set (%lld)\n"
+            "  --steps N                stop after N optimizer steps in this run (no limit)\n"
+            "  --optimizer NAME         sgd|adam|adamw (adam)\n"
+            "  --lr X                   learning rate (the optimizer's PyTorch default: adam/adamw 0.001, sgd 0.01)\n"
+            "  --momentum X             SGD momentum (0)\n"
+            "  --weight-decay X         weight decay (the optimizer's default: adamw 0.01, else 0)\n"
+            "  --seed N                 seed of the initial weights and the data order (1)\n"
+            "  --no-shuffle             batches are consecutive slices of the training set from image 0\n"
+            "  --init FILE              initial parameters from a safetensors file (%s)\n"
+            "  --save FILE              write a checkpoint (safetensors) when training stops\n"
+            "  --resume FILE            continue from a checkpoint, including the data order\n"
+            "  --plan-report            print the memory plan report and write plan.svg\n"
+            "  --kernel-report          print which kernel each node of the train and eval steps ran\n"
+            "                           (GPU GEMMs: cuBLASLt algorithm or ge2's tiled GEMM, tuned once per shape)\n"
+            "  --no-capture             CUDA: run every step eagerly instead of replaying a captured graph\n"
+            "  --disable-fusions LIST   fusion patterns to leave out: %s (none)\n"
+            "  --no-autotune            CUDA: take cuBLASLt's first heuristic GEMM instead of timing candidates\n"
+            "  --kernel-cache FILE      where tuned GEMM choices are kept (~/.cache/ge2/kernels.txt; '': none)\n"
+            "  --dump-passes            print each compile pass's result (verify, fuse, kernels, schedule, plan)\n"
+            "  --help                   this text\n",
+            spec->name, spec->summary, spec->model_usage ? spec->model_usage : "", (long long)spec->default_epochs,
+            spec->init_names, spec->fusion_names);
+}
+
+/* ------------------------------------------------------------------ flags */
+
+static bool parse_i64(const char *s, int64_t lo, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (!*s || *end || errno || v < lo)
+        return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_double(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!*s || *end || errno || !(v >= 0) || v > 1e30)
+        return false;
+    *out = v;
+    return true;
+}
+
+static ge2_optimizer_config optimizer_config(const trainer_options *o)
+{
+    ge2_optimizer_config c = ge2_optimizer_defaults(o->optimizer);
+    if (o->lr >= 0)
+        c.lr = o->lr;
+    if (o->weight_decay >= 0)
+        c.weight_decay = o->weight_decay;
+    c.momentum = o->momentum;
+    return c;
+}
+
+enum {
+    OPT_NO_SHUFFLE = 256,
+    OPT_PLAN_REPORT,
+    OPT_KERNEL_REPORT,
+    OPT_WEIGHT_DECAY,
+    OPT_NO_CAPTURE,
+    OPT_DISABLE_FUSIONS,
+    OPT_NO_AUTOTUNE,
+    OPT_KERNEL_CACHE,
+    OPT_DUMP_PASSES,
+    OPT_HELP
+};
+
+/* 0: run; -1: --help printed; 2: bad flag (message printed). */
+static int parse_args(int argc, char **argv, const trainer_spec *spec, trainer_options *o)
+{
+    *o = (trainer_options){.device = GE2_DEVICE_AUTO,
+                   .data = "/usr/share/datasets/fashion-mnist",
+                   .batch = 64,
+                   .epochs = spec->default_epochs,
+                   .steps = -1,
+                   .optimizer = GE2_OPT_ADAM,
+                   .lr = -1,
+                   .momentum = 0,
+                   .weight_decay = -1,
+                   .seed = 1,
+                   .shuffle = true,
+                   .compile = ge2_compile_defaults()};
+    static const struct option common[] = {
+        {"device", required_argument, NULL, 'd'},   {"data", required_argument, NULL, 'D'},
+        {"batch", required_argument, NULL, 'b'},    {"epochs", required_argument, NULL, 'e'},
+        {"steps", required_argument, NULL, 's'},    {"optimizer", required_argument, NULL, 'o'},
+        {"lr", required_argument, NULL, 'l'},       {"momentum", required_argument, NULL, 'm'},
+        {"weight-decay", required_argument, NULL, OPT_WEIGHT_DECAY},
+        {"seed", required_argument, NULL, 'S'},     {"no-shuffle", no_argument, NULL, OPT_NO_SHUFFLE},
+        {"init", required_argument, NULL, 'i'},     {"save", required_argument, NULL, 'w'},
+        {"resume", required_argument, NULL, 'r'},   {"plan-report", no_argument, NULL, OPT_PLAN_REPORT},
+        {"kernel-report", no_argument, NULL, OPT_KERNEL_REPORT},
+        {"no-capture", no_argument, NULL, OPT_NO_CAPTURE},
+        {"disable-fusions", required_argument, NULL, OPT_DISABLE_FUSIONS},
+        {"no-autotune", no_argument, NULL, OPT_NO_AUTOTUNE},
+        {"kernel-cache", required_argument, NULL, OPT_KERNEL_CACHE},
+        {"dump-passes", no_argument, NULL, OPT_DUMP_PASSES},
+        {"help", no_argument, NULL, OPT_HELP}};
+    enum { N_COMMON = sizeof common / sizeof common[0], MAX_FLAGS = 64 };
+    struct option longopts[MAX_FLAGS];
+    int n = 0;
+    for (int i = 0; i < N_COMMON; i++)
+        longopts[n++] = common[i];
+    for (int i = 0; spec->model_flags && spec->model_flags[i].name && n < MAX_FLAGS - 1; i++)
+        longopts[n++] = spec->model_flags[i];
+    longopts[n] = (struct option){NULL, 0, NULL, 0};
+    opterr = 0; /* our own one-line messages */
+    int c, index;
+    while ((c = getopt_long(argc, argv, ":", longopts, &index)) != -1) {
+        const char *flag = c == '?' || c == ':' ? argv[optind - 1] : NULL;
+        int64_t i64;
+        switch (c) {
+        case 'd':
+            if (!strcmp(optarg, "cpu"))
+                o->device = GE2_DEVICE_CPU;
+            else if (!strcmp(optarg, "cuda"))
+                o->device = GE2_DEVICE_CUDA;
+            else if (!strcmp(optarg, "auto"))
+                o->device = GE2_DEVICE_AUTO;
+            else
+                return trainer_fail(spec, 2, "--device: expected cpu, cuda or auto, got '%s'", optarg);
+            break;
+        case 'D':
+            o->data = optarg;
+            break;
+        case 'b':
+        case 'e':
+        case 's':
+            if (!parse_i64(optarg, c == 's' ? 0 : 1, &i64) || i64 > INT32_MAX)
+                return trainer_fail(spec, 2, "--%s: expected a %s integer, got '%s'", longopts[index].name,
+                            c == 's' ? "non-negative" : "positive", optarg);
+            *(c == 'b' ? &o->batch : c == 'e' ? &o->epochs : &o->steps) = i64;
+            break;
+        case 'o':
+            if (ge2_optimizer_parse(optarg, &o->optimizer) != GE2_OK)
+                return trainer_fail(spec, 2, "--optimizer: expected sgd, adam or adamw, got '%s'", optarg);
+            break;
+        case 'l':
+        case 'm':
+        case OPT_WEIGHT_DECAY:
+            if (!parse_double(optarg, c == 'l' ? &o->lr : c == 'm' ? &o->momentum : &o->weight_decay))
+                return trainer_fail(spec, 2, "--%s: expected a non-negative number, got '%s'", longopts[index].name,
+                                    optarg);
+            break;
+        case 'S':
+            if (!parse_i64(optarg, 0, &i64))
+                return trainer_fail(spec, 2, "--seed: expected a non-negative integer, got '%s'", optarg);
+            o->seed = (uint64_t)i64;
+            break;
+        case OPT_NO_SHUFFLE:
+            o->shuffle = false;
+            break;
+        case 'i':
+            o->init = optarg;
+            break;
+        case 'w':
+            o->save = optarg;
+            break;
+        case 'r':
+            o->resume = optarg;
+            break;
+        case OPT_PLAN_REPORT:
+            o->plan_report = true;
+            break;
+        case OPT_KERNEL_REPORT:
+            o->kernel_report = true;
+            break;
+        case OPT_NO_CAPTURE:
+            o->compile.disable_capture = true;
+            break;
+        case OPT_DISABLE_FUSIONS:
+            o->compile.disable_fusions = optarg;
+            break;
+        case OPT_NO_AUTOTUNE:
+            o->compile.autotune = false;
+            break;
+        case OPT_KERNEL_CACHE:
+            o->compile.kernel_cache = optarg;
+            break;
+        case OPT_DUMP_PASSES:
+            o->compile.dump = stdout;
+            break;
+        case OPT_HELP:
+            usage(spec, stdout);
+            return -1;
+        default:
+            if (c >= TRAINER_MODEL_FLAG && spec->parse_flag) {
+                int code = spec->parse_flag(spec->model, c, optarg);
+                if (code)
+                    return code;
+                break;
+            }
+            if (c == ':')
+                return trainer_fail(spec, 2, "%s needs a value (see --help)", flag);
+            return trainer_fail(spec, 2, "unknown flag '%s' (see --help)", flag);
+        }
+    }
+    if (optind < argc)
+        return trainer_fail(spec, 2, "unexpected argument '%s' (see --help)", argv[optind]);
+    if (o->init && o->resume)
+        return trainer_fail(spec, 2, "--init and --resume both set parameters: give one");
+    if (o->momentum != 0 && o->optimizer != GE2_OPT_SGD)
+        return trainer_fail(spec, 2, "--momentum applies to --optimizer sgd only");
+    ge2_optimizer_config oc = optimizer_config(o);
+    if (ge2_opt_validate(&oc) != GE2_OK)
+        return trainer_fail(spec, 2, "%s", ge2_last_error());
+    return 0;
+}
+
+/* --------------------------------------------------------------- progress */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Metrics of the epoch so far: whatever has been read back. */
+typedef struct progress {
+    ge2_metrics sum;
+    double start, last_draw;
+    bool tty;
+} progress;
+
+static ge2_status progress_take(ge2_program *program, progress *p)
+{
+    ge2_metrics m;
+    TRY(ge2_program_take_metrics(program, GE2_MODE_TRAIN, &m));
+    p->sum.steps += m.steps;
+    p->sum.loss_sum += m.loss_sum;
+    p->sum.metric_sum += m.metric_sum;
+    p->sum.examples += m.examples;
+    return GE2_OK;
+}
+
+static void progress_print(const progress *p, int64_t epoch, int64_t epochs, int64_t batch, int64_t batches,
+                           bool done)
+{
+    double loss = p->sum.steps ? p->sum.loss_sum / (double)p->sum.steps : 0.0;
+    double acc = p->sum.examples ? p->sum.metric_sum / (double)p->sum.examples : 0.0;
+    double secs = now_s() - p->start;
+    double rate = secs > 0 ? (double)p->sum.examples / secs : 0.0;
+    if (p->tty) {
+        enum { WIDTH = 30 };
+        int fill = batches ? (int)(WIDTH * batch / batches) : WIDTH;
+        char bar[WIDTH + 1];
+        for (int i = 0; i < WIDTH; i++)
+            bar[i] = i < fill ? '=' : ' ';
+        bar[WIDTH] = '\0';
+        printf("\repoch %lld/%lld [%s] loss %.4f acc %.4f %.0f ex/s", (long long)epoch + 1, (long long)epochs, bar,
+               loss, acc, rate);
+        if (done)
+            printf(" %.1f s\n", secs);
+        fflush(stdout);
+    } else if (done) {
+        printf("epoch %lld/%lld: loss %.4f train accuracy %.4f %.0f examples/s %.1f s\n", (long long)epoch + 1,
+               (long long)epochs, loss, acc, rate, secs);
+        fflush(stdout);
+    }
+}
+
+/* --------------------------------------------------------------- training */
+
+typedef struct run {
+    const trainer_options *o;
+    ge2_program *program;
+    trainer_model *m;
+    ge2_resume_state pos; /* where the next training batch comes from */
+    int64_t steps_done;   /* optimizer steps in this run */
+} run;
+
+static bool step_limit_hit(const run *r)
+{
+    return r->o->steps >= 0 && r->steps_done >= r->o->steps;
+}
+
+/* One step of mode on the batcher's next batch, gathered straight into the
+ * program's feed buffers: the batch is copied once, from the data set, and
+ * the step uploads it without copying. batch->size is 0, and nothing runs,
+ * once the epoch is exhausted. */
+static ge2_status step_next_batch(run *r, ge2_batcher *b, ge2_mode mode, ge2_batch *batch)
+{
+    int64_t size = ge2_batcher_next_size(b);
+    batch->size = 0;
+    if (size == 0)
+        return GE2_OK;
+    ge2_shape images = ge2_tensor_shape(r->m->x);
+    images.dim[0] = size;
+    ge2_feed feeds[2] = {{r->m->x, NULL, images}, {r->m->labels, NULL, ge2_shape1(size)}};
+    void *buf[2];
+    TRY(ge2_program_feed_buffers(r->program, mode, feeds, 2, buf));
+    ge2_batcher_next_into(b, buf[0], buf[1], batch);
+    feeds[0].data = buf[0];
+    feeds[1].data = buf[1];
+    return ge2_program_step(r->program, mode, feeds, 2);
+}
+
+static ge2_status train(run *r, const ge2_dataset *train_set)
+{
+    const trainer_options *o = r->o;
+    ge2_batcher_options bo = {.batch_size = o->batch, .shuffle = o->shuffle, .seed = r->pos.data_seed,
+                              .drop_last = false};
+    ge2_batcher *b;
+    ge2_status st = ge2_batcher_new(train_set, &bo, &b);
+    if (st != GE2_OK)
+        return st;
+    int64_t batches = ge2_batcher_batches_per_epoch(b);
+    for (int64_t epoch = r->pos.epoch; epoch < o->epochs && st == GE2_OK && !step_limit_hit(r); epoch++) {
+        st = ge2_batcher_seek(b, epoch, epoch == r->pos.epoch ? r->pos.batch_in_epoch : 0);
+        progress p = {.start = now_s(), .tty = isatty(STDOUT_FILENO)};
+        ge2_batch batch;
+        int64_t ran = 0;
+        while (st == GE2_OK && !step_limit_hit(r)) {
+            st = step_next_batch(r, b, GE2_MODE_TRAIN, &batch);
+            if (batch.size == 0)
+                break;
+            r->steps_done++;
+            ran++;
+            if (st == GE2_OK && p.tty && now_s() - p.last_draw > 0.1) {
+                st = progress_take(r->program, &p);
+                progress_print(&p, epoch, o->epochs, batch.index + 1, batches, false);
+                p.last_draw = now_s();
+            }
+        }
+        ge2_batcher_position(b, &r->pos.epoch, &r->pos.batch_in_epoch);
+        if (st == GE2_OK && ran > 0) {
+            st = ge2_program_sync(r->program);
+            if (st == GE2_OK)
+                st = progress_take(r->program, &p);
+            if (st == GE2_OK)
+                progress_print(&p, epoch, o->epochs, r->pos.batch_in_epoch, batches, true);
+        }
+    }
+    ge2_batcher_free(b);
+    return st;
+}
+
+/* Test-set accuracy under the EVAL mode; the last partial batch gets its own
+ * key. *steps and *examples say what the read-back metrics cover. */
+static ge2_status evaluate(run *r, const ge2_dataset *test_set, ge2_metrics *m, int64_t *steps)
+{
+    ge2_batcher_options bo = {.batch_size = r->o->batch, .shuffle = false, .drop_last = false};
+    ge2_batcher *b;
+    ge2_status st = ge2_batcher_new(test_set, &bo, &b);
+    if (st == GE2_OK)
+        st = ge2_program_take_metrics(r->program, GE2_MODE_EVAL, m); /* start from zero */
+    ge2_batch batch;
+    *steps = 0;
+    while (st == GE2_OK) {
+        st = step_next_batch(r, b, GE2_MODE_EVAL, &batch);
+        if (batch.size == 0)
+            break;
+        (*steps)++;
+    }
+    ge2_batcher_free(b);
+    if (st == GE2_OK)
+        st = ge2_program_sync(r->program);
+    if (st == GE2_OK)
+        st = ge2_program_take_metrics(r->program, GE2_MODE_EVAL, m);
+    return st;
+}
+
+/* Everything after flag parsing; returns the exit code. */
+static int train_and_test(const trainer_spec *spec, const trainer_options *o, ge2_context *ctx,
+                          const ge2_dataset *train_set, const ge2_dataset *test_set)
+{
+    ge2_optimizer_config oc = optimizer_config(o);
+    trainer_model m = {0};
+    ge2_program *program = NULL;
+    int code = 0;
+    ge2_compile_options co = o->compile;
+    if (spec->build(spec->model, o, &oc, &m) != GE2_OK || ge2_compile(ctx, m.graph, &co, &program) != GE2_OK) {
+        code = fail_ge2(spec);
+        goto done;
+    }
+    run r = {.o = o, .program = program, .m = &m, .pos = {0, 0, o->seed}};
+    if ((o->init && ge2_checkpoint_load_parameters(program, o->init) != GE2_OK) ||
+        (o->resume && ge2_checkpoint_load(program, o->resume, &r.pos) != GE2_OK)) {
+        code = fail_ge2(spec);
+        goto done;
+    }
+    printf("%s: %s, ", spec->name, ge2_device_name(ge2_context_device(ctx)));
+    spec->describe(spec->model, stdout);
+    printf(", %s lr %g, batch %lld, %lld epochs\n", ge2_optimizer_name(oc.kind), oc.lr, (long long)o->batch,
+           (long long)o->epochs);
+    if (train(&r, train_set) != GE2_OK ||
+        (o->save && ge2_checkpoint_save(program, o->save, &r.pos) != GE2_OK)) {
+        code = fail_ge2(spec);
+        goto done;
+    }
+    ge2_metrics em;
+    int64_t eval_steps;
+    if (evaluate(&r, test_set, &em, &eval_steps) != GE2_OK) {
+        code = fail_ge2(spec);
+        goto done;
+    }
+    if (em.steps != eval_steps || em.examples != test_set->n) {
+        code = trainer_fail(spec, 1, "evaluation metrics cover %lld of %lld steps, %lld of %lld examples",
+                            (long long)em.steps,
+                    (long long)eval_steps, (long long)em.examples, (long long)test_set->n);
+        goto done;
+    }
+    if (o->plan_report) {
+        if (ge2_program_plan_report(program, stdout) != GE2_OK ||
+            ge2_program_plan_svg(program, GE2_MODE_TRAIN, "plan.svg") != GE2_OK) {
+            code = fail_ge2(spec);
+            goto done;
+        }
+        printf("plan svg: plan.svg\n");
+    }
+    /* The train key exists only if this run trained (--steps 0 evaluates only). */
+    if (o->kernel_report &&
+        ((ge2_program_launch_count(program, GE2_MODE_TRAIN) > 0 &&
+          ge2_program_kernel_report(program, GE2_MODE_TRAIN, stdout) != GE2_OK) ||
+         ge2_program_kernel_report(program, GE2_MODE_EVAL, stdout) != GE2_OK)) {
+        code = fail_ge2(spec);
+        goto done;
+    }
+    int64_t correct = (int64_t)(em.metric_sum + 0.5);
+    printf("test accuracy: %.4f (%lld/%lld)\n", (double)correct / (double)test_set->n, (long long)correct,
+           (long long)test_set->n);
+done:
+    ge2_program_free(program);
+    ge2_graph_free(m.graph);
+    return code;
+}
+
+int trainer_main(int argc, char **argv, const trainer_spec *spec)
+{
+    /* `bazel run` starts us in the runfiles tree: resolve the user's relative
+     * paths (--data, --save, plan.svg, ...) from where they ran it. */
+    const char *cwd = getenv("BUILD_WORKING_DIRECTORY");
+    if (cwd && chdir(cwd) != 0)
+        return trainer_fail(spec, 1, "cannot enter %s: %s", cwd, strerror(errno));
+    trainer_options o;
+    int parsed = parse_args(argc, argv, spec, &o);
+    if (parsed)
+        return parsed < 0 ? 0 : parsed;
+    ge2_dataset *train_set = NULL, *test_set = NULL;
+    ge2_context *ctx = NULL;
+    int code;
+    if (ge2_dataset_load_fashion_mnist(o.data, GE2_SPLIT_TRAIN, &train_set) != GE2_OK ||
+        ge2_dataset_load_fashion_mnist(o.data, GE2_SPLIT_TEST, &test_set) != GE2_OK ||
+        ge2_context_new(o.device, &ctx) != GE2_OK)
+        code = fail_ge2(spec);
+    else if (o.batch > test_set->n)
+        code = trainer_fail(spec, 2, "--batch %lld exceeds the %lld test examples", (long long)o.batch,
+                            (long long)test_set->n);
+    else
+        code = train_and_test(spec, &o, ctx, train_set, test_set);
+    ge2_context_free(ctx);
+    ge2_dataset_free(train_set);
+    ge2_dataset_free(test_set);
+    return code;
+}

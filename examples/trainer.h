@@ -1,0 +1,81 @@
+/* What ge2's Fashion-MNIST trainers share (train_mlp, train_cnn): the
+ * common flags, the training loop, evaluation with the eval key,
+ * checkpoints and reports. A trainer supplies its model through a
+ * trainer_spec: its own flags, how to build the graph, a one-line
+ * description.
+ *
+ * The loop never reads the loss synchronously: metrics arrive through
+ * ge2_program_take_metrics, and the host waits only at epoch ends. The last
+ * line printed is exactly "test accuracy: 0.XXXX (N/10000)". Errors are one
+ * line on stderr; exit 2 for a bad flag, 1 for anything else. */
+#ifndef GE2_EXAMPLES_TRAINER_H
+#define GE2_EXAMPLES_TRAINER_H
+
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "ge2/ge2.h"
+
+/* Returns a failing ge2 call's status from the enclosing function. */
+#define TRY(call)                        \
+    do {                                 \
+        ge2_status try_ = (call);        \
+        if (try_ != GE2_OK)              \
+            return try_;                 \
+    } while (0)
+
+/* getopt vals of a trainer's own flags start here */
+#define TRAINER_MODEL_FLAG 1000
+#define TRAINER_FEATURES 784 /* 28 × 28 pixels / 255 */
+#define TRAINER_CLASSES 10
+
+/* The flags every trainer takes. */
+typedef struct trainer_options {
+    ge2_device device;
+    const char *data;
+    int64_t batch, epochs, steps; /* steps -1: no limit; 0: evaluate only */
+    ge2_optimizer_kind optimizer;
+    double lr, momentum, weight_decay; /* < 0: the optimizer's default */
+    uint64_t seed;
+    bool shuffle, plan_report, kernel_report;
+    const char *init, *save, *resume;
+    ge2_compile_options compile; /* --no-capture, --disable-fusions, --no-autotune, --kernel-cache, --dump-passes */
+} trainer_options;
+
+/* What a trainer's build gives back. x holds a batch of images in any
+ * shape whose first dim is the batch ([B, 784], [B, 1, 28, 28]); the loop
+ * feeds the images in their stored order. */
+typedef struct trainer_model {
+    ge2_graph *graph;
+    ge2_tensor *x;
+    ge2_tensor *labels; /* [B] i32 */
+    ge2_tensor *loss;   /* mean cross-entropy */
+    ge2_tensor *correct; /* the accuracy metric, a marked output */
+} trainer_model;
+
+typedef struct trainer_spec {
+    const char *name;    /* the program's name, in messages */
+    const char *summary; /* usage's second line */
+    /* usage lines of the model's flags, and what --init and
+     * --disable-fusions take, in the trainer's words */
+    const char *model_usage, *init_names, *fusion_names;
+    int64_t default_epochs;
+    const struct option *model_flags; /* NULL-terminated; their vals >= TRAINER_MODEL_FLAG */
+    void *model;                      /* the trainer's own settings, handed back below */
+    /* One model flag: 0 taken, 2 bad (message printed by trainer_fail). */
+    int (*parse_flag)(void *model, int flag, const char *arg);
+    /* The training graph, its backward and its optimizer. */
+    ge2_status (*build)(const void *model, const trainer_options *o, const ge2_optimizer_config *opt,
+                        trainer_model *m);
+    /* "model 784-256-128-10 relu" and the like. */
+    void (*describe)(const void *model, FILE *out);
+} trainer_spec;
+
+/* One line on stderr ("<name>: ..."); returns code so callers can `return trainer_fail(...)`. */
+int trainer_fail(const trainer_spec *spec, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Parses argv, loads the data, trains, evaluates; returns the exit code. */
+int trainer_main(int argc, char **argv, const trainer_spec *spec);
+
+#endif /* GE2_EXAMPLES_TRAINER_H */

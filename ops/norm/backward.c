@@ -1,0 +1,21 @@
+/* Backward of BATCH_NORM (train mode: the batch statistics depend on x).
+ * The parameter gradients are the two per-channel sums the input gradient
+ * needs as well, so they are made first and fed to it. */
+#include "ops/norm/norm.h"
+
+ge2_status ge2_backward_batch_norm(ge2_autograd *ag, const ge2_node *node, const int *dy)
+{
+    int x = node->inputs[0], weight = node->inputs[1], bias = node->inputs[2], saved = node->outputs[1], d;
+    GE2_TRY(ge2_ag_dy_tensor(ag, dy[0], &d));
+    int in[6] = {d, x, saved}, params[2];
+    GE2_TRY(ge2_ag_emit_n(ag, GE2_OP_BATCH_NORM_GRAD_PARAMS, in, 3, 2, NULL, params));
+    if (ge2_ag_wants(ag, weight))
+        GE2_TRY(ge2_ag_accumulate(ag, weight, params[0]));
+    if (ge2_ag_wants(ag, bias))
+        GE2_TRY(ge2_ag_accumulate(ag, bias, params[1]));
+    if (!ge2_ag_wants(ag, x))
+        return GE2_OK;
+    int grad_in[6] = {d, x, weight, saved, params[0], params[1]}, dx;
+    GE2_TRY(ge2_ag_emit(ag, GE2_OP_BATCH_NORM_GRAD_INPUT, grad_in, 6, NULL, &dx));
+    return ge2_ag_accumulate(ag, x, dx);
+}

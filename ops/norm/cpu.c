@@ -1,0 +1,109 @@
+/* BATCH_NORM and its backward ops on the CPU; per-channel sums in double. */
+#include <math.h>
+
+#include "kernels/cpu/cpu_util.h"
+#include "ops/norm/norm.h"
+
+/* in: x [N, C, inner], weight [C], bias [C], running_mean [C], running_var [C][, num_batches_tracked i64]
+ * out: y [N, C, inner], saved [2, C] (mean, rstd). A train step also updates the running statistics. */
+#define BATCH_NORM(T, SUF)                                                                                        \
+    static ge2_status batch_norm_##SUF(const ge2_launch *l)                                                     \
+    {                                                                                                           \
+        const T *x = l->in[0].data, *w = l->in[1].data, *b = l->in[2].data;                                     \
+        T *run_mean = l->in[3].data, *run_var = l->in[4].data;                                                  \
+        T *y = l->out[0].data, *saved = l->n_out > 1 ? l->out[1].data : NULL;                                   \
+        ge2_bn_geom g = ge2_bn_geom_of(l->in[0].shape);                                                         \
+        double eps = l->node->attrs.batch_norm.eps, momentum = l->node->attrs.batch_norm.momentum;              \
+        for (int64_t c = 0; c < g.c; c++) {                                                                     \
+            double mean, var;                                                                                   \
+            if (l->training) {                                                                                  \
+                double s = 0, ss = 0;                                                                           \
+                for (int64_t n = 0; n < g.n; n++)                                                               \
+                    for (int64_t i = 0; i < g.inner; i++)                                                       \
+                        s += x[(n * g.c + c) * g.inner + i];                                                    \
+                mean = s / (double)g.m;                                                                         \
+                for (int64_t n = 0; n < g.n; n++)                                                               \
+                    for (int64_t i = 0; i < g.inner; i++) {                                                     \
+                        double d = x[(n * g.c + c) * g.inner + i] - mean;                                       \
+                        ss += d * d;                                                                            \
+                    }                                                                                           \
+                var = ss / (double)g.m;                                                                         \
+                run_mean[c] = (T)((1 - momentum) * run_mean[c] + momentum * mean);                              \
+                run_var[c] = (T)((1 - momentum) * run_var[c] + momentum * var * ge2_bn_unbias(g.m));            \
+            } else {                                                                                            \
+                mean = run_mean[c];                                                                             \
+                var = run_var[c];                                                                               \
+            }                                                                                                   \
+            double rstd = 1.0 / sqrt(var + eps);                                                                \
+            if (saved) {                                                                                        \
+                saved[c] = (T)mean;                                                                             \
+                saved[g.c + c] = (T)rstd;                                                                       \
+            }                                                                                                   \
+            for (int64_t n = 0; y && n < g.n; n++)                                                              \
+                for (int64_t i = 0; i < g.inner; i++) {                                                         \
+                    int64_t at = (n * g.c + c) * g.inner + i;                                                   \
+                    y[at] = (T)((x[at] - mean) * rstd * w[c] + b[c]);                                           \
+                }                                                                                               \
+        }                                                                                                       \
+        if (l->training && l->n_in > 5)                                                                         \
+            ++*(int64_t *)l->in[5].data;                                                                        \
+        return GE2_OK;                                                                                          \
+    }
+
+/* in: dy [N, C, inner], x [N, C, inner], saved [2, C]; out: dweight [C] = Σ dy·x̂, dbias [C] = Σ dy */
+#define BATCH_NORM_GRAD_PARAMS(T, SUF)                                                                            \
+    static ge2_status batch_norm_grad_params_##SUF(const ge2_launch *l)                                         \
+    {                                                                                                           \
+        const T *dy = l->in[0].data, *x = l->in[1].data, *saved = l->in[2].data;                                \
+        T *dw = l->out[0].data, *db = l->out[1].data;                                                           \
+        ge2_bn_geom g = ge2_bn_geom_of(l->in[1].shape);                                                         \
+        for (int64_t c = 0; c < g.c; c++) {                                                                     \
+            double sw = 0, sb = 0;                                                                              \
+            for (int64_t n = 0; n < g.n; n++)                                                                   \
+                for (int64_t i = 0; i < g.inner; i++) {                                                         \
+                    int64_t at = (n * g.c + c) * g.inner + i;                                                   \
+                    sw += (double)dy[at] * ((double)x[at] - saved[c]) * saved[g.c + c];                         \
+                    sb += dy[at];                                                                               \
+                }                                                                                               \
+            if (dw)                                                                                             \
+                dw[c] = (T)sw;                                                                                  \
+            if (db)                                                                                             \
+                db[c] = (T)sb;                                                                                  \
+        }                                                                                                       \
+        return GE2_OK;                                                                                          \
+    }
+
+/* in: dy, x [N, C, inner], weight [C], saved [2, C], dweight [C], dbias [C]; out: dx [N, C, inner]
+ * dx = weight · rstd / m · (m · dy - dbias - x̂ · dweight) */
+#define BATCH_NORM_GRAD_INPUT(T, SUF)                                                                             \
+    static ge2_status batch_norm_grad_input_##SUF(const ge2_launch *l)                                          \
+    {                                                                                                           \
+        const T *dy = l->in[0].data, *x = l->in[1].data, *w = l->in[2].data, *saved = l->in[3].data;            \
+        const T *dw = l->in[4].data, *db = l->in[5].data;                                                       \
+        T *dx = l->out[0].data;                                                                                 \
+        ge2_bn_geom g = ge2_bn_geom_of(l->in[1].shape);                                                         \
+        for (int64_t n = 0; dx && n < g.n; n++)                                                                 \
+            for (int64_t c = 0; c < g.c; c++) {                                                                 \
+                double mean = saved[c], rstd = saved[g.c + c], k = (double)w[c] * rstd / (double)g.m;           \
+                for (int64_t i = 0; i < g.inner; i++) {                                                         \
+                    int64_t at = (n * g.c + c) * g.inner + i;                                                   \
+                    double xhat = ((double)x[at] - mean) * rstd;                                                \
+                    dx[at] = (T)(k * ((double)g.m * dy[at] - db[c] - xhat * dw[c]));                            \
+                }                                                                                               \
+            }                                                                                                   \
+        return GE2_OK;                                                                                          \
+    }
+
+GE2_CPU_DEFINE_BOTH(BATCH_NORM)
+GE2_CPU_DEFINE_BOTH(BATCH_NORM_GRAD_PARAMS)
+GE2_CPU_DEFINE_BOTH(BATCH_NORM_GRAD_INPUT)
+
+ge2_status ge2_cpu_batch_norm(const ge2_launch *l) { return GE2_CPU_DISPATCH(batch_norm, l, l->in[0].dtype); }
+ge2_status ge2_cpu_batch_norm_grad_params(const ge2_launch *l)
+{
+    return GE2_CPU_DISPATCH(batch_norm_grad_params, l, l->in[1].dtype);
+}
+ge2_status ge2_cpu_batch_norm_grad_input(const ge2_launch *l)
+{
+    return GE2_CPU_DISPATCH(batch_norm_grad_input, l, l->in[1].dtype);
+}

@@ -1,0 +1,79 @@
+/* The normalization family: BATCH_NORM over dim 1 of [N, C], [N, C, L] or
+ * [N, C, H, W] (PyTorch's BatchNorm1d/2d with affine weight and bias), and
+ * its backward ops BATCH_NORM_GRAD_PARAMS (dy, x, saved -> dweight, dbias)
+ * and BATCH_NORM_GRAD_INPUT (dy, x, weight, saved, dweight, dbias -> dx).
+ *
+ * BATCH_NORM's inputs are x, weight [C], bias [C], running_mean [C],
+ * running_var [C] and optionally num_batches_tracked (i64 scalar); the last
+ * three are persistent buffers (GE2_ROLE_BUFFER), which a train step updates
+ * in place: running = (1 - momentum) · running + momentum · batch statistic
+ * (the unbiased variance, as PyTorch), and num_batches_tracked + 1. Its
+ * outputs are y and saved [2, C]: the mean and 1/sqrt(var + eps) it
+ * normalized with (the batch's in a train step, the running ones in eval),
+ * which the backward reads instead of recomputing them.
+ *
+ * ops.c holds the definitions (registered by ops/builtin.def's line for
+ * each); the rest of the folder is their parts: infer.c, backward.c, api.c
+ * (the public builders), cpu.c, the CUDA launchers (cuda.cu) and test.c
+ * (test cases and float64 references). */
+#ifndef GE2_OPS_NORM_NORM_H
+#define GE2_OPS_NORM_NORM_H
+
+/* nvcc compiles the CUDA launchers as C++: these are C declarations */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "autograd/autograd.h"
+#include "graph/op_support.h"
+#include "ops/ops.h"
+
+/* x [N, C, inner...] seen as N × C × inner; each channel normalizes over
+ * m = N · inner values. */
+typedef struct ge2_bn_geom {
+    int64_t n, c, inner, m;
+} ge2_bn_geom;
+
+static inline ge2_bn_geom ge2_bn_geom_of(ge2_shape x)
+{
+    ge2_bn_geom g;
+    g.n = x.dim[0], g.c = x.dim[1], g.inner = 1;
+    for (int i = 2; i < x.ndim; i++)
+        g.inner *= x.dim[i];
+    g.m = g.n * g.inner;
+    return g;
+}
+
+/* The running variance's factor m / (m - 1) (PyTorch's unbiased estimate);
+ * 1 for a single value, where the unbiased estimate does not exist. */
+static inline double ge2_bn_unbias(int64_t m) { return m > 1 ? (double)m / (double)(m - 1) : 1.0; }
+
+/* infer.c */
+ge2_status ge2_infer_BATCH_NORM(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
+ge2_status ge2_infer_BATCH_NORM_GRAD_PARAMS(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
+ge2_status ge2_infer_BATCH_NORM_GRAD_INPUT(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
+
+/* backward.c */
+ge2_status ge2_backward_batch_norm(ge2_autograd *ag, const ge2_node *node, const int *dy);
+
+/* cpu.c: shapes from the launch views, in the dtype of input 0 (f32, or f64
+ * for gradient checks); outputs whose data is NULL are skipped */
+ge2_status ge2_cpu_batch_norm(const ge2_launch *l);
+ge2_status ge2_cpu_batch_norm_grad_params(const ge2_launch *l);
+ge2_status ge2_cpu_batch_norm_grad_input(const ge2_launch *l);
+
+/* CUDA launchers (f32): enqueue on launch->stream, capturable */
+ge2_status ge2_cuda_batch_norm_launch(const ge2_launch *launch);
+ge2_status ge2_cuda_batch_norm_grad_params_launch(const ge2_launch *launch);
+ge2_status ge2_cuda_batch_norm_grad_input_launch(const ge2_launch *launch);
+
+/* ops.c */
+extern const ge2_op_def ge2_op_def_batch_norm;
+extern const ge2_op_def ge2_op_def_batch_norm_grad_params;
+extern const ge2_op_def ge2_op_def_batch_norm_grad_input;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GE2_OPS_NORM_NORM_H */

@@ -1,0 +1,144 @@
+/* The normalization family's test cases: for each op a random valid
+ * instance (its case body) and its float64 forward reference, registered
+ * for the table-driven suites (tests/support/op_cases.h). The table runs
+ * train steps: BATCH_NORM's references normalize by the batch statistics
+ * (tests/graph/batch_norm_test checks the running statistics and eval). */
+#include <math.h>
+#include <string.h>
+
+#include "graph/error.h"
+#include "ops/norm/norm.h"
+#include "tests/support/op_cases.h"
+
+/* ---------------------------------------------------------- case bodies */
+
+/* [N, C], [N, C, L] or [N, C, H, W] with at least two values per channel */
+static ge2_shape random_x(ge2_case_ctx *c)
+{
+    int nd = (int)ge2_case_irange(c, 2, 4);
+    ge2_shape s = ge2_shape2(ge2_case_irange(c, 2, 3), ge2_case_irange(c, 1, 3));
+    for (int i = 2; i < nd; i++)
+        s.dim[s.ndim++] = ge2_case_irange(c, 1, 3);
+    return s;
+}
+
+static ge2_status case_batch_norm(ge2_case_ctx *c)
+{
+    ge2_shape xs = random_x(c), cs = ge2_shape1(xs.dim[1]);
+    ge2_tensor *x, *w, *b, *mean, *var, *count = NULL, *y;
+    GE2_TRY(ge2_case_operand(c, cs, &w));
+    GE2_TRY(ge2_case_operand(c, xs, &x));
+    GE2_TRY(ge2_case_operand(c, cs, &b));
+    GE2_TRY(ge2_case_buffer(c, c->dtype, cs, (ge2_init){GE2_INIT_NORMAL, 0.0, 1.0, 0}, &mean));
+    GE2_TRY(ge2_case_buffer(c, c->dtype, cs, (ge2_init){GE2_INIT_UNIFORM, 0.5, 1.5, 0}, &var));
+    if (ge2_case_coin(c))
+        GE2_TRY(ge2_case_buffer(c, GE2_I64, ge2_shape0(), (ge2_init){GE2_INIT_ZEROS, 0.0, 0.0, 0}, &count));
+    double momentum = ge2_case_uniform(c, 0.05, 0.5), eps = ge2_case_coin(c) ? 1e-5 : 1e-2;
+    GE2_TRY(ge2_batch_norm(c->inst->graph, x, w, b, mean, var, count, momentum, eps, &y));
+    return ge2_case_last_node(c);
+}
+
+/* saved [2, C]: any mean, a positive rstd */
+static ge2_status case_saved(ge2_case_ctx *c, ge2_shape xs, ge2_tensor **saved)
+{
+    GE2_TRY(ge2_case_plain(c, ge2_shape2(2, xs.dim[1]), saved));
+    ge2_feed *f = &c->inst->feeds[c->inst->n_feeds - 1];
+    for (int64_t k = xs.dim[1]; k < 2 * xs.dim[1]; k++) {
+        if (c->dtype == GE2_F64)
+            ((double *)f->data)[k] = 0.5 + fabs(((double *)f->data)[k]);
+        else
+            ((float *)f->data)[k] = 0.5f + fabsf(((float *)f->data)[k]);
+    }
+    return GE2_OK;
+}
+
+static ge2_status case_batch_norm_grad_params(ge2_case_ctx *c)
+{
+    ge2_shape xs = random_x(c);
+    ge2_tensor *ts[3];
+    GE2_TRY(ge2_case_plain(c, xs, &ts[0]));
+    GE2_TRY(ge2_case_plain(c, xs, &ts[1]));
+    GE2_TRY(case_saved(c, xs, &ts[2]));
+    return ge2_case_direct(c, GE2_OP_BATCH_NORM_GRAD_PARAMS, ts, 3, 2, NULL);
+}
+
+static ge2_status case_batch_norm_grad_input(ge2_case_ctx *c)
+{
+    ge2_shape xs = random_x(c), cs = ge2_shape1(xs.dim[1]);
+    ge2_tensor *ts[6];
+    GE2_TRY(ge2_case_plain(c, xs, &ts[0]));
+    GE2_TRY(ge2_case_plain(c, xs, &ts[1]));
+    GE2_TRY(ge2_case_plain(c, cs, &ts[2]));
+    GE2_TRY(case_saved(c, xs, &ts[3]));
+    GE2_TRY(ge2_case_plain(c, cs, &ts[4]));
+    GE2_TRY(ge2_case_plain(c, cs, &ts[5]));
+    return ge2_case_direct(c, GE2_OP_BATCH_NORM_GRAD_INPUT, ts, 6, 1, NULL);
+}
+
+/* ------------------------------------------------- float64 references */
+
+/* x [N, C, inner]: channel c's k-th value */
+static int64_t ref_at(ge2_shape x, int64_t c, int64_t k)
+{
+    int64_t inner = ge2_ref_numel(x) / (x.dim[0] * x.dim[1]);
+    return ((k / inner) * x.dim[1] + c) * inner + k % inner;
+}
+
+/* train mode: y = (x - mean) / sqrt(var + eps) · w + b with the batch's
+ * mean and biased variance; saved = (mean, 1/sqrt(var + eps)) */
+static void ref_batch_norm(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
+{
+    ge2_shape s = in[0].shape;
+    int64_t C = s.dim[1], m = ge2_ref_numel(s) / C;
+    for (int64_t c = 0; c < C; c++) {
+        double mean = 0, var = 0;
+        for (int64_t k = 0; k < m; k++)
+            mean += in[0].v[ref_at(s, c, k)] / (double)m;
+        for (int64_t k = 0; k < m; k++)
+            var += pow(in[0].v[ref_at(s, c, k)] - mean, 2) / (double)m;
+        double sd = sqrt(var + node->attrs.batch_norm.eps);
+        for (int64_t k = 0; k < m; k++)
+            out[0].v[ref_at(s, c, k)] = (in[0].v[ref_at(s, c, k)] - mean) / sd * in[1].v[c] + in[2].v[c];
+        if (node->n_outputs > 1) {
+            out[1].v[c] = mean;
+            out[1].v[C + c] = 1 / sd;
+        }
+    }
+}
+
+static void ref_batch_norm_grad_params(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
+{
+    (void)node;
+    ge2_shape s = in[1].shape;
+    int64_t C = s.dim[1], m = ge2_ref_numel(s) / C;
+    for (int64_t c = 0; c < C; c++) {
+        out[0].v[c] = out[1].v[c] = 0;
+        for (int64_t k = 0; k < m; k++) {
+            int64_t at = ref_at(s, c, k);
+            out[0].v[c] += in[0].v[at] * (in[1].v[at] - in[2].v[c]) * in[2].v[C + c];
+            out[1].v[c] += in[0].v[at];
+        }
+    }
+}
+
+/* d/dx of sum(dy · y) through the batch statistics, from the chain rule:
+ * dx = w·rstd·(dy - mean(dy) - x̂·mean(dy·x̂)), with mean(dy) = dbias/m and
+ * mean(dy·x̂) = dweight/m given as inputs */
+static void ref_batch_norm_grad_input(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
+{
+    (void)node;
+    ge2_shape s = in[1].shape;
+    int64_t C = s.dim[1], m = ge2_ref_numel(s) / C;
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t k = 0; k < m; k++) {
+            int64_t at = ref_at(s, c, k);
+            double rstd = in[3].v[C + c], xhat = (in[1].v[at] - in[3].v[c]) * rstd;
+            out[0].v[at] = in[2].v[c] * rstd * (in[0].v[at] - in[5].v[c] / m - xhat * in[4].v[c] / m);
+        }
+}
+
+/* --------------------------------------------------------- registration */
+
+GE2_OP_TEST(batch_norm, GE2_CASE_GRADIENT, case_batch_norm, ref_batch_norm)
+GE2_OP_TEST(batch_norm_grad_params, GE2_CASE_FORWARD, case_batch_norm_grad_params, ref_batch_norm_grad_params)
+GE2_OP_TEST(batch_norm_grad_input, GE2_CASE_FORWARD, case_batch_norm_grad_input, ref_batch_norm_grad_input)
