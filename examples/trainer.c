@@ -442,8 +442,8 @@ static int train_and_test(const trainer_spec *spec, const trainer_options *o, ge
     }
     if (em.steps != eval_steps || em.examples != test_set->n) {
         code = trainer_fail(spec, 1, "evaluation metrics cover %lld of %lld steps, %lld of %lld examples",
-                            (long long)em.steps,
-                    (long long)eval_steps, (long long)em.examples, (long long)test_set->n);
+                            (long long)em.steps, (long long)eval_steps, (long long)em.examples,
+                            (long long)test_set->n);
         goto done;
     }
     if (o->plan_report) {

@@ -8,7 +8,9 @@
 # compute-sanitizer memcheck + racecheck, 3. the trainer on CUDA with default
 # flags (accuracy), 4. CPU and CUDA checkpoints after the same 20 and 100 steps agree
 # within fp32 error, and reach the same accuracy after 200, 5. checkpoints <-> PyTorch with the real safetensors,
-# 6. the benchmark against PyTorch. Logs go to OUT_DIR (default gpu_stage/verify);
+# 6. the CNN trainer with default flags (test accuracy >= 0.93), and K steps
+# of it on the CPU and on CUDA against PyTorch's float64, 7. the benchmark
+# against PyTorch (GE2_VERIFY_BENCH=0 leaves it out). Logs go to OUT_DIR (default gpu_stage/verify);
 # a summary table is printed last. Exits non-zero if any part fails.
 set -u -o pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -83,9 +85,25 @@ python3 "$root/tests/torch/checkpoint_interop.py" --train-mlp "$train" --data "$
 rc=$?
 record "checkpoints <-> PyTorch" "$([ $rc -eq 0 ] && echo PASS || echo FAIL)" "$(tail -n 1 "$out/interop.log")"
 
-GE2_BENCH_OUT="$out/bench" bash "$stage/bench/run.sh" >"$out/bench.log" 2>&1
+start=$(date +%s)
+"$stage/bin/train_cnn" --device cuda --data "$GE2_DATA_DIR" >"$out/train_cnn_cuda.log" 2>&1
 rc=$?
-record "benchmark vs PyTorch" "$([ $rc -eq 0 ] && echo PASS || echo FAIL)" "report: $out/bench.log"
+secs=$(($(date +%s) - start))
+acc="$(sed -n 's/^test accuracy: \([0-9.]*\).*/\1/p' "$out/train_cnn_cuda.log")"
+record "train_cnn --device cuda (defaults)" \
+    "$([ $rc -eq 0 ] && awk -v a="${acc:-0}" 'BEGIN { exit !(a >= 0.93) }' && echo PASS || echo FAIL)" \
+    "$(tail -n 1 "$out/train_cnn_cuda.log") (>= 0.93), ${secs} s wall incl. data load"
+
+python3 "$root/tests/torch/cnn_parity.py" --train-cnn "$stage/bin/train_cnn" --data "$GE2_DATA_DIR" \
+    --work "$out/cnn_parity" >"$out/cnn_parity.log" 2>&1
+rc=$?
+record "train_cnn vs PyTorch float64" "$([ $rc -eq 0 ] && echo PASS || echo FAIL)" "$(tail -n 1 "$out/cnn_parity.log")"
+
+if [ "${GE2_VERIFY_BENCH:-1}" != 0 ]; then
+    GE2_BENCH_OUT="$out/bench" bash "$stage/bench/run.sh" >"$out/bench.log" 2>&1
+    rc=$?
+    record "benchmark vs PyTorch" "$([ $rc -eq 0 ] && echo PASS || echo FAIL)" "report: $out/bench.log"
+fi
 
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 printf '| %-34s | %-6s | %s |\n|---|---|---|\n' part result detail

@@ -3,9 +3,12 @@
 # gpu_stage/ (git-ignored) for a machine that has a GPU but no Bazel:
 #
 #   gpu_stage/bin/              test binaries tagged "gpu", //examples:smoke,
-#                               //examples:train_mlp and //bench cc_binaries (if
-#                               they exist), plus the non-system shared libraries
-#                               they need: the small reference BLAS as
+#                               the trainers and //bench cc_binaries (if they
+#                               exist), plus the shared libraries they need:
+#                               ge2's own, one per Bazel library (the staged
+#                               build links dynamically, so the CUDA kernels
+#                               are staged once, not once per binary), and the
+#                               non-system ones: the small reference BLAS as
 #                               libblas.so.3 (not OpenBLAS: 36 MB) ... Binaries
 #                               find them through their $ORIGIN rpath.
 #   gpu_stage/tests.txt         the GPU test binaries run.sh runs
@@ -23,9 +26,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 stage="$root/gpu_stage"
 # The device tool carries at most 64 MiB with the source tree (~2 MiB); the
-# dataset is 30 of it and every binary links its own copy of the CUDA
-# kernels (~1.7 MB of fatbin each). The next GPU program needs ge2 as one
-# shared library instead.
+# dataset is 30 of it. ge2's libraries are staged once as shared objects, so
+# a binary costs its own code and the static jemalloc (~0.9 MB).
 limit_mib=62
 data_src="${GE2_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}"
 
@@ -47,7 +49,7 @@ mapfile -t gpu_tests < <(query 'attr(tags, "[\[ ]gpu[,\]]", tests(//...))')
 
 # Optional binaries: present once their modules exist.
 extra=()
-for t in //examples:smoke //examples:train_mlp //examples:train_custom_op; do
+for t in //examples:smoke //examples:train_mlp //examples:train_cnn //examples:train_custom_op; do
     if bazel query --noshow_progress "$t" >/dev/null 2>&1; then
         extra+=("$t")
     fi
@@ -63,12 +65,13 @@ if [ -f bench/BUILD ] || [ -f bench/BUILD.bazel ]; then
 fi
 
 # The staged build: sm_90 SASS without PTX (the GPU machine is sm_90, and
-# PTX is ~30% of every binary's fatbin), in an output base of its own, so
-# that switching between it and the everyday build rebuilds nothing, and
-# without convenience symlinks (they would point bazel-bin at it).
+# PTX is ~30% of the fatbin), every Bazel library a shared object of its own
+# (--dynamic_mode=fully: one copy of ge2 for all binaries), in an output base
+# of its own, so that switching between it and the everyday build rebuilds
+# nothing, and without convenience symlinks (they would point bazel-bin at it).
 stage_base="${GE2_STAGE_OUTPUT_BASE:-$HOME/.cache/ge2-stage-bazel}"
 stage_bazel=(bazel --output_base="$stage_base")
-stage_flags=(--define=ge2_cuda_ptx=0 --symlink_prefix=/)
+stage_flags=(--define=ge2_cuda_ptx=0 --dynamic_mode=fully --symlink_prefix=/)
 say "building ${#gpu_tests[@]} GPU test(s) and ${#extra[@]} binary(ies) (output base $stage_base)"
 "${stage_bazel[@]}" build --noshow_progress "${stage_flags[@]}" "$@" "${gpu_tests[@]}" "${extra[@]}"
 bin_dir="$("${stage_bazel[@]}" info "${stage_flags[@]}" "$@" bazel-bin 2>/dev/null)"
@@ -135,6 +138,13 @@ stage_lib() { # soname
     [ -z "${seen[$so]:-}" ] || return 0
     seen[$so]=1
     is_provided "$so" && return 0
+    if [ -e "$bin_dir/_solib_k8/$so" ]; then
+        # one of ge2's own libraries; they find each other's symbols through
+        # the binary, which needs them all
+        install -m 644 "$(readlink -f "$bin_dir/_solib_k8/$so")" "$stage/bin/$so"
+        strip --strip-unneeded "$stage/bin/$so"
+        return 0
+    fi
     if [ "$so" = "libblas.so.3" ]; then
         path="$ref_blas"
     else

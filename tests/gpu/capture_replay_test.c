@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/gpu/capture_cnn.h"
 #include "tests/gpu/capture_mlp.h"
 #include "tests/gpu/capture_suite.h"
 
@@ -219,6 +220,51 @@ START_TEST(test_env_disables_capture)
 }
 END_TEST
 
+/* The CNN with an eval step after every fourth train step: two keys, each
+ * captured once; eval steps read the running statistics the train key
+ * writes. Replayed and eager runs give bitwise the same losses (train and
+ * eval), parameters and buffers, and the state must have moved. */
+static unsigned char *cnn_run(bool disable_capture, int n, float *losses, int *captures, unsigned char **init,
+                              size_t *bytes)
+{
+    cnn m;
+    cnn_open(&m, 32, SEED, disable_capture);
+    if (init)
+        *init = cnn_state(&m, bytes);
+    for (int i = 0; i < n; i++)
+        losses[i] = cnn_step(&m, i % 5 == 4 ? GE2_MODE_EVAL : GE2_MODE_TRAIN, DATA_SEED, i, 32, true);
+    unsigned char *state = cnn_state(&m, bytes);
+    *captures = ge2_program_capture_count(m.program);
+    cnn_close(&m);
+    return state;
+}
+
+START_TEST(test_cnn_replay_equals_eager_with_eval_keys)
+{
+    int n = steps(60);
+    float *loss_replay = calloc((size_t)n, sizeof(float)), *loss_eager = calloc((size_t)n, sizeof(float));
+    int cap_replay = -1, cap_eager = -1;
+    size_t bytes = 0;
+    unsigned char *init = NULL;
+    unsigned char *replay = cnn_run(false, n, loss_replay, &cap_replay, &init, &bytes);
+    unsigned char *eager = cnn_run(true, n, loss_eager, &cap_eager, NULL, &bytes);
+    ck_assert_int_eq(cap_replay, 2);
+    ck_assert_int_eq(cap_eager, 0);
+    for (int i = 0; i < n; i++)
+        ck_assert_msg(memcmp(&loss_replay[i], &loss_eager[i], sizeof(float)) == 0,
+                      "step %d (%s): replayed loss %.9g, eager %.9g", i, i % 5 == 4 ? "eval" : "train",
+                      loss_replay[i], loss_eager[i]);
+    ck_assert_msg(memcmp(replay, init, bytes) != 0, "the CNN's state did not move");
+    ck_assert_msg(memcmp(replay, eager, bytes) == 0, "parameters or buffers differ between replay and eager");
+    free(loss_replay);
+    free(loss_eager);
+    free(init);
+    free(replay);
+    free(eager);
+}
+END_TEST
+
 GE2_GPU_SUITE_MAIN("capture_replay_test", 600,
                    test_replay_equals_eager_bitwise, test_same_seed_bitwise, test_zero_copy_equals_copying_bitwise,
-                   test_replayed_metrics_equal_eager_reads, test_env_disables_capture)
+                   test_replayed_metrics_equal_eager_reads, test_env_disables_capture,
+                   test_cnn_replay_equals_eager_with_eval_keys)

@@ -3,6 +3,9 @@
  *   (5) 10,000 replayed training steps after warm-up: no host allocation
  *       (ge2_alloc_stats_get), device free memory unchanged (cudaMemGetInfo),
  *       no CUDA error, still one captured graph, finite loss.
+ *   (6) The same for the CNN with the eval key and the train key
+ *       alternating (an eval step after every ninth train step): two
+ *       captured graphs, nothing allocated, running statistics finite.
  *
  * GE2_TEST_SHORT=1 (the sanitizer run) replays 50 steps instead.
  */
@@ -13,6 +16,7 @@
 #include <string.h>
 
 #include "graph/alloc.h"
+#include "tests/gpu/capture_cnn.h"
 #include "tests/gpu/capture_mlp.h"
 #include "tests/gpu/capture_suite.h"
 
@@ -80,4 +84,55 @@ START_TEST(test_ten_thousand_replays_leak_nothing)
 }
 END_TEST
 
-GE2_GPU_SUITE_MAIN("capture_soak_test", 900, test_ten_thousand_replays_leak_nothing)
+START_TEST(test_cnn_ten_thousand_replays_with_eval_keys)
+{
+    const char *short_env = getenv("GE2_TEST_SHORT");
+    const int n = short_env && short_env[0] && strcmp(short_env, "0") != 0 ? 50 : 10000;
+    cnn m;
+    cnn_open(&m, BATCH, SEED, false);
+    /* Warm-up: both keys made, captured and replayed once */
+    for (int i = 0; i < 20; i++)
+        cnn_step(&m, i % 10 == 9 ? GE2_MODE_EVAL : GE2_MODE_TRAIN, DATA_SEED, i % N_BATCHES, BATCH, i == 19);
+    ge2_metrics metrics;
+    ck_assert_int_eq(ge2_program_sync(m.program), GE2_OK);
+    ck_assert_int_eq(ge2_program_take_metrics(m.program, GE2_MODE_TRAIN, &metrics), GE2_OK);
+    ck_assert_int_eq(ge2_program_take_metrics(m.program, GE2_MODE_EVAL, &metrics), GE2_OK);
+    ck_assert_int_eq(ge2_program_capture_count(m.program), 2);
+
+    ge2_alloc_stats before, after;
+    size_t free_before = 0, free_after = 0, total = 0;
+    ck_assert_int_eq(cudaMemGetInfo(&free_before, &total), cudaSuccess);
+    ge2_alloc_stats_get(&before);
+    for (int i = 0; i < n; i++) {
+        cnn_step(&m, i % 10 == 9 ? GE2_MODE_EVAL : GE2_MODE_TRAIN, DATA_SEED, (20 + i) % N_BATCHES, BATCH, false);
+        if (i % 100 == 99) {
+            ck_assert_int_eq(ge2_program_take_metrics(m.program, GE2_MODE_TRAIN, &metrics), GE2_OK);
+            ck_assert_int_eq(ge2_program_take_metrics(m.program, GE2_MODE_EVAL, &metrics), GE2_OK);
+        }
+    }
+    ck_assert_int_eq(ge2_program_sync(m.program), GE2_OK);
+    ge2_alloc_stats_get(&after);
+    ck_assert_int_eq(cudaMemGetInfo(&free_after, &total), cudaSuccess);
+    ck_assert_msg(after.allocations == before.allocations, "%llu host allocations during %d replayed steps",
+                  (unsigned long long)(after.allocations - before.allocations), n);
+    ck_assert_msg(free_after == free_before, "device free memory changed: %zu -> %zu bytes", free_before,
+                  free_after);
+    cudaError_t e = cudaGetLastError();
+    ck_assert_msg(e == cudaSuccess, "CUDA error after the run: %s", cudaGetErrorString(e));
+    ck_assert_int_eq(ge2_program_capture_count(m.program), 2);
+    ck_assert_int_eq(ge2_program_key_count(m.program), 2);
+    float var[16];
+    ge2_tensor *rv = ge2_graph_find(m.graph, "bn2.running_var");
+    ck_assert_int_eq(ge2_program_get_buffer(m.program, rv, var, sizeof var), GE2_OK);
+    for (int c = 0; c < 16; c++)
+        ck_assert_msg(isfinite(var[c]) && var[c] > 0, "bn2.running_var[%d] = %g", c, var[c]);
+    int64_t count = 0;
+    ck_assert_int_eq(ge2_program_get_buffer(m.program, ge2_graph_find(m.graph, "bn1.num_batches_tracked"), &count,
+                                            sizeof count), GE2_OK);
+    ck_assert_int_eq(count, 18 + n - n / 10);
+    cnn_close(&m);
+}
+END_TEST
+
+GE2_GPU_SUITE_MAIN("capture_soak_test", 900, test_ten_thousand_replays_leak_nothing,
+                   test_cnn_ten_thousand_replays_with_eval_keys)
