@@ -44,6 +44,8 @@ static void usage(const trainer_spec *spec, FILE *out)
             "  --lr X                   learning rate (the optimizer's PyTorch default: adam/adamw 0.001, sgd 0.01)\n"
             "  --momentum X             SGD momentum (0)\n"
             "  --weight-decay X         weight decay (the optimizer's default: adamw 0.01, else 0)\n"
+            "  --schedule NAME          constant|cosine: the learning rate over the epochs (%s)\n"
+            "  --min-lr X               cosine: the learning rate it ends at (0)\n"
             "  --seed N                 seed of the initial weights and the data order (1)\n"
             "  --no-shuffle             batches are consecutive slices of the training set from image 0\n"
             "  --init FILE              initial parameters from a safetensors file (%s)\n"
@@ -59,7 +61,8 @@ static void usage(const trainer_spec *spec, FILE *out)
             "  --dump-passes            print each compile pass's result (verify, fuse, kernels, schedule, plan)\n"
             "  --help                   this text\n",
             spec->name, spec->summary, spec->model_usage ? spec->model_usage : "", (long long)spec->default_epochs,
-            spec->init_names, spec->fusion_names);
+            spec->default_schedule == GE2_SCHEDULE_COSINE ? "cosine" : "constant", spec->init_names,
+            spec->fusion_names);
 }
 
 /* ------------------------------------------------------------------ flags */
@@ -86,7 +89,9 @@ static bool parse_double(const char *s, double *out)
     return true;
 }
 
-static ge2_optimizer_config optimizer_config(const trainer_options *o)
+/* steps_per_epoch: the cosine schedule spans every step of --epochs, so a
+ * run cut short by --steps and resumed follows the same curve. */
+static ge2_optimizer_config optimizer_config(const trainer_options *o, int64_t steps_per_epoch)
 {
     ge2_optimizer_config c = ge2_optimizer_defaults(o->optimizer);
     if (o->lr >= 0)
@@ -94,6 +99,11 @@ static ge2_optimizer_config optimizer_config(const trainer_options *o)
     if (o->weight_decay >= 0)
         c.weight_decay = o->weight_decay;
     c.momentum = o->momentum;
+    if (o->schedule == GE2_SCHEDULE_COSINE) {
+        c.schedule.kind = GE2_SCHEDULE_COSINE;
+        c.schedule.total_steps = o->epochs * steps_per_epoch;
+        c.schedule.min_lr = o->min_lr;
+    }
     return c;
 }
 
@@ -107,6 +117,8 @@ enum {
     OPT_NO_AUTOTUNE,
     OPT_KERNEL_CACHE,
     OPT_DUMP_PASSES,
+    OPT_SCHEDULE,
+    OPT_MIN_LR,
     OPT_HELP
 };
 
@@ -117,6 +129,7 @@ static int parse_args(int argc, char **argv, const trainer_spec *spec, trainer_o
                    .data = "/usr/share/datasets/fashion-mnist",
                    .batch = 64,
                    .epochs = spec->default_epochs,
+                   .schedule = spec->default_schedule,
                    .steps = -1,
                    .optimizer = GE2_OPT_ADAM,
                    .lr = -1,
@@ -140,6 +153,8 @@ static int parse_args(int argc, char **argv, const trainer_spec *spec, trainer_o
         {"no-autotune", no_argument, NULL, OPT_NO_AUTOTUNE},
         {"kernel-cache", required_argument, NULL, OPT_KERNEL_CACHE},
         {"dump-passes", no_argument, NULL, OPT_DUMP_PASSES},
+        {"schedule", required_argument, NULL, OPT_SCHEDULE},
+        {"min-lr", required_argument, NULL, OPT_MIN_LR},
         {"help", no_argument, NULL, OPT_HELP}};
     enum { N_COMMON = sizeof common / sizeof common[0], MAX_FLAGS = 64 };
     struct option longopts[MAX_FLAGS];
@@ -191,6 +206,18 @@ static int parse_args(int argc, char **argv, const trainer_spec *spec, trainer_o
             if (!parse_i64(optarg, 0, &i64))
                 return trainer_fail(spec, 2, "--seed: expected a non-negative integer, got '%s'", optarg);
             o->seed = (uint64_t)i64;
+            break;
+        case OPT_SCHEDULE:
+            if (!strcmp(optarg, "constant"))
+                o->schedule = GE2_SCHEDULE_CONSTANT;
+            else if (!strcmp(optarg, "cosine"))
+                o->schedule = GE2_SCHEDULE_COSINE;
+            else
+                return trainer_fail(spec, 2, "--schedule: expected constant or cosine, got '%s'", optarg);
+            break;
+        case OPT_MIN_LR:
+            if (!parse_double(optarg, &o->min_lr))
+                return trainer_fail(spec, 2, "--min-lr: expected a non-negative number, got '%s'", optarg);
             break;
         case OPT_NO_SHUFFLE:
             o->shuffle = false;
@@ -246,7 +273,7 @@ static int parse_args(int argc, char **argv, const trainer_spec *spec, trainer_o
         return trainer_fail(spec, 2, "--init and --resume both set parameters: give one");
     if (o->momentum != 0 && o->optimizer != GE2_OPT_SGD)
         return trainer_fail(spec, 2, "--momentum applies to --optimizer sgd only");
-    ge2_optimizer_config oc = optimizer_config(o);
+    ge2_optimizer_config oc = optimizer_config(o, 1);
     if (ge2_opt_validate(&oc) != GE2_OK)
         return trainer_fail(spec, 2, "%s", ge2_last_error());
     return 0;
@@ -410,7 +437,7 @@ static ge2_status evaluate(run *r, const ge2_dataset *test_set, ge2_metrics *m, 
 static int train_and_test(const trainer_spec *spec, const trainer_options *o, ge2_context *ctx,
                           const ge2_dataset *train_set, const ge2_dataset *test_set)
 {
-    ge2_optimizer_config oc = optimizer_config(o);
+    ge2_optimizer_config oc = optimizer_config(o, (train_set->n + o->batch - 1) / o->batch);
     trainer_model m = {0};
     ge2_program *program = NULL;
     int code = 0;
@@ -427,8 +454,8 @@ static int train_and_test(const trainer_spec *spec, const trainer_options *o, ge
     }
     printf("%s: %s, ", spec->name, ge2_device_name(ge2_context_device(ctx)));
     spec->describe(spec->model, stdout);
-    printf(", %s lr %g, batch %lld, %lld epochs\n", ge2_optimizer_name(oc.kind), oc.lr, (long long)o->batch,
-           (long long)o->epochs);
+    printf(", %s lr %g%s, batch %lld, %lld epochs\n", ge2_optimizer_name(oc.kind), oc.lr,
+           oc.schedule.kind == GE2_SCHEDULE_COSINE ? " cosine" : "", (long long)o->batch, (long long)o->epochs);
     if (train(&r, train_set) != GE2_OK ||
         (o->save && ge2_checkpoint_save(program, o->save, &r.pos) != GE2_OK)) {
         code = fail_ge2(spec);

@@ -37,6 +37,9 @@ typedef struct trainer_options {
     int64_t batch, epochs, steps; /* steps -1: no limit; 0: evaluate only */
     ge2_optimizer_kind optimizer;
     double lr, momentum, weight_decay; /* < 0: the optimizer's default */
+    /* CONSTANT, or COSINE from lr to min_lr over every step of --epochs */
+    ge2_schedule_kind schedule;
+    double min_lr;
     uint64_t seed;
     bool shuffle, plan_report, kernel_report;
     const char *init, *save, *resume;
@@ -61,6 +64,7 @@ typedef struct trainer_spec {
      * --disable-fusions take, in the trainer's words */
     const char *model_usage, *init_names, *fusion_names;
     int64_t default_epochs;
+    ge2_schedule_kind default_schedule;
     const struct option *model_flags; /* NULL-terminated; their vals >= TRAINER_MODEL_FLAG */
     void *model;                      /* the trainer's own settings, handed back below */
     /* One model flag: 0 taken, 2 bad (message printed by trainer_fail). */
