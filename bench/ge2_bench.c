@@ -1,7 +1,7 @@
 /* ge2_bench: ge2's half of the benchmark against PyTorch (bench/README.md).
  *
- * Each (workload, mode) trains a freshly built MLP (Adam, lr 1e-3, mean
- * cross-entropy) and prints one JSON line on stdout; bench/torch_bench.py
+ * Each (workload, mode) trains a freshly built MLP or CNN (Adam, lr 1e-3,
+ * mean cross-entropy) and prints one JSON line on stdout; bench/torch_bench.py
  * prints the same lines for PyTorch and bench/report.py joins the two.
  *
  * Timing. ge2_program_step returns before the GPU has run the step, and ge2
@@ -23,7 +23,8 @@
  * Usage: ge2_bench [--data DIR] [--only WORKLOAD] [--seconds S] [--epochs E] [--cpu] [--update-mode M]
  *   --data     Fashion-MNIST folder for the epoch (default $GE2_DATA_DIR,
  *              else /usr/share/datasets/fashion-mnist)
- *   --only     run one workload (mlp_small, mlp_medium, mlp_large, epoch)
+ *   --only     run one workload (mlp_small, mlp_medium, mlp_large, epoch, cnn64,
+ *              cnn256, cnn_epoch)
  *   --seconds  timed seconds per (workload, mode) (default 1)
  *   --epochs   timed epochs per mode (default 5, after one warm-up epoch)
  *   --cpu      run on the CPU backend, timed by the host clock: checks the
@@ -58,17 +59,23 @@
 typedef struct bench_workload {
     const char *name;
     int n_dims;
-    int64_t dims[MAX_LAYERS + 1]; /* features, hidden..., classes */
+    /* MLP: features, hidden..., classes; CNN: features (784 = 1 × 28 × 28),
+     * conv1 and conv2 channels, fc1 width, classes (train_cnn's model) */
+    int64_t dims[MAX_LAYERS + 1];
     int64_t batch;
     bool tf32_row; /* also measure replay with TF32 GEMMs */
     bool epoch;    /* one Fashion-MNIST epoch instead of synthetic steps */
+    bool cnn;
 } bench_workload;
 
 static const bench_workload WORKLOADS[] = {
-    {"mlp_small", 4, {784, 256, 128, 10}, 64, false, false},
-    {"mlp_medium", 4, {784, 1024, 1024, 10}, 256, false, false},
-    {"mlp_large", 5, {784, 4096, 4096, 4096, 10}, 256, true, false},
-    {"epoch", 4, {784, 256, 128, 10}, 64, false, true},
+    {"mlp_small", 4, {784, 256, 128, 10}, 64, false, false, false},
+    {"mlp_medium", 4, {784, 1024, 1024, 10}, 256, false, false, false},
+    {"mlp_large", 5, {784, 4096, 4096, 4096, 10}, 256, true, false, false},
+    {"epoch", 4, {784, 256, 128, 10}, 64, false, true, false},
+    {"cnn64", 5, {784, 32, 64, 128, 10}, 64, true, false, true},
+    {"cnn256", 5, {784, 32, 64, 128, 10}, 256, true, false, true},
+    {"cnn_epoch", 5, {784, 32, 64, 128, 10}, 64, false, true, true},
 };
 
 typedef struct bench_mode {
@@ -184,22 +191,53 @@ static void dims_string(const bench_workload *w, char *buf, size_t size)
 
 /* ----------------------------------------------------------------- model */
 
-/* Linear+ReLU hidden layers, a linear head, mean cross-entropy, Adam. */
+/* train_cnn's blocks: conv 3x3 (padding 1, no bias) -> batch norm -> ReLU
+ * -> 2x2 max pool, twice, then flatten into the linear layers. */
+static ge2_status cnn_features(bench_model *m, const bench_workload *w, ge2_tensor **out)
+{
+    ge2_tensor *h = m->x;
+    for (int b = 0; b < 2; b++) {
+        int64_t in = ge2_tensor_shape(h).dim[1], channels = w->dims[1 + b];
+        char name[32];
+        ge2_tensor *wt;
+        snprintf(name, sizeof name, "conv%d.weight", b + 1);
+        GE2_TRY(ge2_parameter(m->graph, name, GE2_F32, ge2_shape4(channels, in, 3, 3),
+                              (ge2_init){GE2_INIT_LINEAR_DEFAULT, 0, 0, in * 9}, &wt));
+        ge2_conv2d_params conv = ge2_conv2d_defaults();
+        conv.padding[0] = conv.padding[1] = 1;
+        GE2_TRY(ge2_conv2d(m->graph, h, wt, NULL, &conv, &h));
+        snprintf(name, sizeof name, "bn%d", b + 1);
+        GE2_TRY(ge2_batch_norm_layer(m->graph, name, h, 0.1, 1e-5, &h));
+        GE2_TRY(ge2_activate(m->graph, h, GE2_ACT_RELU, 0.0f, &h));
+        ge2_pool2d_params pool = ge2_pool2d_square(2, 2, 0);
+        GE2_TRY(ge2_max_pool2d(m->graph, h, &pool, &h));
+    }
+    return ge2_flatten(m->graph, h, out);
+}
+
+/* Linear+ReLU hidden layers (after the CNN's convolution blocks), a linear
+ * head, mean cross-entropy, Adam. */
 static ge2_status model_build(bench_model *m, const bench_workload *w, ge2_update_mode update_mode)
 {
     GE2_TRY(ge2_graph_new(&m->graph));
     GE2_TRY(ge2_graph_set_seed(m->graph, SEED));
-    GE2_TRY(ge2_input(m->graph, "x", GE2_F32, ge2_shape2(w->batch, w->dims[0]), &m->x));
+    ge2_shape x = w->cnn ? ge2_shape4(w->batch, 1, 28, 28) : ge2_shape2(w->batch, w->dims[0]);
+    GE2_TRY(ge2_input(m->graph, "x", GE2_F32, x, &m->x));
     GE2_TRY(ge2_label(m->graph, "y", GE2_I32, ge2_shape1(w->batch), &m->y));
     ge2_tensor *h = m->x;
-    for (int l = 0; l + 1 < w->n_dims; l++) {
-        int64_t in = w->dims[l], out = w->dims[l + 1];
+    int first = 0;
+    if (w->cnn) {
+        GE2_TRY(cnn_features(m, w, &h));
+        first = 3; /* the fc layers: flattened features -> dims[3] -> classes */
+    }
+    for (int l = first; l + 1 < w->n_dims; l++) {
+        int64_t in = l == first ? ge2_tensor_shape(h).dim[1] : w->dims[l], out = w->dims[l + 1];
         char name[32];
         ge2_tensor *wt, *b;
         ge2_init init = {GE2_INIT_LINEAR_DEFAULT, 0, 0, in};
-        snprintf(name, sizeof name, "fc%d.weight", l + 1);
+        snprintf(name, sizeof name, "fc%d.weight", l - first + 1);
         GE2_TRY(ge2_parameter(m->graph, name, GE2_F32, ge2_shape2(out, in), init, &wt));
-        snprintf(name, sizeof name, "fc%d.bias", l + 1);
+        snprintf(name, sizeof name, "fc%d.bias", l - first + 1);
         GE2_TRY(ge2_parameter(m->graph, name, GE2_F32, ge2_shape1(out), init, &b));
         bool last = l + 2 == w->n_dims;
         GE2_TRY(ge2_linear(m->graph, h, wt, b, last ? GE2_ACT_NONE : GE2_ACT_RELU, 0.0f, &h));
@@ -263,7 +301,9 @@ static ge2_status model_feed(bench_model *m, ge2_feed feeds[2])
         GE2_TRY(ge2_batcher_seek(m->batcher, epoch + 1, 0));
         size = ge2_batcher_next_size(m->batcher);
     }
-    feeds[0] = (ge2_feed){m->x, NULL, ge2_shape2(size, m->data->features)};
+    ge2_shape images = ge2_tensor_shape(m->x); /* [B, 784] or [B, 1, 28, 28] */
+    images.dim[0] = size;
+    feeds[0] = (ge2_feed){m->x, NULL, images};
     feeds[1] = (ge2_feed){m->y, NULL, ge2_shape1(size)};
     void *buf[2];
     GE2_TRY(ge2_program_feed_buffers(m->program, GE2_MODE_TRAIN, feeds, 2, buf));
@@ -451,9 +491,9 @@ static void print_row(const bench_workload *w, const bench_mode *mode, const cha
 {
     char dims[96];
     dims_string(w, dims, sizeof dims);
-    printf("{\"impl\":\"ge2\",\"workload\":\"%s\",\"mode\":\"%s\",\"tf32\":%s,\"batch\":%lld,\"dims\":\"%s\","
-           "\"device\":",
-           w->name, mode->name, mode->tf32 ? "true" : "false", (long long)w->batch, dims);
+    printf("{\"impl\":\"ge2\",\"workload\":\"%s\",\"model\":\"%s\",\"mode\":\"%s\",\"tf32\":%s,\"batch\":%lld,"
+           "\"dims\":\"%s\",\"device\":",
+           w->name, w->cnn ? "cnn" : "mlp", mode->name, mode->tf32 ? "true" : "false", (long long)w->batch, dims);
     json_string(device);
     if (st != GE2_OK) {
         char msg[512];

@@ -2,7 +2,9 @@
 """PyTorch's half of the ge2 benchmark (bench/README.md).
 
 The same workloads as bench/ge2_bench.c, trained the way a PyTorch user
-would: nn.Sequential of Linear/ReLU, F.cross_entropy (mean), Adam(lr=1e-3).
+would: nn.Sequential of Linear/ReLU (the CNN rows: Conv2d/BatchNorm2d/ReLU/
+MaxPool2d blocks first, cudnn.benchmark on), F.cross_entropy (mean),
+Adam(lr=1e-3).
 Two modes per workload:
 
   eager  the plain loop; Adam's default (foreach) implementation.
@@ -47,6 +49,10 @@ WORKLOADS = [
     dict(name="mlp_medium", dims=[784, 1024, 1024, 10], batch=256, tf32_row=False, epoch=False),
     dict(name="mlp_large", dims=[784, 4096, 4096, 4096, 10], batch=256, tf32_row=True, epoch=False),
     dict(name="epoch", dims=[784, 256, 128, 10], batch=64, tf32_row=False, epoch=True),
+    # CNN: features, conv1 and conv2 channels, fc1 width, classes (train_cnn's model)
+    dict(name="cnn64", dims=[784, 32, 64, 128, 10], batch=64, tf32_row=True, epoch=False, cnn=True),
+    dict(name="cnn256", dims=[784, 32, 64, 128, 10], batch=256, tf32_row=True, epoch=False, cnn=True),
+    dict(name="cnn_epoch", dims=[784, 32, 64, 128, 10], batch=64, tf32_row=False, epoch=True, cnn=True),
 ]
 # (mode, tf32); the TF32 row only for workloads with tf32_row.
 MODES = [("eager", False), ("graph", False), ("graph", True)]
@@ -72,14 +78,16 @@ def staged(t):
 
 
 def set_tf32(on):
-    """TF32 for matmuls only; returns the API used (2.9+ has fp32_precision)."""
+    """TF32 for matmuls and cuDNN convolutions; returns the API used (2.9+ has fp32_precision)."""
     matmul = torch.backends.cuda.matmul
     try:
         matmul.fp32_precision = "tf32" if on else "ieee"
-        return "torch.backends.cuda.matmul.fp32_precision"
+        torch.backends.cudnn.conv.fp32_precision = "tf32" if on else "ieee"
+        return "torch.backends.cuda.matmul.fp32_precision, torch.backends.cudnn.conv.fp32_precision"
     except (AttributeError, AssertionError):  # before 2.9 (old versions assert on unknown names)
         matmul.allow_tf32 = on
-        return "torch.backends.cuda.matmul.allow_tf32"
+        torch.backends.cudnn.allow_tf32 = on
+        return "torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32"
 
 
 # ------------------------------------------------------------------- data
@@ -152,9 +160,16 @@ class Feeder:
 # ------------------------------------------------------------------ model
 
 
-def make_model(dims):
+def make_model(dims, cnn=False):
     torch.manual_seed(SEED)
     layers = []
+    if cnn:  # train_cnn's blocks on the flat [B, 784] batches
+        c1, c2 = dims[1], dims[2]
+        layers += [nn.Unflatten(1, (1, 28, 28)),
+                   nn.Conv2d(1, c1, 3, padding=1, bias=False), nn.BatchNorm2d(c1), nn.ReLU(), nn.MaxPool2d(2),
+                   nn.Conv2d(c1, c2, 3, padding=1, bias=False), nn.BatchNorm2d(c2), nn.ReLU(), nn.MaxPool2d(2),
+                   nn.Flatten()]
+        dims = [c2 * 7 * 7] + list(dims[3:])
     for i in range(len(dims) - 1):
         layers.append(nn.Linear(dims[i], dims[i + 1]))
         if i + 2 < len(dims):
@@ -173,8 +188,8 @@ def train_body(model, opt, x, y):
 
 
 class EagerTrainer:
-    def __init__(self, dims):
-        self.model = make_model(dims)
+    def __init__(self, dims, cnn=False):
+        self.model = make_model(dims, cnn)
         self.opt = torch.optim.Adam(self.model.parameters(), lr=1e-3)
 
     def step(self, xb, yb):
@@ -187,8 +202,8 @@ class GraphTrainer:
     """One captured graph per batch size (the epoch's last batch is smaller),
     each with its own static inputs and memory pool."""
 
-    def __init__(self, dims):
-        self.model = make_model(dims)
+    def __init__(self, dims, cnn=False):
+        self.model = make_model(dims, cnn)
         self.opt = torch.optim.Adam(self.model.parameters(), lr=1e-3, capturable=True)
         self.graphs = {}
         self.first_loss = None  # the very first training step's loss (a warm-up one)
@@ -316,8 +331,8 @@ def count_kernels(trainer, feeder, row):
 
 
 def run_row(w, mode, tf32, args, data, device):
-    row = dict(impl="torch", workload=w["name"], mode=mode, tf32=tf32, batch=w["batch"],
-               dims="-".join(map(str, w["dims"])), device=device)
+    row = dict(impl="torch", workload=w["name"], model="cnn" if w.get("cnn") else "mlp", mode=mode, tf32=tf32,
+               batch=w["batch"], dims="-".join(map(str, w["dims"])), device=device)
     trainer = None
     try:
         gc.collect()
@@ -334,7 +349,7 @@ def run_row(w, mode, tf32, args, data, device):
         row["tf32_api"] = set_tf32(tf32)
         x, y = data if w["epoch"] else synthetic(w["dims"], w["batch"])
         feeder = Feeder(x, y, w["batch"])
-        trainer = (GraphTrainer if mode == "graph" else EagerTrainer)(w["dims"])
+        trainer = (GraphTrainer if mode == "graph" else EagerTrainer)(w["dims"], w.get("cnn", False))
         row["optimizer"] = "Adam(lr=1e-3%s)" % (", capturable=True" if mode == "graph" else "")
         events = None
         if DEVICE == "cuda":
@@ -385,6 +400,7 @@ def main():
         print("torch_bench: no CUDA device (--cpu checks the script on the CPU)", file=sys.stderr)
         return 1
     set_tf32(False)
+    torch.backends.cudnn.benchmark = True  # the fastest convolution algorithm per shape, as a tuned user runs
     device = torch.cuda.get_device_name(0) if DEVICE == "cuda" else "cpu"
     env = dict(impl="torch", env=True, torch=torch.__version__, cuda=torch.version.cuda, device=device,
                python=sys.version.split()[0])

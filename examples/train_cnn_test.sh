@@ -51,7 +51,7 @@ check "resumed checkpoint (running statistics included) is byte-identical to the
 
 "$bin" "${small[@]}" --steps 4 --init "$tmp/a.safetensors" --schedule cosine --epochs 2 >"$tmp/run3" 2>&1
 check "--init and --schedule cosine ($(tail -n 1 "$tmp/run3"))" $?
-grep -q 'adam lr 0.001 cosine, batch 32, 2 epochs' "$tmp/run3"
+grep -q 'adamw lr 0.001 cosine, batch 32, 2 epochs' "$tmp/run3"
 check "the header names the schedule" $?
 
 expect_error "bad --channels" 2 --channels 4

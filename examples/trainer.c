@@ -31,6 +31,9 @@ static int fail_ge2(const trainer_spec *spec)
 
 static void usage(const trainer_spec *spec, FILE *out)
 {
+    char weight_decay[64] = "the optimizer's default: adamw 0.01, else 0";
+    if (spec->default_weight_decay >= 0)
+        snprintf(weight_decay, sizeof weight_decay, "%g", spec->default_weight_decay);
     fprintf(out,
             "usage: %s [flags]\n"
             "%s\n"
@@ -40,10 +43,10 @@ static void usage(const trainer_spec *spec, FILE *out)
             "  --batch N                examples per step (64)\n"
             "  --epochs N               passes over the training set (%lld)\n"
             "  --steps N                stop after N optimizer steps in this run (no limit)\n"
-            "  --optimizer NAME         sgd|adam|adamw (adam)\n"
+            "  --optimizer NAME         sgd|adam|adamw (%s)\n"
             "  --lr X                   learning rate (the optimizer's PyTorch default: adam/adamw 0.001, sgd 0.01)\n"
             "  --momentum X             SGD momentum (0)\n"
-            "  --weight-decay X         weight decay (the optimizer's default: adamw 0.01, else 0)\n"
+            "  --weight-decay X         weight decay (%s)\n"
             "  --schedule NAME          constant|cosine: the learning rate over the epochs (%s)\n"
             "  --min-lr X               cosine: the learning rate it ends at (0)\n"
             "  --seed N                 seed of the initial weights and the data order (1)\n"
@@ -61,7 +64,7 @@ static void usage(const trainer_spec *spec, FILE *out)
             "  --dump-passes            print each compile pass's result (verify, fuse, kernels, schedule, plan)\n"
             "  --help                   this text\n",
             spec->name, spec->summary, spec->model_usage ? spec->model_usage : "", (long long)spec->default_epochs,
-            spec->default_schedule == GE2_SCHEDULE_COSINE ? "cosine" : "constant", spec->init_names,
+            ge2_optimizer_name(spec->default_optimizer), weight_decay, spec->default_schedule == GE2_SCHEDULE_COSINE ? "cosine" : "constant", spec->init_names,
             spec->fusion_names);
 }
 
@@ -131,10 +134,10 @@ static int parse_args(int argc, char **argv, const trainer_spec *spec, trainer_o
                    .epochs = spec->default_epochs,
                    .schedule = spec->default_schedule,
                    .steps = -1,
-                   .optimizer = GE2_OPT_ADAM,
+                   .optimizer = spec->default_optimizer,
                    .lr = -1,
                    .momentum = 0,
-                   .weight_decay = -1,
+                   .weight_decay = spec->default_weight_decay,
                    .seed = 1,
                    .shuffle = true,
                    .compile = ge2_compile_defaults()};

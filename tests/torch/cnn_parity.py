@@ -115,7 +115,8 @@ def main():
 
     for dev in a.devices.split(","):
         ck = os.path.join(a.work, f"ge2_{dev}.safetensors")
-        ge2_correct = ge2_run(a.train_cnn, a.data, ["--device", dev, "--init", init_path, "--no-shuffle", "--steps",
+        ge2_correct = ge2_run(a.train_cnn, a.data, ["--device", dev, "--init", init_path, "--no-shuffle", "--optimizer",
+                                                    "adam", "--weight-decay", "0", "--schedule", "constant", "--steps",
                                                     str(a.steps), "--batch", str(a.batch), "--save", ck])
         got = load_file(ck)
         worst, worst_name, ok = 0.0, "", True
