@@ -5,7 +5,8 @@
  *
  * ops.c holds the definitions (registered by ops/builtin.def's line for
  * each); the rest of the folder is their parts: infer.c, backward.c, api.c
- * (the public builder), cpu.c (im2col + cblas), the CUDA launchers (cuda.cu)
+ * (the public builder), cpu.c (im2col + cblas), cudnn.c (the CUDA kernels:
+ * cuDNN's plans), cuda.cu (ge2's direct kernels, the fallback)
  * and test.c (test cases and float64 references). */
 #ifndef GE2_OPS_CONV_CONV_H
 #define GE2_OPS_CONV_CONV_H
@@ -63,10 +64,22 @@ ge2_status ge2_cpu_conv2d(const ge2_launch *l);
 ge2_status ge2_cpu_conv2d_grad_input(const ge2_launch *l);
 ge2_status ge2_cpu_conv2d_grad_weight(const ge2_launch *l);
 
-/* CUDA launchers (f32): enqueue on launch->stream, capturable */
+/* The ops' CUDA kernels (cudnn.c): prepare builds a cuDNN plan for the
+ * launch, or notes why not; launch runs it, or ge2's direct kernel. */
+ge2_status ge2_cuda_conv2d_prepare(ge2_launch *launch);
+ge2_status ge2_cuda_conv2d_grad_input_prepare(ge2_launch *launch);
+ge2_status ge2_cuda_conv2d_grad_weight_prepare(ge2_launch *launch);
 ge2_status ge2_cuda_conv2d_launch(const ge2_launch *launch);
-ge2_status ge2_cuda_conv2d_grad_input_launch(const ge2_launch *launch);
-ge2_status ge2_cuda_conv2d_grad_weight_launch(const ge2_launch *launch);
+void ge2_cuda_conv2d_release(ge2_launch *launch);
+const char *ge2_cuda_conv2d_describe(const ge2_launch *launch);
+
+/* cuda.cu (f32): ge2's direct kernels, and the bias kernels cuDNN's plans
+ * need; enqueue on launch->stream, capturable */
+ge2_status ge2_cuda_conv2d_direct(const ge2_launch *launch);
+ge2_status ge2_cuda_conv2d_grad_input_direct(const ge2_launch *launch);
+ge2_status ge2_cuda_conv2d_grad_weight_direct(const ge2_launch *launch);
+ge2_status ge2_cuda_conv2d_add_bias(const ge2_launch *launch);  /* y += b */
+ge2_status ge2_cuda_conv2d_grad_bias(const ge2_launch *launch); /* db = Σ dy */
 
 /* ops.c */
 extern const ge2_op_def ge2_op_def_conv2d;

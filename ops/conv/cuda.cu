@@ -1,5 +1,6 @@
 // CONV2D and its backward ops: ge2's own direct kernels, the fallback that
-// always applies. Each output element is computed by one thread (forward,
+// always applies (cudnn.c runs cuDNN's plans where it can), and the bias
+// kernels that go with cuDNN's convolutions. Each output element is computed by one thread (forward,
 // input gradient) or one block (weight gradient, a fixed-shape block
 // reduction), so every sum has one order: replay equals eager bitwise, and
 // no float atomics.
@@ -104,9 +105,34 @@ __global__ void ge2_conv2d_grad_bias_kernel(ge2_conv2d_geom g, const float *dy, 
         db[o] = s;
 }
 
+// y [N, O, OH, OW] += b [O], after cuDNN's convolution (which has no bias)
+__global__ void ge2_conv2d_add_bias_kernel(ge2_conv2d_geom g, const float *b, float *y)
+{
+    long long total = g.n * g.o * g.oh * g.ow, pix = g.oh * g.ow;
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
+         e += (long long)gridDim.x * blockDim.x)
+        y[e] += b[(e / pix) % g.o];
+}
+
 // ----------------------------------------------------------------- launchers
 
-extern "C" ge2_status ge2_cuda_conv2d_launch(const ge2_launch *l)
+extern "C" ge2_status ge2_cuda_conv2d_add_bias(const ge2_launch *l)
+{
+    ge2_conv2d_geom g = ge2_conv2d_geom_of(&l->node->attrs.conv2d, l->in[0].shape, l->in[1].shape);
+    ge2_conv2d_add_bias_kernel<<<ge2_cuda_blocks(g.n * g.o * g.oh * g.ow, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0,
+                                 ge2_cuda_stream(l)>>>(g, (const float *)l->in[2].data, (float *)l->out[0].data);
+    return ge2_cuda_check_launch(l, "ge2_conv2d_add_bias_kernel");
+}
+
+extern "C" ge2_status ge2_cuda_conv2d_grad_bias(const ge2_launch *l)
+{
+    ge2_conv2d_geom g = ge2_conv2d_geom_of(&l->node->attrs.conv2d, l->in[2].shape, l->in[1].shape);
+    ge2_conv2d_grad_bias_kernel<<<(unsigned)g.o, GE2_CONV_REDUCE_THREADS, 0, ge2_cuda_stream(l)>>>(
+        g, (const float *)l->in[0].data, (float *)l->out[1].data);
+    return ge2_cuda_check_launch(l, "ge2_conv2d_grad_bias_kernel");
+}
+
+extern "C" ge2_status ge2_cuda_conv2d_direct(const ge2_launch *l)
 {
     GE2_TRY(ge2_cuda_require_f32(l, 0));
     if (!l->out[0].data)
@@ -119,7 +145,7 @@ extern "C" ge2_status ge2_cuda_conv2d_launch(const ge2_launch *l)
     return ge2_cuda_check_launch(l, "ge2_conv2d_kernel");
 }
 
-extern "C" ge2_status ge2_cuda_conv2d_grad_input_launch(const ge2_launch *l)
+extern "C" ge2_status ge2_cuda_conv2d_grad_input_direct(const ge2_launch *l)
 {
     GE2_TRY(ge2_cuda_require_f32(l, 0));
     if (!l->out[0].data)
@@ -132,7 +158,7 @@ extern "C" ge2_status ge2_cuda_conv2d_grad_input_launch(const ge2_launch *l)
     return ge2_cuda_check_launch(l, "ge2_conv2d_grad_input_kernel");
 }
 
-extern "C" ge2_status ge2_cuda_conv2d_grad_weight_launch(const ge2_launch *l)
+extern "C" ge2_status ge2_cuda_conv2d_grad_weight_direct(const ge2_launch *l)
 {
     GE2_TRY(ge2_cuda_require_f32(l, 0));
     ge2_conv2d_geom g = ge2_conv2d_geom_of(&l->node->attrs.conv2d, l->in[2].shape, l->in[1].shape);
@@ -143,10 +169,7 @@ extern "C" ge2_status ge2_cuda_conv2d_grad_weight_launch(const ge2_launch *l)
             g, dy, (const float *)l->in[2].data, (float *)l->out[0].data);
         GE2_CUDA_CHECK(l, "ge2_conv2d_grad_weight_kernel");
     }
-    if (l->n_out > 1 && l->out[1].data) {
-        ge2_conv2d_grad_bias_kernel<<<(unsigned)g.o, GE2_CONV_REDUCE_THREADS, 0, ge2_cuda_stream(l)>>>(
-            g, dy, (float *)l->out[1].data);
-        GE2_CUDA_CHECK(l, "ge2_conv2d_grad_bias_kernel");
-    }
+    if (l->n_out > 1 && l->out[1].data)
+        return ge2_cuda_conv2d_grad_bias(l);
     return GE2_OK;
 }

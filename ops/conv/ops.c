@@ -11,7 +11,8 @@ const ge2_op_def ge2_op_def_conv2d = {
     .infer = ge2_infer_CONV2D,
     .backward = ge2_backward_conv2d,
     .cpu = ge2_cpu_conv2d,
-    .cuda = {NULL, ge2_cuda_conv2d_launch, NULL, NULL},
+    .cuda = {ge2_cuda_conv2d_prepare, ge2_cuda_conv2d_launch, ge2_cuda_conv2d_release,
+             ge2_cuda_conv2d_describe},
 };
 
 /* dy, x (shape only), w */
@@ -24,7 +25,8 @@ const ge2_op_def ge2_op_def_conv2d_grad_input = {
     .infer = ge2_infer_CONV2D_GRAD_INPUT,
     .backward = NULL,
     .cpu = ge2_cpu_conv2d_grad_input,
-    .cuda = {NULL, ge2_cuda_conv2d_grad_input_launch, NULL, NULL},
+    .cuda = {ge2_cuda_conv2d_grad_input_prepare, ge2_cuda_conv2d_launch, ge2_cuda_conv2d_release,
+             ge2_cuda_conv2d_describe},
 };
 
 /* dy, w (shape only), x -> dw[, db] */
@@ -37,5 +39,6 @@ const ge2_op_def ge2_op_def_conv2d_grad_weight = {
     .infer = ge2_infer_CONV2D_GRAD_WEIGHT,
     .backward = NULL,
     .cpu = ge2_cpu_conv2d_grad_weight,
-    .cuda = {NULL, ge2_cuda_conv2d_grad_weight_launch, NULL, NULL},
+    .cuda = {ge2_cuda_conv2d_grad_weight_prepare, ge2_cuda_conv2d_launch, ge2_cuda_conv2d_release,
+             ge2_cuda_conv2d_describe},
 };

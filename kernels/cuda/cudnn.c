@@ -1,0 +1,309 @@
+/* cuDNN's backend API through dlopen (cudnn.h says why). */
+#include "kernels/cuda/cudnn.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cudnn_graph.h>
+
+#include "graph/error.h"
+
+/* The handle attributes of operation graphs and plans are deprecated in
+ * later 9.x releases, but 9.14 (the GPU machine's) needs them. */
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
+#define CUDNN_LIBRARY "libcudnn.so.9"
+
+static struct {
+    pthread_once_t once;
+    ge2_status status;
+    char error[256];
+    char version[32];
+    void *lib;
+    cudnnHandle_t handle;
+    size_t (*get_version)(void);
+    const char *(*get_error_string)(cudnnStatus_t);
+    cudnnStatus_t (*create)(cudnnHandle_t *);
+    cudnnStatus_t (*set_stream)(cudnnHandle_t, cudaStream_t);
+    cudnnStatus_t (*create_descriptor)(cudnnBackendDescriptorType_t, cudnnBackendDescriptor_t *);
+    cudnnStatus_t (*destroy_descriptor)(cudnnBackendDescriptor_t);
+    cudnnStatus_t (*finalize)(cudnnBackendDescriptor_t);
+    cudnnStatus_t (*set_attribute)(cudnnBackendDescriptor_t, cudnnBackendAttributeName_t,
+                                   cudnnBackendAttributeType_t, int64_t, const void *);
+    cudnnStatus_t (*get_attribute)(cudnnBackendDescriptor_t const, cudnnBackendAttributeName_t,
+                                   cudnnBackendAttributeType_t, int64_t, int64_t *, void *);
+    cudnnStatus_t (*execute)(cudnnHandle_t, cudnnBackendDescriptor_t, cudnnBackendDescriptor_t);
+} cudnn = {.once = PTHREAD_ONCE_INIT};
+
+static void load(void)
+{
+    cudnn.status = GE2_ERR_UNSUPPORTED;
+    cudnn.lib = dlopen(CUDNN_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+    if (!cudnn.lib) {
+        snprintf(cudnn.error, sizeof cudnn.error, "cuDNN could not be loaded: %s", dlerror());
+        return;
+    }
+    struct {
+        void **fn;
+        const char *name;
+    } syms[] = {
+        {(void **)&cudnn.get_version, "cudnnGetVersion"},
+        {(void **)&cudnn.get_error_string, "cudnnGetErrorString"},
+        {(void **)&cudnn.create, "cudnnCreate"},
+        {(void **)&cudnn.set_stream, "cudnnSetStream"},
+        {(void **)&cudnn.create_descriptor, "cudnnBackendCreateDescriptor"},
+        {(void **)&cudnn.destroy_descriptor, "cudnnBackendDestroyDescriptor"},
+        {(void **)&cudnn.finalize, "cudnnBackendFinalize"},
+        {(void **)&cudnn.set_attribute, "cudnnBackendSetAttribute"},
+        {(void **)&cudnn.get_attribute, "cudnnBackendGetAttribute"},
+        {(void **)&cudnn.execute, "cudnnBackendExecute"},
+    };
+    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++)
+        if (!(*syms[i].fn = dlsym(cudnn.lib, syms[i].name))) {
+            snprintf(cudnn.error, sizeof cudnn.error, "%s lacks %s", CUDNN_LIBRARY, syms[i].name);
+            return;
+        }
+    size_t v = cudnn.get_version();
+    snprintf(cudnn.version, sizeof cudnn.version, "cuDNN %zu.%zu.%zu", v / 10000, v / 100 % 100, v % 100);
+    if (v < 90000) {
+        snprintf(cudnn.error, sizeof cudnn.error, "%s is %s; ge2 needs cuDNN 9", CUDNN_LIBRARY, cudnn.version);
+        return;
+    }
+    cudnnStatus_t st = cudnn.create(&cudnn.handle);
+    if (st != CUDNN_STATUS_SUCCESS) {
+        snprintf(cudnn.error, sizeof cudnn.error, "cudnnCreate: %s", cudnn.get_error_string(st));
+        return;
+    }
+    cudnn.status = GE2_OK;
+}
+
+ge2_status ge2_cudnn_available(void)
+{
+    pthread_once(&cudnn.once, load);
+    return cudnn.status == GE2_OK ? GE2_OK : ge2_error(cudnn.status, "%s", cudnn.error);
+}
+
+const char *ge2_cudnn_version(void) { return cudnn.version; }
+
+static ge2_status check(cudnnStatus_t st, const char *what)
+{
+    if (st == CUDNN_STATUS_SUCCESS)
+        return GE2_OK;
+    return ge2_error(GE2_ERR_CUDA, "cuDNN %s: %s", what, cudnn.get_error_string(st));
+}
+
+ge2_status ge2_cudnn_new(int type, ge2_cudnn_desc *out)
+{
+    GE2_TRY(ge2_cudnn_available());
+    *out = NULL;
+    return check(cudnn.create_descriptor((cudnnBackendDescriptorType_t)type, (cudnnBackendDescriptor_t *)out),
+                 "cudnnBackendCreateDescriptor");
+}
+
+ge2_status ge2_cudnn_set(ge2_cudnn_desc desc, int name, int type, int64_t count, const void *values)
+{
+    return check(cudnn.set_attribute(desc, (cudnnBackendAttributeName_t)name, (cudnnBackendAttributeType_t)type,
+                                     count, values),
+                 "cudnnBackendSetAttribute");
+}
+
+ge2_status ge2_cudnn_finalize(ge2_cudnn_desc desc) { return check(cudnn.finalize(desc), "cudnnBackendFinalize"); }
+
+void ge2_cudnn_free(ge2_cudnn_desc desc)
+{
+    if (desc)
+        cudnn.destroy_descriptor(desc);
+}
+
+/* set(...) calls on d until one fails; then d is freed */
+#define SET(d, name, type, count, values)                                                                         \
+    do {                                                                                                          \
+        ge2_status st_ = ge2_cudnn_set((d), (name), (type), (count), (values));                                   \
+        if (st_ != GE2_OK) {                                                                                      \
+            ge2_cudnn_free(d);                                                                                    \
+            return st_;                                                                                           \
+        }                                                                                                         \
+    } while (0)
+
+static ge2_status finalize_or_free(ge2_cudnn_desc d, ge2_cudnn_desc *out)
+{
+    ge2_status st = ge2_cudnn_finalize(d);
+    if (st != GE2_OK) {
+        ge2_cudnn_free(d);
+        return st;
+    }
+    *out = d;
+    return GE2_OK;
+}
+
+ge2_status ge2_cudnn_tensor(int64_t uid, int ndim, const int64_t *dims, ge2_cudnn_desc *out)
+{
+    int64_t strides[8], alignment = 4;
+    if (ndim < 1 || ndim > 8)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_cudnn_tensor: %d dims", ndim);
+    strides[ndim - 1] = 1;
+    for (int i = ndim - 2; i >= 0; i--)
+        strides[i] = strides[i + 1] * dims[i + 1];
+    cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+    ge2_cudnn_desc d;
+    GE2_TRY(ge2_cudnn_new(CUDNN_BACKEND_TENSOR_DESCRIPTOR, &d));
+    SET(d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32);
+    SET(d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, ndim, dims);
+    SET(d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, ndim, strides);
+    SET(d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
+    SET(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &alignment);
+    return finalize_or_free(d, out);
+}
+
+ge2_status ge2_cudnn_conv_desc(const int64_t stride[2], const int64_t padding[2], const int64_t dilation[2],
+                               ge2_cudnn_desc *out)
+{
+    int64_t dims = 2;
+    cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+    cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+    ge2_cudnn_desc d;
+    GE2_TRY(ge2_cudnn_new(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, &d));
+    SET(d, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &dims);
+    SET(d, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32);
+    SET(d, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode);
+    SET(d, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, stride);
+    SET(d, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, padding);
+    SET(d, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, padding);
+    SET(d, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dilation);
+    return finalize_or_free(d, out);
+}
+
+/* The engine config's numerical notes, as a bit set; its global index. */
+static ge2_status engine_of(ge2_cudnn_desc cfg, unsigned *notes, int64_t *index)
+{
+    ge2_cudnn_desc engine;
+    GE2_TRY(ge2_cudnn_new(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &engine));
+    int64_t n = 0;
+    cudnnBackendNumericalNote_t list[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+    ge2_status st = check(cudnn.get_attribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                                              &n, &engine),
+                          "engine of a config");
+    if (st == GE2_OK)
+        st = check(cudnn.get_attribute(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                                       CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, list),
+                   "engine numerical notes");
+    *notes = 0;
+    for (int64_t i = 0; st == GE2_OK && i < n; i++)
+        *notes |= 1u << list[i];
+    if (st == GE2_OK)
+        st = check(cudnn.get_attribute(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, index),
+                   "engine index");
+    ge2_cudnn_free(engine);
+    return st;
+}
+
+static void notes_string(unsigned notes, char *buf, size_t size)
+{
+    static const char *const names[CUDNN_NUMERICAL_NOTE_TYPE_COUNT] = {
+        "tensor core", "down-converted inputs", "reduced-precision reduction", "FFT", "nondeterministic",
+        "winograd", "winograd 4x4", "winograd 6x6", "winograd 13x13", "strict NaN propagation"};
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT && used < size; i++)
+        if (notes & (1u << i))
+            used += (size_t)snprintf(buf + used, size - used, "%s%s", used ? ", " : "", names[i]);
+}
+
+ge2_status ge2_cudnn_plan_new(ge2_cudnn_desc op, bool tf32, ge2_cudnn_plan *out, char *why, size_t why_size)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(why, why_size, "no engine");
+    ge2_cudnn_desc graph = NULL, heur = NULL;
+    GE2_TRY(ge2_cudnn_new(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &graph));
+    SET(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &cudnn.handle);
+    SET(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op);
+    GE2_TRY(finalize_or_free(graph, &graph));
+    cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
+    ge2_status st = ge2_cudnn_new(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur);
+    if (st == GE2_OK)
+        st = ge2_cudnn_set(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph);
+    if (st == GE2_OK)
+        st = ge2_cudnn_set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+    if (st == GE2_OK)
+        st = ge2_cudnn_finalize(heur);
+    enum { MAX_CONFIGS = 64 };
+    ge2_cudnn_desc cfgs[MAX_CONFIGS] = {0};
+    int64_t count = 0;
+    if (st == GE2_OK)
+        st = check(cudnn.get_attribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
+                                       NULL),
+                   "heuristics results");
+    count = count > MAX_CONFIGS ? MAX_CONFIGS : count;
+    for (int64_t i = 0; st == GE2_OK && i < count; i++)
+        st = ge2_cudnn_new(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfgs[i]);
+    if (st == GE2_OK)
+        st = check(cudnn.get_attribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count,
+                                       &count, cfgs),
+                   "heuristics results");
+    const unsigned never = 1u << CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC;
+    const unsigned reduced = 1u << CUDNN_NUMERICAL_NOTE_TENSOR_CORE | 1u << CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS |
+                             1u << CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION | 1u << CUDNN_NUMERICAL_NOTE_FFT;
+    int skipped = 0;
+    for (int64_t i = 0; st == GE2_OK && i < count && !out->plan; i++) {
+        unsigned notes;
+        int64_t index;
+        if (engine_of(cfgs[i], &notes, &index) != GE2_OK || (notes & never) || (!tf32 && (notes & reduced))) {
+            skipped++;
+            continue;
+        }
+        ge2_cudnn_desc plan;
+        if (ge2_cudnn_new(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan) != GE2_OK)
+            break;
+        int64_t ws = 0, n = 0;
+        if (ge2_cudnn_set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &cudnn.handle) != GE2_OK ||
+            ge2_cudnn_set(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                          &cfgs[i]) != GE2_OK ||
+            ge2_cudnn_finalize(plan) != GE2_OK ||
+            cudnn.get_attribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &ws) !=
+                CUDNN_STATUS_SUCCESS) {
+            snprintf(why, why_size, "engine %lld: %s", (long long)index, ge2_last_error());
+            ge2_cudnn_free(plan);
+            continue;
+        }
+        out->plan = plan;
+        out->workspace_bytes = (size_t)ws;
+        out->engine = index;
+        notes_string(notes, out->notes, sizeof out->notes);
+    }
+    if (st == GE2_OK && !out->plan && skipped == count)
+        snprintf(why, why_size, "%lld engines, all nondeterministic or of reduced precision", (long long)count);
+    for (int64_t i = 0; i < MAX_CONFIGS; i++)
+        ge2_cudnn_free(cfgs[i]);
+    ge2_cudnn_free(heur);
+    ge2_cudnn_free(graph);
+    if (st != GE2_OK) {
+        snprintf(why, why_size, "%s", ge2_last_error());
+        return st;
+    }
+    return out->plan ? GE2_OK : ge2_error(GE2_ERR_UNSUPPORTED, "cuDNN: %s", why);
+}
+
+void ge2_cudnn_plan_free(ge2_cudnn_plan *plan)
+{
+    ge2_cudnn_free(plan->plan);
+    plan->plan = NULL;
+}
+
+ge2_status ge2_cudnn_execute(const ge2_cudnn_plan *plan, void *stream, int n, const int64_t *uids, void *const *ptrs,
+                             void *workspace)
+{
+    ge2_cudnn_desc pack;
+    GE2_TRY(ge2_cudnn_new(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack));
+    SET(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids);
+    SET(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs);
+    SET(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
+    ge2_status st = ge2_cudnn_finalize(pack);
+    if (st == GE2_OK)
+        st = check(cudnn.set_stream(cudnn.handle, (cudaStream_t)stream), "cudnnSetStream");
+    if (st == GE2_OK)
+        st = check(cudnn.execute(cudnn.handle, plan->plan, pack), "cudnnBackendExecute");
+    ge2_cudnn_free(pack);
+    return st;
+}

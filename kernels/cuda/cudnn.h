@@ -1,0 +1,73 @@
+/* cuDNN 9's backend (graph) API for ops' CUDA kernels, loaded at run time.
+ *
+ * libcudnn.so.9 is opened with dlopen on first use, so a binary runs (and
+ * falls back to ge2's own kernels) where cuDNN is missing, and the error
+ * names the library. A single-operation plan is built once per launch at
+ * prepare (heuristics, then the first engine that finalizes and whose
+ * numerical notes the launch allows) and executed capturably at launch.
+ *
+ * Only what both cuDNN 9.14 (the GPU machine) and 9.19 (the build machine)
+ * have is used. The plans run on one process-wide handle, whose stream is
+ * set before each execution: programs step from one thread. */
+#ifndef GE2_KERNELS_CUDA_CUDNN_H
+#define GE2_KERNELS_CUDA_CUDNN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ge2/ge2.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A finalized backend descriptor, opaque here (cudnnBackendDescriptor_t). */
+typedef void *ge2_cudnn_desc;
+
+/* Loads cuDNN and makes the handle; GE2_OK once that worked, else the same
+ * error each time ("libcudnn.so.9: cannot open shared object file ..."). */
+ge2_status ge2_cudnn_available(void);
+/* "cuDNN 9.14.0" once loaded. */
+const char *ge2_cudnn_version(void);
+
+/* An f32 tensor of the operation: its unique id (what the variant pack
+ * names), up to 8 dims, row-major contiguous strides. */
+ge2_status ge2_cudnn_tensor(int64_t uid, int ndim, const int64_t *dims, ge2_cudnn_desc *out);
+/* A 2-D cross-correlation (PyTorch's convolution): f32 compute. */
+ge2_status ge2_cudnn_conv_desc(const int64_t stride[2], const int64_t padding[2], const int64_t dilation[2],
+                               ge2_cudnn_desc *out);
+/* Any backend descriptor of `type` (cudnnBackendDescriptorType_t) with
+ * the attributes set by the caller through ge2_cudnn_set, then finalized. */
+ge2_status ge2_cudnn_new(int type, ge2_cudnn_desc *out);
+/* cudnnBackendSetAttribute(desc, name, type, count, values). */
+ge2_status ge2_cudnn_set(ge2_cudnn_desc desc, int name, int type, int64_t count, const void *values);
+ge2_status ge2_cudnn_finalize(ge2_cudnn_desc desc);
+void ge2_cudnn_free(ge2_cudnn_desc desc);
+
+/* An execution plan for the one operation `op`. */
+typedef struct ge2_cudnn_plan {
+    ge2_cudnn_desc plan;
+    size_t workspace_bytes;
+    int64_t engine;      /* the engine's global index */
+    char notes[96];      /* its numerical notes, for the kernel report */
+} ge2_cudnn_plan;
+
+/* Builds the plan: heuristics mode A, then each engine in their order,
+ * skipping nondeterministic ones (replays must equal eager steps bitwise)
+ * and, unless tf32, those that compute in reduced precision (tensor cores
+ * on f32, down-converted inputs, FFT); the first that finalizes wins. On
+ * failure why says what (no engine, or each one's reason for the first). */
+ge2_status ge2_cudnn_plan_new(ge2_cudnn_desc op, bool tf32, ge2_cudnn_plan *out, char *why, size_t why_size);
+void ge2_cudnn_plan_free(ge2_cudnn_plan *plan);
+
+/* Runs the plan on stream over n tensors (uids[i] at ptrs[i]) with the
+ * workspace (plan->workspace_bytes, allocated before capture). Capturable. */
+ge2_status ge2_cudnn_execute(const ge2_cudnn_plan *plan, void *stream, int n, const int64_t *uids, void *const *ptrs,
+                             void *workspace);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GE2_KERNELS_CUDA_CUDNN_H */

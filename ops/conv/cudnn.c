@@ -1,0 +1,180 @@
+/* The convolution ops' CUDA kernels: a cuDNN plan per launch, made at
+ * prepare, or ge2's direct kernels (cuda.cu) where cuDNN is missing or has
+ * no engine the launch allows (deterministic, full fp32 unless TF32 is on);
+ * the kernel report says which and why. Bias, which cuDNN's single
+ * convolution operations lack, is ge2's kernel after (or, for its gradient,
+ * beside) the plan. */
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cudnn_graph.h>
+
+#include "graph/alloc.h"
+#include "kernels/cuda/cudnn.h"
+#include "ops/conv/conv.h"
+
+/* The variant pack's unique ids: the operation's input, weight and output
+ * in the forward's naming (x, w, y; the backward ops' dx and dy, dw). */
+enum { UID_X = 1, UID_W = 2, UID_Y = 3 };
+
+typedef struct conv_plan {
+    ge2_cudnn_plan plan; /* plan.plan NULL: the direct kernel runs */
+    ge2_cudnn_desc tensors[3], conv, op;
+    void *workspace;
+    char describe[224];
+} conv_plan;
+
+static void plan_free(conv_plan *p)
+{
+    ge2_cudnn_plan_free(&p->plan);
+    ge2_cudnn_free(p->op);
+    ge2_cudnn_free(p->conv);
+    for (int i = 0; i < 3; i++)
+        ge2_cudnn_free(p->tensors[i]);
+    if (p->workspace)
+        cudaFree(p->workspace);
+    ge2_free(p);
+}
+
+/* x and w of the launch (where they sit among its inputs depends on the op) */
+static void operands(const ge2_launch *l, ge2_shape *x, ge2_shape *w)
+{
+    switch (l->node->op) {
+    case GE2_OP_CONV2D: *x = l->in[0].shape, *w = l->in[1].shape; break;
+    case GE2_OP_CONV2D_GRAD_INPUT: *x = l->in[1].shape, *w = l->in[2].shape; break;
+    default: *x = l->in[2].shape, *w = l->in[1].shape; break; /* CONV2D_GRAD_WEIGHT */
+    }
+}
+
+/* The cuDNN operation of the launch's op over tensors x, w, y. */
+static ge2_status make_op(const ge2_launch *l, conv_plan *p)
+{
+    static const int types[3] = {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+                                 CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+                                 CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR};
+    /* per op: alpha, beta, conv desc, x (or dx), w (or dw), y (or dy) */
+    static const int attrs[3][6] = {
+        {CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y},
+        {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY},
+        {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY}};
+    int k = l->node->op == GE2_OP_CONV2D ? 0 : l->node->op == GE2_OP_CONV2D_GRAD_INPUT ? 1 : 2;
+    ge2_shape xs, ws;
+    operands(l, &xs, &ws);
+    ge2_conv2d_geom g = ge2_conv2d_geom_of(&l->node->attrs.conv2d, xs, ws);
+    const int64_t dims[3][4] = {{g.n, g.c, g.h, g.w}, {g.o, g.cg, g.kh, g.kw}, {g.n, g.o, g.oh, g.ow}};
+    for (int i = 0; i < 3; i++)
+        GE2_TRY(ge2_cudnn_tensor(UID_X + i, 4, dims[i], &p->tensors[i]));
+    const int64_t stride[2] = {g.sh, g.sw}, padding[2] = {g.ph, g.pw}, dilation[2] = {g.dh, g.dw};
+    GE2_TRY(ge2_cudnn_conv_desc(stride, padding, dilation, &p->conv));
+    float alpha = 1.0f, beta = 0.0f;
+    GE2_TRY(ge2_cudnn_new(types[k], &p->op));
+    GE2_TRY(ge2_cudnn_set(p->op, attrs[k][0], CUDNN_TYPE_FLOAT, 1, &alpha));
+    GE2_TRY(ge2_cudnn_set(p->op, attrs[k][1], CUDNN_TYPE_FLOAT, 1, &beta));
+    GE2_TRY(ge2_cudnn_set(p->op, attrs[k][2], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p->conv));
+    for (int i = 0; i < 3; i++)
+        GE2_TRY(ge2_cudnn_set(p->op, attrs[k][3 + i], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p->tensors[i]));
+    return ge2_cudnn_finalize(p->op);
+}
+
+/* Every launch gets a conv_plan (its report line lives there); a plan
+ * only when cuDNN has an engine for it. A launch cuDNN cannot run is not an
+ * error: the direct kernel always applies. */
+static ge2_status prepare(ge2_launch *l)
+{
+    conv_plan *p = ge2_calloc(1, sizeof *p);
+    if (!p)
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_%s: out of host memory", ge2_op_name(l->node->op));
+    l->backend_data = p;
+    char why[160] = "";
+    bool f32 = true;
+    for (int i = 0; i < l->n_in; i++)
+        f32 = f32 && l->in[i].dtype == GE2_F32;
+    if (!f32)
+        snprintf(why, sizeof why, "not f32");
+    else if (ge2_cudnn_available() != GE2_OK)
+        snprintf(why, sizeof why, "%s", ge2_last_error());
+    else if (make_op(l, p) != GE2_OK)
+        snprintf(why, sizeof why, "%s", ge2_last_error());
+    else if (ge2_cudnn_plan_new(p->op, l->tf32, &p->plan, why, sizeof why) == GE2_OK &&
+             p->plan.workspace_bytes && cudaMalloc(&p->workspace, p->plan.workspace_bytes) != cudaSuccess) {
+        cudaGetLastError();
+        snprintf(why, sizeof why, "no device memory for its %zu-byte workspace", p->plan.workspace_bytes);
+        ge2_cudnn_plan_free(&p->plan);
+    }
+    bool bias = (l->node->op == GE2_OP_CONV2D && l->n_in > 2) ||
+                (l->node->op == GE2_OP_CONV2D_GRAD_WEIGHT && l->n_out > 1);
+    if (p->plan.plan)
+        snprintf(p->describe, sizeof p->describe, "%s engine %lld%s%s%s, workspace %zu B%s", ge2_cudnn_version(),
+                 (long long)p->plan.engine, p->plan.notes[0] ? " (" : "", p->plan.notes, p->plan.notes[0] ? ")" : "",
+                 p->plan.workspace_bytes, bias ? " + ge2 bias kernel" : "");
+    else
+        snprintf(p->describe, sizeof p->describe, "ge2 direct kernel (cuDNN: %s)", why);
+    return GE2_OK;
+}
+
+ge2_status ge2_cuda_conv2d_prepare(ge2_launch *l) { return prepare(l); }
+ge2_status ge2_cuda_conv2d_grad_input_prepare(ge2_launch *l) { return prepare(l); }
+ge2_status ge2_cuda_conv2d_grad_weight_prepare(ge2_launch *l) { return prepare(l); }
+
+static ge2_status direct(const ge2_launch *l)
+{
+    switch (l->node->op) {
+    case GE2_OP_CONV2D: return ge2_cuda_conv2d_direct(l);
+    case GE2_OP_CONV2D_GRAD_INPUT: return ge2_cuda_conv2d_grad_input_direct(l);
+    default: return ge2_cuda_conv2d_grad_weight_direct(l);
+    }
+}
+
+ge2_status ge2_cuda_conv2d_launch(const ge2_launch *l)
+{
+    const conv_plan *p = l->backend_data;
+    if (!p || !p->plan.plan)
+        return direct(l);
+    /* x, w, y in the plan's order, wherever the op keeps them */
+    void *ptrs[3];
+    switch (l->node->op) {
+    case GE2_OP_CONV2D:
+        ptrs[0] = l->in[0].data, ptrs[1] = l->in[1].data, ptrs[2] = l->out[0].data;
+        break;
+    case GE2_OP_CONV2D_GRAD_INPUT:
+        ptrs[0] = l->out[0].data, ptrs[1] = l->in[2].data, ptrs[2] = l->in[0].data;
+        break;
+    default:
+        ptrs[0] = l->in[2].data, ptrs[1] = l->out[0].data, ptrs[2] = l->in[0].data;
+        break;
+    }
+    static const int64_t uids[3] = {UID_X, UID_W, UID_Y};
+    bool wanted = l->node->op == GE2_OP_CONV2D_GRAD_INPUT ? ptrs[0] != NULL
+                  : l->node->op == GE2_OP_CONV2D          ? ptrs[2] != NULL
+                                                          : ptrs[1] != NULL;
+    if (wanted) {
+        ge2_status st = ge2_cudnn_execute(&p->plan, l->stream, 3, uids, ptrs, p->workspace);
+        if (st != GE2_OK)
+            return ge2_error(st, "ge2_%s (node %d): %s", ge2_op_name(l->node->op), l->node->id, ge2_last_error());
+    }
+    if (l->node->op == GE2_OP_CONV2D && l->n_in > 2 && l->out[0].data)
+        return ge2_cuda_conv2d_add_bias(l);
+    if (l->node->op == GE2_OP_CONV2D_GRAD_WEIGHT && l->n_out > 1 && l->out[1].data)
+        return ge2_cuda_conv2d_grad_bias(l);
+    return GE2_OK;
+}
+
+void ge2_cuda_conv2d_release(ge2_launch *l)
+{
+    if (l->backend_data)
+        plan_free(l->backend_data);
+    l->backend_data = NULL;
+}
+
+const char *ge2_cuda_conv2d_describe(const ge2_launch *l)
+{
+    const conv_plan *p = l->backend_data;
+    return p ? p->describe : "ge2 direct kernel";
+}
