@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <cuda_runtime_api.h>
 #include <cudnn_graph.h>
 
 #include "graph/error.h"
@@ -211,7 +212,68 @@ static void notes_string(unsigned notes, char *buf, size_t size)
             used += (size_t)snprintf(buf + used, size - used, "%s%s", used ? ", " : "", names[i]);
 }
 
-ge2_status ge2_cudnn_plan_new(ge2_cudnn_desc op, bool tf32, ge2_cudnn_plan *out, char *why, size_t why_size)
+/* Median-free best of a few runs of plan on the timing buffers, in µs;
+ * negative when a run fails (the plan is then left out). */
+static float time_plan(const ge2_cudnn_plan *plan, const ge2_cudnn_timing *t, void *workspace)
+{
+    enum { WARMUP = 1, RUNS = 5 };
+    cudaEvent_t start = NULL, stop = NULL;
+    float best = -1.0f;
+    if (cudaEventCreate(&start) != cudaSuccess || cudaEventCreate(&stop) != cudaSuccess)
+        goto done;
+    for (int i = 0; i < WARMUP + RUNS; i++) {
+        float ms = 0.0f;
+        if (cudaEventRecord(start, (cudaStream_t)t->stream) != cudaSuccess ||
+            ge2_cudnn_execute(plan, t->stream, t->n, t->uids, t->ptrs, workspace) != GE2_OK ||
+            cudaEventRecord(stop, (cudaStream_t)t->stream) != cudaSuccess || cudaEventSynchronize(stop) != cudaSuccess ||
+            cudaEventElapsedTime(&ms, start, stop) != cudaSuccess) {
+            best = -1.0f;
+            break;
+        }
+        if (i >= WARMUP && (best < 0 || ms * 1e3f < best))
+            best = ms * 1e3f;
+    }
+done:
+    cudaGetLastError();
+    if (start)
+        cudaEventDestroy(start);
+    if (stop)
+        cudaEventDestroy(stop);
+    return best;
+}
+
+/* The fastest of the n finalized candidates (freeing the rest), or the
+ * first one when they cannot be timed. */
+static void choose(ge2_cudnn_plan *cands, int n, const ge2_cudnn_timing *t, ge2_cudnn_plan *out)
+{
+    int best = 0;
+    size_t ws = 0;
+    for (int i = 0; i < n; i++)
+        ws = cands[i].workspace_bytes > ws ? cands[i].workspace_bytes : ws;
+    void *workspace = NULL;
+    if (t && n > 1 && (ws == 0 || cudaMalloc(&workspace, ws) == cudaSuccess)) {
+        best = -1;
+        for (int i = 0; i < n; i++) {
+            cands[i].us = time_plan(&cands[i], t, workspace);
+            if (cands[i].us >= 0 && (best < 0 || cands[i].us < cands[best].us))
+                best = i;
+        }
+        if (best < 0)
+            best = 0;
+        else
+            cands[best].timed = n;
+    }
+    cudaGetLastError();
+    if (workspace)
+        cudaFree(workspace);
+    for (int i = 0; i < n; i++)
+        if (i != best)
+            ge2_cudnn_plan_free(&cands[i]);
+    *out = cands[best];
+}
+
+ge2_status ge2_cudnn_plan_new(ge2_cudnn_desc op, bool tf32, const ge2_cudnn_timing *timing, ge2_cudnn_plan *out,
+                              char *why, size_t why_size)
 {
     memset(out, 0, sizeof *out);
     snprintf(why, why_size, "no engine");
@@ -245,8 +307,10 @@ ge2_status ge2_cudnn_plan_new(ge2_cudnn_desc op, bool tf32, ge2_cudnn_plan *out,
     const unsigned never = 1u << CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC;
     const unsigned reduced = 1u << CUDNN_NUMERICAL_NOTE_TENSOR_CORE | 1u << CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS |
                              1u << CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION | 1u << CUDNN_NUMERICAL_NOTE_FFT;
-    int skipped = 0;
-    for (int64_t i = 0; st == GE2_OK && i < count && !out->plan; i++) {
+    const int wanted = timing ? GE2_CUDNN_TIMED : 1;
+    ge2_cudnn_plan cands[GE2_CUDNN_TIMED];
+    int n = 0, skipped = 0;
+    for (int64_t i = 0; st == GE2_OK && i < count && n < wanted; i++) {
         unsigned notes;
         int64_t index;
         if (engine_of(cfgs[i], &notes, &index) != GE2_OK || (notes & never) || (!tf32 && (notes & reduced))) {
@@ -256,33 +320,41 @@ ge2_status ge2_cudnn_plan_new(ge2_cudnn_desc op, bool tf32, ge2_cudnn_plan *out,
         ge2_cudnn_desc plan;
         if (ge2_cudnn_new(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan) != GE2_OK)
             break;
-        int64_t ws = 0, n = 0;
+        int64_t ws = 0, got = 0;
         if (ge2_cudnn_set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &cudnn.handle) != GE2_OK ||
             ge2_cudnn_set(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
                           &cfgs[i]) != GE2_OK ||
             ge2_cudnn_finalize(plan) != GE2_OK ||
-            cudnn.get_attribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &ws) !=
+            cudnn.get_attribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &got, &ws) !=
                 CUDNN_STATUS_SUCCESS) {
-            snprintf(why, why_size, "engine %lld: %s", (long long)index, ge2_last_error());
+            if (n == 0)
+                snprintf(why, why_size, "engine %lld: %s", (long long)index, ge2_last_error());
             ge2_cudnn_free(plan);
             continue;
         }
-        out->plan = plan;
-        out->workspace_bytes = (size_t)ws;
-        out->engine = index;
-        notes_string(notes, out->notes, sizeof out->notes);
+        ge2_cudnn_plan *c = &cands[n++];
+        memset(c, 0, sizeof *c);
+        c->plan = plan;
+        c->workspace_bytes = (size_t)ws;
+        c->engine = index;
+        notes_string(notes, c->notes, sizeof c->notes);
     }
-    if (st == GE2_OK && !out->plan && skipped == count)
+    if (st == GE2_OK && n == 0 && skipped == count)
         snprintf(why, why_size, "%lld engines, all nondeterministic or of reduced precision", (long long)count);
     for (int64_t i = 0; i < MAX_CONFIGS; i++)
         ge2_cudnn_free(cfgs[i]);
     ge2_cudnn_free(heur);
     ge2_cudnn_free(graph);
     if (st != GE2_OK) {
+        for (int i = 0; i < n; i++)
+            ge2_cudnn_plan_free(&cands[i]);
         snprintf(why, why_size, "%s", ge2_last_error());
         return st;
     }
-    return out->plan ? GE2_OK : ge2_error(GE2_ERR_UNSUPPORTED, "cuDNN: %s", why);
+    if (n == 0)
+        return ge2_error(GE2_ERR_UNSUPPORTED, "cuDNN: %s", why);
+    choose(cands, n, timing, out);
+    return GE2_OK;
 }
 
 void ge2_cudnn_plan_free(ge2_cudnn_plan *plan)

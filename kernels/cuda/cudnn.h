@@ -51,14 +51,29 @@ typedef struct ge2_cudnn_plan {
     size_t workspace_bytes;
     int64_t engine;      /* the engine's global index */
     char notes[96];      /* its numerical notes, for the kernel report */
+    int timed;           /* engines timed to choose it (0: the heuristics' first) */
+    float us;            /* its time when timed */
 } ge2_cudnn_plan;
 
-/* Builds the plan: heuristics mode A, then each engine in their order,
+/* The buffers to time candidate plans on (the launch's own: the plans read
+ * the inputs and write the output, which the step overwrites later). */
+typedef struct ge2_cudnn_timing {
+    void *stream;
+    int n;
+    const int64_t *uids;
+    void *const *ptrs;
+} ge2_cudnn_timing;
+
+/* Builds the plan: heuristics mode A, then the engines in their order,
  * skipping nondeterministic ones (replays must equal eager steps bitwise)
  * and, unless tf32, those that compute in reduced precision (tensor cores
- * on f32, down-converted inputs, FFT); the first that finalizes wins. On
- * failure why says what (no engine, or each one's reason for the first). */
-ge2_status ge2_cudnn_plan_new(ge2_cudnn_desc op, bool tf32, ge2_cudnn_plan *out, char *why, size_t why_size);
+ * on f32, down-converted inputs, FFT). Without timing the first that
+ * finalizes wins; with it, up to GE2_CUDNN_TIMED of them are each run a few
+ * times on the timing buffers and the fastest wins. On failure why says
+ * what (no engine, or the first one's reason). */
+#define GE2_CUDNN_TIMED 8
+ge2_status ge2_cudnn_plan_new(ge2_cudnn_desc op, bool tf32, const ge2_cudnn_timing *timing, ge2_cudnn_plan *out,
+                              char *why, size_t why_size);
 void ge2_cudnn_plan_free(ge2_cudnn_plan *plan);
 
 /* Runs the plan on stream over n tensors (uids[i] at ptrs[i]) with the

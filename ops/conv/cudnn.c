@@ -83,6 +83,37 @@ static ge2_status make_op(const ge2_launch *l, conv_plan *p)
     return ge2_cudnn_finalize(p->op);
 }
 
+/* x, w, y of the launch in the plan's order, wherever the op keeps them;
+ * false when the key does not need the op's output */
+static bool plan_pointers(const ge2_launch *l, void *ptrs[3])
+{
+    switch (l->node->op) {
+    case GE2_OP_CONV2D:
+        ptrs[0] = l->in[0].data, ptrs[1] = l->in[1].data, ptrs[2] = l->out[0].data;
+        return ptrs[2] != NULL;
+    case GE2_OP_CONV2D_GRAD_INPUT:
+        ptrs[0] = l->out[0].data, ptrs[1] = l->in[2].data, ptrs[2] = l->in[0].data;
+        return ptrs[0] != NULL;
+    default:
+        ptrs[0] = l->in[2].data, ptrs[1] = l->out[0].data, ptrs[2] = l->in[0].data;
+        return ptrs[1] != NULL;
+    }
+}
+
+static const int64_t uids[3] = {UID_X, UID_W, UID_Y};
+
+/* The plan: engines timed on the launch's own buffers when the kernel
+ * settings say autotune (the step overwrites the output later), else the
+ * heuristics' first. */
+static ge2_status plan(const ge2_launch *l, conv_plan *p, char *why, size_t why_size)
+{
+    void *ptrs[3];
+    bool wanted = plan_pointers(l, ptrs);
+    ge2_cudnn_timing timing = {l->stream, 3, uids, ptrs};
+    bool autotune = l->settings && l->settings->autotune && wanted && ptrs[0] && ptrs[1] && ptrs[2];
+    return ge2_cudnn_plan_new(p->op, l->tf32, autotune ? &timing : NULL, &p->plan, why, why_size);
+}
+
 /* Every launch gets a conv_plan (its report line lives there); a plan
  * only when cuDNN has an engine for it. A launch cuDNN cannot run is not an
  * error: the direct kernel always applies. */
@@ -102,7 +133,7 @@ static ge2_status prepare(ge2_launch *l)
         snprintf(why, sizeof why, "%s", ge2_last_error());
     else if (make_op(l, p) != GE2_OK)
         snprintf(why, sizeof why, "%s", ge2_last_error());
-    else if (ge2_cudnn_plan_new(p->op, l->tf32, &p->plan, why, sizeof why) == GE2_OK &&
+    else if (plan(l, p, why, sizeof why) == GE2_OK &&
              p->plan.workspace_bytes && cudaMalloc(&p->workspace, p->plan.workspace_bytes) != cudaSuccess) {
         cudaGetLastError();
         snprintf(why, sizeof why, "no device memory for its %zu-byte workspace", p->plan.workspace_bytes);
@@ -110,10 +141,13 @@ static ge2_status prepare(ge2_launch *l)
     }
     bool bias = (l->node->op == GE2_OP_CONV2D && l->n_in > 2) ||
                 (l->node->op == GE2_OP_CONV2D_GRAD_WEIGHT && l->n_out > 1);
+    char timed[64] = "heuristics' first";
+    if (p->plan.timed)
+        snprintf(timed, sizeof timed, "fastest of %d timed, %.1f us", p->plan.timed, (double)p->plan.us);
     if (p->plan.plan)
-        snprintf(p->describe, sizeof p->describe, "%s engine %lld%s%s%s, workspace %zu B%s", ge2_cudnn_version(),
+        snprintf(p->describe, sizeof p->describe, "%s engine %lld%s%s%s, workspace %zu B, %s%s", ge2_cudnn_version(),
                  (long long)p->plan.engine, p->plan.notes[0] ? " (" : "", p->plan.notes, p->plan.notes[0] ? ")" : "",
-                 p->plan.workspace_bytes, bias ? " + ge2 bias kernel" : "");
+                 p->plan.workspace_bytes, timed, bias ? " + ge2 bias kernel" : "");
     else
         snprintf(p->describe, sizeof p->describe, "ge2 direct kernel (cuDNN: %s)", why);
     return GE2_OK;
@@ -137,24 +171,8 @@ ge2_status ge2_cuda_conv2d_launch(const ge2_launch *l)
     const conv_plan *p = l->backend_data;
     if (!p || !p->plan.plan)
         return direct(l);
-    /* x, w, y in the plan's order, wherever the op keeps them */
     void *ptrs[3];
-    switch (l->node->op) {
-    case GE2_OP_CONV2D:
-        ptrs[0] = l->in[0].data, ptrs[1] = l->in[1].data, ptrs[2] = l->out[0].data;
-        break;
-    case GE2_OP_CONV2D_GRAD_INPUT:
-        ptrs[0] = l->out[0].data, ptrs[1] = l->in[2].data, ptrs[2] = l->in[0].data;
-        break;
-    default:
-        ptrs[0] = l->in[2].data, ptrs[1] = l->out[0].data, ptrs[2] = l->in[0].data;
-        break;
-    }
-    static const int64_t uids[3] = {UID_X, UID_W, UID_Y};
-    bool wanted = l->node->op == GE2_OP_CONV2D_GRAD_INPUT ? ptrs[0] != NULL
-                  : l->node->op == GE2_OP_CONV2D          ? ptrs[2] != NULL
-                                                          : ptrs[1] != NULL;
-    if (wanted) {
+    if (plan_pointers(l, ptrs)) {
         ge2_status st = ge2_cudnn_execute(&p->plan, l->stream, 3, uids, ptrs, p->workspace);
         if (st != GE2_OK)
             return ge2_error(st, "ge2_%s (node %d): %s", ge2_op_name(l->node->op), l->node->id, ge2_last_error());
