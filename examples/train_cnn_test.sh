@@ -6,24 +6,8 @@
 # bad flags and mismatched files are one line on stderr with exit 2 / 1.
 set -uo pipefail
 bin="$1"
-data="${GE2_DATA_DIR:-/usr/share/datasets/fashion-mnist}"
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-passes=0
-
-check() { # name, condition result
-    if [ "$2" = 0 ]; then passes=$((passes + 1)); else echo "FAIL: $1"; failures=$((failures + 1)); fi
-}
-
-expect_error() { # NAME CODE ARGS...: exit code CODE and exactly one stderr line
-    local name="$1" code="$2"
-    shift 2
-    "$bin" "$@" >"$tmp/out" 2>"$tmp/err"
-    local rc=$?
-    [ "$rc" = "$code" ] && [ "$(wc -l <"$tmp/err")" = 1 ] && grep -q '^train_cnn: ' "$tmp/err"
-    check "$name (rc $rc, stderr: $(cat "$tmp/err"))" $?
-}
+# shellcheck source=examples/trainer_test_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/trainer_test_lib.sh"
 
 small=(--device cpu --data "$data" --channels 4,8 --fc 16 --batch 32)
 
@@ -62,5 +46,4 @@ expect_error "--init of other widths" 1 --device cpu --data "$data" --channels 4
 grep -q 'conv2.weight has shape \[8,4,3,3\], the model has \[9,4,3,3\]' "$tmp/err"
 check "--init mismatch names the tensor and shapes" $?
 
-echo "$passes passed, $failures failed"
-[ "$failures" = 0 ]
+trainer_test_summary

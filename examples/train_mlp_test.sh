@@ -4,25 +4,8 @@
 # are one line on stderr with exit 2 / 1; save, resume and --init work.
 set -uo pipefail
 bin="$1"
-data="${GE2_DATA_DIR:-/usr/share/datasets/fashion-mnist}"
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-passes=0
-
-check() { # name, condition result
-    if [ "$2" = 0 ]; then passes=$((passes + 1)); else echo "FAIL: $1"; failures=$((failures + 1)); fi
-}
-
-# expect NAME CODE -- ARGS...: exit code CODE and exactly one stderr line
-expect_error() {
-    local name="$1" code="$2"
-    shift 2
-    "$bin" "$@" >"$tmp/out" 2>"$tmp/err"
-    local rc=$?
-    [ "$rc" = "$code" ] && [ "$(wc -l <"$tmp/err")" = 1 ] && grep -q '^train_mlp: ' "$tmp/err"
-    check "$name (rc $rc, stderr: $(cat "$tmp/err"))" $?
-}
+# shellcheck source=examples/trainer_test_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/trainer_test_lib.sh"
 
 last_line_ok() {
     tail -n 1 "$1" | grep -Eq '^test accuracy: 0\.[0-9]{4} \([0-9]+/10000\)$'
@@ -72,5 +55,4 @@ head -c 100 "$tmp/a.safetensors" >"$tmp/cut.safetensors"
 expect_error "truncated checkpoint" 1 --device cpu --data "$data" --hidden 16 --steps 1 --resume "$tmp/cut.safetensors"
 expect_error "missing --init file" 1 --device cpu --data "$data" --hidden 16 --init "$tmp/none.safetensors"
 
-echo "$passes passed, $failures failed"
-[ "$failures" = 0 ]
+trainer_test_summary

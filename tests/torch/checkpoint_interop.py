@@ -15,23 +15,14 @@ Two directions, each judged by test-set accuracy computed independently:
 Prints one line per check and "N passed, N failed" last; exits non-zero on failure.
 """
 import argparse
-import gzip
 import os
-import re
-import subprocess
 import sys
 
 import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    ndim = data[3]
-    dims = [int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim)]
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+from ge2_torch import read_idx, run_trainer
 
 
 class MLP(torch.nn.Module):
@@ -57,17 +48,6 @@ def torch_accuracy(model, images, labels):
         return int((logits.argmax(dim=1) == labels).sum())
 
 
-def ge2_run(train_mlp, data, args):
-    out = subprocess.run([train_mlp, "--data", data] + args, capture_output=True, text=True)
-    if out.returncode != 0:
-        raise RuntimeError(f"train_mlp {' '.join(args)} failed ({out.returncode}): {out.stderr.strip()}")
-    last = out.stdout.strip().splitlines()[-1]
-    m = re.fullmatch(r"test accuracy: (0\.\d{4}) \((\d+)/10000\)", last)
-    if not m:
-        raise RuntimeError(f"unexpected last line: {last!r}")
-    return int(m.group(2))
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--train-mlp", required=True)
@@ -87,7 +67,7 @@ def main():
 
     # 1. ge2 -> torch
     ck = os.path.join(a.work, "ge2_trained.safetensors")
-    ge2_correct = ge2_run(a.train_mlp, a.data, ["--device", a.device, "--steps", "300", "--save", ck])
+    ge2_correct = run_trainer(a.train_mlp, a.data, ["--device", a.device, "--steps", "300", "--save", ck])
     state = load_file(ck)
     params = {k: v for k, v in state.items() if not k.startswith("optim.")}
     model = MLP(sizes).to(a.device)
@@ -104,7 +84,7 @@ def main():
     init = os.path.join(a.work, "torch_init.safetensors")
     save_file({k: v.contiguous() for k, v in fresh.state_dict().items()}, init)
     torch_correct = torch_accuracy(fresh.to(a.device), images, labels)
-    ge2_correct = ge2_run(a.train_mlp, a.data, ["--device", a.device, "--steps", "0", "--init", init])
+    ge2_correct = run_trainer(a.train_mlp, a.data, ["--device", a.device, "--steps", "0", "--init", init])
     ok = abs(torch_correct - ge2_correct) <= 2
     results.append(ok)
     print(f"{'PASS' if ok else 'FAIL'} torch->ge2: torch {torch_correct}/10000, ge2 --init {ge2_correct}/10000")

@@ -17,23 +17,14 @@ Run on a machine with torch + safetensors (the GPU machine):
 Prints one line per check and "N passed, N failed" last; exits non-zero on failure.
 """
 import argparse
-import gzip
 import os
-import re
-import subprocess
 import sys
 
 import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    ndim = data[3]
-    dims = [int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim)]
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+from ge2_torch import read_idx, run_trainer
 
 
 class CNN(torch.nn.Module):
@@ -67,17 +58,6 @@ def torch_train(init, images, labels, steps, batch, dtype):
         torch.nn.functional.cross_entropy(model(x), y).backward()
         opt.step()
     return {k: v.detach() for k, v in model.state_dict().items()}
-
-
-def ge2_run(train_cnn, data, args):
-    out = subprocess.run([train_cnn, "--data", data] + args, capture_output=True, text=True)
-    if out.returncode != 0:
-        raise RuntimeError(f"train_cnn {' '.join(args)} failed ({out.returncode}): {out.stderr.strip()}")
-    last = out.stdout.strip().splitlines()[-1]
-    m = re.fullmatch(r"test accuracy: (0\.\d{4}) \((\d+)/10000\)", last)
-    if not m:
-        raise RuntimeError(f"unexpected last line: {last!r}")
-    return int(m.group(2))
 
 
 def normwise(a, b):
@@ -115,9 +95,9 @@ def main():
 
     for dev in a.devices.split(","):
         ck = os.path.join(a.work, f"ge2_{dev}.safetensors")
-        ge2_correct = ge2_run(a.train_cnn, a.data, ["--device", dev, "--init", init_path, "--no-shuffle", "--optimizer",
-                                                    "adam", "--weight-decay", "0", "--schedule", "constant", "--steps",
-                                                    str(a.steps), "--batch", str(a.batch), "--save", ck])
+        ge2_correct = run_trainer(a.train_cnn, a.data, [
+            "--device", dev, "--init", init_path, "--no-shuffle", "--optimizer", "adam", "--weight-decay", "0",
+            "--schedule", "constant", "--steps", str(a.steps), "--batch", str(a.batch), "--save", ck])
         got = load_file(ck)
         worst, worst_name, ok = 0.0, "", True
         for name, ref in want.items():
