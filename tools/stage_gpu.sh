@@ -26,8 +26,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 stage="$root/gpu_stage"
 # The device tool carries at most 64 MiB with the source tree (~2 MiB); the
-# dataset is 30 of it. ge2's libraries are staged once as shared objects, so
-# a binary costs its own code and the static jemalloc (~0.9 MB).
+# dataset is most of it. ge2's libraries are staged once as shared objects,
+# so a binary costs its own code and the static jemalloc.
 limit_mib=62
 data_src="${GE2_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}"
 
@@ -65,7 +65,7 @@ if [ -f bench/BUILD ] || [ -f bench/BUILD.bazel ]; then
 fi
 
 # The staged build: sm_90 SASS without PTX (the GPU machine is sm_90, and
-# PTX is ~30% of the fatbin), every Bazel library a shared object of its own
+# PTX would be a large share of the fatbin), every Bazel library a shared object of its own
 # (--dynamic_mode=fully: one copy of ge2 for all binaries), in an output base
 # of its own, so that switching between it and the everyday build rebuilds
 # nothing, and without convenience symlinks (they would point bazel-bin at it).

@@ -12,7 +12,7 @@
 #include "graph/error.h"
 
 /* The handle attributes of operation graphs and plans are deprecated in
- * later 9.x releases, but 9.14 (the GPU machine's) needs them. */
+ * later 9.x releases, which still take them; earlier 9.x releases need them. */
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
 #define CUDNN_LIBRARY "libcudnn.so.9"
@@ -272,8 +272,8 @@ static void choose(ge2_cudnn_plan *cands, int n, const ge2_cudnn_timing *t, ge2_
     *out = cands[best];
 }
 
-ge2_status ge2_cudnn_plan_new(ge2_cudnn_desc op, bool tf32, const ge2_cudnn_timing *timing, ge2_cudnn_plan *out,
-                              char *why, size_t why_size)
+ge2_status ge2_cudnn_plan_new(ge2_cudnn_desc op, bool tf32, const ge2_cudnn_timing *timing, int64_t prefer,
+                              ge2_cudnn_plan *out, char *why, size_t why_size)
 {
     memset(out, 0, sizeof *out);
     snprintf(why, why_size, "no engine");
@@ -307,40 +307,51 @@ ge2_status ge2_cudnn_plan_new(ge2_cudnn_desc op, bool tf32, const ge2_cudnn_timi
     const unsigned never = 1u << CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC;
     const unsigned reduced = 1u << CUDNN_NUMERICAL_NOTE_TENSOR_CORE | 1u << CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS |
                              1u << CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION | 1u << CUDNN_NUMERICAL_NOTE_FFT;
-    const int wanted = timing ? GE2_CUDNN_TIMED : 1;
     ge2_cudnn_plan cands[GE2_CUDNN_TIMED];
-    int n = 0, skipped = 0;
-    for (int64_t i = 0; st == GE2_OK && i < count && n < wanted; i++) {
-        unsigned notes;
-        int64_t index;
-        if (engine_of(cfgs[i], &notes, &index) != GE2_OK || (notes & never) || (!tf32 && (notes & reduced))) {
-            skipped++;
-            continue;
+    int n = 0, skipped = 0, broken = 0;
+    /* pass 0: the preferred engine alone; pass 1 (when it is not there):
+     * the heuristics' order */
+    for (int pass = prefer >= 0 ? 0 : 1; pass < 2 && n == 0; pass++) {
+        const int wanted = pass == 0 || !timing ? 1 : GE2_CUDNN_TIMED;
+        skipped = broken = 0;
+        for (int64_t i = 0; st == GE2_OK && i < count && n < wanted; i++) {
+            unsigned notes;
+            int64_t index;
+            if (engine_of(cfgs[i], &notes, &index) != GE2_OK) {
+                broken++;
+                continue;
+            }
+            if ((pass == 0 && index != prefer) || (notes & never) || (!tf32 && (notes & reduced))) {
+                skipped++;
+                continue;
+            }
+            ge2_cudnn_desc plan;
+            if (ge2_cudnn_new(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan) != GE2_OK)
+                break;
+            int64_t ws = 0, got = 0;
+            if (ge2_cudnn_set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &cudnn.handle) != GE2_OK ||
+                ge2_cudnn_set(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                              &cfgs[i]) != GE2_OK ||
+                ge2_cudnn_finalize(plan) != GE2_OK ||
+                cudnn.get_attribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &got, &ws) !=
+                    CUDNN_STATUS_SUCCESS) {
+                if (n == 0)
+                    snprintf(why, why_size, "engine %lld did not finalize", (long long)index);
+                ge2_cudnn_free(plan);
+                continue;
+            }
+            ge2_cudnn_plan *c = &cands[n++];
+            memset(c, 0, sizeof *c);
+            c->plan = plan;
+            c->workspace_bytes = (size_t)ws;
+            c->engine = index;
+            notes_string(notes, c->notes, sizeof c->notes);
         }
-        ge2_cudnn_desc plan;
-        if (ge2_cudnn_new(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan) != GE2_OK)
-            break;
-        int64_t ws = 0, got = 0;
-        if (ge2_cudnn_set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &cudnn.handle) != GE2_OK ||
-            ge2_cudnn_set(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                          &cfgs[i]) != GE2_OK ||
-            ge2_cudnn_finalize(plan) != GE2_OK ||
-            cudnn.get_attribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &got, &ws) !=
-                CUDNN_STATUS_SUCCESS) {
-            if (n == 0)
-                snprintf(why, why_size, "engine %lld: %s", (long long)index, ge2_last_error());
-            ge2_cudnn_free(plan);
-            continue;
-        }
-        ge2_cudnn_plan *c = &cands[n++];
-        memset(c, 0, sizeof *c);
-        c->plan = plan;
-        c->workspace_bytes = (size_t)ws;
-        c->engine = index;
-        notes_string(notes, c->notes, sizeof c->notes);
     }
     if (st == GE2_OK && n == 0 && skipped == count)
         snprintf(why, why_size, "%lld engines, all nondeterministic or of reduced precision", (long long)count);
+    else if (st == GE2_OK && n == 0 && broken > 0)
+        snprintf(why, why_size, "%d of %lld engines could not be queried", broken, (long long)count);
     for (int64_t i = 0; i < MAX_CONFIGS; i++)
         ge2_cudnn_free(cfgs[i]);
     ge2_cudnn_free(heur);

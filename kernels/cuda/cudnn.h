@@ -6,8 +6,7 @@
  * prepare (heuristics, then the first engine that finalizes and whose
  * numerical notes the launch allows) and executed capturably at launch.
  *
- * Only what both cuDNN 9.14 (the GPU machine) and 9.19 (the build machine)
- * have is used. The plans run on one process-wide handle, whose stream is
+ * Only API that every cuDNN 9 release has is used. The plans run on one process-wide handle, whose stream is
  * set before each execution: programs step from one thread. */
 #ifndef GE2_KERNELS_CUDA_CUDNN_H
 #define GE2_KERNELS_CUDA_CUDNN_H
@@ -51,12 +50,12 @@ typedef struct ge2_cudnn_plan {
     size_t workspace_bytes;
     int64_t engine;      /* the engine's global index */
     char notes[96];      /* its numerical notes, for the kernel report */
-    int timed;           /* engines timed to choose it (0: the heuristics' first) */
+    int timed;           /* engines timed to choose it (0: the heuristics' first, or `prefer`) */
     float us;            /* its time when timed */
 } ge2_cudnn_plan;
 
-/* The buffers to time candidate plans on (the launch's own: the plans read
- * the inputs and write the output, which the step overwrites later). */
+/* The buffers to time candidate plans on (scratch of the operation's
+ * shapes: the launch's own are not touched). */
 typedef struct ge2_cudnn_timing {
     void *stream;
     int n;
@@ -69,11 +68,13 @@ typedef struct ge2_cudnn_timing {
  * and, unless tf32, those that compute in reduced precision (tensor cores
  * on f32, down-converted inputs, FFT). Without timing the first that
  * finalizes wins; with it, up to GE2_CUDNN_TIMED of them are each run a few
- * times on the timing buffers and the fastest wins. On failure why says
- * what (no engine, or the first one's reason). */
+ * times on the timing buffers and the fastest wins. prefer >= 0 (a choice
+ * remembered from an earlier timing) takes that engine when it is allowed
+ * and finalizes, untimed. On failure why says what (no engine, or the
+ * first one's reason). */
 #define GE2_CUDNN_TIMED 8
-ge2_status ge2_cudnn_plan_new(ge2_cudnn_desc op, bool tf32, const ge2_cudnn_timing *timing, ge2_cudnn_plan *out,
-                              char *why, size_t why_size);
+ge2_status ge2_cudnn_plan_new(ge2_cudnn_desc op, bool tf32, const ge2_cudnn_timing *timing, int64_t prefer,
+                              ge2_cudnn_plan *out, char *why, size_t why_size);
 void ge2_cudnn_plan_free(ge2_cudnn_plan *plan);
 
 /* Runs the plan on stream over n tensors (uids[i] at ptrs[i]) with the

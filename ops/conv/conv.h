@@ -30,10 +30,12 @@ typedef struct ge2_conv2d_geom {
     int64_t sh, sw, ph, pw, dh, dw;
 } ge2_conv2d_geom;
 
-/* Output extent of one axis; < 1 when the window does not fit. */
+/* Output extent of one axis; < 1 when the window does not fit (tested
+ * before dividing: C's division truncates a small negative span to 0). */
 static inline int64_t ge2_conv2d_out_extent(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil)
 {
-    return (in + 2 * pad - dil * (k - 1) - 1) / stride + 1;
+    int64_t span = in + 2 * pad - dil * (k - 1) - 1;
+    return span < 0 ? 0 : span / stride + 1;
 }
 
 static inline ge2_conv2d_geom ge2_conv2d_geom_of(const ge2_conv2d_attrs *a, ge2_shape x, ge2_shape w)

@@ -11,7 +11,9 @@
 #include <cudnn_graph.h>
 
 #include "graph/alloc.h"
+#include "graph/error.h"
 #include "kernels/cuda/cudnn.h"
+#include "kernels/cuda/gemm_registry.h"
 #include "ops/conv/conv.h"
 
 /* The variant pack's unique ids: the operation's input, weight and output
@@ -22,6 +24,7 @@ typedef struct conv_plan {
     ge2_cudnn_plan plan; /* plan.plan NULL: the direct kernel runs */
     ge2_cudnn_desc tensors[3], conv, op;
     void *workspace;
+    bool cached; /* the engine came from the kernel cache, not a timing now */
     char describe[224];
 } conv_plan;
 
@@ -102,16 +105,98 @@ static bool plan_pointers(const ge2_launch *l, void *ptrs[3])
 
 static const int64_t uids[3] = {UID_X, UID_W, UID_Y};
 
-/* The plan: engines timed on the launch's own buffers when the kernel
- * settings say autotune (the step overwrites the output later), else the
- * heuristics' first. */
+/* What the engine choice depends on, as a kernel-cache key (the GEMM
+ * registry's file holds it beside the GEMM choices): the op, the shapes,
+ * the geometry, TF32, the GPU and cuDNN's version. */
+static bool cache_key(const ge2_launch *l, char *key, size_t size)
+{
+    static const char *const ops[3] = {"fwd", "bwd_data", "bwd_filter"};
+    int k = l->node->op == GE2_OP_CONV2D ? 0 : l->node->op == GE2_OP_CONV2D_GRAD_INPUT ? 1 : 2;
+    ge2_shape xs, ws;
+    operands(l, &xs, &ws);
+    ge2_conv2d_geom g = ge2_conv2d_geom_of(&l->node->attrs.conv2d, xs, ws);
+    struct cudaDeviceProp prop;
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    char gpu[sizeof prop.name];
+    memcpy(gpu, prop.name, sizeof gpu);
+    gpu[sizeof gpu - 1] = '\0';
+    for (char *c = gpu; *c; c++)
+        if (!(*c >= 'a' && *c <= 'z') && !(*c >= 'A' && *c <= 'Z') && !(*c >= '0' && *c <= '9'))
+            *c = '_';
+    char version[32];
+    snprintf(version, sizeof version, "%s", ge2_cudnn_version());
+    for (char *c = version; *c; c++)
+        *c = *c == ' ' ? '_' : *c;
+    int n = snprintf(key, size,
+                     "cudnn_conv2d:%s:x%lld.%lld.%lld.%lld:w%lld.%lld.%lld.%lld:s%lld.%lld:p%lld.%lld:d%lld.%lld:%s:%s:%s",
+                     ops[k], (long long)g.n, (long long)g.c, (long long)g.h, (long long)g.w, (long long)g.o,
+                     (long long)g.cg, (long long)g.kh, (long long)g.kw, (long long)g.sh, (long long)g.sw,
+                     (long long)g.ph, (long long)g.pw, (long long)g.dh, (long long)g.dw, l->tf32 ? "tf32" : "fp32",
+                     gpu, version);
+    return n > 0 && (size_t)n < size;
+}
+
+/* Zeroed scratch of the operation's three tensors, to time engines on. */
+static bool scratch_new(const ge2_launch *l, void *ptrs[3])
+{
+    ge2_shape xs, ws;
+    operands(l, &xs, &ws);
+    ge2_conv2d_geom g = ge2_conv2d_geom_of(&l->node->attrs.conv2d, xs, ws);
+    const int64_t elems[3] = {g.n * g.c * g.h * g.w, g.o * g.cg * g.kh * g.kw, g.n * g.o * g.oh * g.ow};
+    bool ok = true;
+    for (int i = 0; i < 3; i++) {
+        ptrs[i] = NULL;
+        size_t bytes = (size_t)elems[i] * sizeof(float);
+        ok = ok && cudaMalloc(&ptrs[i], bytes) == cudaSuccess && cudaMemset(ptrs[i], 0, bytes) == cudaSuccess;
+    }
+    cudaGetLastError();
+    return ok;
+}
+
+static void scratch_free(void *ptrs[3])
+{
+    for (int i = 0; i < 3; i++)
+        if (ptrs[i])
+            cudaFree(ptrs[i]);
+}
+
+/* The plan: with autotune, the engine remembered for this problem (memory,
+ * then the kernel cache file), else engines timed on scratch and the
+ * fastest remembered; without, the heuristics' first allowed engine. */
 static ge2_status plan(const ge2_launch *l, conv_plan *p, char *why, size_t why_size)
 {
+    if (!l->settings || !l->settings->autotune)
+        return ge2_cudnn_plan_new(p->op, l->tf32, NULL, -1, &p->plan, why, why_size);
+    char key[GE2_GEMM_KEY_MAX];
+    bool keyed = cache_key(l, key, sizeof key);
+    const char *path = l->settings->kernel_cache;
+    ge2_gemm_choice remembered;
+    int64_t prefer = -1;
+    if (keyed && ge2_gemm_registry_lookup(path, key, &remembered) && !remembered.tiled)
+        memcpy(&prefer, remembered.algo, sizeof prefer);
     void *ptrs[3];
-    bool wanted = plan_pointers(l, ptrs);
+    bool scratch = prefer < 0 && scratch_new(l, ptrs);
     ge2_cudnn_timing timing = {l->stream, 3, uids, ptrs};
-    bool autotune = l->settings && l->settings->autotune && wanted && ptrs[0] && ptrs[1] && ptrs[2];
-    return ge2_cudnn_plan_new(p->op, l->tf32, autotune ? &timing : NULL, &p->plan, why, why_size);
+    ge2_status st = ge2_cudnn_plan_new(p->op, l->tf32, scratch ? &timing : NULL, prefer, &p->plan, why, why_size);
+    if (scratch) {
+        /* the timing ran on the launch's stream: done before the scratch goes */
+        cudaStreamSynchronize((cudaStream_t)l->stream);
+        scratch_free(ptrs);
+    }
+    p->cached = st == GE2_OK && prefer >= 0 && p->plan.engine == prefer;
+    if (st == GE2_OK && keyed && p->plan.timed) {
+        ge2_gemm_choice choice;
+        memset(&choice, 0, sizeof choice);
+        memcpy(choice.algo, &p->plan.engine, sizeof p->plan.engine);
+        choice.us = p->plan.us;
+        choice.n_candidates = p->plan.timed;
+        ge2_gemm_registry_store(path, key, &choice);
+    }
+    return st;
 }
 
 /* Every launch gets a conv_plan (its report line lives there); a plan
@@ -142,7 +227,9 @@ static ge2_status prepare(ge2_launch *l)
     bool bias = (l->node->op == GE2_OP_CONV2D && l->n_in > 2) ||
                 (l->node->op == GE2_OP_CONV2D_GRAD_WEIGHT && l->n_out > 1);
     char timed[64] = "heuristics' first";
-    if (p->plan.timed)
+    if (p->cached)
+        snprintf(timed, sizeof timed, "cached choice");
+    else if (p->plan.timed)
         snprintf(timed, sizeof timed, "fastest of %d timed, %.1f us", p->plan.timed, (double)p->plan.us);
     if (p->plan.plan)
         snprintf(p->describe, sizeof p->describe, "%s engine %lld%s%s%s, workspace %zu B, %s%s", ge2_cudnn_version(),
@@ -150,6 +237,7 @@ static ge2_status prepare(ge2_launch *l)
                  p->plan.workspace_bytes, timed, bias ? " + ge2 bias kernel" : "");
     else
         snprintf(p->describe, sizeof p->describe, "ge2 direct kernel (cuDNN: %s)", why);
+    ge2_clear_error(); /* the fallback is no error: the report line says why */
     return GE2_OK;
 }
 
@@ -174,8 +262,11 @@ ge2_status ge2_cuda_conv2d_launch(const ge2_launch *l)
     void *ptrs[3];
     if (plan_pointers(l, ptrs)) {
         ge2_status st = ge2_cudnn_execute(&p->plan, l->stream, 3, uids, ptrs, p->workspace);
-        if (st != GE2_OK)
-            return ge2_error(st, "ge2_%s (node %d): %s", ge2_op_name(l->node->op), l->node->id, ge2_last_error());
+        if (st != GE2_OK) {
+            char cause[256]; /* ge2_error writes the buffer ge2_last_error reads */
+            snprintf(cause, sizeof cause, "%s", ge2_last_error());
+            return ge2_error(st, "ge2_%s (node %d): %s", ge2_op_name(l->node->op), l->node->id, cause);
+        }
     }
     if (l->node->op == GE2_OP_CONV2D && l->n_in > 2 && l->out[0].data)
         return ge2_cuda_conv2d_add_bias(l);

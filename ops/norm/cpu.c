@@ -45,8 +45,8 @@
                     y[at] = (T)((x[at] - mean) * rstd * w[c] + b[c]);                                           \
                 }                                                                                               \
         }                                                                                                       \
-        if (l->training && l->n_in > 5)                                                                         \
-            ++*(int64_t *)l->in[5].data;                                                                        \
+        if (l->training && l->n_in > 5) /* unsigned: a checkpoint's huge count wraps, defined */             \
+            *(int64_t *)l->in[5].data = (int64_t)((uint64_t) * (int64_t *)l->in[5].data + 1u);                 \
         return GE2_OK;                                                                                          \
     }
 

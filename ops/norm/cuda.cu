@@ -54,8 +54,8 @@ __global__ void ge2_batch_norm_kernel(ge2_bn_geom g, bool training, float moment
     if (training) {
         run_mean[c] = (1.0f - momentum) * run_mean[c] + momentum * mean;
         run_var[c] = (1.0f - momentum) * run_var[c] + momentum * var * unbias;
-        if (batches && c == 0)
-            ++*batches;
+        if (batches && c == 0) // unsigned: a checkpoint's huge count wraps, defined
+            *batches = (long long)((unsigned long long)*batches + 1ull);
     }
 }
 

@@ -2,7 +2,7 @@
  * instance (its case body) and its float64 forward reference, registered
  * for the table-driven suites (tests/support/op_cases.h). The table runs
  * train steps: BATCH_NORM's references normalize by the batch statistics
- * (tests/graph/batch_norm_test checks the running statistics and eval). */
+ * (tests/ops/batch_norm_test checks the running statistics and eval). */
 #include <math.h>
 #include <string.h>
 

@@ -33,8 +33,10 @@ static inline ge2_pool2d_geom ge2_pool2d_geom_of(const ge2_pool2d_attrs *a, ge2_
     g.n = x.dim[0], g.c = x.dim[1], g.h = x.dim[2], g.w = x.dim[3];
     g.kh = a->kernel[0], g.kw = a->kernel[1], g.sh = a->stride[0], g.sw = a->stride[1];
     g.ph = a->padding[0], g.pw = a->padding[1];
-    g.oh = g.sh > 0 ? (g.h + 2 * g.ph - g.kh) / g.sh + 1 : 0;
-    g.ow = g.sw > 0 ? (g.w + 2 * g.pw - g.kw) / g.sw + 1 : 0;
+    /* a span < 0 is a window that does not fit (0 outputs, not C's truncation to 1) */
+    int64_t span_h = g.h + 2 * g.ph - g.kh, span_w = g.w + 2 * g.pw - g.kw;
+    g.oh = g.sh > 0 && span_h >= 0 ? span_h / g.sh + 1 : 0;
+    g.ow = g.sw > 0 && span_w >= 0 ? span_w / g.sw + 1 : 0;
     return g;
 }
 
