@@ -12,21 +12,12 @@ extern "C" {
 #endif
 
 /* GE2_GRAD_SEED and GE2_GRAD_NONE: include/ge2/extension.h. */
-/* A dy entry meaning "already taken through the producer's activation: the
- * producer's dz is pending[id].dz" (a consumer's LINEAR_GRAD_INPUT, ops/linear/backward.c). */
-#define GE2_GRAD_PENDING (-3)
-
-typedef struct ge2_ag_pending {
-    int dz; /* [B, out] tensor id: the producer's dz */
-} ge2_ag_pending;
-
 typedef struct ge2_autograd {
     ge2_graph *graph;
     int n_forward_tensors; /* tensors that existed when ge2_backward began */
     bool *needs;           /* [n_forward_tensors] depends on a parameter or a required input */
     int *grad;             /* [n_forward_tensors] accumulated gradient tensor id, or GE2_GRAD_NONE / GE2_GRAD_SEED */
     int seed;              /* tensor id of the materialized seed constant, -1 until a rule needs one */
-    ge2_ag_pending *pending; /* [n_forward_tensors] meaningful where grad is GE2_GRAD_PENDING */
 } ge2_autograd;
 
 /* dy[i] is the gradient of node->outputs[i]: a tensor id, GE2_GRAD_SEED or GE2_GRAD_NONE.

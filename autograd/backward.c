@@ -212,9 +212,8 @@ ge2_status ge2_backward(ge2_graph *graph, ge2_tensor *loss)
     bool was_output = loss->is_output;
     ag.needs = ge2_calloc((size_t)graph->n_tensors, sizeof *ag.needs);
     ag.grad = ge2_malloc((size_t)graph->n_tensors * sizeof *ag.grad);
-    ag.pending = ge2_malloc((size_t)graph->n_tensors * sizeof *ag.pending);
     ge2_status st = GE2_OK;
-    if (!ag.needs || !ag.grad || !ag.pending) {
+    if (!ag.needs || !ag.grad) {
         st = ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_backward: out of memory");
         goto done;
     }
@@ -245,6 +244,5 @@ done:
         roll_back(graph, n_nodes, ag.n_forward_tensors, loss, was_output);
     ge2_free(ag.needs);
     ge2_free(ag.grad);
-    ge2_free(ag.pending);
     return st;
 }

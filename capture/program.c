@@ -230,10 +230,32 @@ ge2_status ge2_program_dump_dot(const ge2_program *program, const char *what, co
     return st;
 }
 
+/* The fuse pass's graph stage: the rewrite rows over the graph itself,
+ * verified again after, then drawn ("fused" DOT) when they changed it. A
+ * graph compiled before has nothing left for them. */
+static ge2_status rewrite_graph(ge2_program *program)
+{
+    const ge2_compile_options *o = &program->options.o;
+    ge2_graph *g = program->graph;
+    if (o->dump)
+        fprintf(o->dump, "-- pass fuse (graph rewrites)\n");
+    const int n_nodes = g->n_nodes;
+    GE2_TRY(ge2_fusion_rewrite(g, program->options.fusions, o->dump, program->rewritten));
+    if (g->n_nodes == n_nodes)
+        return GE2_OK;
+    GE2_TRY(ge2_graph_verify(g));
+    if (o->dump)
+        GE2_TRY(ge2_graph_summary(g, o->dump));
+    program->n_nodes = g->n_nodes;
+    program->n_tensors = g->n_tensors;
+    return ge2_program_dump_dot(program, "fused", NULL);
+}
+
 static ge2_status compile(ge2_program *program)
 {
     GE2_TRY(ge2_graph_verify(program->graph));
     GE2_TRY(dump_graph(program));
+    GE2_TRY(rewrite_graph(program));
     for (int n = 0; n < program->graph->n_nodes; n++)
         if ((ge2_op_flags(program->graph->nodes[n].op) & GE2_OPF_UPDATE) && program->optimizer_node < 0)
             program->optimizer_node = n;

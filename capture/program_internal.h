@@ -99,6 +99,9 @@ struct ge2_program {
     ge2_device device;
     ge2_graph *graph; /* not owned; outlives the program */
     int n_nodes, n_tensors; /* the graph as compiled: it must not grow after */
+    /* per fusion row: the fused nodes its rewrite made in this graph (0 for
+     * group patterns) */
+    int rewritten[8 * sizeof(ge2_fusion_set)];
     ge2_program_options options;
     const ge2_backend *backend;
     ge2_backend_ctx *bctx;

@@ -113,7 +113,7 @@ static const trainer_spec spec = {
     .model_usage = "  --hidden LIST            hidden layer widths, comma-separated (256,128)\n"
                    "  --act NAME               relu|tanh|gelu|sigmoid after each hidden layer (relu)\n",
     .init_names = "fcI.weight, fcI.bias",
-    .fusion_names = "mlp_step,head,tail_copies",
+    .fusion_names = "backward_gemm,mlp_step,head,tail_copies",
     .default_epochs = 10,
     .default_schedule = GE2_SCHEDULE_CONSTANT,
     .default_optimizer = GE2_OPT_ADAM,

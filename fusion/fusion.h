@@ -1,11 +1,20 @@
 /* Fusion as a pass: a registry of patterns, each one row (fusion/registry.c)
  * with its own folder (fusion/<pattern>/) for its matcher and kernels.
  *
- * The pass runs per graph key, on the key's schedule and concrete shapes,
- * before memory is planned: each pattern in registry order looks for groups
- * of scheduled nodes that one implementation can run (or says why it
- * declined), and a node belongs to at most one group. What a group is to
- * the rest of the compiler is generic:
+ * A row is one of two kinds.
+ *
+ * A rewrite (its `rewrite` set) runs once per compile, on the graph, before
+ * any key: it replaces a few plain nodes with one fused op that has kernels
+ * of its own on every backend (e.g. a backward GEMM with its bias-gradient
+ * and activation-derivative epilogues, fusion/backward_gemm). Autograd and
+ * the op builders emit plain nodes; what fuses into an op is decided here.
+ *
+ * A group pattern (its `match` set) runs per graph key, on the key's
+ * schedule and concrete shapes, before memory is planned: each one in
+ * registry order looks for groups of scheduled nodes that one
+ * implementation can run (or says why it declined), and a node belongs to
+ * at most one group. What a group is to the rest of the compiler is
+ * generic:
  *   - the planner: a group runs its nodes in phases, side by side within a
  *     phase; so an arena tensor one of its nodes reads or writes keeps its
  *     bytes from the first position of the earliest phase that uses it to
@@ -90,12 +99,18 @@ typedef struct ge2_fusion_impl {
 typedef struct ge2_fusion_pattern {
     const char *name; /* what ge2_compile_options.disable_fusions names */
     const char *what; /* one line for dumps and docs */
-    /* A group whose first node is key->nodes[at]: true with *group filled
-     * (count, n_phases, phase_of[0, count); phase_of has room for
-     * key->n - at), or false with why (NULL-safe) filled. */
+    /* A rewrite row: rewrites the graph (graph/rewrite.h), *n_fused = how
+     * many fused nodes it made; `log`, when not NULL, gets a line per fused
+     * node and per candidate it declined, with the reason. NULL for a
+     * group pattern. */
+    ge2_status (*rewrite)(ge2_graph *graph, FILE *log, int *n_fused);
+    /* A group pattern: a group whose first node is key->nodes[at]: true
+     * with *group filled (count, n_phases, phase_of[0, count); phase_of has
+     * room for key->n - at), or false with why (NULL-safe) filled. NULL for
+     * a rewrite row. */
     bool (*match)(const ge2_fusion_key *key, int at, ge2_fusion_group *group, char *why, size_t why_size);
-    const ge2_fusion_impl *cuda; /* NULL: no CUDA implementation */
-    /* A training graph the pattern finds a group in, for the generic test
+    const ge2_fusion_impl *cuda; /* groups: NULL for no CUDA implementation; rewrites: NULL */
+    /* A training graph the row fuses something in, for the generic test
      * (tests/fusion): every row has one, so a new pattern is tested the
      * day it is added. */
     ge2_status (*example)(ge2_graph **graph);
@@ -121,7 +136,13 @@ ge2_status ge2_fusion_example_mlp(const int64_t *widths, int n, int64_t batch, g
 
 /* ------------------------------------------------------------------ pass */
 
-/* The pass over one key: the groups of the patterns in `set`, in schedule
+/* The rewrite rows in `set`, in registry order, over the graph; n_fused,
+ * when not NULL, gets each row's count ([ge2_fusion_pattern_count()], 0
+ * for group patterns and rows left out). Run once per compile: a graph
+ * compiled again has nothing left to rewrite. */
+ge2_status ge2_fusion_rewrite(ge2_graph *graph, ge2_fusion_set set, FILE *log, int *n_fused);
+
+/* The pass over one key: the groups of the group patterns in `set`, in schedule
  * order, in *groups (ge2_fusion_groups_free). `log`, when not NULL, gets a
  * line per group found and per pattern that found none, with its reason. */
 ge2_status ge2_fusion_find(const ge2_fusion_key *key, ge2_fusion_set set, FILE *log, ge2_fusion_group **groups,

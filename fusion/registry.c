@@ -1,7 +1,8 @@
 /* The pattern registry, one row per pattern (its folder holds the row's
- * matcher and kernels), and the fuse pass over one key. Order matters: an
- * earlier row takes its nodes first, so the whole-step kernel, which takes
- * a key whole, comes before the pairs it would contain. */
+ * matcher or rewrite and kernels), and the fuse pass: the rewrites over the
+ * graph, then the groups over each key. Order matters: an earlier group
+ * pattern takes its nodes first, so the whole-step kernel, which takes a
+ * key whole, comes before the pairs it would contain. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,11 +10,13 @@
 #include "graph/alloc.h"
 #include "graph/error.h"
 
+extern const ge2_fusion_pattern ge2_fusion_backward_gemm;
 extern const ge2_fusion_pattern ge2_fusion_mlp_step;
 extern const ge2_fusion_pattern ge2_fusion_head;
 extern const ge2_fusion_pattern ge2_fusion_tail_copies;
 
 static const ge2_fusion_pattern *const patterns[] = {
+    &ge2_fusion_backward_gemm, /* a rewrite: before any key, so the groups see its fused nodes */
     &ge2_fusion_mlp_step,
     &ge2_fusion_head,
     &ge2_fusion_tail_copies,
@@ -73,6 +76,22 @@ ge2_status ge2_fusion_set_parse(const char *disabled, ge2_fusion_set *out)
     return GE2_OK;
 }
 
+ge2_status ge2_fusion_rewrite(ge2_graph *graph, ge2_fusion_set set, FILE *log, int *n_fused)
+{
+    for (int p = 0; p < N_PATTERNS; p++) {
+        const ge2_fusion_pattern *pat = patterns[p];
+        int count = 0;
+        const bool on = set & (1u << p);
+        if (pat->rewrite && !on && log)
+            fprintf(log, "fuse: %s: off (ge2_compile_options.disable_fusions)\n", pat->name);
+        if (pat->rewrite && on)
+            GE2_TRY(pat->rewrite(graph, log, &count));
+        if (n_fused)
+            n_fused[p] = count;
+    }
+    return GE2_OK;
+}
+
 void ge2_fusion_groups_free(ge2_fusion_group *groups, int n_groups)
 {
     for (int g = 0; groups && g < n_groups; g++)
@@ -115,6 +134,8 @@ ge2_status ge2_fusion_find(const ge2_fusion_key *key, ge2_fusion_set set, FILE *
     int cap = 0;
     for (int p = 0; st == GE2_OK && p < N_PATTERNS; p++) {
         const ge2_fusion_pattern *pat = patterns[p];
+        if (!pat->match)
+            continue; /* a rewrite: ran on the graph before any key */
         if (!(set & (1u << p))) {
             if (log)
                 fprintf(log, "fuse: %s: off (ge2_compile_options.disable_fusions)\n", pat->name);

@@ -169,10 +169,6 @@ struct ge2_graph {
      * the program allocates no gradient pool */
     bool per_parameter_updates;
     int n_parameters;     /* count of PARAMETER tensors */
-    /* ge2_backward emits the generic LINEAR backward (ACTIVATION_BACKWARD,
-     * MATMUL, SUM) instead of LINEAR_GRAD_INPUT / LINEAR_GRAD_WEIGHT: the
-     * unfused graph the fused one is tested against */
-    bool no_backward_fusion;
 };
 
 /* ------------------------------------------------------------ op registry */

@@ -172,18 +172,44 @@ static bool per_parameter_refused(const ge2_graph *g, const ge2_optimizer_config
     return false;
 }
 
-/* Update nodes per-parameter mode makes: one per node producing parameter
- * gradients. */
+/* The layer a parameter belongs to, for per-parameter updates: the first
+ * forward node that reads it. Not the node that produces its gradient:
+ * which backward node that is depends on the fuse pass (a weight's and a
+ * bias's gradients are one LINEAR_GRAD_WEIGHT once fused, two nodes
+ * before), and the update layout is fixed here, before compiling. */
+static int layer_of(const ge2_graph *g, int param)
+{
+    for (int n = 0; n < g->n_nodes; n++) {
+        const ge2_node *node = &g->nodes[n];
+        for (int i = 0; node->phase == GE2_PHASE_FORWARD && i < node->n_inputs; i++)
+            if (node->inputs[i] == param)
+                return n;
+    }
+    return -1;
+}
+
+/* How many parameters with a gradient forward node n is the layer of. */
+static int layer_parameters(const ge2_graph *g, int n)
+{
+    const ge2_node *node = &g->nodes[n];
+    int count = 0;
+    for (int i = 0; node->phase == GE2_PHASE_FORWARD && i < node->n_inputs; i++) {
+        const ge2_tensor *t = g->tensors[node->inputs[i]];
+        count += t->role == GE2_ROLE_PARAMETER && t->grad >= 0 && layer_of(g, t->id) == n;
+    }
+    return count;
+}
+
+/* An update node takes (parameter, gradient) pairs as inputs. */
+#define PARAMETERS_PER_UPDATE (GE2_MAX_INPUTS / 2)
+
+/* Update nodes per-parameter mode makes: one per layer with parameter
+ * gradients (more for a layer with more parameters than one node takes). */
 static int gradient_producers(const ge2_graph *g)
 {
     int count = 0;
-    for (int n = 0; n < g->n_nodes; n++) {
-        const ge2_node *node = &g->nodes[n];
-        bool any = false;
-        for (int o = 0; o < node->n_outputs; o++)
-            any = any || ge2_param_of_grad(g, g->tensors[node->outputs[o]]);
-        count += any;
-    }
+    for (int n = 0; n < g->n_nodes; n++)
+        count += (layer_parameters(g, n) + PARAMETERS_PER_UPDATE - 1) / PARAMETERS_PER_UPDATE;
     return count;
 }
 
@@ -219,26 +245,30 @@ static ge2_status choose_per_parameter(const ge2_graph *g, const ge2_optimizer_c
     }
 }
 
-/* One OPTIMIZER_UPDATE per node producing parameter gradients, its inputs
- * (parameter, gradient) for each such output. Created after the backward;
- * the planner runs each right after its gradients and the last read of its
- * parameters (planner/schedule.c). */
+/* One OPTIMIZER_UPDATE per layer with parameter gradients, last layer
+ * first (the order the backward completes them), its inputs (parameter,
+ * gradient) for each of the layer's parameters in input order. Created
+ * after the backward; the planner runs each right after its gradients and
+ * the last read of its parameters (planner/schedule.c). */
 static ge2_status add_per_parameter_updates(ge2_graph *g, ge2_attrs *attrs)
 {
     attrs->optim.update_nodes = gradient_producers(g);
-    int n_backward = g->n_nodes; /* the nodes added here produce no gradients */
-    for (int n = 0; n < n_backward; n++) {
+    for (int n = g->n_nodes - 1; n >= 0; n--) {
+        if (layer_parameters(g, n) == 0)
+            continue;
+        const ge2_node node = g->nodes[n]; /* copy: adding nodes may move g->nodes */
         int in[GE2_MAX_INPUTS], n_in = 0;
-        for (int o = 0; o < g->nodes[n].n_outputs; o++) {
-            const ge2_tensor *t = g->tensors[g->nodes[n].outputs[o]];
-            const ge2_tensor *p = ge2_param_of_grad(g, t);
-            if (p) {
-                in[n_in++] = p->id;
+        for (int i = 0; i < node.n_inputs; i++) {
+            const ge2_tensor *t = g->tensors[node.inputs[i]];
+            if (t->role == GE2_ROLE_PARAMETER && t->grad >= 0 && layer_of(g, t->id) == n) {
                 in[n_in++] = t->id;
+                in[n_in++] = t->grad;
+            }
+            if (n_in == GE2_MAX_INPUTS || (n_in > 0 && i == node.n_inputs - 1)) {
+                GE2_TRY(ge2_graph_add_node(g, GE2_OP_OPTIMIZER_UPDATE, GE2_PHASE_OPTIMIZER, in, n_in, 0, attrs, NULL));
+                n_in = 0;
             }
         }
-        if (n_in > 0)
-            GE2_TRY(ge2_graph_add_node(g, GE2_OP_OPTIMIZER_UPDATE, GE2_PHASE_OPTIMIZER, in, n_in, 0, attrs, NULL));
     }
     return GE2_OK;
 }

@@ -386,9 +386,12 @@ typedef struct ge2_compile_options {
     bool separate_arenas;   /* one activation allocation per graph key instead of one shared */
     bool disable_capture;   /* CUDA: run every step eagerly instead of replaying a captured graph */
     /* Fusion patterns to leave out, comma-separated names (NULL or "":
-     * none): "mlp_step" (a small MLP's step in one kernel), "head" (a
-     * classifier head's launch pairs), "tail_copies" (the last optimizer
-     * update also copies the results back). An unknown name is an error. */
+     * none): "backward_gemm" (a LINEAR's backward GEMMs with the bias
+     * gradient and activation derivative in their epilogues; a rewrite of
+     * the graph itself, so a graph compiled once keeps it), "mlp_step" (a
+     * small MLP's step in one kernel), "head" (a classifier head's launch
+     * pairs), "tail_copies" (the last optimizer update also copies the
+     * results back). An unknown name is an error. */
     const char *disable_fusions;
     /* CUDA kernel selection: time every applicable candidate once per GEMM
      * shape (true), or take cuBLASLt's first heuristic algorithm */

@@ -1,5 +1,5 @@
-// LINEAR's backward GEMMs with their epilogues fused (ops/linear/backward.c emits
-// them), through cuBLASLt with the plan machinery of gemm_lt.cu.
+// LINEAR's backward GEMMs with their epilogues fused (the fuse pass's backward_gemm rewrite,
+// fusion/backward_gemm, makes them), through cuBLASLt with the plan machinery of gemm_lt.cu.
 //
 // In gemm_lt.cu's column-major mapping (cuBLASLt A = our in[1], B = our in[0],
 // D = our out[0] transposed):
@@ -136,7 +136,7 @@ static ge2_status grad_weight_post(const ge2_launch *launch, const ge2_gemm_plan
 
 // dz [rows, k], w [k, n][, saved] -> dx [rows, n] = (dz·w) ⊙ act'(saved).
 // The bias-gradient form (out[1]) has no tiled equivalent: its column sums
-// run across the CTAs that split the rows (ops/linear/backward.c never asks it).
+// run across the CTAs that split the rows (fusion/backward_gemm never asks it).
 static bool grad_input_tiled_bind(const ge2_launch *launch, ge2_tiled_gemm *g)
 {
     const ge2_view *dz = &launch->in[0], *w = &launch->in[1];

@@ -90,7 +90,7 @@ START_TEST(test_mlp_plan_near_lower_bound)
     int32_t y[64] = {0};
     ge2_feed feeds[2] = {{m.x, x, ge2_shape2(64, 784)}, {m.y, y, ge2_shape1(64)}};
     ck_assert_int_eq(ge2_program_step(prog, GE2_MODE_TRAIN, feeds, 2), GE2_OK);
-    /* The fused backward (ops/linear/backward.c): 3 linears, cross-entropy, accuracy; per layer one
+    /* The fused backward (fusion/backward_gemm): 3 linears, cross-entropy, accuracy; per layer one
      * LINEAR_GRAD_WEIGHT (dW+db) and, into layers 2 and 1, one LINEAR_GRAD_INPUT (dx, relu');
      * one optimizer update. The generic backward took 16. */
     ck_assert_int_eq(ge2_program_launch_count(prog, GE2_MODE_TRAIN), 11);

@@ -1,7 +1,9 @@
-/* The fused LINEAR backward (ops/linear/backward.c): a 3-layer MLP's train graph
- * has the node count fusion promises, still matches finite differences, and
- * on the CPU equals the generic graph (graph->no_backward_fusion) within
- * 1e-6 relative; the generic path stays where the pattern does not hold. */
+/* The backward_gemm rewrite (fusion/backward_gemm) on the plain LINEAR
+ * backward autograd emits: a 3-layer MLP's train graph has the node count
+ * the rewrite promises, still matches finite differences, and on the CPU
+ * equals the plain graph within 1e-6 relative; the plain nodes stay where
+ * the pattern does not hold. (tests/fusion/pattern_test runs the row
+ * through ge2_compile like every other.) */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -9,6 +11,7 @@
 #include "tests/support/check_main.h"
 #include "check/gradients.h"
 #include "check/naive.h"
+#include "fusion/fusion.h"
 #include "ops/ops.h"
 
 enum { B = 5, IN = 6, H1 = 9, H2 = 7, C = 4 };
@@ -22,12 +25,11 @@ typedef struct mlp {
 
 /* x -> linear(act1) -> h1 -> linear(act2) -> h2 -> linear -> cross-entropy.
  * With h1_twice, h1 also reaches the logits through a row sum, so h1's
- * gradient has two contributions and must stay generic (no pending product). */
+ * gradient has two contributions and layer 2's dx stays a plain MATMUL. */
 static void build(mlp *m, ge2_dtype dt, ge2_activation act1, ge2_activation act2, bool fuse, bool h1_twice)
 {
     ck_assert_int_eq(ge2_graph_new(&m->g), GE2_OK);
     ge2_graph_set_seed(m->g, 7);
-    m->g->no_backward_fusion = !fuse;
     static const int64_t dims[4] = {IN, H1, H2, C};
     ck_assert_int_eq(ge2_input(m->g, "x", dt, ge2_shape2(B, IN), &m->x), GE2_OK);
     ck_assert_int_eq(ge2_label(m->g, "labels", GE2_I32, ge2_shape1(B), &m->labels), GE2_OK);
@@ -52,6 +54,11 @@ static void build(mlp *m, ge2_dtype dt, ge2_activation act1, ge2_activation act2
     }
     ck_assert_int_eq(ge2_cross_entropy(m->g, logits, m->labels, 0.0f, &m->loss), GE2_OK);
     ck_assert_int_eq(ge2_backward(m->g, m->loss), GE2_OK);
+    if (fuse) {
+        ge2_fusion_set every;
+        ck_assert_int_eq(ge2_fusion_set_parse(NULL, &every), GE2_OK);
+        ck_assert_msg(ge2_fusion_rewrite(m->g, every, NULL, NULL) == GE2_OK, "%s", ge2_last_error());
+    }
     for (int i = 0; i < B * IN; i++)
         m->xv[i] = sin(0.9 * i + 0.2) * 1.5;
     for (int r = 0; r < B; r++)
@@ -145,8 +152,8 @@ START_TEST(fused_equals_unfused_on_cpu)
 }
 END_TEST
 
-/* A LINEAR built by hand without its stash, or whose y is read elsewhere,
- * gets the generic dx (a MATMUL), not a pending product. */
+/* A LINEAR whose y is read elsewhere keeps the plain dx (a MATMUL) and its
+ * activation derivative. */
 START_TEST(generic_path_where_the_pattern_does_not_hold)
 {
     mlp m;
@@ -161,8 +168,8 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("fusion");
-    TCase *tc = tcase_create("fusion");
+    Suite *s = suite_create("backward_gemm");
+    TCase *tc = tcase_create("backward_gemm");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, three_layer_mlp_backward_is_five_nodes);
     tcase_add_loop_test(tc, fused_mlp_matches_finite_differences, 0, N_ACTS);

@@ -1,0 +1,244 @@
+/* The backward GEMM epilogue pattern's row, a rewrite. Autograd gives a
+ * LINEAR's backward as plain nodes (ops/linear/backward.c):
+ *     dz = ACTIVATION_BACKWARD(dy, y or z)    dx = MATMUL(dz, w)
+ *     dW = MATMUL(dzᵀ, x)                      db = SUM(dz, axis 0)
+ * and this row fuses them into the GEMM family's backward ops, whose
+ * kernels run the extra work in the GEMM's epilogue (cuBLASLt's BGRADB and
+ * DRELU/DGELU_BGRAD epilogues, kernels/cuda):
+ *   - dW and db: one LINEAR_GRAD_WEIGHT (dz, x) -> dW, db;
+ *   - dx and, when x is another LINEAR's y read by nothing else, that
+ *     LINEAR's dz = act'(its stash) ⊙ dx: one LINEAR_GRAD_INPUT
+ *     (dz, w[, stash]) -> its dz. The activation-derivative node goes.
+ * The fused node takes the place of the earlier node it replaces, so the
+ * node order (and with it the schedule) is the one autograd gave, less the
+ * nodes absorbed; the whole-step MLP kernel and the head pairs match these
+ * fused nodes (fusion/mlp_step, fusion/head). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fusion/fusion.h"
+#include "graph/alloc.h"
+#include "graph/error.h"
+#include "graph/op_support.h"
+#include "graph/rewrite.h"
+#include "ops/linear/linear.h"
+
+typedef struct scan {
+    ge2_graph *g;
+    int *readers;     /* [n_tensors] how many nodes read each tensor */
+    int *last_reader; /* [n_tensors] the last of them, -1 for none */
+    bool *drop_node, *drop_tensor;
+    FILE *log;
+} scan;
+
+static void say(const scan *s, const ge2_node *m, const char *why)
+{
+    if (s->log)
+        fprintf(s->log, "fuse: backward_gemm: matmul %d not fused: %s\n", m->id, why);
+}
+
+/* How many input slots of forward nodes read tensor t; *reader is the last
+ * such node reading it through input `slot` (any slot for -1), or -1. */
+static int forward_reads(const ge2_graph *g, int t, int slot, int *reader)
+{
+    int count = 0;
+    *reader = -1;
+    for (int n = 0; n < g->n_nodes; n++) {
+        const ge2_node *node = &g->nodes[n];
+        for (int i = 0; node->phase == GE2_PHASE_FORWARD && i < node->n_inputs; i++)
+            if (node->inputs[i] == t) {
+                count++;
+                if (slot < 0 || slot == i)
+                    *reader = n;
+            }
+    }
+    return count;
+}
+
+/* dW = MATMUL(dzᵀ, x), x being a LINEAR's input and dW its weight's shape,
+ * with db = SUM(dz, axis 0) when autograd made one: one LINEAR_GRAD_WEIGHT
+ * where the first of the two stood. */
+static ge2_status fuse_weight(scan *s, int m, int *n_fused)
+{
+    ge2_graph *g = s->g;
+    const ge2_node *mm = &g->nodes[m];
+    const int dz = mm->inputs[0], x = mm->inputs[1], dw = mm->outputs[0];
+    bool linear_input = false;
+    for (int n = 0; n < g->n_nodes && !linear_input; n++) {
+        const ge2_node *l = &g->nodes[n];
+        linear_input = l->phase == GE2_PHASE_FORWARD && l->op == GE2_OP_LINEAR && l->inputs[0] == x &&
+                       ge2_shape_equal(g->tensors[l->inputs[1]]->shape, g->tensors[dw]->shape);
+    }
+    if (!linear_input) {
+        say(s, mm, "dzᵀ · x where x is no LINEAR's input (not a weight gradient)");
+        return GE2_OK;
+    }
+    int sum = -1;
+    for (int n = 0; n < g->n_nodes && sum < 0; n++) {
+        const ge2_node *c = &g->nodes[n];
+        if (!s->drop_node[n] && c->phase == GE2_PHASE_BACKWARD && c->op == GE2_OP_SUM && c->inputs[0] == dz &&
+            c->attrs.reduce.axis == 0 && g->tensors[dz]->shape.ndim == 2)
+            sum = n;
+    }
+    int at = sum >= 0 && sum < m ? sum : m;
+    int in[2] = {dz, x}, out[2] = {dw, sum >= 0 ? g->nodes[sum].outputs[0] : -1};
+    GE2_TRY(ge2_graph_replace_node(g, at, GE2_OP_LINEAR_GRAD_WEIGHT, in, 2, out, sum >= 0 ? 2 : 1, NULL));
+    if (sum >= 0)
+        s->drop_node[at == m ? sum : m] = true;
+    if (s->log && sum >= 0)
+        fprintf(s->log, "fuse: backward_gemm: matmul %d + sum %d -> linear_grad_weight (dW and db in one GEMM)\n", m,
+                sum);
+    else if (s->log)
+        fprintf(s->log, "fuse: backward_gemm: matmul %d -> linear_grad_weight (dW)\n", m);
+    ++*n_fused;
+    return GE2_OK;
+}
+
+/* dx = MATMUL(dz, w), w a LINEAR's weight and x that LINEAR's input, when
+ * x is the y of another LINEAR (the producer) that nothing else reads, nor
+ * its stash: dx is then x's whole gradient, and the producer's dz is dx
+ * itself (no activation) or ACTIVATION_BACKWARD(dx, its y or z), dx's only
+ * reader. One LINEAR_GRAD_INPUT gives that dz; it keeps dx's tensor, which
+ * the dz's readers read instead, and the activation node goes. */
+static ge2_status fuse_input(scan *s, int m, int *n_fused)
+{
+    ge2_graph *g = s->g;
+    const ge2_node *mm = &g->nodes[m];
+    const int dz = mm->inputs[0], w = mm->inputs[1], dx = mm->outputs[0];
+    int consumer;
+    if (forward_reads(g, w, 1, &consumer) != 1 || consumer < 0 || g->nodes[consumer].op != GE2_OP_LINEAR) {
+        say(s, mm, "dz · w where w is not the weight of exactly one LINEAR");
+        return GE2_OK;
+    }
+    const int x = g->nodes[consumer].inputs[0];
+    const int p = g->tensors[x]->producer;
+    const ge2_node *producer = p >= 0 ? &g->nodes[p] : NULL;
+    if (!producer || producer->op != GE2_OP_LINEAR || producer->phase != GE2_PHASE_FORWARD ||
+        producer->outputs[0] != x) {
+        say(s, mm, "the LINEAR's input is not another LINEAR's y");
+        return GE2_OK;
+    }
+    if (!ge2_shape_equal(g->tensors[dx]->shape, g->tensors[x]->shape)) {
+        say(s, mm, "dz · w is not the shape of the LINEAR's input");
+        return GE2_OK;
+    }
+    const ge2_linear_attrs la = producer->attrs.linear;
+    const ge2_linear_stash stash = ge2_linear_stash_of(la.act, la.slope);
+    /* a LINEAR made by hand without its stash has nothing to fuse with */
+    if (producer->n_outputs != (stash == GE2_STASH_NONE ? 1 : 2)) {
+        say(s, mm, "the producing LINEAR has no stash output");
+        return GE2_OK;
+    }
+    int reader;
+    if (forward_reads(g, x, -1, &reader) != 1 ||
+        (producer->n_outputs > 1 && forward_reads(g, producer->outputs[1], -1, &reader) != 0)) {
+        say(s, mm, "the producing LINEAR's y or stash has other readers (its gradient is a sum)");
+        return GE2_OK;
+    }
+    ge2_attrs a;
+    memset(&a, 0, sizeof a);
+    int in[3] = {dz, w, -1}, n_in = 2, act_node = -1;
+    if (la.act != GE2_ACT_NONE) {
+        act_node = s->readers[dx] == 1 ? s->last_reader[dx] : -1;
+        const ge2_node *ab = act_node >= 0 ? &g->nodes[act_node] : NULL;
+        bool derivative = ab && ab->op == GE2_OP_ACTIVATION_BACKWARD && ab->phase == GE2_PHASE_BACKWARD &&
+                          ab->inputs[0] == dx && ab->attrs.act.act == la.act && ab->attrs.act.slope == la.slope &&
+                          (ab->inputs[1] == producer->outputs[0] ||
+                           (producer->n_outputs > 1 && ab->inputs[1] == producer->outputs[1]));
+        const ge2_tensor *dz_below = derivative ? g->tensors[ab->outputs[0]] : NULL;
+        if (!derivative || dz_below->is_output || dz_below->grad_of >= 0) {
+            say(s, mm, "dx's only reader is not the producing LINEAR's activation derivative");
+            return GE2_OK;
+        }
+        a.act.act = la.act;
+        a.act.slope = la.slope;
+        a.act.from_output = stash == GE2_STASH_NONE;
+        in[n_in++] = a.act.from_output ? producer->outputs[0] : producer->outputs[1];
+    }
+    GE2_TRY(ge2_graph_replace_node(g, m, GE2_OP_LINEAR_GRAD_INPUT, in, n_in, &dx, 1, &a));
+    if (act_node >= 0) {
+        /* dx's tensor now holds the producer's dz: its readers read it there */
+        const int dz_below = g->nodes[act_node].outputs[0];
+        for (int n = 0; n < g->n_nodes; n++)
+            for (int i = 0; i < g->nodes[n].n_inputs; i++)
+                if (g->nodes[n].inputs[i] == dz_below)
+                    g->nodes[n].inputs[i] = dx;
+        s->drop_node[act_node] = true;
+        s->drop_tensor[dz_below] = true;
+        g->tensors[x]->grad = -1; /* dx's tensor is no longer x's gradient */
+    }
+    if (s->log && act_node >= 0)
+        fprintf(s->log,
+                "fuse: backward_gemm: matmul %d + activation_backward %d -> linear_grad_input (dx and the producer's "
+                "act' in one GEMM)\n",
+                m, act_node);
+    else if (s->log)
+        fprintf(s->log, "fuse: backward_gemm: matmul %d -> linear_grad_input (dx, the producer's dz)\n", m);
+    ++*n_fused;
+    return GE2_OK;
+}
+
+static void count_readers(scan *s)
+{
+    const ge2_graph *g = s->g;
+    for (int i = 0; i < g->n_tensors; i++) {
+        s->readers[i] = 0;
+        s->last_reader[i] = -1;
+    }
+    for (int n = 0; n < g->n_nodes; n++)
+        for (int i = 0; i < g->nodes[n].n_inputs; i++) {
+            s->readers[g->nodes[n].inputs[i]]++;
+            s->last_reader[g->nodes[n].inputs[i]] = n;
+        }
+}
+
+static ge2_status rewrite(ge2_graph *g, FILE *log, int *n_fused)
+{
+    *n_fused = 0;
+    const size_t nt = (size_t)(g->n_tensors > 0 ? g->n_tensors : 1), nn = (size_t)(g->n_nodes > 0 ? g->n_nodes : 1);
+    scan s = {g, ge2_malloc(nt * sizeof(int)), ge2_malloc(nt * sizeof(int)), ge2_calloc(nn, sizeof(bool)),
+              ge2_calloc(nt, sizeof(bool)), log};
+    ge2_status st = s.readers && s.last_reader && s.drop_node && s.drop_tensor
+                        ? GE2_OK
+                        : ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 fusion: backward_gemm: %d nodes", g->n_nodes);
+    if (log)
+        fprintf(log, "fuse: backward_gemm: (node ids as verified; the fused graph is renumbered)\n");
+    for (int m = 0; st == GE2_OK && m < g->n_nodes; m++) {
+        const ge2_node *node = &g->nodes[m];
+        if (s.drop_node[m] || node->phase != GE2_PHASE_BACKWARD || node->op != GE2_OP_MATMUL)
+            continue;
+        count_readers(&s); /* the last rewrite may have moved readers */
+        if (node->attrs.matmul.trans_a && !node->attrs.matmul.trans_b)
+            st = fuse_weight(&s, m, n_fused);
+        else if (!node->attrs.matmul.trans_a && !node->attrs.matmul.trans_b)
+            st = fuse_input(&s, m, n_fused);
+        else
+            say(&s, node, "a product no LINEAR backward makes");
+    }
+    if (st == GE2_OK && *n_fused > 0)
+        st = ge2_graph_compact(g, s.drop_node, s.drop_tensor);
+    if (st == GE2_OK && log && *n_fused == 0)
+        fprintf(log, "fuse: backward_gemm: nothing fused (no LINEAR backward GEMMs)\n");
+    ge2_free(s.readers);
+    ge2_free(s.last_reader);
+    ge2_free(s.drop_node);
+    ge2_free(s.drop_tensor);
+    return st;
+}
+
+/* Three layers: two LINEAR_GRAD_INPUTs (through relu's mask) and three
+ * LINEAR_GRAD_WEIGHTs. */
+static ge2_status example(ge2_graph **graph)
+{
+    static const int64_t widths[] = {40, 48, 32, 10};
+    return ge2_fusion_example_mlp(widths, 4, 24, GE2_ACT_RELU, graph);
+}
+
+const ge2_fusion_pattern ge2_fusion_backward_gemm = {
+    .name = "backward_gemm",
+    .what = "a LINEAR's backward GEMMs with the bias gradient and the activation derivative in their epilogues",
+    .rewrite = rewrite,
+    .match = NULL,
+    .cuda = NULL, /* the fused ops have kernels of their own (ops/linear) */
+    .example = example,
+};

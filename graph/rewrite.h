@@ -1,0 +1,27 @@
+/* Graph surgery for the compile-time rewrites of the fuse pass
+ * (fusion/fusion.h: a pattern's rewrite): replace a node where it stands,
+ * then drop what the replacement made dead and renumber. Tensor records
+ * keep their addresses, so the ge2_tensor handles a user holds stay valid;
+ * their ids may move down. */
+#ifndef GE2_GRAPH_REWRITE_H
+#define GE2_GRAPH_REWRITE_H
+
+#include <stdbool.h>
+
+#include "graph/ir.h"
+
+/* Node `at` becomes op(inputs) -> outputs with attrs, keeping its id and
+ * phase: the outputs (existing tensors, now produced here) must have the
+ * dtype and shape the op infers, and every input must be produced before
+ * `at`. Their former producers lose them; the caller drops those nodes. */
+ge2_status ge2_graph_replace_node(ge2_graph *g, int at, ge2_op op, const int *inputs, int n_inputs,
+                                  const int *outputs, int n_outputs, const ge2_attrs *attrs);
+
+/* Removes the nodes with drop_node[id] and the tensors with drop_tensor[id]
+ * (either may be NULL for none) and renumbers the rest in order: node
+ * inputs and outputs, producers, grad, grad_of and the loss follow. No kept
+ * node may read or write a dropped tensor (GE2_ERR_GRAPH, and the graph is
+ * left as it was); a kept tensor's grad naming a dropped one becomes -1. */
+ge2_status ge2_graph_compact(ge2_graph *g, const bool *drop_node, const bool *drop_tensor);
+
+#endif /* GE2_GRAPH_REWRITE_H */
