@@ -169,6 +169,10 @@ struct ge2_graph {
      * the program allocates no gradient pool */
     bool per_parameter_updates;
     int n_parameters;     /* count of PARAMETER tensors */
+    /* bumped by every compile-time rewrite (graph/rewrite.h), so a program
+     * compiled before one sees that its graph changed even when the node
+     * and tensor counts did not */
+    unsigned rewrites;
 };
 
 /* ------------------------------------------------------------ op registry */

@@ -1,8 +1,8 @@
 /* Graph surgery for the compile-time rewrites of the fuse pass
  * (fusion/fusion.h: a pattern's rewrite): replace a node where it stands,
- * then drop what the replacement made dead and renumber. Tensor records
- * keep their addresses, so the ge2_tensor handles a user holds stay valid;
- * their ids may move down. */
+ * then drop what the replacement made dead and renumber. Kept tensors keep
+ * their records' addresses, so the ge2_tensor handles a user holds for them
+ * stay valid; their ids may move down. Both bump graph->rewrites. */
 #ifndef GE2_GRAPH_REWRITE_H
 #define GE2_GRAPH_REWRITE_H
 

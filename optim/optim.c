@@ -188,15 +188,27 @@ static int layer_of(const ge2_graph *g, int param)
     return -1;
 }
 
+/* Whether input slot i of forward node n is where a parameter with a
+ * gradient that has n for its layer is first read (a node reading one
+ * parameter twice, x·x, updates it once). */
+static bool updates_at(const ge2_graph *g, int n, int i)
+{
+    const ge2_node *node = &g->nodes[n];
+    const ge2_tensor *t = g->tensors[node->inputs[i]];
+    if (node->phase != GE2_PHASE_FORWARD || t->role != GE2_ROLE_PARAMETER || t->grad < 0 || layer_of(g, t->id) != n)
+        return false;
+    for (int j = 0; j < i; j++)
+        if (node->inputs[j] == t->id)
+            return false;
+    return true;
+}
+
 /* How many parameters with a gradient forward node n is the layer of. */
 static int layer_parameters(const ge2_graph *g, int n)
 {
-    const ge2_node *node = &g->nodes[n];
     int count = 0;
-    for (int i = 0; node->phase == GE2_PHASE_FORWARD && i < node->n_inputs; i++) {
-        const ge2_tensor *t = g->tensors[node->inputs[i]];
-        count += t->role == GE2_ROLE_PARAMETER && t->grad >= 0 && layer_of(g, t->id) == n;
-    }
+    for (int i = 0; i < g->nodes[n].n_inputs; i++)
+        count += updates_at(g, n, i);
     return count;
 }
 
@@ -259,10 +271,9 @@ static ge2_status add_per_parameter_updates(ge2_graph *g, ge2_attrs *attrs)
         const ge2_node node = g->nodes[n]; /* copy: adding nodes may move g->nodes */
         int in[GE2_MAX_INPUTS], n_in = 0;
         for (int i = 0; i < node.n_inputs; i++) {
-            const ge2_tensor *t = g->tensors[node.inputs[i]];
-            if (t->role == GE2_ROLE_PARAMETER && t->grad >= 0 && layer_of(g, t->id) == n) {
-                in[n_in++] = t->id;
-                in[n_in++] = t->grad;
+            if (updates_at(g, n, i)) {
+                in[n_in++] = node.inputs[i];
+                in[n_in++] = g->tensors[node.inputs[i]]->grad;
             }
             if (n_in == GE2_MAX_INPUTS || (n_in > 0 && i == node.n_inputs - 1)) {
                 GE2_TRY(ge2_graph_add_node(g, GE2_OP_OPTIMIZER_UPDATE, GE2_PHASE_OPTIMIZER, in, n_in, 0, attrs, NULL));

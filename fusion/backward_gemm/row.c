@@ -6,9 +6,10 @@
  * kernels run the extra work in the GEMM's epilogue (cuBLASLt's BGRADB and
  * DRELU/DGELU_BGRAD epilogues, kernels/cuda):
  *   - dW and db: one LINEAR_GRAD_WEIGHT (dz, x) -> dW, db;
- *   - dx and, when x is another LINEAR's y read by nothing else, that
- *     LINEAR's dz = act'(its stash) ⊙ dx: one LINEAR_GRAD_INPUT
- *     (dz, w[, stash]) -> its dz. The activation-derivative node goes.
+ *   - dx and, when only the activation derivative of another LINEAR (the
+ *     producer of x) reads it, that LINEAR's dz = act'(its stash) ⊙ dx:
+ *     one LINEAR_GRAD_INPUT (dz, w[, stash]) -> its dz. The derivative
+ *     node goes.
  * The fused node takes the place of the earlier node it replaces, so the
  * node order (and with it the schedule) is the one autograd gave, less the
  * nodes absorbed; the whole-step MLP kernel and the head pairs match these
@@ -37,24 +38,6 @@ static void say(const scan *s, const ge2_node *m, const char *why)
         fprintf(s->log, "fuse: backward_gemm: matmul %d not fused: %s\n", m->id, why);
 }
 
-/* How many input slots of forward nodes read tensor t; *reader is the last
- * such node reading it through input `slot` (any slot for -1), or -1. */
-static int forward_reads(const ge2_graph *g, int t, int slot, int *reader)
-{
-    int count = 0;
-    *reader = -1;
-    for (int n = 0; n < g->n_nodes; n++) {
-        const ge2_node *node = &g->nodes[n];
-        for (int i = 0; node->phase == GE2_PHASE_FORWARD && i < node->n_inputs; i++)
-            if (node->inputs[i] == t) {
-                count++;
-                if (slot < 0 || slot == i)
-                    *reader = n;
-            }
-    }
-    return count;
-}
-
 /* dW = MATMUL(dzᵀ, x), x being a LINEAR's input and dW its weight's shape,
  * with db = SUM(dz, axis 0) when autograd made one: one LINEAR_GRAD_WEIGHT
  * where the first of the two stood. */
@@ -63,6 +46,10 @@ static ge2_status fuse_weight(scan *s, int m, int *n_fused)
     ge2_graph *g = s->g;
     const ge2_node *mm = &g->nodes[m];
     const int dz = mm->inputs[0], x = mm->inputs[1], dw = mm->outputs[0];
+    if (g->tensors[dz]->shape.ndim != 2 || g->tensors[x]->shape.ndim != 2) {
+        say(s, mm, "a batched product (LINEAR's are 2-D)");
+        return GE2_OK;
+    }
     bool linear_input = false;
     for (int n = 0; n < g->n_nodes && !linear_input; n++) {
         const ge2_node *l = &g->nodes[n];
@@ -94,86 +81,96 @@ static ge2_status fuse_weight(scan *s, int m, int *n_fused)
     return GE2_OK;
 }
 
-/* dx = MATMUL(dz, w), w a LINEAR's weight and x that LINEAR's input, when
- * x is the y of another LINEAR (the producer) that nothing else reads, nor
- * its stash: dx is then x's whole gradient, and the producer's dz is dx
- * itself (no activation) or ACTIVATION_BACKWARD(dx, its y or z), dx's only
- * reader. One LINEAR_GRAD_INPUT gives that dz; it keeps dx's tensor, which
- * the dz's readers read instead, and the activation node goes. */
+/* The forward LINEAR that made tensor t (as its y, or its stash when
+ * `stash_too`), with the outputs its activation needs (a LINEAR made by
+ * hand without its stash has nothing to fuse with); NULL otherwise. */
+static const ge2_node *linear_of(const ge2_graph *g, int t, bool stash_too)
+{
+    const int p = g->tensors[t]->producer;
+    const ge2_node *l = p >= 0 ? &g->nodes[p] : NULL;
+    if (!l || l->op != GE2_OP_LINEAR || l->phase != GE2_PHASE_FORWARD)
+        return NULL;
+    const ge2_linear_stash stash = ge2_linear_stash_of(l->attrs.linear.act, l->attrs.linear.slope);
+    if (l->n_outputs != (stash == GE2_STASH_NONE ? 1 : 2))
+        return NULL;
+    return l->outputs[0] == t || (stash_too && l->n_outputs > 1 && l->outputs[1] == t) ? l : NULL;
+}
+
+/* dx = MATMUL(dz, w) (2-D, no transposes), read only by
+ * ACTIVATION_BACKWARD(dx, y or z of a LINEAR, the producer) with that
+ * LINEAR's activation: both are one LINEAR_GRAD_INPUT (dz, w[, stash]) =
+ * (dz · w) ⊙ act'(the producer's stash), the producer's dz whatever x and
+ * w are. It keeps dx's tensor, which the derivative's readers read
+ * instead, and the derivative node goes. Without an activation, when dx is
+ * the whole gradient of a LINEAR's y, the MATMUL alone becomes one (the
+ * GEMM family's kernel, as for every LINEAR's dx). */
 static ge2_status fuse_input(scan *s, int m, int *n_fused)
 {
     ge2_graph *g = s->g;
     const ge2_node *mm = &g->nodes[m];
     const int dz = mm->inputs[0], w = mm->inputs[1], dx = mm->outputs[0];
-    int consumer;
-    if (forward_reads(g, w, 1, &consumer) != 1 || consumer < 0 || g->nodes[consumer].op != GE2_OP_LINEAR) {
-        say(s, mm, "dz · w where w is not the weight of exactly one LINEAR");
+    if (g->tensors[dz]->shape.ndim != 2 || g->tensors[w]->shape.ndim != 2) {
+        say(s, mm, "a batched product (LINEAR's are 2-D)");
         return GE2_OK;
     }
-    const int x = g->nodes[consumer].inputs[0];
-    const int p = g->tensors[x]->producer;
-    const ge2_node *producer = p >= 0 ? &g->nodes[p] : NULL;
-    if (!producer || producer->op != GE2_OP_LINEAR || producer->phase != GE2_PHASE_FORWARD ||
-        producer->outputs[0] != x) {
-        say(s, mm, "the LINEAR's input is not another LINEAR's y");
+    if (g->tensors[dx]->is_output) {
+        say(s, mm, "dx is a marked output: it stays dx");
         return GE2_OK;
     }
-    if (!ge2_shape_equal(g->tensors[dx]->shape, g->tensors[x]->shape)) {
-        say(s, mm, "dz · w is not the shape of the LINEAR's input");
-        return GE2_OK;
-    }
-    const ge2_linear_attrs la = producer->attrs.linear;
-    const ge2_linear_stash stash = ge2_linear_stash_of(la.act, la.slope);
-    /* a LINEAR made by hand without its stash has nothing to fuse with */
-    if (producer->n_outputs != (stash == GE2_STASH_NONE ? 1 : 2)) {
-        say(s, mm, "the producing LINEAR has no stash output");
-        return GE2_OK;
-    }
-    int reader;
-    if (forward_reads(g, x, -1, &reader) != 1 ||
-        (producer->n_outputs > 1 && forward_reads(g, producer->outputs[1], -1, &reader) != 0)) {
-        say(s, mm, "the producing LINEAR's y or stash has other readers (its gradient is a sum)");
-        return GE2_OK;
-    }
+    const int reader = s->readers[dx] == 1 ? s->last_reader[dx] : -1;
+    const ge2_node *ab = reader >= 0 ? &g->nodes[reader] : NULL;
+    const bool derivative = ab && ab->op == GE2_OP_ACTIVATION_BACKWARD && ab->phase == GE2_PHASE_BACKWARD &&
+                            ab->inputs[0] == dx;
+    const ge2_node *producer = derivative ? linear_of(g, ab->inputs[1], true) : NULL;
     ge2_attrs a;
     memset(&a, 0, sizeof a);
-    int in[3] = {dz, w, -1}, n_in = 2, act_node = -1;
-    if (la.act != GE2_ACT_NONE) {
-        act_node = s->readers[dx] == 1 ? s->last_reader[dx] : -1;
-        const ge2_node *ab = act_node >= 0 ? &g->nodes[act_node] : NULL;
-        bool derivative = ab && ab->op == GE2_OP_ACTIVATION_BACKWARD && ab->phase == GE2_PHASE_BACKWARD &&
-                          ab->inputs[0] == dx && ab->attrs.act.act == la.act && ab->attrs.act.slope == la.slope &&
-                          (ab->inputs[1] == producer->outputs[0] ||
-                           (producer->n_outputs > 1 && ab->inputs[1] == producer->outputs[1]));
-        const ge2_tensor *dz_below = derivative ? g->tensors[ab->outputs[0]] : NULL;
-        if (!derivative || dz_below->is_output || dz_below->grad_of >= 0) {
-            say(s, mm, "dx's only reader is not the producing LINEAR's activation derivative");
+    int in[3] = {dz, w, -1}, n_in = 2;
+    if (derivative) {
+        const ge2_linear_attrs la = producer ? producer->attrs.linear : (ge2_linear_attrs){GE2_ACT_NONE, 0};
+        const ge2_tensor *dz_below = g->tensors[ab->outputs[0]];
+        if (!producer || la.act != ab->attrs.act.act || la.slope != ab->attrs.act.slope || dz_below->is_output ||
+            dz_below->grad_of >= 0) {
+            say(s, mm, "dx's activation derivative is not of a LINEAR's own activation");
             return GE2_OK;
         }
         a.act.act = la.act;
         a.act.slope = la.slope;
-        a.act.from_output = stash == GE2_STASH_NONE;
+        a.act.from_output = ge2_linear_stash_of(la.act, la.slope) == GE2_STASH_NONE;
         in[n_in++] = a.act.from_output ? producer->outputs[0] : producer->outputs[1];
+    } else {
+        bool whole_gradient = false;
+        for (int n = 0; n < g->n_nodes && !whole_gradient; n++) {
+            const ge2_node *l = &g->nodes[n];
+            whole_gradient = l->op == GE2_OP_LINEAR && l->phase == GE2_PHASE_FORWARD &&
+                             l->attrs.linear.act == GE2_ACT_NONE && linear_of(g, l->outputs[0], false) == l &&
+                             g->tensors[l->outputs[0]]->grad == dx;
+        }
+        if (!whole_gradient) {
+            say(s, mm, "dx is neither read by a LINEAR's activation derivative alone nor the gradient of a LINEAR's y");
+            return GE2_OK;
+        }
     }
     GE2_TRY(ge2_graph_replace_node(g, m, GE2_OP_LINEAR_GRAD_INPUT, in, n_in, &dx, 1, &a));
-    if (act_node >= 0) {
+    if (derivative) {
         /* dx's tensor now holds the producer's dz: its readers read it there */
-        const int dz_below = g->nodes[act_node].outputs[0];
+        const int dz_below = ab->outputs[0];
         for (int n = 0; n < g->n_nodes; n++)
             for (int i = 0; i < g->nodes[n].n_inputs; i++)
                 if (g->nodes[n].inputs[i] == dz_below)
                     g->nodes[n].inputs[i] = dx;
-        s->drop_node[act_node] = true;
+        s->drop_node[reader] = true;
         s->drop_tensor[dz_below] = true;
-        g->tensors[x]->grad = -1; /* dx's tensor is no longer x's gradient */
-    }
-    if (s->log && act_node >= 0)
-        fprintf(s->log,
-                "fuse: backward_gemm: matmul %d + activation_backward %d -> linear_grad_input (dx and the producer's "
-                "act' in one GEMM)\n",
-                m, act_node);
-    else if (s->log)
+        for (int t = 0; t < g->n_tensors; t++)
+            if (g->tensors[t]->grad == dx)
+                g->tensors[t]->grad = -1; /* dx's tensor is no longer that tensor's gradient */
+        if (s->log)
+            fprintf(s->log,
+                    "fuse: backward_gemm: matmul %d + activation_backward %d -> linear_grad_input (dx and the "
+                    "producer's act' in one GEMM)\n",
+                    m, reader);
+    } else if (s->log) {
         fprintf(s->log, "fuse: backward_gemm: matmul %d -> linear_grad_input (dx, the producer's dz)\n", m);
+    }
     ++*n_fused;
     return GE2_OK;
 }

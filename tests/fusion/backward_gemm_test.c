@@ -12,6 +12,7 @@
 #include "check/gradients.h"
 #include "check/naive.h"
 #include "fusion/fusion.h"
+#include "graph/verify.h"
 #include "ops/ops.h"
 
 enum { B = 5, IN = 6, H1 = 9, H2 = 7, C = 4 };
@@ -166,6 +167,104 @@ START_TEST(generic_path_where_the_pattern_does_not_hold)
 }
 END_TEST
 
+static void rewrite_all(ge2_graph *g)
+{
+    ge2_fusion_set every;
+    ck_assert_int_eq(ge2_fusion_set_parse(NULL, &every), GE2_OK);
+    ck_assert_msg(ge2_fusion_rewrite(g, every, NULL, NULL) == GE2_OK, "%s", ge2_last_error());
+    ck_assert_msg(ge2_graph_verify(g) == GE2_OK, "%s", ge2_last_error());
+}
+
+/* x -> fc1 (relu) -> h1 -> fc(w) (tanh) -> h2 -> fc(w again) (relu) -> h3 -> head:
+ * one weight in two layers still fuses every dx with the act' below it, and
+ * w's gradient is the sum of its two LINEAR_GRAD_WEIGHTs. */
+START_TEST(a_weight_used_twice_still_fuses)
+{
+    enum { H = 5 };
+    ge2_graph *g;
+    ge2_tensor *x, *labels, *w1, *w, *w4, *h, *loss;
+    ck_assert_int_eq(ge2_graph_new(&g), GE2_OK);
+    ge2_graph_set_seed(g, 3);
+    ge2_init u = {GE2_INIT_UNIFORM, -0.7, 0.7, 0};
+    ck_assert_int_eq(ge2_input(g, "x", GE2_F64, ge2_shape2(B, IN), &x), GE2_OK);
+    ck_assert_int_eq(ge2_label(g, "labels", GE2_I32, ge2_shape1(B), &labels), GE2_OK);
+    ck_assert_int_eq(ge2_parameter(g, "w1", GE2_F64, ge2_shape2(H, IN), u, &w1), GE2_OK);
+    ck_assert_int_eq(ge2_parameter(g, "w", GE2_F64, ge2_shape2(H, H), u, &w), GE2_OK);
+    ck_assert_int_eq(ge2_parameter(g, "w4", GE2_F64, ge2_shape2(C, H), u, &w4), GE2_OK);
+    ck_assert_int_eq(ge2_linear(g, x, w1, NULL, GE2_ACT_RELU, 0, &h), GE2_OK);
+    ck_assert_int_eq(ge2_linear(g, h, w, NULL, GE2_ACT_TANH, 0, &h), GE2_OK);
+    ck_assert_int_eq(ge2_linear(g, h, w, NULL, GE2_ACT_RELU, 0, &h), GE2_OK);
+    ck_assert_int_eq(ge2_linear(g, h, w4, NULL, GE2_ACT_NONE, 0, &h), GE2_OK);
+    ck_assert_int_eq(ge2_cross_entropy(g, h, labels, 0.0f, &loss), GE2_OK);
+    ck_assert_int_eq(ge2_backward(g, loss), GE2_OK);
+    rewrite_all(g);
+    ck_assert_int_eq(count_ops(g, GE2_OP_LINEAR_GRAD_INPUT), 3);
+    ck_assert_int_eq(count_ops(g, GE2_OP_LINEAR_GRAD_WEIGHT), 4);
+    ck_assert_int_eq(count_ops(g, GE2_OP_ACTIVATION_BACKWARD) + count_ops(g, GE2_OP_MATMUL), 0);
+    double xv[B * IN];
+    int32_t lv[B];
+    for (int i = 0; i < B * IN; i++)
+        xv[i] = cos(0.7 * i) * 1.2;
+    for (int r = 0; r < B; r++)
+        lv[r] = r % C;
+    ge2_feed feeds[2] = {{x, xv, x->shape}, {labels, lv, labels->shape}};
+    ge2_tensor *params[3] = {w1, w, w4};
+    ge2_check_result r = ge2_grad_check(g, loss, feeds, 2, params, 3, 1e-7, 1e-5);
+    ck_assert_msg(r.ok, "%s", r.message);
+    ge2_graph_free(g);
+}
+END_TEST
+
+/* A dx the user marked as an output keeps its meaning: that product and the
+ * act' after it stay plain; layer 3's still fuses. */
+START_TEST(a_marked_dx_stays_plain)
+{
+    mlp m;
+    build(&m, GE2_F32, GE2_ACT_RELU, GE2_ACT_RELU, false, false);
+    ge2_tensor *h1 = m.g->tensors[m.g->nodes[0].outputs[0]];
+    ck_assert_ptr_nonnull(ge2_grad(h1));
+    ck_assert_int_eq(ge2_mark_output(m.g, ge2_grad(h1)), GE2_OK);
+    rewrite_all(m.g);
+    ck_assert_int_eq(count_ops(m.g, GE2_OP_LINEAR_GRAD_INPUT), 1);
+    ck_assert_int_eq(count_ops(m.g, GE2_OP_MATMUL), 1);
+    ck_assert_int_eq(count_ops(m.g, GE2_OP_ACTIVATION_BACKWARD), 1);
+    ck_assert_ptr_nonnull(ge2_grad(h1));
+    ge2_graph_free(m.g);
+}
+END_TEST
+
+/* Through ge2_compile: a program made with the row off runs the plain
+ * nodes; compiling the graph again with it on fuses them in the graph
+ * itself, and the first program then refuses to step rather than run
+ * nodes that changed under it. */
+START_TEST(compile_fuses_and_an_earlier_program_notices)
+{
+    mlp m;
+    build(&m, GE2_F32, GE2_ACT_GELU_TANH, GE2_ACT_RELU, false, false);
+    const int plain_nodes = m.g->n_nodes;
+    ge2_context *ctx;
+    ge2_program *plain, *fused;
+    ck_assert_int_eq(ge2_context_new(GE2_DEVICE_CPU, &ctx), GE2_OK);
+    ge2_compile_options o = ge2_compile_defaults();
+    o.disable_fusions = "backward_gemm";
+    ck_assert_msg(ge2_compile(ctx, m.g, &o, &plain) == GE2_OK, "%s", ge2_last_error());
+    ck_assert_int_eq(m.g->n_nodes, plain_nodes);
+    float x[B * IN];
+    for (int i = 0; i < B * IN; i++)
+        x[i] = (float)m.xv[i];
+    ge2_feed feeds[2] = {{m.x, x, m.x->shape}, {m.labels, m.lv, m.labels->shape}};
+    ck_assert_msg(ge2_program_step(plain, GE2_MODE_TRAIN, feeds, 2) == GE2_OK, "%s", ge2_last_error());
+    ck_assert_msg(ge2_compile(ctx, m.g, NULL, &fused) == GE2_OK, "%s", ge2_last_error());
+    ck_assert_int_eq(m.g->n_nodes, plain_nodes - 5); /* 2 act', 3 bias sums */
+    ck_assert_msg(ge2_program_step(fused, GE2_MODE_TRAIN, feeds, 2) == GE2_OK, "%s", ge2_last_error());
+    ck_assert_int_eq(ge2_program_step(plain, GE2_MODE_TRAIN, feeds, 2), GE2_ERR_STATE);
+    ge2_program_free(plain);
+    ge2_program_free(fused);
+    ge2_context_free(ctx);
+    ge2_graph_free(m.g);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("backward_gemm");
@@ -175,6 +274,9 @@ int main(void)
     tcase_add_loop_test(tc, fused_mlp_matches_finite_differences, 0, N_ACTS);
     tcase_add_loop_test(tc, fused_equals_unfused_on_cpu, 0, N_ACTS);
     tcase_add_test(tc, generic_path_where_the_pattern_does_not_hold);
+    tcase_add_test(tc, a_weight_used_twice_still_fuses);
+    tcase_add_test(tc, a_marked_dx_stays_plain);
+    tcase_add_test(tc, compile_fuses_and_an_earlier_program_notices);
     suite_add_tcase(s, tc);
     return ge2_check_run(s);
 }

@@ -412,6 +412,60 @@ START_TEST(one_node_per_layer)
 }
 END_TEST
 
+/* x · (w ⊙ w): the parameter's first reader reads it twice; its update
+ * takes it once, and trains as the flat update does. */
+static ge2_graph *squared_weight_graph(ge2_tensor **x, ge2_tensor **y)
+{
+    ge2_graph *g;
+    ge2_tensor *w, *ww, *logits, *loss;
+    API(ge2_graph_new(&g));
+    API(ge2_graph_set_seed(g, 5));
+    API(ge2_input(g, "x", GE2_F32, ge2_shape2(4, 3), x));
+    API(ge2_label(g, "y", GE2_I32, ge2_shape1(4), y));
+    API(ge2_parameter(g, "w", GE2_F32, ge2_shape2(3, 3), (ge2_init){GE2_INIT_UNIFORM, -1, 1, 0}, &w));
+    API(ge2_mul(g, w, w, &ww));
+    API(ge2_matmul(g, *x, ww, false, false, &logits));
+    API(ge2_cross_entropy(g, logits, *y, 0.0f, &loss));
+    API(ge2_backward(g, loss));
+    return g;
+}
+
+START_TEST(a_parameter_read_twice_by_its_layer_is_updated_once)
+{
+    ge2_tensor *xf, *yf, *xp, *yp;
+    ge2_graph *gf = squared_weight_graph(&xf, &yf), *gp = squared_weight_graph(&xp, &yp);
+    ge2_optimizer_config c = ge2_optimizer_defaults(GE2_OPT_ADAM);
+    c.update_mode = GE2_UPDATE_FLAT;
+    API(ge2_optimizer(gf, &c));
+    c.update_mode = GE2_UPDATE_PER_PARAMETER;
+    API(ge2_optimizer(gp, &c));
+    ck_assert_int_eq(count_op(gp, GE2_OP_OPTIMIZER_UPDATE), 1);
+    for (int n = 0; n < gp->n_nodes; n++)
+        if (gp->nodes[n].op == GE2_OP_OPTIMIZER_UPDATE)
+            ck_assert_int_eq(gp->nodes[n].n_inputs, 2); /* (w, grad w) once */
+    ge2_context *ctx;
+    ge2_program *pf, *pp;
+    API(ge2_context_new(GE2_DEVICE_CPU, &ctx));
+    API(ge2_compile(ctx, gf, NULL, &pf));
+    API(ge2_compile(ctx, gp, NULL, &pp));
+    float x[12];
+    int32_t y[4] = {0, 1, 2, 1};
+    for (int i = 0; i < 12; i++)
+        x[i] = (float)(i % 5) * 0.3f - 0.5f;
+    for (int s = 0; s < 3; s++) {
+        ge2_feed ff[2] = {{xf, x, xf->shape}, {yf, y, yf->shape}}, fp[2] = {{xp, x, xp->shape}, {yp, y, yp->shape}};
+        API(ge2_program_step(pf, GE2_MODE_TRAIN, ff, 2));
+        API(ge2_program_step(pp, GE2_MODE_TRAIN, fp, 2));
+        expect_same_state(pf, pp, "x (w w)", s);
+    }
+    ge2_program_free(pf);
+    ge2_program_free(pp);
+    ge2_context_free(ctx);
+    ge2_graph_free(gf);
+    ge2_graph_free(gp);
+}
+END_TEST
+
 /* -------------------------------------------- the program and its reports */
 
 static char *text_of(ge2_status (*report)(ge2_program *, FILE *), ge2_program *p)
@@ -500,6 +554,7 @@ int main(void)
     tcase_add_test(tc, auto_picks_per_parameter_for_large_gradients_only);
     tcase_add_test(tc, never_where_it_cannot_run);
     tcase_add_test(tc, one_node_per_layer);
+    tcase_add_test(tc, a_parameter_read_twice_by_its_layer_is_updated_once);
     tcase_add_test(tc, program_allocates_and_reports_the_mode);
     suite_add_tcase(s, tc);
     return ge2_check_run(s);
