@@ -108,6 +108,11 @@ typedef struct ge2_backend {
     size_t (*workspace_bytes)(const ge2_backend_ctx *ctx);
     /* Which kernel a prepared launch runs, as text into buf (the kernel report). */
     void (*describe)(const ge2_backend_ctx *ctx, const ge2_launch *launch, char *buf, size_t size);
+    /* With ge2_compile_options.time_launches: launch i's mean device time per
+     * step in µs (a fused group's whole time on its first launch, 0 on the
+     * rest) over *steps timed steps; -1 when not timed. Optional: NULL
+     * means not timed. */
+    double (*launch_us)(const ge2_backend_ctx *ctx, const ge2_exec *exec, int i, int *steps);
     /* Optional fences, so the program can reuse a pinned buffer an earlier
      * copy reads or writes without waiting for the whole device: fence_record
      * marks the point after the work enqueued so far, fence_wait blocks until

@@ -4,23 +4,31 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "capture/backend.h"
 #include "capture/program_internal.h"
 #include "graph/alloc.h"
 #include "graph/error.h"
 
-/* Nothing per program: host memory needs no handles. A distinct object still,
- * so open/close pair up like on CUDA. */
+/* Host memory needs no handles; what is left is whether launches are timed. */
 struct ge2_backend_ctx {
-    int unused;
+    bool time_launches;
 };
+
+/* time_launches: per key, in ge2_exec.backend_data (untouched otherwise). */
+typedef struct cpu_timing {
+    int steps;  /* run; the first is not counted, as on CUDA */
+    double *ms; /* [n_launches] summed */
+} cpu_timing;
 
 static ge2_status cpu_open(const ge2_program_options *options, ge2_backend_ctx **out)
 {
-    (void)options;
     *out = ge2_calloc(1, sizeof **out);
-    return *out ? GE2_OK : ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_backend_cpu: context");
+    if (!*out)
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_backend_cpu: context");
+    (*out)->time_launches = options->o.time_launches;
+    return GE2_OK;
 }
 
 static void cpu_close(ge2_backend_ctx *ctx) { ge2_free(ctx); }
@@ -61,9 +69,24 @@ static ge2_status cpu_copy(ge2_backend_ctx *ctx, void *dst, const void *src, siz
 
 static ge2_status cpu_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
 {
-    (void)ctx;
-    (void)exec;
+    if (!ctx->time_launches)
+        return GE2_OK;
+    cpu_timing *t = ge2_calloc(1, sizeof *t);
+    if (t)
+        t->ms = ge2_calloc((size_t)(exec->n_launches > 0 ? exec->n_launches : 1), sizeof *t->ms);
+    if (!t || !t->ms) {
+        ge2_free(t);
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_backend_cpu: launch timing for %d launches", exec->n_launches);
+    }
+    exec->backend_data = t;
     return GE2_OK;
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
 static void copy(const ge2_copy *c)
@@ -75,12 +98,13 @@ static void copy(const ge2_copy *c)
 /* The same order as CUDA's stream: feeds in, launches, results out. */
 static ge2_status cpu_exec_run(ge2_backend_ctx *ctx, ge2_exec *exec, int slot)
 {
-    (void)ctx;
     if (slot < 0 || slot >= GE2_STAGING_BUFFERS)
         return ge2_error(GE2_ERR_STATE, "ge2_backend_cpu: staging slot %d of %d", slot, GE2_STAGING_BUFFERS);
     const ge2_step_io *io = &exec->io[slot];
     copy(&io->stage); /* empty: no feeds_ahead here, nothing runs beside a step */
     copy(&io->upload);
+    cpu_timing *timing = ctx->time_launches ? exec->backend_data : NULL;
+    const bool timed = timing && timing->steps++ > 0;
     for (int i = 0; i < exec->n_launches; i++) {
         const ge2_launch *launch = &exec->launches[i];
         const ge2_node *node = launch->node;
@@ -88,7 +112,10 @@ static ge2_status cpu_exec_run(ge2_backend_ctx *ctx, ge2_exec *exec, int slot)
         if (!kernel)
             return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_backend_cpu: op %s (node %d) has no CPU kernel",
                              ge2_op_name(node->op), node->id);
+        const double start = timed ? now_ms() : 0;
         ge2_status st = kernel(launch);
+        if (timed)
+            timing->ms[i] += now_ms() - start;
         if (st != GE2_OK) {
             /* The kernel's message names the op and tensors; add where in the step. */
             char msg[512];
@@ -103,8 +130,21 @@ static ge2_status cpu_exec_run(ge2_backend_ctx *ctx, ge2_exec *exec, int slot)
 
 static void cpu_exec_release(ge2_backend_ctx *ctx, ge2_exec *exec)
 {
-    (void)ctx;
-    (void)exec;
+    cpu_timing *t = ctx->time_launches ? exec->backend_data : NULL;
+    if (t) {
+        ge2_free(t->ms);
+        ge2_free(t);
+        exec->backend_data = NULL;
+    }
+}
+
+static double cpu_launch_us(const ge2_backend_ctx *ctx, const ge2_exec *exec, int i, int *steps)
+{
+    const cpu_timing *t = ctx->time_launches ? exec->backend_data : NULL;
+    *steps = t && t->steps > 1 ? t->steps - 1 : 0;
+    if (!*steps || i < 0 || i >= exec->n_launches)
+        return -1.0;
+    return 1000.0 * t->ms[i] / *steps;
 }
 
 static ge2_status cpu_sync(ge2_backend_ctx *ctx)
@@ -143,4 +183,5 @@ const ge2_backend ge2_backend_cpu = {
     .sync = cpu_sync,
     .capture_count = cpu_capture_count,
     .describe = cpu_describe,
+    .launch_us = cpu_launch_us,
 };

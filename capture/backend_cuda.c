@@ -47,6 +47,7 @@
 #include "graph/error.h"
 #include "fusion/fusion.h"
 #include "kernels/cuda/candidates.h"
+#include "kernels/cuda/hold.h"
 #include "kernels/cuda/step_copy.h"
 /* cuBLASLt workspace shared by every GEMM of the program (one stream, so one
  * GEMM at a time); 32 MiB covers the split-K and stream-K configurations the
@@ -63,6 +64,7 @@ struct ge2_backend_ctx {
     bool tf32;
     bool disable_capture;
     bool print_kernels; /* describe every launch at prepare */
+    bool time_launches; /* eager steps with events between launches */
     bool feeds_ahead;   /* feeds copied ahead on feed_stream */
     int capture_count; /* keys captured over the program's life */
 };
@@ -73,6 +75,14 @@ typedef struct cuda_group {
     void *state; /* what impl->prepare made */
     int first, count;
 } cuda_group;
+
+/* time_launches: events between a key's launches, read after each step. */
+typedef struct launch_timing {
+    cudaEvent_t *marks; /* [n_launches + 1]: before launch (or group) i; marks[n] after the last */
+    int *next;          /* [n_launches] the launch after the one or group started at i; 0: none starts at i */
+    double *ms;         /* [n_launches] summed over the timed steps */
+    int steps;          /* steps run; the first (lazy module loading, plan warm-up) is not timed */
+} launch_timing;
 
 /* Per key, in ge2_exec.backend_data. */
 typedef struct ge2_cuda_exec {
@@ -89,6 +99,7 @@ typedef struct ge2_cuda_exec {
     /* feeds_ahead: recorded on the feed stream after the slot's stage copy,
      * waited for by the step stream before the slot's step */
     cudaEvent_t staged[GE2_STAGING_BUFFERS];
+    launch_timing *timing; /* NULL unless time_launches */
 } ge2_cuda_exec;
 
 static ge2_status cuda_fail(cudaError_t e, const char *call)
@@ -157,6 +168,7 @@ static ge2_status cuda_open(const ge2_program_options *options, ge2_backend_ctx 
     ctx->tf32 = options->o.tf32;
     ctx->disable_capture = options->o.disable_capture;
     ctx->print_kernels = options->o.print_kernels;
+    ctx->time_launches = options->o.time_launches;
     ctx->feeds_ahead = options->o.feed_ahead;
     ge2_status st = open_resources(ctx);
     if (st != GE2_OK) {
@@ -320,6 +332,59 @@ static const char *node_op_name(const ge2_launch *launch)
 
 static ge2_cuda_copy cuda_copy_of(const ge2_copy *c) { return (ge2_cuda_copy){c->dst, c->src, c->bytes}; }
 
+static void timing_free(launch_timing *t, int n_launches)
+{
+    if (!t)
+        return;
+    for (int i = 0; t->marks && i <= n_launches; i++)
+        if (t->marks[i])
+            cudaEventDestroy(t->marks[i]);
+    ge2_free(t->marks);
+    ge2_free(t->next);
+    ge2_free(t->ms);
+    ge2_free(t);
+}
+
+static ge2_status timing_new(int n_launches, launch_timing **out)
+{
+    launch_timing *t = ge2_calloc(1, sizeof *t);
+    const size_t n = (size_t)n_launches;
+    if (t) {
+        t->marks = ge2_calloc(n + 1, sizeof *t->marks);
+        t->next = ge2_calloc(n + 1, sizeof *t->next);
+        t->ms = ge2_calloc(n + 1, sizeof *t->ms);
+    }
+    if (!t || !t->marks || !t->next || !t->ms) {
+        timing_free(t, -1);
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 cuda backend: launch timing for %d launches", n_launches);
+    }
+    for (int i = 0; i <= n_launches; i++) {
+        cudaError_t e = cudaEventCreate(&t->marks[i]);
+        if (e != cudaSuccess) {
+            timing_free(t, n_launches);
+            return cuda_fail(e, "cudaEventCreate");
+        }
+    }
+    *out = t;
+    return GE2_OK;
+}
+
+/* Adds the step just enqueued to the sums, once the GPU has run it. */
+static ge2_status timing_collect(launch_timing *t, int n_launches)
+{
+    CUDA_TRY(cudaEventSynchronize(t->marks[n_launches]));
+    if (t->steps++ == 0)
+        return GE2_OK;
+    for (int i = 0; i < n_launches; i++) {
+        if (!t->next[i])
+            continue;
+        float ms = 0.0f;
+        CUDA_TRY(cudaEventElapsedTime(&ms, t->marks[i], t->marks[t->next[i]]));
+        t->ms[i] += ms;
+    }
+    return GE2_OK;
+}
+
 static void release_launches(ge2_exec *exec, int n)
 {
     for (int i = 0; i < n; i++) {
@@ -363,10 +428,23 @@ static void cuda_exec_release(ge2_backend_ctx *ctx, ge2_exec *exec)
             cudaEventDestroy(ce->staged[s]);
     }
     free_groups(ce);
+    if (ce)
+        timing_free(ce->timing, exec->n_launches);
     ge2_free(ce);
     exec->backend_data = NULL;
     exec->captured = false;
     release_launches(exec, exec->n_launches);
+}
+
+static double cuda_launch_us(const ge2_backend_ctx *ctx, const ge2_exec *exec, int i, int *steps)
+{
+    (void)ctx;
+    const ge2_cuda_exec *ce = exec->backend_data;
+    const launch_timing *t = ce ? ce->timing : NULL;
+    *steps = t && t->steps > 1 ? t->steps - 1 : 0;
+    if (!*steps || i < 0 || i >= exec->n_launches)
+        return -1.0;
+    return 1000.0 * t->ms[i] / *steps;
 }
 
 static void cuda_describe(const ge2_backend_ctx *ctx, const ge2_launch *launch, char *buf, size_t size)
@@ -471,6 +549,10 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
     for (int s = 0; st == GE2_OK && s < GE2_STAGING_BUFFERS; s++)
         if (exec->io[s].stage.bytes)
             st = new_event(&ce->staged[s]);
+    if (st == GE2_OK && ctx->time_launches) {
+        ce->eager = true; /* events between launches: no capture */
+        st = timing_new(exec->n_launches, &ce->timing);
+    }
     if (st != GE2_OK) {
         for (int s = 0; s < GE2_STAGING_BUFFERS; s++)
             if (ce->staged[s])
@@ -556,8 +638,18 @@ static ge2_status enqueue_launches(ge2_backend_ctx *ctx, ge2_exec *exec, step_co
                                    int *broke)
 {
     const ge2_cuda_exec *ce = exec->backend_data;
+    launch_timing *t = capturing ? NULL : ce->timing;
+    if (t) {
+        /* long enough for the host to enqueue the whole step behind it */
+        GE2_TRY(ge2_cuda_hold(ctx->stream, 2000u + 100u * (unsigned)exec->n_launches));
+        memset(t->next, 0, sizeof *t->next * (size_t)exec->n_launches);
+    }
     for (int i = 0, done = 1; i < exec->n_launches; i += done) {
+        if (t)
+            CUDA_TRY(cudaEventRecord(t->marks[i], ctx->stream));
         ge2_status st = enqueue_one(ctx, exec, ce, i, sc, &done);
+        if (t)
+            t->next[i] = i + done;
         if (capturing) {
             enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
             cudaError_t e = cudaStreamIsCapturing(ctx->stream, &cs);
@@ -569,6 +661,8 @@ static ge2_status enqueue_launches(ge2_backend_ctx *ctx, ge2_exec *exec, step_co
             return st;
         }
     }
+    if (t)
+        CUDA_TRY(cudaEventRecord(t->marks[exec->n_launches], ctx->stream));
     return GE2_OK;
 }
 
@@ -741,6 +835,8 @@ static ge2_status cuda_exec_run(ge2_backend_ctx *ctx, ge2_exec *exec, int slot)
     /* Eager: capture off, capture failed before, or this is the key's first
      * step (the warm-up, which is also the step's real work). */
     GE2_TRY(enqueue_step(ctx, exec, slot, false, &broke));
+    if (ce->timing)
+        GE2_TRY(timing_collect(ce->timing, exec->n_launches));
     if (ce->eager)
         return GE2_OK;
     ge2_status st = capture_slots(ctx, exec, ce);
@@ -778,4 +874,5 @@ const ge2_backend ge2_backend_cuda = {
     .graph_kernel_count = cuda_graph_kernel_count,
     .workspace_bytes = cuda_workspace_bytes,
     .describe = cuda_describe,
+    .launch_us = cuda_launch_us,
 };

@@ -60,6 +60,7 @@ ge2_status ge2_options_resolve(const ge2_compile_options *given, ge2_program_opt
     env_switch("GE2_FEED_AHEAD", &o->feed_ahead);
     env_switch("GE2_PRINT_KERNELS", &o->print_kernels);
     env_switch("GE2_MLP_STEP_PROFILE", &o->profile_fused);
+    env_switch("GE2_TIME_LAUNCHES", &o->time_launches);
     const char *gemm = getenv("GE2_GEMM_KERNEL");
     if (gemm && gemm[0]) {
         if (strcmp(gemm, "auto") == 0)

@@ -311,6 +311,18 @@ ge2_status ge2_program_kernel_report(ge2_program *program, ge2_mode mode, FILE *
     return ferror(out) ? ge2_error(GE2_ERR_IO, "ge2_program_kernel_report: write failed") : GE2_OK;
 }
 
+/* The sum of a timed key's launch times: µs per step. */
+static double step_us(const ge2_program *program, const ge2_exec *exec)
+{
+    double sum = 0;
+    for (int i = 0; i < exec->n_launches; i++) {
+        int steps;
+        const double us = program->backend->launch_us(program->bctx, exec, i, &steps);
+        sum += us > 0 ? us : 0;
+    }
+    return sum > 0 ? sum : 1e-9;
+}
+
 void ge2_program_print_kernels(const ge2_program *program, const ge2_program_key *key, FILE *out)
 {
     const ge2_exec *exec = &key->exec;
@@ -328,6 +340,16 @@ void ge2_program_print_kernels(const ge2_program *program, const ge2_program_key
             append_view(&l->out[j], shapes, sizeof shapes, &n);
         if (program->backend->describe)
             program->backend->describe(program->bctx, l, what, sizeof what);
-        fprintf(out, "node %3d %-20s %s: %s\n", l->node->id, ge2_op_name(l->node->op), shapes, what);
+        int steps = 0;
+        const double us = program->backend->launch_us ? program->backend->launch_us(program->bctx, exec, i, &steps) : -1;
+        if (us >= 0)
+            fprintf(out, "node %3d %-20s %9.1f us %5.1f%%  %s: %s\n", l->node->id, ge2_op_name(l->node->op), us,
+                    100.0 * us / step_us(program, exec), shapes, what);
+        else
+            fprintf(out, "node %3d %-20s %s: %s\n", l->node->id, ge2_op_name(l->node->op), shapes, what);
     }
+    int steps = 0;
+    if (program->backend->launch_us && program->backend->launch_us(program->bctx, exec, 0, &steps) >= 0)
+        fprintf(out, "launch time per step: %.1f us (the mean of %d steps after the key's first)\n",
+                step_us(program, exec), steps);
 }

@@ -29,6 +29,14 @@ check "--plan-report prints the plan line" $?
 "$bin" --device cpu --data "$data" --hidden 16 --steps 5 --init "$tmp/a.safetensors" >"$tmp/run3" 2>&1
 check "--init from a checkpoint of the same model" $?
 
+# --time-launches: the train key's report gives each launch's time and the step's sum
+"$bin" --device cpu --data "$data" --hidden 16 --steps 4 --time-launches >"$tmp/run4" 2>&1
+check "--time-launches exits 0" $?
+grep -Eq '^node +[0-9]+ linear_grad_weight +[0-9]+\.[0-9] us +[0-9]+\.[0-9]%' "$tmp/run4"
+check "--time-launches times each launch" $?
+grep -Eq '^launch time per step: [0-9]+\.[0-9] us \(the mean of 3 steps after the key.s first\)$' "$tmp/run4"
+check "--time-launches sums the step over the timed steps" $?
+
 # 30 steps straight == 20 steps, save, resume, 10 steps: the same checkpoint, byte for byte
 common=(--device cpu --data "$data" --hidden 16 --optimizer sgd --momentum 0.9 --lr 0.05)
 "$bin" "${common[@]}" --steps 30 --save "$tmp/straight.safetensors" >"$tmp/s1" 2>&1 &&

@@ -62,6 +62,8 @@ static void usage(const trainer_spec *spec, FILE *out)
             "  --no-autotune            CUDA: take cuBLASLt's first heuristic GEMM instead of timing candidates\n"
             "  --kernel-cache FILE      where tuned GEMM choices are kept (~/.cache/ge2/kernels.txt; '': none)\n"
             "  --dump-passes            print each compile pass's result (verify, fuse, kernels, schedule, plan)\n"
+            "  --time-launches          time each launch (CUDA: eager steps); the kernel report gives their mean\n"
+            "                           us per step (use with --steps, so the last train key is the full batch)\n"
             "  --help                   this text\n",
             spec->name, spec->summary, spec->model_usage ? spec->model_usage : "", (long long)spec->default_epochs,
             ge2_optimizer_name(spec->default_optimizer), weight_decay, spec->default_schedule == GE2_SCHEDULE_COSINE ? "cosine" : "constant", spec->init_names,
@@ -120,6 +122,7 @@ enum {
     OPT_NO_AUTOTUNE,
     OPT_KERNEL_CACHE,
     OPT_DUMP_PASSES,
+    OPT_TIME_LAUNCHES,
     OPT_SCHEDULE,
     OPT_MIN_LR,
     OPT_HELP
@@ -156,6 +159,7 @@ static int parse_args(int argc, char **argv, const trainer_spec *spec, trainer_o
         {"no-autotune", no_argument, NULL, OPT_NO_AUTOTUNE},
         {"kernel-cache", required_argument, NULL, OPT_KERNEL_CACHE},
         {"dump-passes", no_argument, NULL, OPT_DUMP_PASSES},
+        {"time-launches", no_argument, NULL, OPT_TIME_LAUNCHES},
         {"schedule", required_argument, NULL, OPT_SCHEDULE},
         {"min-lr", required_argument, NULL, OPT_MIN_LR},
         {"help", no_argument, NULL, OPT_HELP}};
@@ -254,6 +258,10 @@ static int parse_args(int argc, char **argv, const trainer_spec *spec, trainer_o
             break;
         case OPT_DUMP_PASSES:
             o->compile.dump = stdout;
+            break;
+        case OPT_TIME_LAUNCHES:
+            o->compile.time_launches = true;
+            o->kernel_report = true;
             break;
         case OPT_HELP:
             usage(spec, stdout);

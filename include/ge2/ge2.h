@@ -412,6 +412,12 @@ typedef struct ge2_compile_options {
     /* CUDA: fused kernels stamp their phases; the last step's timings print
      * when the key is freed */
     bool profile_fused;
+    /* Time each launch: the kernel report (ge2_program_kernel_report) then
+     * gives its mean over the steps after a key's first. On CUDA every step
+     * runs eagerly (no capture) with an event between launches, behind a
+     * hold kernel so the GPU runs them back to back, and waits for the GPU
+     * at its end: for profiling. On the CPU, the host clock per kernel. */
+    bool time_launches;
     /* After each compile pass (verify, fuse, select kernels, schedule, plan)
      * a text dump of its result, per graph key as keys are made; NULL: none */
     FILE *dump;
@@ -530,8 +536,10 @@ ge2_status ge2_program_plan_svg(ge2_program *program, ge2_mode mode, const char 
 /* Which kernel each scheduled node of the most recent key of mode runs, one
  * line per node: id, op, shapes (inputs -> outputs) and the backend's
  * description (CUDA GEMMs: cuBLASLt epilogue, algorithm, tile, split-K and
- * whether the kernel registry tuned it; CPU: "cpu <op>"). GE2_ERR_STATE before
- * the first step of mode: kernels are chosen when a key first runs. */
+ * whether the kernel registry tuned it; CPU: "cpu <op>"); with
+ * ge2_compile_options.time_launches, each launch's mean µs per step and its
+ * share, and the step's sum. GE2_ERR_STATE before the first step of mode:
+ * kernels are chosen when a key first runs. */
 ge2_status ge2_program_kernel_report(ge2_program *program, ge2_mode mode, FILE *out);
 
 /* Number of graph keys compiled (planned + captured on CUDA). */
