@@ -134,7 +134,7 @@ static const trainer_spec spec = {
     .model_usage = "  --channels C1,C2         output channels of conv1 and conv2 (32,64)\n"
                    "  --fc F                   width of fc1 (128)\n",
     .init_names = "a PyTorch state_dict: convN.weight, bnN.*, fcN.*",
-    .fusion_names = "backward_gemm,head,tail_copies",
+    .fusion_names = "backward_gemm,bn_relu,head,tail_copies",
     .default_epochs = 10,
     .default_schedule = GE2_SCHEDULE_COSINE,
     .default_optimizer = GE2_OPT_ADAMW,

@@ -4,10 +4,33 @@
 #include "fusion/fusion.h"
 #include "graph/error.h"
 
+ge2_status ge2_fusion_example_train(ge2_graph *g, ge2_status st, ge2_tensor *logits, ge2_tensor *labels,
+                                    ge2_graph **graph)
+{
+    ge2_tensor *loss, *correct;
+    if (st == GE2_OK)
+        st = ge2_cross_entropy(g, logits, labels, 0.0f, &loss);
+    if (st == GE2_OK)
+        st = ge2_accuracy(g, logits, labels, &correct);
+    if (st == GE2_OK)
+        st = ge2_mark_output(g, correct);
+    if (st == GE2_OK)
+        st = ge2_backward(g, loss);
+    ge2_optimizer_config adam = ge2_optimizer_defaults(GE2_OPT_ADAM);
+    if (st == GE2_OK)
+        st = ge2_optimizer(g, &adam);
+    if (st != GE2_OK) {
+        ge2_graph_free(g);
+        return st;
+    }
+    *graph = g;
+    return GE2_OK;
+}
+
 ge2_status ge2_fusion_example_mlp(const int64_t *widths, int n, int64_t batch, ge2_activation act, ge2_graph **graph)
 {
     ge2_graph *g;
-    ge2_tensor *x, *labels, *h, *loss, *correct;
+    ge2_tensor *x, *labels, *h;
     GE2_TRY(ge2_graph_new(&g));
     ge2_status st = ge2_input(g, "x", GE2_F32, ge2_shape2(batch, widths[0]), &x);
     if (st == GE2_OK)
@@ -26,21 +49,5 @@ ge2_status ge2_fusion_example_mlp(const int64_t *widths, int n, int64_t batch, g
         if (st == GE2_OK)
             st = ge2_linear(g, h, w, b, l == n - 1 ? GE2_ACT_NONE : act, 0.0f, &h);
     }
-    if (st == GE2_OK)
-        st = ge2_cross_entropy(g, h, labels, 0.0f, &loss);
-    if (st == GE2_OK)
-        st = ge2_accuracy(g, h, labels, &correct);
-    if (st == GE2_OK)
-        st = ge2_mark_output(g, correct);
-    if (st == GE2_OK)
-        st = ge2_backward(g, loss);
-    ge2_optimizer_config adam = ge2_optimizer_defaults(GE2_OPT_ADAM);
-    if (st == GE2_OK)
-        st = ge2_optimizer(g, &adam);
-    if (st != GE2_OK) {
-        ge2_graph_free(g);
-        return st;
-    }
-    *graph = g;
-    return GE2_OK;
+    return ge2_fusion_example_train(g, st, h, labels, graph);
 }

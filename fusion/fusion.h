@@ -134,6 +134,12 @@ ge2_status ge2_fusion_set_parse(const char *disabled, ge2_fusion_set *out);
 ge2_status ge2_fusion_example_mlp(const int64_t *widths, int n, int64_t batch, ge2_activation act,
                                   ge2_graph **graph);
 
+/* The end of every example: cross-entropy of logits against labels, the
+ * accuracy marked as a metric, the backward and a flat Adam; st is the
+ * status of the building so far (g is freed on any failure). */
+ge2_status ge2_fusion_example_train(ge2_graph *g, ge2_status st, ge2_tensor *logits, ge2_tensor *labels,
+                                    ge2_graph **graph);
+
 /* ------------------------------------------------------------------ pass */
 
 /* The rewrite rows in `set`, in registry order, over the graph; n_fused,

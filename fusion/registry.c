@@ -11,12 +11,15 @@
 #include "graph/error.h"
 
 extern const ge2_fusion_pattern ge2_fusion_backward_gemm;
+extern const ge2_fusion_pattern ge2_fusion_bn_relu;
 extern const ge2_fusion_pattern ge2_fusion_mlp_step;
 extern const ge2_fusion_pattern ge2_fusion_head;
 extern const ge2_fusion_pattern ge2_fusion_tail_copies;
 
 static const ge2_fusion_pattern *const patterns[] = {
-    &ge2_fusion_backward_gemm, /* a rewrite: before any key, so the groups see its fused nodes */
+    /* rewrites: before any key, so the groups see their fused nodes */
+    &ge2_fusion_backward_gemm,
+    &ge2_fusion_bn_relu,
     &ge2_fusion_mlp_step,
     &ge2_fusion_head,
     &ge2_fusion_tail_copies,

@@ -105,9 +105,12 @@ typedef struct ge2_pool2d_attrs {
     int kernel[2], stride[2], padding[2];
 } ge2_pool2d_attrs;
 
-/* BATCH_NORM: PyTorch's BatchNorm momentum and eps. */
+/* BATCH_NORM: PyTorch's BatchNorm momentum and eps. relu: y = max(0, ·),
+ * and on its backward ops the gradient is taken through that relu (their
+ * extra last input is y): the bn_relu fusion's form (fusion/bn_relu). */
 typedef struct ge2_batch_norm_attrs {
     double momentum, eps;
+    bool relu;
 } ge2_batch_norm_attrs;
 
 typedef union ge2_attrs {

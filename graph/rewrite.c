@@ -48,6 +48,58 @@ ge2_status ge2_graph_replace_node(ge2_graph *g, int at, ge2_op op, const int *in
 
 static int remap(const int *map, int id) { return id < 0 ? id : map[id]; }
 
+ge2_status ge2_rewrite_scan_begin(ge2_graph *g, const char *who, ge2_rewrite_scan *s)
+{
+    const size_t nt = (size_t)(g->n_tensors > 0 ? g->n_tensors : 1), nn = (size_t)(g->n_nodes > 0 ? g->n_nodes : 1);
+    *s = (ge2_rewrite_scan){g, ge2_malloc(nt * sizeof(int)), ge2_malloc(nt * sizeof(int)), ge2_calloc(nn, sizeof(bool)),
+                            ge2_calloc(nt, sizeof(bool))};
+    if (!s->readers || !s->last_reader || !s->drop_node || !s->drop_tensor)
+        return ge2_rewrite_scan_end(s, ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 fusion: %s: %d nodes, %d tensors", who,
+                                                 g->n_nodes, g->n_tensors));
+    ge2_rewrite_scan_count(s);
+    return GE2_OK;
+}
+
+void ge2_rewrite_scan_count(ge2_rewrite_scan *s)
+{
+    const ge2_graph *g = s->graph;
+    for (int i = 0; i < g->n_tensors; i++) {
+        s->readers[i] = 0;
+        s->last_reader[i] = -1;
+    }
+    for (int n = 0; n < g->n_nodes; n++)
+        for (int i = 0; !s->drop_node[n] && i < g->nodes[n].n_inputs; i++) {
+            s->readers[g->nodes[n].inputs[i]]++;
+            s->last_reader[g->nodes[n].inputs[i]] = n;
+        }
+}
+
+void ge2_rewrite_redirect(ge2_rewrite_scan *s, int from, int to)
+{
+    ge2_graph *g = s->graph;
+    for (int n = 0; n < g->n_nodes; n++)
+        for (int i = 0; !s->drop_node[n] && i < g->nodes[n].n_inputs; i++)
+            if (g->nodes[n].inputs[i] == from)
+                g->nodes[n].inputs[i] = to;
+}
+
+ge2_status ge2_rewrite_scan_end(ge2_rewrite_scan *s, ge2_status st)
+{
+    bool any = false;
+    for (int n = 0; st == GE2_OK && s->drop_node && n < s->graph->n_nodes; n++)
+        any = any || s->drop_node[n];
+    for (int t = 0; st == GE2_OK && s->drop_tensor && t < s->graph->n_tensors; t++)
+        any = any || s->drop_tensor[t];
+    if (st == GE2_OK && any)
+        st = ge2_graph_compact(s->graph, s->drop_node, s->drop_tensor);
+    ge2_free(s->readers);
+    ge2_free(s->last_reader);
+    ge2_free(s->drop_node);
+    ge2_free(s->drop_tensor);
+    memset(s, 0, sizeof *s);
+    return st;
+}
+
 ge2_status ge2_graph_compact(ge2_graph *g, const bool *drop_node, const bool *drop_tensor)
 {
     int *node_map = ge2_malloc(sizeof(int) * (size_t)(g->n_nodes + 1));

@@ -24,4 +24,25 @@ ge2_status ge2_graph_replace_node(ge2_graph *g, int at, ge2_op op, const int *in
  * left as it was); a kept tensor's grad naming a dropped one becomes -1. */
 ge2_status ge2_graph_compact(ge2_graph *g, const bool *drop_node, const bool *drop_tensor);
 
+/* What a rewrite keeps while it walks a graph: the nodes and tensors it
+ * will drop, and who reads each tensor. */
+typedef struct ge2_rewrite_scan {
+    ge2_graph *graph;
+    int *readers;     /* [n_tensors] how many kept nodes read it (an input slot each) */
+    int *last_reader; /* [n_tensors] the last such node, -1 for none */
+    bool *drop_node;  /* [n_nodes] */
+    bool *drop_tensor; /* [n_tensors] */
+} ge2_rewrite_scan;
+
+/* Allocates the scan, nothing dropped, readers counted; `who` names the
+ * rewrite in an out-of-memory message. */
+ge2_status ge2_rewrite_scan_begin(ge2_graph *g, const char *who, ge2_rewrite_scan *s);
+/* Counts the readers again, leaving out the nodes marked for dropping. */
+void ge2_rewrite_scan_count(ge2_rewrite_scan *s);
+/* Every kept node that reads tensor `from` reads `to` instead. */
+void ge2_rewrite_redirect(ge2_rewrite_scan *s, int from, int to);
+/* Drops what was marked (ge2_graph_compact) when st is GE2_OK and anything
+ * was, and frees the scan; returns st or the compaction's status. */
+ge2_status ge2_rewrite_scan_end(ge2_rewrite_scan *s, ge2_status st);
+
 #endif /* GE2_GRAPH_REWRITE_H */

@@ -25,10 +25,7 @@
 #include "ops/linear/linear.h"
 
 typedef struct scan {
-    ge2_graph *g;
-    int *readers;     /* [n_tensors] how many nodes read each tensor */
-    int *last_reader; /* [n_tensors] the last of them, -1 for none */
-    bool *drop_node, *drop_tensor;
+    ge2_rewrite_scan r;
     FILE *log;
 } scan;
 
@@ -43,7 +40,7 @@ static void say(const scan *s, const ge2_node *m, const char *why)
  * where the first of the two stood. */
 static ge2_status fuse_weight(scan *s, int m, int *n_fused)
 {
-    ge2_graph *g = s->g;
+    ge2_graph *g = s->r.graph;
     const ge2_node *mm = &g->nodes[m];
     const int dz = mm->inputs[0], x = mm->inputs[1], dw = mm->outputs[0];
     if (g->tensors[dz]->shape.ndim != 2 || g->tensors[x]->shape.ndim != 2) {
@@ -63,7 +60,7 @@ static ge2_status fuse_weight(scan *s, int m, int *n_fused)
     int sum = -1;
     for (int n = 0; n < g->n_nodes && sum < 0; n++) {
         const ge2_node *c = &g->nodes[n];
-        if (!s->drop_node[n] && c->phase == GE2_PHASE_BACKWARD && c->op == GE2_OP_SUM && c->inputs[0] == dz &&
+        if (!s->r.drop_node[n] && c->phase == GE2_PHASE_BACKWARD && c->op == GE2_OP_SUM && c->inputs[0] == dz &&
             c->attrs.reduce.axis == 0 && g->tensors[dz]->shape.ndim == 2)
             sum = n;
     }
@@ -71,7 +68,7 @@ static ge2_status fuse_weight(scan *s, int m, int *n_fused)
     int in[2] = {dz, x}, out[2] = {dw, sum >= 0 ? g->nodes[sum].outputs[0] : -1};
     GE2_TRY(ge2_graph_replace_node(g, at, GE2_OP_LINEAR_GRAD_WEIGHT, in, 2, out, sum >= 0 ? 2 : 1, NULL));
     if (sum >= 0)
-        s->drop_node[at == m ? sum : m] = true;
+        s->r.drop_node[at == m ? sum : m] = true;
     if (s->log && sum >= 0)
         fprintf(s->log, "fuse: backward_gemm: matmul %d + sum %d -> linear_grad_weight (dW and db in one GEMM)\n", m,
                 sum);
@@ -106,7 +103,7 @@ static const ge2_node *linear_of(const ge2_graph *g, int t, bool stash_too)
  * GEMM family's kernel, as for every LINEAR's dx). */
 static ge2_status fuse_input(scan *s, int m, int *n_fused)
 {
-    ge2_graph *g = s->g;
+    ge2_graph *g = s->r.graph;
     const ge2_node *mm = &g->nodes[m];
     const int dz = mm->inputs[0], w = mm->inputs[1], dx = mm->outputs[0];
     if (g->tensors[dz]->shape.ndim != 2 || g->tensors[w]->shape.ndim != 2) {
@@ -117,7 +114,7 @@ static ge2_status fuse_input(scan *s, int m, int *n_fused)
         say(s, mm, "dx is a marked output: it stays dx");
         return GE2_OK;
     }
-    const int reader = s->readers[dx] == 1 ? s->last_reader[dx] : -1;
+    const int reader = s->r.readers[dx] == 1 ? s->r.last_reader[dx] : -1;
     const ge2_node *ab = reader >= 0 ? &g->nodes[reader] : NULL;
     const bool derivative = ab && ab->op == GE2_OP_ACTIVATION_BACKWARD && ab->phase == GE2_PHASE_BACKWARD &&
                             ab->inputs[0] == dx;
@@ -154,12 +151,9 @@ static ge2_status fuse_input(scan *s, int m, int *n_fused)
     if (derivative) {
         /* dx's tensor now holds the producer's dz: its readers read it there */
         const int dz_below = ab->outputs[0];
-        for (int n = 0; n < g->n_nodes; n++)
-            for (int i = 0; i < g->nodes[n].n_inputs; i++)
-                if (g->nodes[n].inputs[i] == dz_below)
-                    g->nodes[n].inputs[i] = dx;
-        s->drop_node[reader] = true;
-        s->drop_tensor[dz_below] = true;
+        ge2_rewrite_redirect(&s->r, dz_below, dx);
+        s->r.drop_node[reader] = true;
+        s->r.drop_tensor[dz_below] = true;
         for (int t = 0; t < g->n_tensors; t++)
             if (g->tensors[t]->grad == dx)
                 g->tensors[t]->grad = -1; /* dx's tensor is no longer that tensor's gradient */
@@ -175,36 +169,19 @@ static ge2_status fuse_input(scan *s, int m, int *n_fused)
     return GE2_OK;
 }
 
-static void count_readers(scan *s)
-{
-    const ge2_graph *g = s->g;
-    for (int i = 0; i < g->n_tensors; i++) {
-        s->readers[i] = 0;
-        s->last_reader[i] = -1;
-    }
-    for (int n = 0; n < g->n_nodes; n++)
-        for (int i = 0; i < g->nodes[n].n_inputs; i++) {
-            s->readers[g->nodes[n].inputs[i]]++;
-            s->last_reader[g->nodes[n].inputs[i]] = n;
-        }
-}
-
 static ge2_status rewrite(ge2_graph *g, FILE *log, int *n_fused)
 {
     *n_fused = 0;
-    const size_t nt = (size_t)(g->n_tensors > 0 ? g->n_tensors : 1), nn = (size_t)(g->n_nodes > 0 ? g->n_nodes : 1);
-    scan s = {g, ge2_malloc(nt * sizeof(int)), ge2_malloc(nt * sizeof(int)), ge2_calloc(nn, sizeof(bool)),
-              ge2_calloc(nt, sizeof(bool)), log};
-    ge2_status st = s.readers && s.last_reader && s.drop_node && s.drop_tensor
-                        ? GE2_OK
-                        : ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 fusion: backward_gemm: %d nodes", g->n_nodes);
+    scan s = {.log = log};
+    GE2_TRY(ge2_rewrite_scan_begin(g, "backward_gemm", &s.r));
+    ge2_status st = GE2_OK;
     if (log)
         fprintf(log, "fuse: backward_gemm: (node ids as verified; the fused graph is renumbered)\n");
     for (int m = 0; st == GE2_OK && m < g->n_nodes; m++) {
         const ge2_node *node = &g->nodes[m];
-        if (s.drop_node[m] || node->phase != GE2_PHASE_BACKWARD || node->op != GE2_OP_MATMUL)
+        if (s.r.drop_node[m] || node->phase != GE2_PHASE_BACKWARD || node->op != GE2_OP_MATMUL)
             continue;
-        count_readers(&s); /* the last rewrite may have moved readers */
+        ge2_rewrite_scan_count(&s.r); /* the last rewrite may have moved readers */
         if (node->attrs.matmul.trans_a && !node->attrs.matmul.trans_b)
             st = fuse_weight(&s, m, n_fused);
         else if (!node->attrs.matmul.trans_a && !node->attrs.matmul.trans_b)
@@ -212,15 +189,9 @@ static ge2_status rewrite(ge2_graph *g, FILE *log, int *n_fused)
         else
             say(&s, node, "a product no LINEAR backward makes");
     }
-    if (st == GE2_OK && *n_fused > 0)
-        st = ge2_graph_compact(g, s.drop_node, s.drop_tensor);
     if (st == GE2_OK && log && *n_fused == 0)
         fprintf(log, "fuse: backward_gemm: nothing fused (no LINEAR backward GEMMs)\n");
-    ge2_free(s.readers);
-    ge2_free(s.last_reader);
-    ge2_free(s.drop_node);
-    ge2_free(s.drop_tensor);
-    return st;
+    return ge2_rewrite_scan_end(&s.r, st);
 }
 
 /* Three layers: two LINEAR_GRAD_INPUTs (through relu's mask) and three

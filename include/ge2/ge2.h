@@ -388,7 +388,9 @@ typedef struct ge2_compile_options {
     /* Fusion patterns to leave out, comma-separated names (NULL or "":
      * none): "backward_gemm" (a LINEAR's backward GEMMs with the bias
      * gradient and activation derivative in their epilogues; a rewrite of
-     * the graph itself, so a graph compiled once keeps it), "mlp_step" (a
+     * the graph itself, so a graph compiled once keeps it), "bn_relu" (a
+     * batch norm's relu and its derivative in the batch norm's kernels;
+     * also a rewrite), "mlp_step" (a
      * small MLP's step in one kernel), "head" (a classifier head's launch
      * pairs), "tail_copies" (the last optimizer update also copies the
      * results back). An unknown name is an error. */

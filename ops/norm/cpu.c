@@ -5,7 +5,8 @@
 #include "ops/norm/norm.h"
 
 /* in: x [N, C, inner], weight [C], bias [C], running_mean [C], running_var [C][, num_batches_tracked i64]
- * out: y [N, C, inner], saved [2, C] (mean, rstd). A train step also updates the running statistics. */
+ * out: y [N, C, inner] (max(0, ·) with relu), saved [2, C] (mean, rstd). A train step also updates the
+ * running statistics. */
 #define BATCH_NORM(T, SUF)                                                                                        \
     static ge2_status batch_norm_##SUF(const ge2_launch *l)                                                     \
     {                                                                                                           \
@@ -14,6 +15,7 @@
         T *y = l->out[0].data, *saved = l->n_out > 1 ? l->out[1].data : NULL;                                   \
         ge2_bn_geom g = ge2_bn_geom_of(l->in[0].shape);                                                         \
         double eps = l->node->attrs.batch_norm.eps, momentum = l->node->attrs.batch_norm.momentum;              \
+        const bool relu = l->node->attrs.batch_norm.relu;                                                       \
         for (int64_t c = 0; c < g.c; c++) {                                                                     \
             double mean, var;                                                                                   \
             if (l->training) {                                                                                  \
@@ -42,7 +44,8 @@
             for (int64_t n = 0; y && n < g.n; n++)                                                              \
                 for (int64_t i = 0; i < g.inner; i++) {                                                         \
                     int64_t at = (n * g.c + c) * g.inner + i;                                                   \
-                    y[at] = (T)((x[at] - mean) * rstd * w[c] + b[c]);                                           \
+                    double v = (x[at] - mean) * rstd * w[c] + b[c];                                             \
+                    y[at] = (T)(relu && !(v > 0) ? 0 : v);                                                      \
                 }                                                                                               \
         }                                                                                                       \
         if (l->training && l->n_in > 5) /* unsigned: a checkpoint's huge count wraps, defined */             \
@@ -50,11 +53,15 @@
         return GE2_OK;                                                                                          \
     }
 
-/* in: dy [N, C, inner], x [N, C, inner], saved [2, C]; out: dweight [C] = Σ dy·x̂, dbias [C] = Σ dy */
+/* dy where the relu'd y (the relu form's extra input) is positive, else 0 */
+#define GE2_BN_DY(dy, y, at) ((y) && !((y)[at] > 0) ? 0.0 : (double)(dy)[at])
+
+/* in: dy [N, C, inner], x [N, C, inner], saved [2, C][, y]; out: dweight [C] = Σ dy·x̂, dbias [C] = Σ dy */
 #define BATCH_NORM_GRAD_PARAMS(T, SUF)                                                                            \
     static ge2_status batch_norm_grad_params_##SUF(const ge2_launch *l)                                         \
     {                                                                                                           \
         const T *dy = l->in[0].data, *x = l->in[1].data, *saved = l->in[2].data;                                \
+        const T *y = l->node->attrs.batch_norm.relu ? l->in[3].data : NULL;                                     \
         T *dw = l->out[0].data, *db = l->out[1].data;                                                           \
         ge2_bn_geom g = ge2_bn_geom_of(l->in[1].shape);                                                         \
         for (int64_t c = 0; c < g.c; c++) {                                                                     \
@@ -62,8 +69,9 @@
             for (int64_t n = 0; n < g.n; n++)                                                                   \
                 for (int64_t i = 0; i < g.inner; i++) {                                                         \
                     int64_t at = (n * g.c + c) * g.inner + i;                                                   \
-                    sw += (double)dy[at] * ((double)x[at] - saved[c]) * saved[g.c + c];                         \
-                    sb += dy[at];                                                                               \
+                    double d = GE2_BN_DY(dy, y, at);                                                            \
+                    sw += d * ((double)x[at] - saved[c]) * saved[g.c + c];                                      \
+                    sb += d;                                                                                    \
                 }                                                                                               \
             if (dw)                                                                                             \
                 dw[c] = (T)sw;                                                                                  \
@@ -73,13 +81,14 @@
         return GE2_OK;                                                                                          \
     }
 
-/* in: dy, x [N, C, inner], weight [C], saved [2, C], dweight [C], dbias [C]; out: dx [N, C, inner]
+/* in: dy, x [N, C, inner], weight [C], saved [2, C], dweight [C], dbias [C][, y]; out: dx [N, C, inner]
  * dx = weight · rstd / m · (m · dy - dbias - x̂ · dweight) */
 #define BATCH_NORM_GRAD_INPUT(T, SUF)                                                                             \
     static ge2_status batch_norm_grad_input_##SUF(const ge2_launch *l)                                          \
     {                                                                                                           \
         const T *dy = l->in[0].data, *x = l->in[1].data, *w = l->in[2].data, *saved = l->in[3].data;            \
         const T *dw = l->in[4].data, *db = l->in[5].data;                                                       \
+        const T *y = l->node->attrs.batch_norm.relu ? l->in[6].data : NULL;                                     \
         T *dx = l->out[0].data;                                                                                 \
         ge2_bn_geom g = ge2_bn_geom_of(l->in[1].shape);                                                         \
         for (int64_t n = 0; dx && n < g.n; n++)                                                                 \
@@ -88,7 +97,7 @@
                 for (int64_t i = 0; i < g.inner; i++) {                                                         \
                     int64_t at = (n * g.c + c) * g.inner + i;                                                   \
                     double xhat = ((double)x[at] - mean) * rstd;                                                \
-                    dx[at] = (T)(k * ((double)g.m * dy[at] - db[c] - xhat * dw[c]));                            \
+                    dx[at] = (T)(k * ((double)g.m * GE2_BN_DY(dy, y, at) - db[c] - xhat * dw[c]));               \
                 }                                                                                               \
             }                                                                                                   \
         return GE2_OK;                                                                                          \

@@ -94,10 +94,10 @@ __global__ void ge2_batch_norm_stats_kernel(ge2_bn_index g, float momentum, floa
     ge2_ticket_reset(&ctl->blocks_done);
 }
 
-// y [N, C, inner] = (x - mean) · rstd · w + b, with (mean, rstd) the train
-// step's stat [2, C], or in eval the running statistics (then saved [2, C],
-// when the key keeps it, gets them).
-__global__ void ge2_batch_norm_apply_kernel(ge2_bn_index g, unsigned total, float eps, const float *x,
+// y [N, C, inner] = (x - mean) · rstd · w + b (max(0, ·) with relu), with
+// (mean, rstd) the train step's stat [2, C], or in eval the running
+// statistics (then saved [2, C], when the key keeps it, gets them).
+__global__ void ge2_batch_norm_apply_kernel(ge2_bn_index g, unsigned total, float eps, bool relu, const float *x,
                                             const float *w, const float *b, const float *stat,
                                             const float *run_mean, const float *run_var, float *y, float *saved)
 {
@@ -105,8 +105,10 @@ __global__ void ge2_batch_norm_apply_kernel(ge2_bn_index g, unsigned total, floa
         const unsigned c = (e / g.inner) % g.c;
         const float mean = stat ? stat[c] : run_mean[c];
         const float rstd = stat ? stat[g.c + c] : rsqrtf(run_var[c] + eps);
-        if (y)
-            y[e] = (x[e] - mean) * rstd * w[c] + b[c];
+        if (y) {
+            const float v = (x[e] - mean) * rstd * w[c] + b[c];
+            y[e] = relu && !(v > 0.0f) ? 0.0f : v;
+        }
         if (saved && !stat && e < g.c) {
             saved[e] = run_mean[e];
             saved[g.c + e] = rsqrtf(run_var[e] + eps);
@@ -114,11 +116,17 @@ __global__ void ge2_batch_norm_apply_kernel(ge2_bn_index g, unsigned total, floa
     }
 }
 
+// dy, or with the relu form's y given, dy where y > 0 (else 0)
+__device__ __forceinline__ float ge2_bn_dy(const float *dy, const float *y, unsigned at)
+{
+    return y && !(y[at] > 0.0f) ? 0.0f : dy[at];
+}
+
 // dweight [C] = Σ dy·x̂, dbias [C] = Σ dy, x̂ = (x - mean)·rstd from saved:
 // block (c, chunk) sums its chunk, the last block each channel's chunks in
 // order.
 __global__ void ge2_batch_norm_grad_params_kernel(ge2_bn_index g, const float *dy, const float *x,
-                                                  const float *saved, float *dw, float *db,
+                                                  const float *saved, const float *y, float *dw, float *db,
                                                   float2 *partials /* [C·chunks] */, ge2_control *ctl)
 {
     unsigned c, k0, k1;
@@ -127,8 +135,9 @@ __global__ void ge2_batch_norm_grad_params_kernel(ge2_bn_index g, const float *d
     float sw = 0.0f, sb = 0.0f;
     for (unsigned k = k0 + threadIdx.x; k < k1; k += blockDim.x) {
         const unsigned at = ge2_bn_at(g, c, k);
-        sw += dy[at] * (x[at] - mean) * rstd;
-        sb += dy[at];
+        const float d = ge2_bn_dy(dy, y, at);
+        sw += d * (x[at] - mean) * rstd;
+        sb += d;
     }
     sw = ge2_block_sum(sw);
     sb = ge2_block_sum(sb);
@@ -154,13 +163,13 @@ __global__ void ge2_batch_norm_grad_params_kernel(ge2_bn_index g, const float *d
 // dx [N, C, inner] = weight · rstd / m · (m · dy - dbias - x̂ · dweight)
 __global__ void ge2_batch_norm_grad_input_kernel(ge2_bn_index g, unsigned total, const float *dy, const float *x,
                                                  const float *w, const float *saved, const float *dw,
-                                                 const float *db, float *dx)
+                                                 const float *db, const float *y, float *dx)
 {
     const float m = (float)g.m;
     for (unsigned e = blockIdx.x * blockDim.x + threadIdx.x; e < total; e += gridDim.x * blockDim.x) {
         const unsigned c = (e / g.inner) % g.c;
         const float rstd = saved[g.c + c], xhat = (x[e] - saved[c]) * rstd;
-        dx[e] = w[c] * rstd / m * (m * dy[e] - db[c] - xhat * dw[c]);
+        dx[e] = w[c] * rstd / m * (m * ge2_bn_dy(dy, y, e) - db[c] - xhat * dw[c]);
     }
 }
 
@@ -217,7 +226,7 @@ extern "C" ge2_status ge2_cuda_batch_norm_launch(const ge2_launch *l)
         GE2_TRY(ge2_cuda_check_launch(l, "ge2_batch_norm_stats_kernel"));
     }
     ge2_batch_norm_apply_kernel<<<ge2_cuda_blocks(total, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0,
-                                  ge2_cuda_stream(l)>>>(g, total, (float)a->eps, x, (const float *)l->in[1].data,
+                                  ge2_cuda_stream(l)>>>(g, total, (float)a->eps, a->relu, x, (const float *)l->in[1].data,
                                                         (const float *)l->in[2].data, stat,
                                                         (const float *)l->in[3].data, (const float *)l->in[4].data,
                                                         (float *)l->out[0].data, l->training ? NULL : saved);
@@ -226,20 +235,21 @@ extern "C" ge2_status ge2_cuda_batch_norm_launch(const ge2_launch *l)
 
 extern "C" ge2_status ge2_cuda_batch_norm_grad_params_launch(const ge2_launch *l)
 {
-    GE2_TRY(require_dtypes(l, 3));
+    GE2_TRY(require_dtypes(l, l->n_in));
     GE2_TRY(ge2_cuda_require_control(l));
     ge2_bn_index g;
     unsigned total;
     GE2_TRY(bn_index(l, l->in[1].shape, &g, &total));
     ge2_batch_norm_grad_params_kernel<<<g.c * g.chunks, GE2_BN_THREADS, 0, ge2_cuda_stream(l)>>>(
         g, (const float *)l->in[0].data, (const float *)l->in[1].data, (const float *)l->in[2].data,
-        (float *)l->out[0].data, (float *)l->out[1].data, (float2 *)l->workspace, l->control);
+        l->node->attrs.batch_norm.relu ? (const float *)l->in[3].data : NULL, (float *)l->out[0].data,
+        (float *)l->out[1].data, (float2 *)l->workspace, l->control);
     return ge2_cuda_check_launch(l, "ge2_batch_norm_grad_params_kernel");
 }
 
 extern "C" ge2_status ge2_cuda_batch_norm_grad_input_launch(const ge2_launch *l)
 {
-    GE2_TRY(require_dtypes(l, 6));
+    GE2_TRY(require_dtypes(l, l->n_in));
     if (!l->out[0].data)
         return GE2_OK;
     ge2_bn_index g;
@@ -249,6 +259,6 @@ extern "C" ge2_status ge2_cuda_batch_norm_grad_input_launch(const ge2_launch *l)
                                        ge2_cuda_stream(l)>>>(
         g, total, (const float *)l->in[0].data, (const float *)l->in[1].data, (const float *)l->in[2].data,
         (const float *)l->in[3].data, (const float *)l->in[4].data, (const float *)l->in[5].data,
-        (float *)l->out[0].data);
+        l->node->attrs.batch_norm.relu ? (const float *)l->in[6].data : NULL, (float *)l->out[0].data);
     return ge2_cuda_check_launch(l, "ge2_batch_norm_grad_input_kernel");
 }

@@ -12,6 +12,12 @@
  * normalized with (the batch's in a train step, the running ones in eval),
  * which the backward reads instead of recomputing them.
  *
+ * With attrs.batch_norm.relu (made by the fuse pass's bn_relu rewrite, not
+ * by a builder) BATCH_NORM's y is max(0, ·) of the normalized value, and the
+ * backward ops take that y as an extra last input and use dy · (y > 0):
+ * BATCH_NORM_GRAD_PARAMS (dy, x, saved, y), BATCH_NORM_GRAD_INPUT (dy, x,
+ * weight, saved, dweight, dbias, y).
+ *
  * ops.c holds the definitions (registered by ops/builtin.def's line for
  * each); the rest of the folder is their parts: infer.c, backward.c, api.c
  * (the public builders), cpu.c, the CUDA launchers (cuda.cu) and test.c

@@ -14,11 +14,11 @@ const ge2_op_def ge2_op_def_batch_norm = {
     .cuda = {NULL, ge2_cuda_batch_norm_launch, NULL, NULL},
 };
 
-/* dy, x, saved -> dweight, dbias */
+/* dy, x, saved[, y with relu] -> dweight, dbias */
 const ge2_op_def ge2_op_def_batch_norm_grad_params = {
     .name = "batch_norm_grad_params",
     .min_inputs = 3,
-    .max_inputs = 3,
+    .max_inputs = 4,
     .max_outputs = 2,
     .flags = 0,
     .infer = ge2_infer_BATCH_NORM_GRAD_PARAMS,
@@ -27,11 +27,11 @@ const ge2_op_def ge2_op_def_batch_norm_grad_params = {
     .cuda = {NULL, ge2_cuda_batch_norm_grad_params_launch, NULL, NULL},
 };
 
-/* dy, x, weight, saved, dweight, dbias -> dx */
+/* dy, x, weight, saved, dweight, dbias[, y with relu] -> dx */
 const ge2_op_def ge2_op_def_batch_norm_grad_input = {
     .name = "batch_norm_grad_input",
     .min_inputs = 6,
-    .max_inputs = 6,
+    .max_inputs = 7,
     .max_outputs = 1,
     .flags = 0,
     .infer = ge2_infer_BATCH_NORM_GRAD_INPUT,

@@ -35,6 +35,8 @@ static ge2_status case_batch_norm(ge2_case_ctx *c)
         GE2_TRY(ge2_case_buffer(c, GE2_I64, ge2_shape0(), (ge2_init){GE2_INIT_ZEROS, 0.0, 0.0, 0}, &count));
     double momentum = ge2_case_uniform(c, 0.05, 0.5), eps = ge2_case_coin(c) ? 1e-5 : 1e-2;
     GE2_TRY(ge2_batch_norm(c->inst->graph, x, w, b, mean, var, count, momentum, eps, &y));
+    /* the relu form has no builder (the fuse pass makes it); shapes are the same */
+    c->inst->graph->nodes[c->inst->graph->n_nodes - 1].attrs.batch_norm.relu = ge2_case_coin(c);
     return ge2_case_last_node(c);
 }
 
@@ -52,27 +54,42 @@ static ge2_status case_saved(ge2_case_ctx *c, ge2_shape xs, ge2_tensor **saved)
     return GE2_OK;
 }
 
+/* The backward ops' attrs: plain, or the relu form (then y is one more input). */
+static ge2_attrs case_relu(ge2_case_ctx *c)
+{
+    ge2_attrs a;
+    memset(&a, 0, sizeof a);
+    a.batch_norm.relu = ge2_case_coin(c);
+    return a;
+}
+
 static ge2_status case_batch_norm_grad_params(ge2_case_ctx *c)
 {
     ge2_shape xs = random_x(c);
-    ge2_tensor *ts[3];
+    ge2_attrs a = case_relu(c);
+    ge2_tensor *ts[4];
     GE2_TRY(ge2_case_plain(c, xs, &ts[0]));
     GE2_TRY(ge2_case_plain(c, xs, &ts[1]));
     GE2_TRY(case_saved(c, xs, &ts[2]));
-    return ge2_case_direct(c, GE2_OP_BATCH_NORM_GRAD_PARAMS, ts, 3, 2, NULL);
+    if (a.batch_norm.relu)
+        GE2_TRY(ge2_case_plain(c, xs, &ts[3]));
+    return ge2_case_direct(c, GE2_OP_BATCH_NORM_GRAD_PARAMS, ts, 3 + a.batch_norm.relu, 2, &a);
 }
 
 static ge2_status case_batch_norm_grad_input(ge2_case_ctx *c)
 {
     ge2_shape xs = random_x(c), cs = ge2_shape1(xs.dim[1]);
-    ge2_tensor *ts[6];
+    ge2_attrs a = case_relu(c);
+    ge2_tensor *ts[7];
     GE2_TRY(ge2_case_plain(c, xs, &ts[0]));
     GE2_TRY(ge2_case_plain(c, xs, &ts[1]));
     GE2_TRY(ge2_case_plain(c, cs, &ts[2]));
     GE2_TRY(case_saved(c, xs, &ts[3]));
     GE2_TRY(ge2_case_plain(c, cs, &ts[4]));
     GE2_TRY(ge2_case_plain(c, cs, &ts[5]));
-    return ge2_case_direct(c, GE2_OP_BATCH_NORM_GRAD_INPUT, ts, 6, 1, NULL);
+    if (a.batch_norm.relu)
+        GE2_TRY(ge2_case_plain(c, xs, &ts[6]));
+    return ge2_case_direct(c, GE2_OP_BATCH_NORM_GRAD_INPUT, ts, 6 + a.batch_norm.relu, 1, &a);
 }
 
 /* ------------------------------------------------- float64 references */
@@ -85,7 +102,8 @@ static int64_t ref_at(ge2_shape x, int64_t c, int64_t k)
 }
 
 /* train mode: y = (x - mean) / sqrt(var + eps) · w + b with the batch's
- * mean and biased variance; saved = (mean, 1/sqrt(var + eps)) */
+ * mean and biased variance (max(0, ·) with relu); saved = (mean,
+ * 1/sqrt(var + eps)) */
 static void ref_batch_norm(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
 {
     ge2_shape s = in[0].shape;
@@ -97,8 +115,10 @@ static void ref_batch_norm(const ge2_node *node, const ref_tensor *in, ref_tenso
         for (int64_t k = 0; k < m; k++)
             var += pow(in[0].v[ref_at(s, c, k)] - mean, 2) / (double)m;
         double sd = sqrt(var + node->attrs.batch_norm.eps);
-        for (int64_t k = 0; k < m; k++)
-            out[0].v[ref_at(s, c, k)] = (in[0].v[ref_at(s, c, k)] - mean) / sd * in[1].v[c] + in[2].v[c];
+        for (int64_t k = 0; k < m; k++) {
+            double v = (in[0].v[ref_at(s, c, k)] - mean) / sd * in[1].v[c] + in[2].v[c];
+            out[0].v[ref_at(s, c, k)] = node->attrs.batch_norm.relu && v < 0 ? 0 : v;
+        }
         if (node->n_outputs > 1) {
             out[1].v[c] = mean;
             out[1].v[C + c] = 1 / sd;
@@ -106,17 +126,22 @@ static void ref_batch_norm(const ge2_node *node, const ref_tensor *in, ref_tenso
     }
 }
 
+/* dy at `at`, through relu' when the node is the relu form (y is input `y_at`) */
+static double ref_dy(const ge2_node *node, const ref_tensor *in, int y_at, int64_t at)
+{
+    return node->attrs.batch_norm.relu && !(in[y_at].v[at] > 0) ? 0 : in[0].v[at];
+}
+
 static void ref_batch_norm_grad_params(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
 {
-    (void)node;
     ge2_shape s = in[1].shape;
     int64_t C = s.dim[1], m = ge2_ref_numel(s) / C;
     for (int64_t c = 0; c < C; c++) {
         out[0].v[c] = out[1].v[c] = 0;
         for (int64_t k = 0; k < m; k++) {
             int64_t at = ref_at(s, c, k);
-            out[0].v[c] += in[0].v[at] * (in[1].v[at] - in[2].v[c]) * in[2].v[C + c];
-            out[1].v[c] += in[0].v[at];
+            out[0].v[c] += ref_dy(node, in, 3, at) * (in[1].v[at] - in[2].v[c]) * in[2].v[C + c];
+            out[1].v[c] += ref_dy(node, in, 3, at);
         }
     }
 }
@@ -126,14 +151,13 @@ static void ref_batch_norm_grad_params(const ge2_node *node, const ref_tensor *i
  * mean(dy·x̂) = dweight/m given as inputs */
 static void ref_batch_norm_grad_input(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
 {
-    (void)node;
     ge2_shape s = in[1].shape;
     int64_t C = s.dim[1], m = ge2_ref_numel(s) / C;
     for (int64_t c = 0; c < C; c++)
         for (int64_t k = 0; k < m; k++) {
             int64_t at = ref_at(s, c, k);
             double rstd = in[3].v[C + c], xhat = (in[1].v[at] - in[3].v[c]) * rstd;
-            out[0].v[at] = in[2].v[c] * rstd * (in[0].v[at] - in[5].v[c] / m - xhat * in[4].v[c] / m);
+            out[0].v[at] = in[2].v[c] * rstd * (ref_dy(node, in, 6, at) - in[5].v[c] / m - xhat * in[4].v[c] / m);
         }
 }
 
