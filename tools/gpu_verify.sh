@@ -9,7 +9,8 @@
 # flags (accuracy), 4. CPU and CUDA checkpoints after the same 20 and 100 steps agree
 # within fp32 error, and reach the same accuracy after 200, 5. checkpoints <-> PyTorch with the real safetensors,
 # 6. the CNN trainer with default flags (test accuracy >= 0.93), and K steps
-# of it on the CPU and on CUDA against PyTorch's float64, 7. the benchmark
+# of it on the CPU and on CUDA against PyTorch's float64, and its launches
+# timed one by one (--time-launches), 7. the benchmark
 # against PyTorch (GE2_VERIFY_BENCH=0 leaves it out). GE2_VERIFY_SKIP=suites,sanitize
 # leaves those parts out (a second call after a first that ran them). Logs go to OUT_DIR (default gpu_stage/verify);
 # a summary table is printed last. Exits non-zero if any part fails.
@@ -99,6 +100,13 @@ acc="$(sed -n 's/^test accuracy: \([0-9.]*\).*/\1/p' "$out/train_cnn_cuda.log")"
 record "train_cnn --device cuda (defaults)" \
     "$([ $rc -eq 0 ] && awk -v a="${acc:-0}" 'BEGIN { exit !(a >= 0.93) }' && echo PASS || echo FAIL)" \
     "$(tail -n 1 "$out/train_cnn_cuda.log") (>= 0.93), ${secs} s wall incl. data load"
+
+# where a CNN step's time goes: each launch timed (eager, events between launches)
+"$stage/bin/train_cnn" --device cuda --data "$GE2_DATA_DIR" --steps 30 --time-launches \
+    >"$out/cnn_launch_times.log" 2>&1
+rc=$?
+record "train_cnn --time-launches (batch 64)" "$([ $rc -eq 0 ] && echo PASS || echo FAIL)" \
+    "$(grep -m1 '^launch time per step' "$out/cnn_launch_times.log"); table: $out/cnn_launch_times.log"
 
 python3 "$root/tests/torch/cnn_parity.py" --train-cnn "$stage/bin/train_cnn" --data "$GE2_DATA_DIR" \
     --work "$out/cnn_parity" >"$out/cnn_parity.log" 2>&1
