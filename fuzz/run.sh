@@ -3,10 +3,11 @@
 # its committed corpus for SECONDS (default 120). New interesting inputs go to
 # a scratch corpus, not the committed one; crashes land in fuzz/artifacts/.
 #
-#   fuzz/run.sh [checkpoint|idx] [SECONDS] [extra libFuzzer flags]
+#   fuzz/run.sh [checkpoint|idx|rdb] [SECONDS] [extra libFuzzer flags]
 #
 # checkpoint: the safetensors reader (checkpoint/*.c), corpus fuzz/corpus/
 # idx:        the IDX reader, plain and gzip (data/idx.c), corpus fuzz/corpus_idx/
+# rdb:        the R lazy-load database reader (data/rdb.c), corpus fuzz/corpus_rdb/
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target="${1:-checkpoint}"
@@ -24,8 +25,13 @@ idx)
     corpus=fuzz/corpus_idx
     flags=(-max_len=2048 -rss_limit_mb=4096)
     ;;
+rdb)
+    srcs=(fuzz/rdb_fuzz.c data/rdb.c)
+    corpus=fuzz/corpus_rdb
+    flags=(-max_len=4096 -rss_limit_mb=4096)
+    ;;
 *)
-    echo "usage: fuzz/run.sh [checkpoint|idx] [SECONDS] [libFuzzer flags]" >&2
+    echo "usage: fuzz/run.sh [checkpoint|idx|rdb] [SECONDS] [libFuzzer flags]" >&2
     exit 2
     ;;
 esac

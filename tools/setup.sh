@@ -46,6 +46,38 @@ else
     say "all ${#packages[@]} packages present; nothing to install"
 fi
 
+# The GPT trainer's corpus: the six Jane Austen novels of Debian's
+# r-cran-janeaustenr (about 4 MB, 82 distinct bytes) as plain text, one line
+# of the books per line, in the package's order (Emma, Mansfield Park,
+# Northanger Abbey, Persuasion, Pride and Prejudice, Sense and Sensibility).
+# Installing the package would pull in R: apt-get download + dpkg -x, then
+# tools/corpus_text.c decodes the package's R data file.
+corpus_dir="${GE2_CORPUS_DIR:-/usr/local/share/ge2}"
+corpus="$corpus_dir/austen.txt"
+if [ -s "$corpus" ]; then
+    say "have $corpus"
+elif [ "$(id -u)" -ne 0 ] && [ ! -w "$(dirname "$corpus_dir")" ] && [ ! -w "$corpus_dir" ]; then
+    say "missing the corpus $corpus; run as root: sudo tools/setup.sh (or set GE2_CORPUS_DIR)" >&2
+    exit 1
+else
+    here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+    work="$(mktemp -d)"
+    chmod 755 "$work" # apt-get download drops to the _apt user
+    trap 'rm -rf "$work"' EXIT
+    say "making $corpus from r-cran-janeaustenr"
+    if ! (cd "$work" && apt-get download r-cran-janeaustenr >/dev/null 2>&1); then
+        apt-get update >/dev/null
+        (cd "$work" && apt-get download r-cran-janeaustenr)
+    fi
+    dpkg -x "$work"/r-cran-janeaustenr_*.deb "$work/pkg"
+    cc -std=c11 -O2 -D_GNU_SOURCE -DGE2_NO_JEMALLOC -I"$here" -I"$here/include" "$here/tools/corpus_text.c" \
+        "$here/data/rdb.c" "$here/graph/alloc.c" "$here/graph/error.c" -lz -o "$work/corpus_text"
+    mkdir -p "$corpus_dir"
+    "$work/corpus_text" "$work/pkg/usr/lib/R/site-library/janeaustenr/data/Rdata.rdb" "$work/austen.txt"
+    mv "$work/austen.txt" "$corpus"
+    chmod 644 "$corpus"
+fi
+
 cuda="${CUDA_PATH:-/usr/local/cuda}"
 if [ -x "$cuda/bin/nvcc" ]; then
     say "CUDA toolkit: $cuda ($("$cuda/bin/nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'))"
