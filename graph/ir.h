@@ -113,6 +113,11 @@ typedef struct ge2_batch_norm_attrs {
     bool relu;
 } ge2_batch_norm_attrs;
 
+/* LAYER_NORM: PyTorch's LayerNorm eps. */
+typedef struct ge2_layer_norm_attrs {
+    double eps;
+} ge2_layer_norm_attrs;
+
 typedef union ge2_attrs {
     ge2_linear_attrs linear;
     ge2_matmul_attrs matmul;
@@ -128,6 +133,7 @@ typedef union ge2_attrs {
     ge2_conv2d_attrs conv2d;
     ge2_pool2d_attrs pool2d;
     ge2_batch_norm_attrs batch_norm;
+    ge2_layer_norm_attrs layer_norm;
     unsigned char bytes[GE2_OP_ATTRS_BYTES]; /* a registered op's own attrs (ge2_node_attrs) */
 } ge2_attrs;
 

@@ -270,6 +270,16 @@ ge2_status ge2_batch_norm(ge2_graph *graph, ge2_tensor *x, ge2_tensor *weight, g
 ge2_status ge2_batch_norm_layer(ge2_graph *graph, const char *prefix, ge2_tensor *x, double momentum, double eps,
                                 ge2_tensor **y);
 
+/* Layer normalization over the last dim of x [..., C], as PyTorch's
+ * LayerNorm(C): (x - mean) / sqrt(var + eps) · weight + bias with each row's
+ * mean and biased variance; weight [C], bias [C] or NULL. */
+ge2_status ge2_layer_norm(ge2_graph *graph, ge2_tensor *x, ge2_tensor *weight, ge2_tensor *bias, double eps,
+                          ge2_tensor **y);
+/* The same with "<prefix>.weight" (ones) and, with bias, "<prefix>.bias"
+ * (zeros) made as parameters. PyTorch's default eps is 1e-5. */
+ge2_status ge2_layer_norm_layer(ge2_graph *graph, const char *prefix, ge2_tensor *x, bool bias, double eps,
+                                ge2_tensor **y);
+
 /* --------------------------------------------------------------- autograd */
 
 /* Ask for the gradient of an input tensor too (call before ge2_backward). */

@@ -1,6 +1,6 @@
-/* The public builders of the normalization family: ge2_batch_norm over
- * given tensors, and ge2_batch_norm_layer, which makes them with PyTorch's
- * names and first values. */
+/* The public builders of the normalization family: ge2_batch_norm and
+ * ge2_layer_norm over given tensors, and their _layer forms, which make them
+ * with PyTorch's names and first values. */
 #include <stdio.h>
 #include <string.h>
 
@@ -49,4 +49,35 @@ ge2_status ge2_batch_norm_layer(ge2_graph *graph, const char *prefix, ge2_tensor
     GE2_TRY(ge2_buffer(graph, names[3], x->dtype, c, ones, &var));
     GE2_TRY(ge2_buffer(graph, names[4], GE2_I64, ge2_shape0(), zeros, &count));
     return ge2_batch_norm(graph, x, weight, bias, mean, var, count, momentum, eps, y);
+}
+
+ge2_status ge2_layer_norm(ge2_graph *graph, ge2_tensor *x, ge2_tensor *weight, ge2_tensor *bias, double eps,
+                          ge2_tensor **y)
+{
+    static const char *const what[3] = {"x", "weight", "bias"};
+    ge2_tensor *ts[3] = {x, weight, bias};
+    ge2_attrs a;
+    memset(&a, 0, sizeof a);
+    a.layer_norm.eps = eps;
+    return ge2_graph_add_forward(graph, GE2_OP_LAYER_NORM, "ge2_layer_norm", ts, what, bias ? 3 : 2, 2, &a, y);
+}
+
+ge2_status ge2_layer_norm_layer(ge2_graph *graph, const char *prefix, ge2_tensor *x, bool bias, double eps,
+                                ge2_tensor **y)
+{
+    if (!graph || !prefix || !x || !y)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_layer_norm_layer: graph, prefix, x and y must not be NULL");
+    if (x->shape.ndim < 1)
+        return ge2_error(GE2_ERR_SHAPE, "ge2_layer_norm_layer: '%s' is a scalar; it normalizes over its last dim",
+                         x->name);
+    char wn[GE2_NAME_MAX], bn[GE2_NAME_MAX];
+    if (snprintf(wn, sizeof wn, "%s.weight", prefix) >= (int)sizeof wn ||
+        snprintf(bn, sizeof bn, "%s.bias", prefix) >= (int)sizeof bn)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_layer_norm_layer: prefix '%s' is too long", prefix);
+    ge2_shape c = ge2_shape1(x->shape.dim[x->shape.ndim - 1]);
+    ge2_tensor *w, *b = NULL;
+    GE2_TRY(ge2_parameter(graph, wn, x->dtype, c, (ge2_init){GE2_INIT_CONSTANT, 1.0, 0.0, 0}, &w));
+    if (bias)
+        GE2_TRY(ge2_parameter(graph, bn, x->dtype, c, (ge2_init){GE2_INIT_ZEROS, 0.0, 0.0, 0}, &b));
+    return ge2_layer_norm(graph, x, w, b, eps, y);
 }

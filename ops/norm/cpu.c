@@ -1,4 +1,4 @@
-/* BATCH_NORM and its backward ops on the CPU; per-channel sums in double. */
+/* BATCH_NORM, LAYER_NORM and their backward ops on the CPU; sums in double. */
 #include <math.h>
 
 #include "kernels/cpu/cpu_util.h"
@@ -103,9 +103,84 @@
         return GE2_OK;                                                                                          \
     }
 
+/* in: x [rows, C], weight [C][, bias [C]]; out: y, saved [2, rows] (mean, rstd) */
+#define LAYER_NORM(T, SUF)                                                                                        \
+    static ge2_status layer_norm_##SUF(const ge2_launch *l)                                                     \
+    {                                                                                                           \
+        const T *x = l->in[0].data, *w = l->in[1].data, *b = l->n_in > 2 ? l->in[2].data : NULL;                \
+        T *y = l->out[0].data, *saved = l->n_out > 1 ? l->out[1].data : NULL;                                   \
+        ge2_ln_geom g = ge2_ln_geom_of(l->in[0].shape);                                                         \
+        const double eps = l->node->attrs.layer_norm.eps;                                                       \
+        for (int64_t r = 0; r < g.rows; r++) {                                                                  \
+            const T *xr = x + r * g.c;                                                                          \
+            double mean = 0, var = 0;                                                                           \
+            for (int64_t i = 0; i < g.c; i++)                                                                   \
+                mean += xr[i];                                                                                  \
+            mean /= (double)g.c;                                                                                \
+            for (int64_t i = 0; i < g.c; i++)                                                                   \
+                var += ((double)xr[i] - mean) * ((double)xr[i] - mean);                                         \
+            const double rstd = 1.0 / sqrt(var / (double)g.c + eps);                                            \
+            for (int64_t i = 0; y && i < g.c; i++)                                                              \
+                y[r * g.c + i] = (T)(((double)xr[i] - mean) * rstd * w[i] + (b ? (double)b[i] : 0.0));          \
+            if (saved) {                                                                                        \
+                saved[r] = (T)mean;                                                                             \
+                saved[g.rows + r] = (T)rstd;                                                                    \
+            }                                                                                                   \
+        }                                                                                                       \
+        return GE2_OK;                                                                                          \
+    }
+
+/* in: dy, x [rows, C], saved [2, rows]; out: dweight [C] = Σ_rows dy·x̂, dbias [C] = Σ_rows dy */
+#define LAYER_NORM_GRAD_PARAMS(T, SUF)                                                                            \
+    static ge2_status layer_norm_grad_params_##SUF(const ge2_launch *l)                                         \
+    {                                                                                                           \
+        const T *dy = l->in[0].data, *x = l->in[1].data, *saved = l->in[2].data;                                \
+        T *dw = l->out[0].data, *db = l->out[1].data;                                                           \
+        ge2_ln_geom g = ge2_ln_geom_of(l->in[1].shape);                                                         \
+        for (int64_t i = 0; i < g.c; i++) {                                                                     \
+            double sw = 0, sb = 0;                                                                              \
+            for (int64_t r = 0; r < g.rows; r++) {                                                              \
+                const double d = dy[r * g.c + i];                                                               \
+                sw += d * ((double)x[r * g.c + i] - saved[r]) * saved[g.rows + r];                              \
+                sb += d;                                                                                        \
+            }                                                                                                   \
+            if (dw)                                                                                             \
+                dw[i] = (T)sw;                                                                                  \
+            if (db)                                                                                             \
+                db[i] = (T)sb;                                                                                  \
+        }                                                                                                       \
+        return GE2_OK;                                                                                          \
+    }
+
+/* in: dy, x [rows, C], weight [C], saved [2, rows]; out: dx = rstd · (g - mean(g) - x̂ · mean(g·x̂)), g = dy·w */
+#define LAYER_NORM_GRAD_INPUT(T, SUF)                                                                             \
+    static ge2_status layer_norm_grad_input_##SUF(const ge2_launch *l)                                          \
+    {                                                                                                           \
+        const T *dy = l->in[0].data, *x = l->in[1].data, *w = l->in[2].data, *saved = l->in[3].data;            \
+        T *dx = l->out[0].data;                                                                                 \
+        ge2_ln_geom g = ge2_ln_geom_of(l->in[1].shape);                                                         \
+        for (int64_t r = 0; dx && r < g.rows; r++) {                                                            \
+            const double mean = saved[r], rstd = saved[g.rows + r];                                             \
+            double sg = 0, sgx = 0;                                                                             \
+            for (int64_t i = 0; i < g.c; i++) {                                                                 \
+                const double gi = (double)dy[r * g.c + i] * w[i], xh = ((double)x[r * g.c + i] - mean) * rstd;  \
+                sg += gi;                                                                                       \
+                sgx += gi * xh;                                                                                 \
+            }                                                                                                   \
+            for (int64_t i = 0; i < g.c; i++) {                                                                 \
+                const double gi = (double)dy[r * g.c + i] * w[i], xh = ((double)x[r * g.c + i] - mean) * rstd;  \
+                dx[r * g.c + i] = (T)(rstd * (gi - sg / (double)g.c - xh * sgx / (double)g.c));                 \
+            }                                                                                                   \
+        }                                                                                                       \
+        return GE2_OK;                                                                                          \
+    }
+
 GE2_CPU_DEFINE_BOTH(BATCH_NORM)
 GE2_CPU_DEFINE_BOTH(BATCH_NORM_GRAD_PARAMS)
 GE2_CPU_DEFINE_BOTH(BATCH_NORM_GRAD_INPUT)
+GE2_CPU_DEFINE_BOTH(LAYER_NORM)
+GE2_CPU_DEFINE_BOTH(LAYER_NORM_GRAD_PARAMS)
+GE2_CPU_DEFINE_BOTH(LAYER_NORM_GRAD_INPUT)
 
 ge2_status ge2_cpu_batch_norm(const ge2_launch *l) { return GE2_CPU_DISPATCH(batch_norm, l, l->in[0].dtype); }
 ge2_status ge2_cpu_batch_norm_grad_params(const ge2_launch *l)
@@ -115,4 +190,13 @@ ge2_status ge2_cpu_batch_norm_grad_params(const ge2_launch *l)
 ge2_status ge2_cpu_batch_norm_grad_input(const ge2_launch *l)
 {
     return GE2_CPU_DISPATCH(batch_norm_grad_input, l, l->in[1].dtype);
+}
+ge2_status ge2_cpu_layer_norm(const ge2_launch *l) { return GE2_CPU_DISPATCH(layer_norm, l, l->in[0].dtype); }
+ge2_status ge2_cpu_layer_norm_grad_params(const ge2_launch *l)
+{
+    return GE2_CPU_DISPATCH(layer_norm_grad_params, l, l->in[1].dtype);
+}
+ge2_status ge2_cpu_layer_norm_grad_input(const ge2_launch *l)
+{
+    return GE2_CPU_DISPATCH(layer_norm_grad_input, l, l->in[1].dtype);
 }

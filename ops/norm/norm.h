@@ -18,6 +18,12 @@
  * BATCH_NORM_GRAD_PARAMS (dy, x, saved, y), BATCH_NORM_GRAD_INPUT (dy, x,
  * weight, saved, dweight, dbias, y).
  *
+ * LAYER_NORM over the last dim of x [..., C] (PyTorch's LayerNorm): inputs
+ * x, weight [C][, bias [C]], outputs y and saved [2, rows] (each row's mean
+ * and 1/sqrt(var + eps)); its backward ops LAYER_NORM_GRAD_PARAMS (dy, x,
+ * saved -> dweight, dbias: sums over the rows) and LAYER_NORM_GRAD_INPUT
+ * (dy, x, weight, saved -> dx: within each row).
+ *
  * ops.c holds the definitions (registered by ops/builtin.def's line for
  * each); the rest of the folder is their parts: infer.c, backward.c, api.c
  * (the public builders), cpu.c, the CUDA launchers (cuda.cu) and test.c
@@ -59,24 +65,52 @@ ge2_status ge2_infer_BATCH_NORM(const ge2_node *node, const ge2_desc *in, ge2_de
 ge2_status ge2_infer_BATCH_NORM_GRAD_PARAMS(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
 ge2_status ge2_infer_BATCH_NORM_GRAD_INPUT(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
 
+/* x [..., C] seen as rows × C */
+typedef struct ge2_ln_geom {
+    int64_t rows, c;
+} ge2_ln_geom;
+
+static inline ge2_ln_geom ge2_ln_geom_of(ge2_shape x)
+{
+    ge2_ln_geom g = {1, x.ndim > 0 ? x.dim[x.ndim - 1] : 1};
+    for (int i = 0; i + 1 < x.ndim; i++)
+        g.rows *= x.dim[i];
+    return g;
+}
+
+/* infer.c */
+ge2_status ge2_infer_LAYER_NORM(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
+ge2_status ge2_infer_LAYER_NORM_GRAD_PARAMS(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
+ge2_status ge2_infer_LAYER_NORM_GRAD_INPUT(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
+
 /* backward.c */
 ge2_status ge2_backward_batch_norm(ge2_autograd *ag, const ge2_node *node, const int *dy);
+ge2_status ge2_backward_layer_norm(ge2_autograd *ag, const ge2_node *node, const int *dy);
 
 /* cpu.c: shapes from the launch views, in the dtype of input 0 (f32, or f64
  * for gradient checks); outputs whose data is NULL are skipped */
 ge2_status ge2_cpu_batch_norm(const ge2_launch *l);
 ge2_status ge2_cpu_batch_norm_grad_params(const ge2_launch *l);
 ge2_status ge2_cpu_batch_norm_grad_input(const ge2_launch *l);
+ge2_status ge2_cpu_layer_norm(const ge2_launch *l);
+ge2_status ge2_cpu_layer_norm_grad_params(const ge2_launch *l);
+ge2_status ge2_cpu_layer_norm_grad_input(const ge2_launch *l);
 
 /* CUDA launchers (f32): enqueue on launch->stream, capturable */
 ge2_status ge2_cuda_batch_norm_launch(const ge2_launch *launch);
 ge2_status ge2_cuda_batch_norm_grad_params_launch(const ge2_launch *launch);
 ge2_status ge2_cuda_batch_norm_grad_input_launch(const ge2_launch *launch);
+ge2_status ge2_cuda_layer_norm_launch(const ge2_launch *launch);
+ge2_status ge2_cuda_layer_norm_grad_params_launch(const ge2_launch *launch);
+ge2_status ge2_cuda_layer_norm_grad_input_launch(const ge2_launch *launch);
 
 /* ops.c */
 extern const ge2_op_def ge2_op_def_batch_norm;
 extern const ge2_op_def ge2_op_def_batch_norm_grad_params;
 extern const ge2_op_def ge2_op_def_batch_norm_grad_input;
+extern const ge2_op_def ge2_op_def_layer_norm;
+extern const ge2_op_def ge2_op_def_layer_norm_grad_params;
+extern const ge2_op_def ge2_op_def_layer_norm_grad_input;
 
 #ifdef __cplusplus
 }

@@ -39,3 +39,42 @@ const ge2_op_def ge2_op_def_batch_norm_grad_input = {
     .cpu = ge2_cpu_batch_norm_grad_input,
     .cuda = {NULL, ge2_cuda_batch_norm_grad_input_launch, NULL, NULL},
 };
+
+/* x, weight[, bias] -> y, saved */
+const ge2_op_def ge2_op_def_layer_norm = {
+    .name = "layer_norm",
+    .min_inputs = 2,
+    .max_inputs = 3,
+    .max_outputs = 2,
+    .flags = 0,
+    .infer = ge2_infer_LAYER_NORM,
+    .backward = ge2_backward_layer_norm,
+    .cpu = ge2_cpu_layer_norm,
+    .cuda = {NULL, ge2_cuda_layer_norm_launch, NULL, NULL},
+};
+
+/* dy, x, saved -> dweight, dbias */
+const ge2_op_def ge2_op_def_layer_norm_grad_params = {
+    .name = "layer_norm_grad_params",
+    .min_inputs = 3,
+    .max_inputs = 3,
+    .max_outputs = 2,
+    .flags = 0,
+    .infer = ge2_infer_LAYER_NORM_GRAD_PARAMS,
+    .backward = NULL,
+    .cpu = ge2_cpu_layer_norm_grad_params,
+    .cuda = {NULL, ge2_cuda_layer_norm_grad_params_launch, NULL, NULL},
+};
+
+/* dy, x, weight, saved -> dx */
+const ge2_op_def ge2_op_def_layer_norm_grad_input = {
+    .name = "layer_norm_grad_input",
+    .min_inputs = 4,
+    .max_inputs = 4,
+    .max_outputs = 1,
+    .flags = 0,
+    .infer = ge2_infer_LAYER_NORM_GRAD_INPUT,
+    .backward = NULL,
+    .cpu = ge2_cpu_layer_norm_grad_input,
+    .cuda = {NULL, ge2_cuda_layer_norm_grad_input_launch, NULL, NULL},
+};

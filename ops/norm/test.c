@@ -1,4 +1,4 @@
-/* The normalization family's test cases: for each op a random valid
+/* The normalization family's test cases (batch norm, layer norm): for each op a random valid
  * instance (its case body) and its float64 forward reference, registered
  * for the table-driven suites (tests/support/op_cases.h). The table runs
  * train steps: BATCH_NORM's references normalize by the batch statistics
@@ -92,6 +92,62 @@ static ge2_status case_batch_norm_grad_input(ge2_case_ctx *c)
     return ge2_case_direct(c, GE2_OP_BATCH_NORM_GRAD_INPUT, ts, 6 + a.batch_norm.relu, 1, &a);
 }
 
+/* x [..., C]: 1 to 3 dims, rows of 1 to 5 values */
+static ge2_shape random_rows(ge2_case_ctx *c)
+{
+    ge2_shape s = ge2_case_random_shape(c, 1, 3);
+    s.dim[s.ndim - 1] = ge2_case_irange(c, 1, 5);
+    return s;
+}
+
+static ge2_status case_layer_norm(ge2_case_ctx *c)
+{
+    ge2_shape xs = random_rows(c), cs = ge2_shape1(xs.dim[xs.ndim - 1]);
+    ge2_tensor *x, *w, *b = NULL, *y;
+    GE2_TRY(ge2_case_operand(c, xs, &x));
+    GE2_TRY(ge2_case_operand(c, cs, &w));
+    if (ge2_case_coin(c))
+        GE2_TRY(ge2_case_operand(c, cs, &b));
+    GE2_TRY(ge2_layer_norm(c->inst->graph, x, w, b, ge2_case_coin(c) ? 1e-5 : 1e-2, &y));
+    return ge2_case_last_node(c);
+}
+
+/* saved [2, rows]: any mean, a positive rstd */
+static ge2_status case_row_saved(ge2_case_ctx *c, ge2_shape xs, ge2_tensor **saved)
+{
+    const int64_t rows = ge2_ref_numel(xs) / xs.dim[xs.ndim - 1];
+    GE2_TRY(ge2_case_plain(c, ge2_shape2(2, rows), saved));
+    ge2_feed *f = &c->inst->feeds[c->inst->n_feeds - 1];
+    for (int64_t k = rows; k < 2 * rows; k++) {
+        if (c->dtype == GE2_F64)
+            ((double *)f->data)[k] = 0.5 + fabs(((double *)f->data)[k]);
+        else
+            ((float *)f->data)[k] = 0.5f + fabsf(((float *)f->data)[k]);
+    }
+    return GE2_OK;
+}
+
+static ge2_status case_layer_norm_grad_params(ge2_case_ctx *c)
+{
+    ge2_shape xs = random_rows(c);
+    ge2_tensor *ts[3];
+    GE2_TRY(ge2_case_plain(c, xs, &ts[0]));
+    GE2_TRY(ge2_case_plain(c, xs, &ts[1]));
+    GE2_TRY(case_row_saved(c, xs, &ts[2]));
+    return ge2_case_direct(c, GE2_OP_LAYER_NORM_GRAD_PARAMS, ts, 3, 2, NULL);
+}
+
+static ge2_status case_layer_norm_grad_input(ge2_case_ctx *c)
+{
+    ge2_shape xs = random_rows(c);
+    ge2_tensor *ts[4];
+    GE2_TRY(ge2_case_plain(c, xs, &ts[0]));
+    GE2_TRY(ge2_case_plain(c, xs, &ts[1]));
+    GE2_TRY(ge2_case_plain(c, ge2_shape1(xs.dim[xs.ndim - 1]), &ts[2]));
+    GE2_TRY(case_row_saved(c, xs, &ts[3]));
+    return ge2_case_direct(c, GE2_OP_LAYER_NORM_GRAD_INPUT, ts, 4, 1, NULL);
+}
+
 /* ------------------------------------------------- float64 references */
 
 /* x [N, C, inner]: channel c's k-th value */
@@ -161,8 +217,66 @@ static void ref_batch_norm_grad_input(const ge2_node *node, const ref_tensor *in
         }
 }
 
+/* y = (x - mean) / sqrt(var + eps) · w + b per row, biased variance */
+static void ref_layer_norm(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
+{
+    const int64_t C = in[0].shape.dim[in[0].shape.ndim - 1], rows = ge2_ref_numel(in[0].shape) / C;
+    for (int64_t r = 0; r < rows; r++) {
+        const double *x = in[0].v + r * C;
+        double mean = 0, var = 0;
+        for (int64_t i = 0; i < C; i++)
+            mean += x[i] / (double)C;
+        for (int64_t i = 0; i < C; i++)
+            var += pow(x[i] - mean, 2) / (double)C;
+        const double sd = sqrt(var + node->attrs.layer_norm.eps);
+        for (int64_t i = 0; i < C; i++)
+            out[0].v[r * C + i] = (x[i] - mean) / sd * in[1].v[i] + (node->n_inputs > 2 ? in[2].v[i] : 0);
+        if (node->n_outputs > 1) {
+            out[1].v[r] = mean;
+            out[1].v[rows + r] = 1 / sd;
+        }
+    }
+}
+
+static void ref_layer_norm_grad_params(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
+{
+    (void)node;
+    const int64_t C = in[1].shape.dim[in[1].shape.ndim - 1], rows = ge2_ref_numel(in[1].shape) / C;
+    for (int64_t i = 0; i < C; i++) {
+        out[0].v[i] = out[1].v[i] = 0;
+        for (int64_t r = 0; r < rows; r++) {
+            out[0].v[i] += in[0].v[r * C + i] * (in[1].v[r * C + i] - in[2].v[r]) * in[2].v[rows + r];
+            out[1].v[i] += in[0].v[r * C + i];
+        }
+    }
+}
+
+/* d/dx of sum(dy · y) within each row, from the chain rule:
+ * dx = rstd·(g - mean(g) - x̂·mean(g·x̂)), g = dy·w */
+static void ref_layer_norm_grad_input(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
+{
+    (void)node;
+    const int64_t C = in[1].shape.dim[in[1].shape.ndim - 1], rows = ge2_ref_numel(in[1].shape) / C;
+    for (int64_t r = 0; r < rows; r++) {
+        const double mean = in[3].v[r], rstd = in[3].v[rows + r];
+        double mg = 0, mgx = 0;
+        for (int64_t i = 0; i < C; i++) {
+            const double g = in[0].v[r * C + i] * in[2].v[i];
+            mg += g / (double)C;
+            mgx += g * (in[1].v[r * C + i] - mean) * rstd / (double)C;
+        }
+        for (int64_t i = 0; i < C; i++) {
+            const double g = in[0].v[r * C + i] * in[2].v[i], xh = (in[1].v[r * C + i] - mean) * rstd;
+            out[0].v[r * C + i] = rstd * (g - mg - xh * mgx);
+        }
+    }
+}
+
 /* --------------------------------------------------------- registration */
 
 GE2_OP_TEST(batch_norm, GE2_CASE_GRADIENT, case_batch_norm, ref_batch_norm)
 GE2_OP_TEST(batch_norm_grad_params, GE2_CASE_FORWARD, case_batch_norm_grad_params, ref_batch_norm_grad_params)
 GE2_OP_TEST(batch_norm_grad_input, GE2_CASE_FORWARD, case_batch_norm_grad_input, ref_batch_norm_grad_input)
+GE2_OP_TEST(layer_norm, GE2_CASE_GRADIENT, case_layer_norm, ref_layer_norm)
+GE2_OP_TEST(layer_norm_grad_params, GE2_CASE_FORWARD, case_layer_norm_grad_params, ref_layer_norm_grad_params)
+GE2_OP_TEST(layer_norm_grad_input, GE2_CASE_FORWARD, case_layer_norm_grad_input, ref_layer_norm_grad_input)
