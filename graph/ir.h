@@ -113,6 +113,11 @@ typedef struct ge2_batch_norm_attrs {
     bool relu;
 } ge2_batch_norm_attrs;
 
+/* EMBEDDING_BACKWARD: the table's row count (the gradient's first dim). */
+typedef struct ge2_embedding_attrs {
+    int64_t rows;
+} ge2_embedding_attrs;
+
 /* LAYER_NORM: PyTorch's LayerNorm eps. */
 typedef struct ge2_layer_norm_attrs {
     double eps;
@@ -134,6 +139,7 @@ typedef union ge2_attrs {
     ge2_pool2d_attrs pool2d;
     ge2_batch_norm_attrs batch_norm;
     ge2_layer_norm_attrs layer_norm;
+    ge2_embedding_attrs embedding;
     unsigned char bytes[GE2_OP_ATTRS_BYTES]; /* a registered op's own attrs (ge2_node_attrs) */
 } ge2_attrs;
 

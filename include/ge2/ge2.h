@@ -270,6 +270,13 @@ ge2_status ge2_batch_norm(ge2_graph *graph, ge2_tensor *x, ge2_tensor *weight, g
 ge2_status ge2_batch_norm_layer(ge2_graph *graph, const char *prefix, ge2_tensor *x, double momentum, double eps,
                                 ge2_tensor **y);
 
+/* Rows of table [V, C] picked by ids (i32, any shape, each in [0, V)): y
+ * [ids..., C], as PyTorch's F.embedding(ids, table). The table's gradient
+ * adds each position's dy into its row in position order, the same bits
+ * every run. An id outside [0, V) is an error on the CPU and gives a row of
+ * zeros on CUDA. */
+ge2_status ge2_embedding(ge2_graph *graph, ge2_tensor *ids, ge2_tensor *table, ge2_tensor **y);
+
 /* Layer normalization over the last dim of x [..., C], as PyTorch's
  * LayerNorm(C): (x - mean) / sqrt(var + eps) · weight + bias with each row's
  * mean and biased variance; weight [C], bias [C] or NULL. */
