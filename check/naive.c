@@ -70,6 +70,7 @@ ge2_status ge2_naive_new(const ge2_graph *g, const ge2_feed *feeds, int n_feeds,
     n->mode = GE2_MODE_TRAIN;
     n->control.loss_scale = 1.0f;
     n->control.clip_factor = 1.0f;
+    n->control.rng_seed = g->seed; /* as a program's: ops that draw (dropout) draw the same */
     ge2_free(feed_shapes);
     *out = n;
     return GE2_OK;

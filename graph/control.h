@@ -30,7 +30,7 @@ typedef struct ge2_control {
     float bias_correction2; /* 1 - beta2^step */
     float grad_norm;        /* global L2 norm of the gradients, before clipping */
     float clip_factor;      /* min(1, clip_norm / (grad_norm + 1e-6)); 1 without clipping */
-    uint64_t rng_offset;    /* advanced by kernels that draw random numbers */
+    uint64_t rng_offset;    /* advanced by the optimizer's commit every train step; read by kernels that draw random numbers (dropout) */
 
     /* scratch for kernels that finish a reduction across blocks in one launch */
     uint32_t blocks_done;

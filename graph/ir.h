@@ -113,6 +113,15 @@ typedef struct ge2_batch_norm_attrs {
     bool relu;
 } ge2_batch_norm_attrs;
 
+/* DROPOUT and DROPOUT_BACKWARD: the probability p of zeroing an element
+ * (kept ones scale by 1/(1-p)), and the stream, which tells this dropout's
+ * draws from every other's in the step (the forward's and its backward's
+ * are the same, so the backward draws the same mask again). */
+typedef struct ge2_dropout_attrs {
+    double p;
+    uint32_t stream;
+} ge2_dropout_attrs;
+
 /* EMBEDDING_BACKWARD: the table's row count (the gradient's first dim). */
 typedef struct ge2_embedding_attrs {
     int64_t rows;
@@ -140,6 +149,7 @@ typedef union ge2_attrs {
     ge2_batch_norm_attrs batch_norm;
     ge2_layer_norm_attrs layer_norm;
     ge2_embedding_attrs embedding;
+    ge2_dropout_attrs dropout;
     unsigned char bytes[GE2_OP_ATTRS_BYTES]; /* a registered op's own attrs (ge2_node_attrs) */
 } ge2_attrs;
 

@@ -308,9 +308,12 @@ static inline GE2_HD bool ge2_opt_node_done(ge2_control *ctl, int update_nodes)
     return true;
 }
 
-/* Step 5's commit; `update` says whether this step was an update step. */
+/* Step 5's commit; `update` says whether this step was an update step.
+ * Every train step moves the random offset on, so the next one's dropout
+ * masks (graph/philox.h) are fresh without the host. */
 static inline GE2_HD void ge2_opt_commit(ge2_control *ctl, bool update, const ge2_opt_scalars *s)
 {
+    ctl->rng_offset += 1;
     if (!update) {
         ctl->micro_step += 1;
         return;

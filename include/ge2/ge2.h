@@ -270,6 +270,15 @@ ge2_status ge2_batch_norm(ge2_graph *graph, ge2_tensor *x, ge2_tensor *weight, g
 ge2_status ge2_batch_norm_layer(ge2_graph *graph, const char *prefix, ge2_tensor *x, double momentum, double eps,
                                 ge2_tensor **y);
 
+/* Dropout: in a train step each element of x is zeroed with probability p
+ * (in [0, 1)) and the rest scale by 1/(1 - p); an eval step passes x
+ * through. The draws are Philox counters of the graph's seed, the step's
+ * random offset (the control block's, which every train step's optimizer
+ * commit advances on the device, so each replay draws a fresh mask) and
+ * this dropout's stream: the same seed gives the same masks on the CPU and
+ * on CUDA. The backward draws the mask again instead of storing it. */
+ge2_status ge2_dropout(ge2_graph *graph, ge2_tensor *x, double p, ge2_tensor **y);
+
 /* Rows of table [V, C] picked by ids (i32, any shape, each in [0, V)): y
  * [ids..., C], as PyTorch's F.embedding(ids, table). The table's gradient
  * adds each position's dy into its row in position order, the same bits

@@ -26,4 +26,9 @@ int64_t ge2_ref_ravel(const int64_t idx[GE2_MAX_DIMS], ge2_shape s);
 int64_t ge2_ref_broadcast_index(const int64_t idx[GE2_MAX_DIMS], ge2_shape big, ge2_shape small);
 int64_t ge2_ref_numel(ge2_shape s);
 
+/* The random stream the node under test drew from (the control block's
+ * seed and offset when it ran), set by the suite before ref_eval: the
+ * references of ops that draw (dropout) draw the same. */
+extern uint64_t ge2_ref_rng_seed, ge2_ref_rng_offset;
+
 #endif /* GE2_TESTS_SUPPORT_REFERENCE_H */

@@ -1,0 +1,11 @@
+/* Backward of DROPOUT: the same mask (same p, same stream, same step)
+ * applied to dy. */
+#include "ops/dropout/dropout.h"
+
+ge2_status ge2_backward_dropout(ge2_autograd *ag, const ge2_node *node, const int *dy)
+{
+    int d, g;
+    GE2_TRY(ge2_ag_dy_tensor(ag, dy[0], &d));
+    GE2_TRY(ge2_ag_emit(ag, GE2_OP_DROPOUT_BACKWARD, &d, 1, &node->attrs, &g));
+    return ge2_ag_accumulate(ag, node->inputs[0], g);
+}

@@ -1,0 +1,37 @@
+/* DROPOUT and DROPOUT_BACKWARD on the CPU: the same masking (a train
+ * step's; an eval step copies). */
+#include <string.h>
+
+#include "kernels/cpu/cpu_util.h"
+#include "ops/dropout/dropout.h"
+
+#define DROPOUT(T, SUF)                                                                                           \
+    static ge2_status dropout_##SUF(const ge2_launch *l)                                                        \
+    {                                                                                                           \
+        const T *x = l->in[0].data;                                                                             \
+        T *y = l->out[0].data;                                                                                  \
+        const int64_t n = ge2_shape_numel(l->in[0].shape);                                                      \
+        const ge2_dropout_attrs *a = &l->node->attrs.dropout;                                                   \
+        if (!y)                                                                                                 \
+            return GE2_OK;                                                                                      \
+        if (!l->training || a->p == 0) {                                                                        \
+            if (y != x)                                                                                         \
+                memmove(y, x, sizeof(T) * (size_t)n);                                                           \
+            return GE2_OK;                                                                                      \
+        }                                                                                                       \
+        const uint64_t seed = l->control->rng_seed, offset = l->control->rng_offset;                            \
+        const float p = (float)a->p, scale = ge2_dropout_scale(a->p);                                           \
+        for (int64_t i = 0; i < n; i++)                                                                         \
+            y[i] = ge2_dropout_keeps(seed, offset, a->stream, p, (uint64_t)i) ? (T)(x[i] * (T)scale) : (T)0;    \
+        return GE2_OK;                                                                                          \
+    }
+
+GE2_CPU_DEFINE_BOTH(DROPOUT)
+
+ge2_status ge2_cpu_dropout(const ge2_launch *l)
+{
+    if (l->training && !l->control)
+        return ge2_error(GE2_ERR_STATE, "ge2_%s (node %d): a train step without the control block",
+                         ge2_op_name(l->node->op), l->node->id);
+    return GE2_CPU_DISPATCH(dropout, l, l->in[0].dtype);
+}

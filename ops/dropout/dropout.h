@@ -1,0 +1,59 @@
+/* The dropout family: DROPOUT (x -> y: in a train step each element zeroed
+ * with probability p, the rest scaled by 1/(1-p); an eval step copies) and
+ * DROPOUT_BACKWARD (dy -> dx through the same mask, drawn again).
+ *
+ * Element i of a dropout with stream s keeps when the first word of
+ * Philox4x32-10 (graph/philox.h) at counter (i, s, the step's rng_offset)
+ * under the graph's seed, as a uniform in [0, 1), is at least p. Both
+ * backends compute exactly that, so one seed gives one mask on both.
+ *
+ * ops.c holds the definitions (registered by ops/builtin.def's lines); the
+ * rest of the folder is their parts: infer.c, backward.c, api.c (the public
+ * builder), cpu.c, cuda.cu and test.c (test cases and float64 references). */
+#ifndef GE2_OPS_DROPOUT_DROPOUT_H
+#define GE2_OPS_DROPOUT_DROPOUT_H
+
+/* nvcc compiles the CUDA launchers as C++: these are C declarations */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "autograd/autograd.h"
+#include "graph/control.h"
+#include "graph/op_support.h"
+#include "graph/philox.h"
+#include "ops/ops.h"
+
+/* Whether element i of dropout `stream` survives under the control block's
+ * seed and offset. */
+static inline GE2_HD bool ge2_dropout_keeps(uint64_t seed, uint64_t offset, uint32_t stream, float p, uint64_t i)
+{
+    ge2_philox4 counter = {{(uint32_t)i, (uint32_t)(i >> 32), stream, (uint32_t)offset}};
+    ge2_philox4 r = ge2_philox4x32_10(counter, (uint32_t)seed, (uint32_t)(seed >> 32) ^ (uint32_t)(offset >> 32));
+    return ge2_philox_uniform(r.v[0]) >= p;
+}
+
+/* The kept elements' scale, 1/(1-p), rounded once to f32 for both backends. */
+static inline float ge2_dropout_scale(double p) { return (float)(1.0 / (1.0 - p)); }
+
+/* infer.c */
+ge2_status ge2_infer_DROPOUT(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
+
+/* backward.c */
+ge2_status ge2_backward_dropout(ge2_autograd *ag, const ge2_node *node, const int *dy);
+
+/* cpu.c */
+ge2_status ge2_cpu_dropout(const ge2_launch *l);
+
+/* cuda.cu (f32): enqueue on launch->stream, capturable */
+ge2_status ge2_cuda_dropout_launch(const ge2_launch *launch);
+
+/* ops.c */
+extern const ge2_op_def ge2_op_def_dropout;
+extern const ge2_op_def ge2_op_def_dropout_backward;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GE2_OPS_DROPOUT_DROPOUT_H */

@@ -1,0 +1,48 @@
+/* The dropout family's test cases for the table-driven suites: train-step
+ * instances (the table runs train steps), so the mask is drawn; the float64
+ * references draw it with the same Philox function under the instance's
+ * seed and offset, which the kernels read from the control block (the
+ * suites' control block: seed and offset of their programs). p is 0.5, so
+ * both branches occur. tests/ops/dropout_test checks the mask's statistics
+ * and that replays draw fresh ones. */
+#include "graph/error.h"
+#include "ops/dropout/dropout.h"
+#include "tests/support/op_cases.h"
+
+static ge2_status case_dropout(ge2_case_ctx *c)
+{
+    ge2_tensor *x, *y;
+    GE2_TRY(ge2_case_operand(c, ge2_case_random_shape(c, 1, 3), &x));
+    GE2_TRY(ge2_dropout(c->inst->graph, x, 0.5, &y));
+    return ge2_case_last_node(c);
+}
+
+static ge2_status case_dropout_backward(ge2_case_ctx *c)
+{
+    ge2_tensor *dy;
+    GE2_TRY(ge2_case_plain(c, ge2_case_random_shape(c, 1, 3), &dy));
+    ge2_attrs a;
+    a.dropout.p = 0.5;
+    a.dropout.stream = (uint32_t)ge2_case_irange(c, 0, 1000);
+    return ge2_case_direct(c, GE2_OP_DROPOUT_BACKWARD, &dy, 1, 1, &a);
+}
+
+/* y = x / (1 - p) where element i's draw keeps it, else 0; the draw is
+ * Philox4x32-10 (checked against its published answers in
+ * tests/ops/dropout_test) at the counter layout ops/dropout/dropout.h
+ * documents */
+static void ref_dropout(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
+{
+    const double p = node->attrs.dropout.p;
+    const uint64_t seed = ge2_ref_rng_seed, offset = ge2_ref_rng_offset;
+    for (int64_t i = 0; i < ge2_ref_numel(in[0].shape); i++) {
+        ge2_philox4 counter = {{(uint32_t)i, (uint32_t)((uint64_t)i >> 32), node->attrs.dropout.stream,
+                                (uint32_t)offset}};
+        ge2_philox4 r = ge2_philox4x32_10(counter, (uint32_t)seed, (uint32_t)(seed >> 32) ^ (uint32_t)(offset >> 32));
+        const double u = (double)(r.v[0] >> 8) / 16777216.0;
+        out[0].v[i] = u >= p ? in[0].v[i] / (1.0 - p) : 0.0;
+    }
+}
+
+GE2_OP_TEST(dropout, GE2_CASE_GRADIENT, case_dropout, ref_dropout)
+GE2_OP_TEST(dropout_backward, GE2_CASE_FORWARD, case_dropout_backward, ref_dropout)

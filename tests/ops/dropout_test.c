@@ -1,0 +1,148 @@
+/* Dropout: the generator against Philox4x32-10's published known answers
+ * (Random123's kat_vectors), then through a compiled program on the CPU
+ * backend: each train step draws a fresh mask (the optimizer's commit moves
+ * the control block's offset on), the keep rate is 1 - p within 4 standard
+ * deviations, kept values scale by 1/(1 - p), the same seed draws the same
+ * masks again, and an eval step passes x through. */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ge2/ge2.h"
+#include "graph/philox.h"
+#include "tests/support/check_main.h"
+
+#define API(call) ck_assert_msg((call) == GE2_OK, "%s: %s", #call, ge2_last_error())
+
+START_TEST(philox_matches_its_known_answers)
+{
+    static const struct {
+        uint32_t counter[4], key[2], want[4];
+    } kat[] = {
+        {{0, 0, 0, 0}, {0, 0}, {0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}},
+        {{~0u, ~0u, ~0u, ~0u}, {~0u, ~0u}, {0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu}},
+        {{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u},
+         {0xa4093822u, 0x299f31d0u},
+         {0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u}},
+    };
+    for (size_t k = 0; k < sizeof kat / sizeof kat[0]; k++) {
+        ge2_philox4 c = {{kat[k].counter[0], kat[k].counter[1], kat[k].counter[2], kat[k].counter[3]}};
+        ge2_philox4 r = ge2_philox4x32_10(c, kat[k].key[0], kat[k].key[1]);
+        for (int i = 0; i < 4; i++)
+            ck_assert_msg(r.v[i] == kat[k].want[i], "vector %zu word %d: %08x, expected %08x", k, i, r.v[i],
+                          kat[k].want[i]);
+    }
+}
+END_TEST
+
+enum { N = 20000, STEPS = 3 };
+static const double P = 0.3;
+
+typedef struct net {
+    ge2_context *ctx;
+    ge2_graph *g;
+    ge2_program *prog;
+    ge2_tensor *x, *y, *target;
+} net;
+
+/* y = dropout(x ⊙ w) with w a parameter of ones that SGD at lr 1e-30 leaves be
+ * (the optimizer's commit is what moves the offset) */
+static void net_open(net *n, uint64_t seed)
+{
+    ge2_tensor *w, *h, *loss;
+    API(ge2_context_new(GE2_DEVICE_CPU, &n->ctx));
+    API(ge2_graph_new(&n->g));
+    API(ge2_graph_set_seed(n->g, seed));
+    API(ge2_input(n->g, "x", GE2_F32, ge2_shape1(N), &n->x));
+    API(ge2_label(n->g, "target", GE2_F32, ge2_shape1(N), &n->target));
+    API(ge2_parameter(n->g, "w", GE2_F32, ge2_shape1(N), (ge2_init){GE2_INIT_CONSTANT, 1, 0, 0}, &w));
+    API(ge2_mul(n->g, n->x, w, &h));
+    API(ge2_dropout(n->g, h, P, &n->y));
+    API(ge2_mark_output(n->g, n->y));
+    API(ge2_mse_loss(n->g, n->y, n->target, &loss));
+    API(ge2_backward(n->g, loss));
+    ge2_optimizer_config sgd = ge2_optimizer_defaults(GE2_OPT_SGD);
+    sgd.lr = 1e-30; /* w stays 1 in f32 */
+    API(ge2_optimizer(n->g, &sgd));
+    API(ge2_compile(n->ctx, n->g, NULL, &n->prog));
+}
+
+static void net_close(net *n)
+{
+    ge2_program_free(n->prog);
+    ge2_graph_free(n->g);
+    ge2_context_free(n->ctx);
+}
+
+/* STEPS train steps of x = 1..N; masks[s][i] = y's element i of step s */
+static void draw(net *n, float masks[STEPS][N])
+{
+    static float x[N], t[N];
+    for (int i = 0; i < N; i++)
+        x[i] = (float)(i + 1);
+    ge2_feed f[2] = {{n->x, x, ge2_shape1(N)}, {n->target, t, ge2_shape1(N)}};
+    for (int s = 0; s < STEPS; s++) {
+        API(ge2_program_step(n->prog, GE2_MODE_TRAIN, f, 2));
+        API(ge2_program_read_output(n->prog, GE2_MODE_TRAIN, n->y, masks[s], sizeof(float) * N));
+    }
+}
+
+START_TEST(train_steps_draw_fresh_masks_at_the_right_rate)
+{
+    static float a[STEPS][N], b[STEPS][N];
+    net n1, n2;
+    net_open(&n1, 7);
+    net_open(&n2, 7);
+    draw(&n1, a);
+    draw(&n2, b);
+    const float scale = (float)(1.0 / (1.0 - P));
+    for (int s = 0; s < STEPS; s++) {
+        int kept = 0;
+        for (int i = 0; i < N; i++) {
+            ck_assert_msg(a[s][i] == 0.0f || a[s][i] == (float)(i + 1) * scale, "step %d [%d] = %g", s, i,
+                          (double)a[s][i]);
+            kept += a[s][i] != 0.0f;
+        }
+        const double sd = sqrt(N * P * (1 - P));
+        ck_assert_msg(fabs(kept - N * (1 - P)) < 4 * sd, "step %d kept %d of %d (p %g)", s, kept, N, P);
+        /* one seed, one sequence of masks */
+        ck_assert(memcmp(a[s], b[s], sizeof a[s]) == 0);
+    }
+    for (int s = 1; s < STEPS; s++) {
+        int same = 0;
+        for (int i = 0; i < N; i++)
+            same += (a[s][i] != 0.0f) == (a[0][i] != 0.0f);
+        /* independent masks agree on a fraction p² + (1-p)² of the elements */
+        ck_assert_msg(same < N * 0.7, "step %d's mask repeats step 0's (%d of %d agree)", s, same, N);
+    }
+    net_close(&n1);
+    net_close(&n2);
+}
+END_TEST
+
+START_TEST(eval_passes_x_through)
+{
+    net n;
+    net_open(&n, 3);
+    static float x[N], t[N], y[N];
+    for (int i = 0; i < N; i++)
+        x[i] = (float)i * 0.5f;
+    ge2_feed f[2] = {{n.x, x, ge2_shape1(N)}, {n.target, t, ge2_shape1(N)}};
+    API(ge2_program_step(n.prog, GE2_MODE_EVAL, f, 2));
+    API(ge2_program_read_output(n.prog, GE2_MODE_EVAL, n.y, y, sizeof y));
+    ck_assert(memcmp(x, y, sizeof x) == 0);
+    net_close(&n);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("dropout");
+    TCase *tc = tcase_create("dropout");
+    tcase_add_test(tc, philox_matches_its_known_answers);
+    tcase_add_test(tc, train_steps_draw_fresh_masks_at_the_right_rate);
+    tcase_add_test(tc, eval_passes_x_through);
+    suite_add_tcase(s, tc);
+    return ge2_check_run(s);
+}
