@@ -113,6 +113,13 @@ typedef struct ge2_batch_norm_attrs {
     bool relu;
 } ge2_batch_norm_attrs;
 
+/* ATTENTION and its backward ops: causal masking (query t sees keys 0..t)
+ * and the score scale (0: 1/sqrt(D)). */
+typedef struct ge2_attention_attrs {
+    bool causal;
+    double scale;
+} ge2_attention_attrs;
+
 /* DROPOUT and DROPOUT_BACKWARD: the probability p of zeroing an element
  * (kept ones scale by 1/(1-p)), and the stream, which tells this dropout's
  * draws from every other's in the step (the forward's and its backward's
@@ -150,6 +157,7 @@ typedef union ge2_attrs {
     ge2_layer_norm_attrs layer_norm;
     ge2_embedding_attrs embedding;
     ge2_dropout_attrs dropout;
+    ge2_attention_attrs attention;
     unsigned char bytes[GE2_OP_ATTRS_BYTES]; /* a registered op's own attrs (ge2_node_attrs) */
 } ge2_attrs;
 

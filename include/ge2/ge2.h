@@ -270,6 +270,14 @@ ge2_status ge2_batch_norm(ge2_graph *graph, ge2_tensor *x, ge2_tensor *weight, g
 ge2_status ge2_batch_norm_layer(ge2_graph *graph, const char *prefix, ge2_tensor *x, double momentum, double eps,
                                 ge2_tensor **y);
 
+/* Scaled dot-product attention over q, k, v [..., T, D] (leading dims are
+ * batch and heads, e.g. [B, H, T, D]): y = softmax(q·kᵀ / sqrt(D)) · v, with
+ * query t seeing keys 0..t when causal. The T x T scores are never stored:
+ * the forward keeps each query's log-sum-exp and the backward recomputes
+ * the scores from it (flash attention's scheme); the backward's sums run in
+ * a fixed order, the same bits every run. */
+ge2_status ge2_attention(ge2_graph *graph, ge2_tensor *q, ge2_tensor *k, ge2_tensor *v, bool causal, ge2_tensor **y);
+
 /* Dropout: in a train step each element of x is zeroed with probability p
  * (in [0, 1)) and the rest scale by 1/(1 - p); an eval step passes x
  * through. The draws are Philox counters of the graph's seed, the step's

@@ -1,0 +1,14 @@
+/* The public builder of the attention family. */
+#include <string.h>
+
+#include "ops/attention/attention.h"
+
+ge2_status ge2_attention(ge2_graph *graph, ge2_tensor *q, ge2_tensor *k, ge2_tensor *v, bool causal, ge2_tensor **y)
+{
+    static const char *const what[3] = {"q", "k", "v"};
+    ge2_tensor *ts[3] = {q, k, v};
+    ge2_attrs a;
+    memset(&a, 0, sizeof a);
+    a.attention.causal = causal;
+    return ge2_graph_add_forward(graph, GE2_OP_ATTENTION, "ge2_attention", ts, what, 3, 2, &a, y);
+}

@@ -1,0 +1,74 @@
+/* The attention family: ATTENTION (q, k, v [..., T, D] -> y [..., T, D],
+ * lse [..., T]: each query's log-sum-exp of its scaled scores), and its
+ * backward ops ATTENTION_GRAD_Q (dy, q, k, v, y, lse -> dq) and
+ * ATTENTION_GRAD_KV (the same inputs -> dk, dv). The leading dims are
+ * flattened into one batch of heads. With p = exp(s - lse), s = scale · q·kᵀ
+ * (masked above the diagonal when causal) and delta_t = dy_t · y_t:
+ *     dv_j = Σ_t p_tj dy_t,   ds_tj = p_tj (dy_t · v_j - delta_t),
+ *     dq_t = scale Σ_j ds_tj k_j,   dk_j = scale Σ_t ds_tj q_t.
+ * Each sum belongs to one output row and runs in index order.
+ *
+ * ops.c holds the definitions (registered by ops/builtin.def's lines); the
+ * rest of the folder is their parts: infer.c, backward.c, api.c (the public
+ * builder), cpu.c, cuda.cu and test.c (test cases and float64 references). */
+#ifndef GE2_OPS_ATTENTION_ATTENTION_H
+#define GE2_OPS_ATTENTION_ATTENTION_H
+
+/* nvcc compiles the CUDA launchers as C++: these are C declarations */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include <math.h>
+
+#include "autograd/autograd.h"
+#include "graph/op_support.h"
+#include "ops/ops.h"
+
+/* q [..., T, D] seen as heads × T × D */
+typedef struct ge2_attn_geom {
+    int64_t heads, t, d;
+} ge2_attn_geom;
+
+static inline ge2_attn_geom ge2_attn_geom_of(ge2_shape q)
+{
+    ge2_attn_geom g = {1, q.dim[q.ndim - 2], q.dim[q.ndim - 1]};
+    for (int i = 0; i + 2 < q.ndim; i++)
+        g.heads *= q.dim[i];
+    return g;
+}
+
+/* The score scale: the attrs', or 1/sqrt(D) */
+static inline double ge2_attn_scale(const ge2_attention_attrs *a, int64_t d)
+{
+    return a->scale != 0 ? a->scale : 1.0 / sqrt((double)d);
+}
+
+/* infer.c */
+ge2_status ge2_infer_ATTENTION(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
+ge2_status ge2_infer_ATTENTION_GRAD_Q(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
+ge2_status ge2_infer_ATTENTION_GRAD_KV(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
+
+/* backward.c */
+ge2_status ge2_backward_attention(ge2_autograd *ag, const ge2_node *node, const int *dy);
+
+/* cpu.c */
+ge2_status ge2_cpu_attention(const ge2_launch *l);
+ge2_status ge2_cpu_attention_grad_q(const ge2_launch *l);
+ge2_status ge2_cpu_attention_grad_kv(const ge2_launch *l);
+
+/* cuda.cu (f32): enqueue on launch->stream, capturable */
+ge2_status ge2_cuda_attention_launch(const ge2_launch *launch);
+ge2_status ge2_cuda_attention_grad_q_launch(const ge2_launch *launch);
+ge2_status ge2_cuda_attention_grad_kv_launch(const ge2_launch *launch);
+
+/* ops.c */
+extern const ge2_op_def ge2_op_def_attention;
+extern const ge2_op_def ge2_op_def_attention_grad_q;
+extern const ge2_op_def ge2_op_def_attention_grad_kv;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GE2_OPS_ATTENTION_ATTENTION_H */

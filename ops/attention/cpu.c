@@ -1,0 +1,150 @@
+/* ATTENTION and its backward ops on the CPU: plain loops, sums in double,
+ * one output row at a time in index order (attention.h has the math). */
+#include <math.h>
+#include <stdlib.h>
+
+#include "graph/alloc.h"
+#include "kernels/cpu/cpu_util.h"
+#include "ops/attention/attention.h"
+
+/* Keys query t sees: 0..t when causal, else all; queries key j is seen by: j..T-1, or all. */
+static int64_t last_key(bool causal, int64_t t, int64_t T) { return causal ? t : T - 1; }
+static int64_t first_query(bool causal, int64_t j) { return causal ? j : 0; }
+
+#define DOT(a, b, n)                                                                                              \
+    ({                                                                                                          \
+        double s_ = 0;                                                                                          \
+        for (int64_t d_ = 0; d_ < (n); d_++)                                                                    \
+            s_ += (double)(a)[d_] * (double)(b)[d_];                                                            \
+        s_;                                                                                                     \
+    })
+
+/* in: q, k, v [heads, T, D]; out: y [heads, T, D], lse [heads, T] */
+#define ATTENTION(T_, SUF)                                                                                        \
+    static ge2_status attention_##SUF(const ge2_launch *l)                                                      \
+    {                                                                                                           \
+        const T_ *q = l->in[0].data, *k = l->in[1].data, *v = l->in[2].data;                                    \
+        T_ *y = l->out[0].data, *lse = l->n_out > 1 ? l->out[1].data : NULL;                                    \
+        const ge2_attn_geom g = ge2_attn_geom_of(l->in[0].shape);                                               \
+        const bool causal = l->node->attrs.attention.causal;                                                    \
+        const double scale = ge2_attn_scale(&l->node->attrs.attention, g.d);                                    \
+        double *s = ge2_malloc(sizeof(double) * (size_t)g.t), *acc = ge2_malloc(sizeof(double) * (size_t)g.d);   \
+        if (!s || !acc) {                                                                                       \
+            ge2_free(s);                                                                                        \
+            ge2_free(acc);                                                                                      \
+            return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_attention: %lld scores", (long long)g.t);              \
+        }                                                                                                       \
+        for (int64_t h = 0; h < g.heads; h++)                                                                   \
+            for (int64_t t = 0; t < g.t; t++) {                                                                 \
+                const int64_t base = h * g.t * g.d, last = last_key(causal, t, g.t);                            \
+                double m = -INFINITY, sum = 0;                                                                  \
+                for (int64_t j = 0; j <= last; j++) {                                                           \
+                    s[j] = scale * DOT(q + base + t * g.d, k + base + j * g.d, g.d);                            \
+                    m = s[j] > m ? s[j] : m;                                                                    \
+                }                                                                                               \
+                for (int64_t j = 0; j <= last; j++)                                                             \
+                    sum += exp(s[j] - m);                                                                       \
+                const double z = m + log(sum);                                                                  \
+                for (int64_t d = 0; d < g.d; d++)                                                               \
+                    acc[d] = 0;                                                                                 \
+                for (int64_t j = 0; j <= last; j++) {                                                           \
+                    const double p = exp(s[j] - z);                                                             \
+                    for (int64_t d = 0; d < g.d; d++)                                                           \
+                        acc[d] += p * v[base + j * g.d + d];                                                    \
+                }                                                                                               \
+                for (int64_t d = 0; y && d < g.d; d++)                                                          \
+                    y[base + t * g.d + d] = (T_)acc[d];                                                         \
+                if (lse)                                                                                        \
+                    lse[h * g.t + t] = (T_)z;                                                                   \
+            }                                                                                                   \
+        ge2_free(s);                                                                                            \
+        ge2_free(acc);                                                                                          \
+        return GE2_OK;                                                                                          \
+    }
+
+/* p and ds of query t (row offset row) and key j (offset key) */
+#define P_DS(p, ds, row, key, t)                                                                                  \
+    const double p = exp(scale * DOT(q + (row), k + (key), g.d) - lse[h * g.t + (t)]);                           \
+    const double ds = p * (DOT(dy + (row), v + (key), g.d) - DOT(dy + (row), y + (row), g.d))
+
+/* in: dy, q, k, v, y [heads, T, D], lse [heads, T]; out: dq, each row's sum over keys in key order */
+#define ATTENTION_GRAD_Q(T_, SUF)                                                                                 \
+    static ge2_status attention_grad_q_##SUF(const ge2_launch *l)                                               \
+    {                                                                                                           \
+        const T_ *dy = l->in[0].data, *q = l->in[1].data, *k = l->in[2].data, *v = l->in[3].data;              \
+        const T_ *y = l->in[4].data, *lse = l->in[5].data;                                                      \
+        T_ *dq = l->out[0].data;                                                                                \
+        const ge2_attn_geom g = ge2_attn_geom_of(l->in[1].shape);                                               \
+        const bool causal = l->node->attrs.attention.causal;                                                    \
+        const double scale = ge2_attn_scale(&l->node->attrs.attention, g.d);                                    \
+        double *acc = ge2_malloc(sizeof(double) * (size_t)g.d);                                                 \
+        if (!acc)                                                                                               \
+            return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_attention_grad_q: %lld values", (long long)g.d);      \
+        for (int64_t h = 0; dq && h < g.heads; h++)                                                             \
+            for (int64_t t = 0; t < g.t; t++) {                                                                 \
+                const int64_t base = h * g.t * g.d, row = base + t * g.d;                                       \
+                for (int64_t d = 0; d < g.d; d++)                                                               \
+                    acc[d] = 0;                                                                                 \
+                for (int64_t j = 0; j <= last_key(causal, t, g.t); j++) {                                       \
+                    P_DS(p, ds, row, base + j * g.d, t);                                                        \
+                    (void)p;                                                                                    \
+                    for (int64_t d = 0; d < g.d; d++)                                                           \
+                        acc[d] += ds * k[base + j * g.d + d];                                                   \
+                }                                                                                               \
+                for (int64_t d = 0; d < g.d; d++)                                                               \
+                    dq[row + d] = (T_)(scale * acc[d]);                                                         \
+            }                                                                                                   \
+        ge2_free(acc);                                                                                          \
+        return GE2_OK;                                                                                          \
+    }
+
+/* in: dy, q, k, v, y [heads, T, D], lse [heads, T]; out: dk, dv, each key's sums over queries in query order */
+#define ATTENTION_GRAD_KV(T_, SUF)                                                                                \
+    static ge2_status attention_grad_kv_##SUF(const ge2_launch *l)                                              \
+    {                                                                                                           \
+        const T_ *dy = l->in[0].data, *q = l->in[1].data, *k = l->in[2].data, *v = l->in[3].data;              \
+        const T_ *y = l->in[4].data, *lse = l->in[5].data;                                                      \
+        T_ *dk = l->out[0].data, *dv = l->out[1].data;                                                          \
+        const ge2_attn_geom g = ge2_attn_geom_of(l->in[1].shape);                                               \
+        const bool causal = l->node->attrs.attention.causal;                                                    \
+        const double scale = ge2_attn_scale(&l->node->attrs.attention, g.d);                                    \
+        double *sk = ge2_malloc(sizeof(double) * 2 * (size_t)g.d), *sv = sk + g.d;                              \
+        if (!sk)                                                                                                \
+            return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_attention_grad_kv: %lld values", (long long)g.d);     \
+        for (int64_t h = 0; h < g.heads; h++)                                                                   \
+            for (int64_t j = 0; j < g.t; j++) {                                                                 \
+                const int64_t base = h * g.t * g.d, key = base + j * g.d;                                       \
+                for (int64_t d = 0; d < g.d; d++)                                                               \
+                    sk[d] = sv[d] = 0;                                                                          \
+                for (int64_t t = first_query(causal, j); t < g.t; t++) {                                        \
+                    const int64_t row = base + t * g.d;                                                         \
+                    P_DS(p, ds, row, key, t);                                                                   \
+                    for (int64_t d = 0; d < g.d; d++) {                                                         \
+                        sv[d] += p * dy[row + d];                                                               \
+                        sk[d] += ds * q[row + d];                                                               \
+                    }                                                                                           \
+                }                                                                                               \
+                for (int64_t d = 0; d < g.d; d++) {                                                             \
+                    if (dk)                                                                                     \
+                        dk[key + d] = (T_)(scale * sk[d]);                                                      \
+                    if (dv)                                                                                     \
+                        dv[key + d] = (T_)sv[d];                                                                \
+                }                                                                                               \
+            }                                                                                                   \
+        ge2_free(sk);                                                                                           \
+        return GE2_OK;                                                                                          \
+    }
+
+GE2_CPU_DEFINE_BOTH(ATTENTION)
+GE2_CPU_DEFINE_BOTH(ATTENTION_GRAD_Q)
+GE2_CPU_DEFINE_BOTH(ATTENTION_GRAD_KV)
+
+ge2_status ge2_cpu_attention(const ge2_launch *l) { return GE2_CPU_DISPATCH(attention, l, l->in[0].dtype); }
+ge2_status ge2_cpu_attention_grad_q(const ge2_launch *l)
+{
+    return GE2_CPU_DISPATCH(attention_grad_q, l, l->in[1].dtype);
+}
+ge2_status ge2_cpu_attention_grad_kv(const ge2_launch *l)
+{
+    return GE2_CPU_DISPATCH(attention_grad_kv, l, l->in[1].dtype);
+}
