@@ -71,6 +71,11 @@ typedef struct ge2_expand_attrs {
     bool mean;
 } ge2_expand_attrs;
 
+/* PERMUTE: output dim i is input dim perm[i] (the first ndim entries). */
+typedef struct ge2_permute_attrs {
+    int perm[GE2_MAX_DIMS];
+} ge2_permute_attrs;
+
 typedef struct ge2_concat_attrs {
     int axis;
 } ge2_concat_attrs;
@@ -148,6 +153,7 @@ typedef union ge2_attrs {
     ge2_reshape_attrs reshape;
     ge2_expand_attrs expand;
     ge2_concat_attrs concat;
+    ge2_permute_attrs permute;
     ge2_slice_attrs slice;
     ge2_loss_attrs loss;
     ge2_optim_attrs optim;

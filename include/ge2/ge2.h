@@ -207,6 +207,10 @@ ge2_status ge2_mean(ge2_graph *graph, ge2_tensor *x, int axis, ge2_tensor **y);
 /* One dim of shape may be -1 (inferred), so the graph re-specializes for other batch sizes. */
 ge2_status ge2_reshape(ge2_graph *graph, ge2_tensor *x, ge2_shape shape, ge2_tensor **y);
 ge2_status ge2_transpose(ge2_graph *graph, ge2_tensor *x, ge2_tensor **y); /* 2-D */
+/* y's dim i is x's dim perm[i], as PyTorch's x.permute(perm) made
+ * contiguous (a copy): perm holds each of 0..n-1 once, n = x's ndim. Split
+ * heads: [B, T, C] -> reshape [B, T, H, D] -> permute {0, 2, 1, 3}. */
+ge2_status ge2_permute(ge2_graph *graph, ge2_tensor *x, const int *perm, int n, ge2_tensor **y);
 ge2_status ge2_concat(ge2_graph *graph, ge2_tensor *const *xs, int n, int axis, ge2_tensor **y);
 ge2_status ge2_slice(ge2_graph *graph, ge2_tensor *x, int axis, int64_t start, int64_t end, ge2_tensor **y);
 

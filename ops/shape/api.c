@@ -15,6 +15,22 @@ ge2_status ge2_reshape(ge2_graph *graph, ge2_tensor *x, ge2_shape shape, ge2_ten
     return ge2_graph_add_forward(graph, GE2_OP_RESHAPE, "ge2_reshape", &x, unary_what, 1, 1, &a, y);
 }
 
+ge2_status ge2_permute(ge2_graph *graph, ge2_tensor *x, const int *perm, int n, ge2_tensor **y)
+{
+    if (!perm || n < 1 || n > GE2_MAX_DIMS)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_permute: perm must hold 1 to %d dims, got %d%s", GE2_MAX_DIMS,
+                         n, perm ? "" : " (NULL)");
+    if (x && n != x->shape.ndim) {
+        char s[64];
+        return ge2_error(GE2_ERR_SHAPE, "ge2_permute: '%s' is %s; perm has %d dims", x->name,
+                         ge2_shape_str(x->shape, s, sizeof s), n);
+    }
+    ge2_attrs a;
+    memset(&a, 0, sizeof a);
+    memcpy(a.permute.perm, perm, sizeof(int) * (size_t)n);
+    return ge2_graph_add_forward(graph, GE2_OP_PERMUTE, "ge2_permute", &x, unary_what, 1, 1, &a, y);
+}
+
 ge2_status ge2_transpose(ge2_graph *graph, ge2_tensor *x, ge2_tensor **y)
 {
     return ge2_graph_add_forward(graph, GE2_OP_TRANSPOSE, "ge2_transpose", &x, unary_what, 1, 1, NULL, y);

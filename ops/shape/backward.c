@@ -25,6 +25,17 @@ ge2_status ge2_backward_transpose(ge2_autograd *ag, const ge2_node *node, const 
     return unary(ag, node, dy, GE2_OP_TRANSPOSE, false, NULL);
 }
 
+/* PERMUTE: dy permuted back by the inverse permutation */
+ge2_status ge2_backward_permute(ge2_autograd *ag, const ge2_node *node, const int *dy)
+{
+    ge2_attrs a;
+    memset(&a, 0, sizeof a);
+    const int n = ag->graph->tensors[node->inputs[0]]->shape.ndim;
+    for (int i = 0; i < n; i++)
+        a.permute.perm[node->attrs.permute.perm[i]] = i;
+    return unary(ag, node, dy, GE2_OP_PERMUTE, false, &a);
+}
+
 ge2_status ge2_backward_slice(ge2_autograd *ag, const ge2_node *node, const int *dy)
 {
     return unary(ag, node, dy, GE2_OP_SLICE_BACKWARD, true, &node->attrs);

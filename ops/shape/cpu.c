@@ -28,6 +28,29 @@ ge2_status ge2_cpu_transpose(const ge2_launch *l)
     return GE2_OK;
 }
 
+/* in: x; out: y with dim i = x's dim perm[i]; element by element, any dtype */
+ge2_status ge2_cpu_permute(const ge2_launch *l)
+{
+    const char *x = l->in[0].data;
+    char *y = l->out[0].data;
+    const ge2_shape xs = l->in[0].shape, ys = l->out[0].shape;
+    const int n = xs.ndim, *perm = l->node->attrs.permute.perm;
+    const size_t es = ge2_dtype_size(l->in[0].dtype);
+    int64_t xstride[GE2_MAX_DIMS], idx[GE2_MAX_DIMS] = {0}, s = 1;
+    for (int i = n - 1; i >= 0; s *= xs.dim[i], i--)
+        xstride[i] = s;
+    const int64_t total = ge2_shape_numel(ys);
+    for (int64_t e = 0; y && e < total; e++) {
+        int64_t at = 0;
+        for (int i = 0; i < n; i++)
+            at += idx[i] * xstride[perm[i]];
+        memcpy(y + (size_t)e * es, x + (size_t)at * es, es);
+        for (int i = n - 1; i >= 0 && ++idx[i] == ys.dim[i]; i--)
+            idx[i] = 0; /* the next index of y, row-major */
+    }
+    return GE2_OK;
+}
+
 /* in: xs[0..n) equal off axis; out: y [.., sum of axis dims, ..] */
 ge2_status ge2_cpu_concat(const ge2_launch *l)
 {

@@ -1,4 +1,4 @@
-// Data movement without arithmetic: RESHAPE, TRANSPOSE, CONCAT, SLICE and
+// Data movement without arithmetic: RESHAPE, TRANSPOSE, PERMUTE, CONCAT, SLICE and
 // SLICE_BACKWARD. Concat and slice view every tensor as [outer, len, inner]
 // around their axis, so one index formula serves every rank.
 #include "kernels/cuda/check.h"
@@ -111,6 +111,46 @@ extern "C" ge2_status ge2_cuda_reshape_launch(const ge2_launch *l)
     return ge2_cuda_check_call(
         l, cudaMemcpyAsync(y, l->in[0].data, bytes, cudaMemcpyDeviceToDevice, ge2_cuda_stream(l)),
         "cudaMemcpyAsync");
+}
+
+// y [d0, d1, d2, d3] (unused leading dims 1) from x: y's dim i steps x by stride[i]
+struct ge2_permute_geom {
+    long long dim[GE2_MAX_DIMS], stride[GE2_MAX_DIMS];
+};
+
+__global__ void ge2_permute_kernel(long long total, ge2_permute_geom g, const float *x, float *y)
+{
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
+         e += (long long)gridDim.x * blockDim.x) {
+        long long rest = e, at = 0;
+        for (int i = GE2_MAX_DIMS - 1; i >= 0; i--) {
+            const long long q = rest / g.dim[i];
+            at += (rest - q * g.dim[i]) * g.stride[i];
+            rest = q;
+        }
+        y[e] = x[at];
+    }
+}
+
+extern "C" ge2_status ge2_cuda_permute_launch(const ge2_launch *l)
+{
+    GE2_TRY(ge2_cuda_require_f32(l, 0));
+    if (!l->out[0].data)
+        return GE2_OK;
+    const ge2_shape xs = l->in[0].shape, ys = l->out[0].shape;
+    const int n = xs.ndim, pad = GE2_MAX_DIMS - n, *perm = l->node->attrs.permute.perm;
+    long long xstride[GE2_MAX_DIMS], s = 1;
+    for (int i = n - 1; i >= 0; s *= xs.dim[i], i--)
+        xstride[i] = s;
+    ge2_permute_geom g;
+    for (int i = 0; i < GE2_MAX_DIMS; i++) {
+        g.dim[i] = i < pad ? 1 : ys.dim[i - pad];
+        g.stride[i] = i < pad ? 0 : xstride[perm[i - pad]];
+    }
+    const long long total = ge2_shape_numel(ys);
+    ge2_permute_kernel<<<ge2_cuda_blocks(total, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(
+        total, g, (const float *)l->in[0].data, (float *)l->out[0].data);
+    return ge2_cuda_check_launch(l, "ge2_permute_kernel");
 }
 
 extern "C" ge2_status ge2_cuda_transpose_launch(const ge2_launch *l)

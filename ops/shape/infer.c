@@ -40,6 +40,22 @@ ge2_status ge2_infer_RESHAPE(const ge2_node *node, const ge2_desc *in, ge2_desc 
     return GE2_OK;
 }
 
+ge2_status ge2_infer_PERMUTE(const ge2_node *node, const ge2_desc *in, ge2_desc *out)
+{
+    const int n = in[0].shape.ndim, *perm = node->attrs.permute.perm;
+    bool seen[GE2_MAX_DIMS] = {false};
+    ge2_shape s = in[0].shape;
+    for (int i = 0; i < n; i++) {
+        if (perm[i] < 0 || perm[i] >= n || seen[perm[i]])
+            return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_permute: %s is %s; perm must hold each of 0..%d once",
+                             in[0].name, GE2_SHAPE_STR(in[0].shape), n - 1);
+        seen[perm[i]] = true;
+        s.dim[i] = in[0].shape.dim[perm[i]];
+    }
+    out[0] = (ge2_desc){in[0].dtype, s, NULL};
+    return GE2_OK;
+}
+
 ge2_status ge2_infer_TRANSPOSE(const ge2_node *node, const ge2_desc *in, ge2_desc *out)
 {
     GE2_TRY(ge2_infer_need_ndim(node, &in[0], 2));

@@ -26,6 +26,19 @@ const ge2_op_def ge2_op_def_transpose = {
     .cuda = {NULL, ge2_cuda_transpose_launch, NULL, NULL},
 };
 
+/* x -> y, dims reordered by attrs.permute.perm */
+const ge2_op_def ge2_op_def_permute = {
+    .name = "permute",
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .max_outputs = 1,
+    .flags = 0,
+    .infer = ge2_infer_PERMUTE,
+    .backward = ge2_backward_permute,
+    .cpu = ge2_cpu_permute,
+    .cuda = {NULL, ge2_cuda_permute_launch, NULL, NULL},
+};
+
 const ge2_op_def ge2_op_def_concat = {
     .name = "concat",
     .min_inputs = 1,

@@ -1,4 +1,4 @@
-/* The shape family: RESHAPE, TRANSPOSE (2-D), CONCAT, SLICE and the
+/* The shape family: RESHAPE, TRANSPOSE (2-D), PERMUTE (N-D), CONCAT, SLICE and the
  * SLICE_BACKWARD its backward emits.
  *
  * ops.c holds the definitions (registered by ops/builtin.def's line for
@@ -20,6 +20,7 @@ extern "C" {
 /* infer.c */
 ge2_status ge2_infer_RESHAPE(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
 ge2_status ge2_infer_TRANSPOSE(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
+ge2_status ge2_infer_PERMUTE(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
 ge2_status ge2_infer_CONCAT(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
 ge2_status ge2_infer_SLICE(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
 ge2_status ge2_infer_SLICE_BACKWARD(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
@@ -27,6 +28,7 @@ ge2_status ge2_infer_SLICE_BACKWARD(const ge2_node *node, const ge2_desc *in, ge
 /* backward.c */
 ge2_status ge2_backward_reshape(ge2_autograd *ag, const ge2_node *node, const int *dy);
 ge2_status ge2_backward_transpose(ge2_autograd *ag, const ge2_node *node, const int *dy);
+ge2_status ge2_backward_permute(ge2_autograd *ag, const ge2_node *node, const int *dy);
 ge2_status ge2_backward_concat(ge2_autograd *ag, const ge2_node *node, const int *dy);
 ge2_status ge2_backward_slice(ge2_autograd *ag, const ge2_node *node, const int *dy);
 ge2_status ge2_backward_slice_backward(ge2_autograd *ag, const ge2_node *node, const int *dy);
@@ -35,6 +37,7 @@ ge2_status ge2_backward_slice_backward(ge2_autograd *ag, const ge2_node *node, c
  * for gradient checks); outputs whose data is NULL are skipped */
 ge2_status ge2_cpu_reshape(const ge2_launch *l);
 ge2_status ge2_cpu_transpose(const ge2_launch *l);
+ge2_status ge2_cpu_permute(const ge2_launch *l);
 ge2_status ge2_cpu_concat(const ge2_launch *l);
 ge2_status ge2_cpu_slice(const ge2_launch *l);
 ge2_status ge2_cpu_slice_backward(const ge2_launch *l);
@@ -42,6 +45,7 @@ ge2_status ge2_cpu_slice_backward(const ge2_launch *l);
 /* CUDA launchers (f32): enqueue on launch->stream, capturable */
 ge2_status ge2_cuda_reshape_launch(const ge2_launch *launch);
 ge2_status ge2_cuda_transpose_launch(const ge2_launch *launch);
+ge2_status ge2_cuda_permute_launch(const ge2_launch *launch);
 ge2_status ge2_cuda_concat_launch(const ge2_launch *launch);
 ge2_status ge2_cuda_slice_launch(const ge2_launch *launch);
 ge2_status ge2_cuda_slice_backward_launch(const ge2_launch *launch);
@@ -49,6 +53,7 @@ ge2_status ge2_cuda_slice_backward_launch(const ge2_launch *launch);
 /* ops.c */
 extern const ge2_op_def ge2_op_def_reshape;
 extern const ge2_op_def ge2_op_def_transpose;
+extern const ge2_op_def ge2_op_def_permute;
 extern const ge2_op_def ge2_op_def_concat;
 extern const ge2_op_def ge2_op_def_slice;
 extern const ge2_op_def ge2_op_def_slice_backward;

@@ -20,6 +20,22 @@ static ge2_status case_reshape(ge2_case_ctx *c)
     return ge2_case_last_node(c);
 }
 
+static ge2_status case_permute(ge2_case_ctx *c)
+{
+    ge2_tensor *x, *y;
+    GE2_TRY(ge2_case_operand(c, ge2_case_random_shape(c, 1, 4), &x));
+    int perm[GE2_MAX_DIMS], n = x->shape.ndim;
+    for (int i = 0; i < n; i++)
+        perm[i] = i;
+    for (int i = n - 1; i > 0; i--) { /* a random permutation */
+        int j = (int)ge2_case_irange(c, 0, i), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    GE2_TRY(ge2_permute(c->inst->graph, x, perm, n, &y));
+    return ge2_case_last_node(c);
+}
+
 static ge2_status case_transpose(ge2_case_ctx *c)
 {
     ge2_tensor *x, *y;
@@ -118,10 +134,23 @@ static void ref_transpose(const ge2_node *node, const ref_tensor *in, ref_tensor
             out[0].v[j * in[0].shape.dim[0] + i] = in[0].v[i * in[0].shape.dim[1] + j];
 }
 
+/* y[i0, .., in] = x at the index whose dim perm[k] is i_k */
+static void ref_permute(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
+{
+    int64_t yi[GE2_MAX_DIMS], xi[GE2_MAX_DIMS];
+    for (int64_t e = 0; e < ge2_ref_numel(out[0].shape); e++) {
+        ge2_ref_unravel(e, out[0].shape, yi);
+        for (int k = 0; k < out[0].shape.ndim; k++)
+            xi[node->attrs.permute.perm[k]] = yi[k];
+        out[0].v[e] = in[0].v[ge2_ref_ravel(xi, in[0].shape)];
+    }
+}
+
 /* --------------------------------------------------------- registration */
 
 GE2_OP_TEST(reshape, GE2_CASE_GRADIENT, case_reshape, ref_reshape)
 GE2_OP_TEST(transpose, GE2_CASE_GRADIENT, case_transpose, ref_transpose)
+GE2_OP_TEST(permute, GE2_CASE_GRADIENT, case_permute, ref_permute)
 GE2_OP_TEST(concat, GE2_CASE_GRADIENT, case_concat, ref_window)
 GE2_OP_TEST(slice, GE2_CASE_GRADIENT, case_slice, ref_window)
 GE2_OP_TEST(slice_backward, GE2_CASE_GRADIENT, case_slice_backward, ref_window)
