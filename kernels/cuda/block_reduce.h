@@ -62,6 +62,8 @@ __device__ __forceinline__ bool ge2_ticket_is_last(unsigned *counter)
     if (threadIdx.x == 0)
         last = atomicAdd(counter, 1u) == gridDim.x - 1;
     __syncthreads();
+    if (last)
+        __threadfence(); /* acquire: the partials read after this are the ones published before the tickets */
     return last;
 }
 

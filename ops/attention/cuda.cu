@@ -222,6 +222,8 @@ extern "C" ge2_status ge2_cuda_attention_launch(const ge2_launch *l)
     GE2_TRY(ge2_cuda_require_f32(l, 0));
     attn_run r;
     GE2_TRY(attn_run_of(l, l->in[0].shape, &r));
+    if (r.rows == 0)
+        return GE2_OK;
     GE2_ATTN_DISPATCH(ge2_attention_kernel, r, l, r.rows, r.t, r.d, r.scale, r.causal, IN(0), IN(1), IN(2), OUT(0),
                       l->n_out > 1 ? OUT(1) : NULL);
     return ge2_cuda_check_launch(l, "ge2_attention_kernel");
@@ -247,6 +249,8 @@ extern "C" ge2_status ge2_cuda_attention_grad_q_launch(const ge2_launch *l)
         return GE2_OK;
     attn_run r;
     GE2_TRY(attn_run_of(l, l->in[1].shape, &r));
+    if (r.rows == 0)
+        return GE2_OK;
     float *delta;
     GE2_TRY(attn_delta(l, r, &delta));
     GE2_ATTN_DISPATCH(ge2_attention_grad_q_kernel, r, l, r.rows, r.t, r.d, r.scale, r.causal, IN(0), IN(1), IN(2),
@@ -259,6 +263,8 @@ extern "C" ge2_status ge2_cuda_attention_grad_kv_launch(const ge2_launch *l)
     GE2_TRY(ge2_cuda_require_f32(l, 0));
     attn_run r;
     GE2_TRY(attn_run_of(l, l->in[1].shape, &r));
+    if (r.rows == 0)
+        return GE2_OK;
     float *delta;
     GE2_TRY(attn_delta(l, r, &delta));
     GE2_ATTN_DISPATCH(ge2_attention_grad_kv_kernel, r, l, r.rows, r.t, r.d, r.scale, r.causal, IN(0), IN(1), IN(2),

@@ -58,7 +58,7 @@ extern "C" ge2_status ge2_cuda_embedding_launch(const ge2_launch *l)
     if (!l->out[0].data)
         return GE2_OK;
     const long long rows = l->in[0].shape.dim[0], c = l->in[0].shape.dim[1], n = ge2_shape_numel(l->in[1].shape);
-    if (rows > INT32_MAX || c > INT32_MAX)
+    if (rows > INT32_MAX || c > INT32_MAX - GE2_EMB_THREADS)
         return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_embedding (node %d): a table of %lld x %lld; the CUDA kernel takes "
                          "fewer than 2^31 rows and columns",
                          l->node->id, rows, c);
@@ -73,7 +73,7 @@ extern "C" ge2_status ge2_cuda_embedding_backward_launch(const ge2_launch *l)
     if (!l->out[0].data)
         return GE2_OK;
     const long long rows = l->out[0].shape.dim[0], c = l->out[0].shape.dim[1], n = ge2_shape_numel(l->in[1].shape);
-    if (rows > INT32_MAX || c > INT32_MAX)
+    if (rows > INT32_MAX || c > INT32_MAX - GE2_EMB_THREADS)
         return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_embedding_backward (node %d): a table of %lld x %lld; the CUDA "
                          "kernel takes fewer than 2^31 rows and columns",
                          l->node->id, rows, c);

@@ -193,9 +193,12 @@ static ge2_status bn_index(const ge2_launch *l, ge2_shape x, ge2_bn_index *out, 
 {
     const ge2_bn_geom g = ge2_bn_geom_of(x);
     const int64_t all = g.m * g.c, chunks = (g.m + GE2_BN_CHUNK - 1) / GE2_BN_CHUNK;
-    if (all >= ((int64_t)1 << 32) - GE2_BN_CHUNK || all < 1)
-        return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s (node %d): x has %lld values; the CUDA kernels take 1 to 2^32 - %d",
-                         ge2_cuda_op_name(l), l->node->id, (long long)all, GE2_BN_CHUNK);
+    /* a grid-stride index may pass the last value by one stride, a chunk's end by a chunk: room for both */
+    const int64_t stride = (int64_t)GE2_CUDA_MAX_BLOCKS * GE2_CUDA_THREADS;
+    const int64_t limit = ((int64_t)1 << 32) - (stride > GE2_BN_CHUNK ? stride : GE2_BN_CHUNK);
+    if (all >= limit || all < 1)
+        return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s (node %d): x has %lld values; the CUDA kernels take 1 to %lld",
+                         ge2_cuda_op_name(l), l->node->id, (long long)all, (long long)limit - 1);
     *out = ge2_bn_index{(unsigned)g.c, (unsigned)g.inner, (unsigned)g.m, (unsigned)chunks};
     *total = (unsigned)all;
     const size_t need = (size_t)(2 * g.c * chunks + 2 * g.c) * sizeof(float);

@@ -116,7 +116,7 @@ __global__ void ge2_layer_norm_grad_params_kernel(long long rows, int c, int chu
 static ge2_status ln_geom(const ge2_launch *l, ge2_shape x, ge2_ln_geom *g)
 {
     *g = ge2_ln_geom_of(x);
-    if (g->c < 1 || g->c > INT32_MAX || g->rows < 1)
+    if (g->c < 1 || g->c > INT32_MAX - GE2_LN_THREADS || g->rows < 1)
         return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s (node %d): x is %lld rows of %lld; the CUDA kernels take rows of "
                          "1 to 2^31 - 1 values",
                          ge2_cuda_op_name(l), l->node->id, (long long)g->rows, (long long)g->c);

@@ -8,7 +8,8 @@
 
 // ------------------------------------------------------------------- kernels
 
-// The geometry in 32 bits (the launchers check that the tensors fit): the
+// The geometry in 32 bits (the launchers check that the tensors fit, with
+// room for a grid-stride index one stride past the end): the
 // kernels are memory-bound, and 64-bit division costs more than the loads.
 struct ge2_pool_geom32 {
     int n, c, h, w, oh, ow;
@@ -91,9 +92,11 @@ static ge2_status pool_geom32(const ge2_launch *l, ge2_shape x, ge2_pool_geom32 
 {
     const ge2_pool2d_geom g = ge2_pool2d_geom_of(&l->node->attrs.pool2d, x);
     const int64_t big = g.n * g.c * (g.h * g.w > g.oh * g.ow ? g.h * g.w : g.oh * g.ow);
-    if (big >= INT32_MAX)
-        return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s (node %d): %lld values; the CUDA kernels take fewer than 2^31",
-                         ge2_cuda_op_name(l), l->node->id, (long long)big);
+    /* a grid-stride index may pass the last element by one stride: room for it in int */
+    const int64_t limit = (int64_t)INT32_MAX - (int64_t)GE2_CUDA_MAX_BLOCKS * GE2_CUDA_THREADS;
+    if (big >= limit)
+        return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s (node %d): %lld values; the CUDA kernels take fewer than %lld",
+                         ge2_cuda_op_name(l), l->node->id, (long long)big, (long long)limit);
     *out = ge2_pool_geom32{(int)g.n, (int)g.c, (int)g.h, (int)g.w, (int)g.oh, (int)g.ow,
                            (int)g.kh, (int)g.kw, (int)g.sh, (int)g.sw, (int)g.ph, (int)g.pw};
     return GE2_OK;
