@@ -16,4 +16,10 @@ enum {
     GE2_OP_BUILTIN_COUNT
 };
 
+/* Constructor priorities: the built-in ops register first (ops/registry.c),
+ * then ge2's own kernel candidates for them (ops/<family>/candidates.c),
+ * all before any unprioritized constructor (tests, users). */
+#define GE2_OP_BUILTIN_PRIORITY 1001
+#define GE2_OP_CANDIDATES_PRIORITY 1002
+
 #endif /* GE2_OPS_OPS_H */

@@ -3,7 +3,8 @@
  * are the GE2_OP_* of ops/ops.h, and user ops registered later (from main
  * on) follow them. A constructor rather than a call from the graph module,
  * which must not depend on ops/; the target is alwayslink so a static link
- * keeps it. */
+ * keeps it. Its priority runs it before the built-in kernel candidates'
+ * constructors (GE2_OP_CANDIDATES_PRIORITY), which need the ops. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -13,7 +14,7 @@
 #include "ops/builtin.def"
 #undef GE2_BUILTIN_OP
 
-__attribute__((constructor)) static void ge2_register_builtin_ops(void)
+__attribute__((constructor(GE2_OP_BUILTIN_PRIORITY))) static void ge2_register_builtin_ops(void)
 {
     static const ge2_op_def *const builtins[GE2_OP_BUILTIN_COUNT] = {
 #define GE2_BUILTIN_OP(id, def) [GE2_OP_##id] = &def,

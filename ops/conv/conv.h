@@ -88,6 +88,14 @@ extern const ge2_op_def ge2_op_def_conv2d;
 extern const ge2_op_def ge2_op_def_conv2d_grad_input;
 extern const ge2_op_def ge2_op_def_conv2d_grad_weight;
 
+/* cuda_wgrad_small.cu: a kernel candidate for CONV2D_GRAD_WEIGHT with at
+ * most GE2_WGRAD_SMALL_K weights per output channel (candidates.c
+ * registers it) */
+#define GE2_WGRAD_SMALL_K 32
+bool ge2_conv2d_wgrad_small_applies(const ge2_launch *l, char *why, size_t why_size);
+ge2_status ge2_conv2d_wgrad_small_launch(const ge2_launch *l);
+const char *ge2_conv2d_wgrad_small_describe(const ge2_launch *l);
+
 #ifdef __cplusplus
 }
 #endif

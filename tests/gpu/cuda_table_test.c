@@ -11,6 +11,7 @@
 #include "graph/ir.h"
 #include "optim/optimizer_math.h"
 #include "tests/support/check_main.h"
+#include "kernels/cuda/candidates.h"
 #include "ops/ops.h"
 
 static bool gemm_op(ge2_op op)
@@ -113,6 +114,48 @@ START_TEST(test_optimizer_slots_checked)
 }
 END_TEST
 
+/* ge2's own candidates register with the ops (ops/<family>/candidates.c),
+ * and the small-filter weight gradient takes a first layer's 1x3x3 filter
+ * but not a 32x3x3 one or a grouped convolution. */
+START_TEST(test_builtin_candidates_registered)
+{
+    int n = 0;
+    const ge2_kernel_candidate *const *cs = ge2_kernel_candidates_of(GE2_OP_CONV2D_GRAD_WEIGHT, &n);
+    const ge2_kernel_candidate *small = NULL;
+    for (int i = 0; i < n; i++)
+        if (strcmp(cs[i]->name, "ge2_wgrad_small") == 0)
+            small = cs[i];
+    ck_assert_ptr_nonnull(small);
+    ge2_node node;
+    memset(&node, 0, sizeof node);
+    node.op = GE2_OP_CONV2D_GRAD_WEIGHT;
+    node.attrs.conv2d = (ge2_conv2d_attrs){{1, 1}, {1, 1}, {1, 1}, 1};
+    ge2_launch l;
+    memset(&l, 0, sizeof l);
+    l.node = &node;
+    l.n_in = 3;
+    l.n_out = 1;
+    l.in[0] = (ge2_view){NULL, GE2_F32, ge2_shape4(64, 32, 28, 28)}; /* dy */
+    l.in[1] = (ge2_view){NULL, GE2_F32, ge2_shape4(32, 1, 3, 3)};    /* w */
+    l.in[2] = (ge2_view){NULL, GE2_F32, ge2_shape4(64, 1, 28, 28)};  /* x */
+    l.control = (struct ge2_control *)&node; /* any non-NULL: applies never reads it */
+    l.workspace = &node;
+    l.workspace_bytes = (size_t)32 << 20;
+    char why[96] = "";
+    ck_assert_msg(small->applies(&l, why, sizeof why), "1x3x3: %s", why);
+    l.in[1].shape = ge2_shape4(64, 32, 3, 3);
+    l.in[2].shape = ge2_shape4(64, 32, 14, 14);
+    l.in[0].shape = ge2_shape4(64, 64, 14, 14);
+    ck_assert(!small->applies(&l, why, sizeof why));
+    ck_assert_ptr_nonnull(strstr(why, "registers"));
+    node.attrs.conv2d.groups = 2;
+    l.in[1].shape = ge2_shape4(64, 1, 3, 3);
+    l.in[2].shape = ge2_shape4(64, 2, 14, 14);
+    ck_assert(!small->applies(&l, why, sizeof why));
+    ck_assert_ptr_nonnull(strstr(why, "grouped"));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cuda_table");
@@ -121,6 +164,7 @@ int main(void)
     tcase_add_loop_test(tc, test_f64_refused, 0, ge2_op_count());
     tcase_add_test(tc, test_control_block_required);
     tcase_add_test(tc, test_optimizer_slots_checked);
+    tcase_add_test(tc, test_builtin_candidates_registered);
     suite_add_tcase(s, tc);
     return ge2_check_run(s);
 }
