@@ -212,8 +212,9 @@ static int layer_parameters(const ge2_graph *g, int n)
     return count;
 }
 
-/* An update node takes (parameter, gradient) pairs as inputs. */
-#define PARAMETERS_PER_UPDATE (GE2_MAX_INPUTS / 2)
+/* An update node takes (parameter, gradient) pairs as inputs, as many as
+ * the update kernels sweep. */
+#define PARAMETERS_PER_UPDATE GE2_OPT_MAX_SPANS
 
 /* Update nodes per-parameter mode makes: one per layer with parameter
  * gradients (more for a layer with more parameters than one node takes). */
@@ -275,7 +276,7 @@ static ge2_status add_per_parameter_updates(ge2_graph *g, ge2_attrs *attrs)
                 in[n_in++] = node.inputs[i];
                 in[n_in++] = g->tensors[node.inputs[i]]->grad;
             }
-            if (n_in == GE2_MAX_INPUTS || (n_in > 0 && i == node.n_inputs - 1)) {
+            if (n_in == 2 * PARAMETERS_PER_UPDATE || (n_in > 0 && i == node.n_inputs - 1)) {
                 GE2_TRY(ge2_graph_add_node(g, GE2_OP_OPTIMIZER_UPDATE, GE2_PHASE_OPTIMIZER, in, n_in, 0, attrs, NULL));
                 n_in = 0;
             }

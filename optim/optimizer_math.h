@@ -63,6 +63,11 @@
 #include "ge2/ge2.h"
 #include "graph/control.h"
 
+/* (parameter, gradient) pairs one per-parameter update node takes (a
+ * layer's weight and bias): ge2_optimizer splits a layer with more over
+ * several nodes, and the update kernels sweep this many spans at most. */
+#define GE2_OPT_MAX_SPANS 2
+
 #ifndef GE2_HD
 #ifdef __CUDACC__
 #define GE2_HD __host__ __device__

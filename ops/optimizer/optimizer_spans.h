@@ -19,9 +19,6 @@
 #include "graph/ir.h"
 #include "optim/optimizer_math.h"
 
-/* Pairs one update node takes: one per output of the node that made the
- * gradients (a layer's weight and bias), so the op's 4 inputs. */
-#define GE2_OPT_MAX_SPANS GE2_MAX_OUTPUTS
 
 typedef struct ge2_opt_span {
     int64_t n;

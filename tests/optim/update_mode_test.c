@@ -466,6 +466,58 @@ START_TEST(a_parameter_read_twice_by_its_layer_is_updated_once)
 }
 END_TEST
 
+/* attention(q, k, v) with q, k and v parameters: one layer of three
+ * parameters, more than one update node takes, so two nodes (two pairs and
+ * one); per-parameter trains as the flat update does. */
+static ge2_graph *three_parameter_graph(ge2_tensor **y)
+{
+    ge2_graph *g;
+    ge2_tensor *p[3], *a, *target, *loss;
+    static const char *const names[3] = {"q", "k", "v"};
+    API(ge2_graph_new(&g));
+    API(ge2_graph_set_seed(g, 4));
+    API(ge2_label(g, "target", GE2_F32, ge2_shape3(2, 3, 4), &target));
+    for (int i = 0; i < 3; i++)
+        API(ge2_parameter(g, names[i], GE2_F32, ge2_shape3(2, 3, 4), (ge2_init){GE2_INIT_UNIFORM, -1, 1, 0}, &p[i]));
+    API(ge2_attention(g, p[0], p[1], p[2], true, &a));
+    API(ge2_mse_loss(g, a, target, &loss));
+    API(ge2_backward(g, loss));
+    *y = target;
+    return g;
+}
+
+START_TEST(a_layer_with_more_parameters_than_one_node_takes_gets_two)
+{
+    ge2_tensor *tf, *tp;
+    ge2_graph *gf = three_parameter_graph(&tf), *gp = three_parameter_graph(&tp);
+    ge2_optimizer_config c = ge2_optimizer_defaults(GE2_OPT_ADAM);
+    c.update_mode = GE2_UPDATE_FLAT;
+    API(ge2_optimizer(gf, &c));
+    c.update_mode = GE2_UPDATE_PER_PARAMETER;
+    API(ge2_optimizer(gp, &c));
+    ck_assert_int_eq(count_op(gp, GE2_OP_OPTIMIZER_UPDATE), 2);
+    ge2_context *ctx;
+    ge2_program *pf, *pp;
+    API(ge2_context_new(GE2_DEVICE_CPU, &ctx));
+    API(ge2_compile(ctx, gf, NULL, &pf));
+    API(ge2_compile(ctx, gp, NULL, &pp));
+    float t[24];
+    for (int i = 0; i < 24; i++)
+        t[i] = (float)(i % 7) * 0.2f - 0.6f;
+    for (int s = 0; s < 3; s++) {
+        ge2_feed ff[1] = {{tf, t, ge2_shape3(2, 3, 4)}}, fp[1] = {{tp, t, ge2_shape3(2, 3, 4)}};
+        API(ge2_program_step(pf, GE2_MODE_TRAIN, ff, 1));
+        API(ge2_program_step(pp, GE2_MODE_TRAIN, fp, 1));
+        expect_same_state(pf, pp, "attention(q, k, v)", s);
+    }
+    ge2_program_free(pf);
+    ge2_program_free(pp);
+    ge2_context_free(ctx);
+    ge2_graph_free(gf);
+    ge2_graph_free(gp);
+}
+END_TEST
+
 /* -------------------------------------------- the program and its reports */
 
 static char *text_of(ge2_status (*report)(ge2_program *, FILE *), ge2_program *p)
@@ -555,6 +607,7 @@ int main(void)
     tcase_add_test(tc, never_where_it_cannot_run);
     tcase_add_test(tc, one_node_per_layer);
     tcase_add_test(tc, a_parameter_read_twice_by_its_layer_is_updated_once);
+    tcase_add_test(tc, a_layer_with_more_parameters_than_one_node_takes_gets_two);
     tcase_add_test(tc, program_allocates_and_reports_the_mode);
     suite_add_tcase(s, tc);
     return ge2_check_run(s);
