@@ -144,6 +144,7 @@ static ge2_status alloc_pools(ge2_program *program)
     const ge2_optimizer_config *cfg = ge2_program_optimizer_config(program);
     size_t param_bytes = program->layout->param_bytes;
     program->pools.n = (int64_t)(param_bytes / sizeof(float));
+    program->pools.no_decay_n = (int64_t)((param_bytes - program->layout->param_decay_bytes) / sizeof(float));
     program->pools.slots = cfg ? ge2_opt_slots_of(cfg).count : 0;
     GE2_TRY(backend_alloc(program, param_bytes, (void **)&program->pools.params));
     /* Per-parameter updates read each gradient from the arena: no pool. */

@@ -181,6 +181,7 @@ struct ge2_tensor {
     int grad_of;      /* for a gradient tensor: the tensor it is the gradient of, else -1 */
     bool requires_grad; /* inputs: ge2_require_grad was called */
     bool is_output;     /* loss or metric: lives to the end of the step */
+    bool no_weight_decay; /* parameters: the optimizer's weight decay leaves it be */
     ge2_init init;      /* parameters */
     void *constant_data; /* constants: host copy, owned (ge2_malloc) */
 };

@@ -285,6 +285,19 @@ static ge2_status add_per_parameter_updates(ge2_graph *g, ge2_attrs *attrs)
     return GE2_OK;
 }
 
+ge2_status ge2_no_weight_decay(ge2_graph *graph, ge2_tensor *param)
+{
+    if (!graph || !param)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_no_weight_decay: %s is NULL", graph ? "param" : "graph");
+    if (param->graph != graph)
+        return ge2_error(GE2_ERR_GRAPH, "ge2_no_weight_decay: '%s' belongs to another graph", param->name);
+    if (param->role != GE2_ROLE_PARAMETER)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_no_weight_decay: '%s' is not a parameter (its role: %s)", param->name,
+                         ge2_role_name(param->role));
+    param->no_weight_decay = true;
+    return GE2_OK;
+}
+
 ge2_status ge2_optimizer(ge2_graph *graph, const ge2_optimizer_config *config)
 {
     if (!graph)
@@ -302,6 +315,10 @@ ge2_status ge2_optimizer(ge2_graph *graph, const ge2_optimizer_config *config)
     }
     bool per_parameter = false;
     GE2_TRY(choose_per_parameter(graph, config, &per_parameter));
+    /* nanoGPT's groups: vectors (biases, norm gains) take no weight decay */
+    for (int i = 0; config->decay_matrices_only && i < graph->n_tensors; i++)
+        if (graph->tensors[i]->role == GE2_ROLE_PARAMETER && graph->tensors[i]->shape.ndim < 2)
+            graph->tensors[i]->no_weight_decay = true;
     ge2_attrs attrs;
     memset(&attrs, 0, sizeof attrs);
     attrs.optim.config = *config;

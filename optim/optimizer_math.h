@@ -234,6 +234,15 @@ static inline GE2_HD ge2_opt_scalars ge2_opt_scalars_of(const ge2_optimizer_conf
     return s;
 }
 
+/* The scalars for parameters outside weight decay's group
+ * (ge2_no_weight_decay): no coupled decay, and AdamW's factor 1. */
+static inline GE2_HD ge2_opt_scalars ge2_opt_scalars_no_decay(ge2_opt_scalars s)
+{
+    s.weight_decay = 0.0f;
+    s.decay = 1.0f;
+    return s;
+}
+
 /* The gradient the update uses, before clipping: the micro-batch mean when
  * accumulating (accum holds the sum of the earlier micro-batches). */
 static inline GE2_HD float ge2_opt_effective_grad(const ge2_optimizer_config *cfg, float grad, float accum)

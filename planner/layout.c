@@ -32,10 +32,13 @@ ge2_status ge2_layout_new(const ge2_graph *graph, ge2_layout **out)
     /* Parameter padding is whole f32 elements so a kernel may treat the
      * pools as one [n] array; constants only need the arena's alignment. */
     const size_t param_align = GE2_PARAM_ALIGN_ELEMS * sizeof(float);
-    for (int i = 0; i < graph->n_tensors; i++) {
-        const ge2_tensor *t = graph->tensors[i];
-        size_t bytes = ge2_plan_bytes(t->dtype, t->shape);
-        if (t->role == GE2_ROLE_PARAMETER) {
+    /* parameters that take weight decay first, then those that do not: one
+     * boundary tells the optimizer's sweep which is which */
+    for (int group = 0; group < 2; group++) {
+        for (int i = 0; i < graph->n_tensors; i++) {
+            const ge2_tensor *t = graph->tensors[i];
+            if (t->role != GE2_ROLE_PARAMETER || t->no_weight_decay != (group == 1))
+                continue;
             if (t->dtype != GE2_F32) {
                 char s[64];
                 ge2_layout_free(layout);
@@ -43,8 +46,15 @@ ge2_status ge2_layout_new(const ge2_graph *graph, ge2_layout **out)
                                  t->name, ge2_shape_str(t->shape, s, sizeof s), ge2_dtype_name(t->dtype));
             }
             offset[i] = layout->param_bytes;
-            layout->param_bytes += ge2_plan_align(bytes, param_align);
-        } else if (t->role == GE2_ROLE_CONSTANT) {
+            layout->param_bytes += ge2_plan_align(ge2_plan_bytes(t->dtype, t->shape), param_align);
+        }
+        if (group == 0)
+            layout->param_decay_bytes = layout->param_bytes;
+    }
+    for (int i = 0; i < graph->n_tensors; i++) {
+        const ge2_tensor *t = graph->tensors[i];
+        size_t bytes = ge2_plan_bytes(t->dtype, t->shape);
+        if (t->role == GE2_ROLE_CONSTANT) {
             offset[i] = layout->constant_bytes;
             layout->constant_bytes += ge2_plan_align(bytes, GE2_ARENA_ALIGN);
         } else if (t->role == GE2_ROLE_BUFFER) {

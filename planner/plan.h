@@ -35,6 +35,7 @@ const char *ge2_pool_name(ge2_pool pool);
 typedef struct ge2_layout {
     size_t *offset;         /* [n_tensors] byte offset in its pool (params, grads, constants, buffers); 0 otherwise */
     size_t param_bytes;     /* == gradient bytes; f32 parameters aligned to GE2_PARAM_ALIGN_ELEMS */
+    size_t param_decay_bytes; /* the first ones, which take weight decay (the rest: no_weight_decay) */
     size_t constant_bytes;
     size_t buffer_bytes;
     int n_tensors;

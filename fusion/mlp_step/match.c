@@ -116,6 +116,8 @@ static bool bind_loss_and_optimizer(matcher *m, ge2_mlp_step_desc *d)
     const ge2_launch *opt = &m->launches[p->optimizer];
     d->optimizer = opt->node->attrs.optim.config;
     d->pools = opt->pools;
+    if (d->pools.no_decay_n > 0 && d->optimizer.weight_decay != 0.0)
+        return refuse(m, "parameters outside weight decay (the kernel decays every one alike)");
     d->control = opt->control;
     d->profile = opt->settings && opt->settings->profile;
     return true;

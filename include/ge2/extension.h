@@ -91,6 +91,9 @@ typedef struct ge2_flat_pools {
     float *state;  /* [slots * n] optimizer state: SGD momentum; Adam m, v(, v_max); accumulation buffer last */
     int slots;
     int64_t n;
+    /* the last no_decay_n elements take no weight decay (ge2_no_weight_decay's
+     * parameters; 0, the default: every element takes it) */
+    int64_t no_decay_n;
 } ge2_flat_pools;
 
 struct ge2_control; /* the device control block: what changes from step to step */

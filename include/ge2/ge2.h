@@ -150,6 +150,11 @@ typedef struct ge2_init {
 ge2_status ge2_parameter(ge2_graph *graph, const char *name, ge2_dtype dtype, ge2_shape shape, ge2_init init,
                          ge2_tensor **out);
 
+/* The optimizer's weight decay leaves this parameter be (a parameter
+ * group of its own: nanoGPT's biases and norm gains). Call before
+ * ge2_compile: the parameter pool puts decayed parameters first. */
+ge2_status ge2_no_weight_decay(ge2_graph *graph, ge2_tensor *param);
+
 /* A persistent buffer (GE2_ROLE_BUFFER): f32 (f64 on the CPU) or i64, its
  * first values from init (as a parameter's), then whatever the ops that own
  * it write in train steps (batch norm's running statistics). */
@@ -368,6 +373,10 @@ typedef struct ge2_optimizer_config {
     ge2_optimizer_kind kind;
     double lr;
     double weight_decay;
+    /* Weight decay for parameters with at least 2 dims only (nanoGPT's
+     * rule: weights decay, biases and norm gains do not); see also
+     * ge2_no_weight_decay for single parameters. */
+    bool decay_matrices_only;
     /* SGD */
     double momentum, dampening;
     bool nesterov;

@@ -42,8 +42,8 @@ ge2_status ge2_cpu_grad_norm(const ge2_launch *l)
 
 /* One loop per kind, so the per-element branches on the config are gone
  * from the hot loop; the element math is optimizer_math.h's. */
-static void update_span(const ge2_optimizer_config *cfg, const ge2_opt_slots *slots, const ge2_opt_span *span,
-                        int64_t stride, const ge2_opt_scalars *scalars)
+static void update_range(const ge2_optimizer_config *cfg, const ge2_opt_slots *slots, const ge2_opt_span *span,
+                         int64_t stride, const ge2_opt_scalars *scalars)
 {
     /* a local copy: the compiler can keep it in registers, as writes through
      * the float pools cannot alias it */
@@ -70,6 +70,22 @@ static void update_span(const ge2_optimizer_config *cfg, const ge2_opt_slots *sl
         float g = ge2_opt_take_accum(grads[i], accum ? accum + i : NULL);
         ge2_opt_adam_element(s, decoupled, params + i, g, m + i, v + i, vmax ? vmax + i : NULL);
     }
+}
+
+/* A span's weight-decay group, then the rest without decay. */
+static void update_span(const ge2_optimizer_config *cfg, const ge2_opt_slots *slots, const ge2_opt_span *span,
+                        int64_t stride, const ge2_opt_scalars *s)
+{
+    ge2_opt_span decayed = *span, rest = *span;
+    decayed.n = span->decay_n;
+    update_range(cfg, slots, &decayed, stride, s);
+    const int64_t d = span->decay_n;
+    rest.n = span->n - d;
+    rest.params += d;
+    rest.grads += d;
+    rest.state = rest.state ? rest.state + d : NULL;
+    const ge2_opt_scalars nd = ge2_opt_scalars_no_decay(*s);
+    update_range(cfg, slots, &rest, stride, &nd);
 }
 
 ge2_status ge2_cpu_optimizer_update(const ge2_launch *l)

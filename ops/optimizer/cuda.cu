@@ -126,12 +126,18 @@ __global__ void ge2_optimizer_update_kernel(ge2_opt_spans spans, ge2_optimizer_c
     if (threadIdx.x == 0)
         shared_scalars = ge2_opt_scalars_of(&cfg, ctl);
     __syncthreads();
-    const ge2_opt_scalars s = shared_scalars;
+    const ge2_opt_scalars s = shared_scalars, nd = ge2_opt_scalars_no_decay(shared_scalars);
 #pragma unroll
     for (int k = 0; k < GE2_OPT_MAX_SPANS; k++)
-        if (k < spans.count)
-            ge2_opt_sweep<R, VEC4>(s, cfg.nesterov, update, spans.span[k].n, spans.span[k].params,
-                                   spans.span[k].grads, spans.span[k].state, spans.stride);
+        if (k < spans.count) {
+            // the weight-decay group, then the rest (its start is pool-aligned: float4 holds)
+            const ge2_opt_span sp = spans.span[k];
+            const long long d = sp.decay_n;
+            ge2_opt_sweep<R, VEC4>(s, cfg.nesterov, update, d, sp.params, sp.grads, sp.state, spans.stride);
+            if (d < sp.n)
+                ge2_opt_sweep<R, VEC4>(nd, cfg.nesterov, update, sp.n - d, sp.params + d, sp.grads + d,
+                                       sp.state ? sp.state + d : NULL, spans.stride);
+        }
     if (!ge2_ticket_is_last(&ctl->blocks_done))
         return;
     if (threadIdx.x == 0 && ge2_opt_node_done(ctl, update_nodes))

@@ -22,6 +22,7 @@
 
 typedef struct ge2_opt_span {
     int64_t n;
+    int64_t decay_n;    /* elements [0, decay_n) take weight decay, the rest none (ge2_flat_pools.no_decay_n) */
     float *params;      /* [n] */
     const float *grads; /* [n] */
     float *state;       /* [slots] x [n], slot k at state + k * stride; NULL without slots */
@@ -53,7 +54,10 @@ static inline ge2_status ge2_opt_spans_of(const ge2_launch *l, ge2_opt_spans *ou
         if (p->n > 0 && !p->grads)
             return ge2_error(GE2_ERR_STATE, "ge2_%s: the flat update needs the gradient pool, which is not allocated",
                              op);
-        ge2_opt_span all = {p->n, p->params, p->grads, p->state};
+        if (p->no_decay_n < 0 || p->no_decay_n > p->n)
+            return ge2_error(GE2_ERR_STATE, "ge2_%s: %lld elements without weight decay in a pool of %lld", op,
+                             (long long)p->no_decay_n, (long long)p->n);
+        ge2_opt_span all = {p->n, p->n - p->no_decay_n, p->params, p->grads, p->state};
         out->span[0] = all;
         out->count = 1;
         out->total = p->n;
@@ -72,7 +76,9 @@ static inline ge2_status ge2_opt_spans_of(const ge2_launch *l, ge2_opt_spans *ou
                              "ge2_%s: input %d (%lld elements) is not a parameter of the %lld-element pool with its "
                              "gradient (%lld elements)",
                              op, i, (long long)n, (long long)p->n, (long long)ge2_shape_numel(grad->shape));
-        ge2_opt_span one = {n, p->params + at, (const float *)grad->data, p->state ? p->state + at : NULL};
+        /* the pool's boundary lies between parameters: a parameter decays whole or not at all */
+        ge2_opt_span one = {n, at < p->n - p->no_decay_n ? n : 0, p->params + at, (const float *)grad->data,
+                            p->state ? p->state + at : NULL};
         out->span[out->count++] = one;
         out->total += n;
     }

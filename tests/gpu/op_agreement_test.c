@@ -767,7 +767,8 @@ static void check_optimizer(int which, int64_t n, int steps)
     int slots = ge2_opt_slots_of(&oc.cfg).count;
     size_t pbytes = (size_t)n * sizeof(float), sbytes = (size_t)(slots ? slots : 1) * pbytes;
 
-    ge2_flat_pools cpu = {malloc(pbytes), malloc(pbytes), calloc(1, sbytes), slots, n};
+    /* the pool's last part outside weight decay (ge2_no_weight_decay), as the layout puts it */
+    ge2_flat_pools cpu = {malloc(pbytes), malloc(pbytes), calloc(1, sbytes), slots, n, (n / 2) & ~(int64_t)63};
     ck_assert(cpu.params && cpu.grads && cpu.state);
     for (int64_t i = 0; i < n; i++)
         cpu.params[i] = (float)(2.0 * rng01() - 1.0);
@@ -776,7 +777,7 @@ static void check_optimizer(int which, int64_t n, int steps)
     device d;
     device_open(&d);
     ge2_flat_pools gpu = {to_device(cpu.params, pbytes), to_device(cpu.grads, pbytes), to_device(cpu.state, sbytes),
-                          slots, n};
+                          slots, n, cpu.no_decay_n};
     h2d(d.control, &cctl, sizeof cctl);
 
     float *got = malloc(sbytes);
@@ -874,7 +875,7 @@ static void check_per_parameter(int which, bool misaligned)
     const int64_t n = 64 * 67 + 192 + 384; /* the pools, padded */
     int slots = ge2_opt_slots_of(&oc.cfg).count;
     size_t pbytes = (size_t)n * sizeof(float), sbytes = (size_t)(slots ? slots : 1) * pbytes;
-    ge2_flat_pools cpu = {calloc(1, pbytes), NULL, calloc(1, sbytes), slots, n};
+    ge2_flat_pools cpu = {calloc(1, pbytes), NULL, calloc(1, sbytes), slots, n, 0};
     ck_assert(cpu.params && cpu.state);
     float *cgrad[3], *ggrad_base[3], *ggrad[3];
     for (int k = 0; k < 3; k++) {
@@ -887,7 +888,7 @@ static void check_per_parameter(int which, bool misaligned)
     ge2_control cctl = fresh_control(&oc.cfg);
     device d;
     device_open(&d);
-    ge2_flat_pools gpu = {to_device(cpu.params, pbytes), NULL, to_device(cpu.state, sbytes), slots, n};
+    ge2_flat_pools gpu = {to_device(cpu.params, pbytes), NULL, to_device(cpu.state, sbytes), slots, n, 0};
     h2d(d.control, &cctl, sizeof cctl);
 
     ge2_node nodes[2];
