@@ -79,10 +79,10 @@ ge2_status ge2_program_check_graph(const ge2_program *program, const char *fn)
         return ge2_error(GE2_ERR_STATE,
                          "%s: the graph changed after ge2_compile (%d nodes, %d tensors then; %d, %d now); compile again",
                          fn, program->n_nodes, program->n_tensors, g->n_nodes, g->n_tensors);
-    if (g->rewrites != program->rewrites)
+    if (g->changes != program->changes)
         return ge2_error(GE2_ERR_STATE,
-                         "%s: another ge2_compile of this graph fused its nodes after this program was compiled (the "
-                         "fuse pass rewrites the graph itself); compile again",
+                         "%s: the graph changed after this program was compiled (another ge2_compile fused its nodes, "
+                         "or a parameter left weight decay); compile again",
                          fn);
     return GE2_OK;
 }
@@ -239,17 +239,17 @@ ge2_status ge2_program_dump_dot(const ge2_program *program, const char *what, co
 /* The fuse pass's graph stage: the rewrite rows over the graph itself,
  * verified again after, then drawn ("fused" DOT) when they changed it. A
  * graph compiled before has nothing left for them; a program compiled
- * before from this graph notices (graph->rewrites). */
+ * before from this graph notices (graph->changes). */
 static ge2_status rewrite_graph(ge2_program *program)
 {
     const ge2_compile_options *o = &program->options.o;
     ge2_graph *g = program->graph;
     if (o->dump)
         fprintf(o->dump, "-- pass fuse (graph rewrites)\n");
-    const unsigned before = g->rewrites;
+    const unsigned before = g->changes;
     GE2_TRY(ge2_fusion_rewrite(g, program->options.fusions, o->dump, program->rewritten));
-    program->rewrites = g->rewrites;
-    if (g->rewrites == before)
+    program->changes = g->changes;
+    if (g->changes == before)
         return GE2_OK;
     GE2_TRY(ge2_graph_verify(g));
     if (o->dump)
@@ -290,7 +290,7 @@ ge2_status ge2_compile(ge2_context *ctx, ge2_graph *graph, const ge2_compile_opt
     program->graph = graph;
     program->n_nodes = graph->n_nodes;
     program->n_tensors = graph->n_tensors;
-    program->rewrites = graph->rewrites;
+    program->changes = graph->changes;
     program->backend = program->device == GE2_DEVICE_CUDA ? &ge2_backend_cuda : &ge2_backend_cpu;
     program->optimizer_node = -1;
     for (int m = 0; m < GE2_MODE_COUNT; m++)

@@ -99,7 +99,7 @@ struct ge2_program {
     ge2_device device;
     ge2_graph *graph; /* not owned; outlives the program */
     int n_nodes, n_tensors; /* the graph as compiled: it must not grow after */
-    unsigned rewrites;      /* nor be rewritten (graph->rewrites) */
+    unsigned changes;       /* nor change otherwise (graph->changes) */
     /* per fusion row: the fused nodes its rewrite made in this graph (0 for
      * group patterns) */
     int rewritten[8 * sizeof(ge2_fusion_set)];

@@ -53,9 +53,11 @@ void char_corpus_batch(const char_corpus *c, bool val, int64_t b, int64_t t, boo
                        uint64_t *rng, int32_t *x, int32_t *y)
 {
     const uint8_t *data = c->ids + (val ? c->n_train : 0);
-    const int64_t len = char_corpus_split_len(c, val), span = len - t - 1;
+    /* a window of t + 1 starts at most at len - t - 1: nanoGPT's randint(len - t) */
+    const int64_t len = char_corpus_split_len(c, val);
     for (int64_t r = 0; r < b; r++) {
-        const int64_t at = sequential ? ((step * b + r) * t) % span : (int64_t)(ge2_splitmix64_next(rng) % (uint64_t)span);
+        const int64_t at = sequential ? ((step * b + r) * t) % (len - t - 1)
+                                      : (int64_t)(ge2_splitmix64_next(rng) % (uint64_t)(len - t));
         for (int64_t i = 0; i < t; i++) {
             x[r * t + i] = data[at + i];
             y[r * t + i] = data[at + i + 1];

@@ -143,6 +143,8 @@ static int parse(int argc, char **argv, options *o)
         return bad_flag(argv[optind]);
     if (o->model.n_embd % o->model.n_head)
         return bad_flag("--n-embd must be a multiple of --n-head");
+    if (o->model.batch > (int64_t)1 << 40 || o->model.batch * o->model.block_size > INT32_MAX)
+        return bad_flag("--batch times --block-size must stay under 2^31");
     o->seed = (uint64_t)seed;
     return 0;
 }
@@ -212,9 +214,9 @@ static ge2_status sample(run *r, int64_t n)
     const int64_t T = c->block_size, V = c->vocab;
     float *logits = malloc(sizeof(float) * (size_t)(T * V));
     uint8_t *text = malloc((size_t)n + 1);
-    int32_t *ctx = calloc((size_t)T, sizeof(int32_t)), targets[4096] = {0};
+    int32_t *ctx = calloc((size_t)T, sizeof(int32_t)), *targets = calloc((size_t)T, sizeof(int32_t));
     uint64_t rng = r->o->seed ^ 0x5a3e11ull;
-    ge2_status st = logits && text && ctx ? GE2_OK : GE2_ERR_OUT_OF_MEMORY;
+    ge2_status st = logits && text && ctx && targets ? GE2_OK : GE2_ERR_OUT_OF_MEMORY;
     int64_t len = 1;
     ctx[0] = r->corpus.stoi['\n'] >= 0 ? r->corpus.stoi['\n'] : 0;
     for (int64_t i = 0; st == GE2_OK && i < n; i++) {
@@ -253,6 +255,7 @@ static ge2_status sample(run *r, int64_t n)
     free(logits);
     free(text);
     free(ctx);
+    free(targets);
     return st;
 }
 

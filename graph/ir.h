@@ -209,10 +209,11 @@ struct ge2_graph {
      * the program allocates no gradient pool */
     bool per_parameter_updates;
     int n_parameters;     /* count of PARAMETER tensors */
-    /* bumped by every compile-time rewrite (graph/rewrite.h), so a program
-     * compiled before one sees that its graph changed even when the node
-     * and tensor counts did not */
-    unsigned rewrites;
+    /* bumped by every change a compiled program depends on that the node and
+     * tensor counts do not show: compile-time rewrites (graph/rewrite.h),
+     * weight-decay groups (ge2_no_weight_decay), so a program compiled
+     * before one refuses to step */
+    unsigned changes;
 };
 
 /* ------------------------------------------------------------ op registry */

@@ -42,7 +42,7 @@ ge2_status ge2_graph_replace_node(ge2_graph *g, int at, ge2_op op, const int *in
     g->nodes[at] = node;
     for (int i = 0; i < n_outputs; i++)
         g->tensors[outputs[i]]->producer = at;
-    g->rewrites++;
+    g->changes++;
     return GE2_OK;
 }
 
@@ -157,7 +157,7 @@ ge2_status ge2_graph_compact(ge2_graph *g, const bool *drop_node, const bool *dr
     }
     g->n_tensors = kept_tensors;
     g->loss = remap(tensor_map, g->loss);
-    g->rewrites++;
+    g->changes++;
     ge2_free(node_map);
     ge2_free(tensor_map);
     return GE2_OK;

@@ -2,7 +2,7 @@
  * (fusion/fusion.h: a pattern's rewrite): replace a node where it stands,
  * then drop what the replacement made dead and renumber. Kept tensors keep
  * their records' addresses, so the ge2_tensor handles a user holds for them
- * stay valid; their ids may move down. Both bump graph->rewrites. */
+ * stay valid; their ids may move down. Both bump graph->changes. */
 #ifndef GE2_GRAPH_REWRITE_H
 #define GE2_GRAPH_REWRITE_H
 

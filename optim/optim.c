@@ -158,6 +158,14 @@ static bool per_parameter_refused(const ge2_graph *g, const ge2_optimizer_config
         snprintf(why, size, "accumulation_steps %d keeps gradients across steps", c->accumulation_steps);
         return true;
     }
+    for (int n = 0; n < g->n_nodes; n++)
+        if (ge2_op_flags(g->nodes[n].op) & GE2_OPF_RANDOM) {
+            snprintf(why, size,
+                     "%s (node %d) draws from the step's random stream, which the last update moves on, and the "
+                     "per-parameter schedule may run its backward after that",
+                     ge2_op_name(g->nodes[n].op), n);
+            return true;
+        }
     for (int i = 0; i < g->n_tensors; i++) {
         const ge2_tensor *t = g->tensors[i];
         if (t->role == GE2_ROLE_PARAMETER && t->grad < 0) {
@@ -294,6 +302,8 @@ ge2_status ge2_no_weight_decay(ge2_graph *graph, ge2_tensor *param)
     if (param->role != GE2_ROLE_PARAMETER)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_no_weight_decay: '%s' is not a parameter (its role: %s)", param->name,
                          ge2_role_name(param->role));
+    if (!param->no_weight_decay)
+        graph->changes++; /* the parameter pool's order changes with it */
     param->no_weight_decay = true;
     return GE2_OK;
 }
@@ -315,10 +325,7 @@ ge2_status ge2_optimizer(ge2_graph *graph, const ge2_optimizer_config *config)
     }
     bool per_parameter = false;
     GE2_TRY(choose_per_parameter(graph, config, &per_parameter));
-    /* nanoGPT's groups: vectors (biases, norm gains) take no weight decay */
-    for (int i = 0; config->decay_matrices_only && i < graph->n_tensors; i++)
-        if (graph->tensors[i]->role == GE2_ROLE_PARAMETER && graph->tensors[i]->shape.ndim < 2)
-            graph->tensors[i]->no_weight_decay = true;
+
     ge2_attrs attrs;
     memset(&attrs, 0, sizeof attrs);
     attrs.optim.config = *config;
@@ -340,5 +347,9 @@ ge2_status ge2_optimizer(ge2_graph *graph, const ge2_optimizer_config *config)
     }
     graph->has_optimizer = true;
     graph->per_parameter_updates = per_parameter;
+    /* nanoGPT's groups: vectors (biases, norm gains) take no weight decay */
+    for (int i = 0; config->decay_matrices_only && i < graph->n_tensors; i++)
+        if (graph->tensors[i]->role == GE2_ROLE_PARAMETER && graph->tensors[i]->shape.ndim < 2)
+            graph->tensors[i]->no_weight_decay = true;
     return GE2_OK;
 }

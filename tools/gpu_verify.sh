@@ -10,7 +10,7 @@
 # within fp32 error, and reach the same accuracy after 200, 5. checkpoints <-> PyTorch with the real safetensors,
 # 6. the CNN trainer with default flags (test accuracy >= 0.93), and K steps
 # of it on the CPU and on CUDA against PyTorch's float64, and its launches
-# timed one by one (--time-launches), 7. the benchmark
+# timed one by one (--time-launches), 7. the GPT trainer for 300 steps, 8. the benchmark
 # against PyTorch (GE2_VERIFY_BENCH=0 leaves it out). GE2_VERIFY_SKIP=suites,sanitize
 # leaves those parts out (a second call after a first that ran them). Logs go to OUT_DIR (default gpu_stage/verify);
 # a summary table is printed last. Exits non-zero if any part fails.
@@ -20,6 +20,7 @@ stage="$root/gpu_stage"
 out="${1:-$stage/verify}"
 mkdir -p "$out"
 export GE2_DATA_DIR="$stage/data/fashion-mnist"
+export GE2_CORPUS_DIR="$stage/data"
 export LD_LIBRARY_PATH="$stage/bin:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PYTHONUNBUFFERED=1
 train="$stage/bin/train_mlp"
@@ -112,6 +113,16 @@ python3 "$root/tests/torch/cnn_parity.py" --train-cnn "$stage/bin/train_cnn" --d
     --work "$out/cnn_parity" >"$out/cnn_parity.log" 2>&1
 rc=$?
 record "train_cnn vs PyTorch float64" "$([ $rc -eq 0 ] && echo PASS || echo FAIL)" "$(tail -n 1 "$out/cnn_parity.log")"
+
+# the GPT trainer at its default model for a few hundred steps: it trains,
+# and what a step costs (the full 5000-step run is a call of its own)
+start=$(date +%s)
+"$stage/bin/train_gpt" --device cuda --max-iters 300 --eval-interval 150 --eval-iters 20 --sample 200 \
+    >"$out/train_gpt_cuda.log" 2>&1
+rc=$?
+secs=$(($(date +%s) - start))
+record "train_gpt --device cuda (300 steps)" "$([ $rc -eq 0 ] && echo PASS || echo FAIL)" \
+    "$(tail -n 1 "$out/train_gpt_cuda.log"); $(grep '^iter' "$out/train_gpt_cuda.log" | tail -n 1); ${secs} s wall"
 
 if [ "${GE2_VERIFY_BENCH:-1}" != 0 ]; then
     GE2_BENCH_OUT="$out/bench" bash "$stage/bench/run.sh" >"$out/bench.log" 2>&1

@@ -13,6 +13,7 @@
 #                               find them through their $ORIGIN rpath.
 #   gpu_stage/tests.txt         the GPU test binaries run.sh runs
 #   gpu_stage/data/fashion-mnist/   the dataset (.gz IDX files)
+#   gpu_stage/data/austen.txt   the GPT trainer's corpus (tools/setup.sh's), when present
 #   gpu_stage/bench/            bench/ scripts (*.py, *.sh), if any
 #   gpu_stage/run.sh            runs every GPU test, prints a tally
 #
@@ -49,7 +50,7 @@ mapfile -t gpu_tests < <(query 'attr(tags, "[\[ ]gpu[,\]]", tests(//...))')
 
 # Optional binaries: present once their modules exist.
 extra=()
-for t in //examples:smoke //examples:train_mlp //examples:train_cnn //examples:train_custom_op; do
+for t in //examples:smoke //examples:train_mlp //examples:train_cnn //examples:train_gpt //examples:train_custom_op; do
     if bazel query --noshow_progress "$t" >/dev/null 2>&1; then
         extra+=("$t")
     fi
@@ -169,6 +170,11 @@ for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz \
     [ -f "$data_src/$f" ] || die "missing $data_src/$f (apt-get install dataset-fashion-mnist)"
     install -m 644 "$data_src/$f" "$stage/data/fashion-mnist/$f"
 done
+
+corpus="${GE2_CORPUS_DIR:-/usr/local/share/ge2}/austen.txt"
+if [ -f "$corpus" ]; then
+    install -m 644 "$corpus" "$stage/data/austen.txt"
+fi
 
 shopt -s nullglob
 bench_files=(bench/*.py bench/*.sh bench/*.txt)

@@ -52,6 +52,10 @@ enum {
     GE2_OPF_NO_GRAD = 1u << 3,     /* a metric: never differentiated */
     GE2_OPF_OPTIMIZER = 1u << 4,   /* works on the flat pools, runs after the backward */
     GE2_OPF_UPDATE = 1u << 5,      /* with OPTIMIZER: updates parameters (one or more nodes a step) */
+    /* draws from the step's random stream (the control block's rng_offset,
+     * which the optimizer's commit advances): its backward must run before
+     * the last update of the step, so such graphs take the flat update */
+    GE2_OPF_RANDOM = 1u << 6,
 };
 
 /* A node of the graph (opaque here; its op's functions receive it). */

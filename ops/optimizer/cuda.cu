@@ -130,7 +130,7 @@ __global__ void ge2_optimizer_update_kernel(ge2_opt_spans spans, ge2_optimizer_c
 #pragma unroll
     for (int k = 0; k < GE2_OPT_MAX_SPANS; k++)
         if (k < spans.count) {
-            // the weight-decay group, then the rest (its start is pool-aligned: float4 holds)
+            // the weight-decay group, then the rest (spans_vec4 took float4 only where that start is aligned)
             const ge2_opt_span sp = spans.span[k];
             const long long d = sp.decay_n;
             ge2_opt_sweep<R, VEC4>(s, cfg.nesterov, update, d, sp.params, sp.grads, sp.state, spans.stride);
@@ -164,7 +164,7 @@ static bool spans_vec4(const ge2_opt_spans *spans, int slots)
     bool vec = spans->stride % 4 == 0 || slots <= 1;
     for (int k = 0; k < spans->count; k++)
         vec = vec && ge2_cuda_aligned16(spans->span[k].params) && ge2_cuda_aligned16(spans->span[k].grads) &&
-              ge2_cuda_aligned16(spans->span[k].state);
+              ge2_cuda_aligned16(spans->span[k].state) && spans->span[k].decay_n % 4 == 0; /* the 2nd sweep's start */
     return vec;
 }
 

@@ -136,6 +136,29 @@ START_TEST(eval_passes_x_through)
 }
 END_TEST
 
+/* Per-parameter updates may run a backward after the last update moved the
+ * random offset on: a graph with dropout takes the flat update (AUTO) and
+ * refuses per-parameter (forced), saying why. */
+START_TEST(dropout_graphs_take_the_flat_update)
+{
+    ge2_graph *g;
+    ge2_tensor *x, *w, *h, *y, *t, *loss;
+    API(ge2_graph_new(&g));
+    API(ge2_input(g, "x", GE2_F32, ge2_shape2(4, 8), &x));
+    API(ge2_label(g, "t", GE2_F32, ge2_shape2(4, 8), &t));
+    API(ge2_parameter(g, "w", GE2_F32, ge2_shape2(8, 8), (ge2_init){GE2_INIT_UNIFORM, -1, 1, 0}, &w));
+    API(ge2_linear(g, x, w, NULL, GE2_ACT_NONE, 0, &h));
+    API(ge2_dropout(g, h, 0.5, &y));
+    API(ge2_mse_loss(g, y, t, &loss));
+    API(ge2_backward(g, loss));
+    ge2_optimizer_config c = ge2_optimizer_defaults(GE2_OPT_SGD);
+    c.update_mode = GE2_UPDATE_PER_PARAMETER;
+    ck_assert_int_eq(ge2_optimizer(g, &c), GE2_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(ge2_last_error(), "random stream"));
+    ge2_graph_free(g);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("dropout");
@@ -143,6 +166,7 @@ int main(void)
     tcase_add_test(tc, philox_matches_its_known_answers);
     tcase_add_test(tc, train_steps_draw_fresh_masks_at_the_right_rate);
     tcase_add_test(tc, eval_passes_x_through);
+    tcase_add_test(tc, dropout_graphs_take_the_flat_update);
     suite_add_tcase(s, tc);
     return ge2_check_run(s);
 }

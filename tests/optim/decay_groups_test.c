@@ -136,12 +136,42 @@ START_TEST(only_parameters_leave_weight_decay)
 }
 END_TEST
 
+/* A parameter leaving weight decay after ge2_compile changes the pool's
+ * order: the program compiled before refuses to step. */
+START_TEST(a_group_changed_after_compile_is_refused)
+{
+    ge2_context *ctx;
+    ge2_graph *g;
+    ge2_program *p;
+    ge2_tensor *x, *t, *w, *y, *loss;
+    API(ge2_context_new(GE2_DEVICE_CPU, &ctx));
+    API(ge2_graph_new(&g));
+    API(ge2_input(g, "x", GE2_F32, ge2_shape2(B, IN), &x));
+    API(ge2_label(g, "t", GE2_F32, ge2_shape2(B, OUT), &t));
+    API(ge2_parameter(g, "w", GE2_F32, ge2_shape2(OUT, IN), (ge2_init){GE2_INIT_UNIFORM, -1, 1, 0}, &w));
+    API(ge2_linear(g, x, w, NULL, GE2_ACT_NONE, 0, &y));
+    API(ge2_mse_loss(g, y, t, &loss));
+    API(ge2_backward(g, loss));
+    ge2_optimizer_config c = ge2_optimizer_defaults(GE2_OPT_ADAMW);
+    API(ge2_optimizer(g, &c));
+    API(ge2_compile(ctx, g, NULL, &p));
+    API(ge2_no_weight_decay(g, w));
+    ge2_feed f[2] = {{x, xv, ge2_shape2(B, IN)}, {t, tv, ge2_shape2(B, OUT)}};
+    ck_assert_int_eq(ge2_program_step(p, GE2_MODE_TRAIN, f, 2), GE2_ERR_STATE);
+    ck_assert_ptr_nonnull(strstr(ge2_last_error(), "weight decay"));
+    ge2_program_free(p);
+    ge2_graph_free(g);
+    ge2_context_free(ctx);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("decay_groups");
     TCase *tc = tcase_create("decay_groups");
     tcase_add_test(tc, groups_decay_only_their_parameters);
     tcase_add_test(tc, only_parameters_leave_weight_decay);
+    tcase_add_test(tc, a_group_changed_after_compile_is_refused);
     suite_add_tcase(s, tc);
     return ge2_check_run(s);
 }
