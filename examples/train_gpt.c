@@ -23,7 +23,7 @@
 typedef struct options {
     gpt_config model;
     ge2_device device;
-    const char *data, *save;
+    const char *data, *save, *init;
     double lr, min_lr, weight_decay, beta2, grad_clip;
     int64_t warmup, max_iters, steps, eval_interval, eval_iters, sample, log_interval;
     uint64_t seed;
@@ -51,6 +51,8 @@ static int usage(FILE *to, int code)
             "  --seed N                 seed of the weights, batches and sampling (1)\n"
             "  --no-shuffle             row r of step s starts at ((s*B + r)*T) mod (train length - T - 1)\n"
             "  --sample N               characters to generate at the end (500)\n"
+            "  --init FILE              initial parameters from a safetensors file (nanoGPT's names, without\n"
+            "                           lm_head.weight: it is transformer.wte.weight, tied)\n"
             "  --save FILE              write a checkpoint (safetensors) when training stops\n"
             "  --help                   this text\n");
     return code;
@@ -88,14 +90,15 @@ static bool parse_f64(const char *s, double lo, double hi, double *out)
 static int parse(int argc, char **argv, options *o)
 {
     enum { N_LAYER = 1000, N_HEAD, N_EMBD, BLOCK, BATCH, DROPOUT, LR, MIN_LR, WARMUP, MAX_ITERS, STEPS, WD, BETA2,
-           CLIP, EVAL_INTERVAL, EVAL_ITERS, SEED, NO_SHUFFLE, SAMPLE, SAVE, DEVICE, DATA, HELP };
+           CLIP, EVAL_INTERVAL, EVAL_ITERS, SEED, NO_SHUFFLE, SAMPLE, SAVE, INIT, DEVICE, DATA, HELP };
     static const struct option flags[] = {
         {"n-layer", 1, 0, N_LAYER}, {"n-head", 1, 0, N_HEAD}, {"n-embd", 1, 0, N_EMBD},
         {"block-size", 1, 0, BLOCK}, {"batch", 1, 0, BATCH}, {"dropout", 1, 0, DROPOUT}, {"lr", 1, 0, LR},
         {"min-lr", 1, 0, MIN_LR}, {"warmup", 1, 0, WARMUP}, {"max-iters", 1, 0, MAX_ITERS}, {"steps", 1, 0, STEPS},
         {"weight-decay", 1, 0, WD}, {"beta2", 1, 0, BETA2}, {"grad-clip", 1, 0, CLIP},
         {"eval-interval", 1, 0, EVAL_INTERVAL}, {"eval-iters", 1, 0, EVAL_ITERS}, {"seed", 1, 0, SEED},
-        {"no-shuffle", 0, 0, NO_SHUFFLE}, {"sample", 1, 0, SAMPLE}, {"save", 1, 0, SAVE}, {"device", 1, 0, DEVICE},
+        {"no-shuffle", 0, 0, NO_SHUFFLE}, {"sample", 1, 0, SAMPLE}, {"save", 1, 0, SAVE}, {"init", 1, 0, INIT},
+        {"device", 1, 0, DEVICE},
         {"data", 1, 0, DATA}, {"help", 0, 0, HELP}, {0, 0, 0, 0},
     };
     int64_t seed = 1;
@@ -123,6 +126,7 @@ static int parse(int argc, char **argv, options *o)
         case NO_SHUFFLE: o->shuffle = false; break;
         case SAMPLE: ok = parse_i64(optarg, 0, &o->sample); break;
         case SAVE: o->save = optarg; break;
+        case INIT: o->init = optarg; break;
         case DEVICE:
             ok = strcmp(optarg, "cpu") == 0 || strcmp(optarg, "cuda") == 0 || strcmp(optarg, "auto") == 0;
             o->device = strcmp(optarg, "cpu") == 0 ? GE2_DEVICE_CPU
@@ -348,6 +352,8 @@ int main(int argc, char **argv)
         fail("backward and optimizer");
     } else if (ge2_context_new(o.device, &r.ctx) != GE2_OK || ge2_compile(r.ctx, r.m.graph, NULL, &r.prog) != GE2_OK) {
         fail("compile");
+    } else if (o.init && ge2_checkpoint_load_parameters(r.prog, o.init) != GE2_OK) {
+        fail("--init");
     } else {
         printf("train_gpt: %s, %lld layers, %lld heads, %lld embd, block %lld, vocab %d, %.2fM parameters; "
                "%s: %lld train / %lld val characters; batch %lld, adamw lr %g -> %g, %lld iters\n",

@@ -30,6 +30,14 @@ check "--save writes nanoGPT's parameter names" $?
 cmp -s <(grep -v 'ms/step' "$tmp/run1") <(grep -v 'ms/step' "$tmp/run2")
 check "one seed, one run (losses and sample)" $?
 
+# --init from the saved checkpoint: the first evaluation sees the trained
+# model (below 3.5), not a fresh one (ln 82 = 4.41)
+"$bin" "${tiny[@]}" --init "$tmp/gpt.safetensors" --max-iters 1 >"$tmp/run3" 2>&1
+check "--init from a checkpoint of the same model ($(tail -n 1 "$tmp/run3"))" $?
+first=$(sed -n 's/^step 0: train loss [0-9.]*, val loss \([0-9.]*\)$/\1/p' "$tmp/run3")
+awk -v a="${first:-9}" 'BEGIN { exit !(a < 3.5) }'
+check "--init starts from the trained model (val loss ${first:-?})" $?
+
 expect_error "unknown flag" 2 --bogus
 expect_error "bad number" 2 --n-layer x
 expect_error "heads must divide the width" 2 --n-embd 30 --n-head 4

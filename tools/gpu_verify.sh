@@ -10,7 +10,8 @@
 # within fp32 error, and reach the same accuracy after 200, 5. checkpoints <-> PyTorch with the real safetensors,
 # 6. the CNN trainer with default flags (test accuracy >= 0.93), and K steps
 # of it on the CPU and on CUDA against PyTorch's float64, and its launches
-# timed one by one (--time-launches), 7. the GPT trainer for 300 steps, 8. the benchmark
+# timed one by one (--time-launches), 7. the GPT trainer for 300 steps, and
+# K steps of a small one against PyTorch's float64, 8. the benchmark
 # against PyTorch (GE2_VERIFY_BENCH=0 leaves it out). GE2_VERIFY_SKIP=suites,sanitize
 # leaves those parts out (a second call after a first that ran them). Logs go to OUT_DIR (default gpu_stage/verify);
 # a summary table is printed last. Exits non-zero if any part fails.
@@ -123,6 +124,11 @@ rc=$?
 secs=$(($(date +%s) - start))
 record "train_gpt --device cuda (300 steps)" "$([ $rc -eq 0 ] && echo PASS || echo FAIL)" \
     "$(tail -n 1 "$out/train_gpt_cuda.log"); $(grep '^iter' "$out/train_gpt_cuda.log" | tail -n 1); ${secs} s wall"
+
+python3 "$root/tests/torch/gpt_parity.py" --train-gpt "$stage/bin/train_gpt" --data "$stage/data/austen.txt" \
+    --work "$out/gpt_parity" >"$out/gpt_parity.log" 2>&1
+rc=$?
+record "train_gpt vs PyTorch float64" "$([ $rc -eq 0 ] && echo PASS || echo FAIL)" "$(tail -n 1 "$out/gpt_parity.log")"
 
 if [ "${GE2_VERIFY_BENCH:-1}" != 0 ]; then
     GE2_BENCH_OUT="$out/bench" bash "$stage/bench/run.sh" >"$out/bench.log" 2>&1
