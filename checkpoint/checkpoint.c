@@ -38,6 +38,9 @@ typedef struct ck_layout {
     char (*names)[GE2_ST_MAX_NAME]; /* [n] storage for the names */
     int64_t *offset;                /* [n] element offset in the joint image */
     int n_params;                   /* tensors [0, n_params) are parameters */
+    /* [first_alias, first_alias + n_aliases): parameters again under their
+     * aliases (the same image data); optional when loading */
+    int first_alias, n_aliases;
     float *image;                   /* [(1 + slots) * pools.n]: params, then the state slots */
     int64_t image_n;
     unsigned char *buffer_image;    /* [layout->buffer_bytes]: the persistent buffers, last in tensors */
@@ -63,12 +66,13 @@ static ge2_status ck_layout_new(ge2_program *program, bool with_state, ck_layout
     ge2_opt_slots slots = {-1, -1, -1, -1, -1, 0};
     if (cfg && with_state)
         slots = ge2_opt_slots_of(cfg);
-    int n_params = 0, n_buffers = 0;
+    int n_params = 0, n_buffers = 0, n_aliases = 0;
     for (int i = 0; i < g->n_tensors; i++) {
         n_params += g->tensors[i]->role == GE2_ROLE_PARAMETER;
         n_buffers += g->tensors[i]->role == GE2_ROLE_BUFFER;
+        n_aliases += g->tensors[i]->role == GE2_ROLE_PARAMETER && g->tensors[i]->alias[0];
     }
-    int n = n_params * (1 + slots.count) + n_buffers;
+    int n = n_params * (1 + slots.count) + n_buffers + n_aliases;
     l->image_n = (1 + slots.count) * pools.n;
     l->tensors = ge2_calloc((size_t)(n ? n : 1), sizeof *l->tensors);
     l->names = ge2_calloc((size_t)(n ? n : 1), sizeof *l->names);
@@ -104,6 +108,16 @@ static ge2_status ck_layout_new(ge2_program *program, bool with_state, ck_layout
         snprintf(l->names[k], GE2_ST_MAX_NAME, "%s", t->name); /* names are shorter than GE2_NAME_MAX */
         l->tensors[k] = (ge2_st_tensor){l->names[k], t->shape, l->buffer_image + layout->offset[i], t->dtype};
     }
+    l->first_alias = l->n;
+    for (int i = 0; i < g->n_tensors; i++) {
+        const ge2_tensor *t = g->tensors[i];
+        if (t->role != GE2_ROLE_PARAMETER || !t->alias[0])
+            continue;
+        int k = l->n++;
+        snprintf(l->names[k], GE2_ST_MAX_NAME, "%s", t->alias);
+        l->tensors[k] = (ge2_st_tensor){l->names[k], t->shape, l->image + layout->offset[i] / sizeof(float), GE2_F32};
+    }
+    l->n_aliases = n_aliases;
     l->n_params = n_params;
     return GE2_OK;
 }
@@ -136,6 +150,22 @@ static ge2_status ck_transfer(ge2_program *program, ck_layout *l, bool to_device
         GE2_TRY(b->download(bctx, l->image + pools.n, pools.state, (size_t)slots * bytes));
     if (buffer_bytes)
         GE2_TRY(b->download(bctx, l->buffer_image, buffers, buffer_bytes));
+    return GE2_OK;
+}
+
+ge2_status ge2_checkpoint_alias(ge2_graph *graph, ge2_tensor *param, const char *name)
+{
+    if (!graph || !param || !name || !name[0])
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_checkpoint_alias: graph, param and a name are required");
+    if (param->graph != graph || param->role != GE2_ROLE_PARAMETER)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_checkpoint_alias: '%s' is not a parameter of this graph",
+                         param->name);
+    if (strlen(name) >= sizeof param->alias || strlen(name) >= GE2_ST_MAX_NAME)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_checkpoint_alias: name '%.32s...' is too long", name);
+    for (int i = 0; i < graph->n_tensors; i++)
+        if (!strcmp(graph->tensors[i]->name, name) || !strcmp(graph->tensors[i]->alias, name))
+            return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_checkpoint_alias: '%s' already names a tensor", name);
+    snprintf(param->alias, sizeof param->alias, "%s", name);
     return GE2_OK;
 }
 
@@ -173,11 +203,22 @@ ge2_status ge2_checkpoint_save(ge2_program *program, const char *path, const ge2
  * image; then no tensor the model lacks (ignoring "optim." ones when asked). */
 static ge2_status ck_match(const ge2_st_file *f, const char *path, ck_layout *l, bool ignore_optim)
 {
-    for (int k = 0; k < l->n; k++) {
+    for (int k = 0; k < l->first_alias; k++) {
         const ge2_st_tensor *t = &l->tensors[k];
         const uint8_t *data;
         GE2_TRY(ge2_st_expect(f, path, t->name, t->dtype, t->shape, &data));
         memcpy((void *)t->data, data, (size_t)ge2_shape_numel(t->shape) * ge2_dtype_size(t->dtype));
+    }
+    /* an alias, when the file has it, must hold what its parameter got */
+    for (int k = l->first_alias; k < l->first_alias + l->n_aliases; k++) {
+        const ge2_st_tensor *t = &l->tensors[k];
+        const uint8_t *data;
+        if (!ge2_st_find(f, t->name))
+            continue;
+        GE2_TRY(ge2_st_expect(f, path, t->name, t->dtype, t->shape, &data));
+        if (memcmp(t->data, data, (size_t)ge2_shape_numel(t->shape) * sizeof(float)) != 0)
+            return ge2_error(GE2_ERR_FORMAT, "%s: tensor %s differs from the parameter it is tied to in this model",
+                             path, t->name);
     }
     for (int i = 0; i < f->n_entries; i++) {
         const char *name = f->entries[i].name;

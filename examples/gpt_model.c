@@ -112,6 +112,7 @@ static ge2_status build(builder *b, gpt_model *m)
     TRY(ge2_input(b->g, "idx", GE2_I32, ge2_shape2(c->batch, T), &m->idx));
     TRY(ge2_label(b->g, "targets", GE2_I32, ge2_shape1(c->batch * T), &m->targets));
     TRY(param(b, "transformer.wte.weight", ge2_shape2(c->vocab, C), (ge2_init){GE2_INIT_NORMAL, 0, 0.02, 0}, &m->wte));
+    TRY(ge2_checkpoint_alias(b->g, m->wte, "lm_head.weight")); /* nanoGPT's state_dict has both, tied */
     TRY(param(b, "transformer.wpe.weight", ge2_shape2(T, C), (ge2_init){GE2_INIT_NORMAL, 0, 0.02, 0}, &wpe));
     int32_t positions[4096];
     if (T > (int64_t)(sizeof positions / sizeof positions[0]))

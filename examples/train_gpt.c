@@ -51,8 +51,8 @@ static int usage(FILE *to, int code)
             "  --seed N                 seed of the weights, batches and sampling (1)\n"
             "  --no-shuffle             row r of step s starts at ((s*B + r)*T) mod (train length - T - 1)\n"
             "  --sample N               characters to generate at the end (500)\n"
-            "  --init FILE              initial parameters from a safetensors file (nanoGPT's names, without\n"
-            "                           lm_head.weight: it is transformer.wte.weight, tied)\n"
+            "  --init FILE              initial parameters from a safetensors file under nanoGPT's names\n"
+            "                           (lm_head.weight, tied to transformer.wte.weight, may be left out)\n"
             "  --save FILE              write a checkpoint (safetensors) when training stops\n"
             "  --help                   this text\n");
     return code;

@@ -23,7 +23,8 @@ check "val loss falls from ln(vocab) (${first:-?}) below 3.3 (${best:-?})" $?
 [ "$(sed -n '/^sample (64 characters):$/{n;p}' "$tmp/run1" | wc -c)" -ge 1 ]
 check "a sample follows its header" $?
 grep -q 'transformer.h.0.attn.c_attn.weight' "$tmp/gpt.safetensors" &&
-    grep -q 'transformer.wte.weight' "$tmp/gpt.safetensors" && grep -q 'transformer.ln_f.bias' "$tmp/gpt.safetensors"
+    grep -q 'transformer.wte.weight' "$tmp/gpt.safetensors" && grep -q 'transformer.ln_f.bias' "$tmp/gpt.safetensors" &&
+    grep -q 'lm_head.weight' "$tmp/gpt.safetensors"
 check "--save writes nanoGPT's parameter names" $?
 
 "$bin" "${tiny[@]}" >"$tmp/run2" 2>&1

@@ -182,6 +182,7 @@ struct ge2_tensor {
     bool requires_grad; /* inputs: ge2_require_grad was called */
     bool is_output;     /* loss or metric: lives to the end of the step */
     bool no_weight_decay; /* parameters: the optimizer's weight decay leaves it be */
+    char alias[GE2_NAME_MAX]; /* parameters: a second checkpoint name ("": none; ge2_checkpoint_alias) */
     ge2_init init;      /* parameters */
     void *constant_data; /* constants: host copy, owned (ge2_malloc) */
 };

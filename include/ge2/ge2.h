@@ -612,6 +612,12 @@ typedef struct ge2_resume_state {
     uint64_t data_seed;
 } ge2_resume_state;
 
+/* Checkpoints also carry parameter `param` under `name`: a weight a PyTorch
+ * model ties to another module keeps both names in its state_dict
+ * (nanoGPT's lm_head.weight is transformer.wte.weight). Loading takes the
+ * alias when present and requires it to equal the parameter. */
+ge2_status ge2_checkpoint_alias(ge2_graph *graph, ge2_tensor *param, const char *name);
+
 /* safetensors: parameters under their names (PyTorch layout), optimizer state, step, resume state. Atomic. */
 ge2_status ge2_checkpoint_save(ge2_program *program, const char *path, const ge2_resume_state *resume);
 /* Untrusted file: every size and offset is checked. resume may be NULL. */

@@ -440,6 +440,54 @@ START_TEST(corrupt_files)
 }
 END_TEST
 
+/* A tied weight's second name (ge2_checkpoint_alias: nanoGPT's
+ * lm_head.weight): saved under both names with the same values; a file
+ * without the alias loads; one whose alias differs is refused. */
+START_TEST(aliases_save_both_names)
+{
+    ge2_optimizer_config cfg = ge2_optimizer_defaults(GE2_OPT_SGD);
+    net src, dst;
+    net_open(&src, &cfg, HID);
+    net_open(&dst, &cfg, HID);
+    API(ge2_checkpoint_alias(src.graph, src.params[2], "head.weight"));
+    API(ge2_checkpoint_alias(dst.graph, dst.params[2], "head.weight"));
+    ck_assert_int_eq(ge2_checkpoint_alias(src.graph, src.params[0], "fc2.bias"), GE2_ERR_INVALID_ARGUMENT);
+    const char *path = tmp_path("alias.safetensors");
+    API(ge2_checkpoint_save(src.program, path, NULL));
+    ge2_st_file f;
+    API(ge2_st_read(path, 1u << 20, &f));
+    const ge2_st_entry *a = ge2_st_find(&f, "head.weight"), *w = ge2_st_find(&f, "fc2.weight");
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_nonnull(w);
+    ck_assert_int_eq(a->end - a->begin, w->end - w->begin);
+    ck_assert_int_eq(memcmp(f.data + a->begin, f.data + w->begin, (size_t)(w->end - w->begin)), 0);
+    API(ge2_checkpoint_load_parameters(dst.program, path));
+
+    /* without the alias: loads */
+    ge2_st_tensor t[64];
+    int n = file_tensors(&f, "head.weight", t);
+    const char *without = tmp_path("without.safetensors");
+    API(ge2_st_write(without, t, n, f.meta, f.n_meta));
+    API(ge2_checkpoint_load_parameters(dst.program, without));
+    /* an alias that differs from its parameter: refused */
+    n = file_tensors(&f, NULL, t);
+    static float other[CLS * HID];
+    for (int k = 0; k < n; k++)
+        if (!strcmp(t[k].name, "head.weight")) {
+            for (int e = 0; e < CLS * HID; e++)
+                other[e] = 1.5f;
+            t[k].data = other;
+        }
+    const char *differs = tmp_path("differs.safetensors");
+    API(ge2_st_write(differs, t, n, f.meta, f.n_meta));
+    ck_assert_int_eq(ge2_checkpoint_load_parameters(dst.program, differs), GE2_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(ge2_last_error(), "head.weight differs"));
+    ge2_st_release(&f);
+    net_close(&src);
+    net_close(&dst);
+}
+END_TEST
+
 START_TEST(atomic_save)
 {
     ge2_optimizer_config cfg = ge2_optimizer_defaults(GE2_OPT_ADAM);
@@ -475,6 +523,7 @@ int main(void)
     tcase_add_test(tc, full_checkpoint_mismatches);
     tcase_add_test(tc, corrupt_files);
     tcase_add_test(tc, atomic_save);
+    tcase_add_test(tc, aliases_save_both_names);
     suite_add_tcase(s, tc);
     return ge2_check_run(s);
 }

@@ -8,7 +8,7 @@ Run on a machine with torch + safetensors (the GPU machine):
 A small GPT of train_gpt's structure (nanoGPT's blocks with GELU-tanh,
 biases, the LM head tied to the token embedding, no dropout) is initialised
 in PyTorch and saved with safetensors (without lm_head.weight, which is
-wte). train_gpt --init --no-shuffle runs K AdamW steps on the CPU and on
+wte; ge2's checkpoints carry it, equal to wte, which is checked too). train_gpt --init --no-shuffle runs K AdamW steps on the CPU and on
 CUDA (constant lr, weight decay for matrices only, gradient clipping at 1.0:
 nanoGPT's optimizer); PyTorch runs the same K steps on the same batches in
 float64 (the reference) and in float32. Every parameter of ge2 must be
@@ -142,7 +142,9 @@ def main():
             results.append(False)
             continue
         got = load_file(ck)
-        worst, worst_name, ok = 0.0, "", True
+        # the checkpoint is nanoGPT's state_dict: lm_head.weight is the tied wte
+        ok = "lm_head.weight" in got and torch.equal(got["lm_head.weight"], got["transformer.wte.weight"])
+        worst, worst_name = 0.0, ""
         for name, ref in want.items():
             bound = 10 * max(normwise(f32[name], ref), 1e-6)
             err = normwise(got[name], ref)
