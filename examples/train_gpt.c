@@ -23,7 +23,8 @@
 typedef struct options {
     gpt_config model;
     ge2_device device;
-    const char *data, *save, *init;
+    const char *data, *save, *init, *resume;
+    bool tf32;
     double lr, min_lr, weight_decay, beta2, grad_clip;
     int64_t warmup, max_iters, steps, eval_interval, eval_iters, sample, log_interval;
     uint64_t seed;
@@ -54,6 +55,8 @@ static int usage(FILE *to, int code)
             "  --init FILE              initial parameters from a safetensors file under nanoGPT's names\n"
             "                           (lm_head.weight, tied to transformer.wte.weight, may be left out)\n"
             "  --save FILE              write a checkpoint (safetensors) when training stops\n"
+            "  --resume FILE            continue from a checkpoint (its step, optimizer state and dropout stream)\n"
+            "  --precision fp32|tf32    GEMM precision on CUDA (fp32); bf16 is not there yet\n"
             "  --help                   this text\n");
     return code;
 }
@@ -90,7 +93,8 @@ static bool parse_f64(const char *s, double lo, double hi, double *out)
 static int parse(int argc, char **argv, options *o)
 {
     enum { N_LAYER = 1000, N_HEAD, N_EMBD, BLOCK, BATCH, DROPOUT, LR, MIN_LR, WARMUP, MAX_ITERS, STEPS, WD, BETA2,
-           CLIP, EVAL_INTERVAL, EVAL_ITERS, SEED, NO_SHUFFLE, SAMPLE, SAVE, INIT, DEVICE, DATA, HELP };
+           CLIP, EVAL_INTERVAL, EVAL_ITERS, SEED, NO_SHUFFLE, SAMPLE, SAVE, INIT, RESUME, PRECISION, DEVICE, DATA,
+           HELP };
     static const struct option flags[] = {
         {"n-layer", 1, 0, N_LAYER}, {"n-head", 1, 0, N_HEAD}, {"n-embd", 1, 0, N_EMBD},
         {"block-size", 1, 0, BLOCK}, {"batch", 1, 0, BATCH}, {"dropout", 1, 0, DROPOUT}, {"lr", 1, 0, LR},
@@ -98,6 +102,7 @@ static int parse(int argc, char **argv, options *o)
         {"weight-decay", 1, 0, WD}, {"beta2", 1, 0, BETA2}, {"grad-clip", 1, 0, CLIP},
         {"eval-interval", 1, 0, EVAL_INTERVAL}, {"eval-iters", 1, 0, EVAL_ITERS}, {"seed", 1, 0, SEED},
         {"no-shuffle", 0, 0, NO_SHUFFLE}, {"sample", 1, 0, SAMPLE}, {"save", 1, 0, SAVE}, {"init", 1, 0, INIT},
+        {"resume", 1, 0, RESUME}, {"precision", 1, 0, PRECISION},
         {"device", 1, 0, DEVICE},
         {"data", 1, 0, DATA}, {"help", 0, 0, HELP}, {0, 0, 0, 0},
     };
@@ -127,6 +132,13 @@ static int parse(int argc, char **argv, options *o)
         case SAMPLE: ok = parse_i64(optarg, 0, &o->sample); break;
         case SAVE: o->save = optarg; break;
         case INIT: o->init = optarg; break;
+        case RESUME: o->resume = optarg; break;
+        case PRECISION:
+            ok = strcmp(optarg, "fp32") == 0 || strcmp(optarg, "tf32") == 0;
+            o->tf32 = strcmp(optarg, "tf32") == 0;
+            if (strcmp(optarg, "bf16") == 0)
+                return bad_flag("--precision bf16: mixed precision is not in ge2 yet (fp32, tf32)");
+            break;
         case DEVICE:
             ok = strcmp(optarg, "cpu") == 0 || strcmp(optarg, "cuda") == 0 || strcmp(optarg, "auto") == 0;
             o->device = strcmp(optarg, "cpu") == 0 ? GE2_DEVICE_CPU
@@ -145,6 +157,8 @@ static int parse(int argc, char **argv, options *o)
     }
     if (optind < argc)
         return bad_flag(argv[optind]);
+    if (o->init && o->resume)
+        return bad_flag("--init and --resume both give the parameters: take one");
     if (o->model.n_embd % o->model.n_head)
         return bad_flag("--n-embd must be a multiple of --n-head");
     if (o->model.batch > (int64_t)1 << 40 || o->model.batch * o->model.block_size > INT32_MAX)
@@ -184,19 +198,27 @@ typedef struct run {
     ge2_context *ctx;
     ge2_program *prog;
     int32_t *x, *y;
-    uint64_t batch_rng, eval_rng;
 } run;
 
-/* the mean loss of eval_iters batches of a split, in eval mode */
-static ge2_status evaluate(run *r, bool val, double *loss)
+/* The draws of step s's batch (and of the evaluation at step s, per split):
+ * pure functions of the seed and the step, so a resumed run draws what the
+ * run it continues would have. */
+static uint64_t stream(uint64_t seed, uint64_t kind, int64_t step)
+{
+    return ge2_mix64(seed * GE2_MIX64_GAMMA ^ ge2_mix64(kind + 3 * (uint64_t)step));
+}
+
+/* the mean loss of eval_iters batches of a split, in eval mode, at step */
+static ge2_status evaluate(run *r, bool val, int64_t step, double *loss)
 {
     const gpt_config *c = &r->o->model;
+    uint64_t rng = stream(r->o->seed, val ? 2 : 1, step);
     ge2_metrics m;
     ge2_status st = ge2_program_sync(r->prog);
     if (st == GE2_OK)
         st = ge2_program_take_metrics(r->prog, GE2_MODE_EVAL, &m); /* drop what came before */
     for (int64_t i = 0; st == GE2_OK && i < r->o->eval_iters; i++) {
-        char_corpus_batch(&r->corpus, val, c->batch, c->block_size, false, 0, &r->eval_rng, r->x, r->y);
+        char_corpus_batch(&r->corpus, val, c->batch, c->block_size, false, 0, &rng, r->x, r->y);
         ge2_feed f[2] = {{r->m.idx, r->x, ge2_shape2(c->batch, c->block_size)},
                          {r->m.targets, r->y, ge2_shape1(c->batch * c->block_size)}};
         st = ge2_program_step(r->prog, GE2_MODE_EVAL, f, 2);
@@ -263,17 +285,18 @@ static ge2_status sample(run *r, int64_t n)
     return st;
 }
 
-static int train(run *r)
+static int train(run *r, int64_t first)
 {
     const options *o = r->o;
     const gpt_config *c = &o->model;
     const int64_t B = c->batch, T = c->block_size;
     double best = INFINITY, t0 = now_s();
-    int64_t last_step = o->steps >= 0 && o->steps < o->max_iters ? o->steps : o->max_iters, logged = 0;
-    for (int64_t step = 0; step <= last_step; step++) {
+    int64_t last_step = o->steps >= 0 && first + o->steps < o->max_iters ? first + o->steps : o->max_iters;
+    int64_t logged = first;
+    for (int64_t step = first; step <= last_step; step++) {
         if (step % o->eval_interval == 0 || step == last_step) {
             double tl, vl;
-            if (evaluate(r, false, &tl) != GE2_OK || evaluate(r, true, &vl) != GE2_OK)
+            if (evaluate(r, false, step, &tl) != GE2_OK || evaluate(r, true, step, &vl) != GE2_OK)
                 return fail("evaluation");
             best = vl < best ? vl : best;
             printf("step %lld: train loss %.4f, val loss %.4f\n", (long long)step, tl, vl);
@@ -285,11 +308,12 @@ static int train(run *r)
             break;
         if (ge2_set_lr(r->prog, lr_at(o, step)) != GE2_OK)
             return fail("set_lr");
-        char_corpus_batch(&r->corpus, false, B, T, !o->shuffle, step, &r->batch_rng, r->x, r->y);
+        uint64_t rng = stream(o->seed, 0, step);
+        char_corpus_batch(&r->corpus, false, B, T, !o->shuffle, step, &rng, r->x, r->y);
         ge2_feed f[2] = {{r->m.idx, r->x, ge2_shape2(B, T)}, {r->m.targets, r->y, ge2_shape1(B * T)}};
         if (ge2_program_step(r->prog, GE2_MODE_TRAIN, f, 2) != GE2_OK)
             return fail("step");
-        if ((step + 1) % o->log_interval == 0) {
+        if ((step + 1) % o->log_interval == 0 || step + 1 == last_step) {
             ge2_metrics m;
             if (ge2_program_sync(r->prog) != GE2_OK || ge2_program_take_metrics(r->prog, GE2_MODE_TRAIN, &m) != GE2_OK)
                 return fail("metrics");
@@ -325,7 +349,7 @@ int main(int argc, char **argv)
     int code = parse(argc, argv, &o);
     if (code)
         return code < 0 ? 0 : code;
-    run r = {.o = &o, .batch_rng = o.seed * 0x9e3779b97f4a7c15ull, .eval_rng = o.seed ^ 0xe7a1ull};
+    run r = {.o = &o};
     if (char_corpus_load(o.data, &r.corpus) != GE2_OK)
         return fail("corpus");
     if (char_corpus_split_len(&r.corpus, true) <= o.model.block_size + 1) {
@@ -336,6 +360,9 @@ int main(int argc, char **argv)
     }
     o.model.vocab = r.corpus.vocab;
     code = 1;
+    int64_t first = 0; /* the step a --resume continues from */
+    ge2_compile_options compile = ge2_compile_defaults();
+    compile.tf32 = o.tf32;
     ge2_optimizer_config adamw = ge2_optimizer_defaults(GE2_OPT_ADAMW);
     adamw.lr = o.lr;
     adamw.beta2 = o.beta2;
@@ -350,10 +377,14 @@ int main(int argc, char **argv)
         fail("model");
     } else if (ge2_backward(r.m.graph, r.m.loss) != GE2_OK || ge2_optimizer(r.m.graph, &adamw) != GE2_OK) {
         fail("backward and optimizer");
-    } else if (ge2_context_new(o.device, &r.ctx) != GE2_OK || ge2_compile(r.ctx, r.m.graph, NULL, &r.prog) != GE2_OK) {
+    } else if (ge2_context_new(o.device, &r.ctx) != GE2_OK ||
+               ge2_compile(r.ctx, r.m.graph, &compile, &r.prog) != GE2_OK) {
         fail("compile");
     } else if (o.init && ge2_checkpoint_load_parameters(r.prog, o.init) != GE2_OK) {
         fail("--init");
+    } else if (o.resume && (ge2_checkpoint_load(r.prog, o.resume, NULL) != GE2_OK ||
+                            ge2_program_step_count(r.prog, &first) != GE2_OK)) {
+        fail("--resume");
     } else {
         printf("train_gpt: %s, %lld layers, %lld heads, %lld embd, block %lld, vocab %d, %.2fM parameters; "
                "%s: %lld train / %lld val characters; batch %lld, adamw lr %g -> %g, %lld iters\n",
@@ -362,7 +393,7 @@ int main(int argc, char **argv)
                (double)r.m.n_params / 1e6, o.data, (long long)r.corpus.n_train,
                (long long)(r.corpus.n - r.corpus.n_train), (long long)o.model.batch, o.lr, o.min_lr,
                (long long)o.max_iters);
-        code = train(&r);
+        code = train(&r, first);
     }
     ge2_program_free(r.prog);
     ge2_context_free(r.ctx);

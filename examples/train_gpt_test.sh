@@ -39,9 +39,21 @@ first=$(sed -n 's/^step 0: train loss [0-9.]*, val loss \([0-9.]*\)$/\1/p' "$tmp
 awk -v a="${first:-9}" 'BEGIN { exit !(a < 3.5) }'
 check "--init starts from the trained model (val loss ${first:-?})" $?
 
+# 40 steps straight == 20 steps, save, resume, 20 steps (dropout on: its
+# stream resumes too): the same checkpoint, byte for byte
+short=("${tiny[@]}" --max-iters 40 --eval-interval 20 --sample 0)
+"$bin" "${short[@]}" --save "$tmp/straight.safetensors" >"$tmp/s1" 2>&1 &&
+    "$bin" "${short[@]}" --steps 20 --save "$tmp/part.safetensors" >"$tmp/s2" 2>&1 &&
+    "$bin" "${short[@]}" --resume "$tmp/part.safetensors" --save "$tmp/resumed.safetensors" >"$tmp/s3" 2>&1
+check "save/resume runs ($(tail -n 1 "$tmp/s3"))" $?
+cmp -s "$tmp/straight.safetensors" "$tmp/resumed.safetensors"
+check "the resumed checkpoint is byte-identical to the straight one" $?
+
 expect_error "unknown flag" 2 --bogus
 expect_error "bad number" 2 --n-layer x
 expect_error "heads must divide the width" 2 --n-embd 30 --n-head 4
 expect_error "missing corpus" 1 --device cpu --data "$tmp/none.txt"
+expect_error "bf16 is not there yet" 2 --precision bf16
+expect_error "--init with --resume" 2 --init a --resume b
 
 trainer_test_summary
