@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "tests/gpu/capture_cnn.h"
+#include "tests/gpu/capture_gpt.h"
 #include "tests/gpu/capture_mlp.h"
 #include "tests/gpu/capture_suite.h"
 
@@ -267,7 +268,54 @@ START_TEST(test_cnn_replay_equals_eager_with_eval_keys)
 }
 END_TEST
 
+/* The GPT with dropout on, its three keys interleaved: train steps, an eval
+ * step every fifth, a generate step (batch 1) every seventh. Each key is
+ * captured once; the dropout masks come from the control block's offset on
+ * the device, so replayed and eager runs give bitwise the same losses and
+ * parameters, and the parameters must have moved. */
+static gpt_key gpt_key_of(int i) { return i % 7 == 6 ? GPT_GENERATE : i % 5 == 4 ? GPT_EVAL : GPT_TRAIN; }
+
+static unsigned char *gpt_run(bool disable_capture, int n, float *losses, int *captures, unsigned char **init,
+                              size_t *bytes)
+{
+    gpt m;
+    gpt_open(&m, 8, SEED, disable_capture);
+    if (init)
+        *init = gpt_state(&m, bytes);
+    for (int i = 0; i < n; i++)
+        losses[i] = gpt_step(&m, gpt_key_of(i), DATA_SEED, i, true);
+    unsigned char *state = gpt_state(&m, bytes);
+    *captures = ge2_program_capture_count(m.program);
+    gpt_close(&m);
+    return state;
+}
+
+START_TEST(test_gpt_replay_equals_eager_with_dropout_and_three_keys)
+{
+    const int n = steps(70);
+    float *loss_replay = calloc((size_t)n, sizeof(float)), *loss_eager = calloc((size_t)n, sizeof(float));
+    int cap_replay = -1, cap_eager = -1;
+    size_t bytes = 0;
+    unsigned char *init = NULL;
+    unsigned char *replay = gpt_run(false, n, loss_replay, &cap_replay, &init, &bytes);
+    unsigned char *eager = gpt_run(true, n, loss_eager, &cap_eager, NULL, &bytes);
+    ck_assert_int_eq(cap_replay, 3);
+    ck_assert_int_eq(cap_eager, 0);
+    for (int i = 0; i < n; i++)
+        ck_assert_msg(memcmp(&loss_replay[i], &loss_eager[i], sizeof(float)) == 0,
+                      "step %d (key %d): replayed loss %.9g, eager %.9g", i, (int)gpt_key_of(i), loss_replay[i],
+                      loss_eager[i]);
+    ck_assert_msg(memcmp(replay, init, bytes) != 0, "the GPT's parameters did not move");
+    ck_assert_msg(memcmp(replay, eager, bytes) == 0, "parameters differ between replay and eager");
+    free(loss_replay);
+    free(loss_eager);
+    free(init);
+    free(replay);
+    free(eager);
+}
+END_TEST
+
 GE2_GPU_SUITE_MAIN("capture_replay_test", 600,
                    test_replay_equals_eager_bitwise, test_same_seed_bitwise, test_zero_copy_equals_copying_bitwise,
                    test_replayed_metrics_equal_eager_reads, test_env_disables_capture,
-                   test_cnn_replay_equals_eager_with_eval_keys)
+                   test_cnn_replay_equals_eager_with_eval_keys, test_gpt_replay_equals_eager_with_dropout_and_three_keys)
