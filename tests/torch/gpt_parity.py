@@ -17,7 +17,6 @@ tensor, with a floor of 1e-6). Prints one line per device and
 "N passed, N failed" last; exits non-zero on failure.
 """
 import argparse
-import math
 import os
 import subprocess
 import sys
@@ -25,54 +24,7 @@ import sys
 import torch
 from safetensors.torch import load_file, save_file
 
-
-class Block(torch.nn.Module):
-    def __init__(self, c, h):
-        super().__init__()
-        self.h = h
-        self.ln_1 = torch.nn.LayerNorm(c)
-        self.attn = torch.nn.Module()
-        self.attn.c_attn = torch.nn.Linear(c, 3 * c)
-        self.attn.c_proj = torch.nn.Linear(c, c)
-        self.ln_2 = torch.nn.LayerNorm(c)
-        self.mlp = torch.nn.Module()
-        self.mlp.c_fc = torch.nn.Linear(c, 4 * c)
-        self.mlp.c_proj = torch.nn.Linear(4 * c, c)
-
-    def forward(self, x):
-        b, t, c = x.shape
-        q, k, v = self.attn.c_attn(self.ln_1(x)).split(c, dim=2)
-        q, k, v = (z.view(b, t, self.h, c // self.h).transpose(1, 2) for z in (q, k, v))
-        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.attn.c_proj(y.transpose(1, 2).contiguous().view(b, t, c))
-        h = torch.nn.functional.gelu(self.mlp.c_fc(self.ln_2(x)), approximate="tanh")
-        return x + self.mlp.c_proj(h)
-
-
-class GPT(torch.nn.Module):
-    """nanoGPT's GPT with train_gpt's choices, under nanoGPT's names."""
-
-    def __init__(self, vocab, block, n_layer, n_head, n_embd):
-        super().__init__()
-        self.transformer = torch.nn.Module()
-        self.transformer.wte = torch.nn.Embedding(vocab, n_embd)
-        self.transformer.wpe = torch.nn.Embedding(block, n_embd)
-        self.transformer.h = torch.nn.ModuleList(Block(n_embd, n_head) for _ in range(n_layer))
-        self.transformer.ln_f = torch.nn.LayerNorm(n_embd)
-        for name, p in self.named_parameters():
-            if name.endswith("c_proj.weight"):
-                torch.nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * n_layer))
-            elif name.endswith("weight") and p.dim() == 2:
-                torch.nn.init.normal_(p, 0.0, 0.02)
-            elif name.endswith("bias"):
-                torch.nn.init.zeros_(p)
-
-    def forward(self, idx):
-        t = idx.shape[1]
-        x = self.transformer.wte(idx) + self.transformer.wpe(torch.arange(t))
-        for block in self.transformer.h:
-            x = block(x)
-        return self.transformer.ln_f(x) @ self.transformer.wte.weight.t()  # the tied LM head
+from nanogpt import GPT, adamw
 
 
 def batches(path, steps, b, t):
@@ -92,10 +44,7 @@ def torch_train(init, cfg, data, dtype, lr):
     model = GPT(*cfg)
     model.load_state_dict(init)
     model = model.to(dtype)
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    rest = [p for p in model.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
-                            lr=lr, betas=(0.9, 0.99))
+    opt = adamw(model, lr)
     for x, y in data:
         opt.zero_grad()
         logits = model(x)

@@ -1,0 +1,66 @@
+"""train_gpt's model in PyTorch: nanoGPT's GPT (model.py) with train_gpt's
+choices - GELU (tanh), biases, the LM head tied to the token embedding,
+residual and embedding dropout but none on the attention weights - under
+nanoGPT's parameter names, and nanoGPT's initialisation. Shared by
+tests/torch/gpt_parity.py and bench/gpt_speed.py."""
+import math
+
+import torch
+
+
+class Block(torch.nn.Module):
+    def __init__(self, c, h, dropout):
+        super().__init__()
+        self.h = h
+        self.ln_1 = torch.nn.LayerNorm(c)
+        self.attn = torch.nn.Module()
+        self.attn.c_attn = torch.nn.Linear(c, 3 * c)
+        self.attn.c_proj = torch.nn.Linear(c, c)
+        self.ln_2 = torch.nn.LayerNorm(c)
+        self.mlp = torch.nn.Module()
+        self.mlp.c_fc = torch.nn.Linear(c, 4 * c)
+        self.mlp.c_proj = torch.nn.Linear(4 * c, c)
+        self.drop = torch.nn.Dropout(dropout)
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = self.attn.c_attn(self.ln_1(x)).split(c, dim=2)
+        q, k, v = (z.view(b, t, self.h, c // self.h).transpose(1, 2) for z in (q, k, v))
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.drop(self.attn.c_proj(y.transpose(1, 2).contiguous().view(b, t, c)))
+        h = torch.nn.functional.gelu(self.mlp.c_fc(self.ln_2(x)), approximate="tanh")
+        return x + self.drop(self.mlp.c_proj(h))
+
+
+class GPT(torch.nn.Module):
+    def __init__(self, vocab, block, n_layer, n_head, n_embd, dropout=0.0):
+        super().__init__()
+        self.transformer = torch.nn.Module()
+        self.transformer.wte = torch.nn.Embedding(vocab, n_embd)
+        self.transformer.wpe = torch.nn.Embedding(block, n_embd)
+        self.transformer.drop = torch.nn.Dropout(dropout)
+        self.transformer.h = torch.nn.ModuleList(Block(n_embd, n_head, dropout) for _ in range(n_layer))
+        self.transformer.ln_f = torch.nn.LayerNorm(n_embd)
+        for name, p in self.named_parameters():
+            if name.endswith("c_proj.weight"):
+                torch.nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * n_layer))
+            elif name.endswith("weight") and p.dim() == 2:
+                torch.nn.init.normal_(p, 0.0, 0.02)
+            elif name.endswith("bias"):
+                torch.nn.init.zeros_(p)
+
+    def forward(self, idx):
+        t = idx.shape[1]
+        x = self.transformer.wte(idx) + self.transformer.wpe(torch.arange(t, device=idx.device))
+        x = self.transformer.drop(x)
+        for block in self.transformer.h:
+            x = block(x)
+        return self.transformer.ln_f(x) @ self.transformer.wte.weight.t()  # the tied LM head
+
+
+def adamw(model, lr, weight_decay=0.1, beta2=0.99, **kw):
+    """nanoGPT's optimizer: weight decay for parameters with at least 2 dims only."""
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    rest = [p for p in model.parameters() if p.dim() < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
+                              {"params": rest, "weight_decay": 0.0}], lr=lr, betas=(0.9, beta2), **kw)
