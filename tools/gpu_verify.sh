@@ -28,7 +28,11 @@ export LD_LIBRARY_PATH="$stage/bin:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_
 export PYTHONUNBUFFERED=1
 train="$stage/bin/train_mlp"
 declare -a rows=()
-record() { rows+=("$(printf '| %-34s | %-6s | %s |' "$1" "$2" "$3")"); }
+# a row of the summary, printed at once too: a call cut by its time limit still shows what finished
+record() {
+    rows+=("$(printf '| %-34s | %-6s | %s |' "$1" "$2" "$3")")
+    printf '%s\n' "${rows[-1]}"
+}
 
 skip=",${GE2_VERIFY_SKIP:-},"
 want() { [ "${skip#*,$1,}" = "$skip" ]; } # part $1 not in GE2_VERIFY_SKIP

@@ -174,6 +174,8 @@ done
 corpus="${GE2_CORPUS_DIR:-/usr/local/share/ge2}/austen.txt"
 if [ -f "$corpus" ]; then
     install -m 644 "$corpus" "$stage/data/austen.txt"
+else
+    echo "stage_gpu: warning: no $corpus (tools/setup.sh makes it): the GPT parts of gpu_verify.sh will fail" >&2
 fi
 
 shopt -s nullglob
