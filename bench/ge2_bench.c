@@ -452,7 +452,7 @@ static ge2_status run_row(ge2_context *ctx, const bench_workload *w, const bench
     } else {
         ROW_TRY(synthetic_data(w, &m.data));
     }
-    ge2_batcher_options bopt = {w->batch, false, SEED, false};
+    ge2_batcher_options bopt = {.batch_size = w->batch, .shuffle = false, .seed = SEED, .drop_last = false};
     ROW_TRY(m.data ? ge2_batcher_new(m.data, &bopt, &m.batcher) : GE2_OK);
     if (!opt->cpu) {
         ROW_TRY(cuda_ok(cudaEventCreate(&m.start), "cudaEventCreate"));

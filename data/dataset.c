@@ -128,7 +128,8 @@ struct ge2_batcher {
     const ge2_dataset *ds;
     ge2_batcher_options opt;
     int64_t epoch, next; /* next batch index in the epoch */
-    int64_t *order;      /* [n] example order of the epoch */
+    int64_t n_local;     /* examples in this rank's shard */
+    int64_t *order;      /* [n] example order of the epoch: this rank's shard first */
     float *images;       /* [batch, features] gathered batch (shuffle mode) */
     int32_t *labels;     /* [batch] */
 };
@@ -138,16 +139,32 @@ static void batcher_build_order(ge2_batcher *b)
     int64_t n = b->ds->n;
     for (int64_t i = 0; i < n; i++)
         b->order[i] = i;
-    if (!b->opt.shuffle)
+    if (b->opt.shuffle) {
+        uint64_t key = ge2_splitmix64(ge2_splitmix64(b->opt.seed) ^ (uint64_t)b->epoch);
+        for (int64_t i = n - 1; i > 0; i--) {
+            /* multiply-shift maps 64 random bits onto [0, i] (bias < 2^-40 for n < 2^24) */
+            uint64_t r = ge2_splitmix64(key ^ ge2_splitmix64((uint64_t)i));
+            int64_t j = (int64_t)(((unsigned __int128)r * (uint64_t)(i + 1)) >> 64);
+            int64_t t = b->order[i];
+            b->order[i] = b->order[j];
+            b->order[j] = t;
+        }
+    }
+    /* this rank's shard: positions rank, rank + world, ... of the order
+     * padded cyclically by its first examples; in place, front to back
+     * (position k reads rank + k·world >= k, which no earlier write
+     * touched; the padding reads past the end, i.e. the order's first
+     * examples, kept aside before they are overwritten) */
+    const int world = b->opt.world > 1 ? b->opt.world : 1, rank = world > 1 ? b->opt.rank : 0;
+    if (world == 1)
         return;
-    uint64_t key = ge2_splitmix64(ge2_splitmix64(b->opt.seed) ^ (uint64_t)b->epoch);
-    for (int64_t i = n - 1; i > 0; i--) {
-        /* multiply-shift maps 64 random bits onto [0, i] (bias < 2^-40 for n < 2^24) */
-        uint64_t r = ge2_splitmix64(key ^ ge2_splitmix64((uint64_t)i));
-        int64_t j = (int64_t)(((unsigned __int128)r * (uint64_t)(i + 1)) >> 64);
-        int64_t t = b->order[i];
-        b->order[i] = b->order[j];
-        b->order[j] = t;
+    int64_t head[64];
+    const int64_t keep = n < 64 ? n : 64; /* the padding is < world <= 64 examples from the front */
+    for (int64_t i = 0; i < keep; i++)
+        head[i] = b->order[i];
+    for (int64_t k = 0; k < b->n_local; k++) {
+        const int64_t at = (int64_t)rank + k * world;
+        b->order[k] = at < n ? b->order[at] : head[at - n];
     }
 }
 
@@ -156,14 +173,21 @@ ge2_status ge2_batcher_new(const ge2_dataset *ds, const ge2_batcher_options *opt
     if (!ds || !options || !out)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_batcher_new: data set, options and out are required");
     *out = NULL;
-    if (options->batch_size <= 0 || options->batch_size > ds->n)
+    const int world = options->world > 1 ? options->world : 1;
+    if (world > 64 || options->rank < 0 || (world > 1 && options->rank >= world) || world > ds->n)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_batcher_new: rank %d of world %d (1 to 64 ranks, at most the "
+                         "data set's %lld examples)",
+                         options->rank, options->world, (long long)ds->n);
+    const int64_t n_local = options->drop_last ? ds->n / world : (ds->n + world - 1) / world;
+    if (options->batch_size <= 0 || options->batch_size > n_local)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_batcher_new: batch_size %lld must be in [1, %lld]",
-                         (long long)options->batch_size, (long long)ds->n);
+                         (long long)options->batch_size, (long long)n_local);
     ge2_batcher *b = ge2_calloc(1, sizeof *b);
     if (!b)
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_batcher_new: out of memory");
     b->ds = ds;
     b->opt = *options;
+    b->n_local = n_local;
     b->order = ge2_malloc((size_t)ds->n * sizeof *b->order);
     b->images = ge2_malloc((size_t)(options->batch_size * ds->features) * sizeof(float));
     b->labels = ge2_malloc((size_t)options->batch_size * sizeof(int32_t));
@@ -186,9 +210,11 @@ void ge2_batcher_free(ge2_batcher *b)
     ge2_free(b);
 }
 
+int64_t ge2_batcher_shard_size(const ge2_batcher *b) { return b->n_local; }
+
 int64_t ge2_batcher_batches_per_epoch(const ge2_batcher *b)
 {
-    int64_t n = b->ds->n, bs = b->opt.batch_size;
+    int64_t n = b->n_local, bs = b->opt.batch_size;
     return b->opt.drop_last ? n / bs : (n + bs - 1) / bs;
 }
 
@@ -209,7 +235,7 @@ int64_t ge2_batcher_next_size(const ge2_batcher *b)
 {
     if (b->next >= ge2_batcher_batches_per_epoch(b))
         return 0;
-    int64_t start = b->next * b->opt.batch_size, n = b->ds->n;
+    int64_t start = b->next * b->opt.batch_size, n = b->n_local;
     return n - start < b->opt.batch_size ? n - start : b->opt.batch_size;
 }
 
@@ -231,7 +257,7 @@ static void batcher_gather(const ge2_batcher *b, int64_t start, int64_t size, fl
 {
     const ge2_dataset *ds = b->ds;
     size_t row = (size_t)ds->features * sizeof(float);
-    if (!b->opt.shuffle) {
+    if (!b->opt.shuffle && b->opt.world <= 1) {
         memcpy(images, ds->images + start * ds->features, (size_t)size * row);
         memcpy(labels, ds->labels + start, (size_t)size * sizeof(int32_t));
         return;
@@ -248,7 +274,7 @@ bool ge2_batcher_next(ge2_batcher *b, ge2_batch *out)
     int64_t start;
     if (!batcher_take(b, out, &start))
         return false;
-    if (!b->opt.shuffle) {
+    if (!b->opt.shuffle && b->opt.world <= 1) {
         out->images = b->ds->images + start * b->ds->features;
         out->labels = b->ds->labels + start;
         return true;
@@ -278,5 +304,5 @@ void ge2_batcher_position(const ge2_batcher *b, int64_t *epoch, int64_t *batch_i
 
 int64_t ge2_batcher_example(const ge2_batcher *b, int64_t i)
 {
-    return i >= 0 && i < b->ds->n ? b->order[i] : -1;
+    return i >= 0 && i < b->n_local ? b->order[i] : -1;
 }

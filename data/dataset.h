@@ -46,6 +46,12 @@ typedef struct ge2_batcher_options {
     bool shuffle;   /* off: batches are consecutive slices from example 0 */
     uint64_t seed;  /* shuffle order = f(seed, epoch) */
     bool drop_last; /* drop the last partial batch of an epoch instead of returning it */
+    /* Data parallel (PyTorch's DistributedSampler): the epoch's order, the
+     * same on every rank, padded by its first examples to a multiple of
+     * world, and this rank takes positions rank, rank + world, ... so the
+     * shards are disjoint but for the padding and cover the data set. world
+     * 0 or 1: one process, the whole order. */
+    int rank, world;
 } ge2_batcher_options;
 
 typedef struct ge2_batch {
@@ -78,7 +84,10 @@ int64_t ge2_batcher_next_size(const ge2_batcher *b);
 bool ge2_batcher_next_into(ge2_batcher *b, float *images, int32_t *labels, ge2_batch *out);
 /* Where the next batch would come from. */
 void ge2_batcher_position(const ge2_batcher *b, int64_t *epoch, int64_t *batch_in_epoch);
-/* Example index at position i of the epoch's order (the permutation itself). */
+/* Examples in this rank's shard of an epoch (the data set's size for one process). */
+int64_t ge2_batcher_shard_size(const ge2_batcher *b);
+/* Example index at position i of this rank's order for the epoch (one
+ * process: the permutation itself); -1 outside the shard. */
 int64_t ge2_batcher_example(const ge2_batcher *b, int64_t i);
 
 #endif /* GE2_DATA_DATASET_H */

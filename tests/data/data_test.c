@@ -387,6 +387,64 @@ START_TEST(batcher_next_into_matches_next)
 }
 END_TEST
 
+/* Data-parallel shards (PyTorch's DistributedSampler): for 2 and 3 ranks,
+ * shuffled or not, with and without drop_last, each rank's example k is
+ * position rank + k·world of the one-process order padded cyclically, the
+ * shards are disjoint but for the padding and together cover every example,
+ * and every rank sees the same number of batches. */
+START_TEST(batcher_shards_are_disjoint_and_cover)
+{
+    const int64_t n = 103;
+    ge2_dataset *ds = counting_dataset(n);
+    for (int shuffle = 0; shuffle < 2; shuffle++)
+        for (int drop = 0; drop < 2; drop++)
+            for (int world = 2; world <= 3; world++) {
+                ge2_batcher_options one = {4, shuffle, 77, drop, 0, 0};
+                ge2_batcher *full;
+                ck_assert_int_eq(ge2_batcher_new(ds, &one, &full), GE2_OK);
+                ck_assert_int_eq(ge2_batcher_seek(full, 2, 0), GE2_OK);
+                int seen[103] = {0};
+                const int64_t shard = drop ? n / world : (n + world - 1) / world;
+                int64_t batches = -1;
+                for (int rank = 0; rank < world; rank++) {
+                    ge2_batcher_options o = {4, shuffle, 77, drop, rank, world};
+                    ge2_batcher *b;
+                    ck_assert_int_eq(ge2_batcher_new(ds, &o, &b), GE2_OK);
+                    ck_assert_int_eq(ge2_batcher_seek(b, 2, 0), GE2_OK);
+                    ck_assert_int_eq(ge2_batcher_shard_size(b), shard);
+                    if (batches < 0)
+                        batches = ge2_batcher_batches_per_epoch(b);
+                    ck_assert_int_eq(ge2_batcher_batches_per_epoch(b), batches);
+                    for (int64_t k = 0; k < shard; k++) {
+                        const int64_t e = ge2_batcher_example(b, k);
+                        ck_assert_int_eq(e, ge2_batcher_example(full, (rank + k * world) % n));
+                        seen[e]++;
+                    }
+                    /* the batches carry those examples, in that order (labels count the examples) */
+                    ge2_batch batch;
+                    int64_t at = 0;
+                    while (ge2_batcher_next(b, &batch))
+                        for (int64_t i = 0; i < batch.size; i++, at++)
+                            ck_assert_int_eq(batch.labels[i], ds->labels[ge2_batcher_example(b, at)]);
+                    ck_assert_int_eq(at, drop ? shard / 4 * 4 : shard);
+                    ge2_batcher_free(b);
+                }
+                int64_t covered = 0, twice = 0;
+                for (int64_t e = 0; e < n; e++) {
+                    covered += seen[e] > 0;
+                    twice += seen[e] > 1;
+                }
+                ck_assert_int_eq(covered, drop ? shard * world : n);
+                ck_assert_int_eq(twice, drop ? 0 : shard * world - n); /* only the padding repeats */
+                ge2_batcher_free(full);
+            }
+    ge2_batcher_options bad = {4, true, 1, false, 3, 3};
+    ge2_batcher *b = NULL;
+    ck_assert_int_eq(ge2_batcher_new(ds, &bad, &b), GE2_ERR_INVALID_ARGUMENT);
+    ge2_dataset_free(ds);
+}
+END_TEST
+
 static Suite *data_suite(void)
 {
     Suite *s = suite_create("data");
@@ -411,6 +469,7 @@ static Suite *data_suite(void)
     tcase_add_test(batcher, batcher_permutation_and_determinism);
     tcase_add_test(batcher, batcher_no_shuffle_and_last_batch);
     tcase_add_test(batcher, batcher_next_into_matches_next);
+    tcase_add_test(batcher, batcher_shards_are_disjoint_and_cover);
     suite_add_tcase(s, batcher);
     return s;
 }
