@@ -224,6 +224,19 @@ START_TEST(test_env_disables_capture)
 }
 END_TEST
 
+/* A replayed run against the same run eager: every step's loss bitwise,
+ * the state moved from init, and the same state at the end. */
+static void expect_same_run(const char *model, int n, const float *loss_replay, const float *loss_eager,
+                            const unsigned char *init, const unsigned char *replay, const unsigned char *eager,
+                            size_t bytes)
+{
+    for (int i = 0; i < n; i++)
+        ck_assert_msg(memcmp(&loss_replay[i], &loss_eager[i], sizeof(float)) == 0,
+                      "%s, step %d: replayed loss %.9g, eager %.9g", model, i, loss_replay[i], loss_eager[i]);
+    ck_assert_msg(memcmp(replay, init, bytes) != 0, "the %s's state did not move", model);
+    ck_assert_msg(memcmp(replay, eager, bytes) == 0, "the %s's state differs between replay and eager", model);
+}
+
 /* The CNN with an eval step after every fourth train step: two keys, each
  * captured once; eval steps read the running statistics the train key
  * writes. Replayed and eager runs give bitwise the same losses (train and
@@ -254,12 +267,7 @@ START_TEST(test_cnn_replay_equals_eager_with_eval_keys)
     unsigned char *eager = cnn_run(true, n, loss_eager, &cap_eager, NULL, &bytes);
     ck_assert_int_eq(cap_replay, 2);
     ck_assert_int_eq(cap_eager, 0);
-    for (int i = 0; i < n; i++)
-        ck_assert_msg(memcmp(&loss_replay[i], &loss_eager[i], sizeof(float)) == 0,
-                      "step %d (%s): replayed loss %.9g, eager %.9g", i, i % 5 == 4 ? "eval" : "train",
-                      loss_replay[i], loss_eager[i]);
-    ck_assert_msg(memcmp(replay, init, bytes) != 0, "the CNN's state did not move");
-    ck_assert_msg(memcmp(replay, eager, bytes) == 0, "parameters or buffers differ between replay and eager");
+    expect_same_run("CNN (eval at every fifth step)", n, loss_replay, loss_eager, init, replay, eager, bytes);
     free(loss_replay);
     free(loss_eager);
     free(init);
@@ -301,12 +309,8 @@ START_TEST(test_gpt_replay_equals_eager_with_dropout_and_three_keys)
     unsigned char *eager = gpt_run(true, n, loss_eager, &cap_eager, NULL, &bytes);
     ck_assert_int_eq(cap_replay, 3);
     ck_assert_int_eq(cap_eager, 0);
-    for (int i = 0; i < n; i++)
-        ck_assert_msg(memcmp(&loss_replay[i], &loss_eager[i], sizeof(float)) == 0,
-                      "step %d (key %d): replayed loss %.9g, eager %.9g", i, (int)gpt_key_of(i), loss_replay[i],
-                      loss_eager[i]);
-    ck_assert_msg(memcmp(replay, init, bytes) != 0, "the GPT's parameters did not move");
-    ck_assert_msg(memcmp(replay, eager, bytes) == 0, "parameters differ between replay and eager");
+    expect_same_run("GPT (eval every fifth, generate every seventh step)", n, loss_replay, loss_eager, init, replay,
+                    eager, bytes);
     free(loss_replay);
     free(loss_eager);
     free(init);

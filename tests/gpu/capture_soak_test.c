@@ -85,6 +85,38 @@ START_TEST(test_ten_thousand_replays_leak_nothing)
 }
 END_TEST
 
+/* n steps of step(ctx, i), both modes' metrics taken every 100 as a
+ * trainer would: no host allocation, no device memory taken, no CUDA error. */
+static void expect_steady(ge2_program *p, int n, void (*step)(void *ctx, int i), void *ctx)
+{
+    ge2_metrics metrics;
+    ge2_alloc_stats before, after;
+    size_t free_before = 0, free_after = 0, total = 0;
+    ck_assert_int_eq(cudaMemGetInfo(&free_before, &total), cudaSuccess);
+    ge2_alloc_stats_get(&before);
+    for (int i = 0; i < n; i++) {
+        step(ctx, i);
+        if (i % 100 == 99) {
+            ck_assert_int_eq(ge2_program_take_metrics(p, GE2_MODE_TRAIN, &metrics), GE2_OK);
+            ck_assert_int_eq(ge2_program_take_metrics(p, GE2_MODE_EVAL, &metrics), GE2_OK);
+        }
+    }
+    ck_assert_int_eq(ge2_program_sync(p), GE2_OK);
+    ge2_alloc_stats_get(&after);
+    ck_assert_int_eq(cudaMemGetInfo(&free_after, &total), cudaSuccess);
+    ck_assert_msg(after.allocations == before.allocations, "%llu host allocations during %d replayed steps",
+                  (unsigned long long)(after.allocations - before.allocations), n);
+    ck_assert_msg(free_after == free_before, "device free memory changed: %zu -> %zu bytes", free_before,
+                  free_after);
+    cudaError_t e = cudaGetLastError();
+    ck_assert_msg(e == cudaSuccess, "CUDA error after the run: %s", cudaGetErrorString(e));
+}
+
+static void cnn_soak_step(void *ctx, int i)
+{
+    cnn_step(ctx, i % 10 == 9 ? GE2_MODE_EVAL : GE2_MODE_TRAIN, DATA_SEED, (20 + i) % N_BATCHES, BATCH, false);
+}
+
 START_TEST(test_cnn_ten_thousand_replays_with_eval_keys)
 {
     const char *short_env = getenv("GE2_TEST_SHORT");
@@ -99,27 +131,7 @@ START_TEST(test_cnn_ten_thousand_replays_with_eval_keys)
     ck_assert_int_eq(ge2_program_take_metrics(m.program, GE2_MODE_TRAIN, &metrics), GE2_OK);
     ck_assert_int_eq(ge2_program_take_metrics(m.program, GE2_MODE_EVAL, &metrics), GE2_OK);
     ck_assert_int_eq(ge2_program_capture_count(m.program), 2);
-
-    ge2_alloc_stats before, after;
-    size_t free_before = 0, free_after = 0, total = 0;
-    ck_assert_int_eq(cudaMemGetInfo(&free_before, &total), cudaSuccess);
-    ge2_alloc_stats_get(&before);
-    for (int i = 0; i < n; i++) {
-        cnn_step(&m, i % 10 == 9 ? GE2_MODE_EVAL : GE2_MODE_TRAIN, DATA_SEED, (20 + i) % N_BATCHES, BATCH, false);
-        if (i % 100 == 99) {
-            ck_assert_int_eq(ge2_program_take_metrics(m.program, GE2_MODE_TRAIN, &metrics), GE2_OK);
-            ck_assert_int_eq(ge2_program_take_metrics(m.program, GE2_MODE_EVAL, &metrics), GE2_OK);
-        }
-    }
-    ck_assert_int_eq(ge2_program_sync(m.program), GE2_OK);
-    ge2_alloc_stats_get(&after);
-    ck_assert_int_eq(cudaMemGetInfo(&free_after, &total), cudaSuccess);
-    ck_assert_msg(after.allocations == before.allocations, "%llu host allocations during %d replayed steps",
-                  (unsigned long long)(after.allocations - before.allocations), n);
-    ck_assert_msg(free_after == free_before, "device free memory changed: %zu -> %zu bytes", free_before,
-                  free_after);
-    cudaError_t e = cudaGetLastError();
-    ck_assert_msg(e == cudaSuccess, "CUDA error after the run: %s", cudaGetErrorString(e));
+    expect_steady(m.program, n, cnn_soak_step, &m);
     ck_assert_int_eq(ge2_program_capture_count(m.program), 2);
     ck_assert_int_eq(ge2_program_key_count(m.program), 2);
     float var[16];
@@ -134,6 +146,11 @@ START_TEST(test_cnn_ten_thousand_replays_with_eval_keys)
     cnn_close(&m);
 }
 END_TEST
+
+static void gpt_soak_step(void *ctx, int i)
+{
+    gpt_step(ctx, i % 7 == 6 ? GPT_GENERATE : i % 5 == 4 ? GPT_EVAL : GPT_TRAIN, DATA_SEED, 21 + i, false);
+}
 
 /* The GPT's train, eval and generate keys interleaved over 10,000 replays
  * with dropout on: no host allocation, no device memory taken, no CUDA
@@ -151,26 +168,7 @@ START_TEST(test_gpt_ten_thousand_replays_three_keys)
     ck_assert_int_eq(ge2_program_take_metrics(m.program, GE2_MODE_TRAIN, &metrics), GE2_OK);
     ck_assert_int_eq(ge2_program_take_metrics(m.program, GE2_MODE_EVAL, &metrics), GE2_OK);
     ck_assert_int_eq(ge2_program_capture_count(m.program), 3);
-    ge2_alloc_stats before, after;
-    size_t free_before = 0, free_after = 0, total = 0;
-    ck_assert_int_eq(cudaMemGetInfo(&free_before, &total), cudaSuccess);
-    ge2_alloc_stats_get(&before);
-    for (int i = 0; i < n; i++) {
-        gpt_step(&m, i % 7 == 6 ? GPT_GENERATE : i % 5 == 4 ? GPT_EVAL : GPT_TRAIN, DATA_SEED, 21 + i, false);
-        if (i % 100 == 99) {
-            ck_assert_int_eq(ge2_program_take_metrics(m.program, GE2_MODE_TRAIN, &metrics), GE2_OK);
-            ck_assert_int_eq(ge2_program_take_metrics(m.program, GE2_MODE_EVAL, &metrics), GE2_OK);
-        }
-    }
-    ck_assert_int_eq(ge2_program_sync(m.program), GE2_OK);
-    ge2_alloc_stats_get(&after);
-    ck_assert_int_eq(cudaMemGetInfo(&free_after, &total), cudaSuccess);
-    ck_assert_msg(after.allocations == before.allocations, "%llu host allocations during %d replayed steps",
-                  (unsigned long long)(after.allocations - before.allocations), n);
-    ck_assert_msg(free_after == free_before, "device free memory changed: %zu -> %zu bytes", free_before,
-                  free_after);
-    cudaError_t e = cudaGetLastError();
-    ck_assert_msg(e == cudaSuccess, "CUDA error after the run: %s", cudaGetErrorString(e));
+    expect_steady(m.program, n, gpt_soak_step, &m);
     ck_assert_int_eq(ge2_program_capture_count(m.program), 3);
     ck_assert_int_eq(ge2_program_key_count(m.program), 3);
     const float last = gpt_step(&m, GPT_TRAIN, DATA_SEED, 0, true);

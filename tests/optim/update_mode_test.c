@@ -430,39 +430,58 @@ static ge2_graph *squared_weight_graph(ge2_tensor **x, ge2_tensor **y)
     return g;
 }
 
-START_TEST(a_parameter_read_twice_by_its_layer_is_updated_once)
+/* Adam over gf (flat) and gp (per-parameter: `nodes` update nodes taking
+ * `params` (parameter, gradient) pairs in all, each parameter once) for
+ * three steps on the same feeds (data[i] for the graphs' tensors named
+ * names[i]): the same state after each. Frees both graphs. */
+static void flat_and_per_parameter_agree(ge2_graph *gf, ge2_graph *gp, int nodes, int params, const char *what,
+                                         const char *const *names, const void *const *data, const ge2_shape *shapes,
+                                         int n_feeds)
 {
-    ge2_tensor *xf, *yf, *xp, *yp;
-    ge2_graph *gf = squared_weight_graph(&xf, &yf), *gp = squared_weight_graph(&xp, &yp);
     ge2_optimizer_config c = ge2_optimizer_defaults(GE2_OPT_ADAM);
     c.update_mode = GE2_UPDATE_FLAT;
     API(ge2_optimizer(gf, &c));
     c.update_mode = GE2_UPDATE_PER_PARAMETER;
     API(ge2_optimizer(gp, &c));
-    ck_assert_int_eq(count_op(gp, GE2_OP_OPTIMIZER_UPDATE), 1);
+    ck_assert_int_eq(count_op(gp, GE2_OP_OPTIMIZER_UPDATE), nodes);
+    int pairs = 0;
     for (int n = 0; n < gp->n_nodes; n++)
-        if (gp->nodes[n].op == GE2_OP_OPTIMIZER_UPDATE)
-            ck_assert_int_eq(gp->nodes[n].n_inputs, 2); /* (w, grad w) once */
+        pairs += gp->nodes[n].op == GE2_OP_OPTIMIZER_UPDATE ? gp->nodes[n].n_inputs / 2 : 0;
+    ck_assert_int_eq(pairs, params);
     ge2_context *ctx;
     ge2_program *pf, *pp;
     API(ge2_context_new(GE2_DEVICE_CPU, &ctx));
     API(ge2_compile(ctx, gf, NULL, &pf));
     API(ge2_compile(ctx, gp, NULL, &pp));
-    float x[12];
-    int32_t y[4] = {0, 1, 2, 1};
-    for (int i = 0; i < 12; i++)
-        x[i] = (float)(i % 5) * 0.3f - 0.5f;
+    ge2_feed ff[4], fp[4];
+    for (int i = 0; i < n_feeds; i++) {
+        ff[i] = (ge2_feed){ge2_graph_find(gf, names[i]), data[i], shapes[i]};
+        fp[i] = (ge2_feed){ge2_graph_find(gp, names[i]), data[i], shapes[i]};
+    }
     for (int s = 0; s < 3; s++) {
-        ge2_feed ff[2] = {{xf, x, xf->shape}, {yf, y, yf->shape}}, fp[2] = {{xp, x, xp->shape}, {yp, y, yp->shape}};
-        API(ge2_program_step(pf, GE2_MODE_TRAIN, ff, 2));
-        API(ge2_program_step(pp, GE2_MODE_TRAIN, fp, 2));
-        expect_same_state(pf, pp, "x (w w)", s);
+        API(ge2_program_step(pf, GE2_MODE_TRAIN, ff, n_feeds));
+        API(ge2_program_step(pp, GE2_MODE_TRAIN, fp, n_feeds));
+        expect_same_state(pf, pp, what, s);
     }
     ge2_program_free(pf);
     ge2_program_free(pp);
     ge2_context_free(ctx);
     ge2_graph_free(gf);
     ge2_graph_free(gp);
+}
+
+START_TEST(a_parameter_read_twice_by_its_layer_is_updated_once)
+{
+    ge2_tensor *xf, *yf, *xp, *yp;
+    ge2_graph *gf = squared_weight_graph(&xf, &yf), *gp = squared_weight_graph(&xp, &yp);
+    float x[12];
+    int32_t y[4] = {0, 1, 2, 1};
+    for (int i = 0; i < 12; i++)
+        x[i] = (float)(i % 5) * 0.3f - 0.5f;
+    static const char *const names[2] = {"x", "y"};
+    const void *data[2] = {x, y};
+    const ge2_shape shapes[2] = {ge2_shape2(4, 3), ge2_shape1(4)};
+    flat_and_per_parameter_agree(gf, gp, 1, 1, "x (w w)", names, data, shapes, 2); /* (w, grad w) once */
 }
 END_TEST
 
@@ -490,31 +509,13 @@ START_TEST(a_layer_with_more_parameters_than_one_node_takes_gets_two)
 {
     ge2_tensor *tf, *tp;
     ge2_graph *gf = three_parameter_graph(&tf), *gp = three_parameter_graph(&tp);
-    ge2_optimizer_config c = ge2_optimizer_defaults(GE2_OPT_ADAM);
-    c.update_mode = GE2_UPDATE_FLAT;
-    API(ge2_optimizer(gf, &c));
-    c.update_mode = GE2_UPDATE_PER_PARAMETER;
-    API(ge2_optimizer(gp, &c));
-    ck_assert_int_eq(count_op(gp, GE2_OP_OPTIMIZER_UPDATE), 2);
-    ge2_context *ctx;
-    ge2_program *pf, *pp;
-    API(ge2_context_new(GE2_DEVICE_CPU, &ctx));
-    API(ge2_compile(ctx, gf, NULL, &pf));
-    API(ge2_compile(ctx, gp, NULL, &pp));
     float t[24];
     for (int i = 0; i < 24; i++)
         t[i] = (float)(i % 7) * 0.2f - 0.6f;
-    for (int s = 0; s < 3; s++) {
-        ge2_feed ff[1] = {{tf, t, ge2_shape3(2, 3, 4)}}, fp[1] = {{tp, t, ge2_shape3(2, 3, 4)}};
-        API(ge2_program_step(pf, GE2_MODE_TRAIN, ff, 1));
-        API(ge2_program_step(pp, GE2_MODE_TRAIN, fp, 1));
-        expect_same_state(pf, pp, "attention(q, k, v)", s);
-    }
-    ge2_program_free(pf);
-    ge2_program_free(pp);
-    ge2_context_free(ctx);
-    ge2_graph_free(gf);
-    ge2_graph_free(gp);
+    static const char *const names[1] = {"target"};
+    const void *data[1] = {t};
+    const ge2_shape shapes[1] = {ge2_shape3(2, 3, 4)};
+    flat_and_per_parameter_agree(gf, gp, 2, 3, "attention(q, k, v)", names, data, shapes, 1);
 }
 END_TEST
 

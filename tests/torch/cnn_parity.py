@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from ge2_torch import read_idx, run_trainer
+from ge2_torch import read_idx, run_trainer, within_float32_error
 
 
 class CNN(torch.nn.Module):
@@ -58,10 +58,6 @@ def torch_train(init, images, labels, steps, batch, dtype):
         torch.nn.functional.cross_entropy(model(x), y).backward()
         opt.step()
     return {k: v.detach() for k, v in model.state_dict().items()}
-
-
-def normwise(a, b):
-    return ((a.double() - b.double()).norm() / max(b.double().norm().item(), 1e-30)).item()
 
 
 def main():
@@ -99,16 +95,10 @@ def main():
             "--device", dev, "--init", init_path, "--no-shuffle", "--optimizer", "adam", "--weight-decay", "0",
             "--schedule", "constant", "--steps", str(a.steps), "--batch", str(a.batch), "--save", ck])
         got = load_file(ck)
-        worst, worst_name, ok = 0.0, "", True
-        for name, ref in want.items():
+        ok, worst_name, worst = within_float32_error(got, want, f32, skip=("num_batches_tracked",))
+        for name in want:
             if name.endswith("num_batches_tracked"):
                 ok &= got[name].dtype == torch.int64 and int(got[name]) == a.steps
-                continue
-            bound = 10 * max(normwise(f32[name], ref), 1e-6)
-            err = normwise(got[name], ref)
-            if err / bound > worst:
-                worst, worst_name = err / bound, f"{name}: {err:.2e} vs bound {bound:.2e}"
-            ok &= err <= bound
         results.append(ok)
         print(f"{'PASS' if ok else 'FAIL'} {dev}: {a.steps} steps vs PyTorch float64, worst {worst_name} "
               f"(ge2 error / bound {worst:.2f}); num_batches_tracked {int(got['bn1.num_batches_tracked'])}")

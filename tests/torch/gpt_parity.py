@@ -24,6 +24,7 @@ import sys
 import torch
 from safetensors.torch import load_file, save_file
 
+from ge2_torch import within_float32_error
 from nanogpt import GPT, adamw
 
 
@@ -52,10 +53,6 @@ def torch_train(init, cfg, data, dtype, lr):
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
     return {k: v.detach() for k, v in model.state_dict().items()}
-
-
-def normwise(a, b):
-    return ((a.double() - b.double()).norm() / max(b.double().norm().item(), 1e-30)).item()
 
 
 def main():
@@ -92,14 +89,9 @@ def main():
             continue
         got = load_file(ck)
         # the checkpoint is nanoGPT's state_dict: lm_head.weight is the tied wte
-        ok = "lm_head.weight" in got and torch.equal(got["lm_head.weight"], got["transformer.wte.weight"])
-        worst, worst_name = 0.0, ""
-        for name, ref in want.items():
-            bound = 10 * max(normwise(f32[name], ref), 1e-6)
-            err = normwise(got[name], ref)
-            if err / bound > worst:
-                worst, worst_name = err / bound, f"{name}: {err:.2e} vs bound {bound:.2e}"
-            ok &= err <= bound
+        tied = "lm_head.weight" in got and torch.equal(got["lm_head.weight"], got["transformer.wte.weight"])
+        ok, worst_name, worst = within_float32_error(got, want, f32)
+        ok &= tied
         results.append(ok)
         print(f"{'PASS' if ok else 'FAIL'} {dev}: {a.steps} AdamW steps vs PyTorch float64, worst {worst_name} "
               f"(ge2 error / bound {worst:.2f})")
