@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs what building and testing ge2 needs on Debian bookworm. Idempotent:
-# packages already installed are skipped, and when nothing is missing it does
-# not touch apt at all (so it also works offline). Run as root (or via sudo)
+# Installs what building and testing ge2 needs on Debian bookworm, and makes
+# the GPT trainer's text corpus. Idempotent: packages already installed are
+# skipped, the corpus is made once, and when nothing is missing it does not
+# touch apt at all (so it also works offline). Run as root (or via sudo)
 # when something must be installed.
 #
 # The CUDA 13 toolkit is not a Debian package: install it from NVIDIA first
