@@ -2,8 +2,9 @@
 # Installs what building and testing ge2 needs on Debian bookworm, and makes
 # the GPT trainer's text corpus. Idempotent: packages already installed are
 # skipped, the corpus is made once, and when nothing is missing it does not
-# touch apt at all (so it also works offline). Run as root (or via sudo)
-# when something must be installed.
+# touch apt at all (so it also works offline). Run it as yourself or as
+# root: what needs root (apt-get install, writing the corpus under
+# /usr/local/share) runs through sudo when you are not root.
 #
 # The CUDA 13 toolkit is not a Debian package: install it from NVIDIA first
 # (default /usr/local/cuda, or set CUDA_PATH). ge2 compiles its CUDA code in
@@ -25,6 +26,18 @@ packages=(
 
 say() { printf 'setup: %s\n' "$*"; }
 
+# runs "$@" as root: directly in a root shell, else through sudo
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo "$@"
+    else
+        say "needs root for: $* (no sudo here); run tools/setup.sh as root" >&2
+        exit 1
+    fi
+}
+
 missing=()
 for p in "${packages[@]}"; do
     if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
@@ -35,14 +48,9 @@ for p in "${packages[@]}"; do
 done
 
 if [ "${#missing[@]}" -gt 0 ]; then
-    if [ "$(id -u)" -ne 0 ]; then
-        say "missing: ${missing[*]}; run as root: sudo tools/setup.sh" >&2
-        exit 1
-    fi
     say "installing: ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update
-    apt-get install -y --no-install-recommends "${missing[@]}"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
 else
     say "all ${#packages[@]} packages present; nothing to install"
 fi
@@ -57,9 +65,6 @@ corpus_dir="${GE2_CORPUS_DIR:-/usr/local/share/ge2}"
 corpus="$corpus_dir/austen.txt"
 if [ -s "$corpus" ]; then
     say "have $corpus"
-elif [ "$(id -u)" -ne 0 ] && [ ! -w "$(dirname "$corpus_dir")" ] && [ ! -w "$corpus_dir" ]; then
-    say "missing the corpus $corpus; run as root: sudo tools/setup.sh (or set GE2_CORPUS_DIR)" >&2
-    exit 1
 else
     here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
     work="$(mktemp -d)"
@@ -67,16 +72,18 @@ else
     trap 'rm -rf "$work"' EXIT
     say "making $corpus from r-cran-janeaustenr"
     if ! (cd "$work" && apt-get download r-cran-janeaustenr >/dev/null 2>&1); then
-        apt-get update >/dev/null
+        as_root apt-get update >/dev/null
         (cd "$work" && apt-get download r-cran-janeaustenr)
     fi
     dpkg -x "$work"/r-cran-janeaustenr_*.deb "$work/pkg"
     cc -std=c11 -O2 -D_GNU_SOURCE -DGE2_NO_JEMALLOC -I"$here" -I"$here/include" "$here/tools/corpus_text.c" \
         "$here/data/rdb.c" "$here/graph/alloc.c" "$here/graph/error.c" -lz -o "$work/corpus_text"
-    mkdir -p "$corpus_dir"
     "$work/corpus_text" "$work/pkg/usr/lib/R/site-library/janeaustenr/data/Rdata.rdb" "$work/austen.txt"
-    mv "$work/austen.txt" "$corpus"
-    chmod 644 "$corpus"
+    if mkdir -p "$corpus_dir" 2>/dev/null && [ -w "$corpus_dir" ]; then
+        install -m 644 "$work/austen.txt" "$corpus"
+    else
+        as_root install -D -m 644 "$work/austen.txt" "$corpus"
+    fi
 fi
 
 cuda="${CUDA_PATH:-/usr/local/cuda}"
