@@ -170,6 +170,7 @@ static ge2_status init_control(ge2_program *program)
     c->loss_scale = 1.0f;
     c->clip_factor = 1.0f;
     c->rng_seed = program->graph->seed;
+    c->ranks = program->options.o.collective ? program->options.o.collective->world : 1;
     GE2_TRY(program->backend->alloc_host(program->bctx, GE2_LR_RING * sizeof(float), (void **)&program->lr_ring));
     for (int i = 0; program->backend->fence_new && i < GE2_LR_RING; i++)
         GE2_TRY(program->backend->fence_new(program->bctx, &program->lr_fence[i]));
@@ -259,6 +260,31 @@ static ge2_status rewrite_graph(ge2_program *program)
     return ge2_program_dump_dot(program, "fused", NULL);
 }
 
+/* A process group of several ranks averages gradients only through the
+ * all-reduce nodes of an optimizer with data_parallel: without them each
+ * rank would train a model of its own. */
+static ge2_status check_collective(const ge2_program *program)
+{
+    const ge2_collective *c = program->options.o.collective;
+    if (!c)
+        return GE2_OK;
+    if (c->world < 1 || c->rank < 0 || c->rank >= c->world || !c->sum_host)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT,
+                         "ge2_compile: options.collective is not a process group (rank %d of world %d%s)", c->rank,
+                         c->world, c->sum_host ? "" : ", no sum_host");
+    if (program->device == GE2_DEVICE_CUDA && !c->sum_device)
+        return ge2_error(GE2_ERR_UNSUPPORTED,
+                         "ge2_compile: options.collective (rank %d of %d) has no sum_device for the CUDA backend",
+                         c->rank, c->world);
+    const ge2_optimizer_config *cfg = ge2_program_optimizer_config(program);
+    if (c->world > 1 && (!cfg || !cfg->data_parallel))
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT,
+                         "ge2_compile: options.collective has %d ranks, but the graph's optimizer %s: set "
+                         "ge2_optimizer_config.data_parallel so the ranks' gradients are averaged",
+                         c->world, cfg ? "has no data_parallel" : "is missing");
+    return GE2_OK;
+}
+
 static ge2_status compile(ge2_program *program)
 {
     GE2_TRY(ge2_graph_verify(program->graph));
@@ -267,6 +293,7 @@ static ge2_status compile(ge2_program *program)
     for (int n = 0; n < program->graph->n_nodes; n++)
         if ((ge2_op_flags(program->graph->nodes[n].op) & GE2_OPF_UPDATE) && program->optimizer_node < 0)
             program->optimizer_node = n;
+    GE2_TRY(check_collective(program));
     GE2_TRY(find_metric_outputs(program));
     GE2_TRY(ge2_key_init(program->graph, GE2_MODE_TRAIN, &program->feed_key));
     program->feed_key.fusions = program->options.fusions; /* every key of the program starts from this one */

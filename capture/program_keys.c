@@ -102,6 +102,7 @@ static void resolve_launches(const ge2_program *program, ge2_program_key *pk)
         l->tf32 = program->options.o.tf32;
         l->settings = &program->options.settings;
         l->training = pk->key.mode == GE2_MODE_TRAIN;
+        l->collective = program->options.o.collective;
     }
     resolve_step_io(program, pk);
 }

@@ -20,6 +20,10 @@ typedef struct ge2_control {
     float base_lr;
     float loss_scale;   /* 1 for fp32 training */
     uint64_t rng_seed;
+    /* written once, when the program is made: the ranks of its process
+     * group (ge2_compile_options.collective), whose summed gradients the
+     * update averages; 0 or 1: this process trains alone */
+    int32_t ranks;
 
     /* written by the optimizer kernels */
     int64_t step;           /* optimizer updates completed */

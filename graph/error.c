@@ -34,6 +34,7 @@ const char *ge2_status_name(ge2_status status)
         [GE2_ERR_NO_DEVICE] = "no CUDA device",
         [GE2_ERR_CUDA] = "CUDA error",
         [GE2_ERR_STATE] = "invalid state",
+        [GE2_ERR_COLLECTIVE] = "collective failed",
     };
     if ((unsigned)status >= GE2_STATUS_COUNT)
         return "unknown status";

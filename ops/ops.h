@@ -3,7 +3,8 @@
  * patterns and tests. The engine finds ops through the registry
  * (graph/ir.h: ge2_op_def_of) and does not include this header, but for
  * the ops it is built around: autograd sums gradients with ADD and seeds
- * with SCALE, and optim/ emits GRAD_NORM and OPTIMIZER_UPDATE. */
+ * with SCALE, and optim/ emits GRAD_NORM, OPTIMIZER_UPDATE and (data
+ * parallel) ALL_REDUCE. */
 #ifndef GE2_OPS_OPS_H
 #define GE2_OPS_OPS_H
 

@@ -129,6 +129,8 @@ ge2_status ge2_opt_validate(const ge2_optimizer_config *c)
         return BAD("accumulation_steps must be >= 1, got", "%d", c->accumulation_steps);
     if ((unsigned)c->update_mode >= GE2_UPDATE_COUNT)
         return BAD("update_mode is unknown:", "%d", (int)c->update_mode);
+    if (c->bucket_bytes < 0)
+        return BAD("bucket_bytes must be >= 0 (0: 25 MiB), got", "%lld", (long long)c->bucket_bytes);
     return validate_schedule(c);
 }
 
@@ -266,11 +268,23 @@ static ge2_status choose_per_parameter(const ge2_graph *g, const ge2_optimizer_c
     }
 }
 
+/* Data parallel: an ALL_REDUCE of the gradients of pairs[0, n) ((parameter,
+ * gradient) ids), created before the update that reads them, so the
+ * schedule runs it first (planner/schedule.c). */
+static ge2_status add_all_reduce(ge2_graph *g, const int *pairs, int n, ge2_attrs *attrs)
+{
+    int grads[GE2_MAX_INPUTS];
+    for (int i = 0; i < n; i++)
+        grads[i] = pairs[2 * i + 1];
+    return ge2_graph_add_node(g, GE2_OP_ALL_REDUCE, GE2_PHASE_OPTIMIZER, grads, n, 0, attrs, NULL);
+}
+
 /* One OPTIMIZER_UPDATE per layer with parameter gradients, last layer
  * first (the order the backward completes them), its inputs (parameter,
- * gradient) for each of the layer's parameters in input order. Created
- * after the backward; the planner runs each right after its gradients and
- * the last read of its parameters (planner/schedule.c). */
+ * gradient) for each of the layer's parameters in input order; data
+ * parallel, each after an ALL_REDUCE of its gradients (its bucket).
+ * Created after the backward; the planner runs each right after its
+ * gradients and the last read of its parameters (planner/schedule.c). */
 static ge2_status add_per_parameter_updates(ge2_graph *g, ge2_attrs *attrs)
 {
     attrs->optim.update_nodes = gradient_producers(g);
@@ -285,12 +299,47 @@ static ge2_status add_per_parameter_updates(ge2_graph *g, ge2_attrs *attrs)
                 in[n_in++] = g->tensors[node.inputs[i]]->grad;
             }
             if (n_in == 2 * PARAMETERS_PER_UPDATE || (n_in > 0 && i == node.n_inputs - 1)) {
+                if (attrs->optim.config.data_parallel)
+                    GE2_TRY(add_all_reduce(g, in, n_in / 2, attrs));
                 GE2_TRY(ge2_graph_add_node(g, GE2_OP_OPTIMIZER_UPDATE, GE2_PHASE_OPTIMIZER, in, n_in, 0, attrs, NULL));
                 n_in = 0;
             }
         }
     }
     return GE2_OK;
+}
+
+/* DDP's default bucket_cap_mb. */
+#define DEFAULT_BUCKET_BYTES ((int64_t)25 << 20)
+
+/* Data parallel with the flat update: the gradients in buckets, layers last
+ * first (the order the backward completes them), a bucket closing once it
+ * holds bucket_bytes or as many gradients as a node takes; one ALL_REDUCE
+ * each, which the schedule runs as soon as the bucket is complete, before
+ * the update sweeps the pools. */
+static ge2_status add_flat_all_reduces(ge2_graph *g, ge2_attrs *attrs)
+{
+    const int64_t cap = attrs->optim.config.bucket_bytes > 0 ? attrs->optim.config.bucket_bytes : DEFAULT_BUCKET_BYTES;
+    int pairs[2 * GE2_MAX_INPUTS], n = 0;
+    int64_t bytes = 0;
+    for (int layer = g->n_nodes - 1; layer >= 0; layer--) {
+        const int n_inputs = g->nodes[layer].n_inputs;
+        for (int i = 0; i < n_inputs; i++) {
+            if (!updates_at(g, layer, i))
+                continue;
+            const ge2_tensor *param = g->tensors[g->nodes[layer].inputs[i]];
+            pairs[2 * n] = param->id;
+            pairs[2 * n + 1] = param->grad;
+            n++;
+            bytes += ge2_shape_numel(param->shape) * (int64_t)sizeof(float);
+            if (n == GE2_MAX_INPUTS || bytes >= cap) {
+                GE2_TRY(add_all_reduce(g, pairs, n, attrs));
+                n = 0;
+                bytes = 0;
+            }
+        }
+    }
+    return n ? add_all_reduce(g, pairs, n, attrs) : GE2_OK;
 }
 
 ge2_status ge2_no_weight_decay(ge2_graph *graph, ge2_tensor *param)
@@ -336,7 +385,9 @@ ge2_status ge2_optimizer(ge2_graph *graph, const ge2_optimizer_config *config)
     if (per_parameter) {
         st = add_per_parameter_updates(graph, &attrs);
     } else {
-        if (config->clip_norm > 0)
+        if (config->data_parallel)
+            st = add_flat_all_reduces(graph, &attrs);
+        if (st == GE2_OK && config->clip_norm > 0)
             st = ge2_graph_add_node(graph, GE2_OP_GRAD_NORM, GE2_PHASE_OPTIMIZER, NULL, 0, 0, &attrs, NULL);
         if (st == GE2_OK)
             st = ge2_graph_add_node(graph, GE2_OP_OPTIMIZER_UPDATE, GE2_PHASE_OPTIMIZER, NULL, 0, 0, &attrs, NULL);

@@ -27,7 +27,8 @@
  *      may compute them itself: they depend only on values nobody writes
  *      during the update.
  *   3. GRAD_NORM (update steps only) reduces the squared effective gradient
- *      (the accumulated mean, see ge2_opt_effective_grad) into grad_norm and
+ *      (the accumulated mean, see ge2_opt_effective_grad; the ranks' mean
+ *      under data parallelism, ge2_opt_rank_average) into grad_norm and
  *      writes clip_factor = ge2_clip_factor(clip_norm, grad_norm). Without
  *      clipping nothing writes clip_factor; scalars use 1 then.
  *   4. OPTIMIZER_UPDATE, on an update step, runs ge2_opt_take_accum then
@@ -188,6 +189,14 @@ static inline GE2_HD float ge2_clip_factor(double clip_norm, float grad_norm)
     return f < 1.0 ? (float)f : 1.0f;
 }
 
+/* Data parallel: the factor from the ranks' summed gradients (the
+ * all-reduce's) to their mean, 1 / ranks; exactly 1 in one process, so a
+ * single process's arithmetic is unchanged. */
+static inline GE2_HD float ge2_opt_rank_average(const ge2_control *ctl)
+{
+    return ctl->ranks > 1 ? 1.0f / (float)ctl->ranks : 1.0f;
+}
+
 static inline GE2_HD bool ge2_opt_is_update_step(const ge2_optimizer_config *cfg, const ge2_control *ctl)
 {
     return ctl->micro_step + 1 >= cfg->accumulation_steps;
@@ -202,7 +211,7 @@ typedef struct ge2_opt_scalars {
     float bc1, bc2;      /* 1 - beta1^t, 1 - beta2^t */
     float step_size;     /* Adam: lr / bc1 */
     float bc2_sqrt;      /* Adam: sqrt(bc2) */
-    float grad_scale;    /* clip factor / accumulation_steps: applied to the raw (summed) gradient */
+    float grad_scale;    /* clip factor / ranks / accumulation_steps: applied to the raw (summed) gradient */
     float decay;         /* AdamW: 1 - lr * weight_decay */
     float weight_decay;  /* SGD, Adam: coupled, g += weight_decay * p */
     float momentum, one_minus_dampening;
@@ -222,6 +231,7 @@ static inline GE2_HD ge2_opt_scalars ge2_opt_scalars_of(const ge2_optimizer_conf
     s.step_size = (float)((double)s.lr / bc1);
     s.bc2_sqrt = (float)sqrt(bc2);
     float clip = cfg->clip_norm > 0.0 ? ctl->clip_factor : 1.0f;
+    clip *= ge2_opt_rank_average(ctl);
     s.grad_scale = cfg->accumulation_steps > 1 ? clip / (float)cfg->accumulation_steps : clip;
     s.decay = (float)(1.0 - (double)s.lr * cfg->weight_decay);
     s.weight_decay = cfg->kind == GE2_OPT_ADAMW ? 0.0f : (float)cfg->weight_decay;

@@ -16,7 +16,10 @@
  * right after the later of the nodes producing its gradients and the last
  * other node reading the parameters it overwrites. Its gradients then die
  * there, so the arena reuses them while the backward goes on; run at the
- * end, every gradient would be live at once.
+ * end, every gradient would be live at once. A data-parallel ALL_REDUCE
+ * (GE2_OPF_IN_PLACE) likewise runs right after its gradients are made, so
+ * the ranks sum a bucket while the backward goes on; an update that reads
+ * gradients an earlier all-reduce sums runs after that all-reduce.
  */
 #include "graph/alloc.h"
 #include "graph/error.h"
@@ -55,25 +58,47 @@ static bool updates_in_place(const ge2_node *node)
     return (ge2_op_flags(node->op) & GE2_OPF_UPDATE) && node->n_inputs > 0;
 }
 
-/* after[n]: for each needed per-parameter update, the needed node it must
- * follow (see the top of the file); -1 for every other node. */
+static bool writes_inputs(const ge2_node *node)
+{
+    return (ge2_op_flags(node->op) & GE2_OPF_IN_PLACE) && node->n_inputs > 0;
+}
+
+static bool shares_input(const ge2_node *a, const ge2_node *b)
+{
+    for (int i = 0; i < a->n_inputs; i++)
+        for (int j = 0; j < b->n_inputs; j++)
+            if (a->inputs[i] == b->inputs[j])
+                return true;
+    return false;
+}
+
+/* after[n]: for each needed per-parameter update or in-place node, the
+ * needed node it must follow (see the top of the file); -1 for every other
+ * node. Nodes placed after the same node keep their creation order. */
 static void find_update_places(const ge2_graph *graph, const bool *node_needed, int *after)
 {
     for (int n = 0; n < graph->n_nodes; n++) {
         const ge2_node *u = &graph->nodes[n];
         after[n] = -1;
-        if (!node_needed[n] || !updates_in_place(u))
+        if (!node_needed[n] || !(updates_in_place(u) || writes_inputs(u)))
             continue;
         for (int i = 0; i < u->n_inputs; i++) {
             int producer = graph->tensors[u->inputs[i]]->producer;
             if (producer > after[n])
                 after[n] = producer;
         }
+        /* an earlier in-place node writing what this one reads: after it */
+        for (int m = 0; m < n; m++)
+            if (node_needed[m] && writes_inputs(&graph->nodes[m]) && shares_input(&graph->nodes[m], u) &&
+                after[m] > after[n])
+                after[n] = after[m];
+        if (!updates_in_place(u))
+            continue;
         /* Readers of a parameter: a scan of the nodes before this one. An
          * update is created after every node that reads its parameters. */
         for (int r = after[n] + 1; r < n; r++) {
             const ge2_node *reader = &graph->nodes[r];
-            if (!node_needed[r] || updates_in_place(reader))
+            if (!node_needed[r] || updates_in_place(reader) || writes_inputs(reader))
                 continue;
             for (int i = 0; i < reader->n_inputs; i++)
                 for (int j = 0; j < u->n_inputs; j += 2)

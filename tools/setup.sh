@@ -21,6 +21,8 @@ packages=(
     libopenblas-dev       # <cblas.h> and a fast libblas.so.3 for the CPU backend
     libblas3              # reference BLAS: small libblas.so.3 staged for the GPU machine
     dataset-fashion-mnist # /usr/share/datasets/fashion-mnist/*.gz
+    openmpi-bin           # mpirun: launches data-parallel runs (one process per GPU)
+    libopenmpi-dev        # <mpi.h> and libmpi.so: bootstrap and the CPU backend's collectives
     pkg-config
 )
 

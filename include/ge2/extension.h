@@ -56,6 +56,10 @@ enum {
      * which the optimizer's commit advances): its backward must run before
      * the last update of the step, so such graphs take the flat update */
     GE2_OPF_RANDOM = 1u << 6,
+    /* writes its inputs in place and makes no outputs (the data-parallel
+     * all-reduce): the schedule runs it right after its inputs are made, and
+     * every later in-place reader of them after it */
+    GE2_OPF_IN_PLACE = 1u << 7,
 };
 
 /* A node of the graph (opaque here; its op's functions receive it). */
@@ -102,6 +106,28 @@ typedef struct ge2_flat_pools {
 
 struct ge2_control; /* the device control block: what changes from step to step */
 
+/* A process group for data parallelism: what the all-reduce's kernels call
+ * (ge2_compile_options.collective). ge2/dist.h makes one over MPI (host
+ * memory, the CPU backend) and NCCL (device memory, CUDA); a test may
+ * supply its own. Every rank makes the same calls with the same sizes in
+ * the same order, as each rank runs the same compiled program. */
+typedef struct ge2_collective {
+    int rank, world;
+    void *self; /* the implementation's state */
+    /* Sums data[s][0, n[s]) over the ranks in place, for s < spans; blocks
+     * until done, or fails (a rank gone, a timeout) with a message naming
+     * the rank. */
+    ge2_status (*sum_host)(const struct ge2_collective *c, float *const *data, const int64_t *n, int spans);
+    /* CUDA: once per graph key before its warm-up and capture (never while
+     * capturing): makes what sum_device needs on the current device. NULL:
+     * nothing to make. */
+    ge2_status (*prepare_device)(const struct ge2_collective *c);
+    /* CUDA: enqueues the same sum of device memory on stream (a
+     * cudaStream_t); capturable. NULL: the CUDA backend refuses the program. */
+    ge2_status (*sum_device)(const struct ge2_collective *c, float *const *data, const int64_t *n, int spans,
+                             void *stream);
+} ge2_collective;
+
 /* The compile options a kernel's choice depends on (ge2_compile_options). */
 typedef struct ge2_kernel_settings {
     bool autotune;      /* time the applicable candidates once per problem shape */
@@ -129,6 +155,9 @@ typedef struct ge2_launch {
      * it (batch norm: batch statistics and running-statistics updates in
      * training, running statistics in eval); each mode is its own graph key. */
     bool training;
+    /* The program's process group (ge2_compile_options.collective); NULL
+     * when this process trains alone */
+    const ge2_collective *collective;
     void *backend_data; /* per-launch state made by prepare (descriptors, chosen algorithm) */
     /* CUDA: the fused kernel that does this launch's work with others',
      * described; NULL when the launch runs its own kernel */

@@ -36,6 +36,7 @@ typedef enum ge2_status {
     GE2_ERR_NO_DEVICE,        /* CUDA requested, none present */
     GE2_ERR_CUDA,             /* CUDA runtime or cuBLASLt failure */
     GE2_ERR_STATE,            /* call not valid now (e.g. graph already has a backward) */
+    GE2_ERR_COLLECTIVE,       /* data parallel: a collective failed or timed out (another rank failed?) */
     GE2_STATUS_COUNT
 } ge2_status;
 
@@ -91,6 +92,9 @@ typedef enum ge2_device {
 const char *ge2_device_name(ge2_device device);
 /* True when a CUDA device can be used by this process. */
 bool ge2_cuda_available(void);
+/* Makes GPU index % (the GPUs' count) this thread's current device, the one
+ * contexts made after it run on (data parallel: one GPU per rank). */
+ge2_status ge2_cuda_use_device(int index);
 
 typedef struct ge2_context ge2_context;
 
@@ -390,6 +394,18 @@ typedef struct ge2_optimizer_config {
     int accumulation_steps;
     /* ge2's, not torch's: where the update runs and the gradients live (default AUTO). */
     ge2_update_mode update_mode;
+    /* Data parallel (DistributedDataParallel's semantics): each parameter
+     * gradient is summed over the ranks of the program's process group
+     * (ge2_compile_options.collective) by an all-reduce node placed as soon
+     * as the gradients of its bucket are complete, and the update divides
+     * by the ranks. Without a group (one process) the all-reduces do
+     * nothing, so one graph serves any number of ranks. */
+    bool data_parallel;
+    /* Gradient bytes one all-reduce node gathers at most, as DDP's
+     * bucket_cap_mb: layers, last first, until a bucket holds this many
+     * (0: 25 MiB, DDP's default). With per-parameter updates each update
+     * node's gradients are one bucket. */
+    int64_t bucket_bytes;
 } ge2_optimizer_config;
 
 /* PyTorch's defaults for the kind (Adam: lr 1e-3, betas 0.9/0.999, eps 1e-8; SGD: lr 0.01). */
@@ -473,6 +489,13 @@ typedef struct ge2_compile_options {
     /* Also DOT drawings: "<dump_dot>-graph.dot" after verify and
      * "<dump_dot>-key<N>.dot" (fused groups as clusters) per key; NULL: none */
     const char *dump_dot;
+    /* Data parallel: the process group whose ranks each run this program on
+     * their own batches (ge2/dist.h's ge2_dist_collective over MPI and NCCL);
+     * NULL: this process trains alone. The gradients of a graph whose
+     * optimizer has data_parallel are summed over the group by its
+     * all-reduce nodes and averaged by the update; a group of more than one
+     * rank needs such a graph. */
+    const struct ge2_collective *collective;
 } ge2_compile_options;
 
 ge2_compile_options ge2_compile_defaults(void);

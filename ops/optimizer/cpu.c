@@ -35,7 +35,7 @@ ge2_status ge2_cpu_grad_norm(const ge2_launch *l)
         double e = ge2_opt_effective_grad(cfg, all->grads[i], accum ? accum[i] : 0.0f);
         sum += e * e;
     }
-    ctl->grad_norm = (float)sqrt(sum);
+    ctl->grad_norm = (float)(sqrt(sum) * ge2_opt_rank_average(ctl));
     ctl->clip_factor = ge2_clip_factor(cfg->clip_norm, ctl->grad_norm);
     return GE2_OK;
 }

@@ -53,7 +53,7 @@ __global__ void ge2_grad_norm_kernel(long long n, const float *grads /* [n] */, 
     if (!ge2_grid_sum(acc, ctl, &total))
         return;
     if (threadIdx.x == 0) {
-        float norm = sqrtf(total);
+        float norm = sqrtf(total) * ge2_opt_rank_average(ctl);
         ctl->grad_norm = norm;
         ctl->clip_factor = ge2_clip_factor(cfg.clip_norm, norm);
     }

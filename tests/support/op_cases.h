@@ -13,7 +13,7 @@
 typedef enum ge2_op_case_kind {
     GE2_CASE_GRADIENT,  /* differentiable: forward values and a gradient check */
     GE2_CASE_FORWARD,   /* forward values only: metrics, and ops only the backward emits (no second derivatives) */
-    GE2_CASE_ELSEWHERE, /* the optimizer ops: tested in tests/optim on the flat pools */
+    GE2_CASE_ELSEWHERE, /* tested in a suite of their own: the optimizer ops in tests/optim, the all-reduce in tests/dist */
     GE2_CASE_KIND_COUNT
 } ge2_op_case_kind;
 

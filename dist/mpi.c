@@ -1,0 +1,213 @@
+/* Joining the job, and the host collectives, over MPI.
+ *
+ * Every collective is non-blocking plus a wait with a deadline, so a rank
+ * whose peer died or hangs fails with a message instead of waiting forever.
+ * Sums go through rank 0 (reduce, then broadcast), so every rank gets the
+ * same bits whatever order MPI's reduction takes: the ranks' parameters
+ * must stay identical. */
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "dist/dist_internal.h"
+#include "graph/alloc.h"
+#include "graph/error.h"
+
+#define DEFAULT_TIMEOUT_S 600.0
+/* elements per MPI call: its counts are int */
+#define CHUNK ((int64_t)1 << 30)
+
+ge2_dist_options ge2_dist_defaults(void)
+{
+    return (ge2_dist_options){.timeout_s = DEFAULT_TIMEOUT_S};
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static ge2_status mpi_fail(const ge2_dist *dist, int code, const char *what)
+{
+    char text[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    MPI_Error_string(code, text, &len);
+    return ge2_error(GE2_ERR_COLLECTIVE, "ge2_dist: rank %d: %s failed: %s", dist ? dist->group.rank : -1, what, text);
+}
+
+ge2_status ge2_dist_wait(ge2_dist *dist, MPI_Request *request, const char *what)
+{
+    const double deadline = now_s() + dist->timeout_s;
+    for (long polls = 0;; polls++) {
+        int done = 0;
+        int rc = MPI_Test(request, &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS)
+            return mpi_fail(dist, rc, what);
+        if (done)
+            return GE2_OK;
+        /* spin briefly (a step's collective is usually quick), then yield
+         * the core: a CPU job shares it with the other ranks */
+        if (polls > 1000) {
+            if (now_s() > deadline)
+                return ge2_error(GE2_ERR_COLLECTIVE,
+                                 "ge2_dist: rank %d: %s did not complete in %g s: another rank failed or hangs",
+                                 dist->group.rank, what, dist->timeout_s);
+            nanosleep(&(struct timespec){0, 50000}, NULL);
+        }
+    }
+}
+
+ge2_status ge2_dist_broadcast_bytes(ge2_dist *dist, void *buf, size_t bytes)
+{
+    for (size_t at = 0; at < bytes;) {
+        int count = bytes - at > (size_t)CHUNK ? (int)CHUNK : (int)(bytes - at);
+        MPI_Request req;
+        int rc = MPI_Ibcast((char *)buf + at, count, MPI_BYTE, 0, dist->comm, &req);
+        if (rc != MPI_SUCCESS)
+            return mpi_fail(dist, rc, "broadcast");
+        char what[64];
+        snprintf(what, sizeof what, "broadcast of %zu bytes", bytes);
+        GE2_TRY(ge2_dist_wait(dist, &req, what));
+        at += (size_t)count;
+    }
+    return GE2_OK;
+}
+
+/* data[0, n) of type summed over the ranks: into rank 0, then back out. */
+static ge2_status sum_through_root(ge2_dist *dist, void *data, int64_t n, MPI_Datatype type, size_t size)
+{
+    const bool root = dist->group.rank == 0;
+    for (int64_t at = 0; at < n;) {
+        int count = n - at > CHUNK ? (int)CHUNK : (int)(n - at);
+        char *p = (char *)data + (size_t)at * size;
+        char what[64];
+        snprintf(what, sizeof what, "all-reduce of %lld values", (long long)n);
+        MPI_Request req;
+        int rc = MPI_Ireduce(root ? MPI_IN_PLACE : p, root ? p : NULL, count, type, MPI_SUM, 0, dist->comm, &req);
+        if (rc != MPI_SUCCESS)
+            return mpi_fail(dist, rc, what);
+        GE2_TRY(ge2_dist_wait(dist, &req, what));
+        rc = MPI_Ibcast(p, count, type, 0, dist->comm, &req);
+        if (rc != MPI_SUCCESS)
+            return mpi_fail(dist, rc, what);
+        GE2_TRY(ge2_dist_wait(dist, &req, what));
+        at += count;
+    }
+    return GE2_OK;
+}
+
+static ge2_status sum_host(const ge2_collective *c, float *const *data, const int64_t *n, int spans)
+{
+    ge2_dist *dist = c->self;
+    for (int s = 0; s < spans; s++)
+        GE2_TRY(sum_through_root(dist, data[s], n[s], MPI_FLOAT, sizeof(float)));
+    return GE2_OK;
+}
+
+ge2_status ge2_dist_sum(ge2_dist *dist, double *values, int n)
+{
+    if (!dist || (!values && n > 0) || n < 0)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_dist_sum: dist and values must not be NULL, n >= 0 (got %d)",
+                         n);
+    return dist->group.world > 1 ? sum_through_root(dist, values, n, MPI_DOUBLE, sizeof(double)) : GE2_OK;
+}
+
+/* This rank's index among the ranks sharing its machine. */
+static ge2_status find_local_rank(ge2_dist *dist)
+{
+    MPI_Comm node;
+    int rc = MPI_Comm_split_type(dist->comm, MPI_COMM_TYPE_SHARED, dist->group.rank, MPI_INFO_NULL, &node);
+    if (rc != MPI_SUCCESS)
+        return mpi_fail(dist, rc, "MPI_Comm_split_type");
+    MPI_Comm_rank(node, &dist->local_rank);
+    MPI_Comm_free(&node);
+    return GE2_OK;
+}
+
+/* One GPU per process: this rank takes GPU local_rank % count. */
+static ge2_status choose_gpu(const ge2_dist *dist)
+{
+    if (!ge2_cuda_available())
+        return GE2_OK;
+    return ge2_cuda_use_device(dist->local_rank);
+}
+
+ge2_status ge2_dist_init(int *argc, char ***argv, const ge2_dist_options *options, ge2_dist **out)
+{
+    if (!out)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_dist_init: out must not be NULL");
+    *out = NULL;
+    ge2_dist_options o = options ? *options : ge2_dist_defaults();
+    if (!(o.timeout_s >= 0))
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_dist_init: timeout_s must be >= 0 (0: %g s), got %g",
+                         DEFAULT_TIMEOUT_S, o.timeout_s);
+    ge2_dist *dist = ge2_calloc(1, sizeof *dist);
+    if (!dist)
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_dist_init: process group");
+    dist->timeout_s = o.timeout_s > 0 ? o.timeout_s : DEFAULT_TIMEOUT_S;
+    dist->comm = MPI_COMM_NULL;
+    int initialized = 0, rc;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+        int provided;
+        rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+        if (rc != MPI_SUCCESS) {
+            ge2_free(dist);
+            return ge2_error(GE2_ERR_COLLECTIVE, "ge2_dist_init: MPI_Init_thread failed (code %d)", rc);
+        }
+        dist->initialized_mpi = true;
+    }
+    ge2_status st = GE2_OK;
+    rc = MPI_Comm_dup(MPI_COMM_WORLD, &dist->comm);
+    if (rc != MPI_SUCCESS)
+        st = mpi_fail(dist, rc, "MPI_Comm_dup");
+    if (st == GE2_OK) {
+        MPI_Comm_set_errhandler(dist->comm, MPI_ERRORS_RETURN);
+        MPI_Comm_rank(dist->comm, &dist->group.rank);
+        MPI_Comm_size(dist->comm, &dist->group.world);
+        st = find_local_rank(dist);
+    }
+    if (st == GE2_OK)
+        st = choose_gpu(dist);
+    if (st != GE2_OK) {
+        ge2_dist_free(dist);
+        return st;
+    }
+    dist->group.self = dist;
+    dist->group.sum_host = sum_host;
+    dist->group.prepare_device = ge2_nccl_prepare;
+    dist->group.sum_device = ge2_nccl_sum;
+    *out = dist;
+    return GE2_OK;
+}
+
+void ge2_dist_free(ge2_dist *dist)
+{
+    if (!dist)
+        return;
+    ge2_nccl_free(dist);
+    if (dist->comm != MPI_COMM_NULL)
+        MPI_Comm_free(&dist->comm);
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (dist->initialized_mpi && !finalized)
+        MPI_Finalize();
+    ge2_free(dist);
+}
+
+int ge2_dist_rank(const ge2_dist *dist) { return dist ? dist->group.rank : 0; }
+int ge2_dist_world(const ge2_dist *dist) { return dist ? dist->group.world : 1; }
+int ge2_dist_local_rank(const ge2_dist *dist) { return dist ? dist->local_rank : 0; }
+const ge2_collective *ge2_dist_collective(ge2_dist *dist) { return dist ? &dist->group : NULL; }
+
+void ge2_dist_abort(ge2_dist *dist, int code)
+{
+    (void)dist;
+    fflush(stdout);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, code ? code : 1);
+    _Exit(code ? code : 1); /* MPI_Abort does not return; in case it does */
+}

@@ -1,0 +1,37 @@
+/* The all-reduce on the CUDA backend: the group's device sum (NCCL),
+ * enqueued on the step's stream, so the step's capture records it and every
+ * replay runs it. No kernel of ge2's own: plain C. */
+#include "ops/collective/collective.h"
+
+static bool alone(const ge2_launch *l)
+{
+    return !l->collective || l->collective->world <= 1;
+}
+
+ge2_status ge2_cuda_all_reduce_prepare(ge2_launch *l)
+{
+    const ge2_collective *c = l->collective;
+    if (alone(l) || !c->prepare_device)
+        return GE2_OK;
+    return c->prepare_device(c);
+}
+
+ge2_status ge2_cuda_all_reduce_launch(const ge2_launch *l)
+{
+    if (alone(l))
+        return GE2_OK;
+    float *data[GE2_MAX_INPUTS];
+    int64_t n[GE2_MAX_INPUTS];
+    int spans = ge2_all_reduce_spans(l, data, n);
+    return spans ? l->collective->sum_device(l->collective, data, n, spans, l->stream) : GE2_OK;
+}
+
+void ge2_cuda_all_reduce_release(ge2_launch *l)
+{
+    (void)l; /* the communicator outlives the keys: it is the group's */
+}
+
+const char *ge2_cuda_all_reduce_describe(const ge2_launch *l)
+{
+    return alone(l) ? "all_reduce: one rank, nothing to do" : "all_reduce: the group's device sum (NCCL)";
+}

@@ -1,0 +1,351 @@
+/* Data parallel on the CPU backend, one process per rank under mpirun
+ * (tests/dist/run_mpi.sh starts it with 1 and 2 ranks).
+ *
+ * The reference is one process without a process group training the same
+ * MLP on each step's whole global batch (world x B examples): after K steps
+ * every rank's parameters must equal it within float32 error (the rank
+ * shards' mean gradient is the global batch's mean gradient, summed in
+ * another order), for SGD with momentum, Adam, AdamW with per-parameter
+ * updates, clipping (the norm of the averaged gradient), gradient
+ * accumulation and small buckets (several all-reduces a step). With one
+ * rank the all-reduce does nothing and the results must be bitwise the
+ * reference's. Then: the ranks' parameters are bitwise the same; rank 0's
+ * state reaches ranks that started from other seeds
+ * (ge2_dist_broadcast_state); a group of several ranks refuses a graph
+ * whose optimizer does not average.
+ *
+ *   data_parallel_test                 the checks; rank 0 prints "N passed, M failed"
+ *   data_parallel_test --fail-rank R   rank R feeds a wrong shape at step 2, prints its
+ *                                      error and aborts the job (the others wait in
+ *                                      the all-reduce meanwhile)
+ *   data_parallel_test --hang-rank R   rank R stops stepping; the others' all-reduce
+ *                                      times out after 2 s and they abort the job
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "capture/program_internal.h" /* the control block's gradient norm */
+#include "ge2/dist.h"
+#include "ge2/ge2.h"
+
+enum { IN = 12, HIDDEN = 16, CLASSES = 5, BATCH = 8, STEPS = 6 };
+
+static ge2_dist *dist;
+static int rank, world, passed, failed;
+
+#define API(call)                                                                                          \
+    do {                                                                                                   \
+        if ((call) != GE2_OK) {                                                                            \
+            fprintf(stderr, "data_parallel_test: rank %d: %s: %s\n", rank, #call, ge2_last_error());       \
+            ge2_dist_abort(dist, 1);                                                                       \
+        }                                                                                                  \
+    } while (0)
+
+static void verdict(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void verdict(bool ok, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    printf("rank %d: %s: ", rank, ok ? "ok" : "FAIL");
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    ok ? passed++ : failed++;
+}
+
+/* ------------------------------------------------------------ the model */
+
+typedef struct mlp {
+    ge2_graph *graph;
+    ge2_tensor *x, *y, *loss, *params[4];
+    ge2_context *ctx;
+    ge2_program *program;
+    int64_t batch;
+} mlp;
+
+static const char *const param_names[4] = {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"};
+
+/* IN -> HIDDEN relu -> CLASSES, mean cross-entropy, at `batch` examples a
+ * step; `group` NULL: one process. */
+static void mlp_build(mlp *m, int64_t batch, const ge2_optimizer_config *oc, const ge2_collective *group,
+                      uint64_t seed)
+{
+    memset(m, 0, sizeof *m);
+    m->batch = batch;
+    API(ge2_graph_new(&m->graph));
+    API(ge2_graph_set_seed(m->graph, seed));
+    API(ge2_input(m->graph, "x", GE2_F32, ge2_shape2(batch, IN), &m->x));
+    API(ge2_label(m->graph, "y", GE2_I32, ge2_shape1(batch), &m->y));
+    const int64_t dims[3] = {IN, HIDDEN, CLASSES};
+    ge2_tensor *h = m->x;
+    for (int l = 0; l < 2; l++) {
+        ge2_init wi = {GE2_INIT_LINEAR_DEFAULT, 0, 0, 0}, bi = {GE2_INIT_LINEAR_DEFAULT, 0, 0, dims[l]};
+        API(ge2_parameter(m->graph, param_names[2 * l], GE2_F32, ge2_shape2(dims[l + 1], dims[l]), wi,
+                          &m->params[2 * l]));
+        API(ge2_parameter(m->graph, param_names[2 * l + 1], GE2_F32, ge2_shape1(dims[l + 1]), bi,
+                          &m->params[2 * l + 1]));
+        API(ge2_linear(m->graph, h, m->params[2 * l], m->params[2 * l + 1], l == 0 ? GE2_ACT_RELU : GE2_ACT_NONE, 0,
+                       &h));
+    }
+    API(ge2_cross_entropy(m->graph, h, m->y, 0, &m->loss));
+    API(ge2_backward(m->graph, m->loss));
+    API(ge2_optimizer(m->graph, oc));
+    API(ge2_context_new(GE2_DEVICE_CPU, &m->ctx));
+    ge2_compile_options co = ge2_compile_defaults();
+    co.collective = group;
+    API(ge2_compile(m->ctx, m->graph, &co, &m->program));
+}
+
+static void mlp_free(mlp *m)
+{
+    ge2_program_free(m->program);
+    ge2_context_free(m->ctx);
+    ge2_graph_free(m->graph);
+}
+
+/* Example e of the data: the same on every rank. */
+static void example(int64_t e, float *x, int32_t *y)
+{
+    for (int i = 0; i < IN; i++)
+        x[i] = (float)sin(0.37 * (double)(e * IN + i) + 0.11 * (double)e);
+    *y = (int32_t)((e * 7 + e / 3) % CLASSES);
+}
+
+/* Step s of m: the global batch is examples [s·world·B, (s+1)·world·B);
+ * a rank of the group takes its slice [rank·B, (rank+1)·B) of it, the
+ * reference (first = 0, m->batch = world·B) all of it. */
+static ge2_status step(mlp *m, int s, int64_t first)
+{
+    float x[BATCH * 4 * IN];
+    int32_t y[BATCH * 4];
+    for (int64_t r = 0; r < m->batch; r++)
+        example((int64_t)s * world * BATCH + first + r, &x[r * IN], &y[r]);
+    ge2_feed feeds[2] = {{m->x, x, ge2_shape2(m->batch, IN)}, {m->y, y, ge2_shape1(m->batch)}};
+    return ge2_program_step(m->program, GE2_MODE_TRAIN, feeds, 2);
+}
+
+static void read_params(mlp *m, float *out) /* [n_all] */
+{
+    for (int p = 0; p < 4; p++) {
+        ge2_shape s = ge2_tensor_shape(m->params[p]);
+        int64_t n = ge2_shape_numel(s);
+        API(ge2_program_get_parameter(m->program, m->params[p], out, (size_t)n * sizeof(float)));
+        out += n;
+    }
+}
+
+#define N_ALL (HIDDEN * IN + HIDDEN + CLASSES * HIDDEN + CLASSES)
+
+/* Whether every |a - b| <= atol + rtol |b| over the parameters (NaN
+ * fails); the largest |a - b| into *max_diff. */
+static bool near(const float *a, const float *b, double atol, double rtol, double *max_diff)
+{
+    bool ok = true;
+    *max_diff = 0;
+    for (int i = 0; i < N_ALL; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        ok = ok && d <= atol + rtol * fabs((double)b[i]);
+        if (!(d <= *max_diff))
+            *max_diff = d;
+    }
+    return ok;
+}
+
+/* ------------------------------------------------------------ the checks */
+
+/* The group at B per rank against one process at world·B, K steps. */
+static void against_one_process(const char *name, ge2_optimizer_config oc)
+{
+    ge2_optimizer_config ref_oc = oc;
+    oc.data_parallel = true;
+    mlp dp, ref;
+    mlp_build(&dp, BATCH, &oc, ge2_dist_collective(dist), 7);
+    mlp_build(&ref, (int64_t)world * BATCH, &ref_oc, NULL, 7);
+    for (int s = 0; s < STEPS; s++) {
+        API(step(&dp, s, (int64_t)rank * BATCH));
+        API(step(&ref, s, 0));
+    }
+    float a[N_ALL], b[N_ALL];
+    read_params(&dp, a);
+    read_params(&ref, b);
+    if (world == 1) {
+        verdict(memcmp(a, b, sizeof a) == 0, "%s: 1 rank equals one process bitwise after %d steps", name, STEPS);
+    } else {
+        double d;
+        bool ok = near(a, b, 1e-6, 1e-5, &d);
+        verdict(ok, "%s: %d ranks at batch %d equal one process at batch %d after %d steps (max |difference| %.3g)",
+                name, world, BATCH, world * BATCH, STEPS, d);
+    }
+    if (oc.clip_norm > 0) { /* the norm the clip factor came from is the averaged gradient's */
+        ge2_control *cd = ge2_program_control_host(dp.program), *cr = ge2_program_control_host(ref.program);
+        API(ge2_program_download_control(dp.program));
+        API(ge2_program_download_control(ref.program));
+        verdict(fabsf(cd->grad_norm - cr->grad_norm) <= 1e-5f * cr->grad_norm,
+                "%s: the last step's gradient norm %.6g equals one process's %.6g", name, cd->grad_norm,
+                cr->grad_norm);
+    }
+    /* every rank holds rank 0's bits */
+    float mine[N_ALL];
+    memcpy(mine, a, sizeof a);
+    API(ge2_dist_broadcast_state(dist, dp.program));
+    read_params(&dp, a);
+    verdict(memcmp(a, mine, sizeof a) == 0, "%s: parameters bitwise identical across the %d ranks", name, world);
+    mlp_free(&dp);
+    mlp_free(&ref);
+}
+
+/* Ranks built from different seeds agree after the broadcast, and then
+ * train as one process started from rank 0's seed. */
+static void broadcast_state(void)
+{
+    ge2_optimizer_config oc = ge2_optimizer_defaults(GE2_OPT_ADAM);
+    ge2_optimizer_config ref_oc = oc;
+    oc.data_parallel = true;
+    mlp dp, ref;
+    mlp_build(&dp, BATCH, &oc, ge2_dist_collective(dist), 100 + (uint64_t)rank);
+    mlp_build(&ref, (int64_t)world * BATCH, &ref_oc, NULL, 100);
+    API(ge2_dist_broadcast_state(dist, dp.program));
+    float a[N_ALL], b[N_ALL];
+    read_params(&dp, a);
+    read_params(&ref, b);
+    verdict(memcmp(a, b, sizeof a) == 0, "broadcast: rank %d holds rank 0's initial parameters", rank);
+    for (int s = 0; s < STEPS; s++) {
+        API(step(&dp, s, (int64_t)rank * BATCH));
+        API(step(&ref, s, 0));
+    }
+    read_params(&dp, a);
+    read_params(&ref, b);
+    double d;
+    bool ok = near(a, b, 1e-6, 1e-5, &d);
+    verdict(ok, "broadcast: then trains as one process from rank 0's seed (max |difference| %.3g)", d);
+    mlp_free(&dp);
+    mlp_free(&ref);
+}
+
+/* Several ranks and an optimizer that does not average: refused, saying so. */
+static void refuses_unaveraged(void)
+{
+    if (world == 1)
+        return;
+    ge2_graph *g;
+    ge2_tensor *x, *y, *w, *out, *loss;
+    API(ge2_graph_new(&g));
+    API(ge2_input(g, "x", GE2_F32, ge2_shape2(BATCH, IN), &x));
+    API(ge2_label(g, "y", GE2_I32, ge2_shape1(BATCH), &y));
+    API(ge2_parameter(g, "w", GE2_F32, ge2_shape2(CLASSES, IN), (ge2_init){GE2_INIT_LINEAR_DEFAULT, 0, 0, 0}, &w));
+    API(ge2_linear(g, x, w, NULL, GE2_ACT_NONE, 0, &out));
+    API(ge2_cross_entropy(g, out, y, 0, &loss));
+    API(ge2_backward(g, loss));
+    ge2_optimizer_config oc = ge2_optimizer_defaults(GE2_OPT_SGD);
+    API(ge2_optimizer(g, &oc));
+    ge2_context *ctx;
+    API(ge2_context_new(GE2_DEVICE_CPU, &ctx));
+    ge2_compile_options co = ge2_compile_defaults();
+    co.collective = ge2_dist_collective(dist);
+    ge2_program *p = NULL;
+    ge2_status st = ge2_compile(ctx, g, &co, &p);
+    verdict(st == GE2_ERR_INVALID_ARGUMENT && strstr(ge2_last_error(), "data_parallel"),
+            "a group of %d ranks refuses an optimizer without data_parallel: \"%s\"", world,
+            st == GE2_OK ? "(compiled)" : ge2_last_error());
+    ge2_program_free(p);
+    ge2_context_free(ctx);
+    ge2_graph_free(g);
+}
+
+/* --fail-rank / --hang-rank: a rank that fails or stops mid-training. */
+static int misbehave(int bad_rank, bool hang)
+{
+    ge2_optimizer_config oc = ge2_optimizer_defaults(GE2_OPT_SGD);
+    oc.data_parallel = true;
+    mlp m;
+    mlp_build(&m, BATCH, &oc, ge2_dist_collective(dist), 7);
+    for (int s = 0; s < STEPS; s++) {
+        ge2_status st;
+        if (rank == bad_rank && s == 2 && hang) {
+            sleep(30); /* the others time out long before */
+            st = GE2_OK;
+        } else if (rank == bad_rank && s == 2) {
+            float x[BATCH * (IN + 1)] = {0};
+            int32_t y[BATCH] = {0};
+            ge2_feed feeds[2] = {{m.x, x, ge2_shape2(BATCH, IN + 1)}, {m.y, y, ge2_shape1(BATCH)}};
+            st = ge2_program_step(m.program, GE2_MODE_TRAIN, feeds, 2);
+        } else {
+            st = step(&m, s, (int64_t)rank * BATCH);
+        }
+        if (st != GE2_OK) {
+            fprintf(stderr, "data_parallel_test: rank %d: step %d: %s\n", rank, s, ge2_last_error());
+            ge2_dist_abort(dist, 3);
+        }
+    }
+    mlp_free(&m);
+    fprintf(stderr, "data_parallel_test: rank %d finished although rank %d misbehaved\n", rank, bad_rank);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    ge2_dist_options o = ge2_dist_defaults();
+    int bad_rank = -1;
+    bool hang = false;
+    if (argc == 3 && (!strcmp(argv[1], "--fail-rank") || !strcmp(argv[1], "--hang-rank"))) {
+        bad_rank = atoi(argv[2]);
+        hang = !strcmp(argv[1], "--hang-rank");
+        o.timeout_s = 2;
+    } else if (argc != 1) {
+        fprintf(stderr, "usage: data_parallel_test [--fail-rank R | --hang-rank R]\n");
+        return 2;
+    }
+    if (ge2_dist_init(&argc, &argv, &o, &dist) != GE2_OK) {
+        fprintf(stderr, "data_parallel_test: %s\n", ge2_last_error());
+        return 1;
+    }
+    rank = ge2_dist_rank(dist);
+    world = ge2_dist_world(dist);
+    if (world > 4) {
+        fprintf(stderr, "data_parallel_test: at most 4 ranks (got %d)\n", world);
+        ge2_dist_abort(dist, 2);
+    }
+    if (bad_rank >= 0)
+        return misbehave(bad_rank, hang);
+
+    ge2_optimizer_config sgd = ge2_optimizer_defaults(GE2_OPT_SGD);
+    sgd.lr = 0.1;
+    sgd.momentum = 0.9;
+    against_one_process("sgd momentum, flat update", sgd);
+
+    /* Adam's step hardly depends on the gradient's scale (m / sqrt(v)); a
+     * large eps makes it, so a sum the update failed to average shows */
+    ge2_optimizer_config adam = ge2_optimizer_defaults(GE2_OPT_ADAM);
+    adam.lr = 0.01;
+    adam.eps = 1e-3;
+    adam.bucket_bytes = 256; /* a bucket per layer or less: several all-reduces */
+    against_one_process("adam, 256-byte buckets", adam);
+
+    ge2_optimizer_config adamw = ge2_optimizer_defaults(GE2_OPT_ADAMW);
+    adamw.lr = 0.01;
+    adamw.eps = 1e-3;
+    adamw.update_mode = GE2_UPDATE_PER_PARAMETER;
+    against_one_process("adamw, per-parameter updates", adamw);
+
+    ge2_optimizer_config clip = sgd;
+    clip.clip_norm = 0.05; /* below the gradients' norm: the clip factor acts */
+    against_one_process("sgd, clipped to norm 0.05", clip);
+
+    ge2_optimizer_config accum = adam;
+    accum.accumulation_steps = 2;
+    against_one_process("adam, 2 accumulation steps", accum);
+
+    broadcast_state();
+    refuses_unaveraged();
+
+    double counts[2] = {passed, failed};
+    API(ge2_dist_sum(dist, counts, 2));
+    if (rank == 0)
+        printf("%d rank(s): %.0f passed, %.0f failed\n", world, counts[0], counts[1]);
+    ge2_dist_free(dist);
+    return counts[1] == 0 ? 0 : 1;
+}
