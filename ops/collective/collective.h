@@ -3,8 +3,8 @@
  * bucket of layers) over the ranks of the program's process group
  * (ge2_launch.collective) in place, and makes no outputs. The update that
  * follows divides by the ranks (optim/optimizer_math.h,
- * ge2_opt_rank_average). In one process (no group, or a group of one) it
- * does nothing.
+ * ge2_opt_rank_average). Without a group it does nothing; a group of one
+ * rank still calls it (so one GPU tests the captured collective).
  *
  * The kernels only call the group: the CPU kernel its sum_host (MPI, in
  * ge2's dist/), the CUDA kernel its sum_device (NCCL, enqueued on the step's

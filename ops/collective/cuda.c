@@ -3,9 +3,11 @@
  * replay runs it. No kernel of ge2's own: plain C. */
 #include "ops/collective/collective.h"
 
+/* No process group: nothing to sum. A group of one rank still goes
+ * through NCCL, so a one-GPU run tests the captured collective. */
 static bool alone(const ge2_launch *l)
 {
-    return !l->collective || l->collective->world <= 1;
+    return !l->collective;
 }
 
 ge2_status ge2_cuda_all_reduce_prepare(ge2_launch *l)
@@ -33,5 +35,5 @@ void ge2_cuda_all_reduce_release(ge2_launch *l)
 
 const char *ge2_cuda_all_reduce_describe(const ge2_launch *l)
 {
-    return alone(l) ? "all_reduce: one rank, nothing to do" : "all_reduce: the group's device sum (NCCL)";
+    return alone(l) ? "all_reduce: no process group, nothing to do" : "all_reduce: the group's device sum (NCCL)";
 }

@@ -14,12 +14,19 @@
  * (ge2_dist_broadcast_state); a group of several ranks refuses a graph
  * whose optimizer does not average.
  *
- *   data_parallel_test                 the checks; rank 0 prints "N passed, M failed"
- *   data_parallel_test --fail-rank R   rank R feeds a wrong shape at step 2, prints its
- *                                      error and aborts the job (the others wait in
- *                                      the all-reduce meanwhile)
- *   data_parallel_test --hang-rank R   rank R stops stepping; the others' all-reduce
- *                                      times out after 2 s and they abort the job
+ * With --device cuda the same checks run on the GPU, the all-reduce going
+ * through NCCL inside the captured step (one rank too: a group of one still
+ * calls NCCL), and two more: replayed steps equal eager ones bitwise, and
+ * 10,000 replays allocate nothing, host or device, and do not hang. The
+ * whole-step MLP kernel is left out on both sides (disable_fusions
+ * "mlp_step"): it declines graphs with all-reduces, and the reference must
+ * run the same kernels to compare bits.
+ *
+ *   data_parallel_test [--device cpu|cuda]  the checks; rank 0 prints "N passed, M failed"
+ *   ... --fail-rank R    rank R feeds a wrong shape at step 2, prints its error and
+ *                        aborts the job (the others wait in the all-reduce meanwhile)
+ *   ... --hang-rank R    rank R stops stepping; the others' all-reduce times out
+ *                        after 2 s (CPU) and they abort the job
  */
 #include <math.h>
 #include <stdarg.h>
@@ -28,14 +35,24 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cuda_runtime_api.h>
+
 #include "capture/program_internal.h" /* the control block's gradient norm */
 #include "ge2/dist.h"
 #include "ge2/ge2.h"
+#include "graph/alloc.h"              /* ge2_alloc_stats: the soak's host allocations */
 
 enum { IN = 12, HIDDEN = 16, CLASSES = 5, BATCH = 8, STEPS = 6 };
 
 static ge2_dist *dist;
 static int rank, world, passed, failed;
+/* The GPU build of this file (data_parallel_gpu_test, staged for the GPU
+ * machine, whose runner passes no flags) starts on CUDA. */
+#ifdef GE2_DP_TEST_ON_CUDA
+static ge2_device device = GE2_DEVICE_CUDA;
+#else
+static ge2_device device = GE2_DEVICE_CPU;
+#endif
 
 #define API(call)                                                                                          \
     do {                                                                                                   \
@@ -71,8 +88,8 @@ static const char *const param_names[4] = {"fc1.weight", "fc1.bias", "fc2.weight
 
 /* IN -> HIDDEN relu -> CLASSES, mean cross-entropy, at `batch` examples a
  * step; `group` NULL: one process. */
-static void mlp_build(mlp *m, int64_t batch, const ge2_optimizer_config *oc, const ge2_collective *group,
-                      uint64_t seed)
+static void mlp_build_with(mlp *m, int64_t batch, const ge2_optimizer_config *oc, const ge2_collective *group,
+                           uint64_t seed, bool capture)
 {
     memset(m, 0, sizeof *m);
     m->batch = batch;
@@ -94,10 +111,18 @@ static void mlp_build(mlp *m, int64_t batch, const ge2_optimizer_config *oc, con
     API(ge2_cross_entropy(m->graph, h, m->y, 0, &m->loss));
     API(ge2_backward(m->graph, m->loss));
     API(ge2_optimizer(m->graph, oc));
-    API(ge2_context_new(GE2_DEVICE_CPU, &m->ctx));
+    API(ge2_context_new(device, &m->ctx));
     ge2_compile_options co = ge2_compile_defaults();
     co.collective = group;
+    co.disable_fusions = "mlp_step"; /* see the top of the file */
+    co.disable_capture = !capture;
     API(ge2_compile(m->ctx, m->graph, &co, &m->program));
+}
+
+static void mlp_build(mlp *m, int64_t batch, const ge2_optimizer_config *oc, const ge2_collective *group,
+                      uint64_t seed)
+{
+    mlp_build_with(m, batch, oc, group, seed, true);
 }
 
 static void mlp_free(mlp *m)
@@ -256,6 +281,63 @@ static void refuses_unaveraged(void)
     ge2_graph_free(g);
 }
 
+/* CUDA: the captured step's replays against eager steps, bitwise. */
+static void replay_equals_eager(void)
+{
+    ge2_optimizer_config oc = ge2_optimizer_defaults(GE2_OPT_ADAM);
+    oc.data_parallel = true;
+    mlp replayed, eager;
+    mlp_build_with(&replayed, BATCH, &oc, ge2_dist_collective(dist), 7, true);
+    mlp_build_with(&eager, BATCH, &oc, ge2_dist_collective(dist), 7, false);
+    for (int s = 0; s < STEPS; s++) {
+        API(step(&replayed, s, (int64_t)rank * BATCH));
+        API(step(&eager, s, (int64_t)rank * BATCH));
+    }
+    float a[N_ALL], b[N_ALL];
+    read_params(&replayed, a);
+    read_params(&eager, b);
+    verdict(memcmp(a, b, sizeof a) == 0 && ge2_program_capture_count(replayed.program) == 1,
+            "replayed steps (%d capture) equal eager steps bitwise after %d steps",
+            ge2_program_capture_count(replayed.program), STEPS);
+    mlp_free(&replayed);
+    mlp_free(&eager);
+}
+
+/* CUDA: 10,000 replays of the step with its all-reduce: nothing allocated
+ * on the host or the device, no new capture, finite parameters. */
+static void soak(void)
+{
+    enum { REPLAYS = 10000 };
+    ge2_optimizer_config oc = ge2_optimizer_defaults(GE2_OPT_SGD);
+    oc.lr = 0.01;
+    oc.data_parallel = true;
+    mlp m;
+    mlp_build(&m, BATCH, &oc, ge2_dist_collective(dist), 7);
+    API(step(&m, 0, (int64_t)rank * BATCH)); /* warm-up and capture */
+    API(step(&m, 1, (int64_t)rank * BATCH));
+    API(ge2_program_sync(m.program));
+    size_t free_before = 0, free_after = 0, total;
+    ge2_alloc_stats before, after;
+    cudaMemGetInfo(&free_before, &total);
+    ge2_alloc_stats_get(&before);
+    for (int s = 0; s < REPLAYS; s++)
+        API(step(&m, s % STEPS, (int64_t)rank * BATCH));
+    API(ge2_program_sync(m.program));
+    ge2_alloc_stats_get(&after);
+    cudaMemGetInfo(&free_after, &total);
+    float p[N_ALL];
+    read_params(&m, p);
+    bool finite = true;
+    for (int i = 0; i < N_ALL; i++)
+        finite = finite && isfinite(p[i]);
+    verdict(after.allocations == before.allocations && free_after == free_before &&
+                ge2_program_capture_count(m.program) == 1 && finite,
+            "%d replays: %llu host allocations, %lld device bytes taken, %d capture(s), parameters %s", REPLAYS,
+            (unsigned long long)(after.allocations - before.allocations), (long long)free_before - (long long)free_after,
+            ge2_program_capture_count(m.program), finite ? "finite" : "not finite");
+    mlp_free(&m);
+}
+
 /* --fail-rank / --hang-rank: a rank that fails or stops mid-training. */
 static int misbehave(int bad_rank, bool hang)
 {
@@ -291,13 +373,22 @@ int main(int argc, char **argv)
     ge2_dist_options o = ge2_dist_defaults();
     int bad_rank = -1;
     bool hang = false;
-    if (argc == 3 && (!strcmp(argv[1], "--fail-rank") || !strcmp(argv[1], "--hang-rank"))) {
-        bad_rank = atoi(argv[2]);
-        hang = !strcmp(argv[1], "--hang-rank");
-        o.timeout_s = 2;
-    } else if (argc != 1) {
-        fprintf(stderr, "usage: data_parallel_test [--fail-rank R | --hang-rank R]\n");
-        return 2;
+    for (int i = 1; i < argc; i += 2) {
+        const char *value = i + 1 < argc ? argv[i + 1] : NULL;
+        if (value && !strcmp(argv[i], "--device") && (!strcmp(value, "cpu") || !strcmp(value, "cuda"))) {
+            device = strcmp(value, "cuda") ? GE2_DEVICE_CPU : GE2_DEVICE_CUDA;
+        } else if (value && (!strcmp(argv[i], "--fail-rank") || !strcmp(argv[i], "--hang-rank"))) {
+            bad_rank = atoi(value);
+            hang = !strcmp(argv[i], "--hang-rank");
+            o.timeout_s = 2;
+        } else {
+            fprintf(stderr, "usage: data_parallel_test [--device cpu|cuda] [--fail-rank R | --hang-rank R]\n");
+            return 2;
+        }
+    }
+    if (device == GE2_DEVICE_CUDA && !ge2_cuda_available()) {
+        printf("data_parallel_test: no CUDA device; skipping the CUDA checks\n");
+        return 0;
     }
     if (ge2_dist_init(&argc, &argv, &o, &dist) != GE2_OK) {
         fprintf(stderr, "data_parallel_test: %s\n", ge2_last_error());
@@ -341,11 +432,15 @@ int main(int argc, char **argv)
 
     broadcast_state();
     refuses_unaveraged();
+    if (device == GE2_DEVICE_CUDA) {
+        replay_equals_eager();
+        soak();
+    }
 
     double counts[2] = {passed, failed};
     API(ge2_dist_sum(dist, counts, 2));
     if (rank == 0)
-        printf("%d rank(s): %.0f passed, %.0f failed\n", world, counts[0], counts[1]);
+        printf("%d rank(s), %s: %.0f passed, %.0f failed\n", world, ge2_device_name(device), counts[0], counts[1]);
     ge2_dist_free(dist);
     return counts[1] == 0 ? 0 : 1;
 }
