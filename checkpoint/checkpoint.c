@@ -8,7 +8,8 @@
  * (exp_avg, exp_avg_sq, max_exp_avg_sq, momentum_buffer; grad_accum for the
  * accumulation buffer). __metadata__ (strings, as the format requires):
  * format, optimizer, step, micro_step, base_lr, rng_offset, epoch,
- * batch_in_epoch, data_seed. Loading checks the whole file against the model
+ * batch_in_epoch, data_seed, examples_in_epoch (optional on load: older
+ * files lack it). Loading checks the whole file against the model
  * before it touches the program, so a rejected file leaves it as it was.
  *
  * In PyTorch: sd = safetensors.torch.load_file(path);
@@ -181,10 +182,10 @@ ge2_status ge2_checkpoint_save(ge2_program *program, const char *path, const ge2
     if (st == GE2_OK) {
         const ge2_control *c = ge2_program_control_host(program);
         const ge2_optimizer_config *cfg = ge2_program_optimizer_config(program);
-        ge2_resume_state r = resume ? *resume : (ge2_resume_state){0, 0, 0};
-        ge2_st_kv meta[9] = {{"format", CK_FORMAT}, {"optimizer", ""}, {"step", ""}, {"micro_step", ""},
-                             {"base_lr", ""}, {"rng_offset", ""}, {"epoch", ""}, {"batch_in_epoch", ""},
-                             {"data_seed", ""}};
+        ge2_resume_state r = resume ? *resume : (ge2_resume_state){0, 0, 0, 0};
+        ge2_st_kv meta[10] = {{"format", CK_FORMAT}, {"optimizer", ""}, {"step", ""}, {"micro_step", ""},
+                              {"base_lr", ""}, {"rng_offset", ""}, {"epoch", ""}, {"batch_in_epoch", ""},
+                              {"data_seed", ""}, {"examples_in_epoch", ""}};
         snprintf(meta[1].value, GE2_ST_MAX_VALUE, "%s", cfg ? ge2_optimizer_name(cfg->kind) : "none");
         snprintf(meta[2].value, GE2_ST_MAX_VALUE, "%" PRId64, c->step);
         snprintf(meta[3].value, GE2_ST_MAX_VALUE, "%" PRId32, c->micro_step);
@@ -193,7 +194,8 @@ ge2_status ge2_checkpoint_save(ge2_program *program, const char *path, const ge2
         snprintf(meta[6].value, GE2_ST_MAX_VALUE, "%" PRId64, r.epoch);
         snprintf(meta[7].value, GE2_ST_MAX_VALUE, "%" PRId64, r.batch_in_epoch);
         snprintf(meta[8].value, GE2_ST_MAX_VALUE, "%" PRIu64, r.data_seed);
-        st = ge2_st_write(path, l.tensors, l.n, meta, 9);
+        snprintf(meta[9].value, GE2_ST_MAX_VALUE, "%" PRId64, r.examples_in_epoch);
+        st = ge2_st_write(path, l.tensors, l.n, meta, 10);
     }
     ck_layout_free(&l);
     return st;
@@ -272,7 +274,7 @@ static ge2_status ck_meta_u64(const ge2_st_file *f, const char *path, const char
 
 /* The training state the metadata carries, all validated before use. */
 typedef struct ck_meta {
-    int64_t step, micro_step, epoch, batch_in_epoch;
+    int64_t step, micro_step, epoch, batch_in_epoch, examples_in_epoch;
     uint64_t rng_offset, data_seed;
     double base_lr;
 } ck_meta;
@@ -295,6 +297,9 @@ static ge2_status ck_read_meta(ge2_program *program, const ge2_st_file *f, const
     GE2_TRY(ck_meta_int(f, path, "micro_step", 0, accumulation - 1, &m->micro_step));
     GE2_TRY(ck_meta_int(f, path, "epoch", 0, INT64_MAX, &m->epoch));
     GE2_TRY(ck_meta_int(f, path, "batch_in_epoch", 0, INT64_MAX, &m->batch_in_epoch));
+    m->examples_in_epoch = 0; /* optional: files before data parallelism lack it */
+    if (ge2_st_meta(f, "examples_in_epoch"))
+        GE2_TRY(ck_meta_int(f, path, "examples_in_epoch", 0, INT64_MAX, &m->examples_in_epoch));
     GE2_TRY(ck_meta_u64(f, path, "rng_offset", &m->rng_offset));
     GE2_TRY(ck_meta_u64(f, path, "data_seed", &m->data_seed));
     const char *lr = ge2_st_meta(f, "base_lr");
@@ -346,7 +351,7 @@ ge2_status ge2_checkpoint_load(ge2_program *program, const char *path, ge2_resum
         st = ge2_program_upload_control(program);
     }
     if (st == GE2_OK && resume)
-        *resume = (ge2_resume_state){m.epoch, m.batch_in_epoch, m.data_seed};
+        *resume = (ge2_resume_state){m.epoch, m.batch_in_epoch, m.data_seed, m.examples_in_epoch};
     ck_layout_free(&l);
     ge2_st_release(&f);
     return st;

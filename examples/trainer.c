@@ -11,13 +11,20 @@
 #include <unistd.h>
 
 #include "data/dataset.h"
+#include "ge2/dist.h"
 #include "optim/optim.h"
+
+/* The job of this run (--distributed), for messages and aborts; NULL alone. */
+static ge2_dist *job;
 
 int trainer_fail(const trainer_spec *spec, int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "%s: ", spec->name);
+    if (job && ge2_dist_world(job) > 1)
+        fprintf(stderr, "%s: rank %d: ", spec->name, ge2_dist_rank(job));
+    else
+        fprintf(stderr, "%s: ", spec->name);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
@@ -64,10 +71,12 @@ static void usage(const trainer_spec *spec, FILE *out)
             "  --dump-passes            print each compile pass's result (verify, fuse, kernels, schedule, plan)\n"
             "  --time-launches          time each launch (CUDA: eager steps); the kernel report gives their mean\n"
             "                           us per step (use with --steps, so the last train key is the full batch)\n"
+            "  --distributed            data parallel over the ranks mpirun starts, one per GPU:\n"
+            "                           mpirun -np 2 %s --distributed ... (--batch is per rank)\n"
             "  --help                   this text\n",
             spec->name, spec->summary, spec->model_usage ? spec->model_usage : "", (long long)spec->default_epochs,
             ge2_optimizer_name(spec->default_optimizer), weight_decay, spec->default_schedule == GE2_SCHEDULE_COSINE ? "cosine" : "constant", spec->init_names,
-            spec->fusion_names);
+            spec->fusion_names, spec->name);
 }
 
 /* ------------------------------------------------------------------ flags */
@@ -104,6 +113,7 @@ static ge2_optimizer_config optimizer_config(const trainer_options *o, int64_t s
     if (o->weight_decay >= 0)
         c.weight_decay = o->weight_decay;
     c.momentum = o->momentum;
+    c.data_parallel = o->distributed;
     if (o->schedule == GE2_SCHEDULE_COSINE) {
         c.schedule.kind = GE2_SCHEDULE_COSINE;
         c.schedule.total_steps = o->epochs * steps_per_epoch;
@@ -125,6 +135,7 @@ enum {
     OPT_TIME_LAUNCHES,
     OPT_SCHEDULE,
     OPT_MIN_LR,
+    OPT_DISTRIBUTED,
     OPT_HELP
 };
 
@@ -143,7 +154,8 @@ static int parse_args(int argc, char **argv, const trainer_spec *spec, trainer_o
                    .weight_decay = spec->default_weight_decay,
                    .seed = 1,
                    .shuffle = true,
-                   .compile = ge2_compile_defaults()};
+                   .compile = ge2_compile_defaults(),
+                   .world = 1};
     static const struct option common[] = {
         {"device", required_argument, NULL, 'd'},   {"data", required_argument, NULL, 'D'},
         {"batch", required_argument, NULL, 'b'},    {"epochs", required_argument, NULL, 'e'},
@@ -162,6 +174,7 @@ static int parse_args(int argc, char **argv, const trainer_spec *spec, trainer_o
         {"time-launches", no_argument, NULL, OPT_TIME_LAUNCHES},
         {"schedule", required_argument, NULL, OPT_SCHEDULE},
         {"min-lr", required_argument, NULL, OPT_MIN_LR},
+        {"distributed", no_argument, NULL, OPT_DISTRIBUTED},
         {"help", no_argument, NULL, OPT_HELP}};
     enum { N_COMMON = sizeof common / sizeof common[0], MAX_FLAGS = 64 };
     struct option longopts[MAX_FLAGS];
@@ -263,6 +276,9 @@ static int parse_args(int argc, char **argv, const trainer_spec *spec, trainer_o
             o->compile.time_launches = true;
             o->kernel_report = true;
             break;
+        case OPT_DISTRIBUTED:
+            o->distributed = true;
+            break;
         case OPT_HELP:
             usage(spec, stdout);
             return -1;
@@ -317,9 +333,31 @@ static ge2_status progress_take(ge2_program *program, progress *p)
     return GE2_OK;
 }
 
+/* --distributed: the epoch's figures over every rank (each rank's loss is
+ * its shard's mean, so the job's is their mean). Every rank calls it at the
+ * same point, the epoch's end. */
+static ge2_status progress_gather(progress *p)
+{
+    if (!job || ge2_dist_world(job) <= 1)
+        return GE2_OK;
+    double v[3] = {p->sum.loss_sum, p->sum.metric_sum, (double)p->sum.examples};
+    TRY(ge2_dist_sum(job, v, 3));
+    p->sum.loss_sum = v[0] / ge2_dist_world(job);
+    p->sum.metric_sum = v[1];
+    p->sum.examples = (int64_t)v[2];
+    return GE2_OK;
+}
+
+static bool is_rank0(void)
+{
+    return !job || ge2_dist_rank(job) == 0;
+}
+
 static void progress_print(const progress *p, int64_t epoch, int64_t epochs, int64_t batch, int64_t batches,
                            bool done)
 {
+    if (!is_rank0())
+        return;
     double loss = p->sum.steps ? p->sum.loss_sum / (double)p->sum.steps : 0.0;
     double acc = p->sum.examples ? p->sum.metric_sum / (double)p->sum.examples : 0.0;
     double secs = now_s() - p->start;
@@ -383,7 +421,7 @@ static ge2_status train(run *r, const ge2_dataset *train_set)
 {
     const trainer_options *o = r->o;
     ge2_batcher_options bo = {.batch_size = o->batch, .shuffle = o->shuffle, .seed = r->pos.data_seed,
-                              .drop_last = false};
+                              .drop_last = false, .rank = o->rank, .world = o->world};
     ge2_batcher *b;
     ge2_status st = ge2_batcher_new(train_set, &bo, &b);
     if (st != GE2_OK)
@@ -391,7 +429,9 @@ static ge2_status train(run *r, const ge2_dataset *train_set)
     int64_t batches = ge2_batcher_batches_per_epoch(b);
     for (int64_t epoch = r->pos.epoch; epoch < o->epochs && st == GE2_OK && !step_limit_hit(r); epoch++) {
         st = ge2_batcher_seek(b, epoch, epoch == r->pos.epoch ? r->pos.batch_in_epoch : 0);
-        progress p = {.start = now_s(), .tty = isatty(STDOUT_FILENO)};
+        /* the live bar reads metrics whenever it redraws: alone only, as
+         * ranks must gather theirs at the same points */
+        progress p = {.start = now_s(), .tty = isatty(STDOUT_FILENO) && o->world == 1};
         ge2_batch batch;
         int64_t ran = 0;
         while (st == GE2_OK && !step_limit_hit(r)) {
@@ -411,6 +451,8 @@ static ge2_status train(run *r, const ge2_dataset *train_set)
             st = ge2_program_sync(r->program);
             if (st == GE2_OK)
                 st = progress_take(r->program, &p);
+            if (st == GE2_OK)
+                st = progress_gather(&p);
             if (st == GE2_OK)
                 progress_print(&p, epoch, o->epochs, r->pos.batch_in_epoch, batches, true);
         }
@@ -444,31 +486,73 @@ static ge2_status evaluate(run *r, const ge2_dataset *test_set, ge2_metrics *m, 
     return st;
 }
 
+/* A checkpoint's position in its epoch, in this run's steps: examples of
+ * the one-process order over the examples a step of this run takes (batch
+ * x ranks), which must divide them (a checkpoint from 2 ranks at batch 64
+ * resumes on 1 at 128, or at 64 after twice the steps). Files without the
+ * examples count keep their batch_in_epoch. */
+static int resume_position(const trainer_spec *spec, const trainer_options *o, ge2_resume_state *pos)
+{
+    const int64_t per_step = o->batch * o->world;
+    if (pos->examples_in_epoch == 0)
+        return 0;
+    if (pos->examples_in_epoch % per_step)
+        return trainer_fail(spec, 2,
+                            "--resume %s: the checkpoint stopped %lld examples into epoch %lld, not a whole number "
+                            "of this run's steps of %lld (--batch %lld x %d rank(s))",
+                            o->resume, (long long)pos->examples_in_epoch, (long long)pos->epoch + 1,
+                            (long long)per_step, (long long)o->batch, o->world);
+    pos->batch_in_epoch = pos->examples_in_epoch / per_step;
+    return 0;
+}
+
+/* Batches each rank takes per epoch: its shard (the epoch padded to a
+ * multiple of the ranks) in batches, the last one partial. */
+static int64_t steps_per_epoch(const trainer_options *o, int64_t examples)
+{
+    int64_t shard = (examples + o->world - 1) / o->world;
+    return (shard + o->batch - 1) / o->batch;
+}
+
 /* Everything after flag parsing; returns the exit code. */
 static int train_and_test(const trainer_spec *spec, const trainer_options *o, ge2_context *ctx,
                           const ge2_dataset *train_set, const ge2_dataset *test_set)
 {
-    ge2_optimizer_config oc = optimizer_config(o, (train_set->n + o->batch - 1) / o->batch);
+    ge2_optimizer_config oc = optimizer_config(o, steps_per_epoch(o, train_set->n));
     trainer_model m = {0};
     ge2_program *program = NULL;
     int code = 0;
     ge2_compile_options co = o->compile;
+    co.collective = ge2_dist_collective(job);
     if (spec->build(spec->model, o, &oc, &m) != GE2_OK || ge2_compile(ctx, m.graph, &co, &program) != GE2_OK) {
         code = fail_ge2(spec);
         goto done;
     }
-    run r = {.o = o, .program = program, .m = &m, .pos = {0, 0, o->seed}};
+    run r = {.o = o, .program = program, .m = &m, .pos = {0, 0, o->seed, 0}};
+    /* every rank reads the same files (a shared file system across
+     * machines); rank 0's state then reaches all, whatever their seeds */
     if ((o->init && ge2_checkpoint_load_parameters(program, o->init) != GE2_OK) ||
-        (o->resume && ge2_checkpoint_load(program, o->resume, &r.pos) != GE2_OK)) {
+        (o->resume && ge2_checkpoint_load(program, o->resume, &r.pos) != GE2_OK) ||
+        (job && ge2_dist_broadcast_state(job, program) != GE2_OK)) {
         code = fail_ge2(spec);
         goto done;
     }
-    printf("%s: %s, ", spec->name, ge2_device_name(ge2_context_device(ctx)));
-    spec->describe(spec->model, stdout);
-    printf(", %s lr %g%s, batch %lld, %lld epochs\n", ge2_optimizer_name(oc.kind), oc.lr,
-           oc.schedule.kind == GE2_SCHEDULE_COSINE ? " cosine" : "", (long long)o->batch, (long long)o->epochs);
-    if (train(&r, train_set) != GE2_OK ||
-        (o->save && ge2_checkpoint_save(program, o->save, &r.pos) != GE2_OK)) {
+    if (o->resume && (code = resume_position(spec, o, &r.pos)) != 0)
+        goto done;
+    if (is_rank0()) {
+        printf("%s: %s, ", spec->name, ge2_device_name(ge2_context_device(ctx)));
+        spec->describe(spec->model, stdout);
+        printf(", %s lr %g%s, batch %lld", ge2_optimizer_name(oc.kind), oc.lr,
+               oc.schedule.kind == GE2_SCHEDULE_COSINE ? " cosine" : "", (long long)o->batch);
+        if (o->distributed)
+            printf(" x %d rank(s)", o->world);
+        printf(", %lld epochs\n", (long long)o->epochs);
+    }
+    ge2_status st = train(&r, train_set);
+    r.pos.examples_in_epoch = r.pos.batch_in_epoch * o->batch * o->world;
+    if (st == GE2_OK && o->save && is_rank0())
+        st = ge2_checkpoint_save(program, o->save, &r.pos);
+    if (st != GE2_OK) {
         code = fail_ge2(spec);
         goto done;
     }
@@ -484,6 +568,8 @@ static int train_and_test(const trainer_spec *spec, const trainer_options *o, ge
                             (long long)test_set->n);
         goto done;
     }
+    if (!is_rank0()) /* the same model, so the same figures as rank 0's */
+        goto done;
     if (o->plan_report) {
         if (ge2_program_plan_report(program, stdout) != GE2_OK ||
             ge2_program_plan_svg(program, GE2_MODE_TRAIN, "plan.svg") != GE2_OK) {
@@ -520,6 +606,13 @@ int trainer_main(int argc, char **argv, const trainer_spec *spec)
     int parsed = parse_args(argc, argv, spec, &o);
     if (parsed)
         return parsed < 0 ? 0 : parsed;
+    /* before any CUDA call: the job gives this process its GPU */
+    if (o.distributed) {
+        if (ge2_dist_init(&argc, &argv, NULL, &job) != GE2_OK)
+            return fail_ge2(spec);
+        o.rank = ge2_dist_rank(job);
+        o.world = ge2_dist_world(job);
+    }
     ge2_dataset *train_set = NULL, *test_set = NULL;
     ge2_context *ctx = NULL;
     int code;
@@ -535,5 +628,9 @@ int trainer_main(int argc, char **argv, const trainer_spec *spec)
     ge2_context_free(ctx);
     ge2_dataset_free(train_set);
     ge2_dataset_free(test_set);
+    if (code && job && ge2_dist_world(job) > 1)
+        ge2_dist_abort(job, code); /* the other ranks may wait for this one: end them too */
+    ge2_dist_free(job);
+    job = NULL;
     return code;
 }

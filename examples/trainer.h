@@ -7,7 +7,13 @@
  * The loop never reads the loss synchronously: metrics arrive through
  * ge2_program_take_metrics, and the host waits only at epoch ends. The last
  * line printed is exactly "test accuracy: 0.XXXX (N/10000)". Errors are one
- * line on stderr; exit 2 for a bad flag, 1 for anything else. */
+ * line on stderr; exit 2 for a bad flag, 1 for anything else.
+ *
+ * With --distributed (under mpirun, one process per GPU) every rank trains
+ * on its shard of each epoch and the gradients are averaged inside the
+ * step (ge2/dist.h); rank 0 prints the job's figures, every rank's
+ * evaluation being the same, and writes the checkpoint. An error on any
+ * rank ends every rank, with the rank named. */
 #ifndef GE2_EXAMPLES_TRAINER_H
 #define GE2_EXAMPLES_TRAINER_H
 
@@ -44,6 +50,10 @@ typedef struct trainer_options {
     bool shuffle, plan_report, kernel_report;
     const char *init, *save, *resume;
     ge2_compile_options compile; /* --no-capture, --disable-fusions, --no-autotune, --kernel-cache, --dump-passes */
+    /* --distributed: data parallel over the ranks mpirun started; --batch
+     * is each rank's, the job's batch is batch x ranks */
+    bool distributed;
+    int rank, world; /* 0 and 1 without --distributed */
 } trainer_options;
 
 /* What a trainer's build gives back. x holds a batch of images in any

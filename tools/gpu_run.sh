@@ -29,6 +29,9 @@ fi
 export LD_LIBRARY_PATH="$here/bin${cuda_lib:+:$cuda_lib}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # Trainers and benchmarks find the dataset here.
 export GE2_DATA_DIR="$here/data/fashion-mnist"
+# The data-parallel tests start as MPI singletons (or under mpirun); the
+# device machine runs us as root, which Open MPI refuses unless told.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 if [ -x bin/smoke ]; then
     bin/smoke 2>&1 | sed 's/^/run.sh: /'

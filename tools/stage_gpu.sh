@@ -119,6 +119,9 @@ is_provided() {
     # The GPU machine (Ubuntu 24.04, GCC 14 runtime) has newer copies of the
     # compiler runtime than Debian bookworm's; staging ours would only cost space.
     libstdc++.so.* | libgcc_s.so.*) return 0 ;;
+    # Open MPI 4.1 is in the GPU machine's system paths, with the same ABI
+    # as Debian's (libmpi.so.40); NCCL is opened at run time (dist/nccl.c).
+    libmpi.so.*) return 0 ;;
     esac
     return 1
 }

@@ -633,6 +633,11 @@ typedef struct ge2_resume_state {
     int64_t epoch;
     int64_t batch_in_epoch;
     uint64_t data_seed;
+    /* Where in the epoch, counted in examples of the one-process order
+     * (batch_in_epoch x batch x data-parallel ranks), so a run with another
+     * batch or number of ranks resumes at the same example; 0 in files
+     * that predate it (batch_in_epoch then). */
+    int64_t examples_in_epoch;
 } ge2_resume_state;
 
 /* Checkpoints also carry parameter `param` under `name`: a weight a PyTorch

@@ -9,13 +9,7 @@
 set -uo pipefail
 
 bin="$1"
-# CI runs as root, which Open MPI refuses unless told; its session files go
-# to the test's own temporary directory.
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export TMPDIR="${TEST_TMPDIR:-${TMPDIR:-/tmp}}"
-# one machine: shared memory between the ranks, no network probing; more
-# ranks than cores is fine (--oversubscribe), and none is pinned to a core
-mpirun=(mpirun --oversubscribe --bind-to none --mca btl self,vader -np)
+. "$(dirname "$0")/mpi_lib.sh"
 
 passed=0
 failed=0

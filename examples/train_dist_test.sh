@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The trainer's --distributed mode on the CPU backend under mpirun:
+#   - 2 ranks at batch 32 train as 1 process at batch 64: after 20 steps the
+#     checkpoints agree within float32 error, with the data in order and
+#     shuffled (DistributedSampler's shards), for SGD and Adam;
+#   - only rank 0 prints, and its test accuracy line is the one process's;
+#   - a checkpoint from 2 ranks resumes on 1 (at batch 64, where the 2 ranks
+#     stopped), ending where 20 straight steps do; a batch that does not
+#     divide the position it stopped at is refused, naming the numbers;
+#   - a rank that fails ends the job with its rank named.
+# Usage: train_dist_test.sh path/to/train_mlp path/to/checkpoints_close path/to/mpi_lib.sh
+set -uo pipefail
+bin="$1"
+close="$2"
+. "$3"
+. "$(dirname "$0")/trainer_test_lib.sh"
+
+common=(--device cpu --data "$data" --hidden 32 --epochs 1)
+for opt in "sgd --lr 0.05" "adam"; do
+    for order in --no-shuffle "--seed 3"; do
+        tag="${opt%% *} ${order}"
+        # shellcheck disable=SC2086 # opt and order are word lists
+        "${mpirun[@]}" 2 "$bin" "${common[@]}" --optimizer $opt $order --distributed --batch 32 --steps 20 \
+            --save "$tmp/two.safetensors" >"$tmp/two.out" 2>"$tmp/two.err"
+        check "$tag: 2 ranks run ($(tail -n 2 "$tmp/two.err"))" $?
+        # shellcheck disable=SC2086
+        "$bin" "${common[@]}" --optimizer $opt $order --batch 64 --steps 20 --save "$tmp/one.safetensors" \
+            >"$tmp/one.out" 2>&1
+        check "$tag: 1 process runs" $?
+        "$close" "$tmp/two.safetensors" "$tmp/one.safetensors" >"$tmp/close.out"
+        check "$tag: 2 ranks x 32 == 1 x 64 after 20 steps ($(tail -n 1 "$tmp/close.out"))" $?
+        [ "$(grep -c '^test accuracy' "$tmp/two.out")" = 1 ]
+        check "$tag: one rank prints (got $(grep -c '^test accuracy' "$tmp/two.out") accuracy lines)" $?
+        [ "$(tail -n 1 "$tmp/two.out")" = "$(tail -n 1 "$tmp/one.out")" ]
+        check "$tag: the same test accuracy line ($(tail -n 1 "$tmp/two.out") / $(tail -n 1 "$tmp/one.out"))" $?
+    done
+done
+
+# 2 ranks x 32 for 10 steps, then 1 process x 64 for 10 more == 20 straight (adam, shuffled).
+"${mpirun[@]}" 2 "$bin" "${common[@]}" --seed 3 --distributed --batch 32 --steps 10 \
+    --save "$tmp/part.safetensors" >/dev/null 2>"$tmp/part.err"
+check "resume: 2 ranks save ($(tail -n 1 "$tmp/part.err"))" $?
+"$bin" "${common[@]}" --seed 3 --batch 64 --steps 10 --resume "$tmp/part.safetensors" \
+    --save "$tmp/resumed.safetensors" >/dev/null 2>"$tmp/resumed.err"
+check "resume: 1 process continues ($(cat "$tmp/resumed.err"))" $?
+"$close" "$tmp/resumed.safetensors" "$tmp/one.safetensors" >"$tmp/close.out"
+check "resume: 2 ranks then 1 == 20 straight steps ($(tail -n 1 "$tmp/close.out"))" $?
+expect_error "resume: a batch that does not divide the position" 2 "${common[@]}" --seed 3 --batch 48 \
+    --steps 1 --resume "$tmp/part.safetensors"
+grep -q "640 examples into epoch 1" "$tmp/err"
+check "resume: the refusal names the position ($(cat "$tmp/err"))" $?
+
+# A rank that fails: every rank ends, non-zero, the message naming the rank.
+"${mpirun[@]}" 2 "$bin" "${common[@]}" --distributed --batch 32 --steps 5 --init "$tmp/no-such-file" \
+    >"$tmp/fail.out" 2>&1
+rc=$?
+[ "$rc" != 0 ] && grep -q "train_mlp: rank [01]: .*no-such-file" "$tmp/fail.out"
+check "a failing rank ends the job naming its rank (exit $rc: $(grep -m1 rank "$tmp/fail.out"))" $?
+
+trainer_test_summary
