@@ -58,6 +58,12 @@ struct ge2_backend_ctx {
     int device;
     cudaStream_t stream;
     cudaStream_t feed_stream; /* feeds_ahead: host staging -> device staging, beside the steps */
+    /* in-place ops (the data-parallel all-reduce) run here, beside the
+     * step's stream, made with the first key that has one: side_fork is
+     * recorded on the step's stream before each, side_done after each on
+     * this one (see enqueue_launches) */
+    cudaStream_t side_stream;
+    cudaEvent_t side_fork, side_done;
     cublasLtHandle_t lt;
     void *workspace; /* [GE2_CUDA_WORKSPACE_BYTES] */
     size_t workspace_bytes;
@@ -133,6 +139,12 @@ static void cuda_close(ge2_backend_ctx *ctx)
         cudaStreamDestroy(ctx->stream);
     if (ctx->feed_stream)
         cudaStreamDestroy(ctx->feed_stream);
+    if (ctx->side_stream) {
+        cudaStreamSynchronize(ctx->side_stream);
+        cudaStreamDestroy(ctx->side_stream);
+        cudaEventDestroy(ctx->side_fork);
+        cudaEventDestroy(ctx->side_done);
+    }
     ge2_free(ctx);
 }
 
@@ -145,6 +157,9 @@ static ge2_status open_resources(ge2_backend_ctx *ctx)
         cudaGetLastError(); /* not sticky; don't leak it into later checks */
         return ge2_error(GE2_ERR_NO_DEVICE, "ge2 cuda backend: no CUDA device (%s)", why);
     }
+    /* the thread's current device: 0 unless chosen (ge2_cuda_use_device;
+     * data parallel, one GPU per rank) */
+    CUDA_TRY(cudaGetDevice(&ctx->device));
     CUDA_TRY(cudaSetDevice(ctx->device));
     CUDA_TRY(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
     if (ctx->feeds_ahead)
@@ -509,8 +524,29 @@ static ge2_status prepare_groups(ge2_backend_ctx *ctx, ge2_exec *exec, ge2_cuda_
     return GE2_OK;
 }
 
+/* Whether launch l runs on the side stream: an in-place op (it reads and
+ * writes only its inputs, which nothing writes after their producers), so
+ * the step goes on while it runs; what reads its inputs waits for it. */
+static bool runs_beside(const ge2_launch *l)
+{
+    return (ge2_op_flags(l->node->op) & GE2_OPF_IN_PLACE) != 0;
+}
+
+static ge2_status open_side_stream(ge2_backend_ctx *ctx)
+{
+    if (ctx->side_stream)
+        return GE2_OK;
+    CUDA_TRY(cudaStreamCreateWithFlags(&ctx->side_stream, cudaStreamNonBlocking));
+    CUDA_TRY(cudaEventCreateWithFlags(&ctx->side_fork, cudaEventDisableTiming));
+    CUDA_TRY(cudaEventCreateWithFlags(&ctx->side_done, cudaEventDisableTiming));
+    return GE2_OK;
+}
+
 static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
 {
+    for (int i = 0; i < exec->n_launches; i++)
+        if (runs_beside(&exec->launches[i]))
+            GE2_TRY(open_side_stream(ctx));
     ge2_cuda_exec *ce = ge2_calloc(1, sizeof *ce);
     if (!ce)
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 cuda backend: out of host memory");
@@ -518,7 +554,7 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
     for (int i = 0; i < exec->n_launches; i++) {
         ge2_launch *l = &exec->launches[i];
         ge2_status st = GE2_OK;
-        l->stream = ctx->stream;
+        l->stream = runs_beside(l) ? ctx->side_stream : ctx->stream;
         l->blas = ctx->lt;
         l->workspace = ctx->workspace;
         l->workspace_bytes = ctx->workspace_bytes;
@@ -631,9 +667,54 @@ static ge2_status enqueue_one(ge2_backend_ctx *ctx, const ge2_exec *exec, const 
     return g->impl->launch(g->state, &run);
 }
 
-/* Enqueues every launch and group in schedule order. During capture,
- * *broke is the index of the launch after which the capture was
- * invalidated. */
+/* The in-place launches on the side stream not yet waited for by the
+ * step's stream, by the tensors they write (their inputs). */
+typedef struct side_pending {
+    int tensors[4 * GE2_MAX_INPUTS];
+    int n;
+    bool any;
+} side_pending;
+
+/* Whether launches [i, i + count) must wait for the side stream first:
+ * they are optimizer ops (which read every gradient through the pools) or
+ * read a tensor a pending side launch writes; or the record is full. */
+static bool must_join(const ge2_exec *exec, int i, int count, const side_pending *p)
+{
+    if (!p->any)
+        return false;
+    if (p->n < 0)
+        return true;
+    for (int k = i; k < i + count; k++) {
+        const ge2_node *node = exec->launches[k].node;
+        if (ge2_op_flags(node->op) & GE2_OPF_OPTIMIZER)
+            return true;
+        for (int in = 0; in < node->n_inputs; in++)
+            for (int t = 0; t < p->n; t++)
+                if (node->inputs[in] == p->tensors[t])
+                    return true;
+    }
+    return false;
+}
+
+static void side_record(side_pending *p, const ge2_node *node)
+{
+    p->any = true;
+    for (int in = 0; in < node->n_inputs && p->n >= 0; in++) {
+        if (p->n == (int)(sizeof p->tensors / sizeof p->tensors[0]))
+            p->n = -1; /* too many to list: the next launch joins */
+        else
+            p->tensors[p->n++] = node->inputs[in];
+    }
+}
+
+/* Enqueues every launch and group in schedule order. An in-place launch
+ * (runs_beside) goes on the side stream after the step's stream so far
+ * (side_fork); the step's stream waits for the side stream's latest work
+ * (side_done, which covers all before it on that in-order stream) before
+ * the first launch that needs it and at the end, so a captured step joins
+ * every stream it forked. Data parallel: a bucket's all-reduce then
+ * overlaps the rest of the backward. During capture, *broke is the index
+ * of the launch after which the capture was invalidated. */
 static ge2_status enqueue_launches(ge2_backend_ctx *ctx, ge2_exec *exec, step_copies *sc, bool capturing,
                                    int *broke)
 {
@@ -644,10 +725,24 @@ static ge2_status enqueue_launches(ge2_backend_ctx *ctx, ge2_exec *exec, step_co
         GE2_TRY(ge2_cuda_hold(ctx->stream, 2000u + 100u * (unsigned)exec->n_launches));
         memset(t->next, 0, sizeof *t->next * (size_t)exec->n_launches);
     }
+    side_pending pending = {.n = 0, .any = false};
     for (int i = 0, done = 1; i < exec->n_launches; i += done) {
         if (t)
             CUDA_TRY(cudaEventRecord(t->marks[i], ctx->stream));
+        const bool beside = ce->group_at[i] < 0 && runs_beside(&exec->launches[i]);
+        const int count = ce->group_at[i] < 0 ? 1 : ce->groups[ce->group_at[i]].count;
+        if (beside) {
+            CUDA_TRY(cudaEventRecord(ctx->side_fork, ctx->stream));
+            CUDA_TRY(cudaStreamWaitEvent(ctx->side_stream, ctx->side_fork, 0));
+        } else if (must_join(exec, i, count, &pending)) {
+            CUDA_TRY(cudaStreamWaitEvent(ctx->stream, ctx->side_done, 0));
+            pending = (side_pending){.n = 0, .any = false};
+        }
         ge2_status st = enqueue_one(ctx, exec, ce, i, sc, &done);
+        if (beside && st == GE2_OK) {
+            CUDA_TRY(cudaEventRecord(ctx->side_done, ctx->side_stream));
+            side_record(&pending, exec->launches[i].node);
+        }
         if (t)
             t->next[i] = i + done;
         if (capturing) {
@@ -661,6 +756,8 @@ static ge2_status enqueue_launches(ge2_backend_ctx *ctx, ge2_exec *exec, step_co
             return st;
         }
     }
+    if (pending.any)
+        CUDA_TRY(cudaStreamWaitEvent(ctx->stream, ctx->side_done, 0));
     if (t)
         CUDA_TRY(cudaEventRecord(t->marks[exec->n_launches], ctx->stream));
     return GE2_OK;
