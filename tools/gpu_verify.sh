@@ -12,9 +12,12 @@
 # of it on the CPU and on CUDA against PyTorch's float64, and its launches
 # timed one by one (--time-launches), 7. the GPT trainer for 300 steps, and
 # K steps of a small one against PyTorch's float64, 8. the benchmark
-# against PyTorch (GE2_VERIFY_BENCH=0 leaves it out). GE2_VERIFY_SKIP names
+# against PyTorch (GE2_VERIFY_BENCH=0 leaves it out), 9. data parallel:
+# the data-parallel checks on 1 GPU through NCCL, and with 2 or more GPUs
+# on 2 ranks, the trainer with --distributed and bench/dp_speed.sh against
+# one GPU and PyTorch DDP. GE2_VERIFY_SKIP names
 # parts to leave out, comma-separated: suites, sanitize, mlp (3-5), cnn (6),
-# gpt (7), bench (8), so a run too long for one call splits over two (e.g.
+# gpt (7), bench (8), dist (9), so a run too long for one call splits over two (e.g.
 # GE2_VERIFY_SKIP=mlp,cnn,gpt,bench, then GE2_VERIFY_SKIP=suites,sanitize). Logs go to OUT_DIR (default gpu_stage/verify);
 # a summary table is printed last. Exits non-zero if any part fails.
 set -u -o pipefail
@@ -154,6 +157,31 @@ if want bench && [ "${GE2_VERIFY_BENCH:-1}" != 0 ]; then
         >"$out/gpt_speed.log" 2>&1
     rc=$?
     record "GPT step vs PyTorch (fp32, tf32)" "$([ $rc -eq 0 ] && echo PASS || echo FAIL)" "table: $out/gpt_speed.log"
+fi
+
+if want dist; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 # the device machine runs us as root
+    gpus=$(nvidia-smi -L | wc -l)
+    mpirun --bind-to none -np 1 "$stage/bin/data_parallel_gpu_test" >"$out/dist_1gpu.log" 2>&1
+    rc=$?
+    record "data parallel, 1 GPU via NCCL" "$([ $rc -eq 0 ] && echo PASS || echo FAIL)" "$(tail -n 1 "$out/dist_1gpu.log")"
+    if [ "$gpus" -ge 2 ]; then
+        timeout 900 mpirun --bind-to none -np 2 "$stage/bin/data_parallel_gpu_test" >"$out/dist_2gpu.log" 2>&1
+        rc=$?
+        record "data parallel, 2 GPUs (checks)" "$([ $rc -eq 0 ] && echo PASS || echo FAIL)" \
+            "$(tail -n 1 "$out/dist_2gpu.log")"
+        mpirun --bind-to none -np 2 "$train" --distributed --device cuda --data "$GE2_DATA_DIR" --batch 32 \
+            >"$out/train_dist.log" 2>&1
+        rc=$?
+        record "train_mlp --distributed, 2 GPUs x 32" "$([ $rc -eq 0 ] && echo PASS || echo FAIL)" \
+            "$(tail -n 1 "$out/train_dist.log")"
+        bash "$stage/bench/dp_speed.sh" 2 >"$out/dp_speed.log" 2>&1
+        rc=$?
+        record "data-parallel speed, 2 GPUs" "$([ $rc -eq 0 ] && echo PASS || echo FAIL)" \
+            "$(grep -m1 '^scaling' "$out/dp_speed.log"); table: $out/dp_speed.log"
+    else
+        record "data parallel, 2 GPUs" "SKIP" "$gpus GPU here: the two-GPU parts need nvidia-h200-x2"
+    fi
 fi
 
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader

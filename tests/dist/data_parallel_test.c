@@ -228,6 +228,7 @@ static void against_one_process(const char *name, ge2_optimizer_config oc)
 static void broadcast_state(void)
 {
     ge2_optimizer_config oc = ge2_optimizer_defaults(GE2_OPT_ADAM);
+    oc.eps = 1e-3; /* Adam's step on a gradient of ~0 is +-lr whatever its size: keep rounding from flipping it */
     ge2_optimizer_config ref_oc = oc;
     oc.data_parallel = true;
     mlp dp, ref;

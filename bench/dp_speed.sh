@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Data-parallel throughput on the GPU machine (staged to gpu_stage/bench/):
+#
+#   gpu_stage/bench/dp_speed.sh [GPUS]     (default: every GPU, at least 2)
+#
+# The large MLP (784-4096-4096-4096-10, Adam, batch 1024 per GPU) trained by
+# train_mlp on 1 GPU and with --distributed on GPUS GPUs at the same batch
+# per GPU, and PyTorch DDP on the same model and GPUs (bench/ddp_mlp.py,
+# default bucketing). A run's steady-state step time is the difference
+# between a 60-step and a 1060-step run (warm-up, tuning and capture cancel
+# out). Prints a table last: examples/s of each, the scaling (target >=
+# 1.85x one GPU), the exposed communication (step time beyond the one-GPU
+# step, target <= 10% of the step) and ge2 against DDP.
+set -u -o pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+stage="$(cd "$here/.." && pwd)"
+gpus="${1:-$(nvidia-smi -L | wc -l)}"
+[ "$gpus" -ge 2 ] || { echo "dp_speed: needs 2 or more GPUs (have $gpus)" >&2; exit 1; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export LD_LIBRARY_PATH="$stage/bin:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+data="${GE2_DATA_DIR:-$stage/data/fashion-mnist}"
+model=(--device cuda --data "$data" --hidden 4096,4096,4096 --batch 1024 --epochs 100)
+
+# seconds of a run of N steps on R ranks (the trainer's epoch lines: rank 0's wall time)
+run_secs() { # ranks steps
+    local launcher=()
+    [ "$1" -gt 1 ] && launcher=(mpirun --bind-to none -np "$1")
+    "${launcher[@]}" "$stage/bin/train_mlp" "${model[@]}" --steps "$2" $([ "$1" -gt 1 ] && echo --distributed) \
+        2>&1 | awk '/^epoch .*: loss/ { for (i = 1; i <= NF; i++) if ($i == "s" || $(i+1) == "s") t += $i } END { printf "%.6f\n", t }'
+}
+step_ms() { # ranks -> steady-state ms per step
+    local short long
+    short=$(run_secs "$1" 60)
+    long=$(run_secs "$1" 1060)
+    awk -v a="$short" -v b="$long" 'BEGIN { printf "%.4f\n", (b - a) * 1000 / 1000 }'
+}
+one=$(step_ms 1)
+many=$(step_ms "$gpus")
+ddp1=$(torchrun --nproc_per_node 1 "$here/ddp_mlp.py" --batch 1024 2>/dev/null | sed -n 's/.*(\(.*\) ms\/step)/\1/p')
+ddpn=$(torchrun --nproc_per_node "$gpus" "$here/ddp_mlp.py" --batch 1024 2>/dev/null | sed -n 's/.*(\(.*\) ms\/step)/\1/p')
+nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1
+awk -v one="$one" -v many="$many" -v n="$gpus" -v d1="${ddp1:-0}" -v dn="${ddpn:-0}" 'BEGIN {
+    ex1 = 1024 / one * 1000; exn = 1024 * n / many * 1000
+    printf "| run | ms/step | examples/s |\n|---|---|---|\n"
+    printf "| ge2 1 GPU | %.3f | %.0f |\n| ge2 %d GPUs | %.3f | %.0f |\n", one, ex1, n, many, exn
+    if (d1 > 0) printf "| DDP 1 GPU | %.3f | %.0f |\n", d1, 1024 / d1 * 1000
+    if (dn > 0) printf "| DDP %d GPUs | %.3f | %.0f |\n", n, dn, 1024 * n / dn * 1000
+    printf "scaling %.2fx one GPU (target >= 1.85x); exposed communication %.1f%% of the step (target <= 10%%)\n",
+           exn / ex1, 100 * (many - one) / many
+    if (dn > 0) printf "ge2 / DDP throughput on %d GPUs: %.2fx (target >= 1)\n", n, dn / many
+}'
