@@ -15,7 +15,6 @@
  * Errors NCCL finds while a replay runs (a peer gone) are asynchronous: a
  * watchdog thread polls ncclCommGetAsyncError and, on one, prints it with
  * the rank and aborts the job, so no rank waits on a dead peer. */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -26,6 +25,7 @@
 #include "dist/dist_internal.h"
 #include "graph/alloc.h"
 #include "graph/error.h"
+#include "kernels/dynlib.h"
 
 #define NCCL_LIBRARY "libnccl.so.2"
 #define WATCHDOG_PERIOD_NS 100000000L /* 0.1 s */
@@ -48,15 +48,7 @@ static struct {
 
 static void load(void)
 {
-    nccl.lib = dlopen(NCCL_LIBRARY, RTLD_NOW | RTLD_LOCAL);
-    if (!nccl.lib) {
-        snprintf(nccl.error, sizeof nccl.error, "NCCL could not be loaded: %s", dlerror());
-        return;
-    }
-    struct {
-        void **fn;
-        const char *name;
-    } syms[] = {
+    const ge2_dynlib_symbol syms[] = {
         {(void **)&nccl.get_unique_id, "ncclGetUniqueId"},
         {(void **)&nccl.comm_init_rank, "ncclCommInitRank"},
         {(void **)&nccl.comm_destroy, "ncclCommDestroy"},
@@ -68,12 +60,8 @@ static void load(void)
         {(void **)&nccl.get_error_string, "ncclGetErrorString"},
         {(void **)&nccl.get_version, "ncclGetVersion"},
     };
-    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++)
-        if (!(*syms[i].fn = dlsym(nccl.lib, syms[i].name))) {
-            snprintf(nccl.error, sizeof nccl.error, "%s lacks %s", NCCL_LIBRARY, syms[i].name);
-            nccl.lib = NULL;
-            return;
-        }
+    nccl.lib = ge2_dynlib_open(NCCL_LIBRARY, "NCCL", syms, sizeof syms / sizeof syms[0], nccl.error,
+                               sizeof nccl.error);
 }
 
 /* The device communicator of one process group, and its watchdog. */

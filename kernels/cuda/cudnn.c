@@ -1,7 +1,6 @@
 /* cuDNN's backend API through dlopen (cudnn.h says why). */
 #include "kernels/cuda/cudnn.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,6 +9,7 @@
 #include <cudnn_graph.h>
 
 #include "graph/error.h"
+#include "kernels/dynlib.h"
 
 /* The handle attributes of operation graphs and plans are deprecated in
  * later 9.x releases, which still take them; earlier 9.x releases need them. */
@@ -41,15 +41,7 @@ static struct {
 static void load(void)
 {
     cudnn.status = GE2_ERR_UNSUPPORTED;
-    cudnn.lib = dlopen(CUDNN_LIBRARY, RTLD_NOW | RTLD_LOCAL);
-    if (!cudnn.lib) {
-        snprintf(cudnn.error, sizeof cudnn.error, "cuDNN could not be loaded: %s", dlerror());
-        return;
-    }
-    struct {
-        void **fn;
-        const char *name;
-    } syms[] = {
+    const ge2_dynlib_symbol syms[] = {
         {(void **)&cudnn.get_version, "cudnnGetVersion"},
         {(void **)&cudnn.get_error_string, "cudnnGetErrorString"},
         {(void **)&cudnn.create, "cudnnCreate"},
@@ -61,11 +53,10 @@ static void load(void)
         {(void **)&cudnn.get_attribute, "cudnnBackendGetAttribute"},
         {(void **)&cudnn.execute, "cudnnBackendExecute"},
     };
-    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++)
-        if (!(*syms[i].fn = dlsym(cudnn.lib, syms[i].name))) {
-            snprintf(cudnn.error, sizeof cudnn.error, "%s lacks %s", CUDNN_LIBRARY, syms[i].name);
-            return;
-        }
+    cudnn.lib = ge2_dynlib_open(CUDNN_LIBRARY, "cuDNN", syms, sizeof syms / sizeof syms[0], cudnn.error,
+                                sizeof cudnn.error);
+    if (!cudnn.lib)
+        return;
     size_t v = cudnn.get_version();
     snprintf(cudnn.version, sizeof cudnn.version, "cuDNN %zu.%zu.%zu", v / 10000, v / 100 % 100, v % 100);
     if (v < 90000) {
