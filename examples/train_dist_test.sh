@@ -7,12 +7,15 @@
 #   - a checkpoint from 2 ranks resumes on 1 (at batch 64, where the 2 ranks
 #     stopped), ending where 20 straight steps do; a batch that does not
 #     divide the position it stopped at is refused, naming the numbers;
-#   - a rank that fails ends the job with its rank named.
-# Usage: train_dist_test.sh path/to/train_mlp path/to/checkpoints_close path/to/mpi_lib.sh
+#   - a rank that fails ends the job with its rank named;
+#   - the GPT trainer: 2 ranks at batch 4 train as 1 process at batch 8
+#     (in order, no dropout), and only rank 0 reports.
+# Usage: train_dist_test.sh train_mlp checkpoints_close mpi_lib.sh train_gpt
 set -uo pipefail
 bin="$1"
 close="$2"
 . "$3"
+gpt="$4"
 . "$(dirname "$0")/trainer_test_lib.sh"
 
 common=(--device cpu --data "$data" --hidden 32 --epochs 1)
@@ -56,5 +59,18 @@ check "resume: the refusal names the position ($(cat "$tmp/err"))" $?
 rc=$?
 [ "$rc" != 0 ] && grep -q "train_mlp: rank [01]: .*no-such-file" "$tmp/fail.out"
 check "a failing rank ends the job naming its rank (exit $rc: $(grep -m1 rank "$tmp/fail.out"))" $?
+
+# The GPT trainer (embedding, attention, layer norm, the tied head's
+# gradient summed before it is all-reduced, clipping on the averaged norm).
+small=(--device cpu --n-layer 1 --n-head 2 --n-embd 32 --block-size 32 --max-iters 8 --warmup 2 --lr 3e-3
+    --eval-interval 4 --eval-iters 4 --dropout 0 --sample 0 --no-shuffle)
+"${mpirun[@]}" 2 "$gpt" "${small[@]}" --batch 4 --distributed --save "$tmp/gpt2.safetensors" >"$tmp/gpt2.out" 2>&1
+check "gpt: 2 ranks run ($(tail -n 1 "$tmp/gpt2.out"))" $?
+"$gpt" "${small[@]}" --batch 8 --save "$tmp/gpt1.safetensors" >"$tmp/gpt1.out" 2>&1
+check "gpt: 1 process runs ($(tail -n 1 "$tmp/gpt1.out"))" $?
+"$close" "$tmp/gpt2.safetensors" "$tmp/gpt1.safetensors" >"$tmp/close.out"
+check "gpt: 2 ranks x 4 == 1 x 8 after 8 steps ($(tail -n 1 "$tmp/close.out"))" $?
+[ "$(grep -c '^best val loss' "$tmp/gpt2.out")" = 1 ] && grep -q 'batch 4 x 2 rank(s)' "$tmp/gpt2.out"
+check "gpt: rank 0 alone reports, naming the ranks" $?
 
 trainer_test_summary
