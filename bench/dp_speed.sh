@@ -8,9 +8,12 @@
 # per GPU, and PyTorch DDP on the same model and GPUs (bench/ddp_mlp.py,
 # default bucketing). A run's steady-state step time is the difference
 # between a 60-step and a 1060-step run (warm-up, tuning and capture cancel
-# out). Prints a table last: examples/s of each, the scaling (target >=
-# 1.85x one GPU), the exposed communication (step time beyond the one-GPU
-# step, target <= 10% of the step) and ge2 against DDP.
+# out). Then the GPT (train_gpt's defaults, batch 64 per GPU, no
+# evaluation in between): its steady ms/step (the last progress line of 200
+# steps) on 1 and on GPUS GPUs. Prints a table last: examples/s of each,
+# the scaling (target >= 1.85x one GPU), the exposed communication (step
+# time beyond the one-GPU step, target <= 10% of the step) and ge2 against
+# DDP (the MLP's; DDP on the GPT is not measured here).
 set -u -o pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 stage="$(cd "$here/.." && pwd)"
@@ -38,6 +41,17 @@ one=$(step_ms 1)
 many=$(step_ms "$gpus")
 ddp1=$(torchrun --nproc_per_node 1 "$here/ddp_mlp.py" --batch 1024 2>/dev/null | sed -n 's/.*(\(.*\) ms\/step)/\1/p')
 ddpn=$(torchrun --nproc_per_node "$gpus" "$here/ddp_mlp.py" --batch 1024 2>/dev/null | sed -n 's/.*(\(.*\) ms\/step)/\1/p')
+# the GPT's ms/step on R ranks: its last "iter N: loss L, X ms/step, ..." line
+gpt_ms() { # ranks
+    local launcher=()
+    [ "$1" -gt 1 ] && launcher=(mpirun --bind-to none -np "$1")
+    "${launcher[@]}" "$stage/bin/train_gpt" --device cuda --data "$stage/data/austen.txt" --max-iters 200 \
+        --eval-interval 1000 --eval-iters 1 --sample 0 $([ "$1" -gt 1 ] && echo --distributed) 2>&1 |
+        sed -n 's/^iter [0-9]*: loss [0-9.]*, \([0-9.]*\) ms\/step.*/\1/p' | tail -n 1
+}
+gpt1=$(gpt_ms 1)
+gptn=$(gpt_ms "$gpus")
+
 nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1
 awk -v one="$one" -v many="$many" -v n="$gpus" -v d1="${ddp1:-0}" -v dn="${ddpn:-0}" 'BEGIN {
     ex1 = 1024 / one * 1000; exn = 1024 * n / many * 1000
@@ -48,4 +62,9 @@ awk -v one="$one" -v many="$many" -v n="$gpus" -v d1="${ddp1:-0}" -v dn="${ddpn:
     printf "scaling %.2fx one GPU (target >= 1.85x); exposed communication %.1f%% of the step (target <= 10%%)\n",
            exn / ex1, 100 * (many - one) / many
     if (dn > 0) printf "ge2 / DDP throughput on %d GPUs: %.2fx (target >= 1)\n", n, dn / many
+}'
+awk -v one="${gpt1:-0}" -v many="${gptn:-0}" -v n="$gpus" 'BEGIN {
+    if (one <= 0 || many <= 0) { print "gpt: no step times (see train_gpt)"; exit 1 }
+    printf "gpt (64 x 256 tokens per GPU): 1 GPU %.2f ms/step, %d GPUs %.2f ms/step: scaling %.2fx, exposed communication %.1f%%\n",
+           one, n, many, n * one / many, 100 * (many - one) / many
 }'
