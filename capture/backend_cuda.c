@@ -42,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "graph/alloc.h"
 #include "graph/error.h"
@@ -64,6 +65,11 @@ struct ge2_backend_ctx {
      * this one (see enqueue_launches) */
     cudaStream_t side_stream;
     cudaEvent_t side_fork, side_done;
+    /* > 0 with a process group (its timeout_s): host waits for the device
+     * poll and fail after this long instead of blocking for good; wait_mark
+     * is recorded on a stream to wait for it */
+    double wait_timeout_s;
+    cudaEvent_t wait_mark;
     cublasLtHandle_t lt;
     void *workspace; /* [GE2_CUDA_WORKSPACE_BYTES] */
     size_t workspace_bytes;
@@ -139,6 +145,8 @@ static void cuda_close(ge2_backend_ctx *ctx)
         cudaStreamDestroy(ctx->stream);
     if (ctx->feed_stream)
         cudaStreamDestroy(ctx->feed_stream);
+    if (ctx->wait_mark)
+        cudaEventDestroy(ctx->wait_mark);
     if (ctx->side_stream) {
         cudaStreamSynchronize(ctx->side_stream);
         cudaStreamDestroy(ctx->side_stream);
@@ -185,7 +193,11 @@ static ge2_status cuda_open(const ge2_program_options *options, ge2_backend_ctx 
     ctx->print_kernels = options->o.print_kernels;
     ctx->time_launches = options->o.time_launches;
     ctx->feeds_ahead = options->o.feed_ahead;
+    ctx->wait_timeout_s = options->o.collective ? options->o.collective->timeout_s : 0;
     ge2_status st = open_resources(ctx);
+    if (st == GE2_OK && ctx->wait_timeout_s > 0 &&
+        cudaEventCreateWithFlags(&ctx->wait_mark, cudaEventDisableTiming) != cudaSuccess)
+        st = ge2_error(GE2_ERR_CUDA, "ge2 cuda backend: cudaEventCreate failed");
     if (st != GE2_OK) {
         cuda_close(ctx);
         return st;
@@ -256,13 +268,56 @@ static ge2_status cuda_upload(ge2_backend_ctx *ctx, void *dst, const void *src, 
     return GE2_OK;
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Waits for the work before event; with a process group's timeout, by
+ * polling, failing once it has taken longer (what: the wait, in the
+ * message). */
+static ge2_status wait_event(ge2_backend_ctx *ctx, cudaEvent_t event, const char *what)
+{
+    if (ctx->wait_timeout_s <= 0) {
+        CUDA_TRY(cudaEventSynchronize(event));
+        return GE2_OK;
+    }
+    const double deadline = now_s() + ctx->wait_timeout_s;
+    for (;;) {
+        cudaError_t e = cudaEventQuery(event);
+        if (e == cudaSuccess)
+            return GE2_OK;
+        if (e != cudaErrorNotReady)
+            return cuda_fail(e, "cudaEventQuery");
+        cudaGetLastError(); /* "not yet" is no fault */
+        if (now_s() > deadline)
+            return ge2_error(GE2_ERR_COLLECTIVE,
+                             "ge2 cuda backend: %s has not finished after %g s: a collective in the step waits for "
+                             "a rank that failed or hangs",
+                             what, ctx->wait_timeout_s);
+        nanosleep(&(struct timespec){0, 20000}, NULL);
+    }
+}
+
+/* All work enqueued on stream so far, as wait_event waits. */
+static ge2_status wait_stream(ge2_backend_ctx *ctx, cudaStream_t stream, const char *what)
+{
+    if (ctx->wait_timeout_s <= 0) {
+        CUDA_TRY(cudaStreamSynchronize(stream));
+        return GE2_OK;
+    }
+    CUDA_TRY(cudaEventRecord(ctx->wait_mark, stream));
+    return wait_event(ctx, ctx->wait_mark, what);
+}
+
 static ge2_status cuda_download(ge2_backend_ctx *ctx, void *dst, const void *src, size_t bytes)
 {
     if (bytes == 0)
         return GE2_OK;
     CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx->stream));
-    CUDA_TRY(cudaStreamSynchronize(ctx->stream));
-    return GE2_OK;
+    return wait_stream(ctx, ctx->stream, "a read-back");
 }
 
 /* Fences guard the program's pinned buffers: the host may refill a staging
@@ -300,9 +355,7 @@ static ge2_status cuda_fence_record(ge2_backend_ctx *ctx, void *fence)
 
 static ge2_status cuda_fence_wait(ge2_backend_ctx *ctx, void *fence)
 {
-    (void)ctx;
-    CUDA_TRY(cudaEventSynchronize((cudaEvent_t)fence));
-    return GE2_OK;
+    return wait_event(ctx, (cudaEvent_t)fence, "a step");
 }
 
 static ge2_status cuda_fence_done(ge2_backend_ctx *ctx, void *fence, bool *done)
@@ -327,8 +380,7 @@ static ge2_status cuda_sync(ge2_backend_ctx *ctx)
      * enqueued must not leave that copy reading the staging */
     if (ctx->feed_stream)
         CUDA_TRY(cudaStreamSynchronize(ctx->feed_stream));
-    CUDA_TRY(cudaStreamSynchronize(ctx->stream));
-    return GE2_OK;
+    return wait_stream(ctx, ctx->stream, "the device's work");
 }
 
 static bool cuda_feeds_ahead(const ge2_backend_ctx *ctx) { return ctx && ctx->feeds_ahead; }

@@ -177,6 +177,7 @@ ge2_status ge2_dist_init(int *argc, char ***argv, const ge2_dist_options *option
         return st;
     }
     dist->group.self = dist;
+    dist->group.timeout_s = dist->timeout_s;
     dist->group.sum_host = sum_host;
     dist->group.prepare_device = ge2_nccl_prepare;
     dist->group.sum_device = ge2_nccl_sum;

@@ -114,6 +114,11 @@ struct ge2_control; /* the device control block: what changes from step to step 
 typedef struct ge2_collective {
     int rank, world;
     void *self; /* the implementation's state */
+    /* Seconds a host wait for the device (a fence, a sync, a read-back) may
+     * take in a program with this group before it fails (GE2_ERR_COLLECTIVE):
+     * a device collective whose peer died or hangs never finishes, and the
+     * rank must not wait forever. 0: wait as long as it takes. */
+    double timeout_s;
     /* Sums data[s][0, n[s]) over the ranks in place, for s < spans; blocks
      * until done, or fails (a rank gone, a timeout) with a message naming
      * the rank. */
