@@ -25,52 +25,66 @@ for opt in "sgd --lr 0.05" "adam"; do
         # shellcheck disable=SC2086 # opt and order are word lists
         "${mpirun[@]}" 2 "$bin" "${common[@]}" --optimizer $opt $order --distributed --batch 32 --steps 20 \
             --save "$tmp/two.safetensors" >"$tmp/two.out" 2>"$tmp/two.err"
-        check "$tag: 2 ranks run ($(tail -n 2 "$tmp/two.err"))" $?
+        rc=$?
+        check "$tag: 2 ranks run ($(tail -n 2 "$tmp/two.err"))" "$rc"
         # shellcheck disable=SC2086
         "$bin" "${common[@]}" --optimizer $opt $order --batch 64 --steps 20 --save "$tmp/one.safetensors" \
             >"$tmp/one.out" 2>&1
-        check "$tag: 1 process runs" $?
+        rc=$?
+        check "$tag: 1 process runs" "$rc"
         "$close" "$tmp/two.safetensors" "$tmp/one.safetensors" >"$tmp/close.out"
-        check "$tag: 2 ranks x 32 == 1 x 64 after 20 steps ($(tail -n 1 "$tmp/close.out"))" $?
+        rc=$?
+        check "$tag: 2 ranks x 32 == 1 x 64 after 20 steps ($(tail -n 1 "$tmp/close.out"))" "$rc"
         [ "$(grep -c '^test accuracy' "$tmp/two.out")" = 1 ]
-        check "$tag: one rank prints (got $(grep -c '^test accuracy' "$tmp/two.out") accuracy lines)" $?
+        rc=$?
+        check "$tag: one rank prints (got $(grep -c '^test accuracy' "$tmp/two.out") accuracy lines)" "$rc"
         [ "$(tail -n 1 "$tmp/two.out")" = "$(tail -n 1 "$tmp/one.out")" ]
-        check "$tag: the same test accuracy line ($(tail -n 1 "$tmp/two.out") / $(tail -n 1 "$tmp/one.out"))" $?
+        rc=$?
+        check "$tag: the same test accuracy line ($(tail -n 1 "$tmp/two.out") / $(tail -n 1 "$tmp/one.out"))" "$rc"
     done
 done
 
 # 2 ranks x 32 for 10 steps, then 1 process x 64 for 10 more == 20 straight (adam, shuffled).
 "${mpirun[@]}" 2 "$bin" "${common[@]}" --seed 3 --distributed --batch 32 --steps 10 \
     --save "$tmp/part.safetensors" >/dev/null 2>"$tmp/part.err"
-check "resume: 2 ranks save ($(tail -n 1 "$tmp/part.err"))" $?
+rc=$?
+check "resume: 2 ranks save ($(tail -n 1 "$tmp/part.err"))" "$rc"
 "$bin" "${common[@]}" --seed 3 --batch 64 --steps 10 --resume "$tmp/part.safetensors" \
     --save "$tmp/resumed.safetensors" >/dev/null 2>"$tmp/resumed.err"
-check "resume: 1 process continues ($(cat "$tmp/resumed.err"))" $?
+rc=$?
+check "resume: 1 process continues ($(cat "$tmp/resumed.err"))" "$rc"
 "$close" "$tmp/resumed.safetensors" "$tmp/one.safetensors" >"$tmp/close.out"
-check "resume: 2 ranks then 1 == 20 straight steps ($(tail -n 1 "$tmp/close.out"))" $?
+rc=$?
+check "resume: 2 ranks then 1 == 20 straight steps ($(tail -n 1 "$tmp/close.out"))" "$rc"
 expect_error "resume: a batch that does not divide the position" 2 "${common[@]}" --seed 3 --batch 48 \
     --steps 1 --resume "$tmp/part.safetensors"
 grep -q "640 examples into epoch 1" "$tmp/err"
-check "resume: the refusal names the position ($(cat "$tmp/err"))" $?
+rc=$?
+check "resume: the refusal names the position ($(cat "$tmp/err"))" "$rc"
 
 # A rank that fails: every rank ends, non-zero, the message naming the rank.
 "${mpirun[@]}" 2 "$bin" "${common[@]}" --distributed --batch 32 --steps 5 --init "$tmp/no-such-file" \
     >"$tmp/fail.out" 2>&1
 rc=$?
 [ "$rc" != 0 ] && grep -q "train_mlp: rank [01]: .*no-such-file" "$tmp/fail.out"
-check "a failing rank ends the job naming its rank (exit $rc: $(grep -m1 rank "$tmp/fail.out"))" $?
+rc=$?
+check "a failing rank ends the job naming its rank (exit $rc: $(grep -m1 rank "$tmp/fail.out"))" "$rc"
 
 # The GPT trainer (embedding, attention, layer norm, the tied head's
 # gradient summed before it is all-reduced, clipping on the averaged norm).
 small=(--device cpu --n-layer 1 --n-head 2 --n-embd 32 --block-size 32 --max-iters 8 --warmup 2 --lr 3e-3
     --eval-interval 4 --eval-iters 4 --dropout 0 --sample 0 --no-shuffle)
 "${mpirun[@]}" 2 "$gpt" "${small[@]}" --batch 4 --distributed --save "$tmp/gpt2.safetensors" >"$tmp/gpt2.out" 2>&1
-check "gpt: 2 ranks run ($(tail -n 1 "$tmp/gpt2.out"))" $?
+rc=$?
+check "gpt: 2 ranks run ($(tail -n 1 "$tmp/gpt2.out"))" "$rc"
 "$gpt" "${small[@]}" --batch 8 --save "$tmp/gpt1.safetensors" >"$tmp/gpt1.out" 2>&1
-check "gpt: 1 process runs ($(tail -n 1 "$tmp/gpt1.out"))" $?
+rc=$?
+check "gpt: 1 process runs ($(tail -n 1 "$tmp/gpt1.out"))" "$rc"
 "$close" "$tmp/gpt2.safetensors" "$tmp/gpt1.safetensors" >"$tmp/close.out"
-check "gpt: 2 ranks x 4 == 1 x 8 after 8 steps ($(tail -n 1 "$tmp/close.out"))" $?
+rc=$?
+check "gpt: 2 ranks x 4 == 1 x 8 after 8 steps ($(tail -n 1 "$tmp/close.out"))" "$rc"
 [ "$(grep -c '^best val loss' "$tmp/gpt2.out")" = 1 ] && grep -q 'batch 4 x 2 rank(s)' "$tmp/gpt2.out"
-check "gpt: rank 0 alone reports, naming the ranks" $?
+rc=$?
+check "gpt: rank 0 alone reports, naming the ranks" "$rc"
 
 trainer_test_summary

@@ -13,31 +13,39 @@ source "$(dirname "${BASH_SOURCE[0]}")/trainer_test_lib.sh"
 tiny=(--device cpu --n-layer 1 --n-head 2 --n-embd 32 --block-size 32 --batch 8 --max-iters 150 --warmup 10
     --lr 3e-3 --eval-interval 75 --eval-iters 4 --dropout 0.1 --sample 64)
 "$bin" "${tiny[@]}" --save "$tmp/gpt.safetensors" >"$tmp/run1" 2>"$tmp/err1"
-check "tiny run exits 0 ($(cat "$tmp/err1"))" $?
+rc=$?
+check "tiny run exits 0 ($(cat "$tmp/err1"))" "$rc"
 tail -n 1 "$tmp/run1" | grep -Eq '^best val loss: [0-9]+\.[0-9]{4}$'
-check "last line: $(tail -n 1 "$tmp/run1")" $?
+rc=$?
+check "last line: $(tail -n 1 "$tmp/run1")" "$rc"
 first=$(sed -n 's/^step 0: train loss [0-9.]*, val loss \([0-9.]*\)$/\1/p' "$tmp/run1")
 best=$(sed -n 's/^best val loss: \([0-9.]*\)$/\1/p' "$tmp/run1")
 awk -v a="${first:-0}" -v b="${best:-9}" 'BEGIN { exit !(a > 4.3 && a < 4.6 && b < 3.3) }'
-check "val loss falls from ln(vocab) (${first:-?}) below 3.3 (${best:-?})" $?
+rc=$?
+check "val loss falls from ln(vocab) (${first:-?}) below 3.3 (${best:-?})" "$rc"
 [ "$(sed -n '/^sample (64 characters):$/{n;p}' "$tmp/run1" | wc -c)" -ge 1 ]
-check "a sample follows its header" $?
+rc=$?
+check "a sample follows its header" "$rc"
 grep -q 'transformer.h.0.attn.c_attn.weight' "$tmp/gpt.safetensors" &&
     grep -q 'transformer.wte.weight' "$tmp/gpt.safetensors" && grep -q 'transformer.ln_f.bias' "$tmp/gpt.safetensors" &&
     grep -q 'lm_head.weight' "$tmp/gpt.safetensors"
-check "--save writes nanoGPT's parameter names" $?
+rc=$?
+check "--save writes nanoGPT's parameter names" "$rc"
 
 "$bin" "${tiny[@]}" >"$tmp/run2" 2>&1
 cmp -s <(grep -v 'ms/step' "$tmp/run1") <(grep -v 'ms/step' "$tmp/run2")
-check "one seed, one run (losses and sample)" $?
+rc=$?
+check "one seed, one run (losses and sample)" "$rc"
 
 # --init from the saved checkpoint: the first evaluation sees the trained
 # model (below 3.5), not a fresh one (ln 82 = 4.41)
 "$bin" "${tiny[@]}" --init "$tmp/gpt.safetensors" --max-iters 1 >"$tmp/run3" 2>&1
-check "--init from a checkpoint of the same model ($(tail -n 1 "$tmp/run3"))" $?
+rc=$?
+check "--init from a checkpoint of the same model ($(tail -n 1 "$tmp/run3"))" "$rc"
 first=$(sed -n 's/^step 0: train loss [0-9.]*, val loss \([0-9.]*\)$/\1/p' "$tmp/run3")
 awk -v a="${first:-9}" 'BEGIN { exit !(a < 3.5) }'
-check "--init starts from the trained model (val loss ${first:-?})" $?
+rc=$?
+check "--init starts from the trained model (val loss ${first:-?})" "$rc"
 
 # 40 steps straight == 20 steps, save, resume, 20 steps (dropout on: its
 # stream resumes too): the same checkpoint, byte for byte
@@ -45,9 +53,11 @@ short=("${tiny[@]}" --max-iters 40 --eval-interval 20 --sample 0)
 "$bin" "${short[@]}" --save "$tmp/straight.safetensors" >"$tmp/s1" 2>&1 &&
     "$bin" "${short[@]}" --steps 20 --save "$tmp/part.safetensors" >"$tmp/s2" 2>&1 &&
     "$bin" "${short[@]}" --resume "$tmp/part.safetensors" --save "$tmp/resumed.safetensors" >"$tmp/s3" 2>&1
-check "save/resume runs ($(tail -n 1 "$tmp/s3"))" $?
+rc=$?
+check "save/resume runs ($(tail -n 1 "$tmp/s3"))" "$rc"
 cmp -s "$tmp/straight.safetensors" "$tmp/resumed.safetensors"
-check "the resumed checkpoint is byte-identical to the straight one" $?
+rc=$?
+check "the resumed checkpoint is byte-identical to the straight one" "$rc"
 
 expect_error "unknown flag" 2 --bogus
 expect_error "bad number" 2 --n-layer x

@@ -12,30 +12,40 @@ last_line_ok() {
 }
 
 "$bin" --device cpu --data "$data" --hidden 16 --steps 20 --save "$tmp/a.safetensors" >"$tmp/run1" 2>"$tmp/err1"
-check "short run exits 0 ($(cat "$tmp/err1"))" $?
+rc=$?
+check "short run exits 0 ($(cat "$tmp/err1"))" "$rc"
 last_line_ok "$tmp/run1"
-check "short run last line: $(tail -n 1 "$tmp/run1")" $?
+rc=$?
+check "short run last line: $(tail -n 1 "$tmp/run1")" "$rc"
 test -s "$tmp/a.safetensors"
-check "--save wrote the checkpoint" $?
+rc=$?
+check "--save wrote the checkpoint" "$rc"
 
 "$bin" --device cpu --data "$data" --hidden 16 --steps 10 --resume "$tmp/a.safetensors" --plan-report \
     >"$tmp/run2" 2>"$tmp/err2"
-check "resume exits 0 ($(cat "$tmp/err2"))" $?
+rc=$?
+check "resume exits 0 ($(cat "$tmp/err2"))" "$rc"
 last_line_ok "$tmp/run2"
-check "resumed run last line" $?
+rc=$?
+check "resumed run last line" "$rc"
 grep -Eq '^plan: arena_bytes=[0-9]+ lower_bound_bytes=[0-9]+ naive_bytes=[0-9]+' "$tmp/run2"
-check "--plan-report prints the plan line" $?
+rc=$?
+check "--plan-report prints the plan line" "$rc"
 
 "$bin" --device cpu --data "$data" --hidden 16 --steps 5 --init "$tmp/a.safetensors" >"$tmp/run3" 2>&1
-check "--init from a checkpoint of the same model" $?
+rc=$?
+check "--init from a checkpoint of the same model" "$rc"
 
 # --time-launches: the train key's report gives each launch's time and the step's sum
 "$bin" --device cpu --data "$data" --hidden 16 --steps 4 --time-launches >"$tmp/run4" 2>&1
-check "--time-launches exits 0" $?
+rc=$?
+check "--time-launches exits 0" "$rc"
 grep -Eq '^node +[0-9]+ linear_grad_weight +[0-9]+\.[0-9] us +[0-9]+\.[0-9]%' "$tmp/run4"
-check "--time-launches times each launch" $?
+rc=$?
+check "--time-launches times each launch" "$rc"
 grep -Eq '^launch time per step: [0-9]+\.[0-9] us \(the mean of 3 steps after the key.s first\)$' "$tmp/run4"
-check "--time-launches sums the step over the timed steps" $?
+rc=$?
+check "--time-launches sums the step over the timed steps" "$rc"
 
 # 30 steps straight == 20 steps, save, resume, 10 steps: the same checkpoint, byte for byte
 common=(--device cpu --data "$data" --hidden 16 --optimizer sgd --momentum 0.9 --lr 0.05)
@@ -43,11 +53,14 @@ common=(--device cpu --data "$data" --hidden 16 --optimizer sgd --momentum 0.9 -
     "$bin" "${common[@]}" --steps 20 --save "$tmp/part.safetensors" >"$tmp/s2" 2>&1 &&
     "$bin" "${common[@]}" --steps 10 --resume "$tmp/part.safetensors" --save "$tmp/resumed.safetensors" \
         >"$tmp/s3" 2>&1
-check "save/resume runs ($(tail -n 1 "$tmp/s3"))" $?
+rc=$?
+check "save/resume runs ($(tail -n 1 "$tmp/s3"))" "$rc"
 cmp -s "$tmp/straight.safetensors" "$tmp/resumed.safetensors"
-check "resumed checkpoint is byte-identical to the straight one" $?
+rc=$?
+check "resumed checkpoint is byte-identical to the straight one" "$rc"
 [ "$(tail -n 1 "$tmp/s1")" = "$(tail -n 1 "$tmp/s3")" ]
-check "resumed run reaches the same test accuracy" $?
+rc=$?
+check "resumed run reaches the same test accuracy" "$rc"
 
 expect_error "unknown flag" 2 --bogus
 expect_error "bad number" 2 --batch abc
@@ -58,7 +71,8 @@ expect_error "momentum without sgd" 2 --optimizer adam --momentum 0.9
 expect_error "missing data dir" 1 --device cpu --data "$tmp/nowhere"
 expect_error "--init of another model" 1 --device cpu --data "$data" --hidden 17 --steps 1 --init "$tmp/a.safetensors"
 grep -q 'fc1.weight has shape \[16,784\], the model has \[17,784\]' "$tmp/err"
-check "--init mismatch names the tensor and shapes" $?
+rc=$?
+check "--init mismatch names the tensor and shapes" "$rc"
 head -c 100 "$tmp/a.safetensors" >"$tmp/cut.safetensors"
 expect_error "truncated checkpoint" 1 --device cpu --data "$data" --hidden 16 --steps 1 --resume "$tmp/cut.safetensors"
 expect_error "missing --init file" 1 --device cpu --data "$data" --hidden 16 --init "$tmp/none.safetensors"

@@ -7,7 +7,10 @@ trap 'rm -rf "$tmp"' EXIT
 failures=0
 passes=0
 
-check() { # name, condition result
+# check NAME STATUS: STATUS 0 passes. Take the status into a variable
+# first (rc=$?, then check "..." "$rc"): a $(...) in NAME would otherwise
+# replace $? before it is read.
+check() {
     if [ "$2" = 0 ]; then passes=$((passes + 1)); else echo "FAIL: $1"; failures=$((failures + 1)); fi
 }
 
@@ -19,7 +22,8 @@ expect_error() {
     "$bin" "$@" >"$tmp/out" 2>"$tmp/err"
     local rc=$?
     [ "$rc" = "$code" ] && [ "$(wc -l <"$tmp/err")" = 1 ] && grep -q "^$(basename "$bin"): " "$tmp/err"
-    check "$name (rc $rc, stderr: $(cat "$tmp/err"))" $?
+    local ok=$?
+    check "$name (rc $rc, stderr: $(cat "$tmp/err"))" "$ok"
 }
 
 trainer_test_summary() {
