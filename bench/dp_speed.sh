@@ -7,8 +7,8 @@
 # train_mlp on 1 GPU and with --distributed on GPUS GPUs at the same batch
 # per GPU, and PyTorch DDP on the same model and GPUs (bench/ddp_mlp.py,
 # default bucketing). A run's steady-state step time is the difference
-# between a 60-step and a 1060-step run (warm-up, tuning and capture cancel
-# out). Then the GPT (train_gpt's defaults, batch 64 per GPU, no
+# of the wall times of a 60-step and a 1060-step run (start-up, data
+# loading, warm-up, tuning and capture cancel out). Then the GPT (train_gpt's defaults, batch 64 per GPU, no
 # evaluation in between): its steady ms/step (the last progress line of 200
 # steps) on 1 and on GPUS GPUs. Prints a table last: examples/s of each,
 # the scaling (target >= 1.85x one GPU), the exposed communication (step
@@ -24,28 +24,36 @@ export LD_LIBRARY_PATH="$stage/bin:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_
 data="${GE2_DATA_DIR:-$stage/data/fashion-mnist}"
 model=(--device cuda --data "$data" --hidden 4096,4096,4096 --batch 1024 --epochs 100)
 
-# seconds of a run of N steps on R ranks (the trainer's epoch lines: rank 0's wall time)
+die() { echo "dp_speed: $*" >&2; exit 1; }
+
+# wall seconds of a whole run of N steps on R ranks; dies if it fails
 run_secs() { # ranks steps
-    local launcher=()
+    local launcher=() start end
     [ "$1" -gt 1 ] && launcher=(mpirun --bind-to none -np "$1")
-    "${launcher[@]}" "$stage/bin/train_mlp" "${model[@]}" --steps "$2" $([ "$1" -gt 1 ] && echo --distributed) \
-        2>&1 | awk '/^epoch .*: loss/ { for (i = 1; i <= NF; i++) if ($i == "s" || $(i+1) == "s") t += $i } END { printf "%.6f\n", t }'
+    start=$(date +%s.%N)
+    timeout 600 "${launcher[@]}" "$stage/bin/train_mlp" "${model[@]}" --steps "$2" \
+        $([ "$1" -gt 1 ] && echo --distributed) >"$log" 2>&1 || { tail -n 5 "$log" >&2; die "train_mlp on $1 GPU(s), $2 steps failed"; }
+    end=$(date +%s.%N)
+    awk -v a="$start" -v b="$end" 'BEGIN { printf "%.6f\n", b - a }'
 }
 step_ms() { # ranks -> steady-state ms per step
     local short long
-    short=$(run_secs "$1" 60)
-    long=$(run_secs "$1" 1060)
-    awk -v a="$short" -v b="$long" 'BEGIN { printf "%.4f\n", (b - a) * 1000 / 1000 }'
+    short=$(run_secs "$1" 60) || exit 1
+    long=$(run_secs "$1" 1060) || exit 1
+    awk -v a="$short" -v b="$long" 'BEGIN { ms = (b - a) * 1000 / 1000; if (ms <= 0) exit 1; printf "%.4f\n", ms }' ||
+        die "no steady-state time on $1 GPU(s) ($short s, $long s)"
 }
-one=$(step_ms 1)
-many=$(step_ms "$gpus")
-ddp1=$(torchrun --nproc_per_node 1 "$here/ddp_mlp.py" --batch 1024 2>/dev/null | sed -n 's/.*(\(.*\) ms\/step)/\1/p')
-ddpn=$(torchrun --nproc_per_node "$gpus" "$here/ddp_mlp.py" --batch 1024 2>/dev/null | sed -n 's/.*(\(.*\) ms\/step)/\1/p')
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+one=$(step_ms 1) || exit 1
+many=$(step_ms "$gpus") || exit 1
+ddp1=$(timeout 600 torchrun --nproc_per_node 1 "$here/ddp_mlp.py" --batch 1024 2>/dev/null | sed -n 's/.*(\(.*\) ms\/step)/\1/p')
+ddpn=$(timeout 600 torchrun --nproc_per_node "$gpus" "$here/ddp_mlp.py" --batch 1024 2>/dev/null | sed -n 's/.*(\(.*\) ms\/step)/\1/p')
 # the GPT's ms/step on R ranks: its last "iter N: loss L, X ms/step, ..." line
 gpt_ms() { # ranks
     local launcher=()
     [ "$1" -gt 1 ] && launcher=(mpirun --bind-to none -np "$1")
-    "${launcher[@]}" "$stage/bin/train_gpt" --device cuda --data "$stage/data/austen.txt" --max-iters 200 \
+    timeout 600 "${launcher[@]}" "$stage/bin/train_gpt" --device cuda --data "$stage/data/austen.txt" --max-iters 200 \
         --eval-interval 1000 --eval-iters 1 --sample 0 $([ "$1" -gt 1 ] && echo --distributed) 2>&1 |
         sed -n 's/^iter [0-9]*: loss [0-9.]*, \([0-9.]*\) ms\/step.*/\1/p' | tail -n 1
 }

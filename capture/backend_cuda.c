@@ -69,6 +69,7 @@ struct ge2_backend_ctx {
      * poll and fail after this long instead of blocking for good; wait_mark
      * is recorded on a stream to wait for it */
     double wait_timeout_s;
+    int wait_rank; /* the group's rank of this process, for the timeout's message */
     cudaEvent_t wait_mark;
     cublasLtHandle_t lt;
     void *workspace; /* [GE2_CUDA_WORKSPACE_BYTES] */
@@ -194,6 +195,7 @@ static ge2_status cuda_open(const ge2_program_options *options, ge2_backend_ctx 
     ctx->time_launches = options->o.time_launches;
     ctx->feeds_ahead = options->o.feed_ahead;
     ctx->wait_timeout_s = options->o.collective ? options->o.collective->timeout_s : 0;
+    ctx->wait_rank = options->o.collective ? options->o.collective->rank : 0;
     ge2_status st = open_resources(ctx);
     if (st == GE2_OK && ctx->wait_timeout_s > 0 &&
         cudaEventCreateWithFlags(&ctx->wait_mark, cudaEventDisableTiming) != cudaSuccess)
@@ -294,9 +296,9 @@ static ge2_status wait_event(ge2_backend_ctx *ctx, cudaEvent_t event, const char
         cudaGetLastError(); /* "not yet" is no fault */
         if (now_s() > deadline)
             return ge2_error(GE2_ERR_COLLECTIVE,
-                             "ge2 cuda backend: %s has not finished after %g s: a collective in the step waits for "
-                             "a rank that failed or hangs",
-                             what, ctx->wait_timeout_s);
+                             "ge2 cuda backend: rank %d: %s has not finished after %g s: a collective in the step "
+                             "waits for a rank that failed or hangs",
+                             ctx->wait_rank, what, ctx->wait_timeout_s);
         nanosleep(&(struct timespec){0, 20000}, NULL);
     }
 }
@@ -759,16 +761,23 @@ static void side_record(side_pending *p, const ge2_node *node)
     }
 }
 
-/* Enqueues every launch and group in schedule order. An in-place launch
- * (runs_beside) goes on the side stream after the step's stream so far
- * (side_fork); the step's stream waits for the side stream's latest work
- * (side_done, which covers all before it on that in-order stream) before
- * the first launch that needs it and at the end, so a captured step joins
- * every stream it forked. Data parallel: a bucket's all-reduce then
+/* The step's stream waits for everything on the side stream so far. */
+static ge2_status join_side(ge2_backend_ctx *ctx)
+{
+    CUDA_TRY(cudaEventRecord(ctx->side_done, ctx->side_stream));
+    CUDA_TRY(cudaStreamWaitEvent(ctx->stream, ctx->side_done, 0));
+    return GE2_OK;
+}
+
+/* The launches of a step. An in-place launch (runs_beside) goes on the
+ * side stream after the step's stream so far (side_fork); the step's
+ * stream waits for the side stream's latest work (side_done, which covers
+ * all before it on that in-order stream) before the first launch that
+ * needs it and at the end. Data parallel: a bucket's all-reduce then
  * overlaps the rest of the backward. During capture, *broke is the index
  * of the launch after which the capture was invalidated. */
-static ge2_status enqueue_launches(ge2_backend_ctx *ctx, ge2_exec *exec, step_copies *sc, bool capturing,
-                                   int *broke)
+static ge2_status enqueue_all(ge2_backend_ctx *ctx, ge2_exec *exec, step_copies *sc, bool capturing, int *broke,
+                              side_pending *pending)
 {
     const ge2_cuda_exec *ce = exec->backend_data;
     launch_timing *t = capturing ? NULL : ce->timing;
@@ -777,7 +786,6 @@ static ge2_status enqueue_launches(ge2_backend_ctx *ctx, ge2_exec *exec, step_co
         GE2_TRY(ge2_cuda_hold(ctx->stream, 2000u + 100u * (unsigned)exec->n_launches));
         memset(t->next, 0, sizeof *t->next * (size_t)exec->n_launches);
     }
-    side_pending pending = {.n = 0, .any = false};
     for (int i = 0, done = 1; i < exec->n_launches; i += done) {
         if (t)
             CUDA_TRY(cudaEventRecord(t->marks[i], ctx->stream));
@@ -786,15 +794,12 @@ static ge2_status enqueue_launches(ge2_backend_ctx *ctx, ge2_exec *exec, step_co
         if (beside) {
             CUDA_TRY(cudaEventRecord(ctx->side_fork, ctx->stream));
             CUDA_TRY(cudaStreamWaitEvent(ctx->side_stream, ctx->side_fork, 0));
-        } else if (must_join(exec, i, count, &pending)) {
-            CUDA_TRY(cudaStreamWaitEvent(ctx->stream, ctx->side_done, 0));
-            pending = (side_pending){.n = 0, .any = false};
+            side_record(pending, exec->launches[i].node); /* forked: joined on every way out */
+        } else if (must_join(exec, i, count, pending)) {
+            GE2_TRY(join_side(ctx));
+            *pending = (side_pending){.n = 0, .any = false};
         }
         ge2_status st = enqueue_one(ctx, exec, ce, i, sc, &done);
-        if (beside && st == GE2_OK) {
-            CUDA_TRY(cudaEventRecord(ctx->side_done, ctx->side_stream));
-            side_record(&pending, exec->launches[i].node);
-        }
         if (t)
             t->next[i] = i + done;
         if (capturing) {
@@ -808,11 +813,27 @@ static ge2_status enqueue_launches(ge2_backend_ctx *ctx, ge2_exec *exec, step_co
             return st;
         }
     }
-    if (pending.any)
-        CUDA_TRY(cudaStreamWaitEvent(ctx->stream, ctx->side_done, 0));
-    if (t)
-        CUDA_TRY(cudaEventRecord(t->marks[exec->n_launches], ctx->stream));
     return GE2_OK;
+}
+
+/* Enqueues every launch and group in schedule order (enqueue_all), then,
+ * however that ended, joins the side stream: a captured step must join
+ * every stream it forked, and a failed one must not leave work behind the
+ * step's stream's back. */
+static ge2_status enqueue_launches(ge2_backend_ctx *ctx, ge2_exec *exec, step_copies *sc, bool capturing,
+                                   int *broke)
+{
+    side_pending pending = {.n = 0, .any = false};
+    ge2_status st = enqueue_all(ctx, exec, sc, capturing, broke, &pending);
+    if (pending.any) {
+        ge2_status joined = join_side(ctx);
+        if (st == GE2_OK)
+            st = joined;
+    }
+    launch_timing *t = capturing ? NULL : ((const ge2_cuda_exec *)exec->backend_data)->timing;
+    if (st == GE2_OK && t)
+        CUDA_TRY(cudaEventRecord(t->marks[exec->n_launches], ctx->stream));
+    return st;
 }
 
 /* The step through staging slot `slot`, in the order exec_run promises;

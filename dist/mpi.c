@@ -127,6 +127,29 @@ static ge2_status find_local_rank(ge2_dist *dist)
     return GE2_OK;
 }
 
+/* Every rank learns whether all made it through init (local: this rank's
+ * status): a rank that failed returns its own error, the others an error
+ * naming the first failed rank, so no rank goes on to wait in a collective
+ * for one that gave up. */
+static ge2_status agree(ge2_dist *dist, ge2_status local)
+{
+    int failed = local == GE2_OK ? dist->group.world : dist->group.rank; /* the lowest failed rank wins */
+    MPI_Request req;
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MIN, dist->comm, &req);
+    if (rc != MPI_SUCCESS)
+        return local != GE2_OK ? local : mpi_fail(dist, rc, "joining the job");
+    ge2_status st = ge2_dist_wait(dist, &req, "joining the job");
+    if (local != GE2_OK)
+        return local; /* its own message stays */
+    if (st != GE2_OK)
+        return st;
+    if (failed < dist->group.world)
+        return ge2_error(GE2_ERR_COLLECTIVE, "ge2_dist_init: rank %d: rank %d failed to join the job (its error is "
+                                             "on its own stderr)",
+                         dist->group.rank, failed);
+    return GE2_OK;
+}
+
 /* One GPU per process: this rank takes GPU local_rank % count. */
 static ge2_status choose_gpu(const ge2_dist *dist)
 {
@@ -172,6 +195,8 @@ ge2_status ge2_dist_init(int *argc, char ***argv, const ge2_dist_options *option
     }
     if (st == GE2_OK)
         st = choose_gpu(dist);
+    if (dist->comm != MPI_COMM_NULL)
+        st = agree(dist, st);
     if (st != GE2_OK) {
         ge2_dist_free(dist);
         return st;

@@ -14,11 +14,14 @@
  *
  * Errors NCCL finds while a replay runs (a peer gone) are asynchronous: a
  * watchdog thread polls ncclCommGetAsyncError and, on one, prints it with
- * the rank and aborts the job, so no rank waits on a dead peer. */
+ * the rank, aborts the communicator and ends the process; mpirun then ends
+ * the job, so no rank waits on a dead peer. (Not MPI_Abort: MPI is
+ * initialized for calls from the main thread only.) */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <nccl.h>
 
@@ -85,10 +88,11 @@ static void *watch(void *arg)
         ncclResult_t async = ncclSuccess;
         if (nccl.comm_get_async_error(dist->nccl->comm, &async) == ncclSuccess && async != ncclSuccess &&
             async != ncclInProgress) {
-            fprintf(stderr, "ge2_dist: rank %d: NCCL failed while the step ran: %s; ending every rank\n",
+            fprintf(stderr, "ge2_dist: rank %d: NCCL failed while the step ran: %s; ending the job\n",
                     dist->group.rank, nccl.get_error_string(async));
+            fflush(stderr);
             nccl.comm_abort(dist->nccl->comm);
-            ge2_dist_abort(dist, 1);
+            _exit(1);
         }
         nanosleep(&(struct timespec){0, WATCHDOG_PERIOD_NS}, NULL);
     }

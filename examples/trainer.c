@@ -28,6 +28,11 @@ int trainer_fail(const trainer_spec *spec, int code, const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
+    /* End every rank now: the others may wait in a collective for this
+     * one, and freeing the program first would wait for the device, where
+     * an all-reduce may never finish. */
+    if (job && ge2_dist_world(job) > 1)
+        ge2_dist_abort(job, code);
     return code;
 }
 
@@ -568,7 +573,7 @@ static int train_and_test(const trainer_spec *spec, const trainer_options *o, ge
                             (long long)test_set->n);
         goto done;
     }
-    if (!is_rank0()) /* the same model, so the same figures as rank 0's */
+    if (!is_rank0()) /* rank 0 reports */
         goto done;
     if (o->plan_report) {
         if (ge2_program_plan_report(program, stdout) != GE2_OK ||
@@ -628,9 +633,7 @@ int trainer_main(int argc, char **argv, const trainer_spec *spec)
     ge2_context_free(ctx);
     ge2_dataset_free(train_set);
     ge2_dataset_free(test_set);
-    if (code && job && ge2_dist_world(job) > 1)
-        ge2_dist_abort(job, code); /* the other ranks may wait for this one: end them too */
-    ge2_dist_free(job);
+    ge2_dist_free(job); /* (a failing rank of several has ended the job in trainer_fail) */
     job = NULL;
     return code;
 }

@@ -11,9 +11,9 @@
  *
  * With --distributed (under mpirun, one process per GPU) every rank trains
  * on its shard of each epoch and the gradients are averaged inside the
- * step (ge2/dist.h); rank 0 prints the job's figures, every rank's
- * evaluation being the same, and writes the checkpoint. An error on any
- * rank ends every rank, with the rank named. */
+ * step (ge2/dist.h); rank 0 prints the job's training figures and its own
+ * evaluation (the parameters are every rank's), and writes the checkpoint.
+ * An error on any rank ends every rank, with the rank named. */
 #ifndef GE2_EXAMPLES_TRAINER_H
 #define GE2_EXAMPLES_TRAINER_H
 

@@ -162,7 +162,7 @@ fi
 if want dist; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 # the device machine runs us as root
     gpus=$(nvidia-smi -L | wc -l)
-    mpirun --bind-to none -np 1 "$stage/bin/data_parallel_gpu_test" >"$out/dist_1gpu.log" 2>&1
+    timeout 600 mpirun --bind-to none -np 1 "$stage/bin/data_parallel_gpu_test" >"$out/dist_1gpu.log" 2>&1
     rc=$?
     record "data parallel, 1 GPU via NCCL" "$([ $rc -eq 0 ] && echo PASS || echo FAIL)" "$(tail -n 1 "$out/dist_1gpu.log")"
     if [ "$gpus" -ge 2 ]; then
@@ -170,12 +170,12 @@ if want dist; then
         rc=$?
         record "data parallel, 2 GPUs (checks)" "$([ $rc -eq 0 ] && echo PASS || echo FAIL)" \
             "$(tail -n 1 "$out/dist_2gpu.log")"
-        mpirun --bind-to none -np 2 "$train" --distributed --device cuda --data "$GE2_DATA_DIR" --batch 32 \
+        timeout 600 mpirun --bind-to none -np 2 "$train" --distributed --device cuda --data "$GE2_DATA_DIR" --batch 32 \
             >"$out/train_dist.log" 2>&1
         rc=$?
         record "train_mlp --distributed, 2 GPUs x 32" "$([ $rc -eq 0 ] && echo PASS || echo FAIL)" \
             "$(tail -n 1 "$out/train_dist.log")"
-        bash "$stage/bench/dp_speed.sh" 2 >"$out/dp_speed.log" 2>&1
+        timeout 1800 bash "$stage/bench/dp_speed.sh" 2 >"$out/dp_speed.log" 2>&1
         rc=$?
         record "data-parallel speed, 2 GPUs" "$([ $rc -eq 0 ] && echo PASS || echo FAIL)" \
             "$(grep -m1 '^scaling' "$out/dp_speed.log"); table: $out/dp_speed.log"

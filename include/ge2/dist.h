@@ -15,8 +15,10 @@
  *
  * The rest is what a trainer around it needs: parameters from rank 0 at the
  * start (ge2_dist_broadcast_state), global figures (ge2_dist_sum), and an
- * exit of every rank when one fails (ge2_dist_abort). Collectives that take
- * longer than the timeout fail instead of hanging, naming the rank.
+ * exit of every rank when one fails (ge2_dist_abort). Host collectives,
+ * and a program's waits for the device, that take longer than the timeout
+ * fail instead of hanging, naming the rank (NCCL's communicator set-up is
+ * not bounded yet: README, "Data parallel").
  *
  * Several machines: the same command with mpirun's --hostfile; README's
  * "Data parallel" section lists the NCCL environment a cluster needs.

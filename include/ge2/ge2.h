@@ -402,10 +402,10 @@ typedef struct ge2_optimizer_config {
      * by the ranks. Without a group (one process) the all-reduces do
      * nothing, so one graph serves any number of ranks. */
     bool data_parallel;
-    /* Gradient bytes one all-reduce node gathers at most, as DDP's
-     * bucket_cap_mb: layers, last first, until a bucket holds this many
-     * (0: 25 MiB, DDP's default). With per-parameter updates each update
-     * node's gradients are one bucket. */
+    /* Gradient bytes one all-reduce node gathers, as DDP's bucket_cap_mb:
+     * layers, last first, until a bucket holds this many (0: 25 MiB, DDP's
+     * default) or GE2_MAX_INPUTS gradients. With per-parameter updates each
+     * update node's gradients are one bucket. */
     int64_t bucket_bytes;
 } ge2_optimizer_config;
 
