@@ -22,7 +22,7 @@
 /* infer.c */
 ge2_status ge2_infer_ALL_REDUCE(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
 
-/* spans.c: the launch's inputs as spans, neighbours in memory merged;
+/* spans.c: the launch's inputs as spans by address, neighbours in memory merged;
  * returns how many (<= GE2_MAX_INPUTS). */
 int ge2_all_reduce_spans(const ge2_launch *l, float **data, int64_t *n);
 
