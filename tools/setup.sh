@@ -24,6 +24,8 @@ packages=(
     openmpi-bin           # mpirun: launches data-parallel runs (one process per GPU)
     libopenmpi-dev        # <mpi.h> and libmpi.so: bootstrap and the CPU backend's collectives
     pkg-config
+    python3               # the benchmark report's test (//bench:report_test) and tools/ scripts
+    python-is-python3     # `python`: Bazel 4's Python test launcher starts with `#!/usr/bin/env python`
 )
 
 say() { printf 'setup: %s\n' "$*"; }
