@@ -15,9 +15,11 @@
  * Errors NCCL finds while a replay runs (a peer gone) are asynchronous: a
  * watchdog thread polls ncclCommGetAsyncError and, on one, prints it with
  * the rank, aborts the communicator and ends the process; mpirun then ends
- * the job, so no rank waits on a dead peer. (Not MPI_Abort: MPI is
- * initialized for calls from the main thread only.) */
+ * the job, so no rank waits on a dead peer. The same thread bounds the
+ * host calls that wait for every peer (struct ge2_nccl). (Not MPI_Abort:
+ * MPI is initialized for calls from the main thread only.) */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -67,12 +69,19 @@ static void load(void)
                                sizeof nccl.error);
 }
 
-/* The device communicator of one process group, and its watchdog. */
+/* The device communicator of one process group, and its watchdog. The
+ * watchdog starts before the communicator: NCCL calls that wait on the
+ * host for every peer (ncclCommInitRank; a group's first collectives,
+ * which set up the connections) set a deadline around them, and the
+ * watchdog ends the process when one passes, as it does on an
+ * asynchronous error once the communicator exists. */
 struct ge2_nccl {
     ncclComm_t comm;
     pthread_t watchdog;
     bool watching;
-    volatile bool stop;
+    atomic_bool stop, ready;  /* ready: comm may be polled */
+    _Atomic double deadline;  /* > 0: the call named by waiting_for must return before it */
+    const char *_Atomic waiting_for;
 };
 
 static ge2_status nccl_fail(const ge2_dist *dist, ncclResult_t r, const char *what)
@@ -81,22 +90,49 @@ static ge2_status nccl_fail(const ge2_dist *dist, ncclResult_t r, const char *wh
                      nccl.get_error_string(r));
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static void *watch(void *arg)
 {
     ge2_dist *dist = arg;
-    while (!dist->nccl->stop) {
+    struct ge2_nccl *n = dist->nccl;
+    while (!atomic_load(&n->stop)) {
+        double deadline = atomic_load(&n->deadline);
+        if (deadline > 0 && now_s() > deadline) {
+            fprintf(stderr, "ge2_dist: rank %d: %s did not return in %g s: a peer failed or hangs; ending the job\n",
+                    dist->group.rank, atomic_load(&n->waiting_for), dist->timeout_s);
+            fflush(stderr);
+            _exit(1);
+        }
         ncclResult_t async = ncclSuccess;
-        if (nccl.comm_get_async_error(dist->nccl->comm, &async) == ncclSuccess && async != ncclSuccess &&
-            async != ncclInProgress) {
+        if (atomic_load(&n->ready) && nccl.comm_get_async_error(n->comm, &async) == ncclSuccess &&
+            async != ncclSuccess && async != ncclInProgress) {
             fprintf(stderr, "ge2_dist: rank %d: NCCL failed while the step ran: %s; ending the job\n",
                     dist->group.rank, nccl.get_error_string(async));
             fflush(stderr);
-            nccl.comm_abort(dist->nccl->comm);
+            nccl.comm_abort(n->comm);
             _exit(1);
         }
         nanosleep(&(struct timespec){0, WATCHDOG_PERIOD_NS}, NULL);
     }
     return NULL;
+}
+
+/* Around a host call that waits for the peers: the watchdog's deadline. */
+static void expect_return(struct ge2_nccl *n, const ge2_dist *dist, const char *call)
+{
+    atomic_store(&n->waiting_for, call);
+    atomic_store(&n->deadline, now_s() + dist->timeout_s);
+}
+
+static void returned(struct ge2_nccl *n)
+{
+    atomic_store(&n->deadline, 0.0);
 }
 
 ge2_status ge2_nccl_prepare(const ge2_collective *c)
@@ -117,26 +153,31 @@ ge2_status ge2_nccl_prepare(const ge2_collective *c)
     struct ge2_nccl *n = ge2_calloc(1, sizeof *n);
     if (!n)
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_dist: NCCL communicator");
-    r = nccl.comm_init_rank(&n->comm, c->world, id, c->rank);
-    if (r != ncclSuccess) {
-        ge2_free(n);
-        return nccl_fail(dist, r, "ncclCommInitRank");
-    }
     dist->nccl = n;
     n->watching = pthread_create(&n->watchdog, NULL, watch, dist) == 0;
+    expect_return(n, dist, "ncclCommInitRank");
+    r = nccl.comm_init_rank(&n->comm, c->world, id, c->rank);
+    returned(n);
+    if (r != ncclSuccess) {
+        ge2_nccl_free(dist); /* no communicator to destroy: comm stays unready */
+        return nccl_fail(dist, r, "ncclCommInitRank");
+    }
+    atomic_store(&n->ready, true);
     return GE2_OK;
 }
 
 ge2_status ge2_nccl_sum(const ge2_collective *c, float *const *data, const int64_t *n, int spans, void *stream)
 {
     ge2_dist *dist = c->self;
-    if (!dist->nccl)
+    struct ge2_nccl *comm = dist->nccl;
+    if (!comm || !atomic_load(&comm->ready))
         return ge2_error(GE2_ERR_STATE, "ge2_dist: rank %d: the NCCL communicator was not prepared", c->rank);
+    expect_return(comm, dist, "ncclGroupEnd (the all-reduce's enqueue)");
     ncclResult_t r = nccl.group_start();
     for (int s = 0; r == ncclSuccess && s < spans; s++)
-        r = nccl.all_reduce(data[s], data[s], (size_t)n[s], ncclFloat32, ncclSum, dist->nccl->comm,
-                            (cudaStream_t)stream);
+        r = nccl.all_reduce(data[s], data[s], (size_t)n[s], ncclFloat32, ncclSum, comm->comm, (cudaStream_t)stream);
     ncclResult_t end = nccl.group_end();
+    returned(comm);
     if (r == ncclSuccess)
         r = end;
     return r == ncclSuccess ? GE2_OK : nccl_fail(dist, r, "ncclAllReduce");
@@ -147,10 +188,11 @@ void ge2_nccl_free(ge2_dist *dist)
     struct ge2_nccl *n = dist->nccl;
     if (!n)
         return;
-    n->stop = true;
+    atomic_store(&n->stop, true);
     if (n->watching)
         pthread_join(n->watchdog, NULL);
-    nccl.comm_destroy(n->comm);
+    if (atomic_load(&n->ready))
+        nccl.comm_destroy(n->comm);
     ge2_free(n);
     dist->nccl = NULL;
 }

@@ -17,8 +17,8 @@
  * start (ge2_dist_broadcast_state), global figures (ge2_dist_sum), and an
  * exit of every rank when one fails (ge2_dist_abort). Host collectives,
  * and a program's waits for the device, that take longer than the timeout
- * fail instead of hanging, naming the rank (NCCL's communicator set-up is
- * not bounded yet: README, "Data parallel").
+ * fail instead of hanging, naming the rank; NCCL's set-up calls that wait
+ * for every peer end the process when they take longer.
  *
  * Several machines: the same command with mpirun's --hostfile; README's
  * "Data parallel" section lists the NCCL environment a cluster needs.
