@@ -5,7 +5,10 @@
  * pair by pair: two arena tensors alive at the same schedule position never
  * share a byte unless one took the other over in place. Each graph is
  * planned again with per-parameter optimizer updates, whose placement is
- * checked too: after everything they depend on, and no later.
+ * checked too: after everything they depend on, and no later; and twice
+ * more with data-parallel all-reduces (flat with a bucket per gradient, and
+ * per-parameter), each right after its gradients' producers and before
+ * every reader of what it sums.
  */
 #include <check.h>
 #include <stdint.h>
@@ -118,6 +121,51 @@ static bool reads(const ge2_node *node, int tensor)
 
 static bool is_update(const ge2_node *node) { return node->op == GE2_OP_OPTIMIZER_UPDATE && node->n_inputs > 0; }
 
+static bool is_all_reduce(const ge2_node *node) { return node->op == GE2_OP_ALL_REDUCE; }
+
+/* Nodes the schedule places right after what they wait for, in creation
+ * order among themselves. */
+static bool placed_early(const ge2_node *node) { return is_update(node) || is_all_reduce(node); }
+
+/* A data-parallel all-reduce runs after its gradients' producers, right
+ * after the last of them (only other early-placed nodes in between), and
+ * before every other node that reads a gradient it sums; the flat update
+ * and the gradient norm, which read every gradient through the pool, after
+ * every all-reduce. */
+static void check_all_reduce_places(const ge2_graph *g, const ge2_plan *plan, const int *pos)
+{
+    int last_all_reduce = -1;
+    for (int p = 0; p < plan->n_steps; p++) {
+        const ge2_node *a = &g->nodes[plan->schedule[p]];
+        if (!is_all_reduce(a))
+            continue;
+        last_all_reduce = p;
+        int must_follow = -1;
+        for (int i = 0; i < a->n_inputs; i++) {
+            const ge2_tensor *grad = g->tensors[a->inputs[i]];
+            ck_assert_msg(pos[grad->producer] < p, "all_reduce %d at %d before the producer of %s", a->id, p,
+                          grad->name);
+            if (pos[grad->producer] > must_follow)
+                must_follow = pos[grad->producer];
+            for (int q = 0; q < plan->n_steps; q++) {
+                const ge2_node *r = &g->nodes[plan->schedule[q]];
+                if (r != a && !is_all_reduce(r) && reads(r, grad->id))
+                    ck_assert_msg(q > p, "node %d reads %s at %d, before its all_reduce at %d", r->id, grad->name, q,
+                                  p);
+            }
+        }
+        for (int q = must_follow + 1; q < p; q++)
+            ck_assert_msg(placed_early(&g->nodes[plan->schedule[q]]), "all_reduce %d at %d could run at %d", a->id, p,
+                          must_follow + 1);
+    }
+    for (int p = 0; p < plan->n_steps; p++) {
+        const ge2_node *n = &g->nodes[plan->schedule[p]];
+        if ((n->op == GE2_OP_OPTIMIZER_UPDATE && n->n_inputs == 0) || n->op == GE2_OP_GRAD_NORM)
+            ck_assert_msg(p > last_all_reduce, "the flat optimizer node %d at %d runs before an all_reduce at %d",
+                          n->id, p, last_all_reduce);
+    }
+}
+
 /* A per-parameter update (inputs: parameter, gradient pairs) runs after its
  * gradients' producers and after every other reader of its parameters (it
  * overwrites them), and right after the last of those: only other updates
@@ -139,9 +187,13 @@ static void check_update_places(const ge2_graph *g, const ge2_plan *plan, const 
             ck_assert_int_ge(plan->tensors[grad->id].last, p);
             if (pos[grad->producer] > must_follow)
                 must_follow = pos[grad->producer];
+            for (int q = 0; q < p; q++) /* the all-reduce summing it */
+                if (is_all_reduce(&g->nodes[plan->schedule[q]]) && reads(&g->nodes[plan->schedule[q]], grad->id) &&
+                    q > must_follow)
+                    must_follow = q;
             for (int q = 0; q < plan->n_steps; q++) {
                 const ge2_node *r = &g->nodes[plan->schedule[q]];
-                if (r != u && !is_update(r) && reads(r, param->id)) {
+                if (r != u && !placed_early(r) && reads(r, param->id)) {
                     ck_assert_msg(q < p, "node %d reads %s at %d, after its update at %d", r->id, param->name, q, p);
                     if (q > must_follow)
                         must_follow = q;
@@ -149,8 +201,8 @@ static void check_update_places(const ge2_graph *g, const ge2_plan *plan, const 
             }
         }
         for (int q = must_follow + 1; q < p; q++)
-            ck_assert_msg(is_update(&g->nodes[plan->schedule[q]]), "update node %d at %d could run at %d", u->id, p,
-                          must_follow + 1);
+            ck_assert_msg(placed_early(&g->nodes[plan->schedule[q]]), "update node %d at %d could run at %d", u->id,
+                          p, must_follow + 1);
     }
     int in_graph = 0;
     for (int n = 0; n < g->n_nodes; n++)
@@ -238,13 +290,23 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static void check_graph_plans(uint64_t seed, bool per_parameter, double *ratio, int *in_place, int *head_pairs)
+/* What each random graph is planned with. */
+typedef enum variant {
+    NO_OPTIMIZER,
+    PER_PARAMETER,
+    DATA_PARALLEL_FLAT,          /* a bucket per gradient: as many all-reduces as gradients */
+    DATA_PARALLEL_PER_PARAMETER, /* an all-reduce per update node */
+} variant;
+
+static void check_graph_plans(uint64_t seed, variant v, double *ratio, int *in_place, int *head_pairs)
 {
     rg_graph rg;
     ck_assert_int_eq(rg_build(seed, true, &rg), GE2_OK);
-    if (per_parameter) {
+    if (v != NO_OPTIMIZER) {
         ge2_optimizer_config sgd = ge2_optimizer_defaults(GE2_OPT_SGD);
-        sgd.update_mode = GE2_UPDATE_PER_PARAMETER;
+        sgd.update_mode = v == DATA_PARALLEL_FLAT ? GE2_UPDATE_FLAT : GE2_UPDATE_PER_PARAMETER;
+        sgd.data_parallel = v == DATA_PARALLEL_FLAT || v == DATA_PARALLEL_PER_PARAMETER;
+        sgd.bucket_bytes = 1;
         ck_assert_msg(ge2_optimizer(rg.graph, &sgd) == GE2_OK, "seed %llu: %s", (unsigned long long)seed,
                       ge2_last_error());
     }
@@ -261,6 +323,7 @@ static void check_graph_plans(uint64_t seed, bool per_parameter, double *ratio, 
         check_schedule(g, plan, pos);
         check_liveness(g, plan, pos, head_pairs);
         check_update_places(g, plan, pos);
+        check_all_reduce_places(g, plan, pos);
         check_assignment(g, plan);
         size_t naive, lb = independent_lower_bound(plan, &naive);
         ck_assert_uint_eq(plan->lower_bound_bytes, lb);
@@ -286,10 +349,12 @@ START_TEST(test_random_corpus)
     static double ratios[CORPUS];
     int in_place = 0, head_pairs = 0;
     for (int i = 0; i < CORPUS; i++) {
-        double per_parameter_ratio;
-        int per_parameter_in_place = 0;
-        check_graph_plans((uint64_t)i + 1, false, &ratios[i], &in_place, &head_pairs);
-        check_graph_plans((uint64_t)i + 1, true, &per_parameter_ratio, &per_parameter_in_place, &head_pairs);
+        double other_ratio;
+        int other_in_place = 0;
+        check_graph_plans((uint64_t)i + 1, NO_OPTIMIZER, &ratios[i], &in_place, &head_pairs);
+        check_graph_plans((uint64_t)i + 1, PER_PARAMETER, &other_ratio, &other_in_place, &head_pairs);
+        check_graph_plans((uint64_t)i + 1, DATA_PARALLEL_FLAT, &other_ratio, &other_in_place, &head_pairs);
+        check_graph_plans((uint64_t)i + 1, DATA_PARALLEL_PER_PARAMETER, &other_ratio, &other_in_place, &head_pairs);
     }
     qsort(ratios, CORPUS, sizeof ratios[0], cmp_double);
     int above = 0;
