@@ -104,7 +104,7 @@ static ge2_status build(const void *model, const trainer_options *o, const ge2_o
     TRY(ge2_flatten(g, h, &h));              /* [B, C2·49] */
     TRY(linear_layer(g, 1, h, co->fc, GE2_ACT_RELU, &h));
     TRY(linear_layer(g, 2, h, TRAINER_CLASSES, GE2_ACT_NONE, &h));
-    TRY(ge2_cross_entropy(g, h, m->labels, 0.0f, &m->loss));
+    TRY(ge2_cross_entropy(g, h, m->labels, (float)o->label_smoothing, &m->loss));
     TRY(ge2_accuracy(g, h, m->labels, &m->correct));
     TRY(ge2_mark_output(g, m->correct));
     TRY(ge2_backward(g, m->loss));

@@ -82,7 +82,7 @@ static ge2_status build(const void *model, const trainer_options *o, const ge2_o
         TRY(ge2_linear(m->graph, h, w, b, last ? GE2_ACT_NONE : mo->act, 0.0f, &h));
         in = out;
     }
-    TRY(ge2_cross_entropy(m->graph, h, m->labels, 0.0f, &m->loss));
+    TRY(ge2_cross_entropy(m->graph, h, m->labels, (float)o->label_smoothing, &m->loss));
     TRY(ge2_accuracy(m->graph, h, m->labels, &m->correct));
     TRY(ge2_mark_output(m->graph, m->correct));
     TRY(ge2_backward(m->graph, m->loss));

@@ -67,6 +67,7 @@ expect_error "bad number" 2 --batch abc
 expect_error "missing value" 2 --lr
 expect_error "bad optimizer" 2 --optimizer rmsprop
 expect_error "zero lr" 2 --lr 0
+expect_error "label smoothing of 1" 2 --label-smoothing 1
 expect_error "momentum without sgd" 2 --optimizer adam --momentum 0.9
 expect_error "missing data dir" 1 --device cpu --data "$tmp/nowhere"
 expect_error "--init of another model" 1 --device cpu --data "$data" --hidden 17 --steps 1 --init "$tmp/a.safetensors"

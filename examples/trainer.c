@@ -59,6 +59,7 @@ static void usage(const trainer_spec *spec, FILE *out)
             "  --lr X                   learning rate (the optimizer's PyTorch default: adam/adamw 0.001, sgd 0.01)\n"
             "  --momentum X             SGD momentum (0)\n"
             "  --weight-decay X         weight decay (%s)\n"
+            "  --label-smoothing X      the cross-entropy's, in [0, 1) as PyTorch's (0)\n"
             "  --schedule NAME          constant|cosine: the learning rate over the epochs (%s)\n"
             "  --min-lr X               cosine: the learning rate it ends at (0)\n"
             "  --seed N                 seed of the initial weights and the data order (1)\n"
@@ -141,6 +142,7 @@ enum {
     OPT_SCHEDULE,
     OPT_MIN_LR,
     OPT_DISTRIBUTED,
+    OPT_LABEL_SMOOTHING,
     OPT_HELP
 };
 
@@ -180,6 +182,7 @@ static int parse_args(int argc, char **argv, const trainer_spec *spec, trainer_o
         {"schedule", required_argument, NULL, OPT_SCHEDULE},
         {"min-lr", required_argument, NULL, OPT_MIN_LR},
         {"distributed", no_argument, NULL, OPT_DISTRIBUTED},
+        {"label-smoothing", required_argument, NULL, OPT_LABEL_SMOOTHING},
         {"help", no_argument, NULL, OPT_HELP}};
     enum { N_COMMON = sizeof common / sizeof common[0], MAX_FLAGS = 64 };
     struct option longopts[MAX_FLAGS];
@@ -283,6 +286,10 @@ static int parse_args(int argc, char **argv, const trainer_spec *spec, trainer_o
             break;
         case OPT_DISTRIBUTED:
             o->distributed = true;
+            break;
+        case OPT_LABEL_SMOOTHING:
+            if (!parse_double(optarg, &o->label_smoothing) || !(o->label_smoothing < 1))
+                return trainer_fail(spec, 2, "--label-smoothing: expected a number in [0, 1), got '%s'", optarg);
             break;
         case OPT_HELP:
             usage(spec, stdout);

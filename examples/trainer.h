@@ -43,6 +43,7 @@ typedef struct trainer_options {
     int64_t batch, epochs, steps; /* steps -1: no limit; 0: evaluate only */
     ge2_optimizer_kind optimizer;
     double lr, momentum, weight_decay; /* < 0: the optimizer's default */
+    double label_smoothing;            /* the loss's, as PyTorch's CrossEntropyLoss(label_smoothing=) */
     /* CONSTANT, or COSINE from lr to min_lr over every step of --epochs */
     ge2_schedule_kind schedule;
     double min_lr;
