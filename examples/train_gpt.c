@@ -38,6 +38,7 @@ typedef struct options {
     uint64_t seed;
     bool shuffle;
     bool distributed;
+    bool kernel_report, time_launches;
     int rank, world; /* 0 and 1 without --distributed */
 } options;
 
@@ -70,6 +71,8 @@ static int usage(FILE *to, int code)
             "  --save FILE              write a checkpoint (safetensors) when training stops\n"
             "  --resume FILE            continue from a checkpoint (its step, optimizer state and dropout stream)\n"
             "  --precision fp32|tf32    GEMM precision on CUDA (fp32); bf16 is not there yet\n"
+            "  --kernel-report          print which kernel each node of the train step ran\n"
+            "  --time-launches          time each launch (CUDA: eager steps); the kernel report gives their mean\n"
             "  --distributed            data parallel over the ranks mpirun starts, one per GPU:\n"
             "                           mpirun -np 2 train_gpt --distributed ... (--batch is per rank)\n"
             "  --help                   this text\n");
@@ -109,7 +112,7 @@ static int parse(int argc, char **argv, options *o)
 {
     enum { N_LAYER = 1000, N_HEAD, N_EMBD, BLOCK, BATCH, DROPOUT, LR, MIN_LR, WARMUP, MAX_ITERS, STEPS, WD, BETA2,
            CLIP, EVAL_INTERVAL, EVAL_ITERS, SEED, NO_SHUFFLE, SAMPLE, SAVE, INIT, RESUME, PRECISION, DEVICE, DATA,
-           DISTRIBUTED, HELP };
+           DISTRIBUTED, KERNEL_REPORT, TIME_LAUNCHES, HELP };
     static const struct option flags[] = {
         {"n-layer", 1, 0, N_LAYER}, {"n-head", 1, 0, N_HEAD}, {"n-embd", 1, 0, N_EMBD},
         {"block-size", 1, 0, BLOCK}, {"batch", 1, 0, BATCH}, {"dropout", 1, 0, DROPOUT}, {"lr", 1, 0, LR},
@@ -118,7 +121,7 @@ static int parse(int argc, char **argv, options *o)
         {"eval-interval", 1, 0, EVAL_INTERVAL}, {"eval-iters", 1, 0, EVAL_ITERS}, {"seed", 1, 0, SEED},
         {"no-shuffle", 0, 0, NO_SHUFFLE}, {"sample", 1, 0, SAMPLE}, {"save", 1, 0, SAVE}, {"init", 1, 0, INIT},
         {"resume", 1, 0, RESUME}, {"precision", 1, 0, PRECISION},
-        {"device", 1, 0, DEVICE},
+        {"device", 1, 0, DEVICE}, {"kernel-report", 0, 0, KERNEL_REPORT}, {"time-launches", 0, 0, TIME_LAUNCHES},
         {"data", 1, 0, DATA}, {"distributed", 0, 0, DISTRIBUTED}, {"help", 0, 0, HELP}, {0, 0, 0, 0},
     };
     int64_t seed = 1;
@@ -162,6 +165,8 @@ static int parse(int argc, char **argv, options *o)
             break;
         case DATA: o->data = optarg; break;
         case DISTRIBUTED: o->distributed = true; break;
+        case KERNEL_REPORT: o->kernel_report = true; break;
+        case TIME_LAUNCHES: o->time_launches = o->kernel_report = true; break;
         case HELP: return usage(stdout, -1);
         default: return bad_flag(optind > 0 && optind <= argc ? argv[optind - 1] : "unknown flag");
         }
@@ -426,6 +431,7 @@ int main(int argc, char **argv)
     int64_t first = 0; /* the step a --resume continues from */
     ge2_compile_options compile = ge2_compile_defaults();
     compile.tf32 = o.tf32;
+    compile.time_launches = o.time_launches;
     compile.collective = ge2_dist_collective(job);
     ge2_optimizer_config adamw = ge2_optimizer_defaults(GE2_OPT_ADAMW);
     adamw.lr = o.lr;
@@ -462,6 +468,9 @@ int main(int argc, char **argv)
                (long long)(r.corpus.n - r.corpus.n_train), (long long)o.model.batch, o.world, o.lr, o.min_lr,
                (long long)o.max_iters);
         code = train(&r, first);
+        if (!code && o.kernel_report && is_rank0(&o) && ge2_program_launch_count(r.prog, GE2_MODE_TRAIN) > 0 &&
+            ge2_program_kernel_report(r.prog, GE2_MODE_TRAIN, stdout) != GE2_OK)
+            code = fail("--kernel-report");
     }
     ge2_program_free(r.prog);
     ge2_context_free(r.ctx);

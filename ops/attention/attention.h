@@ -57,7 +57,11 @@ ge2_status ge2_cpu_attention(const ge2_launch *l);
 ge2_status ge2_cpu_attention_grad_q(const ge2_launch *l);
 ge2_status ge2_cpu_attention_grad_kv(const ge2_launch *l);
 
-/* cuda.cu (f32): enqueue on launch->stream, capturable */
+/* cuda.cu (f32): enqueue on launch->stream, capturable. prepare grants the
+ * tiled kernels their shared memory; describe names the kernel a launch
+ * runs (the kernel report). */
+ge2_status ge2_cuda_attention_prepare(ge2_launch *launch);
+const char *ge2_cuda_attention_describe(const ge2_launch *launch);
 ge2_status ge2_cuda_attention_launch(const ge2_launch *launch);
 ge2_status ge2_cuda_attention_grad_q_launch(const ge2_launch *launch);
 ge2_status ge2_cuda_attention_grad_kv_launch(const ge2_launch *launch);

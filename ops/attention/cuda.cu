@@ -1,13 +1,22 @@
-// ATTENTION and its backward ops in fp32: a warp per output row, each lane
-// holding up to 8 of the row's D values in registers (D <= 256), the
-// scores made one key at a time with a warp reduction and the softmax kept
-// online (flash attention's running max and sum), so no T x T matrix is
-// ever stored. The backward recomputes each score from the saved
-// log-sum-exp: one kernel for dq (a warp per query, keys in order), one for
-// dk and dv (a warp per key, queries in order) after a kernel that makes
-// each query's delta = dy·y: every sum in a fixed order, no atomics.
-// Straightforward rather than tiled through shared memory: a tensor-core
-// path (cuDNN's SDPA for bf16) is the fast one this is measured against.
+// ATTENTION and its backward ops in fp32. Two families of kernels:
+//
+// Tiled (D <= 64, the usual head size): flash attention's blocking. A block
+// of 256 threads takes 64 queries (or, for dk and dv, 64 keys) of one head
+// and walks the other side 64 rows at a time through shared memory; each
+// thread owns a 4x4 piece of every 64x64 product (scores, dy·vᵀ, p·v, ...).
+// The forward keeps the softmax online (running max and sum per row), the
+// backward recomputes the probabilities from the saved log-sum-exp: one
+// kernel for dq (a block per query tile, key tiles in order), one for dk
+// and dv (a block per key tile, query tiles in order), after a kernel that
+// makes each query's delta = dy·y. Scores are kept in base 2 (q or k
+// pre-scaled by scale·log2 e) so each probability is one exp2.
+//
+// Rows (any D <= 256): a warp per output row, each lane holding up to 8 of
+// the row's D values in registers, the scores made one key at a time with a
+// warp reduction. Straightforward, and slow: every row reads all its keys.
+//
+// No T x T matrix is ever stored, every sum runs in a fixed order and no
+// kernel uses atomics, so replays repeat each other bitwise.
 #include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/check.h"
 #include "ops/attention/attention.h"
@@ -76,6 +85,154 @@ __global__ void ge2_attention_kernel(long long rows, int t_count, int d_count, f
     }
     if (lse && lane == 0)
         lse[row] = m + logf(l);
+}
+
+// ------------------------------------------------------------ tiled kernels
+
+#define GE2_ATTN_TILE 64                            // queries or keys per tile; also the padded D
+#define GE2_ATTN_TILE_THREADS 256                   // 16 x 16 threads, a 4x4 piece each
+#define GE2_ATTN_TS (GE2_ATTN_TILE + 4)             // row stride in shared memory: float4-aligned, and
+                                                    // rows 4 apart fall 16 banks apart
+#define GE2_ATTN_TF (GE2_ATTN_TILE * GE2_ATTN_TS)   // floats of one tile in shared memory
+#define GE2_ATTN_LOG2E 1.4426950408889634f
+#define GE2_ATTN_LN2 0.6931471805599453f
+
+// Rows r0 .. r0+63 of x [T, D] into a shared tile, each value times mul;
+// rows past T and columns past D are zero. Row-major (s[i][d]) or
+// transposed (s[d][i]), as the product that reads it wants.
+template <bool TRANSPOSED>
+__device__ __forceinline__ void ge2_attn_tile_load(float *s, const float *x, int r0, int t_count, int d_count,
+                                                   float mul)
+{
+    for (int e = threadIdx.x; e < GE2_ATTN_TILE * GE2_ATTN_TILE; e += GE2_ATTN_TILE_THREADS) {
+        const int i = e / GE2_ATTN_TILE, d = e % GE2_ATTN_TILE;
+        const float val = r0 + i < t_count && d < d_count ? mul * x[(long long)(r0 + i) * d_count + d] : 0.0f;
+        s[TRANSPOSED ? d * GE2_ATTN_TS + i : i * GE2_ATTN_TS + d] = val;
+    }
+}
+
+// acc[r][c] += Σ_k a[k][row0 + r] · b[k][col0 + c]: both tiles transposed (k-major)
+__device__ __forceinline__ void ge2_attn_mm_tt(float (&acc)[4][4], const float *a, const float *b, int row0, int col0)
+{
+#pragma unroll 8
+    for (int k = 0; k < GE2_ATTN_TILE; k++) {
+        const float4 x4 = *(const float4 *)&a[k * GE2_ATTN_TS + row0];
+        const float4 y4 = *(const float4 *)&b[k * GE2_ATTN_TS + col0];
+        const float x[4] = {x4.x, x4.y, x4.z, x4.w}, y[4] = {y4.x, y4.y, y4.z, y4.w};
+#pragma unroll
+        for (int r = 0; r < 4; r++)
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                acc[r][c] += x[r] * y[c];
+    }
+}
+
+// acc[r][c] += Σ_k a[row0 + r][k] · b[k][col0 + c]: both tiles row-major
+__device__ __forceinline__ void ge2_attn_mm_nn(float (&acc)[4][4], const float *a, const float *b, int row0, int col0)
+{
+#pragma unroll 8
+    for (int k = 0; k < GE2_ATTN_TILE; k++) {
+        const float4 y4 = *(const float4 *)&b[k * GE2_ATTN_TS + col0];
+        const float y[4] = {y4.x, y4.y, y4.z, y4.w};
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            const float x = a[(row0 + r) * GE2_ATTN_TS + k];
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                acc[r][c] += x * y[c];
+        }
+    }
+}
+
+__device__ __forceinline__ void ge2_attn_store4(float *s, int at, const float (&v)[4])
+{
+    *(float4 *)&s[at] = make_float4(v[0], v[1], v[2], v[3]);
+}
+
+// max and sum over the 16 threads of a tile row (lanes 0-15 or 16-31 of a warp)
+__device__ __forceinline__ float ge2_attn_row_max(float v)
+{
+    for (int off = 8; off > 0; off /= 2)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+    return v;
+}
+
+__device__ __forceinline__ float ge2_attn_row_sum(float v)
+{
+    for (int off = 8; off > 0; off /= 2)
+        v += __shfl_xor_sync(0xffffffffu, v, off);
+    return v;
+}
+
+// Does query i see key j?
+__device__ __forceinline__ bool ge2_attn_sees(int i, int j, int t_count, bool causal)
+{
+    return i < t_count && j < t_count && (!causal || j <= i);
+}
+
+// y, lse of 64 queries of head blockIdx.y; grid (query tiles, heads).
+// Causal query tiles run the longest first (the last tile has the most keys).
+__global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
+    ge2_attention_tiled_kernel(int t_count, int d_count, float scale, bool causal, const float *q, const float *k,
+                               const float *v, float *y, float *lse)
+{
+    extern __shared__ float smem[];
+    float *qt = smem, *kt = qt + GE2_ATTN_TF, *vs = kt + GE2_ATTN_TF, *ps = vs + GE2_ATTN_TF;
+    const int q0 = (int)(gridDim.x - 1 - blockIdx.x) * GE2_ATTN_TILE;
+    const long long head = blockIdx.y, base = head * t_count * d_count;
+    const int row0 = (int)threadIdx.x / 16 * 4, col0 = (int)threadIdx.x % 16 * 4;
+    ge2_attn_tile_load<true>(qt, q + base, q0, t_count, d_count, scale * GE2_ATTN_LOG2E);
+    float o[4][4] = {}, m[4], l[4];
+#pragma unroll
+    for (int r = 0; r < 4; r++)
+        m[r] = -INFINITY, l[r] = 0.0f;
+    const int end = causal ? min(q0 + GE2_ATTN_TILE, t_count) : t_count;
+    for (int k0 = 0; k0 < end; k0 += GE2_ATTN_TILE) {
+        __syncthreads(); // the last tile's readers are done
+        ge2_attn_tile_load<true>(kt, k + base, k0, t_count, d_count, 1.0f);
+        ge2_attn_tile_load<false>(vs, v + base, k0, t_count, d_count, 1.0f);
+        __syncthreads();
+        float s[4][4] = {};
+        ge2_attn_mm_tt(s, qt, kt, row0, col0);
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            float mx = -INFINITY;
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                if (!ge2_attn_sees(q0 + row0 + r, k0 + col0 + c, t_count, causal))
+                    s[r][c] = -INFINITY; // rows past T see nothing: their m stays -inf and they are never written
+                mx = fmaxf(mx, s[r][c]);
+            }
+            const float m2 = fmaxf(m[r], ge2_attn_row_max(mx));
+            const float alpha = m2 == -INFINITY ? 1.0f : exp2f(m[r] - m2);
+            float sum = 0.0f;
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                s[r][c] = m2 == -INFINITY ? 0.0f : exp2f(s[r][c] - m2);
+                sum += s[r][c];
+            }
+            l[r] = l[r] * alpha + ge2_attn_row_sum(sum);
+            m[r] = m2;
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                o[r][c] *= alpha;
+            ge2_attn_store4(ps, (row0 + r) * GE2_ATTN_TS + col0, s[r]);
+        }
+        __syncthreads();
+        ge2_attn_mm_nn(o, ps, vs, row0, col0);
+    }
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        const int i = q0 + row0 + r;
+        if (i >= t_count)
+            continue;
+#pragma unroll
+        for (int c = 0; c < 4; c++)
+            if (y && col0 + c < d_count)
+                y[base + (long long)i * d_count + col0 + c] = o[r][c] / l[r];
+        if (lse && col0 == 0)
+            lse[head * t_count + i] = (m[r] + log2f(l[r])) * GE2_ATTN_LN2;
+    }
 }
 
 // delta [rows] = dy·y per row
@@ -176,29 +333,158 @@ __global__ void ge2_attention_grad_kv_kernel(long long rows, int t_count, int d_
     }
 }
 
+// dq of 64 queries of head blockIdx.y, key tiles in order; grid (query tiles, heads)
+__global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
+    ge2_attention_grad_q_tiled_kernel(int t_count, int d_count, float scale, bool causal, const float *dy,
+                                      const float *q, const float *k, const float *v, const float *lse,
+                                      const float *delta, float *dq)
+{
+    extern __shared__ float smem[];
+    float *qt = smem, *dyt = qt + GE2_ATTN_TF, *kt = dyt + GE2_ATTN_TF, *vt = kt + GE2_ATTN_TF,
+          *ks = vt + GE2_ATTN_TF, *dss = ks + GE2_ATTN_TF;
+    const int q0 = (int)(gridDim.x - 1 - blockIdx.x) * GE2_ATTN_TILE;
+    const long long head = blockIdx.y, base = head * t_count * d_count;
+    const int row0 = (int)threadIdx.x / 16 * 4, col0 = (int)threadIdx.x % 16 * 4;
+    ge2_attn_tile_load<true>(qt, q + base, q0, t_count, d_count, scale * GE2_ATTN_LOG2E);
+    ge2_attn_tile_load<true>(dyt, dy + base, q0, t_count, d_count, 1.0f);
+    float lse2[4], dl[4], acc[4][4] = {};
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        const int i = q0 + row0 + r;
+        lse2[r] = i < t_count ? lse[head * t_count + i] * GE2_ATTN_LOG2E : 0.0f;
+        dl[r] = i < t_count ? delta[head * t_count + i] : 0.0f;
+    }
+    const int end = causal ? min(q0 + GE2_ATTN_TILE, t_count) : t_count;
+    for (int k0 = 0; k0 < end; k0 += GE2_ATTN_TILE) {
+        __syncthreads();
+        ge2_attn_tile_load<true>(kt, k + base, k0, t_count, d_count, 1.0f);
+        ge2_attn_tile_load<true>(vt, v + base, k0, t_count, d_count, 1.0f);
+        ge2_attn_tile_load<false>(ks, k + base, k0, t_count, d_count, 1.0f);
+        __syncthreads();
+        float s[4][4] = {}, dp[4][4] = {};
+        ge2_attn_mm_tt(s, qt, kt, row0, col0);  // scores, base 2
+        ge2_attn_mm_tt(dp, dyt, vt, row0, col0); // dy_i · v_j
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                const float p = ge2_attn_sees(q0 + row0 + r, k0 + col0 + c, t_count, causal)
+                                    ? exp2f(s[r][c] - lse2[r])
+                                    : 0.0f;
+                s[r][c] = p * (dp[r][c] - dl[r]);
+            }
+            ge2_attn_store4(dss, (row0 + r) * GE2_ATTN_TS + col0, s[r]);
+        }
+        __syncthreads();
+        ge2_attn_mm_nn(acc, dss, ks, row0, col0);
+    }
+#pragma unroll
+    for (int r = 0; r < 4; r++)
+#pragma unroll
+        for (int c = 0; c < 4; c++)
+            if (q0 + row0 + r < t_count && col0 + c < d_count)
+                dq[base + (long long)(q0 + row0 + r) * d_count + col0 + c] = scale * acc[r][c];
+}
+
+// dk, dv of 64 keys of head blockIdx.y, query tiles in order; grid (key
+// tiles, heads). The first key tiles have the most queries under a causal
+// mask, so they start first.
+__global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
+    ge2_attention_grad_kv_tiled_kernel(int t_count, int d_count, float scale, bool causal, const float *dy,
+                                       const float *q, const float *k, const float *v, const float *lse,
+                                       const float *delta, float *dk, float *dv)
+{
+    extern __shared__ float smem[];
+    float *kt = smem, *vt = kt + GE2_ATTN_TF, *qt = vt + GE2_ATTN_TF, *qs = qt + GE2_ATTN_TF,
+          *dyt = qs + GE2_ATTN_TF, *dys = dyt + GE2_ATTN_TF, *pt = dys + GE2_ATTN_TF, *dst = pt + GE2_ATTN_TF,
+          *lse2 = dst + GE2_ATTN_TF, *dl = lse2 + GE2_ATTN_TILE;
+    const int k0 = (int)blockIdx.x * GE2_ATTN_TILE;
+    const long long head = blockIdx.y, base = head * t_count * d_count;
+    const int row0 = (int)threadIdx.x / 16 * 4, col0 = (int)threadIdx.x % 16 * 4; // rows: keys, columns: queries
+    ge2_attn_tile_load<true>(kt, k + base, k0, t_count, d_count, scale * GE2_ATTN_LOG2E);
+    ge2_attn_tile_load<true>(vt, v + base, k0, t_count, d_count, 1.0f);
+    float dka[4][4] = {}, dva[4][4] = {};
+    for (int q0 = causal ? k0 : 0; q0 < t_count; q0 += GE2_ATTN_TILE) {
+        __syncthreads();
+        ge2_attn_tile_load<true>(qt, q + base, q0, t_count, d_count, 1.0f);
+        ge2_attn_tile_load<false>(qs, q + base, q0, t_count, d_count, 1.0f);
+        ge2_attn_tile_load<true>(dyt, dy + base, q0, t_count, d_count, 1.0f);
+        ge2_attn_tile_load<false>(dys, dy + base, q0, t_count, d_count, 1.0f);
+        if (threadIdx.x < GE2_ATTN_TILE) {
+            const int i = q0 + (int)threadIdx.x;
+            lse2[threadIdx.x] = i < t_count ? lse[head * t_count + i] * GE2_ATTN_LOG2E : 0.0f;
+            dl[threadIdx.x] = i < t_count ? delta[head * t_count + i] : 0.0f;
+        }
+        __syncthreads();
+        float s[4][4] = {}, dp[4][4] = {};
+        ge2_attn_mm_tt(s, kt, qt, row0, col0);   // scores (key j, query i), base 2
+        ge2_attn_mm_tt(dp, vt, dyt, row0, col0); // v_j · dy_i
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                const int i = col0 + c;
+                s[r][c] = ge2_attn_sees(q0 + i, k0 + row0 + r, t_count, causal) ? exp2f(s[r][c] - lse2[i]) : 0.0f;
+                dp[r][c] = s[r][c] * (dp[r][c] - dl[i]);
+            }
+            ge2_attn_store4(pt, (row0 + r) * GE2_ATTN_TS + col0, s[r]);
+            ge2_attn_store4(dst, (row0 + r) * GE2_ATTN_TS + col0, dp[r]);
+        }
+        __syncthreads();
+        ge2_attn_mm_nn(dva, pt, dys, row0, col0); // dv_j += Σ_i p_ij dy_i
+        ge2_attn_mm_nn(dka, dst, qs, row0, col0); // dk_j += Σ_i ds_ij q_i
+    }
+#pragma unroll
+    for (int r = 0; r < 4; r++)
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            const int j = k0 + row0 + r, d = col0 + c;
+            if (j >= t_count || d >= d_count)
+                continue;
+            if (dk)
+                dk[base + (long long)j * d_count + d] = scale * dka[r][c];
+            if (dv)
+                dv[base + (long long)j * d_count + d] = dva[r][c];
+        }
+}
+
 // ----------------------------------------------------------------- launchers
 
 typedef struct attn_run {
-    long long rows; // heads × T
+    long long heads, rows; // rows: heads × T
     int t, d;
     float scale;
     bool causal;
-    unsigned blocks;
+    unsigned blocks; // of the row kernels
 } attn_run;
 
 static ge2_status attn_run_of(const ge2_launch *l, ge2_shape q, attn_run *r)
 {
     const ge2_attn_geom g = ge2_attn_geom_of(q);
-    if (g.d < 1 || g.d > GE2_ATTN_MAX_D || g.t < 1 || g.t > INT32_MAX)
-        return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s (node %d): rows of %lld values (the CUDA kernels take 1 to %d) "
-                         "over %lld positions",
-                         ge2_cuda_op_name(l), l->node->id, (long long)g.d, GE2_ATTN_MAX_D, (long long)g.t);
+    if (g.d < 1 || g.d > GE2_ATTN_MAX_D || g.t < 1 || g.t > INT32_MAX / 2 || g.heads > 65535)
+        return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s (node %d): %lld heads of %lld positions x %lld values (the CUDA "
+                         "kernels take up to 65535 heads of 1 to %d values)",
+                         ge2_cuda_op_name(l), l->node->id, (long long)g.heads, (long long)g.t, (long long)g.d,
+                         GE2_ATTN_MAX_D);
     const ge2_attention_attrs *a = &l->node->attrs.attention;
     const long long per_block = GE2_ATTN_THREADS / GE2_WARP;
-    *r = attn_run{g.heads * g.t, (int)g.t, (int)g.d, (float)ge2_attn_scale(a, g.d), a->causal,
+    *r = attn_run{g.heads, g.heads * g.t, (int)g.t, (int)g.d, (float)ge2_attn_scale(a, g.d), a->causal,
                   (unsigned)((g.heads * g.t + per_block - 1) / per_block)};
     return GE2_OK;
 }
+
+// The tiled kernels take rows of up to one tile's width.
+static bool attn_tiled(const attn_run &r) { return r.d <= GE2_ATTN_TILE; }
+
+static dim3 attn_tiles(const attn_run &r)
+{
+    return dim3((unsigned)((r.t + GE2_ATTN_TILE - 1) / GE2_ATTN_TILE), (unsigned)r.heads);
+}
+
+// Shared memory of the tiled kernels: 4, 6 and 8 tiles, and two rows of per-query values
+static const size_t attn_smem_forward = 4 * GE2_ATTN_TF * sizeof(float);
+static const size_t attn_smem_grad_q = 6 * GE2_ATTN_TF * sizeof(float);
+static const size_t attn_smem_grad_kv = (8 * GE2_ATTN_TF + 2 * GE2_ATTN_TILE) * sizeof(float);
 
 // Runs KERNEL<DPL> with DPL the least power of 2 with 32·DPL >= d.
 #define GE2_ATTN_DISPATCH(KERNEL, r, l, ...)                                                                      \
@@ -217,6 +503,38 @@ static ge2_status attn_run_of(const ge2_launch *l, ge2_shape q, attn_run *r)
 #define IN(i) ((const float *)l->in[i].data)
 #define OUT(i) ((float *)l->out[i].data)
 
+// The inputs' q (operand 0 of the forward, 1 of the backward ops)
+static ge2_shape attn_q_shape(const ge2_launch *l)
+{
+    return l->in[l->node->op == GE2_OP_ATTENTION ? 0 : 1].shape;
+}
+
+// Before warm-up and capture: a tiled kernel's shared memory past the
+// default 48 KiB is granted here, once per graph key.
+extern "C" ge2_status ge2_cuda_attention_prepare(ge2_launch *l)
+{
+    attn_run r;
+    GE2_TRY(attn_run_of(l, attn_q_shape(l), &r));
+    if (!attn_tiled(r))
+        return GE2_OK;
+    const void *kernel = l->node->op == GE2_OP_ATTENTION        ? (const void *)ge2_attention_tiled_kernel
+                         : l->node->op == GE2_OP_ATTENTION_GRAD_Q ? (const void *)ge2_attention_grad_q_tiled_kernel
+                                                                  : (const void *)ge2_attention_grad_kv_tiled_kernel;
+    const size_t bytes = l->node->op == GE2_OP_ATTENTION        ? attn_smem_forward
+                         : l->node->op == GE2_OP_ATTENTION_GRAD_Q ? attn_smem_grad_q
+                                                                  : attn_smem_grad_kv;
+    return ge2_cuda_check_call(l, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes),
+                               "cudaFuncSetAttribute");
+}
+
+extern "C" const char *ge2_cuda_attention_describe(const ge2_launch *l)
+{
+    attn_run r;
+    if (attn_run_of(l, attn_q_shape(l), &r) != GE2_OK)
+        return "cuda kernel";
+    return attn_tiled(r) ? "ge2 tiled attention (64 x 64 tiles, fp32)" : "ge2 attention, a warp per row (fp32)";
+}
+
 extern "C" ge2_status ge2_cuda_attention_launch(const ge2_launch *l)
 {
     GE2_TRY(ge2_cuda_require_f32(l, 0));
@@ -224,8 +542,14 @@ extern "C" ge2_status ge2_cuda_attention_launch(const ge2_launch *l)
     GE2_TRY(attn_run_of(l, l->in[0].shape, &r));
     if (r.rows == 0)
         return GE2_OK;
+    float *lse = l->n_out > 1 ? OUT(1) : NULL;
+    if (attn_tiled(r)) {
+        ge2_attention_tiled_kernel<<<attn_tiles(r), GE2_ATTN_TILE_THREADS, attn_smem_forward, ge2_cuda_stream(l)>>>(
+            r.t, r.d, r.scale, r.causal, IN(0), IN(1), IN(2), OUT(0), lse);
+        return ge2_cuda_check_launch(l, "ge2_attention_tiled_kernel");
+    }
     GE2_ATTN_DISPATCH(ge2_attention_kernel, r, l, r.rows, r.t, r.d, r.scale, r.causal, IN(0), IN(1), IN(2), OUT(0),
-                      l->n_out > 1 ? OUT(1) : NULL);
+                      lse);
     return ge2_cuda_check_launch(l, "ge2_attention_kernel");
 }
 
@@ -253,6 +577,12 @@ extern "C" ge2_status ge2_cuda_attention_grad_q_launch(const ge2_launch *l)
         return GE2_OK;
     float *delta;
     GE2_TRY(attn_delta(l, r, &delta));
+    if (attn_tiled(r)) {
+        ge2_attention_grad_q_tiled_kernel<<<attn_tiles(r), GE2_ATTN_TILE_THREADS, attn_smem_grad_q,
+                                            ge2_cuda_stream(l)>>>(r.t, r.d, r.scale, r.causal, IN(0), IN(1), IN(2),
+                                                                  IN(3), IN(5), delta, OUT(0));
+        return ge2_cuda_check_launch(l, "ge2_attention_grad_q_tiled_kernel");
+    }
     GE2_ATTN_DISPATCH(ge2_attention_grad_q_kernel, r, l, r.rows, r.t, r.d, r.scale, r.causal, IN(0), IN(1), IN(2),
                       IN(3), IN(5), delta, OUT(0));
     return ge2_cuda_check_launch(l, "ge2_attention_grad_q_kernel");
@@ -267,6 +597,12 @@ extern "C" ge2_status ge2_cuda_attention_grad_kv_launch(const ge2_launch *l)
         return GE2_OK;
     float *delta;
     GE2_TRY(attn_delta(l, r, &delta));
+    if (attn_tiled(r)) {
+        ge2_attention_grad_kv_tiled_kernel<<<attn_tiles(r), GE2_ATTN_TILE_THREADS, attn_smem_grad_kv,
+                                             ge2_cuda_stream(l)>>>(r.t, r.d, r.scale, r.causal, IN(0), IN(1), IN(2),
+                                                                   IN(3), IN(5), delta, OUT(0), OUT(1));
+        return ge2_cuda_check_launch(l, "ge2_attention_grad_kv_tiled_kernel");
+    }
     GE2_ATTN_DISPATCH(ge2_attention_grad_kv_kernel, r, l, r.rows, r.t, r.d, r.scale, r.causal, IN(0), IN(1), IN(2),
                       IN(3), IN(5), delta, OUT(0), OUT(1));
     return ge2_cuda_check_launch(l, "ge2_attention_grad_kv_kernel");

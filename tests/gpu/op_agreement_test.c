@@ -606,11 +606,41 @@ static void large_reductions(void)
     ge2_graph_free(g);
 }
 
+/* Attention over several 64-row tiles, ragged in T and D (the tiled
+ * kernels, D <= 64), causal and not, and with D = 100 (a warp per row),
+ * with its backward; the upstream gradient is random. */
+static void large_attention(void)
+{
+    static const struct {
+        int64_t batch, heads, t, d;
+        bool causal;
+    } cases[] = {{2, 3, 150, 64, true}, {1, 2, 130, 40, false}, {1, 1, 70, 100, true}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const ge2_shape s = ge2_shape4(cases[c].batch, cases[c].heads, cases[c].t, cases[c].d);
+        ge2_graph *g;
+        OK(ge2_graph_new(&g));
+        ge2_tensor *y, *up, *m, *loss;
+        OK(ge2_attention(g, param(g, "q", s), param(g, "k", s), param(g, "v", s), cases[c].causal, &y));
+        OK(ge2_input(g, "upstream", GE2_F32, s, &up));
+        OK(ge2_mul(g, y, up, &m));
+        OK(ge2_sum_all(g, m, &loss));
+        OK(ge2_backward(g, loss));
+        float *ud = random_f32(ge2_shape_numel(s), -1, 1);
+        ge2_feed feeds[] = {{up, ud, s}};
+        char label[64];
+        snprintf(label, sizeof label, "large attention %zu", c);
+        check_graph(label, g, feeds, 1);
+        free(ud);
+        ge2_graph_free(g);
+    }
+}
+
 START_TEST(test_large_graphs_agree)
 {
     large_mlp();
     large_mixed();
     large_reductions();
+    large_attention();
 }
 END_TEST
 
