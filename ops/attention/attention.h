@@ -61,6 +61,7 @@ ge2_status ge2_cpu_attention_grad_kv(const ge2_launch *l);
  * tiled kernels their shared memory; describe names the kernel a launch
  * runs (the kernel report). */
 ge2_status ge2_cuda_attention_prepare(ge2_launch *launch);
+void ge2_cuda_attention_release(ge2_launch *launch);
 const char *ge2_cuda_attention_describe(const ge2_launch *launch);
 ge2_status ge2_cuda_attention_launch(const ge2_launch *launch);
 ge2_status ge2_cuda_attention_grad_q_launch(const ge2_launch *launch);

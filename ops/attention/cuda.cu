@@ -527,6 +527,9 @@ extern "C" ge2_status ge2_cuda_attention_prepare(ge2_launch *l)
                                "cudaFuncSetAttribute");
 }
 
+// prepare holds nothing: a kernel attribute outlives every graph key
+extern "C" void ge2_cuda_attention_release(ge2_launch *l) { (void)l; }
+
 extern "C" const char *ge2_cuda_attention_describe(const ge2_launch *l)
 {
     attn_run r;

@@ -11,7 +11,8 @@ const ge2_op_def ge2_op_def_attention = {
     .infer = ge2_infer_ATTENTION,
     .backward = ge2_backward_attention,
     .cpu = ge2_cpu_attention,
-    .cuda = {ge2_cuda_attention_prepare, ge2_cuda_attention_launch, NULL, ge2_cuda_attention_describe},
+    .cuda = {ge2_cuda_attention_prepare, ge2_cuda_attention_launch, ge2_cuda_attention_release,
+             ge2_cuda_attention_describe},
 };
 
 /* dy, q, k, v, y, lse -> dq */
@@ -24,7 +25,8 @@ const ge2_op_def ge2_op_def_attention_grad_q = {
     .infer = ge2_infer_ATTENTION_GRAD_Q,
     .backward = NULL,
     .cpu = ge2_cpu_attention_grad_q,
-    .cuda = {ge2_cuda_attention_prepare, ge2_cuda_attention_grad_q_launch, NULL, ge2_cuda_attention_describe},
+    .cuda = {ge2_cuda_attention_prepare, ge2_cuda_attention_grad_q_launch, ge2_cuda_attention_release,
+             ge2_cuda_attention_describe},
 };
 
 /* dy, q, k, v, y, lse -> dk, dv */
@@ -37,5 +39,6 @@ const ge2_op_def ge2_op_def_attention_grad_kv = {
     .infer = ge2_infer_ATTENTION_GRAD_KV,
     .backward = NULL,
     .cpu = ge2_cpu_attention_grad_kv,
-    .cuda = {ge2_cuda_attention_prepare, ge2_cuda_attention_grad_kv_launch, NULL, ge2_cuda_attention_describe},
+    .cuda = {ge2_cuda_attention_prepare, ge2_cuda_attention_grad_kv_launch, ge2_cuda_attention_release,
+             ge2_cuda_attention_describe},
 };
