@@ -49,29 +49,32 @@ __global__ void ge2_concat_kernel(long long n_elems, long long inner, ge2_concat
     }
 }
 
-// y = x[:, start:start+len_y, :]
-__global__ void ge2_slice_kernel(long long n_elems, long long inner, long long len_x, long long len_y,
-                                 long long start, const float *x /* [outer, len_x, inner] */,
-                                 float *y /* [outer, len_y, inner] */)
+// Slice and its backward see x as [outer, row_x] and y as [outer, row_y]
+// (row = len · inner) with y's rows at column off (= start · inner) of x's,
+// counted in units of V: float4 where every count allows it. I is int
+// where every index fits, which spares the 64-bit divisions.
+template <typename V> __device__ __forceinline__ V ge2_move_zero();
+template <> __device__ __forceinline__ float ge2_move_zero<float>() { return 0.0f; }
+template <> __device__ __forceinline__ float4 ge2_move_zero<float4>() { return make_float4(0.0f, 0.0f, 0.0f, 0.0f); }
+
+// y = x[:, off:off+row_y]; n = outer · row_y
+template <typename V, typename I>
+__global__ void ge2_slice_kernel(I n, I row_x, I row_y, I off, const V *x, V *y)
 {
-    long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n_elems; i += stride) {
-        long long in = i % inner, j = (i / inner) % len_y, o = i / (inner * len_y);
-        y[i] = x[(o * len_x + start + j) * inner + in];
+    for (I i = (I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x; i < n; i += (I)gridDim.x * (I)blockDim.x) {
+        const I o = i / row_y;
+        y[i] = x[o * row_x + off + (i - o * row_y)];
     }
 }
 
-// dx = zeros, with dx[:, start:start+len_dy, :] = dy. Writes every element,
-// so no memset node is needed before it.
-__global__ void ge2_slice_backward_kernel(long long n_elems, long long inner, long long len_dx, long long len_dy,
-                                          long long start, const float *dy /* [outer, len_dy, inner] */,
-                                          float *dx /* [outer, len_dx, inner] */)
+// dx = zeros, with dx[:, off:off+row_y] = dy; n = outer · row_x. Writes
+// every element, so no memset node is needed before it.
+template <typename V, typename I>
+__global__ void ge2_slice_backward_kernel(I n, I row_x, I row_y, I off, const V *dy, V *dx)
 {
-    long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n_elems; i += stride) {
-        long long in = i % inner, j = (i / inner) % len_dx, o = i / (inner * len_dx);
-        long long k = j - start;
-        dx[i] = k >= 0 && k < len_dy ? dy[(o * len_dy + k) * inner + in] : 0.0f;
+    for (I i = (I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x; i < n; i += (I)gridDim.x * (I)blockDim.x) {
+        const I o = i / row_x, r = i - o * row_x - off;
+        dx[i] = r >= 0 && r < row_y ? dy[o * row_y + r] : ge2_move_zero<V>();
     }
 }
 
@@ -113,24 +116,50 @@ extern "C" ge2_status ge2_cuda_reshape_launch(const ge2_launch *l)
         "cudaMemcpyAsync");
 }
 
-// y [d0, d1, d2, d3] (unused leading dims 1) from x: y's dim i steps x by stride[i]
+// y [dim[0], ..., dim[nd-1]] from x: y's dim i steps x by stride[i]
+// (counted in units of V, float4 when the last dim stays last and allows it)
 struct ge2_permute_geom {
     long long dim[GE2_MAX_DIMS], stride[GE2_MAX_DIMS];
 };
 
-__global__ void ge2_permute_kernel(long long total, ge2_permute_geom g, const float *x, float *y)
+template <typename V, typename I>
+__global__ void ge2_permute_kernel(I total, int nd, ge2_permute_geom g, const V *x, V *y)
 {
-    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
-         e += (long long)gridDim.x * blockDim.x) {
-        long long rest = e, at = 0;
-        for (int i = GE2_MAX_DIMS - 1; i >= 0; i--) {
-            const long long q = rest / g.dim[i];
-            at += (rest - q * g.dim[i]) * g.stride[i];
+    for (I e = (I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x; e < total; e += (I)gridDim.x * (I)blockDim.x) {
+        I rest = e, at = 0;
+        for (int i = nd - 1; i >= 0; i--) {
+            const I d = (I)g.dim[i], q = rest / d;
+            at += (rest - q * d) * (I)g.stride[i];
             rest = q;
         }
         y[e] = x[at];
     }
 }
+
+// Runs KERNEL<V, I>(n / w, args...) with V float4 (w 4) when vec, else float
+// (w 1), and I int when every index stays below `bound` < 2^31. The caller
+// passes counts already divided by w (cast to I by the kernel's parameters).
+#define GE2_MOVE_LAUNCH(KERNEL, l, vec, bound, n, src, dst, ...)                                                  \
+    do {                                                                                                        \
+        const long long n_ = (vec) ? (n) / 4 : (n);                                                              \
+        const unsigned b_ = ge2_cuda_blocks(n_, GE2_CUDA_THREADS);                                               \
+        cudaStream_t s_ = ge2_cuda_stream(l);                                                                   \
+        const bool small_ = (bound) < (long long)INT32_MAX;                                                      \
+        if ((vec) && small_)                                                                                    \
+            KERNEL<float4, int><<<b_, GE2_CUDA_THREADS, 0, s_>>>((int)n_, __VA_ARGS__, (const float4 *)(src),     \
+                                                                 (float4 *)(dst));                              \
+        else if (vec)                                                                                           \
+            KERNEL<float4, long long><<<b_, GE2_CUDA_THREADS, 0, s_>>>(n_, __VA_ARGS__, (const float4 *)(src),    \
+                                                                       (float4 *)(dst));                        \
+        else if (small_)                                                                                        \
+            KERNEL<float, int><<<b_, GE2_CUDA_THREADS, 0, s_>>>((int)n_, __VA_ARGS__, (const float *)(src),       \
+                                                                (float *)(dst));                                \
+        else                                                                                                    \
+            KERNEL<float, long long><<<b_, GE2_CUDA_THREADS, 0, s_>>>(n_, __VA_ARGS__, (const float *)(src),      \
+                                                                      (float *)(dst));                          \
+    } while (0)
+
+static bool aligned16(const void *a, const void *b) { return (uintptr_t)a % 16 == 0 && (uintptr_t)b % 16 == 0; }
 
 extern "C" ge2_status ge2_cuda_permute_launch(const ge2_launch *l)
 {
@@ -138,18 +167,22 @@ extern "C" ge2_status ge2_cuda_permute_launch(const ge2_launch *l)
     if (!l->out[0].data)
         return GE2_OK;
     const ge2_shape xs = l->in[0].shape, ys = l->out[0].shape;
-    const int n = xs.ndim, pad = GE2_MAX_DIMS - n, *perm = l->node->attrs.permute.perm;
+    const int n = xs.ndim, *perm = l->node->attrs.permute.perm;
+    const long long total = ge2_shape_numel(ys);
+    if (total == 0)
+        return GE2_OK;
     long long xstride[GE2_MAX_DIMS], s = 1;
     for (int i = n - 1; i >= 0; s *= xs.dim[i], i--)
         xstride[i] = s;
+    // rows of the last dim move whole when it stays last: copy them 4 floats at a time
+    const bool vec = n > 0 && perm[n - 1] == n - 1 && ys.dim[n - 1] % 4 == 0 &&
+                     aligned16(l->in[0].data, l->out[0].data);
     ge2_permute_geom g;
-    for (int i = 0; i < GE2_MAX_DIMS; i++) {
-        g.dim[i] = i < pad ? 1 : ys.dim[i - pad];
-        g.stride[i] = i < pad ? 0 : xstride[perm[i - pad]];
+    for (int i = 0; i < n; i++) {
+        g.dim[i] = ys.dim[i] / (vec && i == n - 1 ? 4 : 1);
+        g.stride[i] = xstride[perm[i]] / (vec && i < n - 1 ? 4 : 1);
     }
-    const long long total = ge2_shape_numel(ys);
-    ge2_permute_kernel<<<ge2_cuda_blocks(total, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(
-        total, g, (const float *)l->in[0].data, (float *)l->out[0].data);
+    GE2_MOVE_LAUNCH(ge2_permute_kernel, l, vec, total, total, l->in[0].data, l->out[0].data, n, g);
     return ge2_cuda_check_launch(l, "ge2_permute_kernel");
 }
 
@@ -191,18 +224,32 @@ extern "C" ge2_status ge2_cuda_concat_launch(const ge2_launch *l)
     return ge2_cuda_check_launch(l, "ge2_concat_kernel");
 }
 
+// Slice's rows and offset (see the kernels); vec when they are whole float4s
+static void slice_rows(ge2_shape x, ge2_shape y, const ge2_slice_attrs *a, const void *p, const void *q,
+                       long long *row_x, long long *row_y, long long *off, bool *vec)
+{
+    long long outer, inner;
+    outer_inner(x, a->axis, &outer, &inner);
+    *row_x = x.dim[a->axis] * inner;
+    *row_y = y.dim[a->axis] * inner;
+    *off = a->start * inner;
+    *vec = *row_x % 4 == 0 && *row_y % 4 == 0 && *off % 4 == 0 && aligned16(p, q);
+}
+
 extern "C" ge2_status ge2_cuda_slice_launch(const ge2_launch *l)
 {
     GE2_TRY(ge2_cuda_require_f32(l, 0));
     const ge2_slice_attrs *a = &l->node->attrs.slice;
     ge2_shape xs = l->in[0].shape, ys = l->out[0].shape;
     GE2_TRY(check_axis(l, xs, a->axis));
-    long long outer, inner, n = ge2_shape_numel(ys);
+    long long n = ge2_shape_numel(ys), row_x, row_y, off;
     if (!l->out[0].data || n == 0)
         return GE2_OK;
-    outer_inner(xs, a->axis, &outer, &inner);
-    ge2_slice_kernel<<<ge2_cuda_blocks(n, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(
-        n, inner, xs.dim[a->axis], ys.dim[a->axis], a->start, (const float *)l->in[0].data, (float *)l->out[0].data);
+    bool vec;
+    slice_rows(xs, ys, a, l->in[0].data, l->out[0].data, &row_x, &row_y, &off, &vec);
+    const long long w = vec ? 4 : 1;
+    GE2_MOVE_LAUNCH(ge2_slice_kernel, l, vec, ge2_shape_numel(xs), n, l->in[0].data, l->out[0].data, row_x / w,
+                    row_y / w, off / w);
     return ge2_cuda_check_launch(l, "ge2_slice_kernel");
 }
 
@@ -212,12 +259,13 @@ extern "C" ge2_status ge2_cuda_slice_backward_launch(const ge2_launch *l)
     const ge2_slice_attrs *a = &l->node->attrs.slice;
     ge2_shape dys = l->in[0].shape, dxs = l->out[0].shape;
     GE2_TRY(check_axis(l, dxs, a->axis));
-    long long outer, inner, n = ge2_shape_numel(dxs);
+    long long n = ge2_shape_numel(dxs), row_x, row_y, off;
     if (!l->out[0].data || n == 0)
         return GE2_OK;
-    outer_inner(dxs, a->axis, &outer, &inner);
-    ge2_slice_backward_kernel<<<ge2_cuda_blocks(n, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(
-        n, inner, dxs.dim[a->axis], dys.dim[a->axis], a->start, (const float *)l->in[0].data,
-        (float *)l->out[0].data);
+    bool vec;
+    slice_rows(dxs, dys, a, l->in[0].data, l->out[0].data, &row_x, &row_y, &off, &vec);
+    const long long w = vec ? 4 : 1;
+    GE2_MOVE_LAUNCH(ge2_slice_backward_kernel, l, vec, n, n, l->in[0].data, l->out[0].data, row_x / w, row_y / w,
+                    off / w);
     return ge2_cuda_check_launch(l, "ge2_slice_backward_kernel");
 }
