@@ -1,16 +1,21 @@
 // EMBEDDING and its backward op. The forward copies rows (an id outside the
 // table gives a row of zeros: a kernel cannot return an error). The
-// backward gives each table row to one block, which scans the ids in
-// position order, a shared-memory tile at a time, and adds the dy rows of
-// its id: every row's sum in position order, no atomics, the same bits as
-// every other run. Each block reads all the ids, which suits character and
-// small vocabularies; a large vocabulary would want the positions sorted by
-// id first.
+// backward cuts the positions into segments; a block per (table row,
+// segment) scans its segment's ids in position order and adds the dy rows
+// of its id into a partial sum in the workspace, and a second kernel adds
+// each row's partials in segment order: every sum in a fixed order, no
+// atomics, the same bits as every other run, and as many blocks as table
+// rows times segments (a small vocabulary alone would leave most of the GPU
+// idle). Where the workspace cannot hold two partials per row, a block per
+// table row scans all the ids. Every block reads all the ids of its
+// segment, which suits character and small vocabularies; a large vocabulary
+// would want the positions sorted by id first.
 #include "kernels/cuda/check.h"
 #include "ops/embedding/embedding.h"
 
 #define GE2_EMB_THREADS 256
 #define GE2_EMB_TILE 1024 // ids staged in shared memory at a time
+#define GE2_EMB_SEGMENT 256 // positions per segment of the segmented backward
 
 // ------------------------------------------------------------------- kernels
 
@@ -50,6 +55,40 @@ __global__ void ge2_embedding_backward_kernel(long long n, int c, const float *d
     }
 }
 
+// dy [n, c], ids [n] -> part [segments, rows, c]: block (v, s) sums the dy
+// rows of id v among positions s·GE2_EMB_SEGMENT ..., in order
+__global__ void ge2_embedding_backward_part_kernel(long long n, int rows, int c, const float *dy, const int *ids,
+                                                   float *part)
+{
+    __shared__ int tile[GE2_EMB_SEGMENT];
+    const int v = blockIdx.x;
+    const long long p0 = (long long)blockIdx.y * GE2_EMB_SEGMENT;
+    const int len = n - p0 < GE2_EMB_SEGMENT ? (int)(n - p0) : GE2_EMB_SEGMENT;
+    for (int k = threadIdx.x; k < len; k += blockDim.x)
+        tile[k] = ids[p0 + k];
+    __syncthreads();
+    float *out = part + ((long long)blockIdx.y * rows + v) * c;
+    for (int i = threadIdx.x; i < c; i += blockDim.x) {
+        float acc = 0.0f;
+        for (int k = 0; k < len; k++)
+            if (tile[k] == v)
+                acc += dy[(p0 + k) * c + i];
+        out[i] = acc;
+    }
+}
+
+// dt [rows, c] = the sum over segments of part [segments, rows, c], in order
+__global__ void ge2_embedding_backward_sum_kernel(long long total, int segments, const float *part, float *dt)
+{
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
+         e += (long long)gridDim.x * blockDim.x) {
+        float acc = 0.0f;
+        for (int s = 0; s < segments; s++)
+            acc += part[s * total + e];
+        dt[e] = acc;
+    }
+}
+
 // ----------------------------------------------------------------- launchers
 
 extern "C" ge2_status ge2_cuda_embedding_launch(const ge2_launch *l)
@@ -77,7 +116,25 @@ extern "C" ge2_status ge2_cuda_embedding_backward_launch(const ge2_launch *l)
         return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_embedding_backward (node %d): a table of %lld x %lld; the CUDA "
                          "kernel takes fewer than 2^31 rows and columns",
                          l->node->id, rows, c);
-    ge2_embedding_backward_kernel<<<(unsigned)rows, GE2_EMB_THREADS, 0, ge2_cuda_stream(l)>>>(
-        n, (int)c, (const float *)l->in[0].data, (const int *)l->in[1].data, (float *)l->out[0].data);
-    return ge2_cuda_check_launch(l, "ge2_embedding_backward_kernel");
+    const float *dy = (const float *)l->in[0].data;
+    const int *ids = (const int *)l->in[1].data;
+    float *dt = (float *)l->out[0].data;
+    long long segments = (n + GE2_EMB_SEGMENT - 1) / GE2_EMB_SEGMENT;
+    const long long fit = rows * c > 0 ? (long long)(l->workspace_bytes / sizeof(float)) / (rows * c) : 0;
+    if (segments > fit)
+        segments = fit;
+    if (segments > 65535)
+        segments = 65535;
+    if (segments < 2 || !l->workspace || n > segments * GE2_EMB_SEGMENT) { /* one segment, or too many */
+        ge2_embedding_backward_kernel<<<(unsigned)rows, GE2_EMB_THREADS, 0, ge2_cuda_stream(l)>>>(n, (int)c, dy, ids,
+                                                                                                  dt);
+        return ge2_cuda_check_launch(l, "ge2_embedding_backward_kernel");
+    }
+    float *part = (float *)l->workspace;
+    ge2_embedding_backward_part_kernel<<<dim3((unsigned)rows, (unsigned)segments), GE2_EMB_THREADS, 0,
+                                         ge2_cuda_stream(l)>>>(n, (int)rows, (int)c, dy, ids, part);
+    GE2_TRY(ge2_cuda_check_launch(l, "ge2_embedding_backward_part_kernel"));
+    ge2_embedding_backward_sum_kernel<<<ge2_cuda_blocks(rows * c, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0,
+                                        ge2_cuda_stream(l)>>>(rows * c, (int)segments, part, dt);
+    return ge2_cuda_check_launch(l, "ge2_embedding_backward_sum_kernel");
 }
