@@ -174,6 +174,7 @@ static ge2_status walk(ge2_autograd *ag, int n_forward_nodes)
         int dy[GE2_MAX_OUTPUTS];
         bool any = false;
         for (int i = 0; i < node.n_outputs; i++) {
+            GE2_TRY(ge2_ag_settle(ag, node.outputs[i]));
             dy[i] = ag->grad[node.outputs[i]];
             any |= dy[i] != GE2_GRAD_NONE;
         }
@@ -229,6 +230,8 @@ ge2_status ge2_backward(ge2_graph *graph, ge2_tensor *loss)
     loss->is_output = true;
     if ((st = walk(&ag, graph->n_nodes)) != GE2_OK)
         goto done;
+    for (int i = 0; i < ag.n_forward_tensors && st == GE2_OK; i++) /* leaves' windows */
+        st = ge2_ag_settle(&ag, i);
     for (int i = 0; i < ag.n_forward_tensors && st == GE2_OK; i++) {
         ge2_tensor *t = graph->tensors[i];
         bool leaf = t->role == GE2_ROLE_PARAMETER || (t->role == GE2_ROLE_INPUT && t->requires_grad);
@@ -244,5 +247,6 @@ done:
         roll_back(graph, n_nodes, ag.n_forward_tensors, loss, was_output);
     ge2_free(ag.needs);
     ge2_free(ag.grad);
+    ge2_free(ag.windows);
     return st;
 }

@@ -36,9 +36,13 @@ ge2_status ge2_backward_permute(ge2_autograd *ag, const ge2_node *node, const in
     return unary(ag, node, dy, GE2_OP_PERMUTE, false, &a);
 }
 
+/* SLICE: dy is x's gradient in the slice's window, zeros elsewhere; autograd
+ * holds it back to join x's other windows (a CONCAT when they tile x). */
 ge2_status ge2_backward_slice(ge2_autograd *ag, const ge2_node *node, const int *dy)
 {
-    return unary(ag, node, dy, GE2_OP_SLICE_BACKWARD, true, &node->attrs);
+    int d;
+    GE2_TRY(ge2_ag_dy_tensor(ag, dy[0], &d));
+    return ge2_ag_accumulate_window(ag, node->inputs[0], d, &node->attrs.slice);
 }
 
 /* SLICE_BACKWARD(dy, like): its input gets the window of the gradient back. */

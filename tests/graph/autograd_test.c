@@ -106,6 +106,54 @@ START_TEST(concat_slice_reshape_transpose_of_one_tensor)
 }
 END_TEST
 
+static int count_backward(ge2_op op)
+{
+    int n = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        n += g->nodes[i].phase == GE2_PHASE_BACKWARD && g->nodes[i].op == op;
+    return n;
+}
+
+/* Slices that tile their tensor's axis (q, k, v cut from one projection)
+ * get one CONCAT as that tensor's gradient, in window order whatever the
+ * order of the slices; windows that overlap or leave gaps keep a
+ * SLICE_BACKWARD each. Both join the tensor's other gradients. */
+START_TEST(windows_that_tile_become_one_concat)
+{
+    ge2_tensor *p = param("p", ge2_shape2(4, 9)), *w = param("w", ge2_shape2(9, 9)), *r = param("r", ge2_shape2(4, 6));
+    ge2_tensor *h, *q, *k, *v, *a, *b, *c, *t, *u, *pp, *loss;
+    OK(ge2_linear(g, p, w, NULL, GE2_ACT_TANH, 0, &h)); /* [4, 9], an activation: settled in the walk */
+    OK(ge2_slice(g, h, 1, 3, 6, &k));
+    OK(ge2_slice(g, h, 1, 0, 3, &q));
+    OK(ge2_slice(g, h, 1, 6, 9, &v));
+    OK(ge2_mul(g, q, k, &a));
+    OK(ge2_mul(g, a, v, &b));
+    OK(ge2_slice(g, p, 1, 0, 4, &c)); /* p's own windows: 0:4 and 4:9 tile it, and p has another use */
+    OK(ge2_slice(g, p, 1, 4, 9, &t));
+    OK(ge2_slice(g, r, 1, 0, 4, &u)); /* r's windows overlap: no concat */
+    ge2_tensor *u2, *m1, *m2, *m3, *s1, *s2, *s3, *s4, *l1, *l2, *l3;
+    OK(ge2_slice(g, r, 1, 2, 6, &u2));
+    OK(ge2_mul(g, c, u, &m1));
+    OK(ge2_mul(g, u2, u2, &m2));
+    OK(ge2_mul(g, t, t, &m3));
+    OK(ge2_mul(g, p, p, &pp));
+    OK(ge2_sum_all(g, b, &s1));
+    OK(ge2_sum_all(g, m1, &s2));
+    OK(ge2_sum_all(g, m2, &s3));
+    OK(ge2_sum_all(g, m3, &s4));
+    OK(ge2_add(g, s1, s2, &l1));
+    OK(ge2_add(g, l1, s3, &l2));
+    OK(ge2_add(g, l2, s4, &l3));
+    ge2_tensor *s5;
+    OK(ge2_sum_all(g, pp, &s5));
+    OK(ge2_add(g, l3, s5, &loss));
+    ge2_tensor *wrt[3] = {p, w, r};
+    expect_gradients(loss, NULL, 0, wrt, 3);
+    ck_assert_int_eq(count_backward(GE2_OP_CONCAT), 2);         /* h's and p's */
+    ck_assert_int_eq(count_backward(GE2_OP_SLICE_BACKWARD), 2); /* r's two */
+}
+END_TEST
+
 START_TEST(mse_with_a_differentiated_target)
 {
     ge2_tensor *a = param("a", ge2_shape2(2, 2)), *b = param("b", ge2_shape1(2)), *t, *loss;
@@ -221,6 +269,7 @@ int main(void)
     tcase_add_test(tc, reuse_accumulates);
     tcase_add_test(tc, scaled_cross_entropy_and_log_softmax);
     tcase_add_test(tc, concat_slice_reshape_transpose_of_one_tensor);
+    tcase_add_test(tc, windows_that_tile_become_one_concat);
     tcase_add_test(tc, mse_with_a_differentiated_target);
     tcase_add_test(tc, each_parameter_owns_its_gradient_tensor);
     tcase_add_test(tc, a_parameter_used_as_logits_gets_a_copy_of_dlogits);
