@@ -635,12 +635,68 @@ static void large_attention(void)
     }
 }
 
+/* The GPT's data movement at sizes where the copies go 4 floats at a time:
+ * heads split by a permute that keeps the last dim, q/k/v sliced from a
+ * packed [.., 3C] row, and their backward (a permute back, slice_backward). */
+static void large_moves(void)
+{
+    ge2_graph *g;
+    OK(ge2_graph_new(&g));
+    const int heads_first[] = {0, 2, 1, 3};
+    const ge2_shape xs = ge2_shape4(4, 50, 6, 64), ps = ge2_shape4(4, 6, 50, 64), qs = ge2_shape3(8, 30, 32);
+    ge2_tensor *p, *q, *u1, *u2, *m1, *m2, *l1, *l2, *loss;
+    OK(ge2_permute(g, param(g, "x", xs), heads_first, 4, &p));
+    OK(ge2_slice(g, param(g, "qkv", ge2_shape3(8, 30, 96)), 2, 32, 64, &q));
+    OK(ge2_input(g, "u1", GE2_F32, ps, &u1));
+    OK(ge2_input(g, "u2", GE2_F32, qs, &u2));
+    OK(ge2_mul(g, p, u1, &m1));
+    OK(ge2_mul(g, q, u2, &m2));
+    OK(ge2_sum_all(g, m1, &l1));
+    OK(ge2_sum_all(g, m2, &l2));
+    OK(ge2_add(g, l1, l2, &loss));
+    OK(ge2_backward(g, loss));
+    float *d1 = random_f32(ge2_shape_numel(ps), -1, 1), *d2 = random_f32(ge2_shape_numel(qs), -1, 1);
+    ge2_feed feeds[] = {{u1, d1, ps}, {u2, d2, qs}};
+    check_graph("large moves", g, feeds, 2);
+    free(d1);
+    free(d2);
+    ge2_graph_free(g);
+}
+
+/* An embedding's backward over 12,000 positions: the segmented sums
+ * (47 segments of 256 positions, the last ragged) */
+static void large_embedding(void)
+{
+    enum { V = 50, C = 96, B = 40, T = 300 };
+    ge2_graph *g;
+    OK(ge2_graph_new(&g));
+    ge2_tensor *ids, *y, *u, *m, *loss;
+    OK(ge2_label(g, "ids", GE2_I32, ge2_shape2(B, T), &ids));
+    OK(ge2_embedding(g, ids, param(g, "table", ge2_shape2(V, C)), &y));
+    OK(ge2_input(g, "u", GE2_F32, ge2_shape3(B, T, C), &u));
+    OK(ge2_mul(g, y, u, &m));
+    OK(ge2_sum_all(g, m, &loss));
+    OK(ge2_backward(g, loss));
+    int32_t *idd = malloc(sizeof(int32_t) * B * T);
+    ck_assert(idd);
+    for (int i = 0; i < B * T; i++)
+        idd[i] = (int32_t)(rng01() * rng01() * V); /* skewed: some rows far more often than others */
+    float *ud = random_f32(B * T * C, -1, 1);
+    ge2_feed feeds[] = {{ids, idd, ge2_shape2(B, T)}, {u, ud, ge2_shape3(B, T, C)}};
+    check_graph("large embedding", g, feeds, 2);
+    free(idd);
+    free(ud);
+    ge2_graph_free(g);
+}
+
 START_TEST(test_large_graphs_agree)
 {
     large_mlp();
     large_mixed();
     large_reductions();
     large_attention();
+    large_moves();
+    large_embedding();
 }
 END_TEST
 
