@@ -28,24 +28,25 @@ __global__ void ge2_transpose_kernel(long long rows, long long cols, const float
             y[(c0 + k) * rows + r] = tile[threadIdx.x][k];
 }
 
+// Concat sees input k as [outer, row_k] (row = len · inner) and y as
+// [outer, Σ row_k], counted in units of V (float4 where every row allows).
 struct ge2_concat_parts {
-    const float *x[GE2_MAX_INPUTS]; // [outer, len[i], inner]
-    long long start[GE2_MAX_INPUTS + 1]; // prefix sums of len; start[n] = the output's len
+    const void *x[GE2_MAX_INPUTS];
+    long long start[GE2_MAX_INPUTS + 1]; // prefix sums of the rows; start[n] = y's row
     int n;
 };
 
-__global__ void ge2_concat_kernel(long long n_elems, long long inner, ge2_concat_parts p,
-                                  float *y /* [outer, start[n], inner] */)
+template <typename V, typename I>
+__global__ void ge2_concat_kernel(I n_elems, ge2_concat_parts p, V *y)
 {
-    long long total = p.start[p.n];
-    long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n_elems; i += stride) {
-        long long in = i % inner, j = (i / inner) % total, o = i / (inner * total);
+    const I row = (I)p.start[p.n];
+    for (I i = (I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x; i < n_elems; i += (I)gridDim.x * (I)blockDim.x) {
+        const I o = i / row, j = i - o * row;
         int k = 0;
-        while (j >= p.start[k + 1])
+        while (j >= (I)p.start[k + 1])
             k++;
-        long long len = p.start[k + 1] - p.start[k];
-        y[i] = p.x[k][(o * len + (j - p.start[k])) * inner + in];
+        const I len = (I)(p.start[k + 1] - p.start[k]);
+        y[i] = ((const V *)p.x[k])[o * len + (j - (I)p.start[k])];
     }
 }
 
@@ -215,12 +216,27 @@ extern "C" ge2_status ge2_cuda_concat_launch(const ge2_launch *l)
     ge2_concat_parts p;
     p.n = l->n_in;
     p.start[0] = 0;
+    bool vec = (uintptr_t)l->out[0].data % 16 == 0;
     for (int i = 0; i < l->n_in; i++) {
-        p.x[i] = (const float *)l->in[i].data;
-        p.start[i + 1] = p.start[i] + l->in[i].shape.dim[axis];
+        p.x[i] = l->in[i].data;
+        p.start[i + 1] = p.start[i] + l->in[i].shape.dim[axis] * inner;
+        vec = vec && (l->in[i].shape.dim[axis] * inner) % 4 == 0 && (uintptr_t)l->in[i].data % 16 == 0;
     }
-    ge2_concat_kernel<<<ge2_cuda_blocks(n, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(
-        n, inner, p, (float *)l->out[0].data);
+    const int w = vec ? 4 : 1;
+    for (int i = 0; i <= p.n; i++)
+        p.start[i] /= w;
+    const long long units = n / w;
+    const unsigned blocks = ge2_cuda_blocks(units, GE2_CUDA_THREADS);
+    cudaStream_t s = ge2_cuda_stream(l);
+    const bool small = n < (long long)INT32_MAX;
+    if (vec && small)
+        ge2_concat_kernel<float4, int><<<blocks, GE2_CUDA_THREADS, 0, s>>>((int)units, p, (float4 *)l->out[0].data);
+    else if (vec)
+        ge2_concat_kernel<float4, long long><<<blocks, GE2_CUDA_THREADS, 0, s>>>(units, p, (float4 *)l->out[0].data);
+    else if (small)
+        ge2_concat_kernel<float, int><<<blocks, GE2_CUDA_THREADS, 0, s>>>((int)units, p, (float *)l->out[0].data);
+    else
+        ge2_concat_kernel<float, long long><<<blocks, GE2_CUDA_THREADS, 0, s>>>(units, p, (float *)l->out[0].data);
     return ge2_cuda_check_launch(l, "ge2_concat_kernel");
 }
 

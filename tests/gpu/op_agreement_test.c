@@ -637,7 +637,8 @@ static void large_attention(void)
 
 /* The GPT's data movement at sizes where the copies go 4 floats at a time:
  * heads split by a permute that keeps the last dim, q/k/v sliced from a
- * packed [.., 3C] row, and their backward (a permute back, slice_backward). */
+ * packed [.., 3C] row, and their backward (a permute back, a concat of the
+ * three windows' gradients, and slice_backward for a window alone). */
 static void large_moves(void)
 {
     ge2_graph *g;
@@ -646,7 +647,14 @@ static void large_moves(void)
     const ge2_shape xs = ge2_shape4(4, 50, 6, 64), ps = ge2_shape4(4, 6, 50, 64), qs = ge2_shape3(8, 30, 32);
     ge2_tensor *p, *q, *u1, *u2, *m1, *m2, *l1, *l2, *loss;
     OK(ge2_permute(g, param(g, "x", xs), heads_first, 4, &p));
-    OK(ge2_slice(g, param(g, "qkv", ge2_shape3(8, 30, 96)), 2, 32, 64, &q));
+    ge2_tensor *qkv = param(g, "qkv", ge2_shape3(8, 30, 96)), *k, *v, *kv, *kvq;
+    OK(ge2_slice(g, param(g, "window", ge2_shape3(8, 30, 96)), 2, 32, 64, &q)); /* alone: slice_backward */
+    OK(ge2_slice(g, qkv, 2, 0, 32, &k)); /* three that tile qkv: their gradient is a concat */
+    OK(ge2_slice(g, qkv, 2, 32, 64, &v));
+    OK(ge2_slice(g, qkv, 2, 64, 96, &kv));
+    OK(ge2_mul(g, k, v, &kvq));
+    OK(ge2_mul(g, kvq, kv, &kvq));
+    OK(ge2_add(g, q, kvq, &q));
     OK(ge2_input(g, "u1", GE2_F32, ps, &u1));
     OK(ge2_input(g, "u2", GE2_F32, qs, &u2));
     OK(ge2_mul(g, p, u1, &m1));
