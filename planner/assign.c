@@ -1,9 +1,10 @@
 /* Arena offsets: greedy by size, best fit.
  *
- * First, in-place: an elementwise node whose input 0 dies at that node and
- * has output 0's byte size writes its output over the input. Such chains
- * become one block (one buffer over the union of their intervals), so every
- * later step sees blocks, not tensors.
+ * First, chains of tensors on one memory (merge_chains): a reshape's output
+ * is a view of its input, and an elementwise node whose input 0 dies at
+ * that node (with every view of it) and has output 0's byte size writes its
+ * output over the input. Each chain becomes one block (one buffer over the
+ * union of their intervals), so every later step sees blocks, not tensors.
  *
  * Then blocks are placed largest first (ties by lowest tensor id, so the
  * result is deterministic): each goes into the smallest gap between already
@@ -74,22 +75,51 @@ static int cmp_offset(const void *pa, const void *pb)
     return (a->head > b->head) - (a->head < b->head);
 }
 
-/* Records in-place takeovers: output 0 of each eligible elementwise node
- * joins its input 0's chain. head[t] is the first tensor of t's chain; only
- * heads become blocks. An input that dies at its node is the tail of its
- * chain (had it been taken over, it would have died earlier). */
-static void merge_in_place(const ge2_graph *graph, ge2_plan *plan, int *head)
+/* Tensors that a node writes in place (an update's or an all-reduce's
+ * inputs): a view of one would see the write. */
+static void mark_written(const ge2_graph *graph, const ge2_plan *plan, bool *written)
 {
     for (int p = 0; p < plan->n_steps; p++) {
         const ge2_node *node = &graph->nodes[plan->schedule[p]];
-        if (!(ge2_op_flags(node->op) & GE2_OPF_ELEMENTWISE) || node->n_inputs < 1 || node->n_outputs < 1)
+        if (ge2_op_flags(node->op) & (GE2_OPF_OPTIMIZER | GE2_OPF_UPDATE | GE2_OPF_IN_PLACE))
+            for (int i = 0; i < node->n_inputs; i++)
+                written[node->inputs[i]] = true;
+    }
+}
+
+/* Chains of tensors on one memory. head[t] is the first tensor of t's
+ * chain; only heads become blocks, living from the head's birth to the
+ * last death in the chain (chain_last[head]).
+ * - A view (GE2_OPF_VIEW: a reshape) joins its input's chain at once; both
+ *   may live on, since neither is written again.
+ * - An in-place takeover: output 0 of an elementwise node joins input 0's
+ *   chain when everything on that memory dies at the node (input 0 and
+ *   any view of it), since the node writes over it. */
+static void merge_chains(const ge2_graph *graph, ge2_plan *plan, int *head, int *chain_last, const bool *written)
+{
+    for (int t = 0; t < plan->n_tensors; t++)
+        chain_last[t] = plan->tensors[t].last;
+    for (int p = 0; p < plan->n_steps; p++) {
+        const ge2_node *node = &graph->nodes[plan->schedule[p]];
+        const unsigned flags = ge2_op_flags(node->op);
+        if (!(flags & (GE2_OPF_ELEMENTWISE | GE2_OPF_VIEW)) || node->n_inputs < 1 || node->n_outputs < 1)
             continue;
-        int in = node->inputs[0], out = node->outputs[0];
+        int in = node->inputs[0], out = node->outputs[0], h = head[in];
         ge2_plan_tensor *ti = &plan->tensors[in], *to = &plan->tensors[out];
-        if (ti->pool != GE2_POOL_ARENA || to->pool != GE2_POOL_ARENA || ti->last != p || ti->bytes != to->bytes)
+        if (ti->pool != GE2_POOL_ARENA || to->pool != GE2_POOL_ARENA || ti->bytes != to->bytes)
             continue;
-        head[out] = head[in];
-        to->reuses = in;
+        if (flags & GE2_OPF_VIEW) {
+            if (written[in] || written[out])
+                continue;
+            to->view_of = in;
+        } else if (ti->last == p && chain_last[h] <= p) {
+            to->reuses = in;
+        } else {
+            continue;
+        }
+        head[out] = h;
+        if (to->last > chain_last[h])
+            chain_last[h] = to->last;
     }
 }
 
@@ -157,13 +187,15 @@ ge2_status ge2_plan_assign(const ge2_graph *graph, ge2_plan *plan)
     size_t cells = (size_t)(n > 0 ? n : 1);
     int *block_of = ge2_malloc(cells * sizeof *block_of);
     int *head = ge2_malloc(cells * sizeof *head);
+    int *chain_last = ge2_malloc(cells * sizeof *chain_last);
+    bool *written = ge2_calloc(cells, sizeof *written);
     block *blocks = ge2_calloc(cells, sizeof *blocks);
     block **order = ge2_malloc(cells * sizeof *order);
     block **scratch = ge2_malloc(cells * sizeof *scratch);
     size_t *best = ge2_malloc(cells * sizeof *best);
     size_t *delta = ge2_malloc(((size_t)plan->n_steps + 1) * sizeof *delta);
     ge2_status st = GE2_OK;
-    if (!block_of || !head || !blocks || !order || !scratch || !best || !delta) {
+    if (!block_of || !head || !chain_last || !written || !blocks || !order || !scratch || !best || !delta) {
         st = ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_plan: assigning %d tensors", n);
         goto done;
     }
@@ -174,7 +206,8 @@ ge2_status ge2_plan_assign(const ge2_graph *graph, ge2_plan *plan)
         if (plan->tensors[t].pool == GE2_POOL_ARENA)
             plan->naive_bytes += ge2_plan_align(plan->tensors[t].bytes ? plan->tensors[t].bytes : 1, GE2_ARENA_ALIGN);
     }
-    merge_in_place(graph, plan, head);
+    mark_written(graph, plan, written);
+    merge_chains(graph, plan, head, chain_last, written);
 
     /* A chain is created in tensor-id order, so its head comes first here. */
     int n_blocks = 0;
@@ -217,6 +250,8 @@ ge2_status ge2_plan_assign(const ge2_graph *graph, ge2_plan *plan)
 done:
     ge2_free(block_of);
     ge2_free(head);
+    ge2_free(chain_last);
+    ge2_free(written);
     ge2_free(blocks);
     ge2_free(order);
     ge2_free(scratch);

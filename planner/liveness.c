@@ -57,7 +57,7 @@ ge2_status ge2_plan_liveness(const ge2_graph *graph, const ge2_layout *layout, g
 {
     for (int i = 0; i < plan->n_tensors; i++) {
         ge2_plan_tensor *pt = &plan->tensors[i];
-        *pt = (ge2_plan_tensor){GE2_POOL_NONE, 0, 0, graph->tensors[i]->shape, -1, -1, -1};
+        *pt = (ge2_plan_tensor){GE2_POOL_NONE, 0, 0, graph->tensors[i]->shape, -1, -1, -1, -1};
     }
     GE2_TRY(infer_shapes(graph, plan));
     compute_intervals(graph, plan);

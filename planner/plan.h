@@ -60,6 +60,7 @@ typedef struct ge2_plan_tensor {
     ge2_shape shape;    /* concrete for this key */
     int first, last;    /* schedule positions of the producer and the last consumer (-1: unused) */
     int reuses;         /* tensor id whose memory this one took over in place, -1 if none */
+    int view_of;        /* tensor id whose memory this one shares while both live (GE2_OPF_VIEW), -1 if none */
 } ge2_plan_tensor;
 
 typedef struct ge2_plan {

@@ -11,7 +11,7 @@ static double ratio(size_t a, size_t b) { return b ? (double)a / (double)b : 1.0
 
 void ge2_plan_report(const ge2_plan *plan, const ge2_graph *graph, FILE *out)
 {
-    int in_place = 0, arena_tensors = 0, used = 0;
+    int in_place = 0, views = 0, arena_tensors = 0, used = 0;
     size_t pool_bytes[GE2_POOL_COUNT] = {0};
     for (int t = 0; t < plan->n_tensors; t++) {
         const ge2_plan_tensor *pt = &plan->tensors[t];
@@ -19,6 +19,7 @@ void ge2_plan_report(const ge2_plan *plan, const ge2_graph *graph, FILE *out)
         arena_tensors += pt->pool == GE2_POOL_ARENA;
         used += pt->pool != GE2_POOL_NONE;
         in_place += pt->reuses >= 0;
+        views += pt->view_of >= 0;
     }
     fprintf(out, "key %016llx: mode=%s feeds:", (unsigned long long)plan->key.hash, mode_names[plan->key.mode]);
     for (int f = 0; f < plan->key.n_feeds; f++) {
@@ -26,8 +27,8 @@ void ge2_plan_report(const ge2_plan *plan, const ge2_graph *graph, FILE *out)
         fprintf(out, " %s%s", graph->tensors[plan->key.feed_ids[f]]->name,
                 ge2_shape_str(plan->key.feed_shapes[f], s, sizeof s));
     }
-    fprintf(out, "\n  nodes=%d tensors=%d (of %d in the graph) arena_tensors=%d in_place=%d\n", plan->n_steps, used,
-            plan->n_tensors, arena_tensors, in_place);
+    fprintf(out, "\n  nodes=%d tensors=%d (of %d in the graph) arena_tensors=%d in_place=%d views=%d\n",
+            plan->n_steps, used, plan->n_tensors, arena_tensors, in_place, views);
     fprintf(out, "  arena %zu B = %.4f x lower bound %zu B; naive %zu B (%.2f x arena)\n", plan->arena_bytes,
             ratio(plan->arena_bytes, plan->lower_bound_bytes), plan->lower_bound_bytes, plan->naive_bytes,
             ratio(plan->naive_bytes, plan->arena_bytes));
@@ -99,7 +100,8 @@ ge2_status ge2_plan_svg(const ge2_plan *plan, const ge2_graph *graph, FILE *out)
         fprintf(out, "<g><title>");
         xml_escaped(out, tensor->name);
         fprintf(out, " %s %zu B @%zu, steps %d..%d%s</title>", ge2_shape_str(pt->shape, s, sizeof s), pt->bytes,
-                pt->offset, pt->first, pt->last, pt->reuses >= 0 ? ", in place" : "");
+                pt->offset, pt->first, pt->last,
+                pt->reuses >= 0 ? ", in place" : pt->view_of >= 0 ? ", a view" : "");
         fprintf(out,
                 "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\" fill-opacity=\"0.7\" "
                 "stroke=\"#333\" stroke-width=\"0.5\"/>",

@@ -60,6 +60,10 @@ enum {
      * all-reduce): the schedule runs it right after its inputs are made, and
      * every later in-place reader of them after it */
     GE2_OPF_IN_PLACE = 1u << 7,
+    /* output 0 is input 0's bytes under another shape (a reshape): the
+     * planner may give it input 0's memory while both live, and the kernel
+     * then has nothing to do (it must check out == in) */
+    GE2_OPF_VIEW = 1u << 8,
 };
 
 /* A node of the graph (opaque here; its op's functions receive it). */

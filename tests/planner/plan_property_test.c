@@ -210,9 +210,31 @@ static void check_update_places(const ge2_graph *g, const ge2_plan *plan, const 
     ck_assert_int_eq(updates, plan->key.mode == GE2_MODE_TRAIN ? in_graph : 0);
 }
 
-static bool in_place_pair(const ge2_plan *plan, int a, int b)
+/* The first tensor of t's memory: follows takeovers and views back */
+static int chain_root(const ge2_plan *plan, int t)
 {
-    return plan->tensors[a].reuses == b || plan->tensors[b].reuses == a;
+    for (;;) {
+        const ge2_plan_tensor *pt = &plan->tensors[t];
+        if (pt->reuses >= 0)
+            t = pt->reuses;
+        else if (pt->view_of >= 0)
+            t = pt->view_of;
+        else
+            return t;
+    }
+}
+
+/* Is t written by an optimizer update or an in-place node? */
+static bool written_in_place(const ge2_graph *g, const ge2_plan *plan, int t)
+{
+    for (int p = 0; p < plan->n_steps; p++) {
+        const ge2_node *node = &g->nodes[plan->schedule[p]];
+        if (ge2_op_flags(node->op) & (GE2_OPF_OPTIMIZER | GE2_OPF_UPDATE | GE2_OPF_IN_PLACE))
+            for (int i = 0; i < node->n_inputs; i++)
+                if (node->inputs[i] == t)
+                    return true;
+    }
+    return false;
 }
 
 static void check_assignment(const ge2_graph *g, const ge2_plan *plan)
@@ -223,6 +245,7 @@ static void check_assignment(const ge2_graph *g, const ge2_plan *plan)
             continue;
         ck_assert_uint_eq(pa->offset % 256, 0);
         ck_assert_uint_le(pa->offset + pa->bytes, plan->arena_bytes);
+        ck_assert(pa->reuses < 0 || pa->view_of < 0);
         if (pa->reuses >= 0) {
             const ge2_plan_tensor *src = &plan->tensors[pa->reuses];
             ck_assert_int_eq(src->pool, GE2_POOL_ARENA);
@@ -232,6 +255,23 @@ static void check_assignment(const ge2_graph *g, const ge2_plan *plan)
             const ge2_node *node = &g->nodes[g->tensors[a]->producer];
             ck_assert(ge2_op_flags(node->op) & GE2_OPF_ELEMENTWISE);
             ck_assert_int_eq(node->inputs[0], pa->reuses);
+            /* the takeover writes the memory: nothing else on it may be read later */
+            for (int m = 0; m < g->n_tensors; m++)
+                if (m != a && plan->tensors[m].pool == GE2_POOL_ARENA && plan->tensors[m].first < pa->first &&
+                    chain_root(plan, m) == chain_root(plan, a))
+                    ck_assert_msg(plan->tensors[m].last <= pa->first, "%s is overwritten in place by %s at %d but "
+                                  "read until %d", g->tensors[m]->name, g->tensors[a]->name, pa->first,
+                                  plan->tensors[m].last);
+        }
+        if (pa->view_of >= 0) {
+            const ge2_plan_tensor *src = &plan->tensors[pa->view_of];
+            ck_assert_int_eq(src->pool, GE2_POOL_ARENA);
+            ck_assert_uint_eq(src->offset, pa->offset);
+            ck_assert_uint_eq(src->bytes, pa->bytes);
+            const ge2_node *node = &g->nodes[g->tensors[a]->producer];
+            ck_assert(ge2_op_flags(node->op) & GE2_OPF_VIEW);
+            ck_assert_int_eq(node->inputs[0], pa->view_of);
+            ck_assert(!written_in_place(g, plan, a) && !written_in_place(g, plan, pa->view_of));
         }
         for (int b = a + 1; b < g->n_tensors; b++) {
             const ge2_plan_tensor *pb = &plan->tensors[b];
@@ -239,7 +279,7 @@ static void check_assignment(const ge2_graph *g, const ge2_plan *plan)
                 continue;
             bool time = pa->first <= pb->last && pb->first <= pa->last;
             bool space = pa->offset < pb->offset + pb->bytes && pb->offset < pa->offset + pa->bytes;
-            ck_assert_msg(!(time && space) || in_place_pair(plan, a, b),
+            ck_assert_msg(!(time && space) || chain_root(plan, a) == chain_root(plan, b),
                           "%s [%d,%d] @%zu+%zu and %s [%d,%d] @%zu+%zu overlap", g->tensors[a]->name, pa->first,
                           pa->last, pa->offset, pa->bytes, g->tensors[b]->name, pb->first, pb->last, pb->offset,
                           pb->bytes);
@@ -247,8 +287,10 @@ static void check_assignment(const ge2_graph *g, const ge2_plan *plan)
     }
 }
 
-/* Live aligned bytes per position; an in-place output is the same buffer as
- * its input at its birth position, so it counts from the next one. */
+/* Live aligned bytes per position, each memory once: the tensors of a
+ * chain (takeovers and views) share theirs, and an in-place output is the
+ * same buffer as its input at its birth position, so it counts from the
+ * next one. */
 static size_t independent_lower_bound(const ge2_plan *plan, size_t *naive)
 {
     size_t most = 0;
@@ -256,17 +298,23 @@ static size_t independent_lower_bound(const ge2_plan *plan, size_t *naive)
     for (int t = 0; t < plan->n_tensors; t++)
         if (plan->tensors[t].pool == GE2_POOL_ARENA)
             *naive += align256(plan->tensors[t].bytes);
+    bool *counted = calloc((size_t)plan->n_tensors + 1, sizeof *counted);
+    ck_assert(counted);
     for (int p = 0; p < plan->n_steps; p++) {
         size_t live = 0;
+        memset(counted, 0, (size_t)plan->n_tensors * sizeof *counted);
         for (int t = 0; t < plan->n_tensors; t++) {
             const ge2_plan_tensor *pt = &plan->tensors[t];
-            int from = pt->reuses >= 0 ? pt->first + 1 : pt->first;
-            if (pt->pool == GE2_POOL_ARENA && from <= p && p <= pt->last)
+            int from = pt->reuses >= 0 ? pt->first + 1 : pt->first, root = chain_root(plan, t);
+            if (pt->pool == GE2_POOL_ARENA && from <= p && p <= pt->last && !counted[root]) {
+                counted[root] = true;
                 live += align256(pt->bytes);
+            }
         }
         if (live > most)
             most = live;
     }
+    free(counted);
     return most;
 }
 
@@ -279,7 +327,7 @@ static bool plans_equal(const ge2_plan *a, const ge2_plan *b)
     for (int t = 0; t < a->n_tensors; t++)
         if (a->tensors[t].pool != b->tensors[t].pool || a->tensors[t].offset != b->tensors[t].offset ||
             a->tensors[t].first != b->tensors[t].first || a->tensors[t].last != b->tensors[t].last ||
-            a->tensors[t].reuses != b->tensors[t].reuses)
+            a->tensors[t].reuses != b->tensors[t].reuses || a->tensors[t].view_of != b->tensors[t].view_of)
             return false;
     return true;
 }

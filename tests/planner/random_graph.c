@@ -121,6 +121,18 @@ static ge2_status op_unary(builder *b, int s)
     return push(b, y, b->vals[s].d);
 }
 
+/* A view and back: [B, d] -> [B, 1, d] -> [B, d] (reshapes, which the
+ * planner may place on their input's memory) */
+static ge2_status op_reshape(builder *b, int s)
+{
+    ge2_graph *g = b->g->graph;
+    ge2_tensor *v, *y;
+    GE2_TRY(ge2_reshape(g, b->vals[s].t, ge2_shape3(-1, 1, b->vals[s].d), &v));
+    GE2_TRY(ge2_reshape(g, v, ge2_shape2(-1, b->vals[s].d), &y));
+    b->vals[s].uses++;
+    return push(b, y, b->vals[s].d);
+}
+
 /* The head value feeds the loss; every other unread value adds its mean. */
 static ge2_status close_with_loss(builder *b)
 {
@@ -174,10 +186,11 @@ ge2_status rg_build(uint64_t seed, bool with_backward, rg_graph *out)
     out->n_ops = 3 + (int)rg_below(&rng, 22);
     for (int i = 0; i < out->n_ops; i++) {
         int s = pick_src(&b);
-        switch (rg_below(&rng, 10)) {
+        switch (rg_below(&rng, 11)) {
         case 0: case 1: GE2_TRY(op_linear(&b, s)); break;
         case 2: GE2_TRY(op_matmul(&b, s)); break;
         case 3: case 4: case 5: GE2_TRY(op_binary(&b, s)); break;
+        case 10: GE2_TRY(op_reshape(&b, s)); break;
         default: GE2_TRY(op_unary(&b, s)); break;
         }
     }
