@@ -16,14 +16,9 @@ ge2_status ge2_ag_accumulate_window(ge2_autograd *ag, int x, int dy, const ge2_s
 {
     if (!ge2_ag_wants(ag, x))
         return GE2_OK;
-    if (ag->n_windows == ag->cap_windows) {
-        int cap = ag->cap_windows ? 2 * ag->cap_windows : 16;
-        ge2_ag_window *w = ge2_realloc(ag->windows, (size_t)cap * sizeof *w);
-        if (!w)
-            return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_backward: out of memory holding %d gradient windows", cap);
-        ag->windows = w;
-        ag->cap_windows = cap;
-    }
+    if (!ge2_reserve((void **)&ag->windows, &ag->cap_windows, ag->n_windows, sizeof *ag->windows, 16))
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_backward: out of memory holding %d gradient windows",
+                         ag->n_windows + 1);
     ag->windows[ag->n_windows++] = (ge2_ag_window){x, dy, *window};
     return GE2_OK;
 }

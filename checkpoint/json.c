@@ -166,12 +166,8 @@ static ge2_status json_grow(json *j, void **items, int n, int *cap, int max, siz
         return GE2_OK;
     if (n >= max)
         return ge2_error(GE2_ERR_FORMAT, "%s: bad safetensors header: more than %d entries", j->what, max);
-    int grown = *cap ? 2 * *cap : 16;
-    void *p = ge2_realloc(*items, (size_t)grown * size);
-    if (!p)
+    if (!ge2_reserve(items, cap, n, size, 16))
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "%s: out of memory reading the header", j->what);
-    *items = p;
-    *cap = grown;
     return GE2_OK;
 }
 

@@ -105,14 +105,8 @@ void ge2_fusion_groups_free(ge2_fusion_group *groups, int n_groups)
 /* Appends *g (its phase_of moves into the list). */
 static ge2_status append(ge2_fusion_group **list, int *n, int *cap, ge2_fusion_group *g)
 {
-    if (*n == *cap) {
-        int cap2 = *cap ? 2 * *cap : 8;
-        ge2_fusion_group *grown = ge2_realloc(*list, sizeof *grown * (size_t)cap2);
-        if (!grown)
-            return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 fusion: %d groups", cap2);
-        *list = grown;
-        *cap = cap2;
-    }
+    if (!ge2_reserve((void **)list, cap, *n, sizeof **list, 8))
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 fusion: %d groups", *n + 1);
     (*list)[(*n)++] = *g;
     g->phase_of = NULL;
     return GE2_OK;

@@ -82,6 +82,19 @@ void *ge2_realloc(void *ptr, size_t size)
     return p;
 }
 
+bool ge2_reserve(void **items, int *cap, int n, size_t size, int first)
+{
+    if (n < *cap)
+        return true;
+    int grown = *cap ? 2 * *cap : first;
+    void *p = ge2_realloc(*items, (size_t)grown * size);
+    if (!p)
+        return false;
+    *items = p;
+    *cap = grown;
+    return true;
+}
+
 void ge2_free(void *ptr)
 {
     if (!ptr)

@@ -15,6 +15,7 @@
 #ifndef GE2_GRAPH_ALLOC_H
 #define GE2_GRAPH_ALLOC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -41,6 +42,11 @@ void *ge2_realloc(void *ptr, size_t size);
 void ge2_free(void *ptr);
 /* NULL in, NULL out. */
 char *ge2_strdup(const char *s);
+/* Room for element n of the array *items (capacity *cap elements of size
+ * bytes): when n has reached the capacity, doubles it (from first when
+ * empty). false when out of memory, *items and *cap untouched: the caller
+ * says what it was growing. */
+bool ge2_reserve(void **items, int *cap, int n, size_t size, int first);
 
 void ge2_alloc_stats_get(ge2_alloc_stats *out);
 /* "jemalloc" or "libc": which allocator the counted blocks come from. */

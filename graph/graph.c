@@ -80,14 +80,8 @@ static ge2_status reserve_tensors(ge2_graph *g, int extra)
 
 static ge2_status reserve_nodes(ge2_graph *g)
 {
-    if (g->n_nodes < g->cap_nodes)
-        return GE2_OK;
-    int cap = g->cap_nodes ? 2 * g->cap_nodes : 64;
-    ge2_node *n = ge2_realloc(g->nodes, (size_t)cap * sizeof *n);
-    if (!n)
-        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_graph: out of memory growing to %d nodes", cap);
-    g->nodes = n;
-    g->cap_nodes = cap;
+    if (!ge2_reserve((void **)&g->nodes, &g->cap_nodes, g->n_nodes, sizeof *g->nodes, 64))
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_graph: out of memory growing past %d nodes", g->n_nodes);
     return GE2_OK;
 }
 

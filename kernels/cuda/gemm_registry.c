@@ -100,14 +100,8 @@ ge2_status ge2_gemm_cache_put(ge2_gemm_cache *cache, const char *key, const ge2_
         *existing = *choice;
         return GE2_OK;
     }
-    if (cache->n == cache->cap) {
-        int cap = cache->cap ? 2 * cache->cap : 16;
-        ge2_gemm_cache_entry *e = ge2_realloc(cache->entries, (size_t)cap * sizeof *e);
-        if (!e)
-            return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 gemm registry: out of host memory (%d entries)", cap);
-        cache->entries = e;
-        cache->cap = cap;
-    }
+    if (!ge2_reserve((void **)&cache->entries, &cache->cap, cache->n, sizeof *cache->entries, 16))
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 gemm registry: out of host memory (%d entries)", cache->n + 1);
     ge2_gemm_cache_entry *e = &cache->entries[cache->n++];
     snprintf(e->key, sizeof e->key, "%s", key);
     e->choice = *choice;
