@@ -456,35 +456,52 @@ typedef struct attn_run {
     float scale;
     bool causal;
     unsigned blocks; // of the row kernels
+    bool tiled;      // the tiled kernels take it (attn_tiled)
 } attn_run;
-
-static ge2_status attn_run_of(const ge2_launch *l, ge2_shape q, attn_run *r)
-{
-    const ge2_attn_geom g = ge2_attn_geom_of(q);
-    if (g.d < 1 || g.d > GE2_ATTN_MAX_D || g.t < 1 || g.t > INT32_MAX / 2 || g.heads > 65535)
-        return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s (node %d): %lld heads of %lld positions x %lld values (the CUDA "
-                         "kernels take up to 65535 heads of 1 to %d values)",
-                         ge2_cuda_op_name(l), l->node->id, (long long)g.heads, (long long)g.t, (long long)g.d,
-                         GE2_ATTN_MAX_D);
-    const ge2_attention_attrs *a = &l->node->attrs.attention;
-    const long long per_block = GE2_ATTN_THREADS / GE2_WARP;
-    *r = attn_run{g.heads, g.heads * g.t, (int)g.t, (int)g.d, (float)ge2_attn_scale(a, g.d), a->causal,
-                  (unsigned)((g.heads * g.t + per_block - 1) / per_block)};
-    return GE2_OK;
-}
-
-// The tiled kernels take rows of up to one tile's width.
-static bool attn_tiled(const attn_run &r) { return r.d <= GE2_ATTN_TILE; }
-
-static dim3 attn_tiles(const attn_run &r)
-{
-    return dim3((unsigned)((r.t + GE2_ATTN_TILE - 1) / GE2_ATTN_TILE), (unsigned)r.heads);
-}
 
 // Shared memory of the tiled kernels: 4, 6 and 8 tiles, and two rows of per-query values
 static const size_t attn_smem_forward = 4 * GE2_ATTN_TF * sizeof(float);
 static const size_t attn_smem_grad_q = 6 * GE2_ATTN_TF * sizeof(float);
 static const size_t attn_smem_grad_kv = (8 * GE2_ATTN_TF + 2 * GE2_ATTN_TILE) * sizeof(float);
+
+static size_t attn_smem_of(ge2_op op)
+{
+    return op == GE2_OP_ATTENTION ? attn_smem_forward : op == GE2_OP_ATTENTION_GRAD_Q ? attn_smem_grad_q
+                                                                                      : attn_smem_grad_kv;
+}
+
+// The tiled kernels take rows of up to one tile's width, a head per
+// blockIdx.y, and their shared memory must fit this GPU's blocks (an H100
+// grants 227 KiB; some GPUs under 140 KiB): otherwise the row kernels run.
+static bool attn_tiled(const ge2_launch *l, const ge2_attn_geom &g)
+{
+    int device = 0, optin = 0;
+    if (g.d > GE2_ATTN_TILE || g.heads > 65535 || cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    return attn_smem_of(l->node->op) <= (size_t)optin;
+}
+
+static ge2_status attn_run_of(const ge2_launch *l, ge2_shape q, attn_run *r)
+{
+    const ge2_attn_geom g = ge2_attn_geom_of(q);
+    if (g.d < 1 || g.d > GE2_ATTN_MAX_D || g.t < 1 || g.t > INT32_MAX / 2)
+        return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s (node %d): rows of %lld values (the CUDA kernels take 1 to %d) "
+                         "over %lld positions",
+                         ge2_cuda_op_name(l), l->node->id, (long long)g.d, GE2_ATTN_MAX_D, (long long)g.t);
+    const ge2_attention_attrs *a = &l->node->attrs.attention;
+    const long long per_block = GE2_ATTN_THREADS / GE2_WARP;
+    *r = attn_run{g.heads, g.heads * g.t, (int)g.t, (int)g.d, (float)ge2_attn_scale(a, g.d), a->causal,
+                  (unsigned)((g.heads * g.t + per_block - 1) / per_block), attn_tiled(l, g)};
+    return GE2_OK;
+}
+
+static dim3 attn_tiles(const attn_run &r)
+{
+    return dim3((unsigned)((r.t + GE2_ATTN_TILE - 1) / GE2_ATTN_TILE), (unsigned)r.heads);
+}
 
 // Runs KERNEL<DPL> with DPL the least power of 2 with 32·DPL >= d.
 #define GE2_ATTN_DISPATCH(KERNEL, r, l, ...)                                                                      \
@@ -515,16 +532,14 @@ extern "C" ge2_status ge2_cuda_attention_prepare(ge2_launch *l)
 {
     attn_run r;
     GE2_TRY(attn_run_of(l, attn_q_shape(l), &r));
-    if (!attn_tiled(r))
+    if (!r.tiled)
         return GE2_OK;
     const void *kernel = l->node->op == GE2_OP_ATTENTION        ? (const void *)ge2_attention_tiled_kernel
                          : l->node->op == GE2_OP_ATTENTION_GRAD_Q ? (const void *)ge2_attention_grad_q_tiled_kernel
                                                                   : (const void *)ge2_attention_grad_kv_tiled_kernel;
-    const size_t bytes = l->node->op == GE2_OP_ATTENTION        ? attn_smem_forward
-                         : l->node->op == GE2_OP_ATTENTION_GRAD_Q ? attn_smem_grad_q
-                                                                  : attn_smem_grad_kv;
-    return ge2_cuda_check_call(l, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes),
-                               "cudaFuncSetAttribute");
+    return ge2_cuda_check_call(
+        l, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)attn_smem_of(l->node->op)),
+        "cudaFuncSetAttribute");
 }
 
 // prepare holds nothing: a kernel attribute outlives every graph key
@@ -535,7 +550,7 @@ extern "C" const char *ge2_cuda_attention_describe(const ge2_launch *l)
     attn_run r;
     if (attn_run_of(l, attn_q_shape(l), &r) != GE2_OK)
         return "cuda kernel";
-    return attn_tiled(r) ? "ge2 tiled attention (64 x 64 tiles, fp32)" : "ge2 attention, a warp per row (fp32)";
+    return r.tiled ? "ge2 tiled attention (64 x 64 tiles, fp32)" : "ge2 attention, a warp per row (fp32)";
 }
 
 extern "C" ge2_status ge2_cuda_attention_launch(const ge2_launch *l)
@@ -546,7 +561,7 @@ extern "C" ge2_status ge2_cuda_attention_launch(const ge2_launch *l)
     if (r.rows == 0)
         return GE2_OK;
     float *lse = l->n_out > 1 ? OUT(1) : NULL;
-    if (attn_tiled(r)) {
+    if (r.tiled) {
         ge2_attention_tiled_kernel<<<attn_tiles(r), GE2_ATTN_TILE_THREADS, attn_smem_forward, ge2_cuda_stream(l)>>>(
             r.t, r.d, r.scale, r.causal, IN(0), IN(1), IN(2), OUT(0), lse);
         return ge2_cuda_check_launch(l, "ge2_attention_tiled_kernel");
@@ -580,7 +595,7 @@ extern "C" ge2_status ge2_cuda_attention_grad_q_launch(const ge2_launch *l)
         return GE2_OK;
     float *delta;
     GE2_TRY(attn_delta(l, r, &delta));
-    if (attn_tiled(r)) {
+    if (r.tiled) {
         ge2_attention_grad_q_tiled_kernel<<<attn_tiles(r), GE2_ATTN_TILE_THREADS, attn_smem_grad_q,
                                             ge2_cuda_stream(l)>>>(r.t, r.d, r.scale, r.causal, IN(0), IN(1), IN(2),
                                                                   IN(3), IN(5), delta, OUT(0));
@@ -600,7 +615,7 @@ extern "C" ge2_status ge2_cuda_attention_grad_kv_launch(const ge2_launch *l)
         return GE2_OK;
     float *delta;
     GE2_TRY(attn_delta(l, r, &delta));
-    if (attn_tiled(r)) {
+    if (r.tiled) {
         ge2_attention_grad_kv_tiled_kernel<<<attn_tiles(r), GE2_ATTN_TILE_THREADS, attn_smem_grad_kv,
                                              ge2_cuda_stream(l)>>>(r.t, r.d, r.scale, r.causal, IN(0), IN(1), IN(2),
                                                                    IN(3), IN(5), delta, OUT(0), OUT(1));

@@ -138,14 +138,15 @@ __global__ void ge2_permute_kernel(I total, int nd, ge2_permute_geom g, const V 
 }
 
 // Runs KERNEL<V, I>(n / w, args...) with V float4 (w 4) when vec, else float
-// (w 1), and I int when every index stays below `bound` < 2^31. The caller
-// passes counts already divided by w (cast to I by the kernel's parameters).
+// (w 1), and I int when every index stays below `bound` and a grid-stride
+// step past it still fits (ge2_move_small). The caller passes counts already
+// divided by w (cast to I by the kernel's parameters).
 #define GE2_MOVE_LAUNCH(KERNEL, l, vec, bound, n, src, dst, ...)                                                  \
     do {                                                                                                        \
         const long long n_ = (vec) ? (n) / 4 : (n);                                                              \
         const unsigned b_ = ge2_cuda_blocks(n_, GE2_CUDA_THREADS);                                               \
         cudaStream_t s_ = ge2_cuda_stream(l);                                                                   \
-        const bool small_ = (bound) < (long long)INT32_MAX;                                                      \
+        const bool small_ = ge2_move_small(bound, b_);                                                           \
         if ((vec) && small_)                                                                                    \
             KERNEL<float4, int><<<b_, GE2_CUDA_THREADS, 0, s_>>>((int)n_, __VA_ARGS__, (const float4 *)(src),     \
                                                                  (float4 *)(dst));                              \
@@ -159,6 +160,13 @@ __global__ void ge2_permute_kernel(I total, int nd, ge2_permute_geom g, const V 
             KERNEL<float, long long><<<b_, GE2_CUDA_THREADS, 0, s_>>>(n_, __VA_ARGS__, (const float *)(src),      \
                                                                       (float *)(dst));                          \
     } while (0)
+
+// 32-bit indices serve when every index is below bound and the loop's last
+// step (an index below bound plus the whole grid) does not overflow either.
+static bool ge2_move_small(long long bound, unsigned blocks)
+{
+    return bound + (long long)blocks * GE2_CUDA_THREADS < (long long)INT32_MAX;
+}
 
 static bool aligned16(const void *a, const void *b) { return (uintptr_t)a % 16 == 0 && (uintptr_t)b % 16 == 0; }
 
@@ -228,7 +236,7 @@ extern "C" ge2_status ge2_cuda_concat_launch(const ge2_launch *l)
     const long long units = n / w;
     const unsigned blocks = ge2_cuda_blocks(units, GE2_CUDA_THREADS);
     cudaStream_t s = ge2_cuda_stream(l);
-    const bool small = n < (long long)INT32_MAX;
+    const bool small = ge2_move_small(n, blocks);
     if (vec && small)
         ge2_concat_kernel<float4, int><<<blocks, GE2_CUDA_THREADS, 0, s>>>((int)units, p, (float4 *)l->out[0].data);
     else if (vec)
