@@ -18,8 +18,8 @@ typedef struct ge2_autograd {
     bool *needs;           /* [n_forward_tensors] depends on a parameter or a required input */
     int *grad;             /* [n_forward_tensors] accumulated gradient tensor id, or GE2_GRAD_NONE / GE2_GRAD_SEED */
     int seed;              /* tensor id of the materialized seed constant, -1 until a rule needs one */
-    struct ge2_ag_window *windows; /* gradients held back as windows of their tensor (windows.c) */
-    int n_windows, cap_windows;
+    struct ge2_ag_part *parts; /* gradient parts held back until their tensor's gradient is read (parts.c) */
+    int n_parts, cap_parts;
 } ge2_autograd;
 
 /* dy[i] is the gradient of node->outputs[i]: a tensor id, GE2_GRAD_SEED or GE2_GRAD_NONE.
@@ -37,16 +37,23 @@ ge2_status ge2_ag_emit_n(ge2_autograd *ag, ge2_op op, const int *inputs, int n_i
 /* The same for the common two-input case. */
 ge2_status ge2_ag_emit2(ge2_autograd *ag, ge2_op op, int a, int b, const ge2_attrs *attrs, int *out);
 
-/* windows.c: x's gradient is dy placed at window [start, end) of x's axis,
- * zeros elsewhere (a slice's backward). It is held back until x's gradient
- * is read: windows that tile the axis exactly (q, k and v cut from one
- * packed projection) become one CONCAT of their dys instead of a
- * SLICE_BACKWARD each summed by ADDs, which writes x's size once instead
- * of 2k - 1 times. Other windows become SLICE_BACKWARDs, in the order they
- * came. Either way they join x's other gradients. */
-ge2_status ge2_ag_accumulate_window(ge2_autograd *ag, int x, int dy, const ge2_slice_attrs *window);
-/* Emits x's held windows into its gradient (ge2_ag_accumulate); the walk
- * calls it before it reads a gradient. */
+/* parts.c: gradient parts. A rule may hand in part of x's gradient to be
+ * merged later with x's other parts of the same kind, when x's gradient
+ * is read: merge receives them in the order they came, emits the nodes
+ * that combine them and hands the result to ge2_ag_accumulate. A slice's
+ * gradient is one (ops/shape): the windows of a tensor that tile it
+ * become one CONCAT instead of a zero-padded SLICE_BACKWARD each summed by
+ * ADDs. */
+typedef struct ge2_ag_part ge2_ag_part;
+typedef ge2_status (*ge2_ag_merge_fn)(ge2_autograd *ag, int x, const ge2_ag_part *parts, int n);
+struct ge2_ag_part {
+    int x, dy;           /* whose gradient, and this part's tensor */
+    ge2_attrs attrs;     /* the rule's description of the part (e.g. the slice's window) */
+    ge2_ag_merge_fn merge; /* the kind: parts merge with those of the same function */
+};
+ge2_status ge2_ag_accumulate_part(ge2_autograd *ag, int x, int dy, const ge2_attrs *attrs, ge2_ag_merge_fn merge);
+/* Merges x's held parts into its gradient; the walk calls it before it
+ * reads a gradient, and for every tensor at its end. */
 ge2_status ge2_ag_settle(ge2_autograd *ag, int x);
 
 #ifdef __cplusplus

@@ -230,7 +230,7 @@ ge2_status ge2_backward(ge2_graph *graph, ge2_tensor *loss)
     loss->is_output = true;
     if ((st = walk(&ag, graph->n_nodes)) != GE2_OK)
         goto done;
-    for (int i = 0; i < ag.n_forward_tensors && st == GE2_OK; i++) /* leaves' windows */
+    for (int i = 0; i < ag.n_forward_tensors && st == GE2_OK; i++) /* leaves' parts */
         st = ge2_ag_settle(&ag, i);
     for (int i = 0; i < ag.n_forward_tensors && st == GE2_OK; i++) {
         ge2_tensor *t = graph->tensors[i];
@@ -247,6 +247,6 @@ done:
         roll_back(graph, n_nodes, ag.n_forward_tensors, loss, was_output);
     ge2_free(ag.needs);
     ge2_free(ag.grad);
-    ge2_free(ag.windows);
+    ge2_free(ag.parts);
     return st;
 }

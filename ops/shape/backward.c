@@ -36,13 +36,59 @@ ge2_status ge2_backward_permute(ge2_autograd *ag, const ge2_node *node, const in
     return unary(ag, node, dy, GE2_OP_PERMUTE, false, &a);
 }
 
-/* SLICE: dy is x's gradient in the slice's window, zeros elsewhere; autograd
- * holds it back to join x's other windows (a CONCAT when they tile x). */
+/* Do windows w[0..k) (sorted by start) cover x's axis exactly, without overlap? */
+static bool windows_tile(const ge2_graph *g, int x, const ge2_slice_attrs *w, int k)
+{
+    if (k < 2 || w[0].start != 0)
+        return false;
+    for (int i = 1; i < k; i++)
+        if (w[i].axis != w[0].axis || w[i].start != w[i - 1].end)
+            return false;
+    return w[k - 1].end == g->tensors[x]->shape.dim[w[0].axis];
+}
+
+/* x's slice gradients (autograd's parts, in the order they came): one
+ * CONCAT when their windows tile x's axis, else a SLICE_BACKWARD each. */
+static ge2_status merge_windows(ge2_autograd *ag, int x, const ge2_ag_part *parts, int n)
+{
+    if (n >= 2 && n <= GE2_MAX_INPUTS) {
+        ge2_slice_attrs w[GE2_MAX_INPUTS];
+        int dys[GE2_MAX_INPUTS];
+        for (int i = 0; i < n; i++) { /* insertion sort by start: n is small */
+            int j = i;
+            for (; j > 0 && w[j - 1].start > parts[i].attrs.slice.start; j--) {
+                w[j] = w[j - 1];
+                dys[j] = dys[j - 1];
+            }
+            w[j] = parts[i].attrs.slice;
+            dys[j] = parts[i].dy;
+        }
+        if (windows_tile(ag->graph, x, w, n)) {
+            ge2_attrs a;
+            memset(&a, 0, sizeof a);
+            a.concat.axis = w[0].axis;
+            int g;
+            GE2_TRY(ge2_ag_emit(ag, GE2_OP_CONCAT, dys, n, &a, &g));
+            return ge2_ag_accumulate(ag, x, g);
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        int in[2] = {parts[i].dy, x}, g;
+        GE2_TRY(ge2_ag_emit(ag, GE2_OP_SLICE_BACKWARD, in, 2, &parts[i].attrs, &g));
+        GE2_TRY(ge2_ag_accumulate(ag, x, g));
+    }
+    return GE2_OK;
+}
+
+/* SLICE: dy is x's gradient in the slice's window, zeros elsewhere. It waits
+ * (a gradient part) for x's other windows: q, k and v cut from one packed
+ * projection get one CONCAT, which writes x's size once instead of the
+ * 2k - 1 times of k zero-padded windows and their sums. */
 ge2_status ge2_backward_slice(ge2_autograd *ag, const ge2_node *node, const int *dy)
 {
     int d;
     GE2_TRY(ge2_ag_dy_tensor(ag, dy[0], &d));
-    return ge2_ag_accumulate_window(ag, node->inputs[0], d, &node->attrs.slice);
+    return ge2_ag_accumulate_part(ag, node->inputs[0], d, &node->attrs, merge_windows);
 }
 
 /* SLICE_BACKWARD(dy, like): its input gets the window of the gradient back. */
