@@ -1,6 +1,7 @@
 /* nanoGPT's GPT as a ge2 graph (gpt_model.h). The residual stream is kept
- * as [B·T, C], the shape the LINEAR layers take; attention sees [B, H, T,
- * D] through a reshape and a permute each way. */
+ * as [B·T, C], the shape the LINEAR layers take; attention takes its heads
+ * inside the positions ([B, T, H, D], ge2_attention_bthd), so splitting and
+ * merging heads are reshapes, which the planner makes views: no copies. */
 #include "examples/gpt_model.h"
 
 #include <math.h>
@@ -60,13 +61,11 @@ static ge2_status dropout(builder *b, ge2_tensor *x, ge2_tensor **y)
     return ge2_dropout(b->g, x, b->cfg->dropout, y);
 }
 
-/* [B·T, C] -> [B, H, T, D] */
+/* [B·T, C] -> [B, T, H, D] */
 static ge2_status split_heads(builder *b, ge2_tensor *x, ge2_tensor **y)
 {
     const gpt_config *c = b->cfg;
-    static const int perm[4] = {0, 2, 1, 3};
-    TRY(ge2_reshape(b->g, x, ge2_shape4(-1, c->block_size, c->n_head, c->n_embd / c->n_head), &x));
-    return ge2_permute(b->g, x, perm, 4, y);
+    return ge2_reshape(b->g, x, ge2_shape4(-1, c->block_size, c->n_head, c->n_embd / c->n_head), y);
 }
 
 /* causal self-attention of block i on h [B·T, C] */
@@ -74,7 +73,6 @@ static ge2_status attention(builder *b, int i, ge2_tensor *h, ge2_tensor **y)
 {
     const gpt_config *c = b->cfg;
     const int64_t C = c->n_embd;
-    static const int perm[4] = {0, 2, 1, 3};
     char name[96];
     ge2_tensor *qkv, *q, *k, *v, *a;
     snprintf(name, sizeof name, "transformer.h.%d.attn.c_attn", i);
@@ -85,8 +83,7 @@ static ge2_status attention(builder *b, int i, ge2_tensor *h, ge2_tensor **y)
     TRY(split_heads(b, q, &q));
     TRY(split_heads(b, k, &k));
     TRY(split_heads(b, v, &v));
-    TRY(ge2_attention(b->g, q, k, v, true, &a)); /* [B, H, T, D] */
-    TRY(ge2_permute(b->g, a, perm, 4, &a));      /* [B, T, H, D] */
+    TRY(ge2_attention_bthd(b->g, q, k, v, true, &a)); /* [B, T, H, D] */
     TRY(ge2_reshape(b->g, a, ge2_shape2(-1, C), &a));
     snprintf(name, sizeof name, "transformer.h.%d.attn.c_proj", i);
     TRY(linear(b, name, a, C, 0.02 / sqrt(2.0 * (double)c->n_layer), GE2_ACT_NONE, &a));

@@ -118,10 +118,13 @@ typedef struct ge2_batch_norm_attrs {
     bool relu;
 } ge2_batch_norm_attrs;
 
-/* ATTENTION and its backward ops: causal masking (query t sees keys 0..t)
- * and the score scale (0: 1/sqrt(D)). */
+/* ATTENTION and its backward ops: causal masking (query t sees keys 0..t),
+ * the score scale (0: 1/sqrt(D)) and the layout: [..., T, D] (heads
+ * outside the positions), or with heads_inner [..., T, H, D] (heads inside
+ * them, as a [B, T, C] projection reshaped: no copy to split heads). */
 typedef struct ge2_attention_attrs {
     bool causal;
+    bool heads_inner;
     double scale;
 } ge2_attention_attrs;
 

@@ -290,6 +290,12 @@ ge2_status ge2_batch_norm_layer(ge2_graph *graph, const char *prefix, ge2_tensor
  * the scores from it (flash attention's scheme); the backward's sums run in
  * a fixed order, the same bits every run. */
 ge2_status ge2_attention(ge2_graph *graph, ge2_tensor *q, ge2_tensor *k, ge2_tensor *v, bool causal, ge2_tensor **y);
+/* The same over q, k, v [..., T, H, D] (e.g. [B, T, H, D]), y likewise: the
+ * heads inside the positions, as a [B·T, C] projection reshaped, so
+ * splitting and merging heads are reshapes (views, no copies) instead of
+ * permutes. */
+ge2_status ge2_attention_bthd(ge2_graph *graph, ge2_tensor *q, ge2_tensor *k, ge2_tensor *v, bool causal,
+                              ge2_tensor **y);
 
 /* Dropout: in a train step each element of x is zeroed with probability p
  * (in [0, 1)) and the rest scale by 1/(1 - p); an eval step passes x

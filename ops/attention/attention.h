@@ -25,17 +25,29 @@ extern "C" {
 #include "graph/op_support.h"
 #include "ops/ops.h"
 
-/* q [..., T, D] seen as heads × T × D */
+/* q seen as heads × T rows of D values. [..., T, D]: h = 1, each head's
+ * rows consecutive. heads_inner, [..., T, H, D]: h = H, a head's rows H
+ * rows apart. Either way the tensor is dense rows of D, and lse (q's shape
+ * less its last dim) has one value per row. */
 typedef struct ge2_attn_geom {
-    int64_t heads, t, d;
+    int64_t heads, t, d, h;
 } ge2_attn_geom;
 
-static inline ge2_attn_geom ge2_attn_geom_of(ge2_shape q)
+static inline ge2_attn_geom ge2_attn_geom_of(ge2_shape q, const ge2_attention_attrs *a)
 {
-    ge2_attn_geom g = {1, q.dim[q.ndim - 2], q.dim[q.ndim - 1]};
-    for (int i = 0; i + 2 < q.ndim; i++)
+    const int inner = a->heads_inner ? 1 : 0; /* infer guarantees 3 dims then */
+    ge2_attn_geom g = {1, q.dim[q.ndim - 2 - inner], q.dim[q.ndim - 1], inner ? q.dim[q.ndim - 2] : 1};
+    for (int i = 0; i + 2 + inner < q.ndim; i++)
         g.heads *= q.dim[i];
+    g.heads *= g.h;
     return g;
+}
+
+/* The row of head hd at position t: its values start at row·D, its lse is
+ * lse[row]. Position t + 1 is g.h rows further. */
+static inline int64_t ge2_attn_row(ge2_attn_geom g, int64_t hd, int64_t t)
+{
+    return (hd / g.h * g.t + t) * g.h + hd % g.h;
 }
 
 /* The score scale: the attrs', or 1/sqrt(D) */

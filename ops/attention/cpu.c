@@ -19,13 +19,13 @@ static int64_t first_query(bool causal, int64_t j) { return causal ? j : 0; }
         s_;                                                                                                     \
     })
 
-/* in: q, k, v [heads, T, D]; out: y [heads, T, D], lse [heads, T] */
+/* in: q, k, v (heads × T rows of D, ge2_attn_row); out: y likewise, lse a value per row */
 #define ATTENTION(T_, SUF)                                                                                        \
     static ge2_status attention_##SUF(const ge2_launch *l)                                                      \
     {                                                                                                           \
         const T_ *q = l->in[0].data, *k = l->in[1].data, *v = l->in[2].data;                                    \
         T_ *y = l->out[0].data, *lse = l->n_out > 1 ? l->out[1].data : NULL;                                    \
-        const ge2_attn_geom g = ge2_attn_geom_of(l->in[0].shape);                                               \
+        const ge2_attn_geom g = ge2_attn_geom_of(l->in[0].shape, &l->node->attrs.attention);                    \
         const bool causal = l->node->attrs.attention.causal;                                                    \
         const double scale = ge2_attn_scale(&l->node->attrs.attention, g.d);                                    \
         double *s = ge2_malloc(sizeof(double) * (size_t)g.t), *acc = ge2_malloc(sizeof(double) * (size_t)g.d);   \
@@ -34,12 +34,12 @@ static int64_t first_query(bool causal, int64_t j) { return causal ? j : 0; }
             ge2_free(acc);                                                                                      \
             return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_attention: %lld scores", (long long)g.t);              \
         }                                                                                                       \
-        for (int64_t h = 0; h < g.heads; h++)                                                                   \
+        for (int64_t hd = 0; hd < g.heads; hd++)                                                                \
             for (int64_t t = 0; t < g.t; t++) {                                                                 \
-                const int64_t base = h * g.t * g.d, last = last_key(causal, t, g.t);                            \
+                const int64_t row = ge2_attn_row(g, hd, t), last = last_key(causal, t, g.t);                    \
                 double m = -INFINITY, sum = 0;                                                                  \
                 for (int64_t j = 0; j <= last; j++) {                                                           \
-                    s[j] = scale * DOT(q + base + t * g.d, k + base + j * g.d, g.d);                            \
+                    s[j] = scale * DOT(q + row * g.d, k + ge2_attn_row(g, hd, j) * g.d, g.d);                   \
                     m = s[j] > m ? s[j] : m;                                                                    \
                 }                                                                                               \
                 for (int64_t j = 0; j <= last; j++)                                                             \
@@ -50,85 +50,86 @@ static int64_t first_query(bool causal, int64_t j) { return causal ? j : 0; }
                 for (int64_t j = 0; j <= last; j++) {                                                           \
                     const double p = exp(s[j] - z);                                                             \
                     for (int64_t d = 0; d < g.d; d++)                                                           \
-                        acc[d] += p * v[base + j * g.d + d];                                                    \
+                        acc[d] += p * v[ge2_attn_row(g, hd, j) * g.d + d];                                      \
                 }                                                                                               \
                 for (int64_t d = 0; y && d < g.d; d++)                                                          \
-                    y[base + t * g.d + d] = (T_)acc[d];                                                         \
+                    y[row * g.d + d] = (T_)acc[d];                                                              \
                 if (lse)                                                                                        \
-                    lse[h * g.t + t] = (T_)z;                                                                   \
+                    lse[row] = (T_)z;                                                                           \
             }                                                                                                   \
         ge2_free(s);                                                                                            \
         ge2_free(acc);                                                                                          \
         return GE2_OK;                                                                                          \
     }
 
-/* p and ds of query t (row offset row) and key j (offset key) */
-#define P_DS(p, ds, row, key, t)                                                                                  \
-    const double p = exp(scale * DOT(q + (row), k + (key), g.d) - lse[h * g.t + (t)]);                           \
-    const double ds = p * (DOT(dy + (row), v + (key), g.d) - DOT(dy + (row), y + (row), g.d))
+/* p and ds of a query (its row) and a key (the key's row) */
+#define P_DS(p, ds, row, key)                                                                                     \
+    const double p = exp(scale * DOT(q + (row) * g.d, k + (key) * g.d, g.d) - lse[row]);                       \
+    const double ds = p * (DOT(dy + (row) * g.d, v + (key) * g.d, g.d) - DOT(dy + (row) * g.d, y + (row) * g.d, g.d))
 
-/* in: dy, q, k, v, y [heads, T, D], lse [heads, T]; out: dq, each row's sum over keys in key order */
+/* in: dy, q, k, v, y (rows), lse; out: dq, each row's sum over keys in key order */
 #define ATTENTION_GRAD_Q(T_, SUF)                                                                                 \
     static ge2_status attention_grad_q_##SUF(const ge2_launch *l)                                               \
     {                                                                                                           \
         const T_ *dy = l->in[0].data, *q = l->in[1].data, *k = l->in[2].data, *v = l->in[3].data;              \
         const T_ *y = l->in[4].data, *lse = l->in[5].data;                                                      \
         T_ *dq = l->out[0].data;                                                                                \
-        const ge2_attn_geom g = ge2_attn_geom_of(l->in[1].shape);                                               \
+        const ge2_attn_geom g = ge2_attn_geom_of(l->in[1].shape, &l->node->attrs.attention);                    \
         const bool causal = l->node->attrs.attention.causal;                                                    \
         const double scale = ge2_attn_scale(&l->node->attrs.attention, g.d);                                    \
         double *acc = ge2_malloc(sizeof(double) * (size_t)g.d);                                                 \
         if (!acc)                                                                                               \
             return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_attention_grad_q: %lld values", (long long)g.d);      \
-        for (int64_t h = 0; dq && h < g.heads; h++)                                                             \
+        for (int64_t hd = 0; dq && hd < g.heads; hd++)                                                          \
             for (int64_t t = 0; t < g.t; t++) {                                                                 \
-                const int64_t base = h * g.t * g.d, row = base + t * g.d;                                       \
+                const int64_t row = ge2_attn_row(g, hd, t);                                                     \
                 for (int64_t d = 0; d < g.d; d++)                                                               \
                     acc[d] = 0;                                                                                 \
                 for (int64_t j = 0; j <= last_key(causal, t, g.t); j++) {                                       \
-                    P_DS(p, ds, row, base + j * g.d, t);                                                        \
+                    const int64_t key = ge2_attn_row(g, hd, j);                                                 \
+                    P_DS(p, ds, row, key);                                                                      \
                     (void)p;                                                                                    \
                     for (int64_t d = 0; d < g.d; d++)                                                           \
-                        acc[d] += ds * k[base + j * g.d + d];                                                   \
+                        acc[d] += ds * k[key * g.d + d];                                                        \
                 }                                                                                               \
                 for (int64_t d = 0; d < g.d; d++)                                                               \
-                    dq[row + d] = (T_)(scale * acc[d]);                                                         \
+                    dq[row * g.d + d] = (T_)(scale * acc[d]);                                                   \
             }                                                                                                   \
         ge2_free(acc);                                                                                          \
         return GE2_OK;                                                                                          \
     }
 
-/* in: dy, q, k, v, y [heads, T, D], lse [heads, T]; out: dk, dv, each key's sums over queries in query order */
+/* in: dy, q, k, v, y (rows), lse; out: dk, dv, each key's sums over queries in query order */
 #define ATTENTION_GRAD_KV(T_, SUF)                                                                                \
     static ge2_status attention_grad_kv_##SUF(const ge2_launch *l)                                              \
     {                                                                                                           \
         const T_ *dy = l->in[0].data, *q = l->in[1].data, *k = l->in[2].data, *v = l->in[3].data;              \
         const T_ *y = l->in[4].data, *lse = l->in[5].data;                                                      \
         T_ *dk = l->out[0].data, *dv = l->out[1].data;                                                          \
-        const ge2_attn_geom g = ge2_attn_geom_of(l->in[1].shape);                                               \
+        const ge2_attn_geom g = ge2_attn_geom_of(l->in[1].shape, &l->node->attrs.attention);                    \
         const bool causal = l->node->attrs.attention.causal;                                                    \
         const double scale = ge2_attn_scale(&l->node->attrs.attention, g.d);                                    \
         double *sk = ge2_malloc(sizeof(double) * 2 * (size_t)g.d), *sv = sk + g.d;                              \
         if (!sk)                                                                                                \
             return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_attention_grad_kv: %lld values", (long long)g.d);     \
-        for (int64_t h = 0; h < g.heads; h++)                                                                   \
+        for (int64_t hd = 0; hd < g.heads; hd++)                                                                \
             for (int64_t j = 0; j < g.t; j++) {                                                                 \
-                const int64_t base = h * g.t * g.d, key = base + j * g.d;                                       \
+                const int64_t key = ge2_attn_row(g, hd, j);                                                     \
                 for (int64_t d = 0; d < g.d; d++)                                                               \
                     sk[d] = sv[d] = 0;                                                                          \
                 for (int64_t t = first_query(causal, j); t < g.t; t++) {                                        \
-                    const int64_t row = base + t * g.d;                                                         \
-                    P_DS(p, ds, row, key, t);                                                                   \
+                    const int64_t row = ge2_attn_row(g, hd, t);                                                 \
+                    P_DS(p, ds, row, key);                                                                      \
                     for (int64_t d = 0; d < g.d; d++) {                                                         \
-                        sv[d] += p * dy[row + d];                                                               \
-                        sk[d] += ds * q[row + d];                                                               \
+                        sv[d] += p * dy[row * g.d + d];                                                         \
+                        sk[d] += ds * q[row * g.d + d];                                                         \
                     }                                                                                           \
                 }                                                                                               \
                 for (int64_t d = 0; d < g.d; d++) {                                                             \
                     if (dk)                                                                                     \
-                        dk[key + d] = (T_)(scale * sk[d]);                                                      \
+                        dk[key * g.d + d] = (T_)(scale * sk[d]);                                                \
                     if (dv)                                                                                     \
-                        dv[key + d] = (T_)sv[d];                                                                \
+                        dv[key * g.d + d] = (T_)sv[d];                                                          \
                 }                                                                                               \
             }                                                                                                   \
         ge2_free(sk);                                                                                           \

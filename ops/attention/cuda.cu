@@ -24,6 +24,14 @@
 #define GE2_ATTN_THREADS 128
 #define GE2_ATTN_MAX_D 256
 
+// q, k, v, y are dense rows of D values, head hd's position t at row
+// ge2_attn_row (attention.h): its first row here, then hpp rows (the heads
+// per position: 1, or H when the heads are inside the positions) apart.
+__device__ __forceinline__ long long ge2_attn_head_row(long long hd, int t_count, int hpp)
+{
+    return hd / hpp * t_count * hpp + hd % hpp;
+}
+
 // ------------------------------------------------------------------- kernels
 
 template <int DPL> // values of a D row per lane
@@ -50,25 +58,27 @@ __device__ __forceinline__ float ge2_attn_dot(const float (&a)[DPL], const float
 }
 
 template <int DPL>
-__global__ void ge2_attention_kernel(long long rows, int t_count, int d_count, float scale, bool causal,
+__global__ void ge2_attention_kernel(long long rows, int t_count, int d_count, int hpp, float scale, bool causal,
                                      const float *q, const float *k, const float *v, float *y, float *lse)
 {
     const long long row = (long long)blockIdx.x * (blockDim.x / GE2_WARP) + threadIdx.x / GE2_WARP;
     const int lane = threadIdx.x % GE2_WARP;
     if (row >= rows)
         return; // the whole warp
-    const long long base = row / t_count * t_count * d_count;
+    const long long rb = ge2_attn_head_row(row / t_count, t_count, hpp), base = rb * d_count,
+                    ld = (long long)hpp * d_count;
     const int t = (int)(row % t_count), last = causal ? t : t_count - 1;
+    const long long at = rb + (long long)t * hpp; // this query's row
     float qv[DPL], acc[DPL];
-    ge2_attn_load<DPL>(q + row * d_count, d_count, lane, qv);
+    ge2_attn_load<DPL>(q + at * d_count, d_count, lane, qv);
 #pragma unroll
     for (int i = 0; i < DPL; i++)
         acc[i] = 0.0f;
     float m = -INFINITY, l = 0.0f;
     for (int j = 0; j <= last; j++) {
-        const float s = scale * ge2_attn_dot<DPL>(qv, k + base + (long long)j * d_count, d_count, lane);
+        const float s = scale * ge2_attn_dot<DPL>(qv, k + base + j * ld, d_count, lane);
         const float m2 = fmaxf(m, s), c = expf(m - m2), p = expf(s - m2);
-        const float *vr = v + base + (long long)j * d_count;
+        const float *vr = v + base + j * ld;
         l = l * c + p;
 #pragma unroll
         for (int i = 0; i < DPL; i++) {
@@ -81,10 +91,10 @@ __global__ void ge2_attention_kernel(long long rows, int t_count, int d_count, f
     for (int i = 0; i < DPL; i++) {
         const int d = lane + GE2_WARP * i;
         if (y && d < d_count)
-            y[row * d_count + d] = acc[i] / l;
+            y[at * d_count + d] = acc[i] / l;
     }
     if (lse && lane == 0)
-        lse[row] = m + logf(l);
+        lse[at] = m + logf(l);
 }
 
 // ------------------------------------------------------------ tiled kernels
@@ -97,16 +107,17 @@ __global__ void ge2_attention_kernel(long long rows, int t_count, int d_count, f
 #define GE2_ATTN_LOG2E 1.4426950408889634f
 #define GE2_ATTN_LN2 0.6931471805599453f
 
-// Rows r0 .. r0+63 of x [T, D] into a shared tile, each value times mul;
-// rows past T and columns past D are zero. Row-major (s[i][d]) or
-// transposed (s[d][i]), as the product that reads it wants.
+// Positions r0 .. r0+63 of one head (x its first row, ld floats between
+// positions) into a shared tile, each value times mul; positions past T and
+// columns past D are zero. Row-major (s[i][d]) or transposed (s[d][i]), as
+// the product that reads it wants.
 template <bool TRANSPOSED>
 __device__ __forceinline__ void ge2_attn_tile_load(float *s, const float *x, int r0, int t_count, int d_count,
-                                                   float mul)
+                                                   long long ld, float mul)
 {
     for (int e = threadIdx.x; e < GE2_ATTN_TILE * GE2_ATTN_TILE; e += GE2_ATTN_TILE_THREADS) {
         const int i = e / GE2_ATTN_TILE, d = e % GE2_ATTN_TILE;
-        const float val = r0 + i < t_count && d < d_count ? mul * x[(long long)(r0 + i) * d_count + d] : 0.0f;
+        const float val = r0 + i < t_count && d < d_count ? mul * x[(long long)(r0 + i) * ld + d] : 0.0f;
         s[TRANSPOSED ? d * GE2_ATTN_TS + i : i * GE2_ATTN_TS + d] = val;
     }
 }
@@ -173,15 +184,16 @@ __device__ __forceinline__ bool ge2_attn_sees(int i, int j, int t_count, bool ca
 // y, lse of 64 queries of head blockIdx.y; grid (query tiles, heads).
 // Causal query tiles run the longest first (the last tile has the most keys).
 __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
-    ge2_attention_tiled_kernel(int t_count, int d_count, float scale, bool causal, const float *q, const float *k,
-                               const float *v, float *y, float *lse)
+    ge2_attention_tiled_kernel(int t_count, int d_count, int hpp, float scale, bool causal, const float *q,
+                               const float *k, const float *v, float *y, float *lse)
 {
     extern __shared__ float smem[];
     float *qt = smem, *kt = qt + GE2_ATTN_TF, *vs = kt + GE2_ATTN_TF, *ps = vs + GE2_ATTN_TF;
     const int q0 = (int)(gridDim.x - 1 - blockIdx.x) * GE2_ATTN_TILE;
-    const long long head = blockIdx.y, base = head * t_count * d_count;
+    const long long rb = ge2_attn_head_row(blockIdx.y, t_count, hpp), base = rb * d_count,
+                    ld = (long long)hpp * d_count;
     const int row0 = (int)threadIdx.x / 16 * 4, col0 = (int)threadIdx.x % 16 * 4;
-    ge2_attn_tile_load<true>(qt, q + base, q0, t_count, d_count, scale * GE2_ATTN_LOG2E);
+    ge2_attn_tile_load<true>(qt, q + base, q0, t_count, d_count, ld, scale * GE2_ATTN_LOG2E);
     float o[4][4] = {}, m[4], l[4];
 #pragma unroll
     for (int r = 0; r < 4; r++)
@@ -189,8 +201,8 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
     const int end = causal ? min(q0 + GE2_ATTN_TILE, t_count) : t_count;
     for (int k0 = 0; k0 < end; k0 += GE2_ATTN_TILE) {
         __syncthreads(); // the last tile's readers are done
-        ge2_attn_tile_load<true>(kt, k + base, k0, t_count, d_count, 1.0f);
-        ge2_attn_tile_load<false>(vs, v + base, k0, t_count, d_count, 1.0f);
+        ge2_attn_tile_load<true>(kt, k + base, k0, t_count, d_count, ld, 1.0f);
+        ge2_attn_tile_load<false>(vs, v + base, k0, t_count, d_count, ld, 1.0f);
         __syncthreads();
         float s[4][4] = {};
         ge2_attn_mm_tt(s, qt, kt, row0, col0);
@@ -229,9 +241,9 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
 #pragma unroll
         for (int c = 0; c < 4; c++)
             if (y && col0 + c < d_count)
-                y[base + (long long)i * d_count + col0 + c] = o[r][c] / l[r];
+                y[base + i * ld + col0 + c] = o[r][c] / l[r];
         if (lse && col0 == 0)
-            lse[head * t_count + i] = (m[r] + log2f(l[r])) * GE2_ATTN_LN2;
+            lse[rb + (long long)i * hpp] = (m[r] + log2f(l[r])) * GE2_ATTN_LN2;
     }
 }
 
@@ -253,7 +265,7 @@ __global__ void ge2_attention_delta_kernel(long long rows, int d_count, const fl
 
 // dq_t = scale Σ_j p_tj (dy_t·v_j - delta_t) k_j, keys in order
 template <int DPL>
-__global__ void ge2_attention_grad_q_kernel(long long rows, int t_count, int d_count, float scale, bool causal,
+__global__ void ge2_attention_grad_q_kernel(long long rows, int t_count, int d_count, int hpp, float scale, bool causal,
                                             const float *dy, const float *q, const float *k, const float *v,
                                             const float *lse, const float *delta, float *dq)
 {
@@ -261,17 +273,19 @@ __global__ void ge2_attention_grad_q_kernel(long long rows, int t_count, int d_c
     const int lane = threadIdx.x % GE2_WARP;
     if (row >= rows)
         return;
-    const long long base = row / t_count * t_count * d_count;
+    const long long rb = ge2_attn_head_row(row / t_count, t_count, hpp), base = rb * d_count,
+                    ld = (long long)hpp * d_count;
     const int t = (int)(row % t_count), last = causal ? t : t_count - 1;
+    const long long at = rb + (long long)t * hpp; // this query's row
     float qv[DPL], dyv[DPL], acc[DPL];
-    ge2_attn_load<DPL>(q + row * d_count, d_count, lane, qv);
-    ge2_attn_load<DPL>(dy + row * d_count, d_count, lane, dyv);
+    ge2_attn_load<DPL>(q + at * d_count, d_count, lane, qv);
+    ge2_attn_load<DPL>(dy + at * d_count, d_count, lane, dyv);
 #pragma unroll
     for (int i = 0; i < DPL; i++)
         acc[i] = 0.0f;
-    const float z = lse[row], dl = delta[row];
+    const float z = lse[at], dl = delta[at];
     for (int j = 0; j <= last; j++) {
-        const float *kr = k + base + (long long)j * d_count, *vr = v + base + (long long)j * d_count;
+        const float *kr = k + base + j * ld, *vr = v + base + j * ld;
         const float p = expf(scale * ge2_attn_dot<DPL>(qv, kr, d_count, lane) - z);
         const float ds = p * (ge2_attn_dot<DPL>(dyv, vr, d_count, lane) - dl);
 #pragma unroll
@@ -285,13 +299,13 @@ __global__ void ge2_attention_grad_q_kernel(long long rows, int t_count, int d_c
     for (int i = 0; i < DPL; i++) {
         const int d = lane + GE2_WARP * i;
         if (d < d_count)
-            dq[row * d_count + d] = scale * acc[i];
+            dq[at * d_count + d] = scale * acc[i];
     }
 }
 
 // dv_j = Σ_t p_tj dy_t, dk_j = scale Σ_t p_tj (dy_t·v_j - delta_t) q_t, queries in order
 template <int DPL>
-__global__ void ge2_attention_grad_kv_kernel(long long rows, int t_count, int d_count, float scale, bool causal,
+__global__ void ge2_attention_grad_kv_kernel(long long rows, int t_count, int d_count, int hpp, float scale, bool causal,
                                              const float *dy, const float *q, const float *k, const float *v,
                                              const float *lse, const float *delta, float *dk, float *dv)
 {
@@ -299,17 +313,19 @@ __global__ void ge2_attention_grad_kv_kernel(long long rows, int t_count, int d_
     const int lane = threadIdx.x % GE2_WARP;
     if (row >= rows)
         return;
-    const long long head = row / t_count, base = head * t_count * d_count;
+    const long long rb = ge2_attn_head_row(row / t_count, t_count, hpp), base = rb * d_count,
+                    ld = (long long)hpp * d_count;
     const int j = (int)(row % t_count);
+    const long long kj = rb + (long long)j * hpp; // this key's row
     float kv[DPL], vv[DPL], sk[DPL], sv[DPL];
-    ge2_attn_load<DPL>(k + row * d_count, d_count, lane, kv);
-    ge2_attn_load<DPL>(v + row * d_count, d_count, lane, vv);
+    ge2_attn_load<DPL>(k + kj * d_count, d_count, lane, kv);
+    ge2_attn_load<DPL>(v + kj * d_count, d_count, lane, vv);
 #pragma unroll
     for (int i = 0; i < DPL; i++)
         sk[i] = sv[i] = 0.0f;
     for (int t = causal ? j : 0; t < t_count; t++) {
-        const float *qr = q + base + (long long)t * d_count, *dyr = dy + base + (long long)t * d_count;
-        const long long at = head * t_count + t;
+        const float *qr = q + base + t * ld, *dyr = dy + base + t * ld;
+        const long long at = rb + (long long)t * hpp;
         const float p = expf(scale * ge2_attn_dot<DPL>(kv, qr, d_count, lane) - lse[at]);
         const float ds = p * (ge2_attn_dot<DPL>(vv, dyr, d_count, lane) - delta[at]);
 #pragma unroll
@@ -326,16 +342,16 @@ __global__ void ge2_attention_grad_kv_kernel(long long rows, int t_count, int d_
         const int d = lane + GE2_WARP * i;
         if (d < d_count) {
             if (dk)
-                dk[row * d_count + d] = scale * sk[i];
+                dk[kj * d_count + d] = scale * sk[i];
             if (dv)
-                dv[row * d_count + d] = sv[i];
+                dv[kj * d_count + d] = sv[i];
         }
     }
 }
 
 // dq of 64 queries of head blockIdx.y, key tiles in order; grid (query tiles, heads)
 __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
-    ge2_attention_grad_q_tiled_kernel(int t_count, int d_count, float scale, bool causal, const float *dy,
+    ge2_attention_grad_q_tiled_kernel(int t_count, int d_count, int hpp, float scale, bool causal, const float *dy,
                                       const float *q, const float *k, const float *v, const float *lse,
                                       const float *delta, float *dq)
 {
@@ -343,23 +359,24 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
     float *qt = smem, *dyt = qt + GE2_ATTN_TF, *kt = dyt + GE2_ATTN_TF, *vt = kt + GE2_ATTN_TF,
           *ks = vt + GE2_ATTN_TF, *dss = ks + GE2_ATTN_TF;
     const int q0 = (int)(gridDim.x - 1 - blockIdx.x) * GE2_ATTN_TILE;
-    const long long head = blockIdx.y, base = head * t_count * d_count;
+    const long long rb = ge2_attn_head_row(blockIdx.y, t_count, hpp), base = rb * d_count,
+                    ld = (long long)hpp * d_count;
     const int row0 = (int)threadIdx.x / 16 * 4, col0 = (int)threadIdx.x % 16 * 4;
-    ge2_attn_tile_load<true>(qt, q + base, q0, t_count, d_count, scale * GE2_ATTN_LOG2E);
-    ge2_attn_tile_load<true>(dyt, dy + base, q0, t_count, d_count, 1.0f);
+    ge2_attn_tile_load<true>(qt, q + base, q0, t_count, d_count, ld, scale * GE2_ATTN_LOG2E);
+    ge2_attn_tile_load<true>(dyt, dy + base, q0, t_count, d_count, ld, 1.0f);
     float lse2[4], dl[4], acc[4][4] = {};
 #pragma unroll
     for (int r = 0; r < 4; r++) {
         const int i = q0 + row0 + r;
-        lse2[r] = i < t_count ? lse[head * t_count + i] * GE2_ATTN_LOG2E : 0.0f;
-        dl[r] = i < t_count ? delta[head * t_count + i] : 0.0f;
+        lse2[r] = i < t_count ? lse[rb + (long long)i * hpp] * GE2_ATTN_LOG2E : 0.0f;
+        dl[r] = i < t_count ? delta[rb + (long long)i * hpp] : 0.0f;
     }
     const int end = causal ? min(q0 + GE2_ATTN_TILE, t_count) : t_count;
     for (int k0 = 0; k0 < end; k0 += GE2_ATTN_TILE) {
         __syncthreads();
-        ge2_attn_tile_load<true>(kt, k + base, k0, t_count, d_count, 1.0f);
-        ge2_attn_tile_load<true>(vt, v + base, k0, t_count, d_count, 1.0f);
-        ge2_attn_tile_load<false>(ks, k + base, k0, t_count, d_count, 1.0f);
+        ge2_attn_tile_load<true>(kt, k + base, k0, t_count, d_count, ld, 1.0f);
+        ge2_attn_tile_load<true>(vt, v + base, k0, t_count, d_count, ld, 1.0f);
+        ge2_attn_tile_load<false>(ks, k + base, k0, t_count, d_count, ld, 1.0f);
         __syncthreads();
         float s[4][4] = {}, dp[4][4] = {};
         ge2_attn_mm_tt(s, qt, kt, row0, col0);  // scores, base 2
@@ -383,14 +400,14 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
 #pragma unroll
         for (int c = 0; c < 4; c++)
             if (q0 + row0 + r < t_count && col0 + c < d_count)
-                dq[base + (long long)(q0 + row0 + r) * d_count + col0 + c] = scale * acc[r][c];
+                dq[base + (q0 + row0 + r) * ld + col0 + c] = scale * acc[r][c];
 }
 
 // dk, dv of 64 keys of head blockIdx.y, query tiles in order; grid (key
 // tiles, heads). The first key tiles have the most queries under a causal
 // mask, so they start first.
 __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
-    ge2_attention_grad_kv_tiled_kernel(int t_count, int d_count, float scale, bool causal, const float *dy,
+    ge2_attention_grad_kv_tiled_kernel(int t_count, int d_count, int hpp, float scale, bool causal, const float *dy,
                                        const float *q, const float *k, const float *v, const float *lse,
                                        const float *delta, float *dk, float *dv)
 {
@@ -399,21 +416,22 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
           *dyt = qs + GE2_ATTN_TF, *dys = dyt + GE2_ATTN_TF, *pt = dys + GE2_ATTN_TF, *dst = pt + GE2_ATTN_TF,
           *lse2 = dst + GE2_ATTN_TF, *dl = lse2 + GE2_ATTN_TILE;
     const int k0 = (int)blockIdx.x * GE2_ATTN_TILE;
-    const long long head = blockIdx.y, base = head * t_count * d_count;
+    const long long rb = ge2_attn_head_row(blockIdx.y, t_count, hpp), base = rb * d_count,
+                    ld = (long long)hpp * d_count;
     const int row0 = (int)threadIdx.x / 16 * 4, col0 = (int)threadIdx.x % 16 * 4; // rows: keys, columns: queries
-    ge2_attn_tile_load<true>(kt, k + base, k0, t_count, d_count, scale * GE2_ATTN_LOG2E);
-    ge2_attn_tile_load<true>(vt, v + base, k0, t_count, d_count, 1.0f);
+    ge2_attn_tile_load<true>(kt, k + base, k0, t_count, d_count, ld, scale * GE2_ATTN_LOG2E);
+    ge2_attn_tile_load<true>(vt, v + base, k0, t_count, d_count, ld, 1.0f);
     float dka[4][4] = {}, dva[4][4] = {};
     for (int q0 = causal ? k0 : 0; q0 < t_count; q0 += GE2_ATTN_TILE) {
         __syncthreads();
-        ge2_attn_tile_load<true>(qt, q + base, q0, t_count, d_count, 1.0f);
-        ge2_attn_tile_load<false>(qs, q + base, q0, t_count, d_count, 1.0f);
-        ge2_attn_tile_load<true>(dyt, dy + base, q0, t_count, d_count, 1.0f);
-        ge2_attn_tile_load<false>(dys, dy + base, q0, t_count, d_count, 1.0f);
+        ge2_attn_tile_load<true>(qt, q + base, q0, t_count, d_count, ld, 1.0f);
+        ge2_attn_tile_load<false>(qs, q + base, q0, t_count, d_count, ld, 1.0f);
+        ge2_attn_tile_load<true>(dyt, dy + base, q0, t_count, d_count, ld, 1.0f);
+        ge2_attn_tile_load<false>(dys, dy + base, q0, t_count, d_count, ld, 1.0f);
         if (threadIdx.x < GE2_ATTN_TILE) {
             const int i = q0 + (int)threadIdx.x;
-            lse2[threadIdx.x] = i < t_count ? lse[head * t_count + i] * GE2_ATTN_LOG2E : 0.0f;
-            dl[threadIdx.x] = i < t_count ? delta[head * t_count + i] : 0.0f;
+            lse2[threadIdx.x] = i < t_count ? lse[rb + (long long)i * hpp] * GE2_ATTN_LOG2E : 0.0f;
+            dl[threadIdx.x] = i < t_count ? delta[rb + (long long)i * hpp] : 0.0f;
         }
         __syncthreads();
         float s[4][4] = {}, dp[4][4] = {};
@@ -442,9 +460,9 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
             if (j >= t_count || d >= d_count)
                 continue;
             if (dk)
-                dk[base + (long long)j * d_count + d] = scale * dka[r][c];
+                dk[base + j * ld + d] = scale * dka[r][c];
             if (dv)
-                dv[base + (long long)j * d_count + d] = dva[r][c];
+                dv[base + j * ld + d] = dva[r][c];
         }
 }
 
@@ -452,7 +470,7 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
 
 typedef struct attn_run {
     long long heads, rows; // rows: heads × T
-    int t, d;
+    int t, d, hpp;         // hpp: heads per position (ge2_attn_geom's h)
     float scale;
     bool causal;
     unsigned blocks; // of the row kernels
@@ -486,14 +504,14 @@ static bool attn_tiled(const ge2_launch *l, const ge2_attn_geom &g)
 
 static ge2_status attn_run_of(const ge2_launch *l, ge2_shape q, attn_run *r)
 {
-    const ge2_attn_geom g = ge2_attn_geom_of(q);
+    const ge2_attention_attrs *a = &l->node->attrs.attention;
+    const ge2_attn_geom g = ge2_attn_geom_of(q, a);
     if (g.d < 1 || g.d > GE2_ATTN_MAX_D || g.t < 1 || g.t > INT32_MAX / 2)
         return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s (node %d): rows of %lld values (the CUDA kernels take 1 to %d) "
                          "over %lld positions",
                          ge2_cuda_op_name(l), l->node->id, (long long)g.d, GE2_ATTN_MAX_D, (long long)g.t);
-    const ge2_attention_attrs *a = &l->node->attrs.attention;
     const long long per_block = GE2_ATTN_THREADS / GE2_WARP;
-    *r = attn_run{g.heads, g.heads * g.t, (int)g.t, (int)g.d, (float)ge2_attn_scale(a, g.d), a->causal,
+    *r = attn_run{g.heads, g.heads * g.t, (int)g.t, (int)g.d, (int)g.h, (float)ge2_attn_scale(a, g.d), a->causal,
                   (unsigned)((g.heads * g.t + per_block - 1) / per_block), attn_tiled(l, g)};
     return GE2_OK;
 }
@@ -563,10 +581,10 @@ extern "C" ge2_status ge2_cuda_attention_launch(const ge2_launch *l)
     float *lse = l->n_out > 1 ? OUT(1) : NULL;
     if (r.tiled) {
         ge2_attention_tiled_kernel<<<attn_tiles(r), GE2_ATTN_TILE_THREADS, attn_smem_forward, ge2_cuda_stream(l)>>>(
-            r.t, r.d, r.scale, r.causal, IN(0), IN(1), IN(2), OUT(0), lse);
+            r.t, r.d, r.hpp, r.scale, r.causal, IN(0), IN(1), IN(2), OUT(0), lse);
         return ge2_cuda_check_launch(l, "ge2_attention_tiled_kernel");
     }
-    GE2_ATTN_DISPATCH(ge2_attention_kernel, r, l, r.rows, r.t, r.d, r.scale, r.causal, IN(0), IN(1), IN(2), OUT(0),
+    GE2_ATTN_DISPATCH(ge2_attention_kernel, r, l, r.rows, r.t, r.d, r.hpp, r.scale, r.causal, IN(0), IN(1), IN(2), OUT(0),
                       lse);
     return ge2_cuda_check_launch(l, "ge2_attention_kernel");
 }
@@ -597,11 +615,11 @@ extern "C" ge2_status ge2_cuda_attention_grad_q_launch(const ge2_launch *l)
     GE2_TRY(attn_delta(l, r, &delta));
     if (r.tiled) {
         ge2_attention_grad_q_tiled_kernel<<<attn_tiles(r), GE2_ATTN_TILE_THREADS, attn_smem_grad_q,
-                                            ge2_cuda_stream(l)>>>(r.t, r.d, r.scale, r.causal, IN(0), IN(1), IN(2),
+                                            ge2_cuda_stream(l)>>>(r.t, r.d, r.hpp, r.scale, r.causal, IN(0), IN(1), IN(2),
                                                                   IN(3), IN(5), delta, OUT(0));
         return ge2_cuda_check_launch(l, "ge2_attention_grad_q_tiled_kernel");
     }
-    GE2_ATTN_DISPATCH(ge2_attention_grad_q_kernel, r, l, r.rows, r.t, r.d, r.scale, r.causal, IN(0), IN(1), IN(2),
+    GE2_ATTN_DISPATCH(ge2_attention_grad_q_kernel, r, l, r.rows, r.t, r.d, r.hpp, r.scale, r.causal, IN(0), IN(1), IN(2),
                       IN(3), IN(5), delta, OUT(0));
     return ge2_cuda_check_launch(l, "ge2_attention_grad_q_kernel");
 }
@@ -617,11 +635,11 @@ extern "C" ge2_status ge2_cuda_attention_grad_kv_launch(const ge2_launch *l)
     GE2_TRY(attn_delta(l, r, &delta));
     if (r.tiled) {
         ge2_attention_grad_kv_tiled_kernel<<<attn_tiles(r), GE2_ATTN_TILE_THREADS, attn_smem_grad_kv,
-                                             ge2_cuda_stream(l)>>>(r.t, r.d, r.scale, r.causal, IN(0), IN(1), IN(2),
+                                             ge2_cuda_stream(l)>>>(r.t, r.d, r.hpp, r.scale, r.causal, IN(0), IN(1), IN(2),
                                                                    IN(3), IN(5), delta, OUT(0), OUT(1));
         return ge2_cuda_check_launch(l, "ge2_attention_grad_kv_tiled_kernel");
     }
-    GE2_ATTN_DISPATCH(ge2_attention_grad_kv_kernel, r, l, r.rows, r.t, r.d, r.scale, r.causal, IN(0), IN(1), IN(2),
+    GE2_ATTN_DISPATCH(ge2_attention_grad_kv_kernel, r, l, r.rows, r.t, r.d, r.hpp, r.scale, r.causal, IN(0), IN(1), IN(2),
                       IN(3), IN(5), delta, OUT(0), OUT(1));
     return ge2_cuda_check_launch(l, "ge2_attention_grad_kv_kernel");
 }

@@ -1,13 +1,14 @@
 /* Inference of the attention family. */
 #include "ops/attention/attention.h"
 
-/* q, k, v: float, same dtype and shape [..., T, D] with 2 to 4 dims */
+/* q, k, v: float, same dtype and shape [..., T, D] (heads_inner: [..., T, H, D]) */
 static ge2_status check_qkv(const ge2_node *node, const ge2_desc *q, const ge2_desc *k, const ge2_desc *v)
 {
     GE2_TRY(ge2_infer_need_float(node, q, "q"));
-    if (q->shape.ndim < 2)
-        return ge2_error(GE2_ERR_SHAPE, GE2_OP_PREFIX "%s: q %s is %s, expected [..., T, D]", ge2_op_name(node->op),
-                         q->name, GE2_SHAPE_STR(q->shape));
+    const bool inner = node->attrs.attention.heads_inner;
+    if (q->shape.ndim < (inner ? 3 : 2))
+        return ge2_error(GE2_ERR_SHAPE, GE2_OP_PREFIX "%s: q %s is %s, expected %s", ge2_op_name(node->op), q->name,
+                         GE2_SHAPE_STR(q->shape), inner ? "[..., T, H, D]" : "[..., T, D]");
     GE2_TRY(ge2_infer_need_same_dtype(node, q, k));
     GE2_TRY(ge2_infer_need_same_dtype(node, q, v));
     GE2_TRY(ge2_infer_need_same_shape(node, q, k));

@@ -4,12 +4,14 @@
  * against central differences; their own cases check them on inputs that
  * need not come from a forward (y and lse random), against the formulas. */
 #include <math.h>
+#include <string.h>
 
 #include "graph/error.h"
 #include "ops/attention/attention.h"
 #include "tests/support/op_cases.h"
 
-/* [T, D] with up to two leading dims */
+/* [T, D] with up to two leading dims; with 3 or more dims the heads may be
+ * inside the positions ([..., T, H, D]) */
 static ge2_shape random_qkv(ge2_case_ctx *c)
 {
     ge2_shape s = ge2_case_random_shape(c, 2, 4);
@@ -18,22 +20,25 @@ static ge2_shape random_qkv(ge2_case_ctx *c)
     return s;
 }
 
-static ge2_attrs random_attrs(ge2_case_ctx *c)
+static ge2_attrs random_attrs(ge2_case_ctx *c, ge2_shape s)
 {
     ge2_attrs a;
+    memset(&a, 0, sizeof a);
     a.attention.causal = ge2_case_coin(c);
-    a.attention.scale = 0;
+    a.attention.heads_inner = s.ndim >= 3 && ge2_case_coin(c);
     return a;
 }
 
 static ge2_status case_attention(ge2_case_ctx *c)
 {
     ge2_shape s = random_qkv(c);
+    ge2_attrs a = random_attrs(c, s);
     ge2_tensor *q, *k, *v, *y;
     GE2_TRY(ge2_case_operand(c, s, &q));
     GE2_TRY(ge2_case_operand(c, s, &k));
     GE2_TRY(ge2_case_operand(c, s, &v));
-    GE2_TRY(ge2_attention(c->inst->graph, q, k, v, ge2_case_coin(c), &y));
+    GE2_TRY((a.attention.heads_inner ? ge2_attention_bthd : ge2_attention)(c->inst->graph, q, k, v,
+                                                                          a.attention.causal, &y));
     return ge2_case_last_node(c);
 }
 
@@ -41,7 +46,7 @@ static ge2_status case_grad(ge2_case_ctx *c, ge2_op op, int n_out)
 {
     ge2_shape s = random_qkv(c), ls = s;
     ls.ndim--;
-    ge2_attrs a = random_attrs(c);
+    ge2_attrs a = random_attrs(c, s);
     ge2_tensor *ts[6];
     for (int i = 0; i < 5; i++)
         GE2_TRY(ge2_case_plain(c, s, &ts[i]));
@@ -54,19 +59,32 @@ static ge2_status case_attention_grad_kv(ge2_case_ctx *c) { return case_grad(c, 
 
 /* ------------------------------------------------- float64 references */
 
+/* heads counts (batch, head) pairs: [B..., H, T, D], or heads_inner
+ * [B..., T, H, D] with H heads per position */
 typedef struct ref_geom {
-    int64_t heads, t, d;
+    int64_t heads, t, d, per_position;
     double scale;
     bool causal;
 } ref_geom;
 
 static ref_geom geom_of(const ge2_node *node, ge2_shape q)
 {
-    ref_geom g = {1, q.dim[q.ndim - 2], q.dim[q.ndim - 1], 0, node->attrs.attention.causal};
-    for (int i = 0; i + 2 < q.ndim; i++)
-        g.heads *= q.dim[i];
+    const bool inner = node->attrs.attention.heads_inner;
+    ref_geom g = {1, inner ? q.dim[q.ndim - 3] : q.dim[q.ndim - 2], q.dim[q.ndim - 1],
+                  inner ? q.dim[q.ndim - 2] : 1, 0, node->attrs.attention.causal};
+    for (int i = 0; i < q.ndim - 1; i++)
+        if (i != (inner ? q.ndim - 3 : q.ndim - 2))
+            g.heads *= q.dim[i];
     g.scale = node->attrs.attention.scale != 0 ? node->attrs.attention.scale : 1 / sqrt((double)g.d);
     return g;
+}
+
+/* The row (of D values; lse's index) of (batch, head) pair h at position t:
+ * the row-major index of [B, H, T], or of [B, T, H] when heads are inner */
+static int64_t rrow(const ref_geom *g, int64_t h, int64_t t)
+{
+    const int64_t b = h / g->per_position, head = h % g->per_position;
+    return (b * g->t + t) * g->per_position + head;
 }
 
 static double dot(const double *a, const double *b, int64_t n)
@@ -85,34 +103,34 @@ static void ref_attention(const ge2_node *node, const ref_tensor *in, ref_tensor
     const ref_geom g = geom_of(node, in[0].shape);
     for (int64_t h = 0; h < g.heads; h++)
         for (int64_t t = 0; t < g.t; t++) {
-            const double *q = in[0].v + (h * g.t + t) * g.d;
+            const double *q = in[0].v + rrow(&g, h, t) * g.d;
             double m = -INFINITY, z = 0;
             for (int64_t j = 0; j < g.t; j++)
                 if (sees(&g, t, j))
-                    m = fmax(m, g.scale * dot(q, in[1].v + (h * g.t + j) * g.d, g.d));
+                    m = fmax(m, g.scale * dot(q, in[1].v + rrow(&g, h, j) * g.d, g.d));
             for (int64_t j = 0; j < g.t; j++)
                 if (sees(&g, t, j))
-                    z += exp(g.scale * dot(q, in[1].v + (h * g.t + j) * g.d, g.d) - m);
+                    z += exp(g.scale * dot(q, in[1].v + rrow(&g, h, j) * g.d, g.d) - m);
             for (int64_t d = 0; d < g.d; d++) {
                 double y = 0;
                 for (int64_t j = 0; j < g.t; j++)
                     if (sees(&g, t, j))
-                        y += exp(g.scale * dot(q, in[1].v + (h * g.t + j) * g.d, g.d) - m) / z *
-                             in[2].v[(h * g.t + j) * g.d + d];
-                out[0].v[(h * g.t + t) * g.d + d] = y;
+                        y += exp(g.scale * dot(q, in[1].v + rrow(&g, h, j) * g.d, g.d) - m) / z *
+                             in[2].v[rrow(&g, h, j) * g.d + d];
+                out[0].v[rrow(&g, h, t) * g.d + d] = y;
             }
             if (node->n_outputs > 1)
-                out[1].v[h * g.t + t] = m + log(z);
+                out[1].v[rrow(&g, h, t)] = m + log(z);
         }
 }
 
 /* p_tj = exp(scale q_t·k_j - lse_t), ds_tj = p_tj (dy_t·v_j - dy_t·y_t) */
 static void p_ds(const ref_geom *g, const ref_tensor *in, int64_t h, int64_t t, int64_t j, double *p, double *ds)
 {
-    const double *dy = in[0].v + (h * g->t + t) * g->d, *q = in[1].v + (h * g->t + t) * g->d;
-    const double *k = in[2].v + (h * g->t + j) * g->d, *v = in[3].v + (h * g->t + j) * g->d;
-    *p = exp(g->scale * dot(q, k, g->d) - in[5].v[h * g->t + t]);
-    *ds = *p * (dot(dy, v, g->d) - dot(dy, in[4].v + (h * g->t + t) * g->d, g->d));
+    const double *dy = in[0].v + rrow(g, h, t) * g->d, *q = in[1].v + rrow(g, h, t) * g->d;
+    const double *k = in[2].v + rrow(g, h, j) * g->d, *v = in[3].v + rrow(g, h, j) * g->d;
+    *p = exp(g->scale * dot(q, k, g->d) - in[5].v[rrow(g, h, t)]);
+    *ds = *p * (dot(dy, v, g->d) - dot(dy, in[4].v + rrow(g, h, t) * g->d, g->d));
 }
 
 static void ref_attention_grad_q(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
@@ -125,9 +143,9 @@ static void ref_attention_grad_q(const ge2_node *node, const ref_tensor *in, ref
                 for (int64_t j = 0; j < g.t; j++)
                     if (sees(&g, t, j)) {
                         p_ds(&g, in, h, t, j, &p, &ds);
-                        s += ds * in[2].v[(h * g.t + j) * g.d + d];
+                        s += ds * in[2].v[rrow(&g, h, j) * g.d + d];
                     }
-                out[0].v[(h * g.t + t) * g.d + d] = g.scale * s;
+                out[0].v[rrow(&g, h, t) * g.d + d] = g.scale * s;
             }
 }
 
@@ -141,11 +159,11 @@ static void ref_attention_grad_kv(const ge2_node *node, const ref_tensor *in, re
                 for (int64_t t = 0; t < g.t; t++)
                     if (sees(&g, t, j)) {
                         p_ds(&g, in, h, t, j, &p, &ds);
-                        sk += ds * in[1].v[(h * g.t + t) * g.d + d];
-                        sv += p * in[0].v[(h * g.t + t) * g.d + d];
+                        sk += ds * in[1].v[rrow(&g, h, t) * g.d + d];
+                        sv += p * in[0].v[rrow(&g, h, t) * g.d + d];
                     }
-                out[0].v[(h * g.t + j) * g.d + d] = g.scale * sk;
-                out[1].v[(h * g.t + j) * g.d + d] = sv;
+                out[0].v[rrow(&g, h, j) * g.d + d] = g.scale * sk;
+                out[1].v[rrow(&g, h, j) * g.d + d] = sv;
             }
 }
 

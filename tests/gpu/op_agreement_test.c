@@ -607,20 +607,24 @@ static void large_reductions(void)
 }
 
 /* Attention over several 64-row tiles, ragged in T and D (the tiled
- * kernels, D <= 64), causal and not, and with D = 100 (a warp per row),
- * with its backward; the upstream gradient is random. */
+ * kernels, D <= 64), causal and not, heads outside or inside the positions
+ * ([B, H, T, D] or [B, T, H, D]), and with D = 100 (a warp per row), with
+ * its backward; the upstream gradient is random. */
 static void large_attention(void)
 {
     static const struct {
         int64_t batch, heads, t, d;
-        bool causal;
-    } cases[] = {{2, 3, 150, 64, true}, {1, 2, 130, 40, false}, {1, 1, 70, 100, true}};
+        bool causal, bthd;
+    } cases[] = {{2, 3, 150, 64, true, false}, {1, 2, 130, 40, false, false}, {1, 1, 70, 100, true, false},
+                 {2, 3, 150, 64, true, true},  {2, 2, 70, 100, true, true}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        const ge2_shape s = ge2_shape4(cases[c].batch, cases[c].heads, cases[c].t, cases[c].d);
+        const ge2_shape s = cases[c].bthd ? ge2_shape4(cases[c].batch, cases[c].t, cases[c].heads, cases[c].d)
+                                          : ge2_shape4(cases[c].batch, cases[c].heads, cases[c].t, cases[c].d);
         ge2_graph *g;
         OK(ge2_graph_new(&g));
         ge2_tensor *y, *up, *m, *loss;
-        OK(ge2_attention(g, param(g, "q", s), param(g, "k", s), param(g, "v", s), cases[c].causal, &y));
+        OK((cases[c].bthd ? ge2_attention_bthd : ge2_attention)(g, param(g, "q", s), param(g, "k", s),
+                                                                param(g, "v", s), cases[c].causal, &y));
         OK(ge2_input(g, "upstream", GE2_F32, s, &up));
         OK(ge2_mul(g, y, up, &m));
         OK(ge2_sum_all(g, m, &loss));
