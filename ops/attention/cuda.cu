@@ -305,7 +305,8 @@ __global__ void ge2_attention_grad_q_kernel(long long rows, int t_count, int d_c
 
 // dv_j = Σ_t p_tj dy_t, dk_j = scale Σ_t p_tj (dy_t·v_j - delta_t) q_t, queries in order
 template <int DPL>
-__global__ void ge2_attention_grad_kv_kernel(long long rows, int t_count, int d_count, int hpp, float scale, bool causal,
+__global__ void ge2_attention_grad_kv_kernel(long long rows, int t_count, int d_count, int hpp, float scale,
+                                             bool causal,
                                              const float *dy, const float *q, const float *k, const float *v,
                                              const float *lse, const float *delta, float *dk, float *dv)
 {
@@ -584,8 +585,8 @@ extern "C" ge2_status ge2_cuda_attention_launch(const ge2_launch *l)
             r.t, r.d, r.hpp, r.scale, r.causal, IN(0), IN(1), IN(2), OUT(0), lse);
         return ge2_cuda_check_launch(l, "ge2_attention_tiled_kernel");
     }
-    GE2_ATTN_DISPATCH(ge2_attention_kernel, r, l, r.rows, r.t, r.d, r.hpp, r.scale, r.causal, IN(0), IN(1), IN(2), OUT(0),
-                      lse);
+    GE2_ATTN_DISPATCH(ge2_attention_kernel, r, l, r.rows, r.t, r.d, r.hpp, r.scale, r.causal, IN(0), IN(1), IN(2),
+                      OUT(0), lse);
     return ge2_cuda_check_launch(l, "ge2_attention_kernel");
 }
 
@@ -615,12 +616,12 @@ extern "C" ge2_status ge2_cuda_attention_grad_q_launch(const ge2_launch *l)
     GE2_TRY(attn_delta(l, r, &delta));
     if (r.tiled) {
         ge2_attention_grad_q_tiled_kernel<<<attn_tiles(r), GE2_ATTN_TILE_THREADS, attn_smem_grad_q,
-                                            ge2_cuda_stream(l)>>>(r.t, r.d, r.hpp, r.scale, r.causal, IN(0), IN(1), IN(2),
-                                                                  IN(3), IN(5), delta, OUT(0));
+                                            ge2_cuda_stream(l)>>>(r.t, r.d, r.hpp, r.scale, r.causal, IN(0), IN(1),
+                                                                  IN(2), IN(3), IN(5), delta, OUT(0));
         return ge2_cuda_check_launch(l, "ge2_attention_grad_q_tiled_kernel");
     }
-    GE2_ATTN_DISPATCH(ge2_attention_grad_q_kernel, r, l, r.rows, r.t, r.d, r.hpp, r.scale, r.causal, IN(0), IN(1), IN(2),
-                      IN(3), IN(5), delta, OUT(0));
+    GE2_ATTN_DISPATCH(ge2_attention_grad_q_kernel, r, l, r.rows, r.t, r.d, r.hpp, r.scale, r.causal, IN(0), IN(1),
+                      IN(2), IN(3), IN(5), delta, OUT(0));
     return ge2_cuda_check_launch(l, "ge2_attention_grad_q_kernel");
 }
 
@@ -635,11 +636,11 @@ extern "C" ge2_status ge2_cuda_attention_grad_kv_launch(const ge2_launch *l)
     GE2_TRY(attn_delta(l, r, &delta));
     if (r.tiled) {
         ge2_attention_grad_kv_tiled_kernel<<<attn_tiles(r), GE2_ATTN_TILE_THREADS, attn_smem_grad_kv,
-                                             ge2_cuda_stream(l)>>>(r.t, r.d, r.hpp, r.scale, r.causal, IN(0), IN(1), IN(2),
-                                                                   IN(3), IN(5), delta, OUT(0), OUT(1));
+                                             ge2_cuda_stream(l)>>>(r.t, r.d, r.hpp, r.scale, r.causal, IN(0), IN(1),
+                                                                   IN(2), IN(3), IN(5), delta, OUT(0), OUT(1));
         return ge2_cuda_check_launch(l, "ge2_attention_grad_kv_tiled_kernel");
     }
-    GE2_ATTN_DISPATCH(ge2_attention_grad_kv_kernel, r, l, r.rows, r.t, r.d, r.hpp, r.scale, r.causal, IN(0), IN(1), IN(2),
-                      IN(3), IN(5), delta, OUT(0), OUT(1));
+    GE2_ATTN_DISPATCH(ge2_attention_grad_kv_kernel, r, l, r.rows, r.t, r.d, r.hpp, r.scale, r.causal, IN(0), IN(1),
+                      IN(2), IN(3), IN(5), delta, OUT(0), OUT(1));
     return ge2_cuda_check_launch(l, "ge2_attention_grad_kv_kernel");
 }
