@@ -616,7 +616,7 @@ static void large_attention(void)
         int64_t batch, heads, t, d;
         bool causal, bthd;
     } cases[] = {{2, 3, 150, 64, true, false}, {1, 2, 130, 40, false, false}, {1, 1, 70, 100, true, false},
-                 {2, 3, 150, 64, true, true},  {2, 2, 70, 100, true, true}};
+                 {2, 3, 150, 64, true, true},  {1, 2, 130, 40, false, true}, {2, 2, 70, 100, true, true}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const ge2_shape s = cases[c].bthd ? ge2_shape4(cases[c].batch, cases[c].t, cases[c].heads, cases[c].d)
                                           : ge2_shape4(cases[c].batch, cases[c].heads, cases[c].t, cases[c].d);
