@@ -18,12 +18,14 @@ mkdir -p "$out"
 export LD_LIBRARY_PATH="$stage/bin:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 data="${GE2_DATA_DIR:-$stage/data/fashion-mnist}"
 recipes="${RECIPES:-"
---optimizer adamw --weight-decay 0.05 --schedule cosine --epochs 10
---optimizer adamw --weight-decay 0.05 --schedule cosine --epochs 15
---optimizer adamw --weight-decay 0.05 --schedule cosine --epochs 20
---optimizer adamw --weight-decay 0.1 --schedule cosine --epochs 15 --lr 2e-3 --batch 128
---optimizer sgd --momentum 0.9 --lr 0.05 --weight-decay 5e-4 --schedule cosine --epochs 15
---optimizer sgd --momentum 0.9 --lr 0.1 --weight-decay 5e-4 --schedule cosine --epochs 20 --batch 128
+--optimizer adamw --weight-decay 0.05 --schedule cosine --epochs 10 --label-smoothing 0
+--optimizer adamw --weight-decay 0.05 --schedule cosine --epochs 10 --label-smoothing 0.1
+--optimizer adamw --weight-decay 0.05 --schedule cosine --epochs 15 --label-smoothing 0.1
+--optimizer adamw --weight-decay 0.05 --schedule cosine --epochs 15 --label-smoothing 0
+--optimizer adamw --weight-decay 0.05 --schedule cosine --epochs 20 --label-smoothing 0
+--optimizer adamw --weight-decay 0.1 --schedule cosine --epochs 15 --lr 2e-3 --batch 128 --label-smoothing 0
+--optimizer sgd --momentum 0.9 --lr 0.05 --weight-decay 5e-4 --schedule cosine --epochs 15 --label-smoothing 0
+--optimizer sgd --momentum 0.9 --lr 0.1 --weight-decay 5e-4 --schedule cosine --epochs 20 --batch 128 --label-smoothing 0
 "}"
 declare -a table=()
 while IFS= read -r recipe; do
