@@ -103,6 +103,13 @@ static ge2_status check_axis(const ge2_launch *l, ge2_shape s, int axis)
 // Same bytes, new shape: nothing to do when the planner put the output on
 // the input's memory; otherwise one device-to-device copy (a memcpy node in
 // the captured graph).
+// The kernel report's words: the planner's view (GE2_OPF_VIEW) or a copy
+extern "C" const char *ge2_cuda_reshape_describe(const ge2_launch *l)
+{
+    return l->out[0].data && l->out[0].data == l->in[0].data ? "a view of its input: nothing to run"
+                                                             : "a device-to-device copy";
+}
+
 extern "C" ge2_status ge2_cuda_reshape_launch(const ge2_launch *l)
 {
     GE2_TRY(ge2_cuda_require_f32(l, 0));

@@ -11,7 +11,7 @@ const ge2_op_def ge2_op_def_reshape = {
     .infer = ge2_infer_RESHAPE,
     .backward = ge2_backward_reshape,
     .cpu = ge2_cpu_reshape,
-    .cuda = {NULL, ge2_cuda_reshape_launch, NULL, NULL},
+    .cuda = {NULL, ge2_cuda_reshape_launch, NULL, ge2_cuda_reshape_describe},
 };
 
 const ge2_op_def ge2_op_def_transpose = {

@@ -44,6 +44,7 @@ ge2_status ge2_cpu_slice_backward(const ge2_launch *l);
 
 /* CUDA launchers (f32): enqueue on launch->stream, capturable */
 ge2_status ge2_cuda_reshape_launch(const ge2_launch *launch);
+const char *ge2_cuda_reshape_describe(const ge2_launch *launch);
 ge2_status ge2_cuda_transpose_launch(const ge2_launch *launch);
 ge2_status ge2_cuda_permute_launch(const ge2_launch *launch);
 ge2_status ge2_cuda_concat_launch(const ge2_launch *launch);
