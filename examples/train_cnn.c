@@ -135,10 +135,15 @@ static const trainer_spec spec = {
                    "  --fc F                   width of fc1 (128)\n",
     .init_names = "a PyTorch state_dict: convN.weight, bnN.*, fcN.*",
     .fusion_names = "backward_gemm,bn_relu,head,tail_copies",
-    .default_epochs = 10,
+    /* 15 epochs with label smoothing 0.1: the recipe whose test accuracy
+     * cleared 0.93 on every seed tried, where the model overfits without
+     * smoothing (the runs: bench/RESULTS.md, "train_cnn's accuracy by
+     * recipe") */
+    .default_epochs = 15,
     .default_schedule = GE2_SCHEDULE_COSINE,
     .default_optimizer = GE2_OPT_ADAMW,
     .default_weight_decay = 0.05,
+    .default_label_smoothing = 0.1,
     .model_flags = model_flags,
     .model = &model,
     .parse_flag = parse_flag,

@@ -59,7 +59,7 @@ static void usage(const trainer_spec *spec, FILE *out)
             "  --lr X                   learning rate (the optimizer's PyTorch default: adam/adamw 0.001, sgd 0.01)\n"
             "  --momentum X             SGD momentum (0)\n"
             "  --weight-decay X         weight decay (%s)\n"
-            "  --label-smoothing X      the cross-entropy's, in [0, 1) as PyTorch's (0)\n"
+            "  --label-smoothing X      the cross-entropy's, in [0, 1) as PyTorch's (%g)\n"
             "  --schedule NAME          constant|cosine: the learning rate over the epochs (%s)\n"
             "  --min-lr X               cosine: the learning rate it ends at (0)\n"
             "  --seed N                 seed of the initial weights and the data order (1)\n"
@@ -81,7 +81,8 @@ static void usage(const trainer_spec *spec, FILE *out)
             "                           mpirun -np 2 %s --distributed ... (--batch is per rank)\n"
             "  --help                   this text\n",
             spec->name, spec->summary, spec->model_usage ? spec->model_usage : "", (long long)spec->default_epochs,
-            ge2_optimizer_name(spec->default_optimizer), weight_decay, spec->default_schedule == GE2_SCHEDULE_COSINE ? "cosine" : "constant", spec->init_names,
+            ge2_optimizer_name(spec->default_optimizer), weight_decay, spec->default_label_smoothing,
+            spec->default_schedule == GE2_SCHEDULE_COSINE ? "cosine" : "constant", spec->init_names,
             spec->fusion_names, spec->name);
 }
 
@@ -159,6 +160,7 @@ static int parse_args(int argc, char **argv, const trainer_spec *spec, trainer_o
                    .lr = -1,
                    .momentum = 0,
                    .weight_decay = spec->default_weight_decay,
+                   .label_smoothing = spec->default_label_smoothing,
                    .seed = 1,
                    .shuffle = true,
                    .compile = ge2_compile_defaults(),
@@ -558,7 +560,10 @@ static int train_and_test(const trainer_spec *spec, const trainer_options *o, ge
                oc.schedule.kind == GE2_SCHEDULE_COSINE ? " cosine" : "", (long long)o->batch);
         if (o->distributed)
             printf(" x %d rank(s)", o->world);
-        printf(", %lld epochs\n", (long long)o->epochs);
+        printf(", %lld epochs", (long long)o->epochs);
+        if (o->label_smoothing > 0)
+            printf(", label smoothing %g", o->label_smoothing);
+        printf("\n");
     }
     ge2_status st = train(&r, train_set);
     r.pos.examples_in_epoch = r.pos.batch_in_epoch * o->batch * o->world;

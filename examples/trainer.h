@@ -78,6 +78,7 @@ typedef struct trainer_spec {
     ge2_schedule_kind default_schedule;
     ge2_optimizer_kind default_optimizer;
     double default_weight_decay; /* < 0: the optimizer's own default */
+    double default_label_smoothing;
     const struct option *model_flags; /* NULL-terminated; their vals >= TRAINER_MODEL_FLAG */
     void *model;                      /* the trainer's own settings, handed back below */
     /* One model flag: 0 taken, 2 bad (message printed by trainer_fail). */
