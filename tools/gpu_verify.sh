@@ -18,7 +18,8 @@
 # one GPU and PyTorch DDP. GE2_VERIFY_SKIP names
 # parts to leave out, comma-separated: suites, sanitize, mlp (3-5), cnn (6),
 # gpt (7), bench (8), dist (9), so a run too long for one call splits over two (e.g.
-# GE2_VERIFY_SKIP=mlp,cnn,gpt,bench, then GE2_VERIFY_SKIP=suites,sanitize). Logs go to OUT_DIR (default gpu_stage/verify);
+# GE2_VERIFY_SKIP=mlp,cnn,gpt,bench, then GE2_VERIFY_SKIP=suites,sanitize; the sanitizer alone
+# took more than 280 s on an H100, so give it a call of its own). Logs go to OUT_DIR (default gpu_stage/verify);
 # a summary table is printed last. Exits non-zero if any part fails.
 set -u -o pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
