@@ -32,6 +32,10 @@ void gpt_close(gpt *m);
 
 typedef enum gpt_key { GPT_TRAIN, GPT_EVAL, GPT_GENERATE } gpt_key;
 
+/* The suites' interleaving of the three keys: generate every seventh step,
+ * eval every fifth, train otherwise. */
+static inline gpt_key gpt_key_at(int i) { return i % 7 == 6 ? GPT_GENERATE : i % 5 == 4 ? GPT_EVAL : GPT_TRAIN; }
+
 /* One step of key on random ids drawn from (data_seed, index); the loss
  * when read_loss (synchronizes), else 0. */
 float gpt_step(gpt *m, gpt_key key, uint64_t data_seed, int64_t index, bool read_loss);

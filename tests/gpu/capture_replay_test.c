@@ -29,11 +29,7 @@
 #define DATA_SEED 99
 #define LR 1e-3
 
-static int steps(int full)
-{
-    const char *s = getenv("GE2_TEST_SHORT");
-    return s && s[0] && strcmp(s, "0") != 0 ? 5 : full;
-}
+static int steps(int full) { return ge2_gpu_suite_short() ? 5 : full; }
 
 /* Trains n steps; losses[n] and the final parameters (free()); the initial
  * ones too when init is not NULL. */
@@ -237,6 +233,32 @@ static void expect_same_run(const char *model, int n, const float *loss_replay, 
     ck_assert_msg(memcmp(replay, eager, bytes) == 0, "the %s's state differs between replay and eager", model);
 }
 
+/* A model's n steps, replayed (disable_capture false) or eager: each
+ * step's loss into losses, the captures made, the initial state when init
+ * is not NULL, and the final state (free()), *bytes long. */
+typedef unsigned char *(*model_run)(bool disable_capture, int n, float *losses, int *captures, unsigned char **init,
+                                    size_t *bytes);
+
+/* Runs the model replayed (want_captures graphs) and eagerly (none), and
+ * expects the same losses and state, bitwise, and a state that moved. */
+static void expect_replay_equals_eager(const char *model, int n, int want_captures, model_run run)
+{
+    float *loss_replay = calloc((size_t)n, sizeof(float)), *loss_eager = calloc((size_t)n, sizeof(float));
+    int cap_replay = -1, cap_eager = -1;
+    size_t bytes = 0;
+    unsigned char *init = NULL;
+    unsigned char *replay = run(false, n, loss_replay, &cap_replay, &init, &bytes);
+    unsigned char *eager = run(true, n, loss_eager, &cap_eager, NULL, &bytes);
+    ck_assert_int_eq(cap_replay, want_captures);
+    ck_assert_int_eq(cap_eager, 0);
+    expect_same_run(model, n, loss_replay, loss_eager, init, replay, eager, bytes);
+    free(loss_replay);
+    free(loss_eager);
+    free(init);
+    free(replay);
+    free(eager);
+}
+
 /* The CNN with an eval step after every fourth train step: two keys, each
  * captured once; eval steps read the running statistics the train key
  * writes. Replayed and eager runs give bitwise the same losses (train and
@@ -258,21 +280,7 @@ static unsigned char *cnn_run(bool disable_capture, int n, float *losses, int *c
 
 START_TEST(test_cnn_replay_equals_eager_with_eval_keys)
 {
-    int n = steps(60);
-    float *loss_replay = calloc((size_t)n, sizeof(float)), *loss_eager = calloc((size_t)n, sizeof(float));
-    int cap_replay = -1, cap_eager = -1;
-    size_t bytes = 0;
-    unsigned char *init = NULL;
-    unsigned char *replay = cnn_run(false, n, loss_replay, &cap_replay, &init, &bytes);
-    unsigned char *eager = cnn_run(true, n, loss_eager, &cap_eager, NULL, &bytes);
-    ck_assert_int_eq(cap_replay, 2);
-    ck_assert_int_eq(cap_eager, 0);
-    expect_same_run("CNN (eval at every fifth step)", n, loss_replay, loss_eager, init, replay, eager, bytes);
-    free(loss_replay);
-    free(loss_eager);
-    free(init);
-    free(replay);
-    free(eager);
+    expect_replay_equals_eager("CNN (eval at every fifth step)", steps(60), 2, cnn_run);
 }
 END_TEST
 
@@ -281,8 +289,6 @@ END_TEST
  * captured once; the dropout masks come from the control block's offset on
  * the device, so replayed and eager runs give bitwise the same losses and
  * parameters, and the parameters must have moved. */
-static gpt_key gpt_key_of(int i) { return i % 7 == 6 ? GPT_GENERATE : i % 5 == 4 ? GPT_EVAL : GPT_TRAIN; }
-
 static unsigned char *gpt_run(bool disable_capture, int n, float *losses, int *captures, unsigned char **init,
                               size_t *bytes)
 {
@@ -291,7 +297,7 @@ static unsigned char *gpt_run(bool disable_capture, int n, float *losses, int *c
     if (init)
         *init = gpt_state(&m, bytes);
     for (int i = 0; i < n; i++)
-        losses[i] = gpt_step(&m, gpt_key_of(i), DATA_SEED, i, true);
+        losses[i] = gpt_step(&m, gpt_key_at(i), DATA_SEED, i, true);
     unsigned char *state = gpt_state(&m, bytes);
     *captures = ge2_program_capture_count(m.program);
     gpt_close(&m);
@@ -301,21 +307,7 @@ static unsigned char *gpt_run(bool disable_capture, int n, float *losses, int *c
 START_TEST(test_gpt_replay_equals_eager_with_dropout_and_three_keys)
 {
     const int n = steps(70) < 7 ? 7 : steps(70); /* the generate key first comes at step 6 */
-    float *loss_replay = calloc((size_t)n, sizeof(float)), *loss_eager = calloc((size_t)n, sizeof(float));
-    int cap_replay = -1, cap_eager = -1;
-    size_t bytes = 0;
-    unsigned char *init = NULL;
-    unsigned char *replay = gpt_run(false, n, loss_replay, &cap_replay, &init, &bytes);
-    unsigned char *eager = gpt_run(true, n, loss_eager, &cap_eager, NULL, &bytes);
-    ck_assert_int_eq(cap_replay, 3);
-    ck_assert_int_eq(cap_eager, 0);
-    expect_same_run("GPT (eval every fifth, generate every seventh step)", n, loss_replay, loss_eager, init, replay,
-                    eager, bytes);
-    free(loss_replay);
-    free(loss_eager);
-    free(init);
-    free(replay);
-    free(eager);
+    expect_replay_equals_eager("GPT (eval every fifth, generate every seventh step)", n, 3, gpt_run);
 }
 END_TEST
 

@@ -30,8 +30,7 @@
 
 START_TEST(test_ten_thousand_replays_leak_nothing)
 {
-    const char *short_env = getenv("GE2_TEST_SHORT");
-    const int n = short_env && short_env[0] && strcmp(short_env, "0") != 0 ? 50 : 10000;
+    const int n = ge2_gpu_suite_short() ? 50 : 10000;
     mlp m;
     mlp_open(&m, GE2_DEVICE_CUDA, BATCH, SEED, LR, false);
     ge2_metrics metrics;
@@ -119,8 +118,7 @@ static void cnn_soak_step(void *ctx, int i)
 
 START_TEST(test_cnn_ten_thousand_replays_with_eval_keys)
 {
-    const char *short_env = getenv("GE2_TEST_SHORT");
-    const int n = short_env && short_env[0] && strcmp(short_env, "0") != 0 ? 50 : 10000;
+    const int n = ge2_gpu_suite_short() ? 50 : 10000;
     cnn m;
     cnn_open(&m, BATCH, SEED, false);
     /* Warm-up: both keys made, captured and replayed once */
@@ -149,7 +147,7 @@ END_TEST
 
 static void gpt_soak_step(void *ctx, int i)
 {
-    gpt_step(ctx, i % 7 == 6 ? GPT_GENERATE : i % 5 == 4 ? GPT_EVAL : GPT_TRAIN, DATA_SEED, 21 + i, false);
+    gpt_step(ctx, gpt_key_at(i), DATA_SEED, 21 + i, false);
 }
 
 /* The GPT's train, eval and generate keys interleaved over 10,000 replays
@@ -157,12 +155,11 @@ static void gpt_soak_step(void *ctx, int i)
  * error, three keys captured once each, a finite loss at the end. */
 START_TEST(test_gpt_ten_thousand_replays_three_keys)
 {
-    const char *short_env = getenv("GE2_TEST_SHORT");
-    const int n = short_env && short_env[0] && strcmp(short_env, "0") != 0 ? 50 : 10000;
+    const int n = ge2_gpu_suite_short() ? 50 : 10000;
     gpt m;
     gpt_open(&m, BATCH < 32 ? BATCH : 32, SEED, false);
     for (int i = 0; i < 21; i++) /* warm-up: every key made, captured and replayed */
-        gpt_step(&m, i % 7 == 6 ? GPT_GENERATE : i % 5 == 4 ? GPT_EVAL : GPT_TRAIN, DATA_SEED, i, i == 20);
+        gpt_step(&m, gpt_key_at(i), DATA_SEED, i, i == 20);
     ge2_metrics metrics;
     ck_assert_int_eq(ge2_program_sync(m.program), GE2_OK);
     ck_assert_int_eq(ge2_program_take_metrics(m.program, GE2_MODE_TRAIN, &metrics), GE2_OK);

@@ -7,10 +7,20 @@
 #define GE2_TESTS_GPU_CAPTURE_SUITE_H
 
 #include <check.h>
+#include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tests/gpu_probe.h"
 #include "tests/support/check_main.h"
+
+/* GE2_TEST_SHORT set and not "0" (the sanitizer's runs): suites cut their
+ * step counts. */
+static inline bool ge2_gpu_suite_short(void)
+{
+    const char *s = getenv("GE2_TEST_SHORT");
+    return s && s[0] && strcmp(s, "0") != 0;
+}
 
 /* tests: n tests made by START_TEST. Returns main()'s exit status. */
 static inline int ge2_gpu_suite_main(const char *name, int timeout_s, const TTest *const *tests, int n)
