@@ -346,6 +346,25 @@ typedef enum variant {
     DATA_PARALLEL_PER_PARAMETER, /* an all-reduce per update node */
 } variant;
 
+/* The data-parallel variants' train plans hold every all-reduce: one per
+ * gradient (flat, 1-byte buckets) or per update node; other plans none. */
+static void check_all_reduce_count(const ge2_graph *g, const ge2_plan *plan, variant v)
+{
+    int planned = 0, gradients = 0, updates = 0;
+    for (int p = 0; p < plan->n_steps; p++)
+        planned += is_all_reduce(&g->nodes[plan->schedule[p]]);
+    for (int n = 0; n < g->n_nodes; n++)
+        updates += is_update(&g->nodes[n]);
+    for (int t = 0; t < g->n_tensors; t++)
+        gradients += g->tensors[t]->grad_of >= 0 && g->tensors[g->tensors[t]->grad_of]->role == GE2_ROLE_PARAMETER;
+    int want = 0;
+    if (plan->key.mode == GE2_MODE_TRAIN && v == DATA_PARALLEL_FLAT)
+        want = gradients;
+    else if (plan->key.mode == GE2_MODE_TRAIN && v == DATA_PARALLEL_PER_PARAMETER)
+        want = updates;
+    ck_assert_int_eq(planned, want);
+}
+
 static void check_graph_plans(uint64_t seed, variant v, double *ratio, int *in_place, int *head_pairs)
 {
     rg_graph rg;
@@ -372,6 +391,7 @@ static void check_graph_plans(uint64_t seed, variant v, double *ratio, int *in_p
         check_liveness(g, plan, pos, head_pairs);
         check_update_places(g, plan, pos);
         check_all_reduce_places(g, plan, pos);
+        check_all_reduce_count(g, plan, v);
         check_assignment(g, plan);
         size_t naive, lb = independent_lower_bound(plan, &naive);
         ck_assert_uint_eq(plan->lower_bound_bytes, lb);
