@@ -48,7 +48,6 @@ static struct {
     ncclResult_t (*group_start)(void);
     ncclResult_t (*group_end)(void);
     const char *(*get_error_string)(ncclResult_t);
-    ncclResult_t (*get_version)(int *);
 } nccl = {.once = PTHREAD_ONCE_INIT};
 
 static void load(void)
@@ -63,7 +62,6 @@ static void load(void)
         {(void **)&nccl.group_start, "ncclGroupStart"},
         {(void **)&nccl.group_end, "ncclGroupEnd"},
         {(void **)&nccl.get_error_string, "ncclGetErrorString"},
-        {(void **)&nccl.get_version, "ncclGetVersion"},
     };
     nccl.lib = ge2_dynlib_open(NCCL_LIBRARY, "NCCL", syms, sizeof syms / sizeof syms[0], nccl.error,
                                sizeof nccl.error);

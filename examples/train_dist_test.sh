@@ -36,6 +36,7 @@ for opt in "sgd --lr 0.05" "adam"; do
         "$close" "$tmp/two.safetensors" "$tmp/one.safetensors" >"$tmp/close.out"
         rc=$?
         check "$tag: 2 ranks x 32 == 1 x 64 after 20 steps ($(tail -n 1 "$tmp/close.out"))" "$rc"
+        [ "$tag" = "adam --seed 3" ] && cp "$tmp/one.safetensors" "$tmp/adam_seed3_straight.safetensors"
         [ "$(grep -c '^test accuracy' "$tmp/two.out")" = 1 ]
         rc=$?
         check "$tag: one rank prints (got $(grep -c '^test accuracy' "$tmp/two.out") accuracy lines)" "$rc"
@@ -45,16 +46,16 @@ for opt in "sgd --lr 0.05" "adam"; do
     done
 done
 
-# 2 ranks x 32 for 10 steps, then 1 process x 64 for 10 more == 20 straight (adam, shuffled).
-"${mpirun[@]}" 2 "$bin" "${common[@]}" --seed 3 --distributed --batch 32 --steps 10 \
+# 2 ranks x 32 for 10 steps, then 1 process x 64 for 10 more == the 20 straight adam, shuffled steps above.
+"${mpirun[@]}" 2 "$bin" "${common[@]}" --optimizer adam --seed 3 --distributed --batch 32 --steps 10 \
     --save "$tmp/part.safetensors" >/dev/null 2>"$tmp/part.err"
 rc=$?
 check "resume: 2 ranks save ($(tail -n 1 "$tmp/part.err"))" "$rc"
-"$bin" "${common[@]}" --seed 3 --batch 64 --steps 10 --resume "$tmp/part.safetensors" \
+"$bin" "${common[@]}" --optimizer adam --seed 3 --batch 64 --steps 10 --resume "$tmp/part.safetensors" \
     --save "$tmp/resumed.safetensors" >/dev/null 2>"$tmp/resumed.err"
 rc=$?
 check "resume: 1 process continues ($(cat "$tmp/resumed.err"))" "$rc"
-"$close" "$tmp/resumed.safetensors" "$tmp/one.safetensors" >"$tmp/close.out"
+"$close" "$tmp/resumed.safetensors" "$tmp/adam_seed3_straight.safetensors" >"$tmp/close.out"
 rc=$?
 check "resume: 2 ranks then 1 == 20 straight steps ($(tail -n 1 "$tmp/close.out"))" "$rc"
 expect_error "resume: a batch that does not divide the position" 2 "${common[@]}" --seed 3 --batch 48 \

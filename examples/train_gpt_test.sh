@@ -23,9 +23,9 @@ best=$(sed -n 's/^best val loss: \([0-9.]*\)$/\1/p' "$tmp/run1")
 awk -v a="${first:-0}" -v b="${best:-9}" 'BEGIN { exit !(a > 4.3 && a < 4.6 && b < 3.3) }'
 rc=$?
 check "val loss falls from ln(vocab) (${first:-?}) below 3.3 (${best:-?})" "$rc"
-[ "$(sed -n '/^sample (64 characters):$/{n;p}' "$tmp/run1" | wc -c)" -ge 1 ]
+[ "$(sed -n '/^sample (64 characters):$/,/^best val loss/p' "$tmp/run1" | sed '1d;$d' | wc -c)" -ge 64 ]
 rc=$?
-check "a sample follows its header" "$rc"
+check "a sample of 64 characters follows its header" "$rc"
 grep -q 'transformer.h.0.attn.c_attn.weight' "$tmp/gpt.safetensors" &&
     grep -q 'transformer.wte.weight' "$tmp/gpt.safetensors" && grep -q 'transformer.ln_f.bias' "$tmp/gpt.safetensors" &&
     grep -q 'lm_head.weight' "$tmp/gpt.safetensors"

@@ -19,15 +19,17 @@ static ge2_dist *job;
 
 int trainer_fail(const trainer_spec *spec, int code, const char *fmt, ...)
 {
+    /* One write of the whole line: under mpirun, what the launcher prints
+     * when the job aborts must not land inside it. */
+    char what[1024];
     va_list ap;
     va_start(ap, fmt);
-    if (job && ge2_dist_world(job) > 1)
-        fprintf(stderr, "%s: rank %d: ", spec->name, ge2_dist_rank(job));
-    else
-        fprintf(stderr, "%s: ", spec->name);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
+    if (job && ge2_dist_world(job) > 1)
+        fprintf(stderr, "%s: rank %d: %s\n", spec->name, ge2_dist_rank(job), what);
+    else
+        fprintf(stderr, "%s: %s\n", spec->name, what);
     /* End every rank now: the others may wait in a collective for this
      * one, and freeing the program first would wait for the device, where
      * an all-reduce may never finish. */
@@ -573,6 +575,8 @@ static int train_and_test(const trainer_spec *spec, const trainer_options *o, ge
         code = fail_ge2(spec);
         goto done;
     }
+    if (!is_rank0()) /* rank 0 evaluates and reports; the eval key has no collective */
+        goto done;
     ge2_metrics em;
     int64_t eval_steps;
     if (evaluate(&r, test_set, &em, &eval_steps) != GE2_OK) {
@@ -585,8 +589,6 @@ static int train_and_test(const trainer_spec *spec, const trainer_options *o, ge
                             (long long)test_set->n);
         goto done;
     }
-    if (!is_rank0()) /* rank 0 reports */
-        goto done;
     if (o->plan_report) {
         if (ge2_program_plan_report(program, stdout) != GE2_OK ||
             ge2_program_plan_svg(program, GE2_MODE_TRAIN, "plan.svg") != GE2_OK) {

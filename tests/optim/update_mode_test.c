@@ -473,6 +473,7 @@ static void flat_and_per_parameter_agree(ge2_graph *gf, ge2_graph *gp, int nodes
     API(ge2_compile(ctx, gf, NULL, &pf));
     API(ge2_compile(ctx, gp, NULL, &pp));
     ge2_feed ff[4], fp[4];
+    ck_assert_int_le(n_feeds, 4);
     for (int i = 0; i < n_feeds; i++) {
         ff[i] = (ge2_feed){ge2_graph_find(gf, names[i]), data[i], shapes[i]};
         fp[i] = (ge2_feed){ge2_graph_find(gp, names[i]), data[i], shapes[i]};
