@@ -33,6 +33,7 @@
  * epilogue, algorithm and tile) each node got.
  */
 
+#include "graph/clock.h"
 #include "capture/backend.h"
 #include "capture/program_internal.h"
 
@@ -270,13 +271,6 @@ static ge2_status cuda_upload(ge2_backend_ctx *ctx, void *dst, const void *src, 
     return GE2_OK;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Waits for the work before event; with a process group's timeout, by
  * polling, failing once it has taken longer (what: the wait, in the
  * message). */
@@ -286,7 +280,7 @@ static ge2_status wait_event(ge2_backend_ctx *ctx, cudaEvent_t event, const char
         CUDA_TRY(cudaEventSynchronize(event));
         return GE2_OK;
     }
-    const double deadline = now_s() + ctx->wait_timeout_s;
+    const double deadline = ge2_now_s() + ctx->wait_timeout_s;
     for (;;) {
         cudaError_t e = cudaEventQuery(event);
         if (e == cudaSuccess)
@@ -294,7 +288,7 @@ static ge2_status wait_event(ge2_backend_ctx *ctx, cudaEvent_t event, const char
         if (e != cudaErrorNotReady)
             return cuda_fail(e, "cudaEventQuery");
         cudaGetLastError(); /* "not yet" is no fault */
-        if (now_s() > deadline)
+        if (ge2_now_s() > deadline)
             return ge2_error(GE2_ERR_COLLECTIVE,
                              "ge2 cuda backend: rank %d: %s has not finished after %g s: a collective in the step "
                              "waits for a rank that failed or hangs",

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "graph/clock.h"
 #include "dist/dist_internal.h"
 #include "graph/alloc.h"
 #include "graph/error.h"
@@ -23,13 +24,6 @@ ge2_dist_options ge2_dist_defaults(void)
     return (ge2_dist_options){.timeout_s = DEFAULT_TIMEOUT_S};
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static ge2_status mpi_fail(const ge2_dist *dist, int code, const char *what)
 {
     char text[MPI_MAX_ERROR_STRING] = "";
@@ -40,7 +34,7 @@ static ge2_status mpi_fail(const ge2_dist *dist, int code, const char *what)
 
 ge2_status ge2_dist_wait(ge2_dist *dist, MPI_Request *request, const char *what)
 {
-    const double deadline = now_s() + dist->timeout_s;
+    const double deadline = ge2_now_s() + dist->timeout_s;
     for (long polls = 0;; polls++) {
         int done = 0;
         int rc = MPI_Test(request, &done, MPI_STATUS_IGNORE);
@@ -51,7 +45,7 @@ ge2_status ge2_dist_wait(ge2_dist *dist, MPI_Request *request, const char *what)
         /* spin briefly (a step's collective is usually quick), then yield
          * the core: a CPU job shares it with the other ranks */
         if (polls > 1000) {
-            if (now_s() > deadline)
+            if (ge2_now_s() > deadline)
                 return ge2_error(GE2_ERR_COLLECTIVE,
                                  "ge2_dist: rank %d: %s did not complete in %g s: another rank failed or hangs",
                                  dist->group.rank, what, dist->timeout_s);

@@ -27,6 +27,7 @@
 
 #include <nccl.h>
 
+#include "graph/clock.h"
 #include "dist/dist_internal.h"
 #include "graph/alloc.h"
 #include "graph/error.h"
@@ -88,20 +89,13 @@ static ge2_status nccl_fail(const ge2_dist *dist, ncclResult_t r, const char *wh
                      nccl.get_error_string(r));
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void *watch(void *arg)
 {
     ge2_dist *dist = arg;
     struct ge2_nccl *n = dist->nccl;
     while (!atomic_load(&n->stop)) {
         double deadline = atomic_load(&n->deadline);
-        if (deadline > 0 && now_s() > deadline) {
+        if (deadline > 0 && ge2_now_s() > deadline) {
             fprintf(stderr, "ge2_dist: rank %d: %s did not return in %g s: a peer failed or hangs; ending the job\n",
                     dist->group.rank, atomic_load(&n->waiting_for), dist->timeout_s);
             fflush(stderr);
@@ -125,7 +119,7 @@ static void *watch(void *arg)
 static void expect_return(struct ge2_nccl *n, const ge2_dist *dist, const char *call)
 {
     atomic_store(&n->waiting_for, call);
-    atomic_store(&n->deadline, now_s() + dist->timeout_s);
+    atomic_store(&n->deadline, ge2_now_s() + dist->timeout_s);
 }
 
 static void returned(struct ge2_nccl *n)

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "graph/clock.h"
 #include "examples/char_data.h"
 #include "examples/gpt_model.h"
 #include "ge2/dist.h"
@@ -199,13 +200,6 @@ static double lr_at(const options *o, int64_t step)
     return o->min_lr + 0.5 * (1.0 + cos(M_PI * ratio)) * (o->lr - o->min_lr);
 }
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* One line on stderr; with several ranks it names this one and ends them all. */
 static int fail(const char *what)
 {
@@ -334,7 +328,7 @@ static int train(run *r, int64_t first)
     const options *o = r->o;
     const gpt_config *c = &o->model;
     const int64_t B = c->batch, T = c->block_size;
-    double best = INFINITY, t0 = now_s();
+    double best = INFINITY, t0 = ge2_now_s();
     int64_t last_step = o->steps >= 0 && first + o->steps < o->max_iters ? first + o->steps : o->max_iters;
     int64_t logged = first;
     for (int64_t step = first; step <= last_step; step++) {
@@ -347,7 +341,7 @@ static int train(run *r, int64_t first)
                 printf("step %lld: train loss %.4f, val loss %.4f\n", (long long)step, tl, vl);
                 fflush(stdout);
             }
-            t0 = now_s();
+            t0 = ge2_now_s();
             logged = step;
         }
         if (step == last_step)
@@ -367,7 +361,7 @@ static int train(run *r, int64_t first)
             ge2_metrics m;
             if (ge2_program_sync(r->prog) != GE2_OK || ge2_program_take_metrics(r->prog, GE2_MODE_TRAIN, &m) != GE2_OK)
                 return fail("metrics");
-            const double dt = now_s() - t0, steps = (double)(step + 1 - logged);
+            const double dt = ge2_now_s() - t0, steps = (double)(step + 1 - logged);
             double sums[2] = {m.loss_sum, (double)m.steps};
             if (job_sum(sums, 2) != GE2_OK)
                 return fail("metrics");
@@ -377,7 +371,7 @@ static int train(run *r, int64_t first)
                        steps * (double)(B * T * o->world) / dt);
                 fflush(stdout);
             }
-            t0 = now_s();
+            t0 = ge2_now_s();
             logged = step + 1;
         }
     }

@@ -1,5 +1,6 @@
 /* The shared trainer (trainer.h): flags, the training loop, evaluation,
  * checkpoints and reports; the model comes from the trainer_spec. */
+#include "graph/clock.h"
 #include "examples/trainer.h"
 
 #include <errno.h>
@@ -324,13 +325,6 @@ static int parse_args(int argc, char **argv, const trainer_spec *spec, trainer_o
 
 /* --------------------------------------------------------------- progress */
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Metrics of the epoch so far: whatever has been read back. */
 typedef struct progress {
     ge2_metrics sum;
@@ -376,7 +370,7 @@ static void progress_print(const progress *p, int64_t epoch, int64_t epochs, int
         return;
     double loss = p->sum.steps ? p->sum.loss_sum / (double)p->sum.steps : 0.0;
     double acc = p->sum.examples ? p->sum.metric_sum / (double)p->sum.examples : 0.0;
-    double secs = now_s() - p->start;
+    double secs = ge2_now_s() - p->start;
     double rate = secs > 0 ? (double)p->sum.examples / secs : 0.0;
     if (p->tty) {
         enum { WIDTH = 30 };
@@ -447,7 +441,7 @@ static ge2_status train(run *r, const ge2_dataset *train_set)
         st = ge2_batcher_seek(b, epoch, epoch == r->pos.epoch ? r->pos.batch_in_epoch : 0);
         /* the live bar reads metrics whenever it redraws: alone only, as
          * ranks must gather theirs at the same points */
-        progress p = {.start = now_s(), .tty = isatty(STDOUT_FILENO) && o->world == 1};
+        progress p = {.start = ge2_now_s(), .tty = isatty(STDOUT_FILENO) && o->world == 1};
         ge2_batch batch;
         int64_t ran = 0;
         while (st == GE2_OK && !step_limit_hit(r)) {
@@ -456,10 +450,10 @@ static ge2_status train(run *r, const ge2_dataset *train_set)
                 break;
             r->steps_done++;
             ran++;
-            if (st == GE2_OK && p.tty && now_s() - p.last_draw > 0.1) {
+            if (st == GE2_OK && p.tty && ge2_now_s() - p.last_draw > 0.1) {
                 st = progress_take(r->program, &p);
                 progress_print(&p, epoch, o->epochs, batch.index + 1, batches, false);
-                p.last_draw = now_s();
+                p.last_draw = ge2_now_s();
             }
         }
         ge2_batcher_position(b, &r->pos.epoch, &r->pos.batch_in_epoch);
