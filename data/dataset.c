@@ -168,17 +168,27 @@ static void batcher_build_order(ge2_batcher *b)
     }
 }
 
+static int batcher_world(const ge2_batcher_options *o) { return o->world > 1 ? o->world : 1; }
+
+/* A rank's examples per epoch: the epoch padded to a multiple of the ranks
+ * (or cut, with drop_last), divided among them */
+static int64_t shard_size(int64_t n, const ge2_batcher_options *o)
+{
+    const int world = batcher_world(o);
+    return o->drop_last ? n / world : (n + world - 1) / world;
+}
+
 ge2_status ge2_batcher_new(const ge2_dataset *ds, const ge2_batcher_options *options, ge2_batcher **out)
 {
     if (!ds || !options || !out)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_batcher_new: data set, options and out are required");
     *out = NULL;
-    const int world = options->world > 1 ? options->world : 1;
+    const int world = batcher_world(options);
     if (world > 64 || options->rank < 0 || (world > 1 && options->rank >= world) || world > ds->n)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_batcher_new: rank %d of world %d (1 to 64 ranks, at most the "
                          "data set's %lld examples)",
                          options->rank, options->world, (long long)ds->n);
-    const int64_t n_local = options->drop_last ? ds->n / world : (ds->n + world - 1) / world;
+    const int64_t n_local = shard_size(ds->n, options);
     if (options->batch_size <= 0 || options->batch_size > n_local)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_batcher_new: batch_size %lld must be in [1, %lld]",
                          (long long)options->batch_size, (long long)n_local);
@@ -212,10 +222,17 @@ void ge2_batcher_free(ge2_batcher *b)
 
 int64_t ge2_batcher_shard_size(const ge2_batcher *b) { return b->n_local; }
 
-int64_t ge2_batcher_batches_per_epoch(const ge2_batcher *b)
+static int64_t batches_of(int64_t n_local, const ge2_batcher_options *o)
 {
-    int64_t n = b->n_local, bs = b->opt.batch_size;
-    return b->opt.drop_last ? n / bs : (n + bs - 1) / bs;
+    int64_t bs = o->batch_size;
+    return o->drop_last ? n_local / bs : (n_local + bs - 1) / bs;
+}
+
+int64_t ge2_batcher_batches_per_epoch(const ge2_batcher *b) { return batches_of(b->n_local, &b->opt); }
+
+int64_t ge2_batcher_epoch_batches(int64_t n, const ge2_batcher_options *options)
+{
+    return options->batch_size > 0 ? batches_of(shard_size(n, options), options) : 0;
 }
 
 ge2_status ge2_batcher_seek(ge2_batcher *b, int64_t epoch, int64_t batch_in_epoch)

@@ -68,6 +68,9 @@ typedef struct ge2_batcher ge2_batcher;
 ge2_status ge2_batcher_new(const ge2_dataset *ds, const ge2_batcher_options *options, ge2_batcher **out);
 void ge2_batcher_free(ge2_batcher *b);
 int64_t ge2_batcher_batches_per_epoch(const ge2_batcher *b);
+/* The same before a batcher exists: the batches per epoch a batcher over n
+ * examples with these options would give (0 for a batch size below 1). */
+int64_t ge2_batcher_epoch_batches(int64_t n, const ge2_batcher_options *options);
 /* Positions the batcher so the next batch is (epoch, batch_in_epoch). */
 ge2_status ge2_batcher_seek(ge2_batcher *b, int64_t epoch, int64_t batch_in_epoch);
 /* The next batch of the current epoch; false once the epoch is exhausted

@@ -427,11 +427,18 @@ static ge2_status step_next_batch(run *r, ge2_batcher *b, ge2_mode mode, ge2_bat
     return ge2_program_step(r->program, mode, feeds, 2);
 }
 
+/* How the training set is cut: this rank's shard of each epoch's order, in
+ * batches of --batch, the last one partial */
+static ge2_batcher_options train_batching(const trainer_options *o, uint64_t data_seed)
+{
+    return (ge2_batcher_options){.batch_size = o->batch, .shuffle = o->shuffle, .seed = data_seed,
+                                 .drop_last = false, .rank = o->rank, .world = o->world};
+}
+
 static ge2_status train(run *r, const ge2_dataset *train_set)
 {
     const trainer_options *o = r->o;
-    ge2_batcher_options bo = {.batch_size = o->batch, .shuffle = o->shuffle, .seed = r->pos.data_seed,
-                              .drop_last = false, .rank = o->rank, .world = o->world};
+    ge2_batcher_options bo = train_batching(o, r->pos.data_seed);
     ge2_batcher *b;
     ge2_status st = ge2_batcher_new(train_set, &bo, &b);
     if (st != GE2_OK)
@@ -516,12 +523,11 @@ static int resume_position(const trainer_spec *spec, const trainer_options *o, g
     return 0;
 }
 
-/* Batches each rank takes per epoch: its shard (the epoch padded to a
- * multiple of the ranks) in batches, the last one partial. */
+/* Batches each rank takes per epoch, as the training batcher will cut them */
 static int64_t steps_per_epoch(const trainer_options *o, int64_t examples)
 {
-    int64_t shard = (examples + o->world - 1) / o->world;
-    return (shard + o->batch - 1) / o->batch;
+    const ge2_batcher_options bo = train_batching(o, 0);
+    return ge2_batcher_epoch_batches(examples, &bo);
 }
 
 /* Everything after flag parsing; returns the exit code. */

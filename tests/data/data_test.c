@@ -415,6 +415,9 @@ START_TEST(batcher_shards_are_disjoint_and_cover)
                     if (batches < 0)
                         batches = ge2_batcher_batches_per_epoch(b);
                     ck_assert_int_eq(ge2_batcher_batches_per_epoch(b), batches);
+                    /* whole batches of 4, or with the last one partial */
+                    ck_assert_int_eq(batches, drop ? shard / 4 : (shard + 3) / 4);
+                    ck_assert_int_eq(ge2_batcher_epoch_batches(n, &o), batches); /* before any batcher */
                     for (int64_t k = 0; k < shard; k++) {
                         const int64_t e = ge2_batcher_example(b, k);
                         ck_assert_int_eq(e, ge2_batcher_example(full, (rank + k * world) % n));
