@@ -14,12 +14,11 @@ struct ge2_dist {
     ge2_collective group; /* group.self points back here */
     MPI_Comm comm;        /* a duplicate of MPI_COMM_WORLD whose errors return */
     int local_rank;
-    double timeout_s;
     bool initialized_mpi; /* ge2_dist_init called MPI_Init_thread: free finalizes */
     struct ge2_nccl *nccl;
 };
 
-/* mpi.c: a host collective of MPI, waited for until timeout_s; `what`
+/* mpi.c: a host collective of MPI, waited for until group.timeout_s; `what`
  * names it in the error ("all-reduce of 1234 floats"). */
 ge2_status ge2_dist_wait(ge2_dist *dist, MPI_Request *request, const char *what);
 /* bytes of buf from rank 0 to every rank (chunked under MPI's int counts). */

@@ -34,7 +34,7 @@ static ge2_status mpi_fail(const ge2_dist *dist, int code, const char *what)
 
 ge2_status ge2_dist_wait(ge2_dist *dist, MPI_Request *request, const char *what)
 {
-    const double deadline = ge2_now_s() + dist->timeout_s;
+    const double deadline = ge2_now_s() + dist->group.timeout_s;
     for (long polls = 0;; polls++) {
         int done = 0;
         int rc = MPI_Test(request, &done, MPI_STATUS_IGNORE);
@@ -48,7 +48,7 @@ ge2_status ge2_dist_wait(ge2_dist *dist, MPI_Request *request, const char *what)
             if (ge2_now_s() > deadline)
                 return ge2_error(GE2_ERR_COLLECTIVE,
                                  "ge2_dist: rank %d: %s did not complete in %g s: another rank failed or hangs",
-                                 dist->group.rank, what, dist->timeout_s);
+                                 dist->group.rank, what, dist->group.timeout_s);
             nanosleep(&(struct timespec){0, 50000}, NULL);
         }
     }
@@ -164,7 +164,7 @@ ge2_status ge2_dist_init(int *argc, char ***argv, const ge2_dist_options *option
     ge2_dist *dist = ge2_calloc(1, sizeof *dist);
     if (!dist)
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_dist_init: process group");
-    dist->timeout_s = o.timeout_s > 0 ? o.timeout_s : DEFAULT_TIMEOUT_S;
+    dist->group.timeout_s = o.timeout_s > 0 ? o.timeout_s : DEFAULT_TIMEOUT_S;
     dist->comm = MPI_COMM_NULL;
     int initialized = 0, rc;
     MPI_Initialized(&initialized);
@@ -196,7 +196,6 @@ ge2_status ge2_dist_init(int *argc, char ***argv, const ge2_dist_options *option
         return st;
     }
     dist->group.self = dist;
-    dist->group.timeout_s = dist->timeout_s;
     dist->group.sum_host = sum_host;
     dist->group.prepare_device = ge2_nccl_prepare;
     dist->group.sum_device = ge2_nccl_sum;

@@ -97,7 +97,7 @@ static void *watch(void *arg)
         double deadline = atomic_load(&n->deadline);
         if (deadline > 0 && ge2_now_s() > deadline) {
             fprintf(stderr, "ge2_dist: rank %d: %s did not return in %g s: a peer failed or hangs; ending the job\n",
-                    dist->group.rank, atomic_load(&n->waiting_for), dist->timeout_s);
+                    dist->group.rank, atomic_load(&n->waiting_for), dist->group.timeout_s);
             fflush(stderr);
             _exit(1);
         }
@@ -119,7 +119,7 @@ static void *watch(void *arg)
 static void expect_return(struct ge2_nccl *n, const ge2_dist *dist, const char *call)
 {
     atomic_store(&n->waiting_for, call);
-    atomic_store(&n->deadline, ge2_now_s() + dist->timeout_s);
+    atomic_store(&n->deadline, ge2_now_s() + dist->group.timeout_s);
 }
 
 static void returned(struct ge2_nccl *n)
