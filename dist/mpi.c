@@ -103,10 +103,9 @@ static ge2_status sum_host(const ge2_collective *c, float *const *data, const in
 
 ge2_status ge2_dist_sum(ge2_dist *dist, double *values, int n)
 {
-    if (!dist || (!values && n > 0) || n < 0)
-        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_dist_sum: dist and values must not be NULL, n >= 0 (got %d)",
-                         n);
-    return dist->group.world > 1 ? sum_through_root(dist, values, n, MPI_DOUBLE, sizeof(double)) : GE2_OK;
+    if ((!values && n > 0) || n < 0)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_dist_sum: values must not be NULL, n >= 0 (got %d)", n);
+    return dist && dist->group.world > 1 ? sum_through_root(dist, values, n, MPI_DOUBLE, sizeof(double)) : GE2_OK;
 }
 
 /* This rank's index among the ranks sharing its machine. */

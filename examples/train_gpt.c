@@ -216,11 +216,6 @@ static bool is_rank0(const options *o)
     return o->rank == 0;
 }
 
-/* values[0, n) summed over the job's ranks (the same point on every rank). */
-static ge2_status job_sum(double *values, int n)
-{
-    return job ? ge2_dist_sum(job, values, n) : GE2_OK;
-}
 
 typedef struct run {
     const options *o;
@@ -264,7 +259,7 @@ static ge2_status evaluate(run *r, bool val, int64_t step, double *loss)
         st = ge2_program_take_metrics(r->prog, GE2_MODE_EVAL, &m);
     double sums[2] = {st == GE2_OK ? m.loss_sum : 0, st == GE2_OK ? (double)m.steps : 0};
     if (st == GE2_OK)
-        st = job_sum(sums, 2);
+        st = ge2_dist_sum(job, sums, 2);
     *loss = st == GE2_OK && sums[1] > 0 ? sums[0] / sums[1] : NAN;
     return st;
 }
@@ -363,7 +358,7 @@ static int train(run *r, int64_t first)
                 return fail("metrics");
             const double dt = ge2_now_s() - t0, steps = (double)(step + 1 - logged);
             double sums[2] = {m.loss_sum, (double)m.steps};
-            if (job_sum(sums, 2) != GE2_OK)
+            if (ge2_dist_sum(job, sums, 2) != GE2_OK)
                 return fail("metrics");
             if (is_rank0(o)) {
                 printf("iter %lld: loss %.4f, %.2f ms/step, %.0f tokens/s\n", (long long)(step + 1),

@@ -348,8 +348,6 @@ static ge2_status progress_take(ge2_program *program, progress *p)
  * same point, the epoch's end. */
 static ge2_status progress_gather(progress *p)
 {
-    if (!job || ge2_dist_world(job) <= 1)
-        return GE2_OK;
     double v[3] = {p->sum.loss_sum, p->sum.metric_sum, (double)p->sum.examples};
     TRY(ge2_dist_sum(job, v, 3));
     p->sum.loss_sum = v[0] / ge2_dist_world(job);

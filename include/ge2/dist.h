@@ -65,7 +65,9 @@ const ge2_collective *ge2_dist_collective(ge2_dist *dist);
  * ranks agree however they were initialised. */
 ge2_status ge2_dist_broadcast_state(ge2_dist *dist, ge2_program *program);
 
-/* values[0, n) summed over the ranks, in place, the same on every rank. */
+/* values[0, n) summed over the ranks, in place, the same on every rank; a
+ * NULL dist (one process, as ge2_dist_rank and ge2_dist_world take it)
+ * leaves them as they are. */
 ge2_status ge2_dist_sum(ge2_dist *dist, double *values, int n);
 
 /* Ends every rank of the job with exit code `code` (MPI_Abort): what a
