@@ -7,7 +7,9 @@
  *       alternating (an eval step after every ninth train step): two
  *       captured graphs, nothing allocated, running statistics finite.
  *
- * GE2_TEST_SHORT=1 (the sanitizer run) replays 50 steps instead.
+ * GE2_TEST_SHORT=1 (the sanitizer run) replays 10 steps instead: enough to
+ * run every key's graph, while racecheck slows each replay of the GPT's
+ * shared-memory attention by orders of magnitude.
  */
 #include <check.h>
 #include <cuda_runtime_api.h>
@@ -28,9 +30,15 @@
 /* Batches cycled through: the data stream is not what is under test. */
 #define N_BATCHES 16
 
+/* Replays each soak runs after its warm-up. */
+static int soak_replays(void)
+{
+    return ge2_gpu_suite_short() ? 10 : 10000;
+}
+
 START_TEST(test_ten_thousand_replays_leak_nothing)
 {
-    const int n = ge2_gpu_suite_short() ? 50 : 10000;
+    const int n = soak_replays();
     mlp m;
     mlp_open(&m, GE2_DEVICE_CUDA, BATCH, SEED, LR, false);
     ge2_metrics metrics;
@@ -118,7 +126,7 @@ static void cnn_soak_step(void *ctx, int i)
 
 START_TEST(test_cnn_ten_thousand_replays_with_eval_keys)
 {
-    const int n = ge2_gpu_suite_short() ? 50 : 10000;
+    const int n = soak_replays();
     cnn m;
     cnn_open(&m, BATCH, SEED, false);
     /* Warm-up: both keys made, captured and replayed once */
@@ -155,7 +163,7 @@ static void gpt_soak_step(void *ctx, int i)
  * error, three keys captured once each, a finite loss at the end. */
 START_TEST(test_gpt_ten_thousand_replays_three_keys)
 {
-    const int n = ge2_gpu_suite_short() ? 50 : 10000;
+    const int n = soak_replays();
     gpt m;
     gpt_open(&m, BATCH < 32 ? BATCH : 32, SEED, false);
     for (int i = 0; i < 21; i++) /* warm-up: every key made, captured and replayed */
