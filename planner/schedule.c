@@ -11,15 +11,24 @@
  * forward ops leading to an output. An op nobody needs (an unmarked metric,
  * say) is dropped rather than run with nowhere to write.
  *
- * One exception to creation order: a per-parameter OPTIMIZER_UPDATE (one
- * with inputs), created after the whole backward, runs as early as it may:
- * right after the later of the nodes producing its gradients and the last
- * other node reading the parameters it overwrites. Its gradients then die
- * there, so the arena reuses them while the backward goes on; run at the
- * end, every gradient would be live at once. A data-parallel ALL_REDUCE
- * (GE2_OPF_IN_PLACE) likewise runs right after its gradients are made, so
- * the ranks sum a bucket while the backward goes on; an update that reads
- * gradients an earlier all-reduce sums runs after that all-reduce.
+ * Exceptions to creation order, the early nodes, each placed as soon as
+ * every node it must follow is (early nodes that become ready together keep
+ * their creation order):
+ * - A per-parameter OPTIMIZER_UPDATE (one with inputs), created after the
+ *   whole backward, runs right after the later of the nodes producing its
+ *   gradients, the all-reduce summing them, and the last other node reading
+ *   the parameters it overwrites. Its gradients then die there, so the arena
+ *   reuses them while the backward goes on; run at the end, every gradient
+ *   would be live at once.
+ * - A data-parallel ALL_REDUCE (GE2_OPF_IN_PLACE) runs right after its
+ *   gradients are made (and after an earlier in-place node writing what it
+ *   reads), so the ranks sum a bucket while the backward goes on.
+ * - The node producing a gradient that an all-reduce sums runs as soon as
+ *   its own inputs exist. Autograd emits a layer's input gradient before its
+ *   weight gradient; run in that order, the all-reduce of a layer's weights
+ *   could overlap only what comes after both, and the last layers' buckets
+ *   would wait at the step's end. Graphs without all-reduces keep autograd's
+ *   order.
  */
 #include "graph/alloc.h"
 #include "graph/error.h"
@@ -72,39 +81,115 @@ static bool shares_input(const ge2_node *a, const ge2_node *b)
     return false;
 }
 
-/* after[n]: for each needed per-parameter update or in-place node, the
- * needed node it must follow (see the top of the file); -1 for every other
- * node. Nodes placed after the same node keep their creation order. */
-static void find_update_places(const ge2_graph *graph, const bool *node_needed, int *after)
+static bool reads_tensor(const ge2_node *node, int t, bool skip_like_inputs)
 {
+    for (int i = 0; i < node->n_inputs; i++)
+        if (node->inputs[i] == t && !(skip_like_inputs && ge2_plan_is_like_input(node, i)))
+            return true;
+    return false;
+}
+
+/* early[n]: whether needed node n is an early node (see the top of the file) */
+static void find_early_nodes(const ge2_graph *graph, const bool *node_needed, bool *early)
+{
+    for (int n = 0; n < graph->n_nodes; n++)
+        early[n] = node_needed[n] && (updates_in_place(&graph->nodes[n]) || writes_inputs(&graph->nodes[n]));
     for (int n = 0; n < graph->n_nodes; n++) {
-        const ge2_node *u = &graph->nodes[n];
-        after[n] = -1;
-        if (!node_needed[n] || !(updates_in_place(u) || writes_inputs(u)))
+        const ge2_node *node = &graph->nodes[n];
+        if (!node_needed[n] || !writes_inputs(node))
             continue;
-        for (int i = 0; i < u->n_inputs; i++) {
-            int producer = graph->tensors[u->inputs[i]]->producer;
-            if (producer > after[n])
-                after[n] = producer;
+        for (int i = 0; i < node->n_inputs; i++) {
+            int producer = graph->tensors[node->inputs[i]]->producer;
+            if (producer >= 0 && node_needed[producer])
+                early[producer] = true;
         }
-        /* an earlier in-place node writing what this one reads: after it */
-        for (int m = 0; m < n; m++)
-            if (node_needed[m] && writes_inputs(&graph->nodes[m]) && shares_input(&graph->nodes[m], u) &&
-                after[m] > after[n])
-                after[n] = after[m];
-        if (!updates_in_place(u))
-            continue;
-        /* Readers of a parameter: a scan of the nodes before this one. An
-         * update is created after every node that reads its parameters. */
-        for (int r = after[n] + 1; r < n; r++) {
-            const ge2_node *reader = &graph->nodes[r];
-            if (!node_needed[r] || updates_in_place(reader) || writes_inputs(reader))
+    }
+}
+
+/* Whether early node u must follow needed node m (m != u) */
+static bool must_follow(const ge2_graph *graph, int u, int m)
+{
+    const ge2_node *node = &graph->nodes[u], *other = &graph->nodes[m];
+    for (int o = 0; o < other->n_outputs; o++)
+        if (reads_tensor(node, other->outputs[o], false))
+            return true; /* its producer */
+    if (m < u && writes_inputs(other) && shares_input(other, node))
+        return true; /* an earlier in-place node writing what it reads */
+    if (!updates_in_place(node) || updates_in_place(other) || writes_inputs(other))
+        return false;
+    for (int j = 0; j < node->n_inputs; j += 2)
+        if (reads_tensor(other, node->inputs[j], true))
+            return true; /* a reader of a parameter it overwrites */
+    return false;
+}
+
+/* What the early nodes wait for: early node u may run once the creation-order
+ * nodes up to main_bound[u] are placed and so are the early nodes
+ * deps[first[u], first[u + 1]). */
+typedef struct early_deps {
+    int *main_bound, *first, *deps;
+} early_deps;
+
+static ge2_status find_early_deps(const ge2_graph *graph, const bool *node_needed, const bool *early,
+                                  early_deps *d)
+{
+    const int n_nodes = graph->n_nodes;
+    size_t cells = (size_t)n_nodes + 1;
+    d->main_bound = ge2_malloc(cells * sizeof *d->main_bound);
+    d->first = ge2_calloc(cells, sizeof *d->first);
+    d->deps = NULL;
+    if (!d->main_bound || !d->first)
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_plan: schedule of %d nodes", n_nodes);
+    /* two passes: count the early dependencies, then fill them in */
+    for (int pass = 0; pass < 2; pass++) {
+        int total = 0;
+        for (int u = 0; u < n_nodes; u++) {
+            d->first[u] = total;
+            d->main_bound[u] = -1;
+            if (!early[u])
                 continue;
-            for (int i = 0; i < reader->n_inputs; i++)
-                for (int j = 0; j < u->n_inputs; j += 2)
-                    if (reader->inputs[i] == u->inputs[j] && !ge2_plan_is_like_input(reader, i))
-                        after[n] = r;
+            for (int m = 0; m < n_nodes; m++) {
+                if (m == u || !node_needed[m] || !must_follow(graph, u, m))
+                    continue;
+                if (!early[m])
+                    d->main_bound[u] = m > d->main_bound[u] ? m : d->main_bound[u];
+                else if (pass == 1)
+                    d->deps[total++] = m;
+                else
+                    total++;
+            }
         }
+        d->first[n_nodes] = total;
+        if (pass == 0 && !(d->deps = ge2_malloc((size_t)(total > 0 ? total : 1) * sizeof *d->deps)))
+            return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_plan: schedule of %d nodes", n_nodes);
+    }
+    return GE2_OK;
+}
+
+static void early_deps_free(early_deps *d)
+{
+    ge2_free(d->main_bound);
+    ge2_free(d->first);
+    ge2_free(d->deps);
+}
+
+/* Appends every early node that may run now, creation order first, again
+ * after each one (it may let an earlier-made one run). cursor: the last
+ * creation-order node placed. */
+static void place_ready_early(const ge2_graph *graph, const bool *early, const early_deps *d, int cursor, bool *placed,
+                              ge2_plan *plan)
+{
+    for (int u = 0; u < graph->n_nodes; u++) {
+        if (!early[u] || placed[u] || d->main_bound[u] > cursor)
+            continue;
+        bool ready = true;
+        for (int k = d->first[u]; ready && k < d->first[u + 1]; k++)
+            ready = placed[d->deps[k]];
+        if (!ready)
+            continue;
+        placed[u] = true;
+        plan->schedule[plan->n_steps++] = u;
+        u = -1; /* rescan */
     }
 }
 
@@ -115,31 +200,38 @@ ge2_status ge2_plan_schedule(const ge2_graph *graph, ge2_plan *plan)
     plan->schedule = ge2_malloc(cells * sizeof *plan->schedule);
     bool *tensor_needed = ge2_calloc((size_t)graph->n_tensors + 1, sizeof *tensor_needed);
     bool *node_needed = ge2_calloc(cells, sizeof *node_needed);
-    int *after = ge2_malloc(cells * sizeof *after);
-    int *waiting = ge2_malloc(cells * sizeof *waiting); /* the placed updates, in creation order */
+    bool *early = ge2_calloc(cells, sizeof *early);
+    bool *placed = ge2_calloc(cells, sizeof *placed);
+    early_deps deps = {0};
     ge2_status st = GE2_OK;
-    if (!plan->schedule || !tensor_needed || !node_needed || !after || !waiting) {
+    if (!plan->schedule || !tensor_needed || !node_needed || !early || !placed) {
         st = ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_plan: schedule of %d nodes", n_nodes);
     } else {
         mark_needed(graph, plan->key.mode, tensor_needed, node_needed);
-        find_update_places(graph, node_needed, after);
-        int n_waiting = 0;
-        for (int n = 0; n < n_nodes; n++)
-            if (after[n] >= 0)
-                waiting[n_waiting++] = n;
-        plan->n_steps = 0;
-        for (int n = 0; n < n_nodes; n++) {
-            if (!node_needed[n] || after[n] >= 0)
-                continue;
-            plan->schedule[plan->n_steps++] = n;
-            for (int w = 0; w < n_waiting; w++)
-                if (after[waiting[w]] == n)
-                    plan->schedule[plan->n_steps++] = waiting[w];
-        }
+        find_early_nodes(graph, node_needed, early);
+        st = find_early_deps(graph, node_needed, early, &deps);
     }
+    if (st == GE2_OK) {
+        plan->n_steps = 0;
+        place_ready_early(graph, early, &deps, -1, placed, plan);
+        for (int n = 0; n < n_nodes; n++) {
+            if (!node_needed[n] || early[n])
+                continue;
+            placed[n] = true;
+            plan->schedule[plan->n_steps++] = n;
+            place_ready_early(graph, early, &deps, n, placed, plan);
+        }
+        for (int n = 0; n < n_nodes; n++)
+            if (node_needed[n] && !placed[n]) {
+                st = ge2_error(GE2_ERR_GRAPH, "ge2_plan: node %d (%s) waits on itself through in-place writes", n,
+                               ge2_op_name(graph->nodes[n].op));
+                break;
+            }
+    }
+    early_deps_free(&deps);
     ge2_free(tensor_needed);
     ge2_free(node_needed);
-    ge2_free(after);
-    ge2_free(waiting);
+    ge2_free(early);
+    ge2_free(placed);
     return st;
 }
