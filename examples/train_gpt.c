@@ -234,6 +234,16 @@ static uint64_t stream(uint64_t seed, uint64_t kind, int64_t step)
     return ge2_mix64(seed * GE2_MIX64_GAMMA ^ ge2_mix64(kind + 3 * (uint64_t)step));
 }
 
+/* The seed of this rank's model: its initial weights (rank 0's reach every
+ * rank) and its dropout masks. Rank 0 keeps --seed, so one rank draws what a
+ * single process does; the others draw from streams of their own, which no
+ * other seed's rank 0 shares (--seed + rank would give seed 1's rank 1 the
+ * masks of seed 2). */
+static uint64_t model_seed(const options *o)
+{
+    return o->rank == 0 ? o->seed : stream(o->seed, 3, o->rank);
+}
+
 /* the mean loss of eval_iters batches of a split, in eval mode, at step;
  * with several ranks each evaluates its share of the batches, drawn from
  * a stream of its own, and the mean is the job's */
@@ -433,7 +443,7 @@ int main(int argc, char **argv)
     r.y = malloc(sizeof(int32_t) * (size_t)(o.model.batch * o.model.block_size));
     if (!r.x || !r.y) {
         fprintf(stderr, "train_gpt: out of memory for a batch\n");
-    } else if (gpt_build(&o.model, o.seed + (uint64_t)o.rank, &r.m) != GE2_OK) { /* each rank's dropout masks */
+    } else if (gpt_build(&o.model, model_seed(&o), &r.m) != GE2_OK) {
         fail("model");
     } else if (ge2_backward(r.m.graph, r.m.loss) != GE2_OK || ge2_optimizer(r.m.graph, &adamw) != GE2_OK) {
         fail("backward and optimizer");
