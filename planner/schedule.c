@@ -21,8 +21,10 @@
  *   reuses them while the backward goes on; run at the end, every gradient
  *   would be live at once.
  * - A data-parallel ALL_REDUCE (GE2_OPF_IN_PLACE) runs right after its
- *   gradients are made (and after an earlier in-place node writing what it
- *   reads), so the ranks sum a bucket while the backward goes on.
+ *   gradients are made, so the ranks sum a bucket while the backward goes
+ *   on; and after every node made before it that reads what it overwrites
+ *   (batch norm's input gradient reads this rank's own sums of the
+ *   parameter gradients) or writes what it reads (an earlier all-reduce).
  * - The node producing a gradient that an all-reduce sums runs as soon as
  *   its own inputs exist. Autograd emits a layer's input gradient before its
  *   weight gradient; run in that order, the all-reduce of a layer's weights
@@ -115,7 +117,13 @@ static bool must_follow(const ge2_graph *graph, int u, int m)
             return true; /* its producer */
     if (m < u && writes_inputs(other) && shares_input(other, node))
         return true; /* an earlier in-place node writing what it reads */
-    if (!updates_in_place(node) || updates_in_place(other) || writes_inputs(other))
+    if (updates_in_place(other) || writes_inputs(other))
+        return false;
+    if (writes_inputs(node) && m < u)
+        for (int i = 0; i < node->n_inputs; i++)
+            if (reads_tensor(other, node->inputs[i], true))
+                return true; /* an earlier node reading what it overwrites */
+    if (!updates_in_place(node))
         return false;
     for (int j = 0; j < node->n_inputs; j += 2)
         if (reads_tensor(other, node->inputs[j], true))
@@ -214,6 +222,11 @@ ge2_status ge2_plan_schedule(const ge2_graph *graph, ge2_plan *plan)
     if (st == GE2_OK) {
         plan->n_steps = 0;
         place_ready_early(graph, early, &deps, -1, placed, plan);
+        /* Creation-order nodes go in unchecked: creation order is
+         * topological, and every early node they could read from (an
+         * all-reduce, a gradient producer) waits only on nodes made before
+         * it, so it is placed before the next creation-order node. Only
+         * updates wait on later-made nodes, and nothing reads an update. */
         for (int n = 0; n < n_nodes; n++) {
             if (!node_needed[n] || early[n])
                 continue;

@@ -7,7 +7,10 @@
  * shards' mean gradient is the global batch's mean gradient, summed in
  * another order), for SGD with momentum, Adam, AdamW with per-parameter
  * updates, clipping (the norm of the averaged gradient), gradient
- * accumulation and small buckets (several all-reduces a step). With one
+ * accumulation and small buckets (several all-reduces a step); and a
+ * batch-norm net against one process that normalizes each rank's rows
+ * apart (the norm's input gradient reads the rank's own parameter
+ * gradients before their all-reduce). With one
  * rank the all-reduce does nothing and the results must be bitwise the
  * reference's. Then: the ranks' parameters are bitwise the same; rank 0's
  * state reaches ranks that started from other seeds
@@ -76,15 +79,34 @@ static void verdict(bool ok, const char *fmt, ...)
 
 /* ------------------------------------------------------------ the model */
 
+/* The MLP, or the batch-norm net (batch_norm_shards) */
+enum { MAX_PARAMS = 6 };
 typedef struct mlp {
     ge2_graph *graph;
-    ge2_tensor *x, *y, *loss, *params[4];
+    ge2_tensor *x, *y, *loss, *params[MAX_PARAMS];
+    int n_params;
     ge2_context *ctx;
     ge2_program *program;
     int64_t batch;
 } mlp;
 
 static const char *const param_names[4] = {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"};
+
+/* The graph's loss (mean cross-entropy of logits), backward and
+ * optimizer, compiled; `group` NULL: one process. */
+static void finish(mlp *m, ge2_tensor *logits, const ge2_optimizer_config *oc, const ge2_collective *group,
+                   bool capture)
+{
+    API(ge2_cross_entropy(m->graph, logits, m->y, 0, &m->loss));
+    API(ge2_backward(m->graph, m->loss));
+    API(ge2_optimizer(m->graph, oc));
+    API(ge2_context_new(device, &m->ctx));
+    ge2_compile_options co = ge2_compile_defaults();
+    co.collective = group;
+    co.disable_fusions = "mlp_step"; /* see the top of the file */
+    co.disable_capture = !capture;
+    API(ge2_compile(m->ctx, m->graph, &co, &m->program));
+}
 
 /* IN -> HIDDEN relu -> CLASSES, mean cross-entropy, at `batch` examples a
  * step; `group` NULL: one process. */
@@ -108,15 +130,57 @@ static void mlp_build_with(mlp *m, int64_t batch, const ge2_optimizer_config *oc
         API(ge2_linear(m->graph, h, m->params[2 * l], m->params[2 * l + 1], l == 0 ? GE2_ACT_RELU : GE2_ACT_NONE, 0,
                        &h));
     }
-    API(ge2_cross_entropy(m->graph, h, m->y, 0, &m->loss));
-    API(ge2_backward(m->graph, m->loss));
-    API(ge2_optimizer(m->graph, oc));
-    API(ge2_context_new(device, &m->ctx));
-    ge2_compile_options co = ge2_compile_defaults();
-    co.collective = group;
-    co.disable_fusions = "mlp_step"; /* see the top of the file */
-    co.disable_capture = !capture;
-    API(ge2_compile(m->ctx, m->graph, &co, &m->program));
+    m->n_params = 4;
+    finish(m, h, oc, group, capture);
+}
+
+/* IN -> HIDDEN, batch norm, relu -> CLASSES. Batch norm normalizes by the
+ * statistics of the rows it sees: in the group, a rank's shard; in the
+ * reference (shards > 1, one process at shards·B), each rank's rows apart,
+ * slices sharing weight and bias with running statistics of their own, so
+ * the reference's mean loss is the ranks' mean and its gradient their
+ * average. */
+static void bn_net_build(mlp *m, int shards, const ge2_optimizer_config *oc, const ge2_collective *group)
+{
+    memset(m, 0, sizeof *m);
+    m->batch = (int64_t)shards * BATCH;
+    API(ge2_graph_new(&m->graph));
+    API(ge2_graph_set_seed(m->graph, 11));
+    API(ge2_input(m->graph, "x", GE2_F32, ge2_shape2(m->batch, IN), &m->x));
+    API(ge2_label(m->graph, "y", GE2_I32, ge2_shape1(m->batch), &m->y));
+    const ge2_init weight = {GE2_INIT_LINEAR_DEFAULT, 0, 0, 0}, gain = {GE2_INIT_UNIFORM, 0.5, 1.5, 0},
+                   shift = {GE2_INIT_UNIFORM, -0.2, 0.2, 0}, zeros = {GE2_INIT_ZEROS, 0, 0, 0},
+                   ones = {GE2_INIT_CONSTANT, 1, 0, 0};
+    ge2_tensor **p = m->params;
+    API(ge2_parameter(m->graph, "fc1.weight", GE2_F32, ge2_shape2(HIDDEN, IN), weight, &p[0]));
+    API(ge2_parameter(m->graph, "fc1.bias", GE2_F32, ge2_shape1(HIDDEN), (ge2_init){GE2_INIT_LINEAR_DEFAULT, 0, 0, IN},
+                      &p[1]));
+    API(ge2_parameter(m->graph, "bn.weight", GE2_F32, ge2_shape1(HIDDEN), gain, &p[2]));
+    API(ge2_parameter(m->graph, "bn.bias", GE2_F32, ge2_shape1(HIDDEN), shift, &p[3]));
+    API(ge2_parameter(m->graph, "fc2.weight", GE2_F32, ge2_shape2(CLASSES, HIDDEN), weight, &p[4]));
+    API(ge2_parameter(m->graph, "fc2.bias", GE2_F32, ge2_shape1(CLASSES),
+                      (ge2_init){GE2_INIT_LINEAR_DEFAULT, 0, 0, HIDDEN}, &p[5]));
+    m->n_params = 6;
+    ge2_tensor *h, *normed[4];
+    API(ge2_linear(m->graph, m->x, p[0], p[1], GE2_ACT_NONE, 0, &h));
+    for (int k = 0; k < shards; k++) {
+        char name[40];
+        ge2_tensor *rows = h, *mean, *var;
+        if (shards > 1)
+            API(ge2_slice(m->graph, h, 0, (int64_t)k * BATCH, (int64_t)(k + 1) * BATCH, &rows));
+        snprintf(name, sizeof name, "bn.%d.running_mean", k);
+        API(ge2_buffer(m->graph, name, GE2_F32, ge2_shape1(HIDDEN), zeros, &mean));
+        snprintf(name, sizeof name, "bn.%d.running_var", k);
+        API(ge2_buffer(m->graph, name, GE2_F32, ge2_shape1(HIDDEN), ones, &var));
+        API(ge2_batch_norm(m->graph, rows, p[2], p[3], mean, var, NULL, 0.1, 1e-5, &normed[k]));
+    }
+    if (shards > 1)
+        API(ge2_concat(m->graph, normed, shards, 0, &h));
+    else
+        h = normed[0];
+    API(ge2_activate(m->graph, h, GE2_ACT_RELU, 0, &h));
+    API(ge2_linear(m->graph, h, p[4], p[5], GE2_ACT_NONE, 0, &h));
+    finish(m, h, oc, group, true);
 }
 
 static void mlp_build(mlp *m, int64_t batch, const ge2_optimizer_config *oc, const ge2_collective *group,
@@ -153,25 +217,29 @@ static ge2_status step(mlp *m, int s, int64_t first)
     return ge2_program_step(m->program, GE2_MODE_TRAIN, feeds, 2);
 }
 
-static void read_params(mlp *m, float *out) /* [n_all] */
+/* The MLP's parameter values; the batch-norm net adds the norm's two */
+#define N_ALL (HIDDEN * IN + HIDDEN + CLASSES * HIDDEN + CLASSES)
+#define N_MAX (N_ALL + 2 * HIDDEN)
+
+/* Every parameter's values, in order, into out [N_MAX]; returns how many. */
+static int read_params(mlp *m, float *out)
 {
-    for (int p = 0; p < 4; p++) {
-        ge2_shape s = ge2_tensor_shape(m->params[p]);
-        int64_t n = ge2_shape_numel(s);
-        API(ge2_program_get_parameter(m->program, m->params[p], out, (size_t)n * sizeof(float)));
-        out += n;
+    int64_t total = 0;
+    for (int p = 0; p < m->n_params; p++) {
+        int64_t n = ge2_shape_numel(ge2_tensor_shape(m->params[p]));
+        API(ge2_program_get_parameter(m->program, m->params[p], out + total, (size_t)n * sizeof(float)));
+        total += n;
     }
+    return (int)total;
 }
 
-#define N_ALL (HIDDEN * IN + HIDDEN + CLASSES * HIDDEN + CLASSES)
-
-/* Whether every |a - b| <= atol + rtol |b| over the parameters (NaN
- * fails); the largest |a - b| into *max_diff. */
-static bool near(const float *a, const float *b, double atol, double rtol, double *max_diff)
+/* Whether every |a - b| <= atol + rtol |b| over n values (NaN fails); the
+ * largest |a - b| into *max_diff. */
+static bool near(const float *a, const float *b, int n, double atol, double rtol, double *max_diff)
 {
     bool ok = true;
     *max_diff = 0;
-    for (int i = 0; i < N_ALL; i++) {
+    for (int i = 0; i < n; i++) {
         double d = fabs((double)a[i] - (double)b[i]);
         ok = ok && d <= atol + rtol * fabs((double)b[i]);
         if (!(d <= *max_diff))
@@ -201,7 +269,7 @@ static void against_one_process(const char *name, ge2_optimizer_config oc)
         verdict(memcmp(a, b, sizeof a) == 0, "%s: 1 rank equals one process bitwise after %d steps", name, STEPS);
     } else {
         double d;
-        bool ok = near(a, b, 1e-6, 1e-5, &d);
+        bool ok = near(a, b, N_ALL, 1e-6, 1e-5, &d);
         verdict(ok, "%s: %d ranks at batch %d equal one process at batch %d after %d steps (max |difference| %.3g)",
                 name, world, BATCH, world * BATCH, STEPS, d);
     }
@@ -221,6 +289,44 @@ static void against_one_process(const char *name, ge2_optimizer_config oc)
     API(ge2_dist_broadcast_state(dist, dp.program));
     read_params(&dp, a);
     verdict(memcmp(a, mine, sizeof a) == 0, "%s: parameters bitwise identical across the %d ranks", name, world);
+    mlp_free(&dp);
+    mlp_free(&ref);
+}
+
+/* Batch norm in the group: each rank normalizes its own shard, and the
+ * norm's input gradient reads the rank's own sums of the parameter
+ * gradients, so their all-reduce must wait for it (were it summed first,
+ * every layer below the norm would get a wrong gradient). Against one
+ * process normalizing each rank's rows apart (bn_net_build). */
+static void batch_norm_shards(void)
+{
+    ge2_optimizer_config oc = ge2_optimizer_defaults(GE2_OPT_SGD);
+    oc.lr = 0.1;
+    oc.momentum = 0.9;
+    oc.bucket_bytes = 64; /* the norm's gradients in buckets of their own, complete before its input gradient */
+    ge2_optimizer_config ref_oc = oc;
+    oc.data_parallel = true;
+    mlp dp, ref;
+    bn_net_build(&dp, 1, &oc, ge2_dist_collective(dist));
+    bn_net_build(&ref, world, &ref_oc, NULL);
+    for (int s = 0; s < STEPS; s++) {
+        API(step(&dp, s, (int64_t)rank * BATCH));
+        API(step(&ref, s, 0));
+    }
+    float a[N_MAX], b[N_MAX];
+    const int n = read_params(&dp, a);
+    read_params(&ref, b);
+    if (world == 1) {
+        verdict(memcmp(a, b, sizeof(float) * (size_t)n) == 0,
+                "batch norm: 1 rank equals one process bitwise after %d steps", STEPS);
+    } else {
+        double d;
+        bool ok = near(a, b, n, 1e-6, 1e-5, &d);
+        verdict(ok,
+                "batch norm: %d ranks at batch %d equal one process normalizing each rank's %d rows apart after %d "
+                "steps (max |difference| %.3g)",
+                world, BATCH, BATCH, STEPS, d);
+    }
     mlp_free(&dp);
     mlp_free(&ref);
 }
@@ -248,7 +354,7 @@ static void broadcast_state(void)
     read_params(&dp, a);
     read_params(&ref, b);
     double d;
-    bool ok = near(a, b, 1e-6, 1e-5, &d);
+    bool ok = near(a, b, N_ALL, 1e-6, 1e-5, &d);
     verdict(ok, "broadcast: then trains as one process from rank 0's seed (max |difference| %.3g)", d);
     mlp_free(&dp);
     mlp_free(&ref);
@@ -433,6 +539,7 @@ int main(int argc, char **argv)
     accum.accumulation_steps = 2;
     against_one_process("adam, 2 accumulation steps", accum);
 
+    batch_norm_shards();
     broadcast_state();
     refuses_unaveraged();
     if (device == GE2_DEVICE_CUDA) {

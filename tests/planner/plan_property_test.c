@@ -165,11 +165,13 @@ static void check_summed_gradient_places(const ge2_graph *g, const ge2_plan *pla
     }
 }
 
-/* A data-parallel all-reduce runs after its gradients' producers, right
- * after the last of them (only other early-placed nodes in between), and
- * before every other node that reads a gradient it sums; the flat update
- * and the gradient norm, which read every gradient through the pool, after
- * every all-reduce. */
+/* A data-parallel all-reduce runs after its gradients' producers and after
+ * every node made before it that reads them (a backward node wanting this
+ * rank's own gradient, as batch norm's input gradient does), right after the
+ * last of those (only other early-placed nodes in between), and before every
+ * node made after it that reads a gradient it sums; the flat update and the
+ * gradient norm, which read every gradient through the pool, after every
+ * all-reduce. */
 static void check_all_reduce_places(const ge2_graph *g, const ge2_plan *plan, const int *pos)
 {
     int last_all_reduce = -1;
@@ -187,9 +189,17 @@ static void check_all_reduce_places(const ge2_graph *g, const ge2_plan *plan, co
                 must_follow = pos[grad->producer];
             for (int q = 0; q < plan->n_steps; q++) {
                 const ge2_node *r = &g->nodes[plan->schedule[q]];
-                if (r != a && !is_all_reduce(r) && reads(r, grad->id))
+                if (r == a || is_all_reduce(r) || !reads(r, grad->id))
+                    continue;
+                if (r->id < a->id) {
+                    ck_assert_msg(q < p, "node %d, made before all_reduce %d, reads %s at %d, after it at %d", r->id,
+                                  a->id, grad->name, q, p);
+                    if (q > must_follow)
+                        must_follow = q;
+                } else {
                     ck_assert_msg(q > p, "node %d reads %s at %d, before its all_reduce at %d", r->id, grad->name, q,
                                   p);
+                }
             }
         }
         for (int q = must_follow + 1; q < p; q++)
