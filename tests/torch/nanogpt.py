@@ -1,17 +1,19 @@
 """train_gpt's model in PyTorch: nanoGPT's GPT (model.py) with train_gpt's
 choices - GELU (tanh), biases, the LM head tied to the token embedding,
-residual and embedding dropout but none on the attention weights - under
-nanoGPT's parameter names, and nanoGPT's initialisation. Shared by
-tests/torch/gpt_parity.py and bench/gpt_speed.py."""
+residual and embedding dropout but none on the attention weights (unless
+attn_dropout, as nanoGPT has it) - under nanoGPT's parameter names, and
+nanoGPT's initialisation. Shared by tests/torch/gpt_parity.py,
+bench/gpt_speed.py, bench/gpt_quality.py and bench/ddp_speed.py."""
 import math
 
 import torch
 
 
 class Block(torch.nn.Module):
-    def __init__(self, c, h, dropout):
+    def __init__(self, c, h, dropout, attn_dropout=False):
         super().__init__()
         self.h = h
+        self.attn_p = dropout if attn_dropout else 0.0
         self.ln_1 = torch.nn.LayerNorm(c)
         self.attn = torch.nn.Module()
         self.attn.c_attn = torch.nn.Linear(c, 3 * c)
@@ -26,20 +28,21 @@ class Block(torch.nn.Module):
         b, t, c = x.shape
         q, k, v = self.attn.c_attn(self.ln_1(x)).split(c, dim=2)
         q, k, v = (z.view(b, t, self.h, c // self.h).transpose(1, 2) for z in (q, k, v))
-        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                                             dropout_p=self.attn_p if self.training else 0.0)
         x = x + self.drop(self.attn.c_proj(y.transpose(1, 2).contiguous().view(b, t, c)))
         h = torch.nn.functional.gelu(self.mlp.c_fc(self.ln_2(x)), approximate="tanh")
         return x + self.drop(self.mlp.c_proj(h))
 
 
 class GPT(torch.nn.Module):
-    def __init__(self, vocab, block, n_layer, n_head, n_embd, dropout=0.0):
+    def __init__(self, vocab, block, n_layer, n_head, n_embd, dropout=0.0, attn_dropout=False):
         super().__init__()
         self.transformer = torch.nn.Module()
         self.transformer.wte = torch.nn.Embedding(vocab, n_embd)
         self.transformer.wpe = torch.nn.Embedding(block, n_embd)
         self.transformer.drop = torch.nn.Dropout(dropout)
-        self.transformer.h = torch.nn.ModuleList(Block(n_embd, n_head, dropout) for _ in range(n_layer))
+        self.transformer.h = torch.nn.ModuleList(Block(n_embd, n_head, dropout, attn_dropout) for _ in range(n_layer))
         self.transformer.ln_f = torch.nn.LayerNorm(n_embd)
         for name, p in self.named_parameters():
             if name.endswith("c_proj.weight"):
