@@ -12,8 +12,8 @@
  * say) is dropped rather than run with nowhere to write.
  *
  * Exceptions to creation order, the early nodes, each placed as soon as
- * every node it must follow is (early nodes that become ready together keep
- * their creation order):
+ * every node it must follow is (of early nodes that become ready together,
+ * all-reduces go first, then the rest in creation order):
  * - A per-parameter OPTIMIZER_UPDATE (one with inputs), created after the
  *   whole backward, runs right after the later of the nodes producing its
  *   gradients, the all-reduce summing them, and the last other node reading
@@ -181,23 +181,35 @@ static void early_deps_free(early_deps *d)
     ge2_free(d->deps);
 }
 
-/* Appends every early node that may run now, creation order first, again
- * after each one (it may let an earlier-made one run). cursor: the last
+static bool early_ready(const bool *early, const early_deps *d, int cursor, const bool *placed, int u)
+{
+    if (!early[u] || placed[u] || d->main_bound[u] > cursor)
+        return false;
+    for (int k = d->first[u]; k < d->first[u + 1]; k++)
+        if (!placed[d->deps[k]])
+            return false;
+    return true;
+}
+
+/* Appends every early node that may run now, one at a time (each may let
+ * others run): an all-reduce first, so the ranks' communication starts while
+ * the rest computes, then the others in creation order. cursor: the last
  * creation-order node placed. */
 static void place_ready_early(const ge2_graph *graph, const bool *early, const early_deps *d, int cursor, bool *placed,
                               ge2_plan *plan)
 {
-    for (int u = 0; u < graph->n_nodes; u++) {
-        if (!early[u] || placed[u] || d->main_bound[u] > cursor)
-            continue;
-        bool ready = true;
-        for (int k = d->first[u]; ready && k < d->first[u + 1]; k++)
-            ready = placed[d->deps[k]];
-        if (!ready)
-            continue;
-        placed[u] = true;
-        plan->schedule[plan->n_steps++] = u;
-        u = -1; /* rescan */
+    for (;;) {
+        int pick = -1;
+        for (int u = 0; u < graph->n_nodes && pick < 0; u++)
+            if (writes_inputs(&graph->nodes[u]) && early_ready(early, d, cursor, placed, u))
+                pick = u;
+        for (int u = 0; u < graph->n_nodes && pick < 0; u++)
+            if (early_ready(early, d, cursor, placed, u))
+                pick = u;
+        if (pick < 0)
+            return;
+        placed[pick] = true;
+        plan->schedule[plan->n_steps++] = pick;
     }
 }
 
