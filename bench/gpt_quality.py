@@ -8,8 +8,9 @@ each.
         --data gpu_stage/data/austen.txt [--precision tf32] [--max-iters 5000]
 
 ge2: train_gpt with its defaults (nanoGPT's train_shakespeare_char config)
-and --seed 1; its "step N: ... val loss" lines, its best val loss, its
-sampled text and its wall time.
+and --seed 1; its "step N: ... val loss" lines, its best val loss and its
+sampled text. Its output goes line by line to $OUT/gpt_quality_ge2.log (or
+/tmp), so a call cut short keeps it.
 PyTorch: nanoGPT's training loop (train.py) written out here - random
 batches of the first 90% of the corpus, its learning-rate schedule (linear
 warm-up, cosine decay to --min-lr over the run), AdamW with weight decay on
@@ -18,9 +19,12 @@ the >= 2-dim parameters only, gradient clipping at 1.0, an evaluation of
 eval mode - on tests/torch/nanogpt.py's model with seed 2. By default with
 dropout on the attention weights as nanoGPT has it (ge2's model has none;
 --no-attn-dropout leaves it out on PyTorch's side too).
-With two or more GPUs the two runs share the call, one a GPU. Prints a
-table last; exits 1 if a run failed (the 0.03 verdict is in the table, not
-the exit status: this is a measurement).
+Both sides are timed from their first evaluation's line to their last
+(training and the evaluations between; ge2's start-up, data load and
+compile come before). With two or more GPUs the two runs share the call,
+one a GPU. Prints both validation curves and a table last; exits 1 if a run
+failed (the 0.03 verdict is in the table, not the exit status: this is a
+measurement).
 """
 import argparse
 import math
@@ -40,26 +44,51 @@ from nanogpt import GPT, adamw  # noqa: E402
 def ge2_command(a):
     return [a.train_gpt, "--device", "cuda", "--data", a.data, "--precision", a.precision, "--seed", "1",
             "--max-iters", str(a.max_iters), "--eval-interval", str(a.eval_interval), "--eval-iters",
-            str(a.eval_iters), "--sample", "300"]
+            str(a.eval_iters), "--lr", str(a.lr), "--min-lr", str(a.min_lr), "--warmup", str(a.warmup),
+            "--sample", "300"]
 
 
-def ge2_result(out, secs):
-    vals = [float(m.group(1)) for m in re.finditer(r"^step \d+: train loss [0-9.]+, val loss ([0-9.]+)", out, re.M)]
-    best = re.search(r"^best val loss: ([0-9.]+)", out, re.M)
-    if not best:
-        raise RuntimeError(f"train_gpt printed no best val loss: {out[-500:]}")
-    sample = re.search(r"^sample \(\d+ characters\):\n(.*)", out[:best.start()], re.M | re.S)
-    return dict(best=float(best.group(1)), last=vals[-1] if vals else float("nan"), secs=secs,
-                sample=sample.group(1).rstrip("\n") if sample else "(no sample)")
+EVAL_LINE = re.compile(r"^(?:torch )?step (\d+): train loss (\S+), val loss (\S+)")
 
 
-def ge2_run(a, env, result):
-    """train_gpt's whole run; its figures (or None) into result["ge2"], its output into result["out"]."""
-    start = time.perf_counter()
-    done = subprocess.run(ge2_command(a), capture_output=True, text=True, errors="replace", env=env)
-    result["out"] = done.stdout + done.stderr
-    result["rc"] = done.returncode
-    result["ge2"] = ge2_result(done.stdout, time.perf_counter() - start) if done.returncode == 0 else None
+def figures(evals, sample=""):
+    """evals: (seconds since start, step, train loss, val loss) of each evaluation line. The span is
+    from the first evaluation's line to the last's: training and the evaluations between, the same on
+    both sides (ge2's start-up, data load and compile come before its first line)."""
+    if not evals:
+        return None
+    vals = [v for _, _, _, v in evals]
+    return dict(best=min(vals), last=vals[-1], secs=evals[-1][0] - evals[0][0], evals=evals, sample=sample)
+
+
+def ge2_run(a, env, log_path, result):
+    """train_gpt's whole run, its output line by line into log_path (kept if the call is cut short);
+    result["ge2"]: its figures, or None with result["why"]."""
+    result["ge2"], result["why"] = None, ""
+    try:
+        start = time.perf_counter()
+        lines, evals = [], []
+        with open(log_path, "w", errors="replace") as log, subprocess.Popen(
+                ge2_command(a), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+                env=env) as proc:
+            for line in proc.stdout:
+                log.write(line)
+                log.flush()
+                lines.append(line)
+                m = EVAL_LINE.match(line)
+                if m:
+                    evals.append((time.perf_counter() - start, int(m.group(1)), float(m.group(2)),
+                                  float(m.group(3))))
+        out = "".join(lines)
+        best = re.search(r"^best val loss: (\S+)", out, re.M)
+        if proc.returncode != 0 or not best:
+            result["why"] = f"train_gpt exited {proc.returncode}:\n{out[-1500:]}"
+            return
+        sample = re.search(r"^sample \(\d+ characters\):\n(.*)", out[:best.start()], re.M | re.S)
+        result["ge2"] = figures(evals, sample.group(1).rstrip("\n") if sample else "(no sample)")
+        result["ge2"]["best_printed"] = float(best.group(1))
+    except Exception as e:  # a wrong path, an unreadable line: say so, the other run still reports
+        result["why"] = f"train_gpt: {e!r}"
 
 
 def lr_at(it, a):
@@ -108,7 +137,7 @@ def torch_run(a, device):
         model.train()
         return out
 
-    best, last = float("inf"), float("nan")
+    evals = []
     torch.cuda.synchronize(device)
     start = time.perf_counter()
     for it in range(a.max_iters + 1):
@@ -116,9 +145,8 @@ def torch_run(a, device):
             group["lr"] = lr_at(it, a)
         if it % a.eval_interval == 0 or it == a.max_iters:
             losses = estimate()
-            last = losses["val"]
-            best = min(best, last)
-            print(f"torch step {it}: train loss {losses['train']:.4f}, val loss {last:.4f}", flush=True)
+            evals.append((time.perf_counter() - start, it, losses["train"], losses["val"]))
+            print(f"torch step {it}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}", flush=True)
         if it == a.max_iters:
             break
         loss = loss_of(*get_batch("train"))
@@ -126,8 +154,7 @@ def torch_run(a, device):
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-    torch.cuda.synchronize(device)
-    return dict(best=best, last=last, secs=time.perf_counter() - start, sample="")
+    return figures(evals)
 
 
 def main():
@@ -148,35 +175,46 @@ def main():
     env = dict(os.environ)
     if gpus >= 2:  # ge2 on GPU 0 while PyTorch trains on GPU 1
         env["CUDA_VISIBLE_DEVICES"] = "0"
-    result = {}
-    if gpus < 2:  # one GPU: one run after the other
-        ge2_run(a, env, result)
-        t = torch_run(a, "cuda:0")
-    else:
-        worker = threading.Thread(target=ge2_run, args=(a, env, result))
-        worker.start()
-        t = torch_run(a, "cuda:1")
+    log_path = os.path.join(os.environ.get("OUT", "/tmp"), "gpt_quality_ge2.log")
+    result, t = {}, None
+    worker = threading.Thread(target=ge2_run, args=(a, env, log_path, result))
+    worker.start()
+    try:
+        if gpus < 2:  # one GPU: one run after the other
+            worker.join()
+        t = torch_run(a, "cuda:1" if gpus >= 2 else "cuda:0")
+    except Exception as e:
+        print(f"torch run failed: {e!r}", file=sys.stderr)
+    finally:
         worker.join()
-    g = result["ge2"]
+    g = result.get("ge2")
     if g is None:
-        print(f"train_gpt failed ({result['rc']}):\n{result['out'][-1500:]}", file=sys.stderr)
+        print(result.get("why", "train_gpt: no result"), file=sys.stderr)
     print(f"GPU: {torch.cuda.get_device_name()} x {gpus}, torch {torch.__version__}; {a.precision}, "
           f"{a.max_iters} iterations, eval every {a.eval_interval} x {a.eval_iters} batches; "
-          f"PyTorch {'without' if a.no_attn_dropout else 'with'} attention dropout; "
-          f"{'side by side on two GPUs' if gpus >= 2 else 'one after the other'}")
+          f"PyTorch: train_gpt's model (biases, GELU tanh, fp32/TF32, eager) in nanoGPT's loop, "
+          f"{'without' if a.no_attn_dropout else 'with'} attention dropout; "
+          f"{'side by side on two GPUs' if gpus >= 2 else 'one after the other'}; ge2's output: {log_path}")
     if g:
         print("ge2's sample:\n" + g["sample"])
-    print("| impl | seed | best val loss | last val loss | wall s (training and evaluations) |")
+    curves = {name: {step: val for _, step, _, val in r["evals"]} for name, r in (("ge2", g), ("torch", t)) if r}
+    steps = sorted(set().union(*[c.keys() for c in curves.values()])) if curves else []
+    print("| step | " + " | ".join(f"{n} val loss" for n in curves) + " |")
+    print("|---|" + "---|" * len(curves))
+    for step in steps:
+        print(f"| {step} | " + " | ".join(f"{c[step]:.4f}" if step in c else "" for c in curves.values()) + " |")
+    print("| impl | seed | best val loss | last val loss | s from the first evaluation to the last |")
     print("|---|---|---|---|---|")
     for name, seed, r in (("ge2", 1, g), ("torch (nanoGPT loop)", 2, t)):
         if r:
             print(f"| {name} | {seed} | {r['best']:.4f} | {r['last']:.4f} | {r['secs']:.1f} |")
-    if g:
+    if g and t:
         d = g["best"] - t["best"]
-        print(f"ge2 - torch best val loss: {d:+.4f} (target within 0.03: {'met' if abs(d) <= 0.03 else 'missed'}); "
-              f"wall ratio ge2 / torch {g['secs'] / t['secs']:.2f} (ge2's wall includes its start-up and data load; "
-              f"side by side, the two share the host)")
-    sys.exit(0 if g else 1)
+        print(f"ge2 - torch best val loss: {d:+.4f} (target within 0.03, PyTorch "
+              f"{'without' if a.no_attn_dropout else 'with'} attention dropout: "
+              f"{'met' if abs(d) <= 0.03 else 'missed'}); time ratio ge2 / torch {g['secs'] / t['secs']:.2f}"
+              f"{' (side by side, the two share the host)' if gpus >= 2 else ''}")
+    sys.exit(0 if g and t else 1)
 
 
 if __name__ == "__main__":
