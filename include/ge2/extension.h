@@ -57,8 +57,11 @@ enum {
      * the last update of the step, so such graphs take the flat update */
     GE2_OPF_RANDOM = 1u << 6,
     /* writes its inputs in place and makes no outputs (the data-parallel
-     * all-reduce): the schedule runs it right after its inputs are made, and
-     * every later in-place reader of them after it */
+     * all-reduce). The schedule runs it as soon as its inputs are made and
+     * every earlier node reading them has run, makes those inputs as early
+     * as their own inputs allow, and runs every later reader after it. The
+     * CUDA backend runs it on a side stream beside the step (it touches
+     * nothing else), joined before anything reads what it wrote. */
     GE2_OPF_IN_PLACE = 1u << 7,
     /* output 0 is input 0's bytes under another shape (a reshape): the
      * planner may give it input 0's memory while both live, and the kernel
