@@ -46,6 +46,20 @@ for opt in "sgd --lr 0.05" "adam"; do
     done
 done
 
+# --bucket-mb: 4 KiB buckets (a layer's weight gradient alone is 100 KiB: one all-reduce per gradient)
+# give the same parameters as the default bucket, and the flag wants --distributed.
+"${mpirun[@]}" 2 "$bin" "${common[@]}" --optimizer adam --seed 3 --distributed --bucket-mb 0.004 --batch 32 \
+    --steps 20 --save "$tmp/buckets.safetensors" >/dev/null 2>"$tmp/buckets.err"
+rc=$?
+check "--bucket-mb 0.004: 2 ranks run ($(tail -n 1 "$tmp/buckets.err"))" "$rc"
+"$close" "$tmp/buckets.safetensors" "$tmp/adam_seed3_straight.safetensors" >"$tmp/close.out"
+rc=$?
+check "--bucket-mb 0.004: 2 ranks x 32 == 1 x 64 ($(tail -n 1 "$tmp/close.out"))" "$rc"
+"$bin" "${common[@]}" --bucket-mb 1 --steps 1 >/dev/null 2>"$tmp/bucket_alone.err"
+[ $? -eq 2 ] && grep -q -- '--bucket-mb applies to --distributed only' "$tmp/bucket_alone.err"
+rc=$?
+check "--bucket-mb without --distributed is refused ($(cat "$tmp/bucket_alone.err"))" "$rc"
+
 # 2 ranks x 32 for 10 steps, then 1 process x 64 for 10 more == the 20 straight adam, shuffled steps above.
 "${mpirun[@]}" 2 "$bin" "${common[@]}" --optimizer adam --seed 3 --distributed --batch 32 --steps 10 \
     --save "$tmp/part.safetensors" >/dev/null 2>"$tmp/part.err"

@@ -39,6 +39,7 @@ typedef struct options {
     uint64_t seed;
     bool shuffle;
     bool distributed;
+    double bucket_mb; /* --bucket-mb: the all-reduce buckets' MiB; 0: the optimizer's default */
     bool kernel_report, time_launches;
     int rank, world; /* 0 and 1 without --distributed */
 } options;
@@ -76,6 +77,7 @@ static int usage(FILE *to, int code)
             "  --time-launches          time each launch (CUDA: eager steps); the kernel report gives their mean\n"
             "  --distributed            data parallel over the ranks mpirun starts, one per GPU:\n"
             "                           mpirun -np 2 train_gpt --distributed ... (--batch is per rank)\n"
+            "  --bucket-mb MB           --distributed: gradient MiB one all-reduce gathers (25, DDP's bucket_cap_mb)\n"
             "  --help                   this text\n");
     return code;
 }
@@ -113,7 +115,7 @@ static int parse(int argc, char **argv, options *o)
 {
     enum { N_LAYER = 1000, N_HEAD, N_EMBD, BLOCK, BATCH, DROPOUT, LR, MIN_LR, WARMUP, MAX_ITERS, STEPS, WD, BETA2,
            CLIP, EVAL_INTERVAL, EVAL_ITERS, SEED, NO_SHUFFLE, SAMPLE, SAVE, INIT, RESUME, PRECISION, DEVICE, DATA,
-           DISTRIBUTED, KERNEL_REPORT, TIME_LAUNCHES, HELP };
+           DISTRIBUTED, BUCKET_MB, KERNEL_REPORT, TIME_LAUNCHES, HELP };
     static const struct option flags[] = {
         {"n-layer", 1, 0, N_LAYER}, {"n-head", 1, 0, N_HEAD}, {"n-embd", 1, 0, N_EMBD},
         {"block-size", 1, 0, BLOCK}, {"batch", 1, 0, BATCH}, {"dropout", 1, 0, DROPOUT}, {"lr", 1, 0, LR},
@@ -123,7 +125,8 @@ static int parse(int argc, char **argv, options *o)
         {"no-shuffle", 0, 0, NO_SHUFFLE}, {"sample", 1, 0, SAMPLE}, {"save", 1, 0, SAVE}, {"init", 1, 0, INIT},
         {"resume", 1, 0, RESUME}, {"precision", 1, 0, PRECISION},
         {"device", 1, 0, DEVICE}, {"kernel-report", 0, 0, KERNEL_REPORT}, {"time-launches", 0, 0, TIME_LAUNCHES},
-        {"data", 1, 0, DATA}, {"distributed", 0, 0, DISTRIBUTED}, {"help", 0, 0, HELP}, {0, 0, 0, 0},
+        {"data", 1, 0, DATA}, {"distributed", 0, 0, DISTRIBUTED}, {"bucket-mb", 1, 0, BUCKET_MB},
+        {"help", 0, 0, HELP}, {0, 0, 0, 0},
     };
     int64_t seed = 1;
     opterr = 0;
@@ -166,6 +169,7 @@ static int parse(int argc, char **argv, options *o)
             break;
         case DATA: o->data = optarg; break;
         case DISTRIBUTED: o->distributed = true; break;
+        case BUCKET_MB: ok = parse_f64(optarg, 1.0 / (1 << 20), 1e6, &o->bucket_mb); break;
         case KERNEL_REPORT: o->kernel_report = true; break;
         case TIME_LAUNCHES: o->time_launches = o->kernel_report = true; break;
         case HELP: return usage(stdout, -1);
@@ -181,6 +185,8 @@ static int parse(int argc, char **argv, options *o)
         return bad_flag(argv[optind]);
     if (o->init && o->resume)
         return bad_flag("--init and --resume both give the parameters: take one");
+    if (o->bucket_mb > 0 && !o->distributed)
+        return bad_flag("--bucket-mb applies to --distributed only");
     if (o->model.n_embd % o->model.n_head)
         return bad_flag("--n-embd must be a multiple of --n-head");
     if (o->model.batch > (int64_t)1 << 40 || o->model.batch * o->model.block_size > INT32_MAX)
@@ -439,6 +445,7 @@ int main(int argc, char **argv)
     adamw.decay_matrices_only = true;
     adamw.clip_norm = o.grad_clip;
     adamw.data_parallel = o.distributed;
+    adamw.bucket_bytes = (int64_t)(o.bucket_mb * (double)(1 << 20));
     r.x = malloc(sizeof(int32_t) * (size_t)(o.model.batch * o.model.block_size));
     r.y = malloc(sizeof(int32_t) * (size_t)(o.model.batch * o.model.block_size));
     if (!r.x || !r.y) {

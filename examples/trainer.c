@@ -82,6 +82,7 @@ static void usage(const trainer_spec *spec, FILE *out)
             "                           us per step (use with --steps, so the last train key is the full batch)\n"
             "  --distributed            data parallel over the ranks mpirun starts, one per GPU:\n"
             "                           mpirun -np 2 %s --distributed ... (--batch is per rank)\n"
+            "  --bucket-mb MB           --distributed: gradient MiB one all-reduce gathers (25, DDP's bucket_cap_mb)\n"
             "  --help                   this text\n",
             spec->name, spec->summary, spec->model_usage ? spec->model_usage : "", (long long)spec->default_epochs,
             ge2_optimizer_name(spec->default_optimizer), weight_decay, spec->default_label_smoothing,
@@ -124,6 +125,7 @@ static ge2_optimizer_config optimizer_config(const trainer_options *o, int64_t s
         c.weight_decay = o->weight_decay;
     c.momentum = o->momentum;
     c.data_parallel = o->distributed;
+    c.bucket_bytes = (int64_t)(o->bucket_mb * (double)(1 << 20));
     if (o->schedule == GE2_SCHEDULE_COSINE) {
         c.schedule.kind = GE2_SCHEDULE_COSINE;
         c.schedule.total_steps = o->epochs * steps_per_epoch;
@@ -146,6 +148,7 @@ enum {
     OPT_SCHEDULE,
     OPT_MIN_LR,
     OPT_DISTRIBUTED,
+    OPT_BUCKET_MB,
     OPT_LABEL_SMOOTHING,
     OPT_HELP
 };
@@ -187,6 +190,7 @@ static int parse_args(int argc, char **argv, const trainer_spec *spec, trainer_o
         {"schedule", required_argument, NULL, OPT_SCHEDULE},
         {"min-lr", required_argument, NULL, OPT_MIN_LR},
         {"distributed", no_argument, NULL, OPT_DISTRIBUTED},
+        {"bucket-mb", required_argument, NULL, OPT_BUCKET_MB},
         {"label-smoothing", required_argument, NULL, OPT_LABEL_SMOOTHING},
         {"help", no_argument, NULL, OPT_HELP}};
     enum { N_COMMON = sizeof common / sizeof common[0], MAX_FLAGS = 64 };
@@ -292,6 +296,11 @@ static int parse_args(int argc, char **argv, const trainer_spec *spec, trainer_o
         case OPT_DISTRIBUTED:
             o->distributed = true;
             break;
+        case OPT_BUCKET_MB:
+            if (!parse_double(optarg, &o->bucket_mb) || !(o->bucket_mb * 1048576.0 >= 1.0) || o->bucket_mb > 1e6)
+                return trainer_fail(spec, 2, "--bucket-mb: expected a number of MiB (at least a byte), got '%s'",
+                                    optarg);
+            break;
         case OPT_LABEL_SMOOTHING:
             if (!parse_double(optarg, &o->label_smoothing) || !(o->label_smoothing < 1))
                 return trainer_fail(spec, 2, "--label-smoothing: expected a number in [0, 1), got '%s'", optarg);
@@ -317,6 +326,8 @@ static int parse_args(int argc, char **argv, const trainer_spec *spec, trainer_o
         return trainer_fail(spec, 2, "--init and --resume both set parameters: give one");
     if (o->momentum != 0 && o->optimizer != GE2_OPT_SGD)
         return trainer_fail(spec, 2, "--momentum applies to --optimizer sgd only");
+    if (o->bucket_mb > 0 && !o->distributed)
+        return trainer_fail(spec, 2, "--bucket-mb applies to --distributed only");
     ge2_optimizer_config oc = optimizer_config(o, 1);
     if (ge2_opt_validate(&oc) != GE2_OK)
         return trainer_fail(spec, 2, "%s", ge2_last_error());

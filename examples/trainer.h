@@ -54,7 +54,8 @@ typedef struct trainer_options {
     /* --distributed: data parallel over the ranks mpirun started; --batch
      * is each rank's, the job's batch is batch x ranks */
     bool distributed;
-    int rank, world; /* 0 and 1 without --distributed */
+    double bucket_mb; /* --bucket-mb: the all-reduce buckets' MiB; 0: the optimizer's default */
+    int rank, world;  /* 0 and 1 without --distributed */
 } trainer_options;
 
 /* What a trainer's build gives back. x holds a batch of images in any
