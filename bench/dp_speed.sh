@@ -15,6 +15,7 @@
 # Prints a table last: ms/step and examples/s of each, the scaling (target
 # >= 1.85x one GPU), the exposed communication (the step time beyond the
 # one-GPU step, target <= 10% of the step) and ge2 against DDP (target >= 1).
+# GE2_DP_FLAGS adds trainer flags to ge2's multi-GPU runs (e.g. "--bucket-mb 8").
 set -u -o pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 stage="$(cd "$here/.." && pwd)"
@@ -37,14 +38,14 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1
 # the MLP's examples/s on R ranks (all ranks' examples)
 mlp_rate() { # ranks
     timeout 300 $(launcher "$1") "$stage/bin/train_mlp" --device cuda --data "$data" --hidden 4096,4096,4096 \
-        --batch 1024 --epochs 10 $([ "$1" -gt 1 ] && echo --distributed) >"$log" 2>&1 ||
+        --batch 1024 --epochs 10 $([ "$1" -gt 1 ] && echo --distributed ${GE2_DP_FLAGS:-}) >"$log" 2>&1 ||
         { tail -n 5 "$log" >&2; die "train_mlp on $1 GPU(s) failed"; }
     sed -n 's/^epoch \([0-9]*\)\/[0-9]*: .* \([0-9.]*\) examples\/s .*/\1 \2/p' "$log" | awk '$1 >= 3 { print $2 }' | median
 }
 # the GPT's ms/step on R ranks
 gpt_ms() { # ranks
     timeout 300 $(launcher "$1") "$stage/bin/train_gpt" --device cuda --data "$stage/data/austen.txt" --max-iters 200 \
-        --eval-interval 1000 --eval-iters 1 --sample 0 $([ "$1" -gt 1 ] && echo --distributed) >"$log" 2>&1 ||
+        --eval-interval 1000 --eval-iters 1 --sample 0 $([ "$1" -gt 1 ] && echo --distributed ${GE2_DP_FLAGS:-}) >"$log" 2>&1 ||
         { tail -n 5 "$log" >&2; die "train_gpt on $1 GPU(s) failed"; }
     sed -n 's/^iter \([0-9]*\): loss [-0-9.naif]*, \([0-9.]*\) ms\/step.*/\1 \2/p' "$log" | awk '$1 > 20 { print $2 }' | median
 }
