@@ -72,7 +72,7 @@ static int usage(FILE *to, int code)
             "                           (lm_head.weight, tied to transformer.wte.weight, may be left out)\n"
             "  --save FILE              write a checkpoint (safetensors) when training stops\n"
             "  --resume FILE            continue from a checkpoint (its step, optimizer state and dropout stream)\n"
-            "  --precision fp32|tf32    GEMM precision on CUDA (fp32); bf16 is not there yet\n"
+            "  --precision fp32|tf32    GEMM precision on CUDA (fp32); bf16 is not there yet (docs/mixed-precision.md)\n"
             "  --kernel-report          print which kernel each node of the train step ran\n"
             "  --time-launches          time each launch (CUDA: eager steps); the kernel report gives their mean\n"
             "  --distributed            data parallel over the ranks mpirun starts, one per GPU:\n"
@@ -159,7 +159,7 @@ static int parse(int argc, char **argv, options *o)
             ok = strcmp(optarg, "fp32") == 0 || strcmp(optarg, "tf32") == 0;
             o->tf32 = strcmp(optarg, "tf32") == 0;
             if (strcmp(optarg, "bf16") == 0)
-                return bad_flag("--precision bf16: mixed precision is not in ge2 yet (fp32, tf32)");
+                return bad_flag("--precision bf16: not in ge2 yet (fp32, tf32; the plan: docs/mixed-precision.md)");
             break;
         case DEVICE:
             ok = strcmp(optarg, "cpu") == 0 || strcmp(optarg, "cuda") == 0 || strcmp(optarg, "auto") == 0;
