@@ -306,6 +306,13 @@ ge2_status ge2_attention_bthd(ge2_graph *graph, ge2_tensor *q, ge2_tensor *k, ge
  * on CUDA. The backward draws the mask again instead of storing it. */
 ge2_status ge2_dropout(ge2_graph *graph, ge2_tensor *x, double p, ge2_tensor **y);
 
+/* x in another float dtype: f32 or f64 to bf16 (nearest, ties to even; an
+ * f64 through f32 first; past the largest bf16, infinity; any NaN, 0x7fff),
+ * or bf16 to f32 or f64 (exact). Its gradient passes straight through, cast
+ * back. The first piece of mixed precision (docs/mixed-precision.md); CUDA
+ * casts f32 and bf16. */
+ge2_status ge2_cast(ge2_graph *graph, ge2_tensor *x, ge2_dtype to, ge2_tensor **y);
+
 /* Rows of table [V, C] picked by ids (i32, any shape, each in [0, V)): y
  * [ids..., C], as PyTorch's F.embedding(ids, table). The table's gradient
  * adds each position's dy into its row in position order, the same bits

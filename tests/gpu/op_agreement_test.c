@@ -179,6 +179,16 @@ static void assert_close(const char *what, const float *got /* cuda */, const fl
     }
 }
 
+/* bf16 values (the cast op's): CUDA's __float2bfloat16_rn and the CPU's
+ * graph/bf16.h must round every element to the same bits */
+static void assert_same_bits(const char *what, const uint16_t *got /* cuda */, const uint16_t *want /* cpu */,
+                             int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        ck_assert_msg(got[i] == want[i], "%s: element %lld: CUDA 0x%04x, CPU 0x%04x", what, (long long)i,
+                      (unsigned)got[i], (unsigned)want[i]);
+}
+
 /* ----------------------------------------------------- every tensor op */
 
 /* Host random values for a leaf tensor the op case did not feed. */
@@ -399,6 +409,8 @@ static void check_graph(const char *label, const ge2_graph *g, const ge2_feed *f
             if (y->dtype == GE2_U8)
                 assert_mask_agrees(what, g, node, (uint8_t *)got, cpu[y->id], cpu[node->outputs[0]],
                                    RTOL_GEMM * fmax(in_scale, 1.0));
+            else if (y->dtype == GE2_BF16)
+                assert_same_bits(what, (const uint16_t *)got, cpu[y->id], numel);
             else
                 assert_close(what, got, cpu[y->id], numel, gemm_op(node->op) ? RTOL_GEMM : RTOL, in_scale);
             /* later nodes read the CPU's values on both sides, so one

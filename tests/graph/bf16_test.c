@@ -1,6 +1,6 @@
 /* graph/bf16.h's rounding against a reference that works on values, not
- * bits: the nearer of the two bf16 values around f by exact distances in
- * double, the even one on a tie. Every bf16 pattern (the upper 16 bits) with
+ * bits (ge2_ref_bf16: the nearer of the two bf16 values around f by exact
+ * distances in double, the even one on a tie). Every bf16 pattern (the upper 16 bits) with
  * the lower halves that decide rounding (zero, just above zero, just below,
  * at and just past one half, the largest), then random floats; widening is
  * exact and narrowing a widened bf16 gives it back. */
@@ -12,6 +12,7 @@
 #include "graph/bf16.h"
 #include "graph/rng.h"
 #include "tests/support/check_main.h"
+#include "tests/support/reference.h"
 
 static float from_bits(uint32_t u)
 {
@@ -20,35 +21,16 @@ static float from_bits(uint32_t u)
     return f;
 }
 
-/* |value| of a finite bf16 pattern, and the gap to the next one up */
-static double magnitude(uint16_t h, double *step)
-{
-    const int e = (h >> 7) & 0xff, m = h & 0x7f;
-    if (e == 0) {
-        *step = ldexp(1.0, -133); /* subnormal: m x 2^-133 */
-        return ldexp((double)m, -133);
-    }
-    *step = ldexp(1.0, e - 127 - 7);
-    return ldexp(1.0 + (double)m / 128.0, e - 127);
-}
-
+/* The reference's value (tests/support/reference.c, worked out on values),
+ * as the bf16 pattern that holds it; any NaN as CUDA's */
 static uint16_t reference(float f)
 {
     if (isnan(f))
         return 0x7fff;
+    const float r = (float)ge2_ref_bf16(f);
     uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    const uint16_t below = (uint16_t)(u >> 16); /* toward zero: |below| <= |f| */
-    if ((u & 0xffffu) == 0)
-        return below; /* exact: zeros, infinities and every bf16 value */
-    double step;
-    const double a = fabs((double)f), lo = magnitude(below, &step), hi = lo + step;
-    const uint16_t above = (uint16_t)(below + 1); /* the next magnitude, same sign (past 0x7f7f: infinity) */
-    if (a - lo < hi - a)
-        return below;
-    if (hi - a < a - lo)
-        return above;
-    return (below & 1) ? above : below;
+    memcpy(&u, &r, sizeof u);
+    return (uint16_t)(u >> 16);
 }
 
 START_TEST(every_pattern_and_its_rounding_boundaries)

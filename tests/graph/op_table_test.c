@@ -7,6 +7,7 @@
 
 #include "autograd/autograd.h"
 #include "graph/alloc.h"
+#include "graph/bf16.h"
 #include "graph/ir.h"
 #include "tests/support/reference.h"
 #include "check/gradients.h"
@@ -30,6 +31,7 @@ static double *to_f64(const ge2_naive *n, const ge2_tensor *t)
              : t->dtype == GE2_I32 ? ((const int32_t *)d)[i]
              : t->dtype == GE2_U8  ? ((const uint8_t *)d)[i]
              : t->dtype == GE2_I64 ? (double)((const int64_t *)d)[i]
+             : t->dtype == GE2_BF16 ? (double)ge2_f32_from_bf16(((const uint16_t *)d)[i])
                                    : ((const float *)d)[i];
     }
     return v;

@@ -95,3 +95,34 @@ void ref_eval(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
     assert(c->reference && "no float64 reference for this op");
     c->reference(node, in, out);
 }
+
+/* |value| of a finite bf16 pattern, and the gap to the next one up */
+static double bf16_magnitude(uint32_t h, double *step)
+{
+    const int e = (int)((h >> 7) & 0xff), m = (int)(h & 0x7f);
+    if (e == 0) {
+        *step = ldexp(1.0, -133); /* subnormal: m x 2^-133 */
+        return ldexp((double)m, -133);
+    }
+    *step = ldexp(1.0, e - 127 - 7);
+    return ldexp(1.0 + (double)m / 128.0, e - 127);
+}
+
+double ge2_ref_bf16(double v)
+{
+    const float f = (float)v;
+    if (isnan(f) || isinf(f) || f == 0)
+        return (double)f;
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    double step;
+    /* the bf16 at or below |f| (its upper 16 bits), and the next one up */
+    const double a = fabs((double)f), lo = bf16_magnitude((u >> 16) & 0x7fffu, &step), hi = lo + step;
+    const bool lo_even = ((u >> 16) & 1u) == 0, past_largest = ((u >> 16) & 0x7fffu) == 0x7f7fu;
+    double r;
+    if (a - lo < hi - a || (a - lo == hi - a && lo_even))
+        r = lo;
+    else
+        r = past_largest ? INFINITY : hi;
+    return f < 0 ? -r : r;
+}

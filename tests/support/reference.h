@@ -26,6 +26,12 @@ int64_t ge2_ref_ravel(const int64_t idx[GE2_MAX_DIMS], ge2_shape s);
 int64_t ge2_ref_broadcast_index(const int64_t idx[GE2_MAX_DIMS], ge2_shape big, ge2_shape small);
 int64_t ge2_ref_numel(ge2_shape s);
 
+/* The bf16 value nearest (float)v, by exact distances from the two bf16
+ * values around it (the even one on a tie; past the largest bf16 by half a
+ * unit, infinity; NaN stays NaN): rounding worked out on values, for
+ * checking graph/bf16.h's bit arithmetic and the cast op. */
+double ge2_ref_bf16(double v);
+
 /* The random stream the node under test drew from (the control block's
  * seed and offset when it ran), set by the suite before ref_eval: the
  * references of ops that draw (dropout) draw the same. */

@@ -1,0 +1,15 @@
+/* Backward of CAST: dy straight through, cast back to x's dtype (cast.h
+ * says why not the rounding's own derivative). */
+#include "ops/cast/cast.h"
+
+ge2_status ge2_backward_cast(ge2_autograd *ag, const ge2_node *node, const int *dy)
+{
+    int d, g;
+    GE2_TRY(ge2_ag_dy_tensor(ag, dy[0], &d));
+    ge2_attrs a;
+    memset(&a, 0, sizeof a);
+    const ge2_cast_attrs back = {ag->graph->tensors[node->inputs[0]]->dtype};
+    memcpy(a.bytes, &back, sizeof back);
+    GE2_TRY(ge2_ag_emit(ag, GE2_OP_CAST, &d, 1, &a, &g));
+    return ge2_ag_accumulate(ag, node->inputs[0], g);
+}
