@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph/bf16.h"
 #include "graph/error.h"
 #include "graph/init.h"
 #include "graph/ir.h"
@@ -347,6 +348,8 @@ static void check_graph(const char *label, const ge2_graph *g, const ge2_feed *f
         else if (x->dtype == GE2_F32)
             for (int64_t i = 0; i < numel; i++)
                 ((float *)cpu[t])[i] = NAN;
+        else if (x->dtype == GE2_BF16 && x->producer >= 0)
+            memset(cpu[t], 0xff, bytes[t]); /* 0xffff: a bf16 NaN */
         else if (x->producer < 0)
             memset(cpu[t], 0, bytes[t]);
         gpu[t] = to_device(cpu[t], bytes[t]);
@@ -1151,6 +1154,52 @@ START_TEST(test_cross_entropy_deterministic)
 }
 END_TEST
 
+/* The cast to bf16 on every bf16 pattern with the low halves that decide
+ * its rounding (exact, ties both ways, just past a tie, the largest): the
+ * NaNs of both signs, the infinities, the subnormals and the values that
+ * round up to infinity among them. CUDA's __float2bfloat16_rn against
+ * graph/bf16.h, bit for bit; the random case above sees none of these. */
+START_TEST(test_cast_rounds_every_pattern_as_the_cpu)
+{
+    static const uint32_t lows[] = {0x0000, 0x7fff, 0x8000, 0x8001, 0xffff};
+    enum { N_LOWS = sizeof lows / sizeof lows[0], N = 65536 * N_LOWS };
+    uint32_t *bits = malloc(sizeof(uint32_t) * N);
+    uint16_t *got = malloc(sizeof(uint16_t) * N);
+    ck_assert(bits && got);
+    for (uint32_t h = 0; h <= 0xffff; h++)
+        for (int k = 0; k < N_LOWS; k++)
+            bits[h * N_LOWS + (uint32_t)k] = h << 16 | lows[k];
+    ge2_node node;
+    memset(&node, 0, sizeof node);
+    node.op = GE2_OP_CAST;
+    node.n_inputs = node.n_outputs = 1;
+    const ge2_dtype to = GE2_BF16; /* the cast's attrs: its target dtype (ops/cast/cast.h) */
+    memcpy(node.attrs.bytes, &to, sizeof to);
+    device d;
+    device_open(&d);
+    ge2_launch l;
+    memset(&l, 0, sizeof l);
+    l.node = &node;
+    l.n_in = l.n_out = 1;
+    l.in[0] = (ge2_view){to_device(bits, sizeof(uint32_t) * N), GE2_F32, ge2_shape1(N)};
+    l.out[0] = (ge2_view){to_device(NULL, sizeof(uint16_t) * N), GE2_BF16, ge2_shape1(N)};
+    device_fill(&d, &l);
+    cuda_run(&l);
+    from_device(got, l.out[0].data, sizeof(uint16_t) * N);
+    for (int i = 0; i < N; i++) {
+        float f;
+        memcpy(&f, &bits[i], sizeof f);
+        ck_assert_msg(got[i] == ge2_bf16_from_f32(f), "0x%08x: CUDA 0x%04x, CPU 0x%04x", (unsigned)bits[i],
+                      (unsigned)got[i], (unsigned)ge2_bf16_from_f32(f));
+    }
+    device_close(&d);
+    CK_CUDA(cudaFree(l.in[0].data));
+    CK_CUDA(cudaFree(l.out[0].data));
+    free(bits);
+    free(got);
+}
+END_TEST
+
 int main(void)
 {
     if (!ge2_test_require_gpu("op_agreement_test"))
@@ -1165,6 +1214,7 @@ int main(void)
     tcase_add_loop_test(tc, test_optimizer_agrees, 0, N_OPT_CASES);
     tcase_add_loop_test(tc, test_per_parameter_optimizer_agrees, 0, N_OPT_CASES);
     tcase_add_test(tc, test_cross_entropy_deterministic);
+    tcase_add_test(tc, test_cast_rounds_every_pattern_as_the_cpu);
     suite_add_tcase(s, tc);
     return ge2_check_run(s);
 }
