@@ -15,9 +15,11 @@
 # against PyTorch (GE2_VERIFY_BENCH=0 leaves it out), 9. data parallel:
 # the data-parallel checks on 1 GPU through NCCL, and with 2 or more GPUs
 # on 2 ranks, the trainer with --distributed and bench/dp_speed.sh against
-# one GPU and PyTorch DDP. GE2_VERIFY_SKIP names
+# one GPU and PyTorch DDP, 10. the GPT's whole default run against nanoGPT's
+# loop (bench/gpt_quality.py: issue 21's validation-loss target; about 2.5
+# minutes at TF32 with two GPUs, twice that with one). GE2_VERIFY_SKIP names
 # parts to leave out, comma-separated: suites, sanitize, mlp (3-5), cnn (6),
-# gpt (7), bench (8), dist (9), so a run too long for one call splits over two (e.g.
+# gpt (7), bench (8), dist (9), quality (10), so a run too long for one call splits over two (e.g.
 # GE2_VERIFY_SKIP=mlp,cnn,gpt,bench, then GE2_VERIFY_SKIP=suites,sanitize; the sanitizer alone
 # took more than 280 s on an H100, so give it a call of its own). Logs go to OUT_DIR (default gpu_stage/verify);
 # a summary table is printed last. Exits non-zero if any part fails.
@@ -42,8 +44,8 @@ skip=",${GE2_VERIFY_SKIP:-},"
 want() { [ "${skip#*,$1,}" = "$skip" ]; } # part $1 not in GE2_VERIFY_SKIP
 for part in ${GE2_VERIFY_SKIP//,/ }; do
     case "$part" in
-    suites | sanitize | mlp | cnn | gpt | bench | dist) ;;
-    *) echo "gpu_verify: GE2_VERIFY_SKIP names '$part'; the parts are suites, sanitize, mlp, cnn, gpt, bench, dist" >&2
+    suites | sanitize | mlp | cnn | gpt | bench | dist | quality) ;;
+    *) echo "gpu_verify: GE2_VERIFY_SKIP names '$part'; the parts are suites, sanitize, mlp, cnn, gpt, bench, dist, quality" >&2
         exit 2 ;;
     esac
 done
@@ -196,6 +198,14 @@ if want dist; then
     else
         record "data parallel, 2 GPUs" "SKIP" "$gpus GPU here: the two-GPU parts need nvidia-h200-x2"
     fi
+fi
+
+if want quality; then
+    OUT="$out" python3 "$root/bench/gpt_quality.py" --train-gpt "$stage/bin/train_gpt" \
+        --data "$stage/data/austen.txt" >"$out/gpt_quality.log" 2>&1
+    rc=$?
+    record "GPT whole run vs nanoGPT loop (TF32)" "$([ $rc -eq 0 ] && echo RAN || echo FAIL)" \
+        "$(grep -m1 '^ge2 - torch best val loss' "$out/gpt_quality.log"); table: $out/gpt_quality.log"
 fi
 
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
