@@ -8,7 +8,8 @@ same call.
 mlp: 784-hidden...-10 (ReLU, mean cross-entropy, Adam), fp32.
 gpt: train_gpt's default model (tests/torch/nanogpt.py: 6 layers, 6 heads,
 384 wide, block 256, dropout 0.2) with nanoGPT's AdamW and gradient
-clipping at 1.0, fp32 (TF32 off), as train_gpt's default precision.
+clipping at 1.0, fp32 (TF32 off, train_gpt's default precision) or with
+--tf32 TF32 GEMMs (train_gpt --precision tf32).
 Each rank trains on random data already on its GPU at --batch examples
 (sequences) per step, with DDP's default bucketing (bucket_cap_mb 25), for
 --warmup then --steps timed steps. Rank 0 prints one line: "ddp MODEL ranks
@@ -46,6 +47,7 @@ def main():
     ap.add_argument("--batch", type=int, default=None, help="examples per rank per step (mlp 1024, gpt 64)")
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--tf32", action="store_true", help="TF32 tensor-core GEMMs (fp32 otherwise)")
     a = ap.parse_args()
     batch = a.batch or (1024 if a.model == "mlp" else 64)
 
@@ -53,8 +55,8 @@ def main():
     rank, world = dist.get_rank(), dist.get_world_size()
     local = int(os.environ.get("LOCAL_RANK", rank))
     torch.cuda.set_device(local)
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = a.tf32
+    torch.backends.cudnn.allow_tf32 = a.tf32
     torch.manual_seed(1)
 
     if a.model == "mlp":
@@ -93,7 +95,7 @@ def main():
     secs = time.perf_counter() - start
     if rank == 0:
         ex = a.steps * batch * world
-        print(f"ddp {a.model} ranks {world} batch {batch} steps {a.steps}: {ex / secs:.0f} ex/s "
+        print(f"ddp {a.model}{' tf32' if a.tf32 else ''} ranks {world} batch {batch} steps {a.steps}: {ex / secs:.0f} ex/s "
               f"({1e3 * secs / a.steps:.3f} ms/step)", flush=True)
     dist.destroy_process_group()
 

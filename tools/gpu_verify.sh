@@ -194,7 +194,7 @@ if want dist; then
         timeout 900 bash "$stage/bench/dp_speed.sh" 2 >"$out/dp_speed.log" 2>&1
         rc=$?
         record "data-parallel speed, 2 GPUs (ran; targets in the table)" "$([ $rc -eq 0 ] && echo RAN || echo FAIL)" \
-            "$(grep -E '^(mlp|gpt): scaling' "$out/dp_speed.log" | cut -d';' -f1 | tr '\n' ' ')table: $out/dp_speed.log"
+            "$(grep -E '^(mlp|gpt|gpt tf32): scaling' "$out/dp_speed.log" | cut -d';' -f1 | tr '\n' ' ')table: $out/dp_speed.log"
     else
         record "data parallel, 2 GPUs" "SKIP" "$gpus GPU here: the two-GPU parts need nvidia-h200-x2"
     fi
