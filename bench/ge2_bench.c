@@ -443,7 +443,7 @@ static ge2_status run_row(ge2_context *ctx, const bench_workload *w, const bench
     } while (0)
     ROW_TRY(model_build(&m, w, opt->update_mode));
     ge2_compile_options copt = ge2_compile_defaults();
-    copt.tf32 = mode->tf32;
+    copt.precision = mode->tf32 ? GE2_PRECISION_TF32 : GE2_PRECISION_FP32;
     copt.disable_capture = !mode->capture;
     ROW_TRY(ge2_compile(ctx, m.graph, &copt, &m.program));
     if (w->epoch) {

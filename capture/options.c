@@ -49,6 +49,9 @@ ge2_status ge2_options_resolve(const ge2_compile_options *given, ge2_program_opt
     memset(out, 0, sizeof *out);
     out->o = given ? *given : ge2_compile_defaults();
     ge2_compile_options *o = &out->o;
+    if ((unsigned)o->precision >= GE2_PRECISION_COUNT)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_compile: precision is %d; use a ge2_precision value",
+                         (int)o->precision);
     if ((unsigned)o->gemm_kernels >= GE2_GEMM_KERNELS_COUNT)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_compile: gemm_kernels is %d; use a ge2_gemm_kernels value",
                          (int)o->gemm_kernels);

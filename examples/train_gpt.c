@@ -33,7 +33,7 @@ typedef struct options {
     gpt_config model;
     ge2_device device;
     const char *data, *save, *init, *resume;
-    bool tf32;
+    ge2_precision precision;
     double lr, min_lr, weight_decay, beta2, grad_clip;
     int64_t warmup, max_iters, steps, eval_interval, eval_iters, sample, log_interval;
     uint64_t seed;
@@ -72,7 +72,8 @@ static int usage(FILE *to, int code)
             "                           (lm_head.weight, tied to transformer.wte.weight, may be left out)\n"
             "  --save FILE              write a checkpoint (safetensors) when training stops\n"
             "  --resume FILE            continue from a checkpoint (its step, optimizer state and dropout stream)\n"
-            "  --precision fp32|tf32    GEMM precision on CUDA (fp32); bf16 is not there yet (docs/mixed-precision.md)\n"
+            "  --precision P            the GEMMs' arithmetic: fp32 (default), tf32 (CUDA) or bf16 (operands\n"
+            "                           rounded to bf16, fp32 sums; the CPU only so far: docs/mixed-precision.md)\n"
             "  --kernel-report          print which kernel each node of the train step ran\n"
             "  --time-launches          time each launch (CUDA: eager steps); the kernel report gives their mean\n"
             "  --distributed            data parallel over the ranks mpirun starts, one per GPU:\n"
@@ -156,10 +157,10 @@ static int parse(int argc, char **argv, options *o)
         case INIT: o->init = optarg; break;
         case RESUME: o->resume = optarg; break;
         case PRECISION:
-            ok = strcmp(optarg, "fp32") == 0 || strcmp(optarg, "tf32") == 0;
-            o->tf32 = strcmp(optarg, "tf32") == 0;
-            if (strcmp(optarg, "bf16") == 0)
-                return bad_flag("--precision bf16: not in ge2 yet (fp32, tf32; the plan: docs/mixed-precision.md)");
+            ok = strcmp(optarg, "fp32") == 0 || strcmp(optarg, "tf32") == 0 || strcmp(optarg, "bf16") == 0;
+            o->precision = strcmp(optarg, "tf32") == 0   ? GE2_PRECISION_TF32
+                           : strcmp(optarg, "bf16") == 0 ? GE2_PRECISION_BF16
+                                                         : GE2_PRECISION_FP32;
             break;
         case DEVICE:
             ok = strcmp(optarg, "cpu") == 0 || strcmp(optarg, "cuda") == 0 || strcmp(optarg, "auto") == 0;
@@ -435,7 +436,7 @@ int main(int argc, char **argv)
     code = 1;
     int64_t first = 0; /* the step a --resume continues from */
     ge2_compile_options compile = ge2_compile_defaults();
-    compile.tf32 = o.tf32;
+    compile.precision = o.precision;
     compile.time_launches = o.time_launches;
     compile.collective = ge2_dist_collective(job);
     ge2_optimizer_config adamw = ge2_optimizer_defaults(GE2_OPT_ADAMW);

@@ -162,6 +162,9 @@ typedef struct ge2_launch {
     void *stream;       /* CUDA: cudaStream_t the step runs on */
     void *blas;         /* CUDA: cublasLtHandle_t */
     bool tf32;          /* CUDA: allow TF32 GEMMs */
+    /* GEMM-class ops: round their operands to bf16 before multiplying,
+     * accumulate in fp32 (ge2_compile_options.precision BF16) */
+    bool bf16_operands;
     const ge2_kernel_settings *settings; /* never NULL when a backend runs the launch */
     /* A train step (false: eval). Ops whose forward differs by mode read
      * it (batch norm: batch statistics and running-statistics updates in

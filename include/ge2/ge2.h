@@ -454,12 +454,25 @@ typedef enum ge2_gemm_kernels {
     GE2_GEMM_KERNELS_COUNT
 } ge2_gemm_kernels;
 
+/* The arithmetic of GEMM-class ops (linear, matmul and their backward
+ * GEMMs). Reductions, normalizations, losses and the optimizer stay fp32.
+ * docs/mixed-precision.md is the plan for the rest of bf16. */
+typedef enum ge2_precision {
+    GE2_PRECISION_FP32, /* fp32 GEMMs: CUDA matches the CPU */
+    GE2_PRECISION_TF32, /* CUDA: TF32 tensor-core GEMMs; the CPU stays fp32 */
+    /* operands rounded to bf16 (nearest even), products accumulated in fp32,
+     * as a bf16 tensor-core GEMM computes (PyTorch's autocast numbers); the
+     * CPU backend only, so far: CUDA refuses it at compile */
+    GE2_PRECISION_BF16,
+    GE2_PRECISION_COUNT
+} ge2_precision;
+
 /* Every behaviour switch of a compiled program. Start from
  * ge2_compile_defaults(); the environment may override some of them for
  * debugging (README, "Environment"). A switch that changes the plan or the
  * kernels is part of every graph key of the program. */
 typedef struct ge2_compile_options {
-    bool tf32;              /* TF32 tensor-core GEMMs (CUDA); off: fp32 matches the CPU */
+    ge2_precision precision; /* the GEMMs' arithmetic (GE2_PRECISION_FP32: fp32, CUDA matches the CPU) */
     bool separate_arenas;   /* one activation allocation per graph key instead of one shared */
     bool disable_capture;   /* CUDA: run every step eagerly instead of replaying a captured graph */
     /* Fusion patterns to leave out, comma-separated names (NULL or "":

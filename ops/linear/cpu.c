@@ -1,19 +1,55 @@
 /* The GEMM family on the CPU: the GEMM through cblas, then the epilogue in
  * one pass over the output (LINEAR: bias + activation + stash; the backward
- * GEMMs: activation derivative and bias gradient). */
+ * GEMMs: activation derivative and bias gradient). With bf16 precision the
+ * GEMM's operands are rounded copies (made per launch: the CPU backend is
+ * the reference, not the fast path); the epilogue stays in the kernel's
+ * type. */
 #include <string.h>
 
+#include "graph/alloc.h"
+#include "graph/bf16.h"
 #include "ops/elementwise/activation_math.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/gemm.h"
 #include "ops/linear/linear.h"
 
-/* c [m, n] = op(a) · op(b), c dense */
+/* A copy of src [count] with each value rounded to bf16 (through f32), as a
+ * bf16 GEMM reads its operands (launch->bf16_operands); NULL when out of
+ * host memory. */
+#define BF16_COPY(T, SUF)                                                                                         \
+    static T *bf16_copy_##SUF(const T *src, int64_t count)                                                      \
+    {                                                                                                           \
+        T *copy = ge2_malloc(sizeof(T) * (size_t)(count > 0 ? count : 1));                                      \
+        for (int64_t i = 0; copy && i < count; i++)                                                            \
+            copy[i] = (T)ge2_f32_from_bf16(ge2_bf16_from_f32((float)src[i]));                                   \
+        return copy;                                                                                            \
+    }
+GE2_CPU_DEFINE_BOTH(BF16_COPY)
+
+/* c [m, n] = op(a) · op(b), c dense; a and b (dense, rows of lda and ldb)
+ * rounded to bf16 first when the launch's precision says so (ge2.h,
+ * ge2_precision), the sums in the kernel's own type either way */
 #define GEMM(T, SUF)                                                                                              \
-    static void gemm_##SUF(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T *a, int64_t lda, const T *b, \
-                           int64_t ldb, T *c)                                                                     \
-    {                                                                                                             \
-        ge2_cpu_gemm_##SUF(ta, tb, m, n, k, 1, a, lda, b, ldb, 0, c, n);                                          \
+    static ge2_status gemm_##SUF(const ge2_launch *l, bool ta, bool tb, int64_t m, int64_t n, int64_t k,        \
+                                 const T *a, int64_t lda, const T *b, int64_t ldb, T *c)                        \
+    {                                                                                                           \
+        T *ra = NULL, *rb = NULL;                                                                               \
+        if (l->bf16_operands) {                                                                                 \
+            ra = bf16_copy_##SUF(a, (ta ? k : m) * lda);                                                        \
+            rb = bf16_copy_##SUF(b, (tb ? n : k) * ldb);                                                        \
+            if (!ra || !rb) {                                                                                   \
+                ge2_free(ra);                                                                                   \
+                ge2_free(rb);                                                                                   \
+                return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_%s (node %d): no host memory for bf16 operands",   \
+                                 ge2_op_name(l->node->op), l->node->id);                                        \
+            }                                                                                                   \
+            a = ra;                                                                                             \
+            b = rb;                                                                                             \
+        }                                                                                                       \
+        ge2_cpu_gemm_##SUF(ta, tb, m, n, k, 1, a, lda, b, ldb, 0, c, n);                                        \
+        ge2_free(ra);                                                                                           \
+        ge2_free(rb);                                                                                           \
+        return GE2_OK;                                                                                          \
     }
 GE2_CPU_DEFINE_BOTH(GEMM)
 
@@ -32,7 +68,7 @@ GE2_CPU_DEFINE_BOTH(GEMM)
         T *acc = z ? z : y;                                                                                     \
         if (!acc)                                                                                               \
             return GE2_OK;                                                                                      \
-        gemm_##SUF(false, true, rows, n, k, x, k, w, k, acc);                                                   \
+        GE2_TRY(gemm_##SUF(l, false, true, rows, n, k, x, k, w, k, acc));                                       \
         if (mask)                                                                                               \
             memset(stash, 0, (size_t)(rows * mask_row));                                                       \
         ge2_activation act = l->node->attrs.linear.act;                                                         \
@@ -64,8 +100,8 @@ GE2_CPU_DEFINE_BOTH(GEMM)
         int64_t batch = nd == 3 ? sa.dim[0] : 1;                                                                \
         int64_t m = sa.dim[nd - 2 + ta], k = sa.dim[nd - 1 - ta], n = sb.dim[nd - 1 - tb];                      \
         for (int64_t i = 0; i < batch; i++)                                                                     \
-            gemm_##SUF(ta, tb, m, n, k, a + i * m * k, sa.dim[nd - 1], b + i * k * n, sb.dim[nd - 1],           \
-                       y + i * m * n);                                                                          \
+            GE2_TRY(gemm_##SUF(l, ta, tb, m, n, k, a + i * m * k, sa.dim[nd - 1], b + i * k * n,              \
+                               sb.dim[nd - 1], y + i * m * n));                                                 \
         return GE2_OK;                                                                                          \
     }
 
@@ -96,7 +132,7 @@ GE2_CPU_DEFINE_BOTH(GEMM)
         const ge2_act_attrs *a = &l->node->attrs.act;                                                           \
         if (!dx)                                                                                                \
             return GE2_OK;                                                                                      \
-        gemm_##SUF(false, false, rows, n, k, dz, k, w, n, dx);                                                  \
+        GE2_TRY(gemm_##SUF(l, false, false, rows, n, k, dz, k, w, n, dx));                                      \
         for (int64_t r = 0; saved && r < rows; r++)                                                             \
             for (int64_t c = 0; c < n; c++)                                                                     \
                 dx[r * n + c] *= mask ? (T)ge2_relu_mask_bit((const uint8_t *)saved + r * mask_row, c)         \
@@ -114,7 +150,7 @@ GE2_CPU_DEFINE_BOTH(GEMM)
         T *dw = l->out[0].data, *db = l->n_out > 1 ? l->out[1].data : NULL;                                     \
         int64_t rows = l->in[0].shape.dim[0], m = l->in[0].shape.dim[1], n = l->in[1].shape.dim[1];            \
         if (dw)                                                                                                 \
-            gemm_##SUF(true, false, m, n, rows, dz, m, x, n, dw);                                               \
+            GE2_TRY(gemm_##SUF(l, true, false, m, n, rows, dz, m, x, n, dw));                                   \
         column_sums_##SUF(dz, rows, m, db);                                                                     \
         return GE2_OK;                                                                                          \
     }

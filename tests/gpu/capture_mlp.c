@@ -59,7 +59,7 @@ void mlp_open_mode(mlp *m, ge2_device device, int batch, uint64_t seed, double l
                    ge2_update_mode update_mode)
 {
     ge2_compile_options options = ge2_compile_defaults();
-    options.tf32 = false;
+    options.precision = GE2_PRECISION_FP32;
     options.disable_capture = disable_capture;
     open_model(m, device, batch, seed, lr, &options, update_mode);
 }

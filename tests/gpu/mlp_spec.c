@@ -56,7 +56,7 @@ void spec_open(spec_model *m, const mlp_spec *spec, ge2_device device, uint64_t 
     API(ge2_optimizer(m->graph, &spec->optimizer));
     API(ge2_context_new(device, &m->ctx));
     ge2_compile_options options = ge2_compile_defaults();
-    options.tf32 = false;
+    options.precision = GE2_PRECISION_FP32;
     API(ge2_compile(m->ctx, m->graph, &options, &m->program));
 }
 
