@@ -64,7 +64,9 @@
             for (int64_t gr = 0; gr < g.groups; gr++) {                                                         \
                 im2col_##SUF(&g, x + (n * g.c + gr * g.cg) * g.h * g.w, col);                                   \
                 T *yg = y + (n * g.o + gr * g.og) * pix;                                                        \
-                ge2_cpu_gemm_##SUF(false, false, g.og, pix, k, 1, w + gr * g.og * k, k, col, pix, 0, yg, pix);  \
+                if (!ge2_cpu_gemm_rounded_##SUF(l->bf16_operands, false, false, g.og, pix, k, 1, w + gr * g.og * k, \
+                                                k, col, pix, 0, yg, pix))                                       \
+                    return ge2_cpu_bf16_no_memory(l);                                                                        \
                 for (int64_t o = 0; b && o < g.og; o++)                                                         \
                     for (int64_t p = 0; p < pix; p++)                                                           \
                         yg[o * pix + p] += b[gr * g.og + o];                                                    \
@@ -85,7 +87,9 @@
         for (int64_t n = 0; n < g.n; n++)                                                                       \
             for (int64_t gr = 0; gr < g.groups; gr++) {                                                         \
                 const T *dyg = dy + (n * g.o + gr * g.og) * pix;                                                \
-                ge2_cpu_gemm_##SUF(true, false, k, pix, g.og, 1, w + gr * g.og * k, k, dyg, pix, 0, col, pix);  \
+                if (!ge2_cpu_gemm_rounded_##SUF(l->bf16_operands, true, false, k, pix, g.og, 1, w + gr * g.og * k, \
+                                                k, dyg, pix, 0, col, pix))                                      \
+                    return ge2_cpu_bf16_no_memory(l);                                                                        \
                 col2im_##SUF(&g, col, dx + (n * g.c + gr * g.cg) * g.h * g.w);                                  \
             }                                                                                                   \
         return GE2_OK;                                                                                          \
@@ -106,7 +110,9 @@
                 for (int64_t gr = 0; gr < g.groups; gr++) {                                                     \
                     im2col_##SUF(&g, x + (n * g.c + gr * g.cg) * g.h * g.w, col);                               \
                     const T *dyg = dy + (n * g.o + gr * g.og) * pix;                                            \
-                    ge2_cpu_gemm_##SUF(false, true, g.og, k, pix, 1, dyg, pix, col, pix, 1, dw + gr * g.og * k, k); \
+                    if (!ge2_cpu_gemm_rounded_##SUF(l->bf16_operands, false, true, g.og, k, pix, 1, dyg, pix, col, \
+                                                    pix, 1, dw + gr * g.og * k, k))                             \
+                        return ge2_cpu_bf16_no_memory(l);                                                                    \
                 }                                                                                               \
         }                                                                                                       \
         for (int64_t o = 0; db && o < g.o; o++) {                                                               \

@@ -6,49 +6,19 @@
  * type. */
 #include <string.h>
 
-#include "graph/alloc.h"
-#include "graph/bf16.h"
 #include "ops/elementwise/activation_math.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/gemm.h"
 #include "ops/linear/linear.h"
 
-/* A copy of src [count] with each value rounded to bf16 (through f32), as a
- * bf16 GEMM reads its operands (launch->bf16_operands); NULL when out of
- * host memory. */
-#define BF16_COPY(T, SUF)                                                                                         \
-    static T *bf16_copy_##SUF(const T *src, int64_t count)                                                      \
-    {                                                                                                           \
-        T *copy = ge2_malloc(sizeof(T) * (size_t)(count > 0 ? count : 1));                                      \
-        for (int64_t i = 0; copy && i < count; i++)                                                            \
-            copy[i] = (T)ge2_f32_from_bf16(ge2_bf16_from_f32((float)src[i]));                                   \
-        return copy;                                                                                            \
-    }
-GE2_CPU_DEFINE_BOTH(BF16_COPY)
-
-/* c [m, n] = op(a) · op(b), c dense; a and b (dense, rows of lda and ldb)
- * rounded to bf16 first when the launch's precision says so (ge2.h,
- * ge2_precision), the sums in the kernel's own type either way */
+/* c [m, n] = op(a) · op(b), c dense; a and b rounded to bf16 first when the
+ * launch's precision says so (ge2.h, ge2_precision) */
 #define GEMM(T, SUF)                                                                                              \
     static ge2_status gemm_##SUF(const ge2_launch *l, bool ta, bool tb, int64_t m, int64_t n, int64_t k,        \
                                  const T *a, int64_t lda, const T *b, int64_t ldb, T *c)                        \
     {                                                                                                           \
-        T *ra = NULL, *rb = NULL;                                                                               \
-        if (l->bf16_operands) {                                                                                 \
-            ra = bf16_copy_##SUF(a, (ta ? k : m) * lda);                                                        \
-            rb = bf16_copy_##SUF(b, (tb ? n : k) * ldb);                                                        \
-            if (!ra || !rb) {                                                                                   \
-                ge2_free(ra);                                                                                   \
-                ge2_free(rb);                                                                                   \
-                return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_%s (node %d): no host memory for bf16 operands",   \
-                                 ge2_op_name(l->node->op), l->node->id);                                        \
-            }                                                                                                   \
-            a = ra;                                                                                             \
-            b = rb;                                                                                             \
-        }                                                                                                       \
-        ge2_cpu_gemm_##SUF(ta, tb, m, n, k, 1, a, lda, b, ldb, 0, c, n);                                        \
-        ge2_free(ra);                                                                                           \
-        ge2_free(rb);                                                                                           \
+        if (!ge2_cpu_gemm_rounded_##SUF(l->bf16_operands, ta, tb, m, n, k, 1, a, lda, b, ldb, 0, c, n))        \
+            return ge2_cpu_bf16_no_memory(l);                                                                   \
         return GE2_OK;                                                                                          \
     }
 GE2_CPU_DEFINE_BOTH(GEMM)

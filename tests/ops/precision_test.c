@@ -2,7 +2,8 @@
  * output equals a float64 product of its operands rounded to bf16 (the
  * bias and the sums unrounded), and differs from the fp32 program's; an
  * MLP trains in bf16, landing near its fp32 twin without matching it; a
- * precision out of range is refused. (CUDA refuses BF16 at compile, until
+ * convolution (its im2col GEMM) rounds likewise; a precision out of range
+ * is refused. (CUDA refuses BF16 at compile, until
  * docs/mixed-precision.md's GEMM step.) */
 #include <check.h>
 #include <math.h>
@@ -139,6 +140,63 @@ START_TEST(an_mlp_trains_in_bf16)
 }
 END_TEST
 
+/* conv2d's GEMM (im2col) rounds its operands too: x [1, 2, 5, 5], w [3, 2,
+ * 3, 3], padding 1, against a float64 convolution of the rounded values */
+START_TEST(bf16_conv2d_is_the_rounded_convolution)
+{
+    enum { C = 2, H = 5, O = 3, KS = 3 };
+    ge2_context *ctx;
+    ge2_graph *g;
+    ge2_program *p;
+    ge2_tensor *x, *w, *b, *y, *t, *loss;
+    API(ge2_context_new(GE2_DEVICE_CPU, &ctx));
+    API(ge2_graph_new(&g));
+    API(ge2_graph_set_seed(g, 8));
+    API(ge2_input(g, "x", GE2_F32, ge2_shape4(1, C, H, H), &x));
+    API(ge2_label(g, "t", GE2_F32, ge2_shape4(1, O, H, H), &t));
+    API(ge2_parameter(g, "w", GE2_F32, ge2_shape4(O, C, KS, KS), (ge2_init){GE2_INIT_UNIFORM, -1, 1, 0}, &w));
+    API(ge2_parameter(g, "b", GE2_F32, ge2_shape1(O), (ge2_init){GE2_INIT_UNIFORM, -1, 1, 0}, &b));
+    ge2_conv2d_params cp = ge2_conv2d_defaults();
+    cp.padding[0] = cp.padding[1] = 1;
+    API(ge2_conv2d(g, x, w, b, &cp, &y));
+    API(ge2_mark_output(g, y));
+    API(ge2_mse_loss(g, y, t, &loss));
+    ge2_compile_options o = ge2_compile_defaults();
+    o.precision = GE2_PRECISION_BF16;
+    API(ge2_compile(ctx, g, &o, &p));
+    float xv[C * H * H], tv[O * H * H] = {0}, wv[O * C * KS * KS], bv[O], yv[O * H * H];
+    for (int i = 0; i < C * H * H; i++)
+        xv[i] = (float)sin(0.913 * i) * 2.3f;
+    API(ge2_program_get_parameter(p, w, wv, sizeof wv));
+    API(ge2_program_get_parameter(p, b, bv, sizeof bv));
+    ge2_feed f[2] = {{x, xv, x->shape}, {t, tv, t->shape}};
+    API(ge2_program_step(p, GE2_MODE_EVAL, f, 2));
+    API(ge2_program_read_output(p, GE2_MODE_EVAL, y, yv, sizeof yv));
+    for (int o2 = 0; o2 < O; o2++)
+        for (int r = 0; r < H; r++)
+            for (int c = 0; c < H; c++) {
+                double want = bv[o2], scale = fabs((double)bv[o2]);
+                for (int ci = 0; ci < C; ci++)
+                    for (int i = 0; i < KS; i++)
+                        for (int j = 0; j < KS; j++) {
+                            const int iy = r + i - 1, ix = c + j - 1;
+                            if (iy < 0 || iy >= H || ix < 0 || ix >= H)
+                                continue;
+                            const double term = ge2_ref_bf16(xv[(ci * H + iy) * H + ix]) *
+                                                ge2_ref_bf16(wv[((o2 * C + ci) * KS + i) * KS + j]);
+                            want += term;
+                            scale += fabs(term);
+                        }
+                const float got = yv[(o2 * H + r) * H + c];
+                ck_assert_msg(fabs(got - want) <= 1e-6 * scale, "y[%d,%d,%d] %.9g, rounded convolution %.9g", o2,
+                              r, c, (double)got, want);
+            }
+    ge2_program_free(p);
+    ge2_graph_free(g);
+    ge2_context_free(ctx);
+}
+END_TEST
+
 START_TEST(a_precision_out_of_range_is_refused)
 {
     ge2_context *ctx;
@@ -165,6 +223,7 @@ int main(void)
     TCase *tc = tcase_create("precision");
     tcase_add_test(tc, bf16_linear_is_the_rounded_product);
     tcase_add_test(tc, an_mlp_trains_in_bf16);
+    tcase_add_test(tc, bf16_conv2d_is_the_rounded_convolution);
     tcase_add_test(tc, a_precision_out_of_range_is_refused);
     suite_add_tcase(s, tc);
     return ge2_check_run(s);
