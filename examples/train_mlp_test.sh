@@ -47,6 +47,19 @@ grep -Eq '^launch time per step: [0-9]+\.[0-9] us \(the mean of 3 steps after th
 rc=$?
 check "--time-launches sums the step over the timed steps" "$rc"
 
+# --precision bf16 (CPU: the GEMMs' operands rounded): it trains, and not on fp32's path
+"$bin" --device cpu --data "$data" --hidden 16 --steps 20 --precision bf16 --save "$tmp/bf16.safetensors" \
+    >"$tmp/run5" 2>"$tmp/err5"
+rc=$?
+check "--precision bf16 exits 0 ($(cat "$tmp/err5"))" "$rc"
+! cmp -s "$tmp/a.safetensors" "$tmp/bf16.safetensors"
+rc=$?
+check "--precision bf16 lands elsewhere than fp32 after the same 20 steps" "$rc"
+"$bin" --device cpu --data "$data" --precision fp16 >/dev/null 2>"$tmp/err6"
+[ $? -eq 2 ] && grep -q 'expected fp32, tf32 or bf16' "$tmp/err6"
+rc=$?
+check "--precision fp16 is refused ($(cat "$tmp/err6"))" "$rc"
+
 # 30 steps straight == 20 steps, save, resume, 10 steps: the same checkpoint, byte for byte
 common=(--device cpu --data "$data" --hidden 16 --optimizer sgd --momentum 0.9 --lr 0.05)
 "$bin" "${common[@]}" --steps 30 --save "$tmp/straight.safetensors" >"$tmp/s1" 2>&1 &&

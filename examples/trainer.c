@@ -73,6 +73,8 @@ static void usage(const trainer_spec *spec, FILE *out)
             "  --plan-report            print the memory plan report and write plan.svg\n"
             "  --kernel-report          print which kernel each node of the train and eval steps ran\n"
             "                           (GPU GEMMs: cuBLASLt algorithm or ge2's tiled GEMM, tuned once per shape)\n"
+            "  --precision P            the GEMMs' arithmetic: fp32 (default), tf32 (CUDA) or bf16 (operands\n"
+            "                           rounded to bf16, fp32 sums; the CPU only so far: docs/mixed-precision.md)\n"
             "  --no-capture             CUDA: run every step eagerly instead of replaying a captured graph\n"
             "  --disable-fusions LIST   fusion patterns to leave out: %s (none)\n"
             "  --no-autotune            CUDA: take cuBLASLt's first heuristic GEMM instead of timing candidates\n"
@@ -149,6 +151,7 @@ enum {
     OPT_MIN_LR,
     OPT_DISTRIBUTED,
     OPT_BUCKET_MB,
+    OPT_PRECISION,
     OPT_LABEL_SMOOTHING,
     OPT_HELP
 };
@@ -191,6 +194,7 @@ static int parse_args(int argc, char **argv, const trainer_spec *spec, trainer_o
         {"min-lr", required_argument, NULL, OPT_MIN_LR},
         {"distributed", no_argument, NULL, OPT_DISTRIBUTED},
         {"bucket-mb", required_argument, NULL, OPT_BUCKET_MB},
+        {"precision", required_argument, NULL, OPT_PRECISION},
         {"label-smoothing", required_argument, NULL, OPT_LABEL_SMOOTHING},
         {"help", no_argument, NULL, OPT_HELP}};
     enum { N_COMMON = sizeof common / sizeof common[0], MAX_FLAGS = 64 };
@@ -295,6 +299,16 @@ static int parse_args(int argc, char **argv, const trainer_spec *spec, trainer_o
             break;
         case OPT_DISTRIBUTED:
             o->distributed = true;
+            break;
+        case OPT_PRECISION:
+            if (!strcmp(optarg, "fp32"))
+                o->compile.precision = GE2_PRECISION_FP32;
+            else if (!strcmp(optarg, "tf32"))
+                o->compile.precision = GE2_PRECISION_TF32;
+            else if (!strcmp(optarg, "bf16"))
+                o->compile.precision = GE2_PRECISION_BF16;
+            else
+                return trainer_fail(spec, 2, "--precision: expected fp32, tf32 or bf16, got '%s'", optarg);
             break;
         case OPT_BUCKET_MB:
             if (!parse_double(optarg, &o->bucket_mb) || !(o->bucket_mb * 1048576.0 >= 1.0) || o->bucket_mb > 1e6)

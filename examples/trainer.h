@@ -50,7 +50,7 @@ typedef struct trainer_options {
     uint64_t seed;
     bool shuffle, plan_report, kernel_report;
     const char *init, *save, *resume;
-    ge2_compile_options compile; /* --no-capture, --disable-fusions, --no-autotune, --kernel-cache, --dump-passes */
+    ge2_compile_options compile; /* --precision, --no-capture, --disable-fusions, --no-autotune, --kernel-cache, --dump-passes */
     /* --distributed: data parallel over the ranks mpirun started; --batch
      * is each rank's, the job's batch is batch x ranks */
     bool distributed;
