@@ -190,11 +190,6 @@ static ge2_status cuda_open(const ge2_program_options *options, ge2_backend_ctx 
     ge2_backend_ctx *ctx = ge2_calloc(1, sizeof *ctx);
     if (!ctx)
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 cuda backend: out of host memory");
-    if (options->o.precision == GE2_PRECISION_BF16) {
-        ge2_free(ctx);
-        return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_compile: precision bf16 runs on the CPU backend only so far; on "
-                                              "CUDA use fp32 or tf32 (docs/mixed-precision.md)");
-    }
     ctx->tf32 = options->o.precision == GE2_PRECISION_TF32;
     ctx->disable_capture = options->o.disable_capture;
     ctx->print_kernels = options->o.print_kernels;

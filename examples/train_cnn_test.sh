@@ -29,6 +29,15 @@ grep -aq '"bn1.num_batches_tracked":{"dtype":"I64","shape":\[\]' "$tmp/a.safeten
 rc=$?
 check "num_batches_tracked is an I64 scalar" "$rc"
 
+# --precision bf16 (CPU: the convolutions' and linear layers' GEMM operands
+# rounded): it runs and lands elsewhere than fp32 after the same 12 steps
+"$bin" "${small[@]}" --steps 12 --precision bf16 --save "$tmp/bf16.safetensors" >"$tmp/run_bf16" 2>"$tmp/err_bf16"
+rc=$?
+check "--precision bf16 exits 0 ($(cat "$tmp/err_bf16"))" "$rc"
+! cmp -s "$tmp/a.safetensors" "$tmp/bf16.safetensors"
+rc=$?
+check "--precision bf16 is not fp32's path" "$rc"
+
 # 16 steps straight == 10 steps, save, resume, 6 steps: the same checkpoint, byte for byte
 "$bin" "${small[@]}" --steps 16 --save "$tmp/straight.safetensors" >"$tmp/s1" 2>&1 &&
     "$bin" "${small[@]}" --steps 10 --save "$tmp/part.safetensors" >"$tmp/s2" 2>&1 &&

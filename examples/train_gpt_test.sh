@@ -47,8 +47,6 @@ awk -v a="${first:-9}" 'BEGIN { exit !(a < 3.5) }'
 rc=$?
 check "--init starts from the trained model (val loss ${first:-?})" "$rc"
 
-# 40 steps straight == 20 steps, save, resume, 20 steps (dropout on: its
-# stream resumes too): the same checkpoint, byte for byte
 # --precision bf16 on the CPU: the GEMMs' operands rounded to bf16; it trains
 # as fp32 does, on another path (its losses differ from run1's)
 "$bin" "${tiny[@]}" --precision bf16 >"$tmp/bf16" 2>"$tmp/bf16err"
@@ -59,6 +57,8 @@ awk -v b="${bf:-9}" -v f="${best:-0}" 'BEGIN { exit !(b < 3.3 && b != f) }'
 rc=$?
 check "bf16 trains (best val ${bf:-?}, fp32 ${best:-?}) and is not fp32" "$rc"
 
+# 40 steps straight == 20 steps, save, resume, 20 steps (dropout on: its
+# stream resumes too): the same checkpoint, byte for byte
 short=("${tiny[@]}" --max-iters 40 --eval-interval 20 --sample 0)
 "$bin" "${short[@]}" --save "$tmp/straight.safetensors" >"$tmp/s1" 2>&1 &&
     "$bin" "${short[@]}" --steps 20 --save "$tmp/part.safetensors" >"$tmp/s2" 2>&1 &&

@@ -454,8 +454,8 @@ typedef enum ge2_gemm_kernels {
     GE2_GEMM_KERNELS_COUNT
 } ge2_gemm_kernels;
 
-/* The arithmetic of GEMM-class ops (linear, matmul and their backward
- * GEMMs). Reductions, normalizations, losses and the optimizer stay fp32.
+/* The arithmetic of GEMM-class ops (linear, matmul, conv2d and their
+ * backward GEMMs; attention not yet). Reductions, normalizations, losses and the optimizer stay fp32.
  * docs/mixed-precision.md is the plan for the rest of bf16. */
 typedef enum ge2_precision {
     GE2_PRECISION_FP32, /* fp32 GEMMs: CUDA matches the CPU */

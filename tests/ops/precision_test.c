@@ -1,9 +1,9 @@
 /* ge2_compile_options.precision on the CPU backend. BF16: a linear layer's
  * output equals a float64 product of its operands rounded to bf16 (the
- * bias and the sums unrounded), and differs from the fp32 program's; an
- * MLP trains in bf16, landing near its fp32 twin without matching it; a
- * convolution (its im2col GEMM) rounds likewise; a precision out of range
- * is refused. (CUDA refuses BF16 at compile, until
+ * bias and the sums unrounded), and differs from the fp32 program's; its
+ * weight gradient likewise; a linear layer trained in bf16 lands near its
+ * fp32 twin without matching it; a convolution (its im2col GEMM) rounds
+ * too; a precision out of range is refused. (CUDA refuses BF16 at compile, until
  * docs/mixed-precision.md's GEMM step.) */
 #include <check.h>
 #include <math.h>
@@ -106,10 +106,10 @@ START_TEST(bf16_linear_is_the_rounded_product)
 }
 END_TEST
 
-/* 30 SGD steps each: the loss falls in bf16 as in fp32, and the two land
+/* A linear layer, 30 SGD steps each: the loss falls in bf16 as in fp32, and the two land
  * near each other (the rounding is small) but not on each other (the
  * backward's GEMMs round too). */
-START_TEST(an_mlp_trains_in_bf16)
+START_TEST(a_layer_trains_in_bf16)
 {
     net bf, fp;
     net_open(&bf, GE2_PRECISION_BF16);
@@ -137,6 +137,62 @@ START_TEST(an_mlp_trains_in_bf16)
     ck_assert_msg(rel > 1e-5 && rel < 2e-2, "bf16 and fp32 weights differ by %.3g (normwise)", rel);
     net_close(&bf);
     net_close(&fp);
+}
+END_TEST
+
+/* The weight gradient's GEMM rounds its operands: loss = sum(y * c) with c
+ * exact in bf16, so dy = c whatever the rounding, and one SGD step at lr 1
+ * moves w by dW = dyᵀ · x = the sum over rows of c times bf16(x), not x. */
+START_TEST(bf16_weight_gradient_is_the_rounded_product)
+{
+    ge2_context *ctx;
+    ge2_graph *g;
+    ge2_program *p;
+    ge2_tensor *x, *w, *y, *c, *m, *loss;
+    API(ge2_context_new(GE2_DEVICE_CPU, &ctx));
+    API(ge2_graph_new(&g));
+    API(ge2_graph_set_seed(g, 6));
+    API(ge2_input(g, "x", GE2_F32, ge2_shape2(B, K), &x));
+    API(ge2_parameter(g, "w", GE2_F32, ge2_shape2(N, K), (ge2_init){GE2_INIT_UNIFORM, -1, 1, 0}, &w));
+    float cv[B * N];
+    for (int i = 0; i < B * N; i++)
+        cv[i] = (float)((i * 5) % 9 - 4) / 8.0f; /* eighths: exact in bf16 */
+    API(ge2_constant(g, "c", GE2_F32, ge2_shape2(B, N), cv, &c));
+    API(ge2_linear(g, x, w, NULL, GE2_ACT_NONE, 0, &y));
+    API(ge2_mul(g, y, c, &m));
+    API(ge2_sum_all(g, m, &loss));
+    API(ge2_backward(g, loss));
+    ge2_optimizer_config sgd = ge2_optimizer_defaults(GE2_OPT_SGD);
+    sgd.lr = 1.0;
+    API(ge2_optimizer(g, &sgd));
+    ge2_compile_options o = ge2_compile_defaults();
+    o.precision = GE2_PRECISION_BF16;
+    API(ge2_compile(ctx, g, &o, &p));
+    float xv[B * K], t[B * N], w0[N * K], w1[N * K];
+    batch(0, xv, t);
+    API(ge2_program_get_parameter(p, w, w0, sizeof w0));
+    ge2_feed f = {x, xv, x->shape};
+    API(ge2_program_step(p, GE2_MODE_TRAIN, &f, 1));
+    API(ge2_program_sync(p));
+    API(ge2_program_get_parameter(p, w, w1, sizeof w1));
+    int differ = 0;
+    for (int n = 0; n < N; n++)
+        for (int k = 0; k < K; k++) {
+            double rounded = 0, exact = 0, scale = 0;
+            for (int r = 0; r < B; r++) {
+                rounded += cv[r * N + n] * ge2_ref_bf16(xv[r * K + k]);
+                exact += cv[r * N + n] * (double)xv[r * K + k];
+                scale += fabs(cv[r * N + n] * (double)xv[r * K + k]);
+            }
+            const double moved = (double)w0[n * K + k] - w1[n * K + k], tol = 1e-6 * (scale + fabs(w0[n * K + k]));
+            ck_assert_msg(fabs(moved - rounded) <= tol, "w[%d,%d] moved %.9g, the rounded gradient is %.9g", n, k,
+                          moved, rounded);
+            differ += fabs(rounded - exact) > 10 * tol;
+        }
+    ck_assert_msg(differ > N * K / 2, "only %d of %d gradients tell bf16 from fp32", differ, N * K);
+    ge2_program_free(p);
+    ge2_graph_free(g);
+    ge2_context_free(ctx);
 }
 END_TEST
 
@@ -222,8 +278,9 @@ int main(void)
     Suite *s = suite_create("precision");
     TCase *tc = tcase_create("precision");
     tcase_add_test(tc, bf16_linear_is_the_rounded_product);
-    tcase_add_test(tc, an_mlp_trains_in_bf16);
+    tcase_add_test(tc, a_layer_trains_in_bf16);
     tcase_add_test(tc, bf16_conv2d_is_the_rounded_convolution);
+    tcase_add_test(tc, bf16_weight_gradient_is_the_rounded_product);
     tcase_add_test(tc, a_precision_out_of_range_is_refused);
     suite_add_tcase(s, tc);
     return ge2_check_run(s);
