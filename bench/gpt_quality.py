@@ -125,8 +125,9 @@ def torch_run(a, device):
         return x, y
 
     def loss_of(x, y):
-        logits = model(x)
-        return torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+            logits = model(x)
+            return torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))
 
     @torch.no_grad()
     def estimate():
@@ -161,7 +162,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--train-gpt", required=True)
     ap.add_argument("--data", required=True)
-    ap.add_argument("--precision", choices=("fp32", "tf32"), default="tf32")
+    ap.add_argument("--precision", choices=("fp32", "tf32", "bf16"), default="tf32")
     ap.add_argument("--max-iters", type=int, default=5000)
     ap.add_argument("--eval-interval", type=int, default=250)
     ap.add_argument("--eval-iters", type=int, default=200)

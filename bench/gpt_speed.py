@@ -13,7 +13,8 @@ PyTorch: the same model (tests/torch/nanogpt.py) and optimizer, three ways:
 eager, the whole step captured in one CUDA graph (capturable AdamW, static
 inputs), and torch.compile of the model; CUDA events around blocks of 10
 steps after a warm-up, the median block; the peak device memory.
-bf16 is not in ge2 yet, so the issue's bf16 rows are left out.
+--precisions takes bf16 too: ge2's --precision bf16 (GEMM operands in
+bf16, docs/mixed-precision.md) against PyTorch autocast-bf16.
 Prints a markdown table last: ms/step, tokens/s, and ge2's ratio to each;
 exits 1 when any row failed.
 """
@@ -59,8 +60,10 @@ def torch_ms(mode, precision, vocab, steps):
 
     def step():
         opt.zero_grad(set_to_none=(mode != "graph"))
-        logits = fwd(x)
-        loss = torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))
+        # bf16: autocast, as PyTorch trains in bf16 (no weight cache: a CUDA graph replays the casts)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=precision == "bf16", cache_enabled=False):
+            logits = fwd(x)
+            loss = torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()

@@ -556,7 +556,10 @@ static ge2_status prepare_groups(ge2_backend_ctx *ctx, ge2_exec *exec, ge2_cuda_
             continue;
         char why[256] = "";
         void *state = NULL;
-        GE2_TRY(pattern->cuda->prepare(&exec->launches[fg->first], fg->count, &state, why, sizeof why));
+        if (exec->launches[fg->first].bf16_operands) /* a group's own kernels sum fp32 operands */
+            snprintf(why, sizeof why, "precision bf16: the group's kernels compute in fp32");
+        else
+            GE2_TRY(pattern->cuda->prepare(&exec->launches[fg->first], fg->count, &state, why, sizeof why));
         if (!state) {
             if (ctx->print_kernels)
                 fprintf(stderr, "ge2: %s group at node %d runs node by node: %s\n", pattern->name,

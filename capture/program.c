@@ -324,9 +324,6 @@ ge2_status ge2_compile(ge2_context *ctx, ge2_graph *graph, const ge2_compile_opt
         program->last_key[m] = -1;
 
     ge2_status st = ge2_options_resolve(options, &program->options);
-    if (st == GE2_OK && program->device == GE2_DEVICE_CUDA && program->options.o.precision == GE2_PRECISION_BF16)
-        st = ge2_error(GE2_ERR_UNSUPPORTED, "ge2_compile: precision bf16 runs on the CPU backend only so far; on "
-                                            "CUDA use fp32 or tf32 (docs/mixed-precision.md)");
     if (st == GE2_OK)
         st = compile(program);
     if (st != GE2_OK) {

@@ -461,8 +461,10 @@ typedef enum ge2_precision {
     GE2_PRECISION_FP32, /* fp32 GEMMs: CUDA matches the CPU */
     GE2_PRECISION_TF32, /* CUDA: TF32 tensor-core GEMMs; the CPU stays fp32 */
     /* operands rounded to bf16 (nearest even), products accumulated in fp32,
-     * as a bf16 tensor-core GEMM computes (PyTorch's autocast numbers); the
-     * CPU backend only, so far: CUDA refuses it at compile */
+     * as a bf16 tensor-core GEMM computes (PyTorch's autocast numbers). The
+     * CPU rounds every operand; CUDA's GEMMs use cuBLASLt's FAST_16BF, which
+     * may keep fp32 for some shapes, and CUDA convolutions refuse it (not
+     * yet); attention stays fp32 on both. Not yet run on a GPU. */
     GE2_PRECISION_BF16,
     GE2_PRECISION_COUNT
 } ge2_precision;

@@ -198,13 +198,13 @@ static unsigned long long attrs_hash(const ge2_node *node)
     return h;
 }
 
-/* The GPU, the op, its attrs, TF32, every view's dtype and shape, and the
+/* The GPU, the op, its attrs, the precision, every view's dtype and shape, and the
  * candidates' names: a new candidate, or one gone, makes a new key. */
 static bool problem_key(const ge2_launch *l, const ge2_kernel_candidate *const *c, int n, char *buf, size_t size)
 {
     size_t used = 0;
     int w = snprintf(buf, size, "%s %s attrs:%016llx%s", device_name(), ge2_op_name(l->node->op),
-                     attrs_hash(l->node), l->tf32 ? " tf32" : "");
+                     attrs_hash(l->node), l->bf16_operands ? " bf16" : l->tf32 ? " tf32" : "");
     for (int i = 0; i < l->n_in + l->n_out && w >= 0 && (used += (size_t)w) < size; i++) {
         const ge2_view *v = i < l->n_in ? &l->in[i] : &l->out[i - l->n_in];
         char s[96];

@@ -131,8 +131,8 @@ static void describe_plan(ge2_gemm_plan *p, const ge2_launch *launch)
                       ge2_activation_name(p->act));
     if (p->post && p->post_name && n > 0 && (size_t)n < sizeof p->description)
         n += snprintf(p->description + n, sizeof p->description - (size_t)n, " + %s", p->post_name);
-    if (p->tf32 && n > 0 && (size_t)n < sizeof p->description)
-        n += snprintf(p->description + n, sizeof p->description - (size_t)n, " tf32");
+    if ((p->tf32 || p->bf16) && n > 0 && (size_t)n < sizeof p->description)
+        n += snprintf(p->description + n, sizeof p->description - (size_t)n, p->bf16 ? " bf16" : " tf32");
     if (n > 0 && (size_t)n < sizeof p->description)
         ge2_gemm_selection_str(&p->selection, p->description + n, sizeof p->description - (size_t)n);
 }
@@ -242,7 +242,13 @@ ge2_status ge2_gemm_plan_try(ge2_gemm_plan *p, const ge2_launch *launch, bool tr
         p->desc = NULL;
     }
     p->tf32 = launch->tf32;
-    cublasComputeType_t compute = p->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    p->bf16 = launch->bf16_operands;
+    // precision BF16: cuBLASLt converts the fp32 operands to bf16 inside the
+    // GEMM (docs/mixed-precision.md, step 3: its rounding is checked against
+    // the CPU's on the GPU)
+    cublasComputeType_t compute = p->bf16   ? CUBLAS_COMPUTE_32F_FAST_16BF
+                                  : p->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                            : CUBLAS_COMPUTE_32F;
     LT_CHECK(cublasLtMatmulDescCreate(&p->desc, compute, CUDA_R_32F));
     int32_t ta = trans_a_lt ? CUBLAS_OP_T : CUBLAS_OP_N;
     int32_t tb = trans_b_lt ? CUBLAS_OP_T : CUBLAS_OP_N;

@@ -49,6 +49,7 @@ struct ge2_gemm_plan {
     ge2_activation act;
     float slope;
     bool tf32;     // CUBLAS_COMPUTE_32F_FAST_TF32 instead of plain fp32
+    bool bf16;     // CUBLAS_COMPUTE_32F_FAST_16BF: the operands converted to bf16, fp32 sums (precision BF16)
     int64_t n_out; // elements of y
     int bias_view;  // GE2_GEMM_IN/OUT: CUBLASLT_MATMUL_DESC_BIAS_POINTER (a bias, or a BGRAD epilogue's output)
     int aux_view;   // GE2_GEMM_IN/OUT: CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER

@@ -204,6 +204,10 @@ static ge2_status plan(const ge2_launch *l, conv_plan *p, char *why, size_t why_
  * error: the direct kernel always applies. */
 static ge2_status prepare(ge2_launch *l)
 {
+    if (l->bf16_operands) /* the CPU's convolutions round their operands; these kernels do not yet */
+        return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s (node %d): precision bf16 has no CUDA convolution yet; use fp32 "
+                                              "or tf32 (docs/mixed-precision.md)",
+                         ge2_op_name(l->node->op), l->node->id);
     conv_plan *p = ge2_calloc(1, sizeof *p);
     if (!p)
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_%s: out of host memory", ge2_op_name(l->node->op));
