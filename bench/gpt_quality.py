@@ -193,7 +193,8 @@ def main():
         print(result.get("why", "train_gpt: no result"), file=sys.stderr)
     print(f"GPU: {torch.cuda.get_device_name()} x {gpus}, torch {torch.__version__}; {a.precision}, "
           f"{a.max_iters} iterations, eval every {a.eval_interval} x {a.eval_iters} batches; "
-          f"PyTorch: train_gpt's model (biases, GELU tanh, fp32/TF32, eager) in nanoGPT's loop, "
+          f"PyTorch: train_gpt's model (biases, GELU tanh, {'autocast-bf16' if a.precision == 'bf16' else a.precision}, "
+          f"eager) in nanoGPT's loop, "
           f"{'without' if a.no_attn_dropout else 'with'} attention dropout; "
           f"{'side by side on two GPUs' if gpus >= 2 else 'one after the other'}; ge2's output: {log_path}")
     if g:

@@ -14,7 +14,9 @@ eager, the whole step captured in one CUDA graph (capturable AdamW, static
 inputs), and torch.compile of the model; CUDA events around blocks of 10
 steps after a warm-up, the median block; the peak device memory.
 --precisions takes bf16 too: ge2's --precision bf16 (GEMM operands in
-bf16, docs/mixed-precision.md) against PyTorch autocast-bf16.
+bf16, fp32 storage and fp32 attention so far: docs/mixed-precision.md)
+against PyTorch autocast-bf16 (bf16 activations and attention too), so
+that row is not like for like yet.
 Prints a markdown table last: ms/step, tokens/s, and ge2's ratio to each;
 exits 1 when any row failed.
 """

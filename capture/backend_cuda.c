@@ -557,7 +557,7 @@ static ge2_status prepare_groups(ge2_backend_ctx *ctx, ge2_exec *exec, ge2_cuda_
         char why[256] = "";
         void *state = NULL;
         if (exec->launches[fg->first].bf16_operands) /* a group's own kernels sum fp32 operands */
-            snprintf(why, sizeof why, "precision bf16: the group's kernels compute in fp32");
+            snprintf(why, sizeof why, "precision bf16: fused groups run node by node (their own kernels compute in fp32)");
         else
             GE2_TRY(pattern->cuda->prepare(&exec->launches[fg->first], fg->count, &state, why, sizeof why));
         if (!state) {

@@ -463,8 +463,8 @@ typedef enum ge2_precision {
     /* operands rounded to bf16 (nearest even), products accumulated in fp32,
      * as a bf16 tensor-core GEMM computes (PyTorch's autocast numbers). The
      * CPU rounds every operand; CUDA's GEMMs use cuBLASLt's FAST_16BF, which
-     * may keep fp32 for some shapes, and CUDA convolutions refuse it (not
-     * yet); attention stays fp32 on both. Not yet run on a GPU. */
+     * allows bf16 (or TF32, or fp32) per GEMM, and CUDA convolutions refuse
+     * it (not yet); attention stays fp32 on both. Not yet run on a GPU. */
     GE2_PRECISION_BF16,
     GE2_PRECISION_COUNT
 } ge2_precision;

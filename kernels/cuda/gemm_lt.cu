@@ -243,9 +243,10 @@ ge2_status ge2_gemm_plan_try(ge2_gemm_plan *p, const ge2_launch *launch, bool tr
     }
     p->tf32 = launch->tf32;
     p->bf16 = launch->bf16_operands;
-    // precision BF16: cuBLASLt converts the fp32 operands to bf16 inside the
-    // GEMM (docs/mixed-precision.md, step 3: its rounding is checked against
-    // the CPU's on the GPU)
+    // precision BF16: cuBLASLt may convert the fp32 operands to bf16 inside
+    // the GEMM (or to TF32, or keep fp32: FAST_16BF allows, not forces);
+    // op_agreement_test checks what it does against the CPU's rounding
+    // (docs/mixed-precision.md, step 3)
     cublasComputeType_t compute = p->bf16   ? CUBLAS_COMPUTE_32F_FAST_16BF
                                   : p->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
                                             : CUBLAS_COMPUTE_32F;
@@ -330,7 +331,8 @@ ge2_status ge2_gemm_check_launch(const ge2_launch *launch)
 ge2_status ge2_gemm_plan_commit(ge2_launch *launch, ge2_gemm_plan *p, ge2_status st, int found)
 {
     ge2_tiled_gemm tiled;
-    const bool tiled_ok = st == GE2_OK && p->tiled_bind && p->tiled_bind(launch, &tiled);
+    // (bf16: the tiled GEMM sums fp32 operands, so it is no fallback there)
+    const bool tiled_ok = st == GE2_OK && !launch->bf16_operands && p->tiled_bind && p->tiled_bind(launch, &tiled);
     if (st == GE2_OK && found == 0 && !tiled_ok) {
         char s0[64], s1[64];
         st = ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s (node %d): cuBLASLt has no algorithm for %s x %s",

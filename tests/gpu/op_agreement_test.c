@@ -419,7 +419,7 @@ static void check_graph(const char *label, const ge2_graph *g, const ge2_feed *f
                      ge2_shape_str(y->shape, shape, sizeof shape));
             if (y->dtype == GE2_U8)
                 assert_mask_agrees(what, g, node, (uint8_t *)got, cpu[y->id], cpu[node->outputs[0]],
-                                   RTOL_GEMM * fmax(in_scale, 1.0));
+                                   (bf16_launches ? RTOL_BF16 : RTOL_GEMM) * fmax(in_scale, 1.0));
             else if (y->dtype == GE2_BF16)
                 assert_same_bits(what, (const uint16_t *)got, cpu[y->id], numel);
             else
@@ -534,6 +534,62 @@ static float *random_f32(int64_t n, double lo, double hi)
         p[i] = (float)(lo + (hi - lo) * rng01());
     return p;
 }
+
+/* Whether cuBLASLt's FAST_16BF does round the operands to bf16 as the CPU
+ * does (it may use TF32 or fp32 instead): a 64 x 64 x 64 linear layer with
+ * operands whose bf16 values differ from their fp32 ones, on aligned
+ * buffers. The CUDA product must match the CPU's rounded one within fp32
+ * sum tolerances and be farther from the CPU's fp32 one. */
+START_TEST(test_bf16_gemm_rounds_operands)
+{
+    enum { D = 64 };
+    float *x = random_f32(D * D, -1, 1), *w = random_f32(D * D, -1, 1);
+    float y_bf16[D * D], y_fp32[D * D], got[D * D];
+    ge2_node node;
+    memset(&node, 0, sizeof node);
+    node.op = GE2_OP_LINEAR;
+    node.n_inputs = 2;
+    node.n_outputs = 1;
+    node.attrs.linear.act = GE2_ACT_NONE;
+    ge2_launch lc;
+    memset(&lc, 0, sizeof lc);
+    lc.node = &node;
+    lc.n_in = 2;
+    lc.n_out = 1;
+    lc.in[0] = (ge2_view){x, GE2_F32, ge2_shape2(D, D)};
+    lc.in[1] = (ge2_view){w, GE2_F32, ge2_shape2(D, D)};
+    lc.out[0] = (ge2_view){y_fp32, GE2_F32, ge2_shape2(D, D)};
+    ck_assert_int_eq(ge2_op_def_of(GE2_OP_LINEAR)->cpu(&lc), GE2_OK);
+    lc.bf16_operands = true;
+    lc.out[0].data = y_bf16;
+    ck_assert_int_eq(ge2_op_def_of(GE2_OP_LINEAR)->cpu(&lc), GE2_OK);
+    device d;
+    device_open(&d);
+    ge2_launch lg = lc;
+    device_fill(&d, &lg);
+    lg.in[0].data = to_device(x, sizeof x[0] * D * D);
+    lg.in[1].data = to_device(w, sizeof w[0] * D * D);
+    lg.out[0].data = to_device(NULL, sizeof got);
+    cuda_run(&lg);
+    from_device(got, lg.out[0].data, sizeof got);
+    int nearer_bf16 = 0;
+    double worst = 0;
+    for (int i = 0; i < D * D; i++) {
+        const double to_bf16 = fabs(got[i] - y_bf16[i]), to_fp32 = fabs(got[i] - y_fp32[i]);
+        nearer_bf16 += to_bf16 < to_fp32;
+        worst = fmax(worst, to_bf16);
+    }
+    ck_assert_msg(worst <= 1e-4 && nearer_bf16 > D * D * 9 / 10,
+                  "FAST_16BF: worst |CUDA - CPU rounded| %.3g, nearer the rounded product in %d of %d (a TF32 or "
+                  "fp32 GEMM would be nearer the fp32 one)", worst, nearer_bf16, D * D);
+    device_close(&d);
+    CK_CUDA(cudaFree(lg.in[0].data));
+    CK_CUDA(cudaFree(lg.in[1].data));
+    CK_CUDA(cudaFree(lg.out[0].data));
+    free(x);
+    free(w);
+}
+END_TEST
 
 #define OK(expr) ck_assert_msg((expr) == GE2_OK, "%s: %s", #expr, ge2_last_error())
 
@@ -1233,6 +1289,7 @@ int main(void)
     tcase_add_test(tc, test_large_graphs_agree);
     tcase_add_loop_test(tc, test_gemm_op_agrees_tiled, 0, ge2_op_count());
     tcase_add_loop_test(tc, test_gemm_op_agrees_bf16, 0, ge2_op_count());
+    tcase_add_test(tc, test_bf16_gemm_rounds_operands);
     tcase_add_test(tc, test_large_graphs_agree_tiled);
     tcase_add_loop_test(tc, test_optimizer_agrees, 0, N_OPT_CASES);
     tcase_add_loop_test(tc, test_per_parameter_optimizer_agrees, 0, N_OPT_CASES);
