@@ -17,7 +17,8 @@ steps after a warm-up, the median block; the peak device memory.
 bf16, fp32 storage and fp32 attention so far: docs/mixed-precision.md)
 against PyTorch autocast-bf16 (bf16 activations and attention too), so
 that row is not like for like yet.
-Prints a markdown table last: ms/step, tokens/s, and ge2's ratio to each;
+Prints a markdown table last: ms/step, tokens/s, model FLOPs utilisation
+against the GPU's bf16 dense peak, and ge2's ratio to each;
 exits 1 when any row failed.
 """
 import argparse
@@ -99,6 +100,21 @@ def torch_ms(mode, precision, vocab, steps):
     return statistics.median(times), torch.cuda.max_memory_allocated() / 2**20
 
 
+# Dense bf16 tensor-core peaks (NVIDIA's datasheets, SXM, without sparsity),
+# by the name torch reports: the MFU column's denominator.
+BF16_PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0}
+
+
+def train_flops_per_step(vocab):
+    """A training step's model FLOPs as nanoGPT's estimate_mfu counts them (PaLM's
+    appendix B): 6 per parameter per token (forward and backward), plus the
+    attention scores' 12·layers·heads·head_dim·T per token."""
+    c, layers, t = CFG["n_embd"], CFG["n_layer"], CFG["block"]
+    params = layers * 12 * c * c + vocab * c  # the blocks' weights and the tied embedding (biases, LN: negligible)
+    per_token = 6 * params + 12 * layers * c * t
+    return per_token * CFG["batch"] * t
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--train-gpt", required=True)
@@ -123,12 +139,18 @@ def main():
                 print(f"torch {mode} {precision}: {e}", file=sys.stderr)
                 ms, mib = float("nan"), float("nan")
             rows.append((precision, f"torch {mode}", ms, mib))
-    print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}; model {CFG}, vocab {vocab}")
-    print("| precision | impl | ms/step | tokens/s | peak MiB | ge2 / this |")
-    print("|---|---|---|---|---|---|")
+    name = torch.cuda.get_device_name()
+    peak = next((v for k, v in BF16_PEAK_TFLOPS.items() if k in name), float("nan"))
+    flops = train_flops_per_step(vocab)
+    print(f"GPU: {name}, torch {torch.__version__}; model {CFG}, vocab {vocab}; "
+          f"{flops / 1e12:.3f} TFLOP a step; MFU against the bf16 dense peak ({peak:.0f} TFLOP/s)")
+    print("| precision | impl | ms/step | tokens/s | MFU | peak MiB | ge2 / this |")
+    print("|---|---|---|---|---|---|---|")
     for precision, impl, ms, mib in rows:
         ge2 = next(r[2] for r in rows if r[0] == precision and r[1] == "ge2 replay")
-        print(f"| {precision} | {impl} | {ms:.2f} | {tokens / ms * 1e3:.0f} | {mib:.0f} | {ge2 / ms:.2f}x |")
+        mfu = flops / (ms * 1e-3) / (peak * 1e12)
+        print(f"| {precision} | {impl} | {ms:.2f} | {tokens / ms * 1e3:.0f} | {100 * mfu:.1f}% | {mib:.0f} | "
+              f"{ge2 / ms:.2f}x |")
     sys.exit(1 if any(math.isnan(r[2]) for r in rows) else 0)
 
 
