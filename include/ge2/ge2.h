@@ -309,7 +309,7 @@ ge2_status ge2_dropout(ge2_graph *graph, ge2_tensor *x, double p, ge2_tensor **y
 /* x in another float dtype: f32 or f64 to bf16 (nearest, ties to even; an
  * f64 through f32 first; past the largest bf16, infinity; any NaN, 0x7fff),
  * or bf16 to f32 or f64 (exact). Its gradient passes straight through, cast
- * back. The first piece of mixed precision (docs/mixed-precision.md); CUDA
+ * back. A piece of mixed precision (docs/mixed-precision.md); CUDA
  * casts f32 and bf16. */
 ge2_status ge2_cast(ge2_graph *graph, ge2_tensor *x, ge2_dtype to, ge2_tensor **y);
 

@@ -1,7 +1,8 @@
 /* The cast family: CAST (x -> y, the same values in another float dtype:
  * f32 or f64 to bf16, rounded to nearest, ties to even, and bf16 to f32 or
- * f64, exact). The first op of mixed precision (docs/mixed-precision.md):
- * the precision pass will put casts in front of GEMM operands. An f64 value
+ * f64, exact). A piece of mixed precision (docs/mixed-precision.md): what
+ * turns a tensor into bf16 storage, and back, where a kernel cannot read
+ * or write bf16 itself. An f64 value
  * narrows to f32 first, then to bf16, as the CPU's f32 GEMM operands do.
  * The rounding is graph/bf16.h's on the CPU and CUDA's __float2bfloat16_rn
  * on the GPU; the two agree bit for bit (tests/graph/bf16_test, and
