@@ -79,22 +79,22 @@ static void verdict(bool ok, const char *fmt, ...)
 
 /* ------------------------------------------------------------ the model */
 
-/* The MLP, or the batch-norm net (batch_norm_shards) */
+/* A trained net: the MLP (mlp_build) or the batch-norm net (bn_net_build) */
 enum { MAX_PARAMS = 6 };
-typedef struct mlp {
+typedef struct net {
     ge2_graph *graph;
     ge2_tensor *x, *y, *loss, *params[MAX_PARAMS];
     int n_params;
     ge2_context *ctx;
     ge2_program *program;
     int64_t batch;
-} mlp;
+} net;
 
 static const char *const param_names[4] = {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"};
 
 /* The graph's loss (mean cross-entropy of logits), backward and
  * optimizer, compiled; `group` NULL: one process. */
-static void finish(mlp *m, ge2_tensor *logits, const ge2_optimizer_config *oc, const ge2_collective *group,
+static void finish(net *m, ge2_tensor *logits, const ge2_optimizer_config *oc, const ge2_collective *group,
                    bool capture)
 {
     API(ge2_cross_entropy(m->graph, logits, m->y, 0, &m->loss));
@@ -110,7 +110,7 @@ static void finish(mlp *m, ge2_tensor *logits, const ge2_optimizer_config *oc, c
 
 /* IN -> HIDDEN relu -> CLASSES, mean cross-entropy, at `batch` examples a
  * step; `group` NULL: one process. */
-static void mlp_build_with(mlp *m, int64_t batch, const ge2_optimizer_config *oc, const ge2_collective *group,
+static void mlp_build_with(net *m, int64_t batch, const ge2_optimizer_config *oc, const ge2_collective *group,
                            uint64_t seed, bool capture)
 {
     memset(m, 0, sizeof *m);
@@ -140,7 +140,7 @@ static void mlp_build_with(mlp *m, int64_t batch, const ge2_optimizer_config *oc
  * slices sharing weight and bias with running statistics of their own, so
  * the reference's mean loss is the ranks' mean and its gradient their
  * average. */
-static void bn_net_build(mlp *m, int shards, const ge2_optimizer_config *oc, const ge2_collective *group)
+static void bn_net_build(net *m, int shards, const ge2_optimizer_config *oc, const ge2_collective *group)
 {
     memset(m, 0, sizeof *m);
     m->batch = (int64_t)shards * BATCH;
@@ -183,13 +183,13 @@ static void bn_net_build(mlp *m, int shards, const ge2_optimizer_config *oc, con
     finish(m, h, oc, group, true);
 }
 
-static void mlp_build(mlp *m, int64_t batch, const ge2_optimizer_config *oc, const ge2_collective *group,
+static void mlp_build(net *m, int64_t batch, const ge2_optimizer_config *oc, const ge2_collective *group,
                       uint64_t seed)
 {
     mlp_build_with(m, batch, oc, group, seed, true);
 }
 
-static void mlp_free(mlp *m)
+static void net_free(net *m)
 {
     ge2_program_free(m->program);
     ge2_context_free(m->ctx);
@@ -207,7 +207,7 @@ static void example(int64_t e, float *x, int32_t *y)
 /* Step s of m: the global batch is examples [s·world·B, (s+1)·world·B);
  * a rank of the group takes its slice [rank·B, (rank+1)·B) of it, the
  * reference (first = 0, m->batch = world·B) all of it. */
-static ge2_status step(mlp *m, int s, int64_t first)
+static ge2_status step(net *m, int s, int64_t first)
 {
     float x[BATCH * 4 * IN];
     int32_t y[BATCH * 4];
@@ -222,7 +222,7 @@ static ge2_status step(mlp *m, int s, int64_t first)
 #define N_MAX (N_ALL + 2 * HIDDEN)
 
 /* Every parameter's values, in order, into out [N_MAX]; returns how many. */
-static int read_params(mlp *m, float *out)
+static int read_params(net *m, float *out)
 {
     int64_t total = 0;
     for (int p = 0; p < m->n_params; p++) {
@@ -255,7 +255,7 @@ static void against_one_process(const char *name, ge2_optimizer_config oc)
 {
     ge2_optimizer_config ref_oc = oc;
     oc.data_parallel = true;
-    mlp dp, ref;
+    net dp, ref;
     mlp_build(&dp, BATCH, &oc, ge2_dist_collective(dist), 7);
     mlp_build(&ref, (int64_t)world * BATCH, &ref_oc, NULL, 7);
     for (int s = 0; s < STEPS; s++) {
@@ -289,8 +289,8 @@ static void against_one_process(const char *name, ge2_optimizer_config oc)
     API(ge2_dist_broadcast_state(dist, dp.program));
     read_params(&dp, a);
     verdict(memcmp(a, mine, sizeof a) == 0, "%s: parameters bitwise identical across the %d ranks", name, world);
-    mlp_free(&dp);
-    mlp_free(&ref);
+    net_free(&dp);
+    net_free(&ref);
 }
 
 /* Batch norm in the group: each rank normalizes its own shard, and the
@@ -306,7 +306,7 @@ static void batch_norm_shards(void)
     oc.bucket_bytes = 64; /* the norm's gradients in buckets of their own, complete before its input gradient */
     ge2_optimizer_config ref_oc = oc;
     oc.data_parallel = true;
-    mlp dp, ref;
+    net dp, ref;
     bn_net_build(&dp, 1, &oc, ge2_dist_collective(dist));
     bn_net_build(&ref, world, &ref_oc, NULL);
     for (int s = 0; s < STEPS; s++) {
@@ -327,8 +327,8 @@ static void batch_norm_shards(void)
                 "steps (max |difference| %.3g)",
                 world, BATCH, BATCH, STEPS, d);
     }
-    mlp_free(&dp);
-    mlp_free(&ref);
+    net_free(&dp);
+    net_free(&ref);
 }
 
 /* Ranks built from different seeds agree after the broadcast, and then
@@ -339,7 +339,7 @@ static void broadcast_state(void)
     oc.eps = 1e-3; /* Adam's step on a gradient of ~0 is +-lr whatever its size: keep rounding from flipping it */
     ge2_optimizer_config ref_oc = oc;
     oc.data_parallel = true;
-    mlp dp, ref;
+    net dp, ref;
     mlp_build(&dp, BATCH, &oc, ge2_dist_collective(dist), 100 + (uint64_t)rank);
     mlp_build(&ref, (int64_t)world * BATCH, &ref_oc, NULL, 100);
     API(ge2_dist_broadcast_state(dist, dp.program));
@@ -356,8 +356,8 @@ static void broadcast_state(void)
     double d;
     bool ok = near(a, b, N_ALL, 1e-6, 1e-5, &d);
     verdict(ok, "broadcast: then trains as one process from rank 0's seed (max |difference| %.3g)", d);
-    mlp_free(&dp);
-    mlp_free(&ref);
+    net_free(&dp);
+    net_free(&ref);
 }
 
 /* Several ranks and an optimizer that does not average: refused, saying so. */
@@ -395,7 +395,7 @@ static void replay_equals_eager(void)
 {
     ge2_optimizer_config oc = ge2_optimizer_defaults(GE2_OPT_ADAM);
     oc.data_parallel = true;
-    mlp replayed, eager;
+    net replayed, eager;
     mlp_build_with(&replayed, BATCH, &oc, ge2_dist_collective(dist), 7, true);
     mlp_build_with(&eager, BATCH, &oc, ge2_dist_collective(dist), 7, false);
     for (int s = 0; s < STEPS; s++) {
@@ -408,8 +408,8 @@ static void replay_equals_eager(void)
     verdict(memcmp(a, b, sizeof a) == 0 && ge2_program_capture_count(replayed.program) == 1,
             "replayed steps (%d capture) equal eager steps bitwise after %d steps",
             ge2_program_capture_count(replayed.program), STEPS);
-    mlp_free(&replayed);
-    mlp_free(&eager);
+    net_free(&replayed);
+    net_free(&eager);
 }
 
 /* CUDA: 10,000 replays of the step with its all-reduce: nothing allocated
@@ -420,7 +420,7 @@ static void soak(void)
     ge2_optimizer_config oc = ge2_optimizer_defaults(GE2_OPT_SGD);
     oc.lr = 0.01;
     oc.data_parallel = true;
-    mlp m;
+    net m;
     mlp_build(&m, BATCH, &oc, ge2_dist_collective(dist), 7);
     API(step(&m, 0, (int64_t)rank * BATCH)); /* warm-up and capture */
     API(step(&m, 1, (int64_t)rank * BATCH));
@@ -444,7 +444,7 @@ static void soak(void)
             "%d replays: %llu host allocations, %lld device bytes taken, %d capture(s), parameters %s", REPLAYS,
             (unsigned long long)(after.allocations - before.allocations), (long long)free_before - (long long)free_after,
             ge2_program_capture_count(m.program), finite ? "finite" : "not finite");
-    mlp_free(&m);
+    net_free(&m);
 }
 
 /* --fail-rank / --hang-rank: a rank that fails or stops mid-training. */
@@ -452,7 +452,7 @@ static int misbehave(int bad_rank, bool hang)
 {
     ge2_optimizer_config oc = ge2_optimizer_defaults(GE2_OPT_SGD);
     oc.data_parallel = true;
-    mlp m;
+    net m;
     mlp_build(&m, BATCH, &oc, ge2_dist_collective(dist), 7);
     for (int s = 0; s < STEPS; s++) {
         ge2_status st;
@@ -472,7 +472,7 @@ static int misbehave(int bad_rank, bool hang)
             ge2_dist_abort(dist, 3);
         }
     }
-    mlp_free(&m);
+    net_free(&m);
     fprintf(stderr, "data_parallel_test: rank %d finished although rank %d misbehaved\n", rank, bad_rank);
     return 0;
 }
