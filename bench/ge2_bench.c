@@ -41,6 +41,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "graph/clock.h"
 #include "data/dataset.h"
 #include "ge2/ge2.h"
 #include "graph/alloc.h"
@@ -136,12 +137,7 @@ static ge2_status cuda_ok(cudaError_t err, const char *what)
     return ge2_error(GE2_ERR_CUDA, "ge2_bench: %s: %s", what, cudaGetErrorString(err));
 }
 
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
-}
+static double now_us(void) { return 1e6 * ge2_now_s(); }
 
 static int cmp_double(const void *a, const void *b)
 {

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "graph/clock.h"
 #include "capture/program_internal.h"
 #include "graph/error.h"
 
@@ -34,12 +35,7 @@ static ge2_status nop_run(ge2_backend_ctx *ctx, ge2_exec *exec, int slot)
     return GE2_OK;
 }
 
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
+static double now_ns(void) { return 1e9 * ge2_now_s(); }
 
 static int cmp_double(const void *a, const void *b)
 {

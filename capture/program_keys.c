@@ -256,14 +256,8 @@ ge2_status ge2_program_key_get(ge2_program *program, const ge2_key *key, int *in
             return GE2_OK;
         }
     }
-    if (program->n_keys == program->cap_keys) {
-        int cap = program->cap_keys ? 2 * program->cap_keys : 4;
-        ge2_program_key **keys = ge2_realloc(program->keys, (size_t)cap * sizeof *keys);
-        if (!keys)
-            return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_program_step: key cache of %d", cap);
-        program->keys = keys;
-        program->cap_keys = cap;
-    }
+    if (!ge2_reserve((void **)&program->keys, &program->cap_keys, program->n_keys, sizeof *program->keys, 4))
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_program_step: key cache of %d", program->n_keys + 1);
     ge2_program_key *pk = ge2_calloc(1, sizeof *pk);
     if (!pk)
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_program_step: key");

@@ -216,15 +216,12 @@ ge2_status ge2_plan_assign(const ge2_graph *graph, ge2_plan *plan)
         block_of[t] = -1;
         if (pt->pool != GE2_POOL_ARENA)
             continue;
-        if (head[t] != t) {
-            block *b = &blocks[block_of[head[t]]];
+        if (head[t] != t) { /* the chain's block: its last use is the head's chain_last */
             block_of[t] = block_of[head[t]];
-            if (pt->last > b->last)
-                b->last = pt->last;
             continue;
         }
         size_t bytes = ge2_plan_align(pt->bytes ? pt->bytes : 1, GE2_ARENA_ALIGN);
-        blocks[n_blocks] = (block){t, pt->first, pt->last, bytes, 0};
+        blocks[n_blocks] = (block){t, pt->first, chain_last[t], bytes, 0};
         block_of[t] = n_blocks++;
     }
 
