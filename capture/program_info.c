@@ -189,6 +189,9 @@ ge2_status ge2_program_plan_stats(ge2_program *program, ge2_mode mode, ge2_plan_
         s.device_staging_bytes = GE2_STAGING_BUFFERS * ge2_program_feed_region_bytes(plan);
     s.workspace_bytes = program->backend->workspace_bytes ? program->backend->workspace_bytes(program->bctx) : 0;
     s.n_nodes = plan->n_steps;
+    s.fused_groups = plan->n_groups;
+    for (int g = 0; g < plan->n_groups; g++)
+        s.fused_nodes += plan->groups[g].count;
     for (int t = 0; t < plan->n_tensors; t++)
         s.n_tensors += plan->tensors[t].pool != GE2_POOL_NONE;
     *out = s;

@@ -25,12 +25,13 @@
  *   on; and after every node made before it that reads what it overwrites
  *   (batch norm's input gradient reads this rank's own sums of the
  *   parameter gradients) or writes what it reads (an earlier all-reduce).
- * - The node producing a gradient that an all-reduce sums runs as soon as
- *   its own inputs exist. Autograd emits a layer's input gradient before its
- *   weight gradient; run in that order, the all-reduce of a layer's weights
- *   could overlap only what comes after both, and the last layers' buckets
- *   would wait at the step's end. Graphs without all-reduces keep autograd's
- *   order.
+ * The nodes making the gradients an all-reduce sums keep autograd's order
+ * (a layer's input gradient, then its weight gradient). Running each weight
+ * gradient first instead, so that its bucket's all-reduce also overlaps the
+ * layer's input gradient, split the pairs that fused groups run as one (the
+ * classifier head's backward): a group of one rank then ran other kernels
+ * than one process, so their bits differed, and two ranks on two H100s
+ * scaled no better for it (bench/RESULTS.md).
  */
 #include "graph/alloc.h"
 #include "graph/error.h"
@@ -96,16 +97,6 @@ static void find_early_nodes(const ge2_graph *graph, const bool *node_needed, bo
 {
     for (int n = 0; n < graph->n_nodes; n++)
         early[n] = node_needed[n] && (updates_in_place(&graph->nodes[n]) || writes_inputs(&graph->nodes[n]));
-    for (int n = 0; n < graph->n_nodes; n++) {
-        const ge2_node *node = &graph->nodes[n];
-        if (!node_needed[n] || !writes_inputs(node))
-            continue;
-        for (int i = 0; i < node->n_inputs; i++) {
-            int producer = graph->tensors[node->inputs[i]]->producer;
-            if (producer >= 0 && node_needed[producer])
-                early[producer] = true;
-        }
-    }
 }
 
 /* Whether early node u must follow needed node m (m != u) */
@@ -236,7 +227,7 @@ ge2_status ge2_plan_schedule(const ge2_graph *graph, ge2_plan *plan)
         place_ready_early(graph, early, &deps, -1, placed, plan);
         /* Creation-order nodes go in unchecked: creation order is
          * topological, and every early node they could read from (an
-         * all-reduce, a gradient producer) waits only on nodes made before
+         * all-reduce) waits only on nodes made before
          * it, so it is placed before the next creation-order node. Only
          * updates wait on later-made nodes, and nothing reads an update. */
         for (int n = 0; n < n_nodes; n++) {

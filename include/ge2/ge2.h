@@ -625,6 +625,10 @@ typedef struct ge2_plan_stats {
      * arena_bytes */
     ge2_update_mode update_mode;
     int update_nodes; /* optimizer update nodes per train step (0 without an optimizer) */
+    /* The fuse pass's groups of scheduled nodes (fusion/fusion.h) and the
+     * nodes in them: what a backend may run as one implementation each. The
+     * CPU backend finds the same groups and runs their nodes one by one. */
+    int fused_groups, fused_nodes;
 } ge2_plan_stats;
 
 ge2_status ge2_program_plan_stats(ge2_program *program, ge2_mode mode, ge2_plan_stats *out);

@@ -250,6 +250,21 @@ static bool near(const float *a, const float *b, int n, double atol, double rtol
 
 /* ------------------------------------------------------------ the checks */
 
+/* The group's train step fuses the nodes one process's does: the
+ * all-reduces must not split a fused group (the head's backward GEMMs), or
+ * the rank runs other kernels, and one rank's bits differ from one
+ * process's. The fuse pass is the same on both backends, so the CPU checks
+ * what CUDA runs. */
+static void fuses_as_one_process(const char *name, net *dp, net *ref)
+{
+    ge2_plan_stats a, b;
+    API(ge2_program_plan_stats(dp->program, GE2_MODE_TRAIN, &a));
+    API(ge2_program_plan_stats(ref->program, GE2_MODE_TRAIN, &b));
+    verdict(a.fused_groups == b.fused_groups && a.fused_nodes == b.fused_nodes && b.fused_groups > 0,
+            "%s: the step fuses %d groups of %d nodes, as one process's (%d of %d)", name, a.fused_groups,
+            a.fused_nodes, b.fused_groups, b.fused_nodes);
+}
+
 /* The group at B per rank against one process at world·B, K steps. */
 static void against_one_process(const char *name, ge2_optimizer_config oc)
 {
@@ -262,6 +277,7 @@ static void against_one_process(const char *name, ge2_optimizer_config oc)
         API(step(&dp, s, (int64_t)rank * BATCH));
         API(step(&ref, s, 0));
     }
+    fuses_as_one_process(name, &dp, &ref);
     float a[N_ALL], b[N_ALL];
     read_params(&dp, a);
     read_params(&ref, b);
@@ -313,6 +329,7 @@ static void batch_norm_shards(void)
         API(step(&dp, s, (int64_t)rank * BATCH));
         API(step(&ref, s, 0));
     }
+    fuses_as_one_process("batch norm", &dp, &ref);
     float a[N_MAX], b[N_MAX];
     const int n = read_params(&dp, a);
     read_params(&ref, b);

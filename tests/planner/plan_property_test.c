@@ -8,8 +8,7 @@
  * checked too: after everything they depend on, and no later; and twice
  * more with data-parallel all-reduces (flat with a bucket per gradient, and
  * per-parameter), each right after its gradients' producers and before
- * every reader of what it sums, the producers of those gradients as soon as
- * their own inputs exist.
+ * every reader of what it sums, the backward otherwise in autograd's order.
  */
 #include <check.h>
 #include <stdint.h>
@@ -124,44 +123,22 @@ static bool is_update(const ge2_node *node) { return node->op == GE2_OP_OPTIMIZE
 
 static bool is_all_reduce(const ge2_node *node) { return node->op == GE2_OP_ALL_REDUCE; }
 
-/* Whether node makes a gradient that an all-reduce of g sums. */
-static bool makes_summed_gradient(const ge2_graph *g, const ge2_node *node)
-{
-    for (int n = 0; n < g->n_nodes; n++)
-        if (is_all_reduce(&g->nodes[n]))
-            for (int o = 0; o < node->n_outputs; o++)
-                if (reads(&g->nodes[n], node->outputs[o]))
-                    return true;
-    return false;
-}
-
 /* Nodes the schedule places as soon as what they wait for has run, in
  * creation order among themselves. */
-static bool placed_early(const ge2_graph *g, const ge2_node *node)
-{
-    return is_update(node) || is_all_reduce(node) || makes_summed_gradient(g, node);
-}
+static bool placed_early(const ge2_node *node) { return is_update(node) || is_all_reduce(node); }
 
-/* A gradient an all-reduce sums is made as soon as its producer's inputs
- * exist: only other early-placed nodes run between the last of their
- * producers and it (autograd's order would put the layer's input gradient
- * first, and the all-reduce could overlap less of the backward). */
-static void check_summed_gradient_places(const ge2_graph *g, const ge2_plan *plan, const int *pos)
+/* The other nodes keep creation order (autograd's, in the backward): fused
+ * groups match pairs in that order (the head's input and weight gradients),
+ * so a group of one rank runs the kernels one process runs. */
+static void check_creation_order(const ge2_graph *g, const ge2_plan *plan)
 {
+    int last = -1;
     for (int p = 0; p < plan->n_steps; p++) {
         const ge2_node *node = &g->nodes[plan->schedule[p]];
-        if (!makes_summed_gradient(g, node))
+        if (placed_early(node))
             continue;
-        int must_follow = -1;
-        for (int i = 0; i < node->n_inputs; i++) {
-            int producer = g->tensors[node->inputs[i]]->producer;
-            if (producer >= 0 && pos[producer] > must_follow)
-                must_follow = pos[producer];
-        }
-        for (int q = must_follow + 1; q < p; q++)
-            ck_assert_msg(placed_early(g, &g->nodes[plan->schedule[q]]),
-                          "node %d makes a gradient an all-reduce sums at %d; it could run at %d, before node %d",
-                          node->id, p, must_follow + 1, g->nodes[plan->schedule[q]].id);
+        ck_assert_msg(node->id > last, "node %d at %d runs after node %d, made later", node->id, p, last);
+        last = node->id;
     }
 }
 
@@ -203,7 +180,7 @@ static void check_all_reduce_places(const ge2_graph *g, const ge2_plan *plan, co
             }
         }
         for (int q = must_follow + 1; q < p; q++)
-            ck_assert_msg(placed_early(g, &g->nodes[plan->schedule[q]]), "all_reduce %d at %d could run at %d", a->id, p,
+            ck_assert_msg(placed_early(&g->nodes[plan->schedule[q]]), "all_reduce %d at %d could run at %d", a->id, p,
                           must_follow + 1);
     }
     for (int p = 0; p < plan->n_steps; p++) {
@@ -249,7 +226,7 @@ static void check_update_places(const ge2_graph *g, const ge2_plan *plan, const 
             }
         }
         for (int q = must_follow + 1; q < p; q++)
-            ck_assert_msg(placed_early(g, &g->nodes[plan->schedule[q]]), "update node %d at %d could run at %d", u->id,
+            ck_assert_msg(placed_early(&g->nodes[plan->schedule[q]]), "update node %d at %d could run at %d", u->id,
                           p, must_follow + 1);
     }
     int in_graph = 0;
@@ -439,7 +416,7 @@ static void check_graph_plans(uint64_t seed, variant v, double *ratio, int *in_p
         check_liveness(g, plan, pos, head_pairs);
         check_update_places(g, plan, pos);
         check_all_reduce_places(g, plan, pos);
-        check_summed_gradient_places(g, plan, pos);
+        check_creation_order(g, plan);
         check_all_reduce_count(g, plan, v);
         check_assignment(g, plan);
         size_t naive, lb = independent_lower_bound(plan, &naive);
