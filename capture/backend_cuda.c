@@ -75,6 +75,7 @@ struct ge2_backend_ctx {
     cublasLtHandle_t lt;
     void *workspace; /* [GE2_CUDA_WORKSPACE_BYTES] */
     size_t workspace_bytes;
+    size_t scratch_bytes_max; /* the largest key's bf16 operand scratch (ge2_launch.scratch) */
     bool tf32;
     bool disable_capture;
     bool print_kernels; /* describe every launch at prepare */
@@ -114,6 +115,7 @@ typedef struct ge2_cuda_exec {
      * waited for by the step stream before the slot's step */
     cudaEvent_t staged[GE2_STAGING_BUFFERS];
     launch_timing *timing; /* NULL unless time_launches */
+    void *scratch;         /* ge2_launch.scratch of the key's step-stream launches; NULL: none needed */
 } ge2_cuda_exec;
 
 static ge2_status cuda_fail(cudaError_t e, const char *call)
@@ -491,8 +493,11 @@ static void cuda_exec_release(ge2_backend_ctx *ctx, ge2_exec *exec)
             cudaEventDestroy(ce->staged[s]);
     }
     free_groups(ce);
-    if (ce)
+    if (ce) {
         timing_free(ce->timing, exec->n_launches);
+        if (ce->scratch)
+            cudaFree(ce->scratch);
+    }
     ge2_free(ce);
     exec->backend_data = NULL;
     exec->captured = false;
@@ -593,6 +598,24 @@ static ge2_status open_side_stream(ge2_backend_ctx *ctx)
     return GE2_OK;
 }
 
+/* The bf16 operand scratch a key needs (ge2_launch.scratch): room for bf16
+ * copies of in[0] and in[1] of its largest step-stream launch asking for
+ * bf16 operands (a GEMM reads no more of them than that); 0 when none asks. */
+static size_t bf16_scratch_bytes(const ge2_exec *exec)
+{
+    size_t most = 0;
+    for (int i = 0; i < exec->n_launches; i++) {
+        const ge2_launch *l = &exec->launches[i];
+        if (!l->bf16_operands || runs_beside(l) || l->n_in < 2 || l->in[0].dtype != GE2_F32 ||
+            l->in[1].dtype != GE2_F32)
+            continue;
+        const size_t need =
+            ge2_bf16_copy_bytes(ge2_shape_numel(l->in[0].shape)) + ge2_bf16_copy_bytes(ge2_shape_numel(l->in[1].shape));
+        most = need > most ? need : most;
+    }
+    return most;
+}
+
 static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
 {
     for (int i = 0; i < exec->n_launches; i++)
@@ -602,6 +625,23 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
     if (!ce)
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 cuda backend: out of host memory");
     ce->eager = ctx->disable_capture;
+    const size_t scratch_bytes = bf16_scratch_bytes(exec);
+    if (scratch_bytes) {
+        /* zeroed: the kernel registry times GEMM candidates on it before any step */
+        cudaError_t e = cudaMalloc(&ce->scratch, scratch_bytes);
+        if (e == cudaSuccess)
+            e = cudaMemset(ce->scratch, 0, scratch_bytes);
+        if (e != cudaSuccess) {
+            if (ce->scratch)
+                cudaFree(ce->scratch);
+            ge2_free(ce);
+            cudaGetLastError();
+            return ge2_error(GE2_ERR_CUDA, "ge2 cuda backend: %zu bytes of scratch for the bf16 GEMM operands: %s",
+                             scratch_bytes, cudaGetErrorString(e));
+        }
+        if (scratch_bytes > ctx->scratch_bytes_max)
+            ctx->scratch_bytes_max = scratch_bytes;
+    }
     for (int i = 0; i < exec->n_launches; i++) {
         ge2_launch *l = &exec->launches[i];
         ge2_status st = GE2_OK;
@@ -609,6 +649,8 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
         l->blas = ctx->lt;
         l->workspace = ctx->workspace;
         l->workspace_bytes = ctx->workspace_bytes;
+        l->scratch = runs_beside(l) ? NULL : ce->scratch;
+        l->scratch_bytes = l->scratch ? scratch_bytes : 0;
         l->tf32 = ctx->tf32;
         l->backend_data = NULL;
         l->kernel = NULL;
@@ -619,6 +661,8 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
             st = ge2_kernel_choose(l); /* the op's own kernel, or a registered candidate that beat it */
         if (st != GE2_OK) {
             release_launches(exec, i);
+            if (ce->scratch)
+                cudaFree(ce->scratch);
             ge2_free(ce);
             return st;
         }
@@ -646,6 +690,8 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
                 cudaEventDestroy(ce->staged[s]);
         free_groups(ce);
         release_launches(exec, exec->n_launches);
+        if (ce->scratch)
+            cudaFree(ce->scratch);
         ge2_free(ce);
         exec->backend_data = NULL;
         return st;
@@ -883,7 +929,11 @@ static int count_kernel_nodes(cudaGraph_t graph)
     return kernels;
 }
 
-static size_t cuda_workspace_bytes(const ge2_backend_ctx *ctx) { return ctx ? ctx->workspace_bytes : 0; }
+/* the cuBLASLt workspace and the largest key's bf16 operand scratch */
+static size_t cuda_workspace_bytes(const ge2_backend_ctx *ctx)
+{
+    return ctx ? ctx->workspace_bytes + ctx->scratch_bytes_max : 0;
+}
 
 static int cuda_graph_kernel_count(const ge2_backend_ctx *ctx, const ge2_exec *exec)
 {

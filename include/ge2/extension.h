@@ -159,6 +159,13 @@ typedef struct ge2_launch {
     ge2_flat_pools pools;          /* optimizer ops */
     void *workspace;               /* CUDA: cuBLASLt workspace, allocated before capture */
     size_t workspace_bytes;
+    /* CUDA, precision BF16: device scratch a GEMM rounds copies of its
+     * operands into while it runs (at least 2 bytes per element of in[0]
+     * and in[1], each copy 256-byte aligned); shared by the key's launches
+     * on the step stream, so valid from the launch's start to its end only.
+     * NULL otherwise. */
+    void *scratch;
+    size_t scratch_bytes;
     void *stream;       /* CUDA: cudaStream_t the step runs on */
     void *blas;         /* CUDA: cublasLtHandle_t */
     bool tf32;          /* CUDA: allow TF32 GEMMs */
@@ -183,6 +190,10 @@ typedef struct ge2_launch {
     const struct ge2_cuda_kernel *kernel;
     char kernel_choice[128];
 } ge2_launch;
+
+/* Bytes a bf16 copy of n elements takes in ge2_launch.scratch, rounded up
+ * so the next copy starts 256-byte aligned. */
+static inline size_t ge2_bf16_copy_bytes(int64_t n) { return ((size_t)n * 2 + 255) / 256 * 256; }
 
 struct ge2_cuda_kernel;
 

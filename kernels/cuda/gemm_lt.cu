@@ -1,4 +1,5 @@
-// LINEAR and MATMUL through cuBLASLt, f32.
+// LINEAR and MATMUL through cuBLASLt, f32 (precision BF16: bf16 copies of the
+// operands, fp32 sums and output).
 //
 // ge2 tensors are row-major; cuBLASLt is column-major. A row-major [r, c]
 // buffer read column-major is its transpose [c, r] with ld = c, so every
@@ -20,11 +21,27 @@ extern "C" {
 }
 #include "ops/ops.h"
 
+#include <cuda_bf16.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 // ------------------------------------------------------------------ kernels
+
+// Precision BF16: the operands rounded to bf16 (nearest even, as graph/bf16.h
+// and the CPU backend round them) into the launch's scratch, both in one
+// launch: a [0, n_a) -> a16, b [0, n_b) -> b16.
+__global__ void ge2_gemm_round_operands_kernel(int64_t n_a, const float *a, __nv_bfloat16 *a16, int64_t n_b,
+                                               const float *b, __nv_bfloat16 *b16)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n_a + n_b;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        if (i < n_a)
+            a16[i] = __float2bfloat16_rn(a[i]);
+        else
+            b16[i - n_a] = __float2bfloat16_rn(b[i - n_a]);
+    }
+}
 
 // The activation cuBLASLt has no epilogue for (or that must keep z): y = act(z).
 // z == y is allowed (in place when no stash is wanted).
@@ -164,9 +181,9 @@ static uint32_t alignment_of(const void *ptr)
 }
 
 static ge2_status make_layout(const char *op, int node_id, ge2_gemm_operand m, int64_t batch,
-                              cublasLtMatrixLayout_t *out)
+                              cudaDataType_t type, cublasLtMatrixLayout_t *out)
 {
-    LT_CHECK(cublasLtMatrixLayoutCreate(out, CUDA_R_32F, (uint64_t)m.cols, (uint64_t)m.rows,
+    LT_CHECK(cublasLtMatrixLayoutCreate(out, type, (uint64_t)m.cols, (uint64_t)m.rows,
                                         m.cols));
     if (batch > 1) {
         int32_t count = (int32_t)batch;
@@ -179,13 +196,34 @@ static ge2_status make_layout(const char *op, int node_id, ge2_gemm_operand m, i
     return GE2_OK;
 }
 
-// The three layouts of one plan: cuBLASLt A (our in[1]), B (our in[0]), D.
-ge2_status ge2_gemm_make_layouts(const char *op, int node_id, ge2_gemm_plan *p, ge2_gemm_operand a_lt,
-                               ge2_gemm_operand b_lt, ge2_gemm_operand d, int64_t batch)
+// Elements of a stored operand a GEMM reads: its batch items' extent.
+static int64_t operand_span(ge2_gemm_operand m, int64_t batch)
 {
-    GE2_TRY(make_layout(op, node_id, a_lt, batch, &p->la));
-    GE2_TRY(make_layout(op, node_id, b_lt, batch, &p->lb));
-    return make_layout(op, node_id, d, batch, &p->ld);
+    return m.rows * m.cols + (batch > 1 ? (batch - 1) * m.batch_stride : 0);
+}
+
+// The three layouts of one plan: cuBLASLt A (our in[1]), B (our in[0]), D.
+// Precision BF16: A and B are the bf16 copies in the launch's scratch.
+ge2_status ge2_gemm_make_layouts(const ge2_launch *launch, ge2_gemm_plan *p, ge2_gemm_operand a_lt,
+                                 ge2_gemm_operand b_lt, ge2_gemm_operand d, int64_t batch)
+{
+    const char *op = ge2_cuda_op_name(launch);
+    const int node_id = launch->node->id;
+    p->bf16 = launch->bf16_operands;
+    p->span_a = operand_span(a_lt, batch);
+    p->span_b = operand_span(b_lt, batch);
+    if (p->bf16) {
+        const size_t need = ge2_bf16_copy_bytes(p->span_a) + ge2_bf16_copy_bytes(p->span_b);
+        if (!launch->scratch || launch->scratch_bytes < need)
+            return ge2_error(GE2_ERR_STATE,
+                             "ge2_%s (node %d): precision bf16 needs %zu bytes of scratch for the operands' bf16 "
+                             "copies; the backend gave %zu",
+                             op, node_id, need, launch->scratch ? launch->scratch_bytes : (size_t)0);
+    }
+    const cudaDataType_t operands = p->bf16 ? CUDA_R_16BF : CUDA_R_32F;
+    GE2_TRY(make_layout(op, node_id, a_lt, batch, operands, &p->la));
+    GE2_TRY(make_layout(op, node_id, b_lt, batch, operands, &p->lb));
+    return make_layout(op, node_id, d, batch, CUDA_R_32F, &p->ld);
 }
 
 static void *view_data(const ge2_launch *launch, int view)
@@ -222,8 +260,8 @@ typedef struct ge2_gemm_ptrs {
 static ge2_gemm_ptrs gemm_ptrs(const ge2_gemm_plan *p, const ge2_launch *launch)
 {
     ge2_gemm_ptrs g;
-    g.a = launch->in[1].data;
-    g.b = launch->in[0].data;
+    g.a = p->bf16 ? launch->scratch : launch->in[1].data;
+    g.b = p->bf16 ? (const void *)((const char *)launch->scratch + ge2_bf16_copy_bytes(p->span_a)) : launch->in[0].data;
     g.d = p->gemm_writes_z ? launch->out[1].data : launch->out[0].data;
     return g;
 }
@@ -242,14 +280,11 @@ ge2_status ge2_gemm_plan_try(ge2_gemm_plan *p, const ge2_launch *launch, bool tr
         p->desc = NULL;
     }
     p->tf32 = launch->tf32;
-    p->bf16 = launch->bf16_operands;
-    // precision BF16: cuBLASLt may convert the fp32 operands to bf16 inside
-    // the GEMM (or to TF32, or keep fp32: FAST_16BF allows, not forces);
-    // op_agreement_test checks what it does against the CPU's rounding
-    // (docs/mixed-precision.md, step 3)
-    cublasComputeType_t compute = p->bf16   ? CUBLAS_COMPUTE_32F_FAST_16BF
-                                  : p->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                            : CUBLAS_COMPUTE_32F;
+    // precision BF16: bf16 operands (the copies), fp32 sums. Not
+    // CUBLAS_COMPUTE_32F_FAST_16BF on the fp32 operands: it may run them
+    // in TF32 instead, and on an H100 it did (op_agreement_test's
+    // test_bf16_gemm_rounds_operands, docs/mixed-precision.md)
+    cublasComputeType_t compute = p->tf32 && !p->bf16 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     LT_CHECK(cublasLtMatmulDescCreate(&p->desc, compute, CUDA_R_32F));
     int32_t ta = trans_a_lt ? CUBLAS_OP_T : CUBLAS_OP_N;
     int32_t tb = trans_b_lt ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -376,6 +411,13 @@ ge2_status ge2_gemm_enqueue(const ge2_launch *launch, const char *op)
     GE2_TRY(set_epilogue_pointers(p, launch));
     ge2_gemm_ptrs g = gemm_ptrs(p, launch);
     const float one = 1.0f, zero = 0.0f;
+    if (g.d && p->bf16 && p->span_a + p->span_b > 0) {
+        ge2_gemm_round_operands_kernel<<<ge2_cuda_blocks(p->span_a + p->span_b, GE2_CUDA_THREADS), GE2_CUDA_THREADS,
+                                         0, stream>>>(p->span_a, (const float *)launch->in[1].data,
+                                                      (__nv_bfloat16 *)g.a, p->span_b,
+                                                      (const float *)launch->in[0].data, (__nv_bfloat16 *)g.b);
+        GE2_CUDA_CHECK(launch, "ge2_gemm_round_operands_kernel");
+    }
     if (g.d) {
         LT_CHECK(cublasLtMatmul((cublasLtHandle_t)launch->blas, p->desc, &one, g.a, p->la, g.b,
                                 p->lb, &zero, g.d, p->ld, g.d, p->ld, &p->algos[0].algo,

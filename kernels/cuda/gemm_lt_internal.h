@@ -49,7 +49,8 @@ struct ge2_gemm_plan {
     ge2_activation act;
     float slope;
     bool tf32;     // CUBLAS_COMPUTE_32F_FAST_TF32 instead of plain fp32
-    bool bf16;     // CUBLAS_COMPUTE_32F_FAST_16BF: the operands converted to bf16, fp32 sums (precision BF16)
+    bool bf16;     // precision BF16: A and B rounded into bf16 copies in the launch's scratch, fp32 sums
+    int64_t span_a, span_b; // elements of A and B the GEMM reads (what the bf16 copies hold)
     int64_t n_out; // elements of y
     int bias_view;  // GE2_GEMM_IN/OUT: CUBLASLT_MATMUL_DESC_BIAS_POINTER (a bias, or a BGRAD epilogue's output)
     int aux_view;   // GE2_GEMM_IN/OUT: CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER
@@ -82,8 +83,9 @@ const char *ge2_gemm_lt_status_name(cublasStatus_t s);
     } while (0)
 
 void ge2_gemm_plan_free(ge2_gemm_plan *p);
-// The three layouts of one plan: cuBLASLt A (our in[1]), B (our in[0]), D.
-ge2_status ge2_gemm_make_layouts(const char *op, int node_id, ge2_gemm_plan *p, ge2_gemm_operand a_lt,
+// The three layouts of one plan: cuBLASLt A (our in[1]), B (our in[0]), D;
+// with launch->bf16_operands, A and B are bf16 copies in launch->scratch.
+ge2_status ge2_gemm_make_layouts(const ge2_launch *launch, ge2_gemm_plan *p, ge2_gemm_operand a_lt,
                                  ge2_gemm_operand b_lt, ge2_gemm_operand d, int64_t batch);
 // Builds the descriptor for p->epilogue and asks the heuristic. *found == 0
 // (not an error) when no algorithm supports this epilogue here, so the

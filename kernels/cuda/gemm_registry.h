@@ -83,7 +83,7 @@ typedef struct ge2_gemm_key {
     int64_t m, n, k, batch;
     const char *dtype; /* "f32" */
     bool tf32;
-    bool bf16; /* precision BF16 (CUBLAS_COMPUTE_32F_FAST_16BF) */
+    bool bf16; /* precision BF16: bf16 copies of the operands ("bf16in" in the key) */
     uint32_t align_a, align_b, align_d; /* bytes the heuristic was told it may assume */
     uint64_t workspace_bytes;
     const char *gpu; /* device name; anything outside [A-Za-z0-9._-] is written as '_' */

@@ -122,7 +122,7 @@ extern "C" ge2_status ge2_cuda_linear_prepare(ge2_launch *launch)
 
     // cuBLASLt A = W stored [out, in] (op T), B = x stored [rows, in] (op N), D = [rows, out].
     ge2_gemm_operand wa = {out_f, in, 0}, xb = {rows, in, 0}, dd = {rows, out_f, 0};
-    ge2_status st = ge2_gemm_make_layouts(op, node_id, p, wa, xb, dd, 1);
+    ge2_status st = ge2_gemm_make_layouts(launch, p, wa, xb, dd, 1);
     int found = 0;
     if (st == GE2_OK) {
         linear_choose(p, want_z, want_mask, want_y, true);
@@ -225,7 +225,7 @@ extern "C" ge2_status ge2_cuda_matmul_prepare(ge2_launch *launch)
     p->n_out = batch * m * n;
     p->tiled_bind = matmul_tiled_bind;
     // Column-major Yᵀ = op(b)ᵀ·op(a)ᵀ: cuBLASLt A = b with b's transpose flag, B = a with a's.
-    ge2_status st = ge2_gemm_make_layouts(op, node_id, p, ob, oa, od, batch);
+    ge2_status st = ge2_gemm_make_layouts(launch, p, ob, oa, od, batch);
     int found = 0;
     if (st == GE2_OK)
         st = ge2_gemm_plan_try(p, launch, tb, ta, n, &found);

@@ -214,7 +214,7 @@ static ge2_status prepare_with_fallback(ge2_launch *launch, ge2_gemm_plan *p, ge
 {
     const char *op = ge2_cuda_op_name(launch);
     int node_id = launch->node->id;
-    ge2_status st = ge2_gemm_make_layouts(op, node_id, p, a_lt, b_lt, d, 1);
+    ge2_status st = ge2_gemm_make_layouts(launch, p, a_lt, b_lt, d, 1);
     int found = 0;
     if (st == GE2_OK && p->epilogue != CUBLASLT_EPILOGUE_DEFAULT &&
         ge2_gemm_plan_try(p, launch, trans_a_lt, trans_b_lt, d.cols, &found) != GE2_OK) {

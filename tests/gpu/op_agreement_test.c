@@ -43,14 +43,15 @@
 
 #define RTOL 1e-5
 #define RTOL_GEMM 1e-4
-/* precision BF16: the CPU rounds every GEMM operand to bf16; cuBLASLt's
- * FAST_16BF converts them (or, where it keeps fp32, does not): within a few
- * bf16 units of the operands' scale either way */
+/* precision BF16: both backends round every GEMM operand to bf16 and sum
+ * in fp32, in different orders; a few bf16 units of the operands' scale
+ * allow for a product that lands on the other side of a rounding boundary */
 #define RTOL_BF16 3e-2
 
 /* test_gemm_op_agrees_bf16: every launch of the case with precision BF16 */
 static bool bf16_launches;
 #define WORKSPACE_BYTES (32u << 20)
+#define SCRATCH_BYTES (16u << 20) /* ge2_launch.scratch: the bf16 GEMMs' operand copies */
 
 /* ------------------------------------------------------------ CUDA state */
 
@@ -65,6 +66,7 @@ typedef struct device {
     cudaStream_t stream;
     cublasLtHandle_t blas;
     void *workspace;
+    void *scratch;
     ge2_control *control; /* device */
 } device;
 
@@ -74,6 +76,7 @@ static void device_open(device *d)
     CK_CUDA(cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking));
     ck_assert_int_eq(cublasLtCreate(&d->blas), CUBLAS_STATUS_SUCCESS);
     CK_CUDA(cudaMalloc(&d->workspace, WORKSPACE_BYTES));
+    CK_CUDA(cudaMalloc(&d->scratch, SCRATCH_BYTES));
     CK_CUDA(cudaMalloc((void **)&d->control, sizeof(ge2_control)));
     CK_CUDA(cudaMemset(d->control, 0, sizeof(ge2_control)));
     CK_CUDA(cudaDeviceSynchronize());
@@ -84,6 +87,7 @@ static void device_close(device *d)
     CK_CUDA(cudaStreamSynchronize(d->stream));
     CK_CUDA(cudaFree(d->control));
     CK_CUDA(cudaFree(d->workspace));
+    CK_CUDA(cudaFree(d->scratch));
     cublasLtDestroy(d->blas);
     CK_CUDA(cudaStreamDestroy(d->stream));
 }
@@ -94,6 +98,8 @@ static void device_fill(const device *d, ge2_launch *l)
     l->blas = d->blas;
     l->workspace = d->workspace;
     l->workspace_bytes = WORKSPACE_BYTES;
+    l->scratch = d->scratch;
+    l->scratch_bytes = SCRATCH_BYTES;
     l->tf32 = false;
     l->control = d->control;
 }
@@ -511,8 +517,8 @@ START_TEST(test_gemm_op_agrees_tiled)
 END_TEST
 
 /* The GEMM ops again with precision BF16 on both backends: the CPU's
- * rounded operands against cuBLASLt's CUBLAS_COMPUTE_32F_FAST_16BF
- * (docs/mixed-precision.md, step 3). */
+ * rounded operands against cuBLASLt on the bf16 copies the launch rounds
+ * into its scratch (docs/mixed-precision.md, step 3). */
 START_TEST(test_gemm_op_agrees_bf16)
 {
     if (!gemm_op((ge2_op)_i))
@@ -535,11 +541,12 @@ static float *random_f32(int64_t n, double lo, double hi)
     return p;
 }
 
-/* Whether cuBLASLt's FAST_16BF does round the operands to bf16 as the CPU
- * does (it may use TF32 or fp32 instead): a 64 x 64 x 64 linear layer with
- * operands whose bf16 values differ from their fp32 ones, on aligned
- * buffers. The CUDA product must match the CPU's rounded one within fp32
- * sum tolerances and be farther from the CPU's fp32 one. */
+/* Whether the CUDA GEMM does round the operands to bf16 as the CPU does
+ * (cuBLASLt's FAST_16BF on fp32 operands, the first try, ran TF32 on an
+ * H100 and failed here): a 64 x 64 x 64 linear layer with operands whose
+ * bf16 values differ from their fp32 ones, on aligned buffers. The CUDA
+ * product must match the CPU's rounded one within fp32 sum tolerances and
+ * be farther from the CPU's fp32 one. */
 START_TEST(test_bf16_gemm_rounds_operands)
 {
     enum { D = 64 };
@@ -580,7 +587,7 @@ START_TEST(test_bf16_gemm_rounds_operands)
         worst = fmax(worst, to_bf16);
     }
     ck_assert_msg(worst <= 1e-4 && nearer_bf16 > D * D * 9 / 10,
-                  "FAST_16BF: worst |CUDA - CPU rounded| %.3g, nearer the rounded product in %d of %d (a TF32 or "
+                  "bf16 GEMM: worst |CUDA - CPU rounded| %.3g, nearer the rounded product in %d of %d (a TF32 or "
                   "fp32 GEMM would be nearer the fp32 one)", worst, nearer_bf16, D * D);
     device_close(&d);
     CK_CUDA(cudaFree(lg.in[0].data));
