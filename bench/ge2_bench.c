@@ -476,12 +476,6 @@ static ge2_status run_row(ge2_context *ctx, const bench_workload *w, const bench
     return st;
 }
 
-static size_t plan_device_bytes(const ge2_plan_stats *p)
-{
-    return p->parameter_bytes + p->gradient_bytes + p->optimizer_state_bytes + p->arena_bytes + p->input_bytes +
-           p->device_staging_bytes + p->workspace_bytes;
-}
-
 static void print_row(const bench_workload *w, const bench_mode *mode, const char *device, const bench_result *r,
                       ge2_status st)
 {
@@ -512,7 +506,7 @@ static void print_row(const bench_workload *w, const bench_mode *mode, const cha
            /* what a replay really runs, comparable with PyTorch's profiler count */
            r->graph_kernels >= 0 ? r->graph_kernels : r->launches, r->launches,
            r->graph_kernels >= 0 ? "captured graph kernel nodes" : "ge2_program_launch_count",
-           plan_device_bytes(p), p->parameter_bytes, p->gradient_bytes, p->optimizer_state_bytes, p->arena_bytes,
+           p->device_bytes, p->parameter_bytes, p->gradient_bytes, p->optimizer_state_bytes, p->arena_bytes,
            p->lower_bound_bytes, p->input_bytes, p->device_staging_bytes, p->workspace_bytes, r->taken_bytes,
            ge2_update_mode_name(p->update_mode), p->update_nodes);
     json_number("loss_first", r->loss_first);

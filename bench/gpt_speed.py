@@ -12,9 +12,12 @@ of those lines includes one synchronization).
 PyTorch: the same model (tests/torch/nanogpt.py) and optimizer, three ways:
 eager, the whole step captured in one CUDA graph (capturable AdamW, static
 inputs), and torch.compile of the model; CUDA events around blocks of 10
-steps after a warm-up, the median block; the peak device memory.
---precisions takes bf16 too: ge2's --precision bf16 (GEMM operands in
-bf16, fp32 storage and fp32 attention so far: docs/mixed-precision.md)
+steps after a warm-up, the median block; the peak device memory (ge2: the
+train step's planned pools, arena, inputs and workspace, as train_gpt
+prints them; PyTorch: torch.cuda.max_memory_allocated).
+--precisions takes bf16 too: ge2's --precision bf16 (GEMM operands
+rounded to bf16 copies, fp32 storage and fp32 attention so far:
+docs/mixed-precision.md)
 against PyTorch autocast-bf16 (bf16 activations and attention too), so
 that row is not like for like yet.
 Prints a markdown table last: ms/step, tokens/s, model FLOPs utilisation
@@ -47,7 +50,8 @@ def ge2_ms(binary, data, precision, steps):
           if int(m.group(1)) > 20]
     if not ms:
         raise RuntimeError(f"no ms/step lines after step 20 in: {out.stdout[-400:]}")
-    return statistics.median(ms)
+    mib = re.search(r"^device memory: ([0-9.]+) MiB", out.stdout, re.M)
+    return statistics.median(ms), float(mib.group(1)) if mib else float("nan")
 
 
 def torch_ms(mode, precision, vocab, steps):
@@ -127,11 +131,11 @@ def main():
     rows = []
     for precision in a.precisions.split(","):
         try:
-            g = ge2_ms(a.train_gpt, a.data, precision, a.steps)
+            g, g_mib = ge2_ms(a.train_gpt, a.data, precision, a.steps)
         except Exception as e:  # a failed half still leaves the other's figures
             print(f"ge2 {precision}: {e}", file=sys.stderr)
-            g = float("nan")
-        rows.append((precision, "ge2 replay", g, float("nan")))
+            g, g_mib = float("nan"), float("nan")
+        rows.append((precision, "ge2 replay", g, g_mib))
         for mode in ("eager", "graph", "compile"):  # compile: torch.compile(model), default mode
             try:
                 ms, mib = torch_ms(mode, precision, vocab, a.steps)

@@ -189,6 +189,8 @@ ge2_status ge2_program_plan_stats(ge2_program *program, ge2_mode mode, ge2_plan_
         s.device_staging_bytes = GE2_STAGING_BUFFERS * ge2_program_feed_region_bytes(plan);
     s.workspace_bytes = program->backend->workspace_bytes ? program->backend->workspace_bytes(program->bctx) : 0;
     s.n_nodes = plan->n_steps;
+    s.device_bytes = s.parameter_bytes + s.gradient_bytes + s.optimizer_state_bytes + s.arena_bytes +
+                     s.input_bytes + s.device_staging_bytes + s.workspace_bytes;
     s.fused_groups = plan->n_groups;
     for (int g = 0; g < plan->n_groups; g++)
         s.fused_nodes += plan->groups[g].count;

@@ -23,6 +23,12 @@ best=$(sed -n 's/^best val loss: \([0-9.]*\)$/\1/p' "$tmp/run1")
 awk -v a="${first:-0}" -v b="${best:-9}" 'BEGIN { exit !(a > 4.3 && a < 4.6 && b < 3.3) }'
 rc=$?
 check "val loss falls from ln(vocab) (${first:-?}) below 3.3 (${best:-?})" "$rc"
+# the planned device memory: the parts add up to the total, parameters and
+# AdamW's two state slots among them (bench/gpt_speed.py reads the total)
+sed -n 's/^device memory: \([0-9.]*\) MiB planned for the train step (parameters \([0-9.]*\), gradients \([0-9.]*\), optimizer state \([0-9.]*\), arena \([0-9.]*\), inputs \([0-9.]*\), workspace \([0-9.]*\))$/\1 \2 \3 \4 \5 \6 \7/p' \
+    "$tmp/run1" | awk 'NF == 7 { sum = $2 + $3 + $4 + $5 + $6 + $7; ok = $2 > 0 && $4 >= 1.9 * $2 && sum - $1 < 0.04 && $1 - sum < 0.04 } END { exit !ok }'
+rc=$?
+check "the planned device memory line: $(grep '^device memory' "$tmp/run1")" "$rc"
 [ "$(sed -n '/^sample (64 characters):$/,/^best val loss/p' "$tmp/run1" | sed '1d;$d' | wc -c)" -ge 64 ]
 rc=$?
 check "a sample of 64 characters follows its header" "$rc"

@@ -629,6 +629,11 @@ typedef struct ge2_plan_stats {
      * nodes in them: what a backend may run as one implementation each. The
      * CPU backend finds the same groups and runs their nodes one by one. */
     int fused_groups, fused_nodes;
+    /* What the key takes on the device, planned: the pools (parameters,
+     * gradients, optimizer state), the arena, the inputs, the device
+     * staging and the backend's workspace (CUDA: cuBLASLt's and the bf16
+     * operand scratch); what PyTorch's max_memory_allocated compares with */
+    size_t device_bytes;
 } ge2_plan_stats;
 
 ge2_status ge2_program_plan_stats(ge2_program *program, ge2_mode mode, ge2_plan_stats *out);
