@@ -75,7 +75,7 @@ struct ge2_backend_ctx {
     cublasLtHandle_t lt;
     void *workspace; /* [GE2_CUDA_WORKSPACE_BYTES] */
     size_t workspace_bytes;
-    size_t scratch_bytes_max; /* the largest key's bf16 operand scratch (ge2_launch.scratch) */
+    size_t scratch_bytes_live; /* the bf16 operand scratch of every prepared key (ge2_launch.scratch) */
     bool tf32;
     bool disable_capture;
     bool print_kernels; /* describe every launch at prepare */
@@ -115,7 +115,8 @@ typedef struct ge2_cuda_exec {
      * waited for by the step stream before the slot's step */
     cudaEvent_t staged[GE2_STAGING_BUFFERS];
     launch_timing *timing; /* NULL unless time_launches */
-    void *scratch;         /* ge2_launch.scratch of the key's step-stream launches; NULL: none needed */
+    void *scratch;         /* ge2_launch.scratch of the key's bf16 GEMMs; NULL: none needed */
+    size_t scratch_bytes;
 } ge2_cuda_exec;
 
 static ge2_status cuda_fail(cudaError_t e, const char *call)
@@ -482,6 +483,15 @@ static void free_groups(ge2_cuda_exec *ce)
     ce->n_groups = 0;
 }
 
+/* A key's bf16 operand scratch, given back */
+static void free_scratch(ge2_backend_ctx *ctx, ge2_cuda_exec *ce)
+{
+    cudaFree(ce->scratch); /* NULL: nothing */
+    ctx->scratch_bytes_live -= ce->scratch_bytes;
+    ce->scratch = NULL;
+    ce->scratch_bytes = 0;
+}
+
 static void cuda_exec_release(ge2_backend_ctx *ctx, ge2_exec *exec)
 {
     (void)ctx;
@@ -495,8 +505,7 @@ static void cuda_exec_release(ge2_backend_ctx *ctx, ge2_exec *exec)
     free_groups(ce);
     if (ce) {
         timing_free(ce->timing, exec->n_launches);
-        if (ce->scratch)
-            cudaFree(ce->scratch);
+        free_scratch(ctx, ce);
     }
     ge2_free(ce);
     exec->backend_data = NULL;
@@ -599,15 +608,14 @@ static ge2_status open_side_stream(ge2_backend_ctx *ctx)
 }
 
 /* The bf16 operand scratch a key needs (ge2_launch.scratch): room for bf16
- * copies of in[0] and in[1] of its largest step-stream launch asking for
- * bf16 operands (a GEMM reads no more of them than that); 0 when none asks. */
+ * copies of in[0] and in[1] of its largest GEMM (GE2_OPF_BF16_GEMM) asking
+ * for bf16 operands; 0 when none asks. */
 static size_t bf16_scratch_bytes(const ge2_exec *exec)
 {
     size_t most = 0;
     for (int i = 0; i < exec->n_launches; i++) {
         const ge2_launch *l = &exec->launches[i];
-        if (!l->bf16_operands || runs_beside(l) || l->n_in < 2 || l->in[0].dtype != GE2_F32 ||
-            l->in[1].dtype != GE2_F32)
+        if (!l->bf16_operands || !(ge2_op_flags(l->node->op) & GE2_OPF_BF16_GEMM) || runs_beside(l) || l->n_in < 2)
             continue;
         const size_t need =
             ge2_bf16_copy_bytes(ge2_shape_numel(l->in[0].shape)) + ge2_bf16_copy_bytes(ge2_shape_numel(l->in[1].shape));
@@ -627,20 +635,21 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
     ce->eager = ctx->disable_capture;
     const size_t scratch_bytes = bf16_scratch_bytes(exec);
     if (scratch_bytes) {
-        /* zeroed: the kernel registry times GEMM candidates on it before any step */
+        /* zeroed on the step's stream: the kernel registry times GEMM
+         * candidates on it there before any step */
         cudaError_t e = cudaMalloc(&ce->scratch, scratch_bytes);
-        if (e == cudaSuccess)
-            e = cudaMemset(ce->scratch, 0, scratch_bytes);
+        if (e == cudaSuccess) {
+            ce->scratch_bytes = scratch_bytes;
+            ctx->scratch_bytes_live += scratch_bytes;
+            e = cudaMemsetAsync(ce->scratch, 0, scratch_bytes, ctx->stream);
+        }
         if (e != cudaSuccess) {
-            if (ce->scratch)
-                cudaFree(ce->scratch);
+            free_scratch(ctx, ce);
             ge2_free(ce);
             cudaGetLastError();
             return ge2_error(GE2_ERR_CUDA, "ge2 cuda backend: %zu bytes of scratch for the bf16 GEMM operands: %s",
                              scratch_bytes, cudaGetErrorString(e));
         }
-        if (scratch_bytes > ctx->scratch_bytes_max)
-            ctx->scratch_bytes_max = scratch_bytes;
     }
     for (int i = 0; i < exec->n_launches; i++) {
         ge2_launch *l = &exec->launches[i];
@@ -661,8 +670,7 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
             st = ge2_kernel_choose(l); /* the op's own kernel, or a registered candidate that beat it */
         if (st != GE2_OK) {
             release_launches(exec, i);
-            if (ce->scratch)
-                cudaFree(ce->scratch);
+            free_scratch(ctx, ce);
             ge2_free(ce);
             return st;
         }
@@ -690,8 +698,7 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
                 cudaEventDestroy(ce->staged[s]);
         free_groups(ce);
         release_launches(exec, exec->n_launches);
-        if (ce->scratch)
-            cudaFree(ce->scratch);
+        free_scratch(ctx, ce);
         ge2_free(ce);
         exec->backend_data = NULL;
         return st;
@@ -929,10 +936,10 @@ static int count_kernel_nodes(cudaGraph_t graph)
     return kernels;
 }
 
-/* the cuBLASLt workspace and the largest key's bf16 operand scratch */
+/* the cuBLASLt workspace and every prepared key's bf16 operand scratch */
 static size_t cuda_workspace_bytes(const ge2_backend_ctx *ctx)
 {
-    return ctx ? ctx->workspace_bytes + ctx->scratch_bytes_max : 0;
+    return ctx ? ctx->workspace_bytes + ctx->scratch_bytes_live : 0;
 }
 
 static int cuda_graph_kernel_count(const ge2_backend_ctx *ctx, const ge2_exec *exec)

@@ -26,12 +26,10 @@
  *   (batch norm's input gradient reads this rank's own sums of the
  *   parameter gradients) or writes what it reads (an earlier all-reduce).
  * The nodes making the gradients an all-reduce sums keep autograd's order
- * (a layer's input gradient, then its weight gradient). Running each weight
- * gradient first instead, so that its bucket's all-reduce also overlaps the
- * layer's input gradient, split the pairs that fused groups run as one (the
- * classifier head's backward): a group of one rank then ran other kernels
- * than one process, so their bits differed, and two ranks on two H100s
- * scaled no better for it (bench/RESULTS.md).
+ * (a layer's input gradient, then its weight gradient): fused groups match
+ * pairs in that order (the classifier head's backward), so moving a weight
+ * gradient first would make a rank run other kernels than one process, and
+ * other bits.
  */
 #include "graph/alloc.h"
 #include "graph/error.h"

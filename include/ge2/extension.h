@@ -58,15 +58,19 @@ enum {
     GE2_OPF_RANDOM = 1u << 6,
     /* writes its inputs in place and makes no outputs (the data-parallel
      * all-reduce). The schedule runs it as soon as its inputs are made and
-     * every earlier node reading them has run, makes those inputs as early
-     * as their own inputs allow, and runs every later reader after it. The
-     * CUDA backend runs it on a side stream beside the step (it touches
-     * nothing else), joined before anything reads what it wrote. */
+     * every earlier node reading them has run, and runs every later reader
+     * after it. The CUDA backend runs it on a side stream beside the step
+     * (it touches nothing else), joined before anything reads what it
+     * wrote. */
     GE2_OPF_IN_PLACE = 1u << 7,
     /* output 0 is input 0's bytes under another shape (a reshape): the
      * planner may give it input 0's memory while both live, and the kernel
      * then has nothing to do (it must check out == in) */
     GE2_OPF_VIEW = 1u << 8,
+    /* a GEMM whose CUDA kernel, with bf16_operands, rounds in[0] and in[1]
+     * into bf16 copies in ge2_launch.scratch: the CUDA backend sizes the
+     * key's scratch for the largest such launch */
+    GE2_OPF_BF16_GEMM = 1u << 9,
 };
 
 /* A node of the graph (opaque here; its op's functions receive it). */
@@ -159,11 +163,11 @@ typedef struct ge2_launch {
     ge2_flat_pools pools;          /* optimizer ops */
     void *workspace;               /* CUDA: cuBLASLt workspace, allocated before capture */
     size_t workspace_bytes;
-    /* CUDA, precision BF16: device scratch a GEMM rounds copies of its
-     * operands into while it runs (at least 2 bytes per element of in[0]
-     * and in[1], each copy 256-byte aligned); shared by the key's launches
-     * on the step stream, so valid from the launch's start to its end only.
-     * NULL otherwise. */
+    /* CUDA, precision BF16, ops with GE2_OPF_BF16_GEMM: device scratch the
+     * GEMM rounds copies of its operands into while it runs (at least
+     * ge2_bf16_copy_bytes of in[0] and of in[1]); shared by the key's
+     * launches on the step stream, so valid from the launch's start to its
+     * end only. NULL otherwise. */
     void *scratch;
     size_t scratch_bytes;
     void *stream;       /* CUDA: cudaStream_t the step runs on */

@@ -228,7 +228,7 @@ ge2_status ge2_gemm_make_layouts(const ge2_launch *launch, ge2_gemm_plan *p, ge2
     p->span_b = operand_span(b_lt, batch);
     if (p->bf16) {
         const size_t need = ge2_bf16_copy_bytes(p->span_a) + ge2_bf16_copy_bytes(p->span_b);
-        if (!launch->scratch || launch->scratch_bytes < need)
+        if (need > 0 && (!launch->scratch || launch->scratch_bytes < need))
             return ge2_error(GE2_ERR_STATE,
                              "ge2_%s (node %d): precision bf16 needs %zu bytes of scratch for the operands' bf16 "
                              "copies; the backend gave %zu",

@@ -16,14 +16,15 @@
  * only parameters hold real values; feeds and activations hold whatever
  * their buffers hold then (fresh allocations, or a previous key's values in
  * the shared arena). Shapes, layouts, alignments, epilogue and workspace are
- * the step's, and those select and pace an fp32/tf32 GEMM kernel; values
+ * the step's, and those select and pace a GEMM kernel (fp32, TF32, or bf16
+ * on the launch's zeroed operand scratch under precision BF16); values
  * only move second-order effects (all-zero operands draw less power, so may
  * clock higher). Timing on real operands would mean tuning inside the first
  * (eager) step: not done.
  *
  * The lookup:
  *
- *   key (op, epilogue, transposes, m, n, k, batch, dtype, tf32, alignments,
+ *   key (op, epilogue, transposes, m, n, k, batch, dtype, precision (fp32, tf32, bf16in), alignments,
  *        workspace, GPU name + SM count, cuBLASLt version, kernel families)
  *     -> in-memory cache -> disk cache -> time the candidates -> remember
  *

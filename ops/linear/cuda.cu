@@ -88,7 +88,6 @@ static bool linear_tiled_bind(const ge2_launch *launch, ge2_tiled_gemm *g)
 
 extern "C" ge2_status ge2_cuda_linear_prepare(ge2_launch *launch)
 {
-    const char *op = "linear";
     int node_id = launch->node->id;
     GE2_TRY(ge2_gemm_check_launch(launch));
     const ge2_view *x = &launch->in[0], *w = &launch->in[1];
@@ -185,7 +184,6 @@ static bool matmul_tiled_bind(const ge2_launch *launch, ge2_tiled_gemm *g)
 // product is shared by every batch item (batch stride 0).
 extern "C" ge2_status ge2_cuda_matmul_prepare(ge2_launch *launch)
 {
-    const char *op = "matmul";
     int node_id = launch->node->id;
     GE2_TRY(ge2_gemm_check_launch(launch));
     const ge2_view *a = &launch->in[0], *b = &launch->in[1];

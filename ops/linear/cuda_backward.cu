@@ -212,8 +212,6 @@ static ge2_status prepare_with_fallback(ge2_launch *launch, ge2_gemm_plan *p, ge
                                         ge2_gemm_operand b_lt, ge2_gemm_operand d, bool trans_a_lt,
                                         bool trans_b_lt)
 {
-    const char *op = ge2_cuda_op_name(launch);
-    int node_id = launch->node->id;
     ge2_status st = ge2_gemm_make_layouts(launch, p, a_lt, b_lt, d, 1);
     int found = 0;
     if (st == GE2_OK && p->epilogue != CUBLASLT_EPILOGUE_DEFAULT &&
@@ -271,8 +269,12 @@ extern "C" ge2_status ge2_cuda_linear_grad_weight_prepare(ge2_launch *launch)
     p->tiled_bind = grad_weight_tiled_bind;
     p->post = want_db ? grad_weight_post : NULL;
     p->post_name = "db";
-    p->epilogue = want_db ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_DEFAULT;
-    p->bias_view = want_db ? GE2_GEMM_OUT(1) : GE2_GEMM_NO_VIEW;
+    // BGRADB sums cuBLASLt's B as the GEMM reads it: under bf16 that is the
+    // rounded copy of dz, and db is a reduction, which stays fp32 (the post
+    // kernel sums dz itself, as the CPU does)
+    const bool bgrad = want_db && !launch->bf16_operands;
+    p->epilogue = bgrad ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_DEFAULT;
+    p->bias_view = bgrad ? GE2_GEMM_OUT(1) : GE2_GEMM_NO_VIEW;
     // cuBLASLt A = x stored [B, in] (op N), B = dz stored [B, out] (op T), D = dw [out, in].
     ge2_gemm_operand xa = {rows, n, 0}, dzb = {rows, m, 0}, dd = {m, n, 0};
     return prepare_with_fallback(launch, p, xa, dzb, dd, false, true);
