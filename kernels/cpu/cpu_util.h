@@ -18,14 +18,6 @@ static inline ge2_status ge2_cpu_bad_dtype(const ge2_launch *l, ge2_dtype dtype)
                      ge2_op_name(l->node->op), ge2_dtype_name(dtype));
 }
 
-/* A GEMM kernel whose bf16 operand copies (ge2_cpu_gemm_rounded_*) found
- * no host memory */
-static inline ge2_status ge2_cpu_bf16_no_memory(const ge2_launch *l)
-{
-    return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_%s (node %d): no host memory for bf16 operands",
-                     ge2_op_name(l->node->op), l->node->id);
-}
-
 /* Walks the 4-D index space of an output in row-major order, keeping the
  * offsets of up to two broadcast operands (strides from
  * ge2_bcast_strides) in step: O(1) amortized per element, no division. */

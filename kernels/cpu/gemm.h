@@ -10,6 +10,8 @@
 
 #include "graph/alloc.h"
 #include "graph/bf16.h"
+#include "graph/error.h"
+#include "graph/ir.h"
 
 /* c [m, n] = alpha · op(a) [m, k] · op(b) [k, n] + beta · c */
 static inline void ge2_cpu_gemm_f32(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
@@ -26,12 +28,12 @@ static inline void ge2_cpu_gemm_f64(bool ta, bool tb, int64_t m, int64_t n, int6
                 alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
 }
 
-/* The same product with a and b rounded to bf16 first when bf16_operands
- * (ge2_compile_options.precision BF16: a bf16 GEMM's operands, fp32 sums),
+/* The same product for launch l: with l->bf16_operands (precision BF16: a
+ * bf16 GEMM's operands, fp32 sums) a and b are rounded to bf16 first,
  * through rounded copies of their dense rows (rows x ld elements; the CPU
- * backend is the reference, not the fast path). false: no host memory for
- * the copies, nothing computed. */
-#define GE2_CPU_GEMM_ROUNDED(T, SUF)                                                                              \
+ * backend is the reference, not the fast path). GE2_ERR_OUT_OF_MEMORY,
+ * nothing computed, when the copies find no host memory. */
+#define GE2_CPU_GEMM_LAUNCH(T, SUF)                                                                               \
     static inline T *ge2_cpu_bf16_copy_##SUF(const T *src, int64_t count)                                       \
     {                                                                                                           \
         T *copy = ge2_malloc(sizeof(T) * (size_t)(count > 0 ? count : 1));                                      \
@@ -39,13 +41,13 @@ static inline void ge2_cpu_gemm_f64(bool ta, bool tb, int64_t m, int64_t n, int6
             copy[i] = (T)ge2_f32_from_bf16(ge2_bf16_from_f32((float)src[i]));                                   \
         return copy;                                                                                            \
     }                                                                                                           \
-    static inline bool ge2_cpu_gemm_rounded_##SUF(bool bf16_operands, bool ta, bool tb, int64_t m, int64_t n,   \
-                                                  int64_t k, T alpha, const T *a, int64_t lda, const T *b,      \
-                                                  int64_t ldb, T beta, T *c, int64_t ldc)                       \
+    static inline ge2_status ge2_cpu_gemm_launch_##SUF(const ge2_launch *l, bool ta, bool tb, int64_t m,        \
+                                                       int64_t n, int64_t k, T alpha, const T *a, int64_t lda,  \
+                                                       const T *b, int64_t ldb, T beta, T *c, int64_t ldc)      \
     {                                                                                                           \
-        if (!bf16_operands) {                                                                                   \
+        if (!l->bf16_operands) {                                                                                \
             ge2_cpu_gemm_##SUF(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);                           \
-            return true;                                                                                        \
+            return GE2_OK;                                                                                      \
         }                                                                                                       \
         T *ra = ge2_cpu_bf16_copy_##SUF(a, (ta ? k : m) * lda), *rb = ge2_cpu_bf16_copy_##SUF(b, (tb ? n : k) * ldb); \
         if (ra && rb)                                                                                           \
@@ -53,10 +55,12 @@ static inline void ge2_cpu_gemm_f64(bool ta, bool tb, int64_t m, int64_t n, int6
         const bool ok = ra && rb;                                                                               \
         ge2_free(ra);                                                                                           \
         ge2_free(rb);                                                                                           \
-        return ok;                                                                                              \
+        return ok ? GE2_OK                                                                                      \
+                  : ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_%s (node %d): no host memory for bf16 operands",      \
+                              ge2_op_name(l->node->op), l->node->id);                                           \
     }
-GE2_CPU_GEMM_ROUNDED(float, f32)
-GE2_CPU_GEMM_ROUNDED(double, f64)
-#undef GE2_CPU_GEMM_ROUNDED
+GE2_CPU_GEMM_LAUNCH(float, f32)
+GE2_CPU_GEMM_LAUNCH(double, f64)
+#undef GE2_CPU_GEMM_LAUNCH
 
 #endif /* GE2_KERNELS_CPU_GEMM_H */

@@ -64,9 +64,8 @@
             for (int64_t gr = 0; gr < g.groups; gr++) {                                                         \
                 im2col_##SUF(&g, x + (n * g.c + gr * g.cg) * g.h * g.w, col);                                   \
                 T *yg = y + (n * g.o + gr * g.og) * pix;                                                        \
-                if (!ge2_cpu_gemm_rounded_##SUF(l->bf16_operands, false, false, g.og, pix, k, 1, w + gr * g.og * k, \
-                                                k, col, pix, 0, yg, pix))                                       \
-                    return ge2_cpu_bf16_no_memory(l);                                                                        \
+                GE2_TRY(ge2_cpu_gemm_launch_##SUF(l, false, false, g.og, pix, k, 1,                             \
+                        w + gr * g.og * k, k, col, pix, 0, yg, pix));                                           \
                 for (int64_t o = 0; b && o < g.og; o++)                                                         \
                     for (int64_t p = 0; p < pix; p++)                                                           \
                         yg[o * pix + p] += b[gr * g.og + o];                                                    \
@@ -87,9 +86,8 @@
         for (int64_t n = 0; n < g.n; n++)                                                                       \
             for (int64_t gr = 0; gr < g.groups; gr++) {                                                         \
                 const T *dyg = dy + (n * g.o + gr * g.og) * pix;                                                \
-                if (!ge2_cpu_gemm_rounded_##SUF(l->bf16_operands, true, false, k, pix, g.og, 1, w + gr * g.og * k, \
-                                                k, dyg, pix, 0, col, pix))                                      \
-                    return ge2_cpu_bf16_no_memory(l);                                                                        \
+                GE2_TRY(ge2_cpu_gemm_launch_##SUF(l, true, false, k, pix, g.og, 1,                              \
+                        w + gr * g.og * k, k, dyg, pix, 0, col, pix));                                          \
                 col2im_##SUF(&g, col, dx + (n * g.c + gr * g.cg) * g.h * g.w);                                  \
             }                                                                                                   \
         return GE2_OK;                                                                                          \
@@ -110,9 +108,8 @@
                 for (int64_t gr = 0; gr < g.groups; gr++) {                                                     \
                     im2col_##SUF(&g, x + (n * g.c + gr * g.cg) * g.h * g.w, col);                               \
                     const T *dyg = dy + (n * g.o + gr * g.og) * pix;                                            \
-                    if (!ge2_cpu_gemm_rounded_##SUF(l->bf16_operands, false, true, g.og, k, pix, 1, dyg, pix, col, \
-                                                    pix, 1, dw + gr * g.og * k, k))                             \
-                        return ge2_cpu_bf16_no_memory(l);                                                                    \
+                    GE2_TRY(ge2_cpu_gemm_launch_##SUF(l, false, true, g.og, k, pix, 1,                          \
+                            dyg, pix, col, pix, 1, dw + gr * g.og * k, k));                                     \
                 }                                                                                               \
         }                                                                                                       \
         for (int64_t o = 0; db && o < g.o; o++) {                                                               \

@@ -17,9 +17,7 @@
     static ge2_status gemm_##SUF(const ge2_launch *l, bool ta, bool tb, int64_t m, int64_t n, int64_t k,        \
                                  const T *a, int64_t lda, const T *b, int64_t ldb, T *c)                        \
     {                                                                                                           \
-        if (!ge2_cpu_gemm_rounded_##SUF(l->bf16_operands, ta, tb, m, n, k, 1, a, lda, b, ldb, 0, c, n))        \
-            return ge2_cpu_bf16_no_memory(l);                                                                   \
-        return GE2_OK;                                                                                          \
+        return ge2_cpu_gemm_launch_##SUF(l, ta, tb, m, n, k, 1, a, lda, b, ldb, 0, c, n);                      \
     }
 GE2_CPU_DEFINE_BOTH(GEMM)
 
