@@ -120,86 +120,34 @@ static bool must_follow(const ge2_graph *graph, int u, int m)
     return false;
 }
 
-/* What the early nodes wait for: early node u may run once the creation-order
- * nodes up to main_bound[u] are placed and so are the early nodes
- * deps[first[u], first[u + 1]). */
-typedef struct early_deps {
-    int *main_bound, *first, *deps;
-} early_deps;
-
-static ge2_status find_early_deps(const ge2_graph *graph, const bool *node_needed, const bool *early,
-                                  early_deps *d)
+/* anchor[u]: for early node u, the last creation-order node it must follow
+ * (-1: none), through the early nodes it must follow too. Those were all
+ * made before it (must_follow: an early node follows another only as an
+ * earlier in-place node), so one pass in creation order sees their anchors. */
+static void find_anchors(const ge2_graph *graph, const bool *node_needed, const bool *early, int *anchor)
 {
-    const int n_nodes = graph->n_nodes;
-    size_t cells = (size_t)n_nodes + 1;
-    d->main_bound = ge2_malloc(cells * sizeof *d->main_bound);
-    d->first = ge2_calloc(cells, sizeof *d->first);
-    d->deps = NULL;
-    if (!d->main_bound || !d->first)
-        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_plan: schedule of %d nodes", n_nodes);
-    /* two passes: count the early dependencies, then fill them in */
-    for (int pass = 0; pass < 2; pass++) {
-        int total = 0;
-        for (int u = 0; u < n_nodes; u++) {
-            d->first[u] = total;
-            d->main_bound[u] = -1;
-            if (!early[u])
+    for (int u = 0; u < graph->n_nodes; u++) {
+        anchor[u] = -1;
+        if (!early[u])
+            continue;
+        for (int m = 0; m < graph->n_nodes; m++) {
+            if (m == u || !node_needed[m] || !must_follow(graph, u, m))
                 continue;
-            for (int m = 0; m < n_nodes; m++) {
-                if (m == u || !node_needed[m] || !must_follow(graph, u, m))
-                    continue;
-                if (!early[m])
-                    d->main_bound[u] = m > d->main_bound[u] ? m : d->main_bound[u];
-                else if (pass == 1)
-                    d->deps[total++] = m;
-                else
-                    total++;
-            }
+            const int bound = early[m] ? anchor[m] : m;
+            anchor[u] = bound > anchor[u] ? bound : anchor[u];
         }
-        d->first[n_nodes] = total;
-        if (pass == 0 && !(d->deps = ge2_malloc((size_t)(total > 0 ? total : 1) * sizeof *d->deps)))
-            return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_plan: schedule of %d nodes", n_nodes);
     }
-    return GE2_OK;
 }
 
-static void early_deps_free(early_deps *d)
+/* Appends the early nodes anchored at `at`: the all-reduces first, so the
+ * ranks' communication starts while the rest computes (and an update after
+ * the all-reduce it waits for), then the others; each in creation order. */
+static void place_anchored(const ge2_graph *graph, const bool *early, const int *anchor, int at, ge2_plan *plan)
 {
-    ge2_free(d->main_bound);
-    ge2_free(d->first);
-    ge2_free(d->deps);
-}
-
-static bool early_ready(const bool *early, const early_deps *d, int cursor, const bool *placed, int u)
-{
-    if (!early[u] || placed[u] || d->main_bound[u] > cursor)
-        return false;
-    for (int k = d->first[u]; k < d->first[u + 1]; k++)
-        if (!placed[d->deps[k]])
-            return false;
-    return true;
-}
-
-/* Appends every early node that may run now, one at a time (each may let
- * others run): an all-reduce first, so the ranks' communication starts while
- * the rest computes, then the others in creation order. cursor: the last
- * creation-order node placed. */
-static void place_ready_early(const ge2_graph *graph, const bool *early, const early_deps *d, int cursor, bool *placed,
-                              ge2_plan *plan)
-{
-    for (;;) {
-        int pick = -1;
-        for (int u = 0; u < graph->n_nodes && pick < 0; u++)
-            if (writes_inputs(&graph->nodes[u]) && early_ready(early, d, cursor, placed, u))
-                pick = u;
-        for (int u = 0; u < graph->n_nodes && pick < 0; u++)
-            if (early_ready(early, d, cursor, placed, u))
-                pick = u;
-        if (pick < 0)
-            return;
-        placed[pick] = true;
-        plan->schedule[plan->n_steps++] = pick;
-    }
+    for (int all_reduces = 1; all_reduces >= 0; all_reduces--)
+        for (int u = 0; u < graph->n_nodes; u++)
+            if (early[u] && anchor[u] == at && writes_inputs(&graph->nodes[u]) == (bool)all_reduces)
+                plan->schedule[plan->n_steps++] = u;
 }
 
 ge2_status ge2_plan_schedule(const ge2_graph *graph, ge2_plan *plan)
@@ -210,42 +158,31 @@ ge2_status ge2_plan_schedule(const ge2_graph *graph, ge2_plan *plan)
     bool *tensor_needed = ge2_calloc((size_t)graph->n_tensors + 1, sizeof *tensor_needed);
     bool *node_needed = ge2_calloc(cells, sizeof *node_needed);
     bool *early = ge2_calloc(cells, sizeof *early);
-    bool *placed = ge2_calloc(cells, sizeof *placed);
-    early_deps deps = {0};
+    int *anchor = ge2_malloc(cells * sizeof *anchor);
     ge2_status st = GE2_OK;
-    if (!plan->schedule || !tensor_needed || !node_needed || !early || !placed) {
+    if (!plan->schedule || !tensor_needed || !node_needed || !early || !anchor) {
         st = ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_plan: schedule of %d nodes", n_nodes);
     } else {
         mark_needed(graph, plan->key.mode, tensor_needed, node_needed);
         find_early_nodes(graph, node_needed, early);
-        st = find_early_deps(graph, node_needed, early, &deps);
-    }
-    if (st == GE2_OK) {
+        find_anchors(graph, node_needed, early, anchor);
         plan->n_steps = 0;
-        place_ready_early(graph, early, &deps, -1, placed, plan);
+        place_anchored(graph, early, anchor, -1, plan);
         /* Creation-order nodes go in unchecked: creation order is
          * topological, and every early node they could read from (an
-         * all-reduce) waits only on nodes made before
-         * it, so it is placed before the next creation-order node. Only
-         * updates wait on later-made nodes, and nothing reads an update. */
+         * all-reduce) follows only nodes made before it, so it is placed
+         * before the next creation-order node. Only updates wait on
+         * later-made nodes, and nothing reads an update. */
         for (int n = 0; n < n_nodes; n++) {
             if (!node_needed[n] || early[n])
                 continue;
-            placed[n] = true;
             plan->schedule[plan->n_steps++] = n;
-            place_ready_early(graph, early, &deps, n, placed, plan);
+            place_anchored(graph, early, anchor, n, plan);
         }
-        for (int n = 0; n < n_nodes; n++)
-            if (node_needed[n] && !placed[n]) {
-                st = ge2_error(GE2_ERR_GRAPH, "ge2_plan: node %d (%s) waits on itself through in-place writes", n,
-                               ge2_op_name(graph->nodes[n].op));
-                break;
-            }
     }
-    early_deps_free(&deps);
     ge2_free(tensor_needed);
     ge2_free(node_needed);
     ge2_free(early);
-    ge2_free(placed);
+    ge2_free(anchor);
     return st;
 }
