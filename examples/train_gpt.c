@@ -157,10 +157,7 @@ static int parse(int argc, char **argv, options *o)
         case INIT: o->init = optarg; break;
         case RESUME: o->resume = optarg; break;
         case PRECISION:
-            ok = strcmp(optarg, "fp32") == 0 || strcmp(optarg, "tf32") == 0 || strcmp(optarg, "bf16") == 0;
-            o->precision = strcmp(optarg, "tf32") == 0   ? GE2_PRECISION_TF32
-                           : strcmp(optarg, "bf16") == 0 ? GE2_PRECISION_BF16
-                                                         : GE2_PRECISION_FP32;
+            ok = ge2_precision_parse(optarg, &o->precision) == GE2_OK;
             break;
         case DEVICE:
             ok = strcmp(optarg, "cpu") == 0 || strcmp(optarg, "cuda") == 0 || strcmp(optarg, "auto") == 0;

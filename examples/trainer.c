@@ -301,13 +301,7 @@ static int parse_args(int argc, char **argv, const trainer_spec *spec, trainer_o
             o->distributed = true;
             break;
         case OPT_PRECISION:
-            if (!strcmp(optarg, "fp32"))
-                o->compile.precision = GE2_PRECISION_FP32;
-            else if (!strcmp(optarg, "tf32"))
-                o->compile.precision = GE2_PRECISION_TF32;
-            else if (!strcmp(optarg, "bf16"))
-                o->compile.precision = GE2_PRECISION_BF16;
-            else
+            if (ge2_precision_parse(optarg, &o->compile.precision) != GE2_OK)
                 return trainer_fail(spec, 2, "--precision: expected fp32, tf32 or bf16, got '%s'", optarg);
             break;
         case OPT_BUCKET_MB:

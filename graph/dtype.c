@@ -69,6 +69,28 @@ ge2_status ge2_activation_parse(const char *name, ge2_activation *out)
                      name);
 }
 
+static const char *const precision_names[GE2_PRECISION_COUNT] = {
+    [GE2_PRECISION_FP32] = "fp32", [GE2_PRECISION_TF32] = "tf32", [GE2_PRECISION_BF16] = "bf16"};
+
+const char *ge2_precision_name(ge2_precision precision)
+{
+    return (unsigned)precision < GE2_PRECISION_COUNT ? precision_names[precision] : "?";
+}
+
+ge2_status ge2_precision_parse(const char *name, ge2_precision *out)
+{
+    if (!name || !out)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_precision_parse: name and out must not be NULL");
+    for (int p = 0; p < GE2_PRECISION_COUNT; p++) {
+        if (strcmp(name, precision_names[p]) == 0) {
+            *out = (ge2_precision)p;
+            return GE2_OK;
+        }
+    }
+    return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_precision_parse: unknown precision '%s' (fp32, tf32, bf16)",
+                     name);
+}
+
 int64_t ge2_shape_numel(ge2_shape shape)
 {
     int64_t n = 1;

@@ -469,6 +469,10 @@ typedef enum ge2_precision {
     GE2_PRECISION_COUNT
 } ge2_precision;
 
+const char *ge2_precision_name(ge2_precision precision); /* "fp32", "tf32", "bf16" */
+/* Parses those names; GE2_ERR_INVALID_ARGUMENT otherwise. */
+ge2_status ge2_precision_parse(const char *name, ge2_precision *out);
+
 /* Every behaviour switch of a compiled program. Start from
  * ge2_compile_defaults(); the environment may override some of them for
  * debugging (README, "Environment"). A switch that changes the plan or the

@@ -273,6 +273,22 @@ START_TEST(a_precision_out_of_range_is_refused)
 }
 END_TEST
 
+/* The names the trainers' --precision takes, both ways */
+START_TEST(precision_names_parse_back)
+{
+    for (int p = 0; p < GE2_PRECISION_COUNT; p++) {
+        ge2_precision back = GE2_PRECISION_COUNT;
+        API(ge2_precision_parse(ge2_precision_name((ge2_precision)p), &back));
+        ck_assert_int_eq(back, p);
+    }
+    ck_assert_str_eq(ge2_precision_name(GE2_PRECISION_BF16), "bf16");
+    ge2_precision out;
+    ck_assert_int_eq(ge2_precision_parse("fp16", &out), GE2_ERR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(ge2_last_error(), "fp16"), "%s", ge2_last_error());
+    ck_assert_str_eq(ge2_precision_name(GE2_PRECISION_COUNT), "?");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("precision");
@@ -282,6 +298,7 @@ int main(void)
     tcase_add_test(tc, bf16_conv2d_is_the_rounded_convolution);
     tcase_add_test(tc, bf16_weight_gradient_is_the_rounded_product);
     tcase_add_test(tc, a_precision_out_of_range_is_refused);
+    tcase_add_test(tc, precision_names_parse_back);
     suite_add_tcase(s, tc);
     return ge2_check_run(s);
 }
