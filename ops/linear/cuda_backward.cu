@@ -21,6 +21,7 @@ extern "C" {
 #include "ops/elementwise/activation_math.h"
 }
 #include "ops/linear/linear.h"
+#include "ops/reduce/reduce.h"
 
 // ------------------------------------------------------------------ kernels
 
@@ -58,27 +59,13 @@ __global__ void ge2_dact_kernel(int64_t rows, int64_t n, ge2_act_attrs a, const 
     }
 }
 
-// db [n] = column sums of g [rows, n]: a thread per column, rows in order, so
-// neighbouring threads read neighbouring floats and the sum is deterministic.
-__global__ void ge2_column_sums_kernel(int64_t rows, int64_t n, const float *g /* [rows, n] */,
-                                       float *db /* [n] */)
-{
-    for (int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; c < n; c += (int64_t)gridDim.x * blockDim.x) {
-        float s = 0.0f;
-        for (int64_t r = 0; r < rows; r++)
-            s += g[r * n + c];
-        db[c] = s;
-    }
-}
-
 // ---------------------------------------------------------------- launchers
 
+// db [n] = column sums of g [rows, n], by the reduce family's kernels
+// (ge2_cuda_column_sums: 32 columns a block, row slices added in order)
 static ge2_status column_sums(const ge2_launch *launch, const float *g, int64_t rows, int64_t n, float *db)
 {
-    ge2_column_sums_kernel<<<ge2_cuda_blocks(n, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0, ge2_cuda_stream(launch)>>>(
-        rows, n, g, db);
-    GE2_CUDA_CHECK(launch, "ge2_column_sums_kernel");
-    return GE2_OK;
+    return ge2_cuda_column_sums(launch, g, rows, n, db);
 }
 
 static bool has_bgrad(cublasLtEpilogue_t e)

@@ -153,13 +153,13 @@ static reduce_kernel pick(long long n_out, const ge2_reduce_geom &g)
     return g.red_dim[GE2_MAX_DIMS - 1] > 1 ? REDUCE_WARP : REDUCE_COLS;
 }
 
-static ge2_status launch_reduce(const ge2_launch *l, ge2_reduce_geom g, float scale)
+// y [n_out] = the sums g describes of x, times scale, on l's stream (l also
+// names the op in errors)
+static ge2_status reduce_enqueue(const ge2_launch *l, const float *x, float *y, long long n_out, ge2_reduce_geom g,
+                                 float scale)
 {
-    float *y = (float *)l->out[0].data;
-    long long n_out = ge2_shape_numel(l->out[0].shape);
     if (!y || n_out == 0)
         return GE2_OK;
-    const float *x = (const float *)l->in[0].data;
     cudaStream_t stream = ge2_cuda_stream(l);
     switch (pick(n_out, g)) {
     case REDUCE_BLOCK:
@@ -226,7 +226,14 @@ extern "C" ge2_status ge2_cuda_reduce_launch(const ge2_launch *l)
     ge2_reduce_geom g;
     float scale;
     GE2_TRY(geometry(l, &g, &scale));
-    return launch_reduce(l, g, scale);
+    return reduce_enqueue(l, (const float *)l->in[0].data, (float *)l->out[0].data, ge2_shape_numel(l->out[0].shape),
+                          g, scale);
+}
+
+extern "C" ge2_status ge2_cuda_column_sums(const ge2_launch *l, const float *x, int64_t rows, int64_t n, float *y)
+{
+    const bool keep[2] = {false, true};
+    return reduce_enqueue(l, x, y, n, make_geom(ge2_shape2(rows, n), keep), 1.0f);
 }
 
 extern "C" const char *ge2_cuda_reduce_describe(const ge2_launch *l)
