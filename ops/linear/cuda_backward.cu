@@ -62,7 +62,7 @@ __global__ void ge2_dact_kernel(int64_t rows, int64_t n, ge2_act_attrs a, const 
 // ---------------------------------------------------------------- launchers
 
 // db [n] = column sums of g [rows, n], by the reduce family's kernels
-// (ge2_cuda_column_sums: 32 columns a block, row slices added in order)
+// (ge2_cuda_column_sums: chunks of rows summed apart, then added in order)
 static ge2_status column_sums(const ge2_launch *launch, const float *g, int64_t rows, int64_t n, float *db)
 {
     return ge2_cuda_column_sums(launch, g, rows, n, db);

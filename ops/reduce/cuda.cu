@@ -109,6 +109,49 @@ __global__ void ge2_reduce_warp_kernel(long long n_out, const float *x /* [x dim
         y[o] = acc * scale;
 }
 
+// Tall column sums (a bias gradient [rows, n] -> [n]) in two passes, so that
+// enough blocks read at once: blocks of 32 columns x GE2_COLSUM_LANES thread
+// rows each sum one chunk of rows into partial [chunk, n] (the launch's
+// workspace), then a thread per column adds the chunks' partials in order.
+// The REDUCE_COLS and REDUCE_BLOCK kernels run a block per 32 columns or per
+// column: a few dozen blocks for a layer's bias, too few to fill the GPU.
+#define GE2_COLSUM_LANES 8
+#define GE2_COLSUM_CHUNK 256 // rows per chunk at least: 32 per thread
+
+__global__ void ge2_column_partials_kernel(long long rows, long long n, long long chunk_rows,
+                                           const float *x /* [rows, n] */, float *partial /* [chunks, n] */)
+{
+    __shared__ float part[GE2_COLSUM_LANES][GE2_WARP + 1];
+    const long long c = (long long)blockIdx.x * GE2_WARP + threadIdx.x, r0 = (long long)blockIdx.y * chunk_rows;
+    const long long r1 = r0 + chunk_rows < rows ? r0 + chunk_rows : rows;
+    float acc = 0.0f;
+    if (c < n) {
+#pragma unroll 4
+        for (long long r = r0 + threadIdx.y; r < r1; r += GE2_COLSUM_LANES)
+            acc += x[r * n + c];
+    }
+    part[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < n) {
+        float sum = 0.0f;
+        for (int k = 0; k < GE2_COLSUM_LANES; k++)
+            sum += part[k][threadIdx.x];
+        partial[blockIdx.y * n + c] = sum;
+    }
+}
+
+__global__ void ge2_column_finish_kernel(long long n, int chunks, const float *partial /* [chunks, n] */,
+                                         float *y /* [n] */, float scale)
+{
+    const long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= n)
+        return;
+    float sum = 0.0f;
+    for (int k = 0; k < chunks; k++)
+        sum += partial[k * n + c];
+    y[c] = sum * scale;
+}
+
 // Few outputs over long reductions (sum of everything): one block per output.
 __global__ void ge2_reduce_block_kernel(const float *x /* [x dims] */, float *y /* [gridDim.x] */,
                                         ge2_reduce_geom g, float scale)
@@ -142,10 +185,37 @@ static ge2_reduce_geom make_geom(ge2_shape x, const bool *keep /* [x.ndim] */)
     return g;
 }
 
-typedef enum reduce_kernel { REDUCE_THREAD, REDUCE_COLS, REDUCE_WARP, REDUCE_BLOCK } reduce_kernel;
+typedef enum reduce_kernel { REDUCE_THREAD, REDUCE_COLS, REDUCE_WARP, REDUCE_BLOCK, REDUCE_COLUMN_CHUNKS } reduce_kernel;
 
-static reduce_kernel pick(long long n_out, const ge2_reduce_geom &g)
+// Does g sum x's leading dims and keep the trailing ones, so that x is
+// [n_red, n_out] summed over its rows?
+static bool is_column_sum(const ge2_reduce_geom &g)
 {
+    int d = 0;
+    while (d < GE2_MAX_DIMS && g.out_dim[d] == 1)
+        d++;
+    for (; d < GE2_MAX_DIMS; d++)
+        if (g.red_dim[d] != 1)
+            return false;
+    return true;
+}
+
+// Chunks of rows for the two-pass column sums, or 0 when they don't apply:
+// too few rows to split, or a workspace too small for two chunks' partials.
+static int column_chunks(long long rows, long long n, size_t workspace_bytes)
+{
+    if (rows < 2 * GE2_COLSUM_CHUNK || n < 1)
+        return 0;
+    long long chunks = rows / GE2_COLSUM_CHUNK, room = (long long)(workspace_bytes / ((size_t)n * sizeof(float)));
+    chunks = chunks < room ? chunks : room;
+    chunks = chunks < 65535 ? chunks : 65535;
+    return chunks >= 2 ? (int)chunks : 0;
+}
+
+static reduce_kernel pick(const ge2_launch *l, long long n_out, const ge2_reduce_geom &g)
+{
+    if (l->workspace && is_column_sum(g) && column_chunks(g.n_red, n_out, l->workspace_bytes) > 0)
+        return REDUCE_COLUMN_CHUNKS;
     if (g.n_red <= GE2_REDUCE_SERIAL)
         return REDUCE_THREAD;
     if (n_out <= GE2_REDUCE_BLOCK_OUTPUTS && g.n_red >= GE2_REDUCE_BLOCK_TERMS)
@@ -161,7 +231,20 @@ static ge2_status reduce_enqueue(const ge2_launch *l, const float *x, float *y, 
     if (!y || n_out == 0)
         return GE2_OK;
     cudaStream_t stream = ge2_cuda_stream(l);
-    switch (pick(n_out, g)) {
+    switch (pick(l, n_out, g)) {
+    case REDUCE_COLUMN_CHUNKS: {
+        const long long rows = g.n_red;
+        const int chunks = column_chunks(rows, n_out, l->workspace_bytes);
+        const long long chunk_rows = (rows + chunks - 1) / chunks;
+        float *partial = (float *)l->workspace;
+        ge2_column_partials_kernel<<<dim3((unsigned)((n_out + GE2_WARP - 1) / GE2_WARP), (unsigned)chunks),
+                                     dim3(GE2_WARP, GE2_COLSUM_LANES), 0, stream>>>(rows, n_out, chunk_rows, x,
+                                                                                    partial);
+        GE2_TRY(ge2_cuda_check_launch(l, "ge2_column_partials_kernel"));
+        ge2_column_finish_kernel<<<ge2_cuda_blocks(n_out, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0, stream>>>(
+            n_out, chunks, partial, y, scale);
+        return ge2_cuda_check_launch(l, "ge2_column_finish_kernel");
+    }
     case REDUCE_BLOCK:
         ge2_reduce_block_kernel<<<(unsigned)n_out, GE2_CUDA_THREADS, 0, stream>>>(x, y, g, scale);
         return ge2_cuda_check_launch(l, "ge2_reduce_block_kernel");
@@ -242,7 +325,9 @@ extern "C" const char *ge2_cuda_reduce_describe(const ge2_launch *l)
     float scale;
     if (geometry(l, &g, &scale) != GE2_OK)
         return "reduce: bad axis";
-    switch (pick(ge2_shape_numel(l->out[0].shape), g)) {
+    switch (pick(l, ge2_shape_numel(l->out[0].shape), g)) {
+    case REDUCE_COLUMN_CHUNKS:
+        return "reduce: column sums, chunks of rows in two passes";
     case REDUCE_BLOCK:
         return "reduce: block per output";
     case REDUCE_WARP:

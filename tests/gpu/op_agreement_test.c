@@ -801,6 +801,35 @@ static void large_embedding(void)
     ge2_graph_free(g);
 }
 
+/* Bias gradients of a tall batch (1500 rows; 300 and 70 columns, neither a
+ * multiple of 32), as the GPT's layers have them: the column sums that run
+ * in chunks of rows (ops/reduce/cuda.cu), for the weight gradient's db
+ * where no epilogue sums it (bf16) and for a REDUCE_TO over leading dims. */
+static void large_bias_gradients(void)
+{
+    enum { B = 1500, IN = 70, H = 300 };
+    ge2_graph *g;
+    OK(ge2_graph_new(&g));
+    ge2_tensor *x, *h, *y, *u, *m, *l1, *l2, *loss, *shift, *r;
+    OK(ge2_input(g, "x", GE2_F32, ge2_shape2(B, IN), &x));
+    OK(ge2_linear(g, x, param(g, "w1", ge2_shape2(H, IN)), param(g, "b1", ge2_shape1(H)), GE2_ACT_GELU_TANH, 0, &h));
+    OK(ge2_linear(g, h, param(g, "w2", ge2_shape2(IN, H)), param(g, "b2", ge2_shape1(IN)), GE2_ACT_NONE, 0, &y));
+    OK(ge2_input(g, "u", GE2_F32, ge2_shape2(B, IN), &u));
+    OK(ge2_mul(g, y, u, &m));
+    OK(ge2_sum_all(g, m, &l1));
+    OK(ge2_add(g, x, param(g, "shift", ge2_shape1(IN)), &shift)); /* its gradient: REDUCE_TO [B, IN] -> [IN] */
+    OK(ge2_mul(g, shift, u, &r));
+    OK(ge2_sum_all(g, r, &l2));
+    OK(ge2_add(g, l1, l2, &loss));
+    OK(ge2_backward(g, loss));
+    float *xd = random_f32(B * IN, -1, 1), *ud = random_f32(B * IN, -1, 1);
+    ge2_feed feeds[] = {{x, xd, ge2_shape2(B, IN)}, {u, ud, ge2_shape2(B, IN)}};
+    check_graph("large bias gradients", g, feeds, 2);
+    free(xd);
+    free(ud);
+    ge2_graph_free(g);
+}
+
 START_TEST(test_large_graphs_agree)
 {
     large_mlp();
@@ -809,6 +838,16 @@ START_TEST(test_large_graphs_agree)
     large_attention();
     large_moves();
     large_embedding();
+    large_bias_gradients();
+}
+END_TEST
+
+/* The bias gradients again with precision BF16: the weight gradient's db
+ * then comes from the column sums of the fp32 dz, not an epilogue. */
+START_TEST(test_large_bias_gradients_bf16)
+{
+    bf16_launches = true; /* Check forks this test: the flag dies with it */
+    large_bias_gradients();
 }
 END_TEST
 
@@ -1298,6 +1337,7 @@ int main(void)
     tcase_add_loop_test(tc, test_gemm_op_agrees_bf16, 0, ge2_op_count());
     tcase_add_test(tc, test_bf16_gemm_rounds_operands);
     tcase_add_test(tc, test_large_graphs_agree_tiled);
+    tcase_add_test(tc, test_large_bias_gradients_bf16);
     tcase_add_loop_test(tc, test_optimizer_agrees, 0, N_OPT_CASES);
     tcase_add_loop_test(tc, test_per_parameter_optimizer_agrees, 0, N_OPT_CASES);
     tcase_add_test(tc, test_cross_entropy_deterministic);
