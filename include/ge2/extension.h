@@ -40,7 +40,7 @@ typedef int ge2_op;
 /* Most ops the registry holds, ge2's own included. */
 #define GE2_OP_MAX 256
 #define GE2_MAX_INPUTS 8
-#define GE2_MAX_OUTPUTS 2
+#define GE2_MAX_OUTPUTS 3 /* attention_grad: dq, dk, dv */
 /* Bytes of attributes a node of a registered op carries. */
 #define GE2_OP_ATTRS_BYTES 64
 

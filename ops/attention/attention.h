@@ -1,7 +1,8 @@
 /* The attention family: ATTENTION (q, k, v [..., T, D] -> y [..., T, D],
  * lse [..., T]: each query's log-sum-exp of its scaled scores), and its
- * backward ops ATTENTION_GRAD_Q (dy, q, k, v, y, lse -> dq) and
- * ATTENTION_GRAD_KV (the same inputs -> dk, dv). The leading dims are
+ * backward op ATTENTION_GRAD (dy, q, k, v, y, lse -> dq, dk, dv): one op,
+ * because the terms delta_t below serve all three gradients and cuDNN's
+ * fused backward makes the three at once. The leading dims are
  * flattened into one batch of heads. With p = exp(s - lse), s = scale · q·kᵀ
  * (masked above the diagonal when causal) and delta_t = dy_t · y_t:
  *     dv_j = Σ_t p_tj dy_t,   ds_tj = p_tj (dy_t · v_j - delta_t),
@@ -58,16 +59,14 @@ static inline double ge2_attn_scale(const ge2_attention_attrs *a, int64_t d)
 
 /* infer.c */
 ge2_status ge2_infer_ATTENTION(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
-ge2_status ge2_infer_ATTENTION_GRAD_Q(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
-ge2_status ge2_infer_ATTENTION_GRAD_KV(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
+ge2_status ge2_infer_ATTENTION_GRAD(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
 
 /* backward.c */
 ge2_status ge2_backward_attention(ge2_autograd *ag, const ge2_node *node, const int *dy);
 
 /* cpu.c */
 ge2_status ge2_cpu_attention(const ge2_launch *l);
-ge2_status ge2_cpu_attention_grad_q(const ge2_launch *l);
-ge2_status ge2_cpu_attention_grad_kv(const ge2_launch *l);
+ge2_status ge2_cpu_attention_grad(const ge2_launch *l);
 
 /* cuda.cu (f32): enqueue on launch->stream, capturable. prepare grants the
  * tiled kernels their shared memory; describe names the kernel a launch
@@ -76,13 +75,11 @@ ge2_status ge2_cuda_attention_prepare(ge2_launch *launch);
 void ge2_cuda_attention_release(ge2_launch *launch);
 const char *ge2_cuda_attention_describe(const ge2_launch *launch);
 ge2_status ge2_cuda_attention_launch(const ge2_launch *launch);
-ge2_status ge2_cuda_attention_grad_q_launch(const ge2_launch *launch);
-ge2_status ge2_cuda_attention_grad_kv_launch(const ge2_launch *launch);
+ge2_status ge2_cuda_attention_grad_launch(const ge2_launch *launch);
 
 /* ops.c */
 extern const ge2_op_def ge2_op_def_attention;
-extern const ge2_op_def ge2_op_def_attention_grad_q;
-extern const ge2_op_def ge2_op_def_attention_grad_kv;
+extern const ge2_op_def ge2_op_def_attention_grad;
 
 #ifdef __cplusplus
 }

@@ -65,21 +65,27 @@ static int64_t first_query(bool causal, int64_t j) { return causal ? j : 0; }
 /* p and ds of a query (its row) and a key (the key's row) */
 #define P_DS(p, ds, row, key)                                                                                     \
     const double p = exp(scale * DOT(q + (row) * g.d, k + (key) * g.d, g.d) - lse[row]);                       \
-    const double ds = p * (DOT(dy + (row) * g.d, v + (key) * g.d, g.d) - DOT(dy + (row) * g.d, y + (row) * g.d, g.d))
+    const double ds = p * (DOT(dy + (row) * g.d, v + (key) * g.d, g.d) - delta[row])
 
-/* in: dy, q, k, v, y (rows), lse; out: dq, each row's sum over keys in key order */
-#define ATTENTION_GRAD_Q(T_, SUF)                                                                                 \
-    static ge2_status attention_grad_q_##SUF(const ge2_launch *l)                                               \
+/* in: dy, q, k, v, y (rows), lse; out: dq (each row's sum over keys in key
+ * order), dk and dv (each key's sums over queries in query order); an
+ * output whose data is NULL is skipped. delta_t = dy_t·y_t once per row. */
+#define ATTENTION_GRAD(T_, SUF)                                                                                   \
+    static ge2_status attention_grad_##SUF(const ge2_launch *l)                                                 \
     {                                                                                                           \
         const T_ *dy = l->in[0].data, *q = l->in[1].data, *k = l->in[2].data, *v = l->in[3].data;              \
         const T_ *y = l->in[4].data, *lse = l->in[5].data;                                                      \
-        T_ *dq = l->out[0].data;                                                                                \
+        T_ *dq = l->out[0].data, *dk = l->out[1].data, *dv = l->out[2].data;                                    \
         const ge2_attn_geom g = ge2_attn_geom_of(l->in[1].shape, &l->node->attrs.attention);                    \
         const bool causal = l->node->attrs.attention.causal;                                                    \
         const double scale = ge2_attn_scale(&l->node->attrs.attention, g.d);                                    \
-        double *acc = ge2_malloc(sizeof(double) * (size_t)g.d);                                                 \
+        const int64_t rows = g.heads * g.t;                                                                     \
+        double *acc = ge2_malloc(sizeof(double) * (size_t)(2 * g.d + rows)), *sv = acc + g.d, *delta = sv + g.d; \
         if (!acc)                                                                                               \
-            return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_attention_grad_q: %lld values", (long long)g.d);      \
+            return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_attention_grad: %lld rows of %lld values",             \
+                             (long long)rows, (long long)g.d);                                                  \
+        for (int64_t row = 0; row < rows; row++)                                                                \
+            delta[row] = DOT(dy + row * g.d, y + row * g.d, g.d);                                               \
         for (int64_t hd = 0; dq && hd < g.heads; hd++)                                                          \
             for (int64_t t = 0; t < g.t; t++) {                                                                 \
                 const int64_t row = ge2_attn_row(g, hd, t);                                                     \
@@ -95,57 +101,32 @@ static int64_t first_query(bool causal, int64_t j) { return causal ? j : 0; }
                 for (int64_t d = 0; d < g.d; d++)                                                               \
                     dq[row * g.d + d] = (T_)(scale * acc[d]);                                                   \
             }                                                                                                   \
-        ge2_free(acc);                                                                                          \
-        return GE2_OK;                                                                                          \
-    }
-
-/* in: dy, q, k, v, y (rows), lse; out: dk, dv, each key's sums over queries in query order */
-#define ATTENTION_GRAD_KV(T_, SUF)                                                                                \
-    static ge2_status attention_grad_kv_##SUF(const ge2_launch *l)                                              \
-    {                                                                                                           \
-        const T_ *dy = l->in[0].data, *q = l->in[1].data, *k = l->in[2].data, *v = l->in[3].data;              \
-        const T_ *y = l->in[4].data, *lse = l->in[5].data;                                                      \
-        T_ *dk = l->out[0].data, *dv = l->out[1].data;                                                          \
-        const ge2_attn_geom g = ge2_attn_geom_of(l->in[1].shape, &l->node->attrs.attention);                    \
-        const bool causal = l->node->attrs.attention.causal;                                                    \
-        const double scale = ge2_attn_scale(&l->node->attrs.attention, g.d);                                    \
-        double *sk = ge2_malloc(sizeof(double) * 2 * (size_t)g.d), *sv = sk + g.d;                              \
-        if (!sk)                                                                                                \
-            return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_attention_grad_kv: %lld values", (long long)g.d);     \
-        for (int64_t hd = 0; hd < g.heads; hd++)                                                                \
+        for (int64_t hd = 0; (dk || dv) && hd < g.heads; hd++)                                                  \
             for (int64_t j = 0; j < g.t; j++) {                                                                 \
                 const int64_t key = ge2_attn_row(g, hd, j);                                                     \
                 for (int64_t d = 0; d < g.d; d++)                                                               \
-                    sk[d] = sv[d] = 0;                                                                          \
+                    acc[d] = sv[d] = 0;                                                                         \
                 for (int64_t t = first_query(causal, j); t < g.t; t++) {                                        \
                     const int64_t row = ge2_attn_row(g, hd, t);                                                 \
                     P_DS(p, ds, row, key);                                                                      \
                     for (int64_t d = 0; d < g.d; d++) {                                                         \
                         sv[d] += p * dy[row * g.d + d];                                                         \
-                        sk[d] += ds * q[row * g.d + d];                                                         \
+                        acc[d] += ds * q[row * g.d + d];                                                        \
                     }                                                                                           \
                 }                                                                                               \
                 for (int64_t d = 0; d < g.d; d++) {                                                             \
                     if (dk)                                                                                     \
-                        dk[key * g.d + d] = (T_)(scale * sk[d]);                                                \
+                        dk[key * g.d + d] = (T_)(scale * acc[d]);                                               \
                     if (dv)                                                                                     \
                         dv[key * g.d + d] = (T_)sv[d];                                                          \
                 }                                                                                               \
             }                                                                                                   \
-        ge2_free(sk);                                                                                           \
+        ge2_free(acc);                                                                                          \
         return GE2_OK;                                                                                          \
     }
 
 GE2_CPU_DEFINE_BOTH(ATTENTION)
-GE2_CPU_DEFINE_BOTH(ATTENTION_GRAD_Q)
-GE2_CPU_DEFINE_BOTH(ATTENTION_GRAD_KV)
+GE2_CPU_DEFINE_BOTH(ATTENTION_GRAD)
 
 ge2_status ge2_cpu_attention(const ge2_launch *l) { return GE2_CPU_DISPATCH(attention, l, l->in[0].dtype); }
-ge2_status ge2_cpu_attention_grad_q(const ge2_launch *l)
-{
-    return GE2_CPU_DISPATCH(attention_grad_q, l, l->in[1].dtype);
-}
-ge2_status ge2_cpu_attention_grad_kv(const ge2_launch *l)
-{
-    return GE2_CPU_DISPATCH(attention_grad_kv, l, l->in[1].dtype);
-}
+ge2_status ge2_cpu_attention_grad(const ge2_launch *l) { return GE2_CPU_DISPATCH(attention_grad, l, l->in[1].dtype); }

@@ -483,11 +483,8 @@ static const size_t attn_smem_forward = 4 * GE2_ATTN_TF * sizeof(float);
 static const size_t attn_smem_grad_q = 6 * GE2_ATTN_TF * sizeof(float);
 static const size_t attn_smem_grad_kv = (8 * GE2_ATTN_TF + 2 * GE2_ATTN_TILE) * sizeof(float);
 
-static size_t attn_smem_of(ge2_op op)
-{
-    return op == GE2_OP_ATTENTION ? attn_smem_forward : op == GE2_OP_ATTENTION_GRAD_Q ? attn_smem_grad_q
-                                                                                      : attn_smem_grad_kv;
-}
+// the most a launch of op asks (the backward's dk, dv kernel asks more than its dq kernel)
+static size_t attn_smem_of(ge2_op op) { return op == GE2_OP_ATTENTION ? attn_smem_forward : attn_smem_grad_kv; }
 
 // The tiled kernels take rows of up to one tile's width, a head per
 // blockIdx.y, and their shared memory must fit this GPU's blocks (an H100
@@ -553,12 +550,19 @@ extern "C" ge2_status ge2_cuda_attention_prepare(ge2_launch *l)
     GE2_TRY(attn_run_of(l, attn_q_shape(l), &r));
     if (!r.tiled)
         return GE2_OK;
-    const void *kernel = l->node->op == GE2_OP_ATTENTION        ? (const void *)ge2_attention_tiled_kernel
-                         : l->node->op == GE2_OP_ATTENTION_GRAD_Q ? (const void *)ge2_attention_grad_q_tiled_kernel
-                                                                  : (const void *)ge2_attention_grad_kv_tiled_kernel;
-    return ge2_cuda_check_call(
-        l, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)attn_smem_of(l->node->op)),
-        "cudaFuncSetAttribute");
+    if (l->node->op == GE2_OP_ATTENTION)
+        return ge2_cuda_check_call(l, cudaFuncSetAttribute(ge2_attention_tiled_kernel,
+                                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                           (int)attn_smem_forward),
+                                   "cudaFuncSetAttribute");
+    GE2_TRY(ge2_cuda_check_call(l, cudaFuncSetAttribute(ge2_attention_grad_q_tiled_kernel,
+                                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                        (int)attn_smem_grad_q),
+                                "cudaFuncSetAttribute"));
+    return ge2_cuda_check_call(l, cudaFuncSetAttribute(ge2_attention_grad_kv_tiled_kernel,
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       (int)attn_smem_grad_kv),
+                               "cudaFuncSetAttribute");
 }
 
 // prepare holds nothing: a kernel attribute outlives every graph key
@@ -603,44 +607,36 @@ static ge2_status attn_delta(const ge2_launch *l, const attn_run &r, float **del
     return ge2_cuda_check_launch(l, "ge2_attention_delta_kernel");
 }
 
-extern "C" ge2_status ge2_cuda_attention_grad_q_launch(const ge2_launch *l)
+// dq, then dk and dv (each output whose data is NULL skipped), after the
+// rows' delta = dy·y, which both read
+extern "C" ge2_status ge2_cuda_attention_grad_launch(const ge2_launch *l)
 {
     GE2_TRY(ge2_cuda_require_f32(l, 0));
-    if (!l->out[0].data)
-        return GE2_OK;
     attn_run r;
     GE2_TRY(attn_run_of(l, l->in[1].shape, &r));
-    if (r.rows == 0)
+    float *dq = OUT(0), *dk = OUT(1), *dv = OUT(2);
+    if (r.rows == 0 || (!dq && !dk && !dv))
         return GE2_OK;
     float *delta;
     GE2_TRY(attn_delta(l, r, &delta));
-    if (r.tiled) {
-        ge2_attention_grad_q_tiled_kernel<<<attn_tiles(r), GE2_ATTN_TILE_THREADS, attn_smem_grad_q,
-                                            ge2_cuda_stream(l)>>>(r.t, r.d, r.hpp, r.scale, r.causal, IN(0), IN(1),
-                                                                  IN(2), IN(3), IN(5), delta, OUT(0));
-        return ge2_cuda_check_launch(l, "ge2_attention_grad_q_tiled_kernel");
+    cudaStream_t stream = ge2_cuda_stream(l);
+    if (dq && r.tiled) {
+        ge2_attention_grad_q_tiled_kernel<<<attn_tiles(r), GE2_ATTN_TILE_THREADS, attn_smem_grad_q, stream>>>(
+            r.t, r.d, r.hpp, r.scale, r.causal, IN(0), IN(1), IN(2), IN(3), IN(5), delta, dq);
+        GE2_TRY(ge2_cuda_check_launch(l, "ge2_attention_grad_q_tiled_kernel"));
+    } else if (dq) {
+        GE2_ATTN_DISPATCH(ge2_attention_grad_q_kernel, r, l, r.rows, r.t, r.d, r.hpp, r.scale, r.causal, IN(0),
+                          IN(1), IN(2), IN(3), IN(5), delta, dq);
+        GE2_TRY(ge2_cuda_check_launch(l, "ge2_attention_grad_q_kernel"));
     }
-    GE2_ATTN_DISPATCH(ge2_attention_grad_q_kernel, r, l, r.rows, r.t, r.d, r.hpp, r.scale, r.causal, IN(0), IN(1),
-                      IN(2), IN(3), IN(5), delta, OUT(0));
-    return ge2_cuda_check_launch(l, "ge2_attention_grad_q_kernel");
-}
-
-extern "C" ge2_status ge2_cuda_attention_grad_kv_launch(const ge2_launch *l)
-{
-    GE2_TRY(ge2_cuda_require_f32(l, 0));
-    attn_run r;
-    GE2_TRY(attn_run_of(l, l->in[1].shape, &r));
-    if (r.rows == 0)
+    if (!dk && !dv)
         return GE2_OK;
-    float *delta;
-    GE2_TRY(attn_delta(l, r, &delta));
     if (r.tiled) {
-        ge2_attention_grad_kv_tiled_kernel<<<attn_tiles(r), GE2_ATTN_TILE_THREADS, attn_smem_grad_kv,
-                                             ge2_cuda_stream(l)>>>(r.t, r.d, r.hpp, r.scale, r.causal, IN(0), IN(1),
-                                                                   IN(2), IN(3), IN(5), delta, OUT(0), OUT(1));
+        ge2_attention_grad_kv_tiled_kernel<<<attn_tiles(r), GE2_ATTN_TILE_THREADS, attn_smem_grad_kv, stream>>>(
+            r.t, r.d, r.hpp, r.scale, r.causal, IN(0), IN(1), IN(2), IN(3), IN(5), delta, dk, dv);
         return ge2_cuda_check_launch(l, "ge2_attention_grad_kv_tiled_kernel");
     }
     GE2_ATTN_DISPATCH(ge2_attention_grad_kv_kernel, r, l, r.rows, r.t, r.d, r.hpp, r.scale, r.causal, IN(0), IN(1),
-                      IN(2), IN(3), IN(5), delta, OUT(0), OUT(1));
+                      IN(2), IN(3), IN(5), delta, dk, dv);
     return ge2_cuda_check_launch(l, "ge2_attention_grad_kv_kernel");
 }

@@ -48,18 +48,10 @@ static ge2_status check_grad_inputs(const ge2_node *node, const ge2_desc *in)
     return GE2_OK;
 }
 
-ge2_status ge2_infer_ATTENTION_GRAD_Q(const ge2_node *node, const ge2_desc *in, ge2_desc *out)
+ge2_status ge2_infer_ATTENTION_GRAD(const ge2_node *node, const ge2_desc *in, ge2_desc *out)
 {
-    GE2_TRY(ge2_infer_need_outputs(node, 1, 1));
+    GE2_TRY(ge2_infer_need_outputs(node, 3, 3));
     GE2_TRY(check_grad_inputs(node, in));
-    out[0] = (ge2_desc){in[1].dtype, in[1].shape, NULL};
-    return GE2_OK;
-}
-
-ge2_status ge2_infer_ATTENTION_GRAD_KV(const ge2_node *node, const ge2_desc *in, ge2_desc *out)
-{
-    GE2_TRY(ge2_infer_need_outputs(node, 2, 2));
-    GE2_TRY(check_grad_inputs(node, in));
-    out[0] = out[1] = (ge2_desc){in[1].dtype, in[1].shape, NULL};
+    out[0] = out[1] = out[2] = (ge2_desc){in[1].dtype, in[1].shape, NULL};
     return GE2_OK;
 }

@@ -15,30 +15,16 @@ const ge2_op_def ge2_op_def_attention = {
              ge2_cuda_attention_describe},
 };
 
-/* dy, q, k, v, y, lse -> dq */
-const ge2_op_def ge2_op_def_attention_grad_q = {
-    .name = "attention_grad_q",
+/* dy, q, k, v, y, lse -> dq, dk, dv */
+const ge2_op_def ge2_op_def_attention_grad = {
+    .name = "attention_grad",
     .min_inputs = 6,
     .max_inputs = 6,
-    .max_outputs = 1,
+    .max_outputs = 3,
     .flags = 0,
-    .infer = ge2_infer_ATTENTION_GRAD_Q,
+    .infer = ge2_infer_ATTENTION_GRAD,
     .backward = NULL,
-    .cpu = ge2_cpu_attention_grad_q,
-    .cuda = {ge2_cuda_attention_prepare, ge2_cuda_attention_grad_q_launch, ge2_cuda_attention_release,
-             ge2_cuda_attention_describe},
-};
-
-/* dy, q, k, v, y, lse -> dk, dv */
-const ge2_op_def ge2_op_def_attention_grad_kv = {
-    .name = "attention_grad_kv",
-    .min_inputs = 6,
-    .max_inputs = 6,
-    .max_outputs = 2,
-    .flags = 0,
-    .infer = ge2_infer_ATTENTION_GRAD_KV,
-    .backward = NULL,
-    .cpu = ge2_cpu_attention_grad_kv,
-    .cuda = {ge2_cuda_attention_prepare, ge2_cuda_attention_grad_kv_launch, ge2_cuda_attention_release,
+    .cpu = ge2_cpu_attention_grad,
+    .cuda = {ge2_cuda_attention_prepare, ge2_cuda_attention_grad_launch, ge2_cuda_attention_release,
              ge2_cuda_attention_describe},
 };

@@ -1,8 +1,8 @@
 /* The attention family's test cases: random [heads..., T, D] instances,
  * causal or not, with float64 references written from the definitions
- * (attention.h) as plain loops. The gradient case checks the backward ops
- * against central differences; their own cases check them on inputs that
- * need not come from a forward (y and lse random), against the formulas. */
+ * (attention.h) as plain loops. The gradient case checks the backward op
+ * against central differences; its own case checks it on inputs that need
+ * not come from a forward (y and lse random), against the formulas. */
 #include <math.h>
 #include <string.h>
 
@@ -54,8 +54,7 @@ static ge2_status case_grad(ge2_case_ctx *c, ge2_op op, int n_out)
     return ge2_case_direct(c, op, ts, 6, n_out, &a);
 }
 
-static ge2_status case_attention_grad_q(ge2_case_ctx *c) { return case_grad(c, GE2_OP_ATTENTION_GRAD_Q, 1); }
-static ge2_status case_attention_grad_kv(ge2_case_ctx *c) { return case_grad(c, GE2_OP_ATTENTION_GRAD_KV, 2); }
+static ge2_status case_attention_grad(ge2_case_ctx *c) { return case_grad(c, GE2_OP_ATTENTION_GRAD, 3); }
 
 /* ------------------------------------------------- float64 references */
 
@@ -133,40 +132,30 @@ static void p_ds(const ref_geom *g, const ref_tensor *in, int64_t h, int64_t t, 
     *ds = *p * (dot(dy, v, g->d) - dot(dy, in[4].v + rrow(g, h, t) * g->d, g->d));
 }
 
-static void ref_attention_grad_q(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
+/* dq_t = scale Σ_j ds_tj k_j; dk_j = scale Σ_t ds_tj q_t, dv_j = Σ_t p_tj dy_t */
+static void ref_attention_grad(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
 {
     const ref_geom g = geom_of(node, in[1].shape);
     for (int64_t h = 0; h < g.heads; h++)
         for (int64_t t = 0; t < g.t; t++)
             for (int64_t d = 0; d < g.d; d++) {
-                double s = 0, p, ds;
-                for (int64_t j = 0; j < g.t; j++)
-                    if (sees(&g, t, j)) {
+                double sq = 0, sk = 0, sv = 0, p, ds;
+                for (int64_t j = 0; j < g.t; j++) {
+                    if (sees(&g, t, j)) { /* t a query, j a key: dq_t */
                         p_ds(&g, in, h, t, j, &p, &ds);
-                        s += ds * in[2].v[rrow(&g, h, j) * g.d + d];
+                        sq += ds * in[2].v[rrow(&g, h, j) * g.d + d];
                     }
-                out[0].v[rrow(&g, h, t) * g.d + d] = g.scale * s;
-            }
-}
-
-static void ref_attention_grad_kv(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
-{
-    const ref_geom g = geom_of(node, in[1].shape);
-    for (int64_t h = 0; h < g.heads; h++)
-        for (int64_t j = 0; j < g.t; j++)
-            for (int64_t d = 0; d < g.d; d++) {
-                double sk = 0, sv = 0, p, ds;
-                for (int64_t t = 0; t < g.t; t++)
-                    if (sees(&g, t, j)) {
-                        p_ds(&g, in, h, t, j, &p, &ds);
-                        sk += ds * in[1].v[rrow(&g, h, t) * g.d + d];
-                        sv += p * in[0].v[rrow(&g, h, t) * g.d + d];
+                    if (sees(&g, j, t)) { /* t a key, j a query: dk_t, dv_t */
+                        p_ds(&g, in, h, j, t, &p, &ds);
+                        sk += ds * in[1].v[rrow(&g, h, j) * g.d + d];
+                        sv += p * in[0].v[rrow(&g, h, j) * g.d + d];
                     }
-                out[0].v[rrow(&g, h, j) * g.d + d] = g.scale * sk;
-                out[1].v[rrow(&g, h, j) * g.d + d] = sv;
+                }
+                out[0].v[rrow(&g, h, t) * g.d + d] = g.scale * sq;
+                out[1].v[rrow(&g, h, t) * g.d + d] = g.scale * sk;
+                out[2].v[rrow(&g, h, t) * g.d + d] = sv;
             }
 }
 
 GE2_OP_TEST(attention, GE2_CASE_GRADIENT, case_attention, ref_attention)
-GE2_OP_TEST(attention_grad_q, GE2_CASE_FORWARD, case_attention_grad_q, ref_attention_grad_q)
-GE2_OP_TEST(attention_grad_kv, GE2_CASE_FORWARD, case_attention_grad_kv, ref_attention_grad_kv)
+GE2_OP_TEST(attention_grad, GE2_CASE_FORWARD, case_attention_grad, ref_attention_grad)
