@@ -607,18 +607,18 @@ static ge2_status open_side_stream(ge2_backend_ctx *ctx)
     return GE2_OK;
 }
 
-/* The bf16 operand scratch a key needs (ge2_launch.scratch): room for bf16
- * copies of in[0] and in[1] of its largest GEMM (GE2_OPF_BF16_GEMM) asking
- * for bf16 operands; 0 when none asks. */
+/* The bf16 operand scratch a key needs (ge2_launch.scratch): what its
+ * largest launch asks through its op's bf16_scratch_bytes under precision
+ * BF16; 0 when none asks. */
 static size_t bf16_scratch_bytes(const ge2_exec *exec)
 {
     size_t most = 0;
     for (int i = 0; i < exec->n_launches; i++) {
         const ge2_launch *l = &exec->launches[i];
-        if (!l->bf16_operands || !(ge2_op_flags(l->node->op) & GE2_OPF_BF16_GEMM) || runs_beside(l) || l->n_in < 2)
+        size_t (*need_of)(const ge2_launch *) = ge2_op_def_of(l->node->op)->cuda.bf16_scratch_bytes;
+        if (!l->bf16_operands || !need_of || runs_beside(l))
             continue;
-        const size_t need =
-            ge2_bf16_copy_bytes(ge2_shape_numel(l->in[0].shape)) + ge2_bf16_copy_bytes(ge2_shape_numel(l->in[1].shape));
+        const size_t need = need_of(l);
         most = need > most ? need : most;
     }
     return most;

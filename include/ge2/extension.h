@@ -67,10 +67,6 @@ enum {
      * planner may give it input 0's memory while both live, and the kernel
      * then has nothing to do (it must check out == in) */
     GE2_OPF_VIEW = 1u << 8,
-    /* a GEMM whose CUDA kernel, with bf16_operands, rounds in[0] and in[1]
-     * into bf16 copies in ge2_launch.scratch: the CUDA backend sizes the
-     * key's scratch for the largest such launch */
-    GE2_OPF_BF16_GEMM = 1u << 9,
 };
 
 /* A node of the graph (opaque here; its op's functions receive it). */
@@ -163,9 +159,9 @@ typedef struct ge2_launch {
     ge2_flat_pools pools;          /* optimizer ops */
     void *workspace;               /* CUDA: cuBLASLt workspace, allocated before capture */
     size_t workspace_bytes;
-    /* CUDA, precision BF16, ops with GE2_OPF_BF16_GEMM: device scratch the
-     * GEMM rounds copies of its operands into while it runs (at least
-     * ge2_bf16_copy_bytes of in[0] and of in[1]); shared by the key's
+    /* CUDA, precision BF16: device scratch for the bf16 copies of its
+     * operands a kernel makes while it runs (at least what its
+     * ge2_cuda_kernel.bf16_scratch_bytes asked); shared by the key's
      * launches on the step stream, so valid from the launch's start to its
      * end only. NULL otherwise. */
     void *scratch;
@@ -213,6 +209,11 @@ typedef struct ge2_cuda_kernel {
     ge2_status (*launch)(const ge2_launch *launch);
     void (*release)(ge2_launch *launch);
     const char *(*describe)(const ge2_launch *launch); /* which kernel/algorithm this node got */
+    /* Precision BF16 (launch->bf16_operands): the bytes of ge2_launch.scratch
+     * the launch needs (its operands' bf16 copies, say); the backend sizes
+     * each graph key's scratch for its largest launch before any prepare.
+     * NULL: none. */
+    size_t (*bf16_scratch_bytes)(const ge2_launch *launch);
 } ge2_cuda_kernel;
 
 /* ------------------------------------------------------ kernel candidates */

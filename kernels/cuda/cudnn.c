@@ -130,23 +130,38 @@ static ge2_status finalize_or_free(ge2_cudnn_desc d, ge2_cudnn_desc *out)
     return GE2_OK;
 }
 
-ge2_status ge2_cudnn_tensor(int64_t uid, int ndim, const int64_t *dims, ge2_cudnn_desc *out)
+ge2_status ge2_cudnn_tensor_of(const ge2_cudnn_tensor_spec *spec, ge2_cudnn_desc *out)
 {
-    int64_t strides[8], alignment = 4;
+    int64_t strides[8];
+    const int ndim = spec->ndim;
     if (ndim < 1 || ndim > 8)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_cudnn_tensor: %d dims", ndim);
     strides[ndim - 1] = 1;
     for (int i = ndim - 2; i >= 0; i--)
-        strides[i] = strides[i + 1] * dims[i + 1];
-    cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+        strides[i] = strides[i + 1] * spec->dims[i + 1];
+    if (spec->strides)
+        memcpy(strides, spec->strides, sizeof(int64_t) * (size_t)ndim);
+    const cudnnDataType_t type = (cudnnDataType_t)spec->data_type;
+    const int64_t alignment = spec->alignment ? spec->alignment : 16;
+    const bool is_virtual = spec->is_virtual, by_value = spec->by_value;
     ge2_cudnn_desc d;
     GE2_TRY(ge2_cudnn_new(CUDNN_BACKEND_TENSOR_DESCRIPTOR, &d));
-    SET(d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32);
-    SET(d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, ndim, dims);
+    SET(d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type);
+    SET(d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, ndim, spec->dims);
     SET(d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, ndim, strides);
-    SET(d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
+    SET(d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &spec->uid);
     SET(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &alignment);
+    if (is_virtual)
+        SET(d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual);
+    if (by_value)
+        SET(d, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &by_value);
     return finalize_or_free(d, out);
+}
+
+ge2_status ge2_cudnn_tensor(int64_t uid, int ndim, const int64_t *dims, ge2_cudnn_desc *out)
+{
+    const ge2_cudnn_tensor_spec spec = {uid, CUDNN_DATA_FLOAT, ndim, dims, NULL, false, false, 4};
+    return ge2_cudnn_tensor_of(&spec, out);
 }
 
 ge2_status ge2_cudnn_conv_desc(const int64_t stride[2], const int64_t padding[2], const int64_t dilation[2],
@@ -263,15 +278,15 @@ static void choose(ge2_cudnn_plan *cands, int n, const ge2_cudnn_timing *t, ge2_
     *out = cands[best];
 }
 
-ge2_status ge2_cudnn_plan_new(ge2_cudnn_desc op, bool tf32, const ge2_cudnn_timing *timing, int64_t prefer,
-                              ge2_cudnn_plan *out, char *why, size_t why_size)
+ge2_status ge2_cudnn_plan_new(const ge2_cudnn_desc *ops, int n_ops, bool reduced_ok, const ge2_cudnn_timing *timing,
+                              int64_t prefer, ge2_cudnn_plan *out, char *why, size_t why_size)
 {
     memset(out, 0, sizeof *out);
     snprintf(why, why_size, "no engine");
     ge2_cudnn_desc graph = NULL, heur = NULL;
     GE2_TRY(ge2_cudnn_new(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &graph));
     SET(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &cudnn.handle);
-    SET(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op);
+    SET(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, n_ops, ops);
     GE2_TRY(finalize_or_free(graph, &graph));
     cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
     ge2_status st = ge2_cudnn_new(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur);
@@ -312,7 +327,7 @@ ge2_status ge2_cudnn_plan_new(ge2_cudnn_desc op, bool tf32, const ge2_cudnn_timi
                 broken++;
                 continue;
             }
-            if ((pass == 0 && index != prefer) || (notes & never) || (!tf32 && (notes & reduced))) {
+            if ((pass == 0 && index != prefer) || (notes & never) || (!reduced_ok && (notes & reduced))) {
                 skipped++;
                 continue;
             }

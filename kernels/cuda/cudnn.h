@@ -33,6 +33,19 @@ const char *ge2_cudnn_version(void);
 /* An f32 tensor of the operation: its unique id (what the variant pack
  * names), up to 8 dims, row-major contiguous strides. */
 ge2_status ge2_cudnn_tensor(int64_t uid, int ndim, const int64_t *dims, ge2_cudnn_desc *out);
+/* Any tensor of an operation graph: data_type a cudnnDataType_t; strides
+ * NULL for row-major contiguous; a virtual tensor lives inside the fused
+ * kernel (its uid must still be unique); a by-value one is a scalar whose
+ * variant-pack pointer is host memory. */
+typedef struct ge2_cudnn_tensor_spec {
+    int64_t uid;
+    int data_type;
+    int ndim;
+    const int64_t *dims, *strides;
+    bool is_virtual, by_value;
+    int64_t alignment; /* bytes; 0: 16 */
+} ge2_cudnn_tensor_spec;
+ge2_status ge2_cudnn_tensor_of(const ge2_cudnn_tensor_spec *spec, ge2_cudnn_desc *out);
 /* A 2-D cross-correlation (PyTorch's convolution): f32 compute. */
 ge2_status ge2_cudnn_conv_desc(const int64_t stride[2], const int64_t padding[2], const int64_t dilation[2],
                                ge2_cudnn_desc *out);
@@ -63,18 +76,19 @@ typedef struct ge2_cudnn_timing {
     void *const *ptrs;
 } ge2_cudnn_timing;
 
-/* Builds the plan: heuristics mode A, then the engines in their order,
+/* Builds the plan of the graph of n_ops operations (in topological order):
+ * heuristics mode A, then the engines in their order,
  * skipping nondeterministic ones (replays must equal eager steps bitwise)
- * and, unless tf32, those that compute in reduced precision (tensor cores
- * on f32, down-converted inputs, FFT). Without timing the first that
+ * and, unless reduced_ok, those that compute in reduced precision (tensor
+ * cores on f32, down-converted inputs, FFT). Without timing the first that
  * finalizes wins; with it, up to GE2_CUDNN_TIMED of them are each run a few
  * times on the timing buffers and the fastest wins. prefer >= 0 (a choice
  * remembered from an earlier timing) takes that engine when it is allowed
  * and finalizes, untimed. On failure why says what (no engine, or the
  * first one's reason). */
 #define GE2_CUDNN_TIMED 8
-ge2_status ge2_cudnn_plan_new(ge2_cudnn_desc op, bool tf32, const ge2_cudnn_timing *timing, int64_t prefer,
-                              ge2_cudnn_plan *out, char *why, size_t why_size);
+ge2_status ge2_cudnn_plan_new(const ge2_cudnn_desc *ops, int n_ops, bool reduced_ok, const ge2_cudnn_timing *timing,
+                              int64_t prefer, ge2_cudnn_plan *out, char *why, size_t why_size);
 void ge2_cudnn_plan_free(ge2_cudnn_plan *plan);
 
 /* Runs the plan on stream over n tensors (uids[i] at ptrs[i]) with the

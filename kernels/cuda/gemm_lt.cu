@@ -22,40 +22,13 @@ extern "C" {
 #include "ops/ops.h"
 
 #include <cuda_bf16.h>
+
+#include "kernels/cuda/bf16_copy.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 // ------------------------------------------------------------------ kernels
-
-// Precision BF16: the operands rounded to bf16 (nearest even, as graph/bf16.h
-// and the CPU backend round them) into the launch's scratch, both in one
-// launch: a [0, n_a) -> a16, b [0, n_b) -> b16. Four elements a thread per
-// pass where x is 16-byte and y 8-byte aligned (a view may start anywhere),
-// one at a time otherwise and for the tail.
-__device__ void ge2_gemm_round_span(int64_t n, const float *x, __nv_bfloat16 *y, int64_t first, int64_t stride)
-{
-    int64_t done = 0;
-    if ((uintptr_t)x % 16 == 0 && (uintptr_t)y % 8 == 0) {
-        done = n / 4 * 4;
-        for (int64_t i = first; i < n / 4; i += stride) {
-            const float4 v = reinterpret_cast<const float4 *>(x)[i];
-            __nv_bfloat162 *out = reinterpret_cast<__nv_bfloat162 *>(y) + 2 * i;
-            out[0] = __floats2bfloat162_rn(v.x, v.y);
-            out[1] = __floats2bfloat162_rn(v.z, v.w);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride)
-        y[i] = __float2bfloat16_rn(x[i]);
-}
-
-__global__ void ge2_gemm_round_operands_kernel(int64_t n_a, const float *a, __nv_bfloat16 *a16, int64_t n_b,
-                                               const float *b, __nv_bfloat16 *b16)
-{
-    const int64_t first = blockIdx.x * (int64_t)blockDim.x + threadIdx.x, stride = (int64_t)gridDim.x * blockDim.x;
-    ge2_gemm_round_span(n_a, a, a16, first, stride);
-    ge2_gemm_round_span(n_b, b, b16, first, stride);
-}
 
 // The activation cuBLASLt has no epilogue for (or that must keep z): y = act(z).
 // z == y is allowed (in place when no stash is wanted).
@@ -426,12 +399,11 @@ ge2_status ge2_gemm_enqueue(const ge2_launch *launch, const char *op)
     ge2_gemm_ptrs g = gemm_ptrs(p, launch);
     const float one = 1.0f, zero = 0.0f;
     if (g.d && p->bf16 && p->span_a + p->span_b > 0) {
-        const int64_t longer = p->span_a > p->span_b ? p->span_a : p->span_b;
-        ge2_gemm_round_operands_kernel<<<ge2_cuda_blocks((longer + 3) / 4, GE2_CUDA_THREADS), GE2_CUDA_THREADS,
-                                         0, stream>>>(p->span_a, (const float *)launch->in[1].data,
-                                                      (__nv_bfloat16 *)g.a, p->span_b,
-                                                      (const float *)launch->in[0].data, (__nv_bfloat16 *)g.b);
-        GE2_CUDA_CHECK(launch, "ge2_gemm_round_operands_kernel");
+        // the operands rounded into the launch's scratch (kernels/cuda/bf16_copy.h)
+        ge2_bf16_spans spans = {0};
+        ge2_bf16_span_add(&spans, launch->in[1].data, (void *)g.a, p->span_a);
+        ge2_bf16_span_add(&spans, launch->in[0].data, (void *)g.b, p->span_b);
+        GE2_TRY(ge2_cuda_bf16_round(launch, &spans));
     }
     if (g.d) {
         LT_CHECK(cublasLtMatmul((cublasLtHandle_t)launch->blas, p->desc, &one, g.a, p->la, g.b,

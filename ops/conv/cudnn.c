@@ -170,7 +170,7 @@ static void scratch_free(void *ptrs[3])
 static ge2_status plan(const ge2_launch *l, conv_plan *p, char *why, size_t why_size)
 {
     if (!l->settings || !l->settings->autotune)
-        return ge2_cudnn_plan_new(p->op, l->tf32, NULL, -1, &p->plan, why, why_size);
+        return ge2_cudnn_plan_new(&p->op, 1, l->tf32, NULL, -1, &p->plan, why, why_size);
     char key[GE2_GEMM_KEY_MAX];
     bool keyed = cache_key(l, key, sizeof key);
     const char *path = l->settings->kernel_cache;
@@ -181,7 +181,7 @@ static ge2_status plan(const ge2_launch *l, conv_plan *p, char *why, size_t why_
     void *ptrs[3];
     bool scratch = prefer < 0 && scratch_new(l, ptrs);
     ge2_cudnn_timing timing = {l->stream, 3, uids, ptrs};
-    ge2_status st = ge2_cudnn_plan_new(p->op, l->tf32, scratch ? &timing : NULL, prefer, &p->plan, why, why_size);
+    ge2_status st = ge2_cudnn_plan_new(&p->op, 1, l->tf32, scratch ? &timing : NULL, prefer, &p->plan, why, why_size);
     if (scratch) {
         /* the timing ran on the launch's stream: done before the scratch goes */
         cudaStreamSynchronize((cudaStream_t)l->stream);

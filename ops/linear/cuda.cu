@@ -151,6 +151,13 @@ extern "C" void ge2_cuda_linear_release(ge2_launch *launch)
     launch->backend_data = NULL;
 }
 
+extern "C" size_t ge2_cuda_gemm_bf16_scratch_bytes(const ge2_launch *launch)
+{
+    return launch->n_in < 2 ? 0
+                            : ge2_bf16_copy_bytes(ge2_shape_numel(launch->in[0].shape)) +
+                                  ge2_bf16_copy_bytes(ge2_shape_numel(launch->in[1].shape));
+}
+
 extern "C" const char *ge2_cuda_linear_describe(const ge2_launch *launch)
 {
     const ge2_gemm_plan *p = (const ge2_gemm_plan *)launch->backend_data;

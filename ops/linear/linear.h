@@ -45,6 +45,8 @@ ge2_status ge2_cuda_matmul_prepare(ge2_launch *launch);
 ge2_status ge2_cuda_matmul_launch(const ge2_launch *launch);
 void ge2_cuda_matmul_release(ge2_launch *launch);
 const char *ge2_cuda_matmul_describe(const ge2_launch *launch);
+/* Precision BF16: bf16 copies of in[0] and in[1], which the GEMM multiplies */
+size_t ge2_cuda_gemm_bf16_scratch_bytes(const ge2_launch *launch);
 /* cuda_backward.cu: release and describe are LINEAR's */
 ge2_status ge2_cuda_linear_grad_input_prepare(ge2_launch *launch);
 ge2_status ge2_cuda_linear_grad_input_launch(const ge2_launch *launch);

@@ -7,11 +7,12 @@ const ge2_op_def ge2_op_def_linear = {
     .min_inputs = 2,
     .max_inputs = 3,
     .max_outputs = 2,
-    .flags = GE2_OPF_BF16_GEMM,
+    .flags = 0,
     .infer = ge2_infer_LINEAR,
     .backward = ge2_backward_linear,
     .cpu = ge2_cpu_linear,
-    .cuda = {ge2_cuda_linear_prepare, ge2_cuda_linear_launch, ge2_cuda_linear_release, ge2_cuda_linear_describe},
+    .cuda = {ge2_cuda_linear_prepare, ge2_cuda_linear_launch, ge2_cuda_linear_release, ge2_cuda_linear_describe,
+             ge2_cuda_gemm_bf16_scratch_bytes},
 };
 
 /* a, b -> op(a)·op(b) */
@@ -20,11 +21,12 @@ const ge2_op_def ge2_op_def_matmul = {
     .min_inputs = 2,
     .max_inputs = 2,
     .max_outputs = 1,
-    .flags = GE2_OPF_BF16_GEMM,
+    .flags = 0,
     .infer = ge2_infer_MATMUL,
     .backward = ge2_backward_matmul,
     .cpu = ge2_cpu_matmul,
-    .cuda = {ge2_cuda_matmul_prepare, ge2_cuda_matmul_launch, ge2_cuda_matmul_release, ge2_cuda_matmul_describe},
+    .cuda = {ge2_cuda_matmul_prepare, ge2_cuda_matmul_launch, ge2_cuda_matmul_release, ge2_cuda_matmul_describe,
+             ge2_cuda_gemm_bf16_scratch_bytes},
 };
 
 /* dz [B,out], w [out,in][, saved] -> (dz·w) ⊙ act'(saved) [B,in][, its column sums [in]] */
@@ -33,11 +35,12 @@ const ge2_op_def ge2_op_def_linear_grad_input = {
     .min_inputs = 2,
     .max_inputs = 3,
     .max_outputs = 2,
-    .flags = GE2_OPF_BF16_GEMM,
+    .flags = 0,
     .infer = ge2_infer_LINEAR_GRAD_INPUT,
     .backward = NULL,
     .cpu = ge2_cpu_linear_grad_input,
-    .cuda = {ge2_cuda_linear_grad_input_prepare, ge2_cuda_linear_grad_input_launch, ge2_cuda_linear_release, ge2_cuda_linear_describe},
+    .cuda = {ge2_cuda_linear_grad_input_prepare, ge2_cuda_linear_grad_input_launch, ge2_cuda_linear_release, ge2_cuda_linear_describe,
+             ge2_cuda_gemm_bf16_scratch_bytes},
 };
 
 /* dz [B,out], x [B,in] -> dzᵀ·x [out,in][, column sums of dz [out]] */
@@ -46,9 +49,10 @@ const ge2_op_def ge2_op_def_linear_grad_weight = {
     .min_inputs = 2,
     .max_inputs = 2,
     .max_outputs = 2,
-    .flags = GE2_OPF_BF16_GEMM,
+    .flags = 0,
     .infer = ge2_infer_LINEAR_GRAD_WEIGHT,
     .backward = NULL,
     .cpu = ge2_cpu_linear_grad_weight,
-    .cuda = {ge2_cuda_linear_grad_weight_prepare, ge2_cuda_linear_grad_weight_launch, ge2_cuda_linear_release, ge2_cuda_linear_describe},
+    .cuda = {ge2_cuda_linear_grad_weight_prepare, ge2_cuda_linear_grad_weight_launch, ge2_cuda_linear_release, ge2_cuda_linear_describe,
+             ge2_cuda_gemm_bf16_scratch_bytes},
 };
