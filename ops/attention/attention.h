@@ -69,13 +69,24 @@ ge2_status ge2_cpu_attention(const ge2_launch *l);
 ge2_status ge2_cpu_attention_grad(const ge2_launch *l);
 
 /* cuda.cu (f32): enqueue on launch->stream, capturable. prepare grants the
- * tiled kernels their shared memory; describe names the kernel a launch
- * runs (the kernel report). */
+ * tiled kernels their shared memory (and asks cudnn.c under bf16);
+ * describe names the kernel a launch runs (the kernel report). */
 ge2_status ge2_cuda_attention_prepare(ge2_launch *launch);
-void ge2_cuda_attention_release(ge2_launch *launch);
 const char *ge2_cuda_attention_describe(const ge2_launch *launch);
 ge2_status ge2_cuda_attention_launch(const ge2_launch *launch);
 ge2_status ge2_cuda_attention_grad_launch(const ge2_launch *launch);
+
+/* cudnn.c: precision BF16 through cuDNN's fused attention. scratch_bytes:
+ * what the launch needs of ge2_launch.scratch (0: cuDNN does not take it);
+ * prepare (bf16 launches) makes the launch's backend_data: its plan, or the
+ * reason the fp32 kernels (described by fallback) run; runs says which;
+ * launch enqueues the copies, the plan and the widening. */
+size_t ge2_cudnn_attention_scratch_bytes(const ge2_launch *launch);
+ge2_status ge2_cudnn_attention_prepare(ge2_launch *launch, const char *fallback);
+bool ge2_cudnn_attention_runs(const ge2_launch *launch);
+void ge2_cudnn_attention_release(ge2_launch *launch);
+const char *ge2_cudnn_attention_describe(const ge2_launch *launch);
+ge2_status ge2_cudnn_attention_launch(const ge2_launch *launch);
 
 /* ops.c */
 extern const ge2_op_def ge2_op_def_attention;

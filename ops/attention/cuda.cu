@@ -542,13 +542,20 @@ static ge2_shape attn_q_shape(const ge2_launch *l)
     return l->in[l->node->op == GE2_OP_ATTENTION ? 0 : 1].shape;
 }
 
-// Before warm-up and capture: a tiled kernel's shared memory past the
-// default 48 KiB is granted here, once per graph key.
+static const char *attn_kernel_name(const attn_run &r)
+{
+    return r.tiled ? "ge2 tiled attention (64 x 64 tiles, fp32)" : "ge2 attention, a warp per row (fp32)";
+}
+
+// Before warm-up and capture: under precision BF16 cuDNN's plan (cudnn.c),
+// else a tiled kernel's shared memory past the default 48 KiB is granted
+// here, once per graph key.
 extern "C" ge2_status ge2_cuda_attention_prepare(ge2_launch *l)
 {
     attn_run r;
     GE2_TRY(attn_run_of(l, attn_q_shape(l), &r));
-    if (!r.tiled)
+    GE2_TRY(ge2_cudnn_attention_prepare(l, attn_kernel_name(r)));
+    if (!r.tiled || ge2_cudnn_attention_runs(l))
         return GE2_OK;
     if (l->node->op == GE2_OP_ATTENTION)
         return ge2_cuda_check_call(l, cudaFuncSetAttribute(ge2_attention_tiled_kernel,
@@ -565,20 +572,20 @@ extern "C" ge2_status ge2_cuda_attention_prepare(ge2_launch *l)
                                "cudaFuncSetAttribute");
 }
 
-// prepare holds nothing: a kernel attribute outlives every graph key
-extern "C" void ge2_cuda_attention_release(ge2_launch *l) { (void)l; }
-
 extern "C" const char *ge2_cuda_attention_describe(const ge2_launch *l)
 {
+    const char *bf16 = ge2_cudnn_attention_describe(l);
     attn_run r;
-    if (attn_run_of(l, attn_q_shape(l), &r) != GE2_OK)
-        return "cuda kernel";
-    return r.tiled ? "ge2 tiled attention (64 x 64 tiles, fp32)" : "ge2 attention, a warp per row (fp32)";
+    if (bf16)
+        return bf16;
+    return attn_run_of(l, attn_q_shape(l), &r) == GE2_OK ? attn_kernel_name(r) : "cuda kernel";
 }
 
 extern "C" ge2_status ge2_cuda_attention_launch(const ge2_launch *l)
 {
     GE2_TRY(ge2_cuda_require_f32(l, 0));
+    if (ge2_cudnn_attention_runs(l))
+        return ge2_cudnn_attention_launch(l);
     attn_run r;
     GE2_TRY(attn_run_of(l, l->in[0].shape, &r));
     if (r.rows == 0)
@@ -612,6 +619,8 @@ static ge2_status attn_delta(const ge2_launch *l, const attn_run &r, float **del
 extern "C" ge2_status ge2_cuda_attention_grad_launch(const ge2_launch *l)
 {
     GE2_TRY(ge2_cuda_require_f32(l, 0));
+    if (ge2_cudnn_attention_runs(l))
+        return ge2_cudnn_attention_launch(l);
     attn_run r;
     GE2_TRY(attn_run_of(l, l->in[1].shape, &r));
     float *dq = OUT(0), *dk = OUT(1), *dv = OUT(2);

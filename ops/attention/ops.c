@@ -11,8 +11,8 @@ const ge2_op_def ge2_op_def_attention = {
     .infer = ge2_infer_ATTENTION,
     .backward = ge2_backward_attention,
     .cpu = ge2_cpu_attention,
-    .cuda = {ge2_cuda_attention_prepare, ge2_cuda_attention_launch, ge2_cuda_attention_release,
-             ge2_cuda_attention_describe},
+    .cuda = {ge2_cuda_attention_prepare, ge2_cuda_attention_launch, ge2_cudnn_attention_release,
+             ge2_cuda_attention_describe, ge2_cudnn_attention_scratch_bytes},
 };
 
 /* dy, q, k, v, y, lse -> dq, dk, dv */
@@ -25,6 +25,6 @@ const ge2_op_def ge2_op_def_attention_grad = {
     .infer = ge2_infer_ATTENTION_GRAD,
     .backward = NULL,
     .cpu = ge2_cpu_attention_grad,
-    .cuda = {ge2_cuda_attention_prepare, ge2_cuda_attention_grad_launch, ge2_cuda_attention_release,
-             ge2_cuda_attention_describe},
+    .cuda = {ge2_cuda_attention_prepare, ge2_cuda_attention_grad_launch, ge2_cudnn_attention_release,
+             ge2_cuda_attention_describe, ge2_cudnn_attention_scratch_bytes},
 };

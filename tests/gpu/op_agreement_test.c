@@ -43,6 +43,10 @@
 
 #define RTOL 1e-5
 #define RTOL_GEMM 1e-4
+/* Attention under precision BF16: cuDNN multiplies bf16 copies of q, k, v
+ * (and the probabilities) where the CPU reference computes in fp32, so
+ * they agree to bf16's precision, 2^-8, relative to the largest value */
+#define RTOL_BF16_ATTENTION 1e-2
 
 /* test_gemm_op_agrees_bf16: every launch of the case with precision BF16.
  * Both backends round each GEMM operand to the same bf16 bits (nearest
@@ -218,6 +222,13 @@ static bool gemm_op(ge2_op op)
     return op == GE2_OP_LINEAR || op == GE2_OP_MATMUL || op == GE2_OP_LINEAR_GRAD_INPUT ||
            op == GE2_OP_LINEAR_GRAD_WEIGHT;
 }
+
+static bool attention_op(ge2_op op) { return op == GE2_OP_ATTENTION || op == GE2_OP_ATTENTION_GRAD; }
+
+/* Set by large_attention under bf16 for the shapes cuDNN's attention must
+ * take: check_graph then fails an attention launch that fell back to the
+ * fp32 kernels (their description says why) */
+static bool want_cudnn_attention;
 
 /* LINEAR's relu bit-mask (u8 [B, row bytes], its output 1): the first n bits
  * of each row mean something, n = y's width; the padding is whatever the
@@ -410,6 +421,11 @@ static void check_graph(const char *label, const ge2_graph *g, const ge2_feed *f
         const char *name = ge2_op_name(node->op);
         ck_assert_msg(ge2_op_def_of(node->op)->cpu(&lc) == GE2_OK, "%s: CPU kernel: %s", name, ge2_last_error());
         cuda_prepare(&lg);
+        if (want_cudnn_attention && attention_op(node->op)) {
+            const char *kernel = ge2_op_def_of(node->op)->cuda.describe(&lg);
+            printf("%s: %s: %s\n", label, name, kernel);
+            ck_assert_msg(strncmp(kernel, "cuDNN", 5) == 0, "%s: %s ran %s", label, name, kernel);
+        }
         cuda_enqueue(&lg);
         CK_CUDA(cudaStreamSynchronize(d.stream));
         lgs[n_lgs++] = lg;
@@ -430,7 +446,9 @@ static void check_graph(const char *label, const ge2_graph *g, const ge2_feed *f
                 assert_same_bits(what, (const uint16_t *)got, cpu[y->id], numel);
             else
                 assert_close(what, got, cpu[y->id], numel,
-                             gemm_op(node->op) ? RTOL_GEMM : RTOL,
+                             bf16_launches && attention_op(node->op) ? RTOL_BF16_ATTENTION
+                             : gemm_op(node->op)                     ? RTOL_GEMM
+                                                                     : RTOL,
                              in_scale);
             /* later nodes read the CPU's values on both sides, so one
              * disagreement is reported where it starts, not downstream */
@@ -716,7 +734,9 @@ static void large_attention(void)
         int64_t batch, heads, t, d;
         bool causal, bthd;
     } cases[] = {{2, 3, 150, 64, true, false}, {1, 2, 130, 40, false, false}, {1, 1, 70, 100, true, false},
-                 {2, 3, 150, 64, true, true},  {1, 2, 130, 40, false, true}, {2, 2, 70, 100, true, true}};
+                 {2, 3, 150, 64, true, true},  {1, 2, 130, 40, false, true}, {2, 2, 70, 100, true, true},
+                 /* shapes cuDNN's attention takes under bf16 (a multiple of 128 positions on cuDNN 9.14) */
+                 {2, 3, 128, 64, true, true},  {2, 2, 256, 32, false, false}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const ge2_shape s = cases[c].bthd ? ge2_shape4(cases[c].batch, cases[c].t, cases[c].heads, cases[c].d)
                                           : ge2_shape4(cases[c].batch, cases[c].heads, cases[c].t, cases[c].d);
@@ -733,7 +753,9 @@ static void large_attention(void)
         ge2_feed feeds[] = {{up, ud, s}};
         char label[64];
         snprintf(label, sizeof label, "large attention %zu", c);
+        want_cudnn_attention = bf16_launches && cases[c].t % 128 == 0 && cases[c].d % 8 == 0;
         check_graph(label, g, feeds, 1);
+        want_cudnn_attention = false;
         free(ud);
         ge2_graph_free(g);
     }
@@ -839,6 +861,17 @@ START_TEST(test_large_graphs_agree)
     large_moves();
     large_embedding();
     large_bias_gradients();
+}
+END_TEST
+
+/* Attention with precision BF16: cuDNN's fused attention where it takes
+ * the shape (check the kernel report's line in the log), the fp32 kernels
+ * elsewhere, against the fp32 CPU reference at bf16's precision; replay
+ * equals eager bitwise (check_capture), so the backward is deterministic. */
+START_TEST(test_large_attention_bf16)
+{
+    bf16_launches = true; /* Check forks this test: the flag dies with it */
+    large_attention();
 }
 END_TEST
 
@@ -1338,6 +1371,7 @@ int main(void)
     tcase_add_test(tc, test_bf16_gemm_rounds_operands);
     tcase_add_test(tc, test_large_graphs_agree_tiled);
     tcase_add_test(tc, test_large_bias_gradients_bf16);
+    tcase_add_test(tc, test_large_attention_bf16);
     tcase_add_loop_test(tc, test_optimizer_agrees, 0, N_OPT_CASES);
     tcase_add_loop_test(tc, test_per_parameter_optimizer_agrees, 0, N_OPT_CASES);
     tcase_add_test(tc, test_cross_entropy_deterministic);

@@ -1,0 +1,522 @@
+/* ATTENTION and ATTENTION_GRAD under precision BF16 on CUDA: cuDNN 9's fused
+ * flash attention (the engines PyTorch's bf16 SDPA runs), built through the
+ * backend API as the operation graphs cudnn-frontend lowers
+ * sdpa / sdpa_backward to, which cuDNN 9.14 through 9.19 recognise:
+ *
+ *   forward:  S = scale·Q·Kᵀ, causal mask (GEN_INDEX row >= col, else -inf),
+ *             softmax by MAX, SUB, EXP, ADD, LOG (Stats = M + ln Z, the
+ *             log-sum-exp our lse holds) and DIV into a bf16 P, O = P·V;
+ *   backward: softmax_sum = rowsum(dO ⊙ O), P again from Stats, dV = Pᵀ·dO,
+ *             dS = scale·P ⊙ (dO·Vᵀ - softmax_sum), dK = dSᵀ·Q, dQ = dS·K
+ *             written directly: the deterministic form (no fp32 dQ
+ *             accumulator summed with atomics), so replays equal eager steps.
+ *
+ * Operands: bf16 copies of q, k, v (and dy, y) rounded into the launch's
+ * scratch in their own layout, which the tensors' strides describe (heads
+ * inside or outside the positions); cuDNN writes bf16 y (dq, dk, dv) there,
+ * widened into the fp32 outputs, and Stats straight into lse. Plans are
+ * built once per shape for the whole process (the six layers of a GPT
+ * share one) before capture, and their workspace is part of the scratch
+ * the backend sizes per graph key (bf16_scratch_bytes). Where cuDNN or an
+ * engine is missing, or the shape is not one it takes, the fp32 kernels
+ * run (the kernel report says why). */
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cudnn_graph.h>
+
+#include "graph/alloc.h"
+#include "kernels/cuda/bf16_copy.h"
+#include "kernels/cuda/cudnn.h"
+#include "ops/attention/attention.h"
+
+/* The non-virtual tensors' ids (the variant pack's) */
+enum { U_Q = 1, U_K, U_V, U_O, U_STATS, U_DO, U_DQ, U_DK, U_DV, U_SCALE, U_NEG_INF, U_ONE, U_SOFTMAX_SUM };
+
+/* One shape of attention: [b, h, t, d] with the heads h inside the
+ * positions (ge2_attn_geom's h; 1 when outside, the batch then counting
+ * every head). */
+typedef struct sdpa_key {
+    bool backward, causal;
+    int64_t b, h, t, d;
+} sdpa_key;
+
+/* ------------------------------------------------------- the graphs */
+
+#define SDPA_MAX_DESCS 112
+#define SDPA_MAX_OPS 24
+
+typedef struct sdpa_graph {
+    ge2_cudnn_desc owned[SDPA_MAX_DESCS]; /* every descriptor made, kept for the plan's life */
+    int n_owned;
+    ge2_cudnn_desc ops[SDPA_MAX_OPS];
+    int n_ops;
+    int64_t next_virtual_uid;
+    ge2_status st; /* the first failure; later calls do nothing */
+} sdpa_graph;
+
+static ge2_cudnn_desc own(sdpa_graph *g, ge2_status st, ge2_cudnn_desc d)
+{
+    if (st != GE2_OK || g->n_owned == SDPA_MAX_DESCS) {
+        g->st = st != GE2_OK ? st : ge2_error(GE2_ERR_STATE, "cuDNN attention: more than %d descriptors",
+                                                SDPA_MAX_DESCS);
+        ge2_cudnn_free(d);
+        return NULL;
+    }
+    return g->owned[g->n_owned++] = d;
+}
+
+static ge2_cudnn_desc tensor(sdpa_graph *g, int64_t uid, int type, const int64_t dims[4], const int64_t strides[4],
+                             bool is_virtual, bool by_value)
+{
+    if (g->st != GE2_OK)
+        return NULL;
+    const ge2_cudnn_tensor_spec spec = {uid, type, 4, dims, strides, is_virtual, by_value, 16};
+    ge2_cudnn_desc d = NULL;
+    ge2_status st = ge2_cudnn_tensor_of(&spec, &d);
+    return own(g, st, d);
+}
+
+static ge2_cudnn_desc virtual_tensor(sdpa_graph *g, int type, const int64_t dims[4], const int64_t strides[4])
+{
+    return tensor(g, g->next_virtual_uid++, type, dims, strides, true, false);
+}
+
+/* A descriptor of type with attributes (name, type, count, values) set and finalized */
+typedef struct sdpa_attr {
+    int name, type;
+    int64_t count;
+    const void *values;
+} sdpa_attr;
+
+static ge2_cudnn_desc described(sdpa_graph *g, int type, const sdpa_attr *attrs, int n)
+{
+    if (g->st != GE2_OK)
+        return NULL;
+    ge2_cudnn_desc d = NULL;
+    ge2_status st = ge2_cudnn_new(type, &d);
+    for (int i = 0; st == GE2_OK && i < n; i++)
+        if (attrs[i].values)
+            st = ge2_cudnn_set(d, attrs[i].name, attrs[i].type, attrs[i].count, attrs[i].values);
+    if (st == GE2_OK)
+        st = ge2_cudnn_finalize(d);
+    return own(g, st, d);
+}
+
+static void add_op(sdpa_graph *g, ge2_cudnn_desc op)
+{
+    if (g->st != GE2_OK || !op)
+        return;
+    if (g->n_ops == SDPA_MAX_OPS) {
+        g->st = ge2_error(GE2_ERR_STATE, "cuDNN attention: more than %d operations", SDPA_MAX_OPS);
+        return;
+    }
+    g->ops[g->n_ops++] = op;
+}
+
+/* y = mode(x[, b[, t]]) in precision prec; axis for GEN_INDEX (else < 0) */
+static void pointwise(sdpa_graph *g, cudnnPointwiseMode_t mode, cudnnDataType_t prec, ge2_cudnn_desc x,
+                      ge2_cudnn_desc b, ge2_cudnn_desc t, ge2_cudnn_desc y, int64_t axis)
+{
+    const sdpa_attr pw[] = {{CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode},
+                            {CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec},
+                            {CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, axis >= 0 ? &axis : NULL}};
+    ge2_cudnn_desc desc = described(g, CUDNN_BACKEND_POINTWISE_DESCRIPTOR, pw, 3);
+    const float one = 1.0f;
+    const sdpa_attr op[] = {
+        {CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &desc},
+        {CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x},
+        {CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, b ? &b : NULL},
+        {CUDNN_ATTR_OPERATION_POINTWISE_TDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, t ? &t : NULL},
+        {CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y},
+        {CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1, CUDNN_TYPE_FLOAT, 1, &one},
+        {CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2, CUDNN_TYPE_FLOAT, 1, &one}};
+    add_op(g, described(g, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, op, 7));
+}
+
+/* y = the sum or max of x over the dims where y has 1 */
+static void reduction(sdpa_graph *g, cudnnReduceTensorOp_t which, ge2_cudnn_desc x, ge2_cudnn_desc y)
+{
+    const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+    const sdpa_attr red[] = {{CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32},
+                             {CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &which}};
+    ge2_cudnn_desc desc = described(g, CUDNN_BACKEND_REDUCTION_DESCRIPTOR, red, 2);
+    const sdpa_attr op[] = {{CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &desc},
+                            {CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x},
+                            {CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y}};
+    add_op(g, described(g, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, op, 3));
+}
+
+/* c [b, h, m, n] = a [b, h, m, k] · b [b, h, k, n], fp32 sums */
+static void matmul(sdpa_graph *g, ge2_cudnn_desc a, ge2_cudnn_desc b, ge2_cudnn_desc c)
+{
+    const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+    const sdpa_attr mm[] = {{CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32}};
+    ge2_cudnn_desc desc = described(g, CUDNN_BACKEND_MATMUL_DESCRIPTOR, mm, 1);
+    const sdpa_attr op[] = {{CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &a},
+                            {CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b},
+                            {CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c},
+                            {CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &desc}};
+    add_op(g, described(g, CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, op, 4));
+}
+
+/* y: x seen through other dims and strides (a transpose) */
+static void reshape(sdpa_graph *g, ge2_cudnn_desc x, ge2_cudnn_desc y)
+{
+    const sdpa_attr op[] = {{CUDNN_ATTR_OPERATION_RESHAPE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x},
+                            {CUDNN_ATTR_OPERATION_RESHAPE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y}};
+    add_op(g, described(g, CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR, op, 2));
+}
+
+/* The shapes and strides the graphs use */
+typedef struct sdpa_dims {
+    int64_t rows[4], rows_t[4];             /* q, k, v, y [b, h, t, d] and k, v as [b, h, d, t] */
+    int64_t row_strides[4], row_strides_t[4];
+    int64_t scores[4], score_strides[4], score_strides_t[4]; /* [b, h, t, t], and transposed */
+    int64_t stats[4], stats_strides[4];     /* [b, h, t, 1]: lse's layout */
+    int64_t sums_strides[4];                /* softmax_sum, dense [b, h, t, 1] */
+    int64_t scalar[4];
+} sdpa_dims;
+
+static sdpa_dims dims_of(const sdpa_key *k)
+{
+    const int64_t b = k->b, h = k->h, t = k->t, d = k->d;
+    /* element (bb, hh, tt, dd) of q is at ((bb·t + tt)·h + hh)·d + dd (ge2_attn_row) */
+    sdpa_dims s = {{b, h, t, d}, {b, h, d, t}, {t * h * d, d, h * d, 1}, {t * h * d, d, 1, h * d},
+                   {b, h, t, t}, {h * t * t, t * t, t, 1}, {h * t * t, t * t, 1, t},
+                   {b, h, t, 1}, {t * h, 1, h, 1}, {h * t, t, 1, 1}, {1, 1, 1, 1}};
+    return s;
+}
+
+/* x where row >= column (query sees key), else -inf */
+static ge2_cudnn_desc causal_mask(sdpa_graph *g, const sdpa_dims *s, ge2_cudnn_desc x, ge2_cudnn_desc neg_inf)
+{
+    ge2_cudnn_desc row = virtual_tensor(g, CUDNN_DATA_INT32, s->scores, s->score_strides);
+    ge2_cudnn_desc col = virtual_tensor(g, CUDNN_DATA_INT32, s->scores, s->score_strides);
+    pointwise(g, CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, x, NULL, NULL, row, 2);
+    pointwise(g, CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, x, NULL, NULL, col, 3);
+    ge2_cudnn_desc keep = virtual_tensor(g, CUDNN_DATA_BOOLEAN, s->scores, s->score_strides);
+    pointwise(g, CUDNN_POINTWISE_CMP_GE, CUDNN_DATA_BOOLEAN, row, col, NULL, keep, -1);
+    ge2_cudnn_desc y = virtual_tensor(g, CUDNN_DATA_FLOAT, s->scores, s->score_strides);
+    pointwise(g, CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, x, neg_inf, keep, y, -1);
+    return y;
+}
+
+static void build_forward(sdpa_graph *g, const sdpa_key *k)
+{
+    const sdpa_dims s = dims_of(k);
+    const int bf16 = CUDNN_DATA_BFLOAT16, f32 = CUDNN_DATA_FLOAT;
+    ge2_cudnn_desc q = tensor(g, U_Q, bf16, s.rows, s.row_strides, false, false);
+    ge2_cudnn_desc kt = tensor(g, U_K, bf16, s.rows_t, s.row_strides_t, false, false);
+    ge2_cudnn_desc v = tensor(g, U_V, bf16, s.rows, s.row_strides, false, false);
+    ge2_cudnn_desc o = tensor(g, U_O, bf16, s.rows, s.row_strides, false, false);
+    ge2_cudnn_desc stats = tensor(g, U_STATS, f32, s.stats, s.stats_strides, false, false);
+    ge2_cudnn_desc scale = tensor(g, U_SCALE, f32, s.scalar, s.scalar, false, true);
+    ge2_cudnn_desc neg_inf = k->causal ? tensor(g, U_NEG_INF, f32, s.scalar, s.scalar, false, true) : NULL;
+
+    ge2_cudnn_desc s0 = virtual_tensor(g, f32, s.scores, s.score_strides);
+    matmul(g, q, kt, s0);
+    ge2_cudnn_desc s1 = virtual_tensor(g, f32, s.scores, s.score_strides);
+    pointwise(g, CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, s0, scale, NULL, s1, -1);
+    ge2_cudnn_desc s2 = k->causal ? causal_mask(g, &s, s1, neg_inf) : s1;
+    ge2_cudnn_desc m = virtual_tensor(g, f32, s.stats, s.sums_strides);
+    reduction(g, CUDNN_REDUCE_TENSOR_MAX, s2, m);
+    ge2_cudnn_desc s3 = virtual_tensor(g, f32, s.scores, s.score_strides);
+    pointwise(g, CUDNN_POINTWISE_SUB, CUDNN_DATA_FLOAT, s2, m, NULL, s3, -1);
+    ge2_cudnn_desc e = virtual_tensor(g, f32, s.scores, s.score_strides);
+    pointwise(g, CUDNN_POINTWISE_EXP, CUDNN_DATA_FLOAT, s3, NULL, NULL, e, -1);
+    ge2_cudnn_desc z = virtual_tensor(g, f32, s.stats, s.sums_strides);
+    reduction(g, CUDNN_REDUCE_TENSOR_ADD, e, z);
+    ge2_cudnn_desc log_z = virtual_tensor(g, f32, s.stats, s.sums_strides);
+    pointwise(g, CUDNN_POINTWISE_LOG, CUDNN_DATA_FLOAT, z, NULL, NULL, log_z, -1);
+    pointwise(g, CUDNN_POINTWISE_ADD, CUDNN_DATA_FLOAT, m, log_z, NULL, stats, -1);
+    ge2_cudnn_desc p = virtual_tensor(g, bf16, s.scores, s.score_strides); /* P·V multiplies bf16 */
+    pointwise(g, CUDNN_POINTWISE_DIV, CUDNN_DATA_FLOAT, e, z, NULL, p, -1);
+    matmul(g, p, v, o);
+}
+
+static void build_backward(sdpa_graph *g, const sdpa_key *k)
+{
+    const sdpa_dims s = dims_of(k);
+    const int bf16 = CUDNN_DATA_BFLOAT16, f32 = CUDNN_DATA_FLOAT;
+    ge2_cudnn_desc q = tensor(g, U_Q, bf16, s.rows, s.row_strides, false, false);
+    ge2_cudnn_desc kt = tensor(g, U_K, bf16, s.rows_t, s.row_strides_t, false, false);
+    ge2_cudnn_desc vt = tensor(g, U_V, bf16, s.rows_t, s.row_strides_t, false, false);
+    ge2_cudnn_desc o = tensor(g, U_O, bf16, s.rows, s.row_strides, false, false);
+    ge2_cudnn_desc d_o = tensor(g, U_DO, bf16, s.rows, s.row_strides, false, false);
+    ge2_cudnn_desc stats = tensor(g, U_STATS, f32, s.stats, s.stats_strides, false, false);
+    ge2_cudnn_desc dq = tensor(g, U_DQ, bf16, s.rows, s.row_strides, false, false);
+    ge2_cudnn_desc dk = tensor(g, U_DK, bf16, s.rows, s.row_strides, false, false);
+    ge2_cudnn_desc dv = tensor(g, U_DV, bf16, s.rows, s.row_strides, false, false);
+    ge2_cudnn_desc scale = tensor(g, U_SCALE, f32, s.scalar, s.scalar, false, true);
+    ge2_cudnn_desc neg_inf = k->causal ? tensor(g, U_NEG_INF, f32, s.scalar, s.scalar, false, true) : NULL;
+    ge2_cudnn_desc one = tensor(g, U_ONE, f32, s.scalar, s.scalar, false, true);
+    ge2_cudnn_desc softmax_sum = tensor(g, U_SOFTMAX_SUM, f32, s.stats, s.sums_strides, false, false);
+
+    /* softmax_sum = rowsum(dO ⊙ O) */
+    ge2_cudnn_desc x0 = virtual_tensor(g, f32, s.rows, s.row_strides);
+    pointwise(g, CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, d_o, o, NULL, x0, -1);
+    ge2_cudnn_desc x1 = virtual_tensor(g, f32, s.stats, s.sums_strides);
+    reduction(g, CUDNN_REDUCE_TENSOR_ADD, x0, x1);
+    pointwise(g, CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, x1, one, NULL, softmax_sum, -1);
+    /* P = exp(mask(scale·Q·Kᵀ - Stats)) */
+    ge2_cudnn_desc s0 = virtual_tensor(g, f32, s.scores, s.score_strides);
+    matmul(g, q, kt, s0);
+    ge2_cudnn_desc s1 = virtual_tensor(g, f32, s.scores, s.score_strides);
+    pointwise(g, CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, s0, scale, NULL, s1, -1);
+    ge2_cudnn_desc s2 = virtual_tensor(g, f32, s.scores, s.score_strides);
+    pointwise(g, CUDNN_POINTWISE_SUB, CUDNN_DATA_FLOAT, s1, stats, NULL, s2, -1);
+    ge2_cudnn_desc s3 = k->causal ? causal_mask(g, &s, s2, neg_inf) : s2;
+    ge2_cudnn_desc p = virtual_tensor(g, f32, s.scores, s.score_strides);
+    pointwise(g, CUDNN_POINTWISE_EXP, CUDNN_DATA_FLOAT, s3, NULL, NULL, p, -1);
+    /* dV = Pᵀ·dO */
+    ge2_cudnn_desc pt = virtual_tensor(g, bf16, s.scores, s.score_strides_t);
+    reshape(g, p, pt);
+    matmul(g, pt, d_o, dv);
+    /* dS = scale·P ⊙ (dO·Vᵀ - softmax_sum) */
+    ge2_cudnn_desc dp = virtual_tensor(g, f32, s.scores, s.score_strides);
+    matmul(g, d_o, vt, dp);
+    ge2_cudnn_desc a1 = virtual_tensor(g, f32, s.scores, s.score_strides);
+    pointwise(g, CUDNN_POINTWISE_SUB, CUDNN_DATA_FLOAT, dp, softmax_sum, NULL, a1, -1);
+    ge2_cudnn_desc a2 = virtual_tensor(g, f32, s.scores, s.score_strides);
+    pointwise(g, CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, a1, p, NULL, a2, -1);
+    ge2_cudnn_desc ds = virtual_tensor(g, f32, s.scores, s.score_strides);
+    pointwise(g, CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, a2, scale, NULL, ds, -1);
+    /* dK = dSᵀ·Q */
+    ge2_cudnn_desc dst = virtual_tensor(g, bf16, s.scores, s.score_strides_t);
+    reshape(g, ds, dst);
+    matmul(g, dst, q, dk);
+    /* dQ = dS·K, K seen again as [b, h, t, d]: straight into dQ, no atomics */
+    ge2_cudnn_desc kv = virtual_tensor(g, f32, s.rows, s.row_strides);
+    reshape(g, kt, kv);
+    matmul(g, ds, kv, dq);
+}
+
+/* ------------------------------------------------------- the plans */
+
+typedef struct sdpa_plan {
+    sdpa_key key;
+    ge2_status status; /* GE2_OK: plan usable; else why says what */
+    char why[160];
+    ge2_cudnn_plan plan;
+    sdpa_graph graph;
+} sdpa_plan;
+
+#define SDPA_MAX_PLANS 32
+
+static struct {
+    pthread_mutex_t lock;
+    sdpa_plan *plans[SDPA_MAX_PLANS];
+    int n;
+} cache = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static bool same_key(const sdpa_key *a, const sdpa_key *b)
+{
+    return a->backward == b->backward && a->causal == b->causal && a->b == b->b && a->h == b->h && a->t == b->t &&
+           a->d == b->d;
+}
+
+/* The plan of key, built on first use; NULL when out of room or memory. */
+static const sdpa_plan *plan_of(const sdpa_key *key)
+{
+    pthread_mutex_lock(&cache.lock);
+    sdpa_plan *found = NULL;
+    for (int i = 0; i < cache.n && !found; i++)
+        if (same_key(&cache.plans[i]->key, key))
+            found = cache.plans[i];
+    if (!found && cache.n < SDPA_MAX_PLANS && (found = ge2_calloc(1, sizeof *found))) {
+        found->key = *key;
+        found->graph.next_virtual_uid = 100;
+        (key->backward ? build_backward : build_forward)(&found->graph, key);
+        found->status = found->graph.st;
+        if (found->status == GE2_OK)
+            found->status = ge2_cudnn_plan_new(found->graph.ops, found->graph.n_ops, true, NULL, -1, &found->plan,
+                                               found->why, sizeof found->why);
+        else
+            snprintf(found->why, sizeof found->why, "%s", ge2_last_error());
+        if (found->status != GE2_OK && found->why[0] == '\0')
+            snprintf(found->why, sizeof found->why, "%s", ge2_last_error());
+        cache.plans[cache.n++] = found;
+    }
+    pthread_mutex_unlock(&cache.lock);
+    return found;
+}
+
+/* ------------------------------------------------ launches and scratch */
+
+/* What a launch needs of cuDNN: its shape, or why it takes the fp32 kernels */
+static bool key_of(const ge2_launch *l, sdpa_key *key, char *why, size_t why_size)
+{
+    const bool backward = l->node->op == GE2_OP_ATTENTION_GRAD;
+    const ge2_view *q = &l->in[backward ? 1 : 0];
+    const ge2_attn_geom g = ge2_attn_geom_of(q->shape, &l->node->attrs.attention);
+    if (!l->bf16_operands) {
+        snprintf(why, why_size, "fp32");
+        return false;
+    }
+    if (q->dtype != GE2_F32) {
+        snprintf(why, why_size, "%s operands", ge2_dtype_name(q->dtype));
+        return false;
+    }
+    if (g.d % 8 != 0 || g.d > 128 || g.t < 2) {
+        snprintf(why, why_size, "cuDNN takes head sizes of 8 to 128 in steps of 8 and 2 positions or more, not %lld "
+                 "x %lld", (long long)g.t, (long long)g.d);
+        return false;
+    }
+    if (ge2_cudnn_available() != GE2_OK) {
+        snprintf(why, why_size, "%s", ge2_last_error());
+        return false;
+    }
+    /* cuDNN up to 9.15.0 can fault in a replayed backward whose key count is
+     * not a multiple of 128 (cudnn-frontend works around it with a padding
+     * mask, fixed in 9.15.1); both directions go to cuDNN or neither */
+    unsigned major = 0, minor = 0, patch = 0;
+    if (sscanf(ge2_cudnn_version(), "cuDNN %u.%u.%u", &major, &minor, &patch) == 3 &&
+        major * 10000 + minor * 100 + patch < 91501 && g.t % 128 != 0) {
+        snprintf(why, why_size, "%s needs a multiple of 128 positions, not %lld", ge2_cudnn_version(),
+                 (long long)g.t);
+        return false;
+    }
+    *key = (sdpa_key){backward, l->node->attrs.attention.causal, g.heads / g.h, g.h, g.t, g.d};
+    return true;
+}
+
+/* Where each part lives in the scratch: offsets in bytes */
+typedef struct sdpa_layout {
+    size_t copy[8]; /* forward: q, k, v, y; backward: dy, q, k, v, y, dq, dk, dv */
+    int n_copies;
+    size_t stats;   /* forward without an lse output: its Stats */
+    size_t sums;    /* backward: softmax_sum */
+    size_t workspace, total;
+} sdpa_layout;
+
+static size_t round256(size_t n) { return (n + 255) / 256 * 256; }
+
+static sdpa_layout layout_of(const sdpa_key *key, size_t workspace_bytes)
+{
+    sdpa_layout s = {{0}, key->backward ? 8 : 4, 0, 0, 0, 0};
+    const int64_t n = key->b * key->h * key->t * key->d, rows = key->b * key->h * key->t;
+    size_t at = 0;
+    for (int i = 0; i < s.n_copies; i++, at += ge2_bf16_copy_bytes(n))
+        s.copy[i] = at;
+    s.stats = s.sums = at;
+    at += round256((size_t)rows * sizeof(float));
+    s.workspace = at;
+    s.total = at + round256(workspace_bytes);
+    return s;
+}
+
+size_t ge2_cudnn_attention_scratch_bytes(const ge2_launch *l)
+{
+    sdpa_key key;
+    char why[160];
+    if (!key_of(l, &key, why, sizeof why))
+        return 0;
+    const sdpa_plan *p = plan_of(&key);
+    return p && p->status == GE2_OK ? layout_of(&key, p->plan.workspace_bytes).total : 0;
+}
+
+/* A bf16 launch's state (backend_data): the plan it runs, or NULL and the
+ * reason the fp32 kernels run instead, in its description */
+typedef struct sdpa_launch {
+    const sdpa_plan *plan;
+    sdpa_layout layout;
+    float scale, neg_inf, one; /* the by-value scalars: host memory the variant pack points to */
+    char description[224];
+} sdpa_launch;
+
+ge2_status ge2_cudnn_attention_prepare(ge2_launch *l, const char *fallback)
+{
+    if (!l->bf16_operands)
+        return GE2_OK;
+    sdpa_launch *s = ge2_calloc(1, sizeof *s);
+    if (!s)
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_%s (node %d): out of host memory", ge2_op_name(l->node->op),
+                         l->node->id);
+    l->backend_data = s;
+    sdpa_key key;
+    char why[160];
+    const sdpa_plan *p = NULL;
+    sdpa_layout layout;
+    if (!key_of(l, &key, why, sizeof why))
+        ;
+    else if (!(p = plan_of(&key)) || p->status != GE2_OK)
+        snprintf(why, sizeof why, "cuDNN: %.140s", p ? p->why : "no room for another plan");
+    else if (layout = layout_of(&key, p->plan.workspace_bytes), !l->scratch || l->scratch_bytes < layout.total)
+        snprintf(why, sizeof why, "%zu bytes of scratch, cuDNN's attention needs %zu",
+                 l->scratch ? l->scratch_bytes : (size_t)0, layout.total);
+    else {
+        s->plan = p;
+        s->layout = layout;
+        s->scale = (float)ge2_attn_scale(&l->node->attrs.attention, key.d);
+        s->neg_inf = -INFINITY;
+        s->one = 1.0f;
+        snprintf(s->description, sizeof s->description,
+                 "cuDNN flash attention (bf16 operands, fp32 softmax), engine %lld%s", (long long)p->plan.engine,
+                 key.backward ? ", deterministic dQ" : "");
+        return GE2_OK;
+    }
+    snprintf(s->description, sizeof s->description, "%s; not cuDNN under bf16: %s", fallback, why);
+    return GE2_OK;
+}
+
+bool ge2_cudnn_attention_runs(const ge2_launch *l)
+{
+    return l->backend_data && ((const sdpa_launch *)l->backend_data)->plan;
+}
+
+void ge2_cudnn_attention_release(ge2_launch *l)
+{
+    ge2_free(l->backend_data);
+    l->backend_data = NULL;
+}
+
+const char *ge2_cudnn_attention_describe(const ge2_launch *l)
+{
+    return l->backend_data ? ((const sdpa_launch *)l->backend_data)->description : NULL;
+}
+
+ge2_status ge2_cudnn_attention_launch(const ge2_launch *l)
+{
+    const sdpa_launch *s = l->backend_data;
+    const sdpa_key *key = &s->plan->key;
+    const int64_t n = key->b * key->h * key->t * key->d;
+    char *scratch = l->scratch;
+    void *c[8];
+    for (int i = 0; i < s->layout.n_copies; i++)
+        c[i] = scratch + s->layout.copy[i];
+    ge2_bf16_spans in = {0}, out = {0};
+    int64_t uids[13];
+    void *ptrs[13];
+    int m = 0;
+#define PACK(uid, ptr) (uids[m] = (uid), ptrs[m++] = (void *)(ptr))
+    if (!key->backward) { /* q, k, v -> y, lse */
+        for (int i = 0; i < 3; i++)
+            ge2_bf16_span_add(&in, l->in[i].data, c[i], n);
+        if (l->out[0].data)
+            ge2_bf16_span_add(&out, c[3], l->out[0].data, n);
+        void *lse = l->n_out > 1 && l->out[1].data ? l->out[1].data : scratch + s->layout.stats;
+        PACK(U_Q, c[0]), PACK(U_K, c[1]), PACK(U_V, c[2]), PACK(U_O, c[3]), PACK(U_STATS, lse);
+    } else { /* dy, q, k, v, y, lse -> dq, dk, dv */
+        for (int i = 0; i < 5; i++)
+            ge2_bf16_span_add(&in, l->in[i].data, c[i], n);
+        for (int i = 0; i < 3; i++)
+            if (l->out[i].data)
+                ge2_bf16_span_add(&out, c[5 + i], l->out[i].data, n);
+        PACK(U_DO, c[0]), PACK(U_Q, c[1]), PACK(U_K, c[2]), PACK(U_V, c[3]), PACK(U_O, c[4]);
+        PACK(U_STATS, l->in[5].data), PACK(U_DQ, c[5]), PACK(U_DK, c[6]), PACK(U_DV, c[7]);
+        PACK(U_SOFTMAX_SUM, scratch + s->layout.sums), PACK(U_ONE, &s->one);
+    }
+    PACK(U_SCALE, &s->scale);
+    if (key->causal)
+        PACK(U_NEG_INF, &s->neg_inf);
+#undef PACK
+    GE2_TRY(ge2_cuda_bf16_round(l, &in));
+    ge2_status st = ge2_cudnn_execute(&s->plan->plan, l->stream, m, uids, ptrs, scratch + s->layout.workspace);
+    if (st != GE2_OK)
+        return ge2_error(st, "ge2_%s (node %d): %s", ge2_op_name(l->node->op), l->node->id, ge2_last_error());
+    return ge2_cuda_bf16_widen(l, &out);
+}
