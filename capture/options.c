@@ -17,6 +17,7 @@ ge2_compile_options ge2_compile_defaults(void)
     memset(&o, 0, sizeof o);
     o.autotune = true;
     o.gemm_kernels = GE2_GEMM_KERNELS_ANY;
+    o.time_epilogues = true;
     o.pdl = true;
     o.feed_ahead = true;
     return o;
@@ -59,6 +60,7 @@ ge2_status ge2_options_resolve(const ge2_compile_options *given, ge2_program_opt
     env_switch("GE2_DISABLE_CAPTURE", &o->disable_capture);
     env_switch("GE2_AUTOTUNE", &o->autotune);
     env_switch("GE2_AUTOTUNE_LOG", &o->autotune_log);
+    env_switch("GE2_TIME_EPILOGUES", &o->time_epilogues);
     env_switch("GE2_PDL", &o->pdl);
     env_switch("GE2_FEED_AHEAD", &o->feed_ahead);
     env_switch("GE2_PRINT_KERNELS", &o->print_kernels);
@@ -112,6 +114,7 @@ ge2_status ge2_options_resolve(const ge2_compile_options *given, ge2_program_opt
         .autotune = o->autotune,
         .autotune_log = o->autotune_log,
         .gemm_kernels = o->gemm_kernels,
+        .time_epilogues = o->time_epilogues,
         .kernel_cache = out->kernel_cache[0] ? out->kernel_cache : NULL,
         .pdl = o->pdl,
         .profile = o->profile_fused,

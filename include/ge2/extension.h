@@ -148,6 +148,7 @@ typedef struct ge2_kernel_settings {
     const char *kernel_cache; /* file of tuned choices; NULL: memory only */
     bool pdl;           /* programmatic dependent launch where a kernel supports it */
     bool profile;       /* fused kernels stamp their phases */
+    bool time_epilogues; /* fused GEMM epilogue or plain GEMM + ge2 kernel, by time (autotune) */
 } ge2_kernel_settings;
 
 typedef struct ge2_launch {

@@ -259,7 +259,7 @@ static double time_kernel(const ge2_cuda_kernel *k, ge2_launch *t, char *why, si
  * before the first step the real buffers hold nothing meaningful, and a
  * kernel that reads indices (labels, token ids) must not be handed garbage;
  * the real buffers are never touched. False when memory lacks. */
-static bool scratch_launch(const ge2_launch *l, ge2_launch *t, void **bufs)
+bool ge2_scratch_launch_new(const ge2_launch *l, ge2_launch *t, void **bufs)
 {
     *t = *l;
     t->backend_data = NULL;
@@ -279,6 +279,16 @@ static bool scratch_launch(const ge2_launch *l, ge2_launch *t, void **bufs)
         tv->data = bufs[i];
     }
     return cudaStreamSynchronize((cudaStream_t)l->stream) == cudaSuccess;
+}
+
+void ge2_scratch_launch_free(void **bufs)
+{
+    for (int i = 0; i < GE2_MAX_INPUTS + GE2_MAX_OUTPUTS; i++)
+        if (bufs[i]) {
+            cudaFree(bufs[i]);
+            bufs[i] = NULL;
+        }
+    cudaGetLastError();
 }
 
 /* Runs launch l on candidate c from now on (the op's own kernel was
@@ -349,7 +359,7 @@ ge2_status ge2_kernel_choose(ge2_launch *l)
     void *bufs[GE2_MAX_INPUTS + GE2_MAX_OUTPUTS] = {0};
     double best_us = -1, own_us = -1;
     int best = -1, failed = 0; /* best -1: own */
-    if (scratch_launch(l, &t, bufs)) {
+    if (ge2_scratch_launch_new(l, &t, bufs)) {
         char own_why[160];
         own_us = time_kernel(own, &t, own_why, sizeof own_why);
         best_us = own_us;
@@ -366,10 +376,7 @@ ge2_status ge2_kernel_choose(ge2_launch *l)
     } else {
         snprintf(why, sizeof why, "no device memory to time on");
     }
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        if (bufs[i])
-            cudaFree(bufs[i]);
-    cudaGetLastError();
+    ge2_scratch_launch_free(bufs);
     ge2_clear_error();
     if (best < 0 && own_us < 0) {
         snprintf(l->kernel_choice, sizeof l->kernel_choice, "own kernel; candidates not timed (%s)", why);

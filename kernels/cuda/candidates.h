@@ -30,6 +30,14 @@ ge2_status ge2_kernel_choose(ge2_launch *launch);
  * "<dir>/candidates.txt" beside it, into buf. */
 bool ge2_kernel_candidate_cache_path(const char *gemm_cache, char *buf, size_t size);
 
+/* *t = *l with every view it has data for moved to zeroed device scratch
+ * (bufs[in..., out...], at least GE2_MAX_INPUTS + GE2_MAX_OUTPUTS; NULL
+ * where none), and no backend_data: a launch to time kernels on without
+ * touching the real buffers. false when memory ran out; free bufs with
+ * ge2_scratch_launch_free either way. */
+bool ge2_scratch_launch_new(const ge2_launch *l, ge2_launch *t, void **bufs);
+void ge2_scratch_launch_free(void **bufs);
+
 /* Forgets the in-memory choices (tests). */
 void ge2_kernel_candidates_reset(void);
 

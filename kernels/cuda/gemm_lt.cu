@@ -24,6 +24,7 @@ extern "C" {
 #include <cuda_bf16.h>
 
 #include "kernels/cuda/bf16_copy.h"
+#include "kernels/cuda/candidates.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -378,6 +379,58 @@ ge2_status ge2_gemm_plan_commit(ge2_launch *launch, ge2_gemm_plan *p, ge2_status
     describe_plan(p, launch);
     launch->backend_data = p;
     return GE2_OK;
+}
+
+// Microseconds per enqueue of launch's plan (the best of a few), or < 0
+static double time_enqueue(const ge2_launch *launch)
+{
+    enum { RUNS = 5 };
+    cudaStream_t stream = (cudaStream_t)launch->stream;
+    cudaEvent_t start = NULL, stop = NULL;
+    double best = -1.0;
+    bool ok = cudaEventCreate(&start) == cudaSuccess && cudaEventCreate(&stop) == cudaSuccess &&
+              ge2_gemm_enqueue(launch, "timing") == GE2_OK; // warm-up
+    for (int i = 0; ok && i < RUNS; i++) {
+        float ms = 0.0f;
+        ok = cudaEventRecord(start, stream) == cudaSuccess && ge2_gemm_enqueue(launch, "timing") == GE2_OK &&
+             cudaEventRecord(stop, stream) == cudaSuccess && cudaEventSynchronize(stop) == cudaSuccess &&
+             cudaEventElapsedTime(&ms, start, stop) == cudaSuccess;
+        if (ok && (best < 0 || ms * 1e3 < best))
+            best = ms * 1e3;
+    }
+    if (!ok) {
+        ge2_clear_error();
+        cudaGetLastError();
+        best = -1.0;
+    }
+    if (start)
+        cudaEventDestroy(start);
+    if (stop)
+        cudaEventDestroy(stop);
+    return best;
+}
+
+void ge2_gemm_keep_faster(ge2_launch *launch, const char *mine, ge2_gemm_plan *other, const char *theirs)
+{
+    ge2_launch t;
+    void *bufs[GE2_MAX_INPUTS + GE2_MAX_OUTPUTS] = {0};
+    double mine_us = -1.0, theirs_us = -1.0;
+    if (ge2_scratch_launch_new(launch, &t, bufs)) {
+        t.backend_data = launch->backend_data;
+        mine_us = time_enqueue(&t);
+        t.backend_data = other;
+        theirs_us = mine_us < 0 ? -1.0 : time_enqueue(&t);
+    }
+    ge2_scratch_launch_free(bufs);
+    const bool switch_ = theirs_us >= 0 && theirs_us < mine_us;
+    ge2_gemm_plan *kept = switch_ ? other : (ge2_gemm_plan *)launch->backend_data;
+    ge2_gemm_plan_free(switch_ ? (ge2_gemm_plan *)launch->backend_data : other);
+    launch->backend_data = kept;
+    if (mine_us < 0 || theirs_us < 0)
+        return;
+    const size_t used = strlen(kept->description);
+    snprintf(kept->description + used, sizeof kept->description - used, "; timed: %s %.1f us, %s %.1f us", mine,
+             mine_us, theirs, theirs_us);
 }
 
 ge2_status ge2_gemm_enqueue(const ge2_launch *launch, const char *op)

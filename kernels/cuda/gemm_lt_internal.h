@@ -97,6 +97,13 @@ ge2_status ge2_gemm_check_launch(const ge2_launch *launch);
 // Ends a prepare: the plan goes to launch->backend_data, or is freed on
 // error; found == 0 means cuBLASLt offered nothing for these shapes.
 ge2_status ge2_gemm_plan_commit(ge2_launch *launch, ge2_gemm_plan *p, ge2_status st, int found);
+// Before capture: times the whole enqueue (copies, GEMM, act kernel, post
+// step) of launch's plan, made as `mine` says ("fused DGELU"), and of
+// `other`, a plan for the same launch made another way (`theirs`: "plain +
+// dact"), on zeroed scratch copies of the launch's buffers; keeps the
+// faster in launch->backend_data, frees the other and notes both times in
+// the description. Where they cannot be timed, launch's plan stays.
+void ge2_gemm_keep_faster(ge2_launch *launch, const char *mine, ge2_gemm_plan *other, const char *theirs);
 // The GEMM, the act kernel and the post step of a prepared plan.
 ge2_status ge2_gemm_enqueue(const ge2_launch *launch, const char *op);
 

@@ -86,7 +86,9 @@ static bool linear_tiled_bind(const ge2_launch *launch, ge2_tiled_gemm *g)
     return ge2_tiled_supports(g, NULL, 0);
 }
 
-extern "C" ge2_status ge2_cuda_linear_prepare(ge2_launch *launch)
+// The plan with cuBLASLt's fused epilogue where it has one (fuse), else
+// the plain GEMM with ge2's act kernel and post step.
+static ge2_status linear_prepare(ge2_launch *launch, bool fuse)
 {
     int node_id = launch->node->id;
     GE2_TRY(ge2_gemm_check_launch(launch));
@@ -123,7 +125,7 @@ extern "C" ge2_status ge2_cuda_linear_prepare(ge2_launch *launch)
     ge2_gemm_operand wa = {out_f, in, 0}, xb = {rows, in, 0}, dd = {rows, out_f, 0};
     ge2_status st = ge2_gemm_make_layouts(launch, p, wa, xb, dd, 1);
     int found = 0;
-    if (st == GE2_OK) {
+    if (st == GE2_OK && fuse) {
         linear_choose(p, want_z, want_mask, want_y, true);
         // GELU's aux ld must be a multiple of 8 elements. Any failure of the
         // fused epilogue only means the plain one is tried next.
@@ -138,6 +140,28 @@ extern "C" ge2_status ge2_cuda_linear_prepare(ge2_launch *launch)
         st = ge2_gemm_plan_try(p, launch, true, false, out_f, &found);
     }
     return ge2_gemm_plan_commit(launch, p, st, found);
+}
+
+// A fused activation epilogue, unless the plain GEMM with ge2's act kernel
+// is measured faster (GELU_AUX_BIAS, which also writes z, took 165 us on an
+// H100 where the plain GEMM takes 35: bench/RESULTS.md). Compared where the
+// GEMMs are timed (autotune).
+extern "C" ge2_status ge2_cuda_linear_prepare(ge2_launch *launch)
+{
+    GE2_TRY(linear_prepare(launch, true));
+    const ge2_gemm_plan *fused = (const ge2_gemm_plan *)launch->backend_data;
+    const bool plain = fused->epilogue == CUBLASLT_EPILOGUE_DEFAULT || fused->epilogue == CUBLASLT_EPILOGUE_BIAS;
+    if (plain || fused->selection.tiled || !launch->settings || !launch->settings->autotune ||
+        !launch->settings->time_epilogues)
+        return GE2_OK;
+    ge2_launch other = *launch;
+    other.backend_data = NULL;
+    if (linear_prepare(&other, false) != GE2_OK) {
+        ge2_clear_error();
+        return GE2_OK;
+    }
+    ge2_gemm_keep_faster(launch, "fused epilogue", (ge2_gemm_plan *)other.backend_data, "plain + act");
+    return GE2_OK;
 }
 
 extern "C" ge2_status ge2_cuda_linear_launch(const ge2_launch *launch)

@@ -216,8 +216,9 @@ static ge2_status prepare_with_fallback(ge2_launch *launch, ge2_gemm_plan *p, ge
     return ge2_gemm_plan_commit(launch, p, st, found);
 }
 
-// dz [B, out], w [out, in][, saved] -> dx [B, in][, db [in]]
-extern "C" ge2_status ge2_cuda_linear_grad_input_prepare(ge2_launch *launch)
+// dz [B, out], w [out, in][, saved] -> dx [B, in][, db [in]]; act' (and
+// db) in cuBLASLt's epilogue when fuse and it has one, else in the post kernel
+static ge2_status grad_input_prepare(ge2_launch *launch, bool fuse)
 {
     ge2_gemm_plan *p;
     GE2_TRY(new_plan(launch, "dz", "w", &p));
@@ -233,7 +234,7 @@ extern "C" ge2_status ge2_cuda_linear_grad_input_prepare(ge2_launch *launch)
         p->post_name = launch->n_in > 2 ? (want_db ? "dact + db" : "dact") : "db";
     }
     p->epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-    if (mask || gelu_z) {
+    if (fuse && (mask || gelu_z)) {
         p->epilogue = mask ? (want_db ? CUBLASLT_EPILOGUE_DRELU_BGRAD : CUBLASLT_EPILOGUE_DRELU)
                            : (want_db ? CUBLASLT_EPILOGUE_DGELU_BGRAD : CUBLASLT_EPILOGUE_DGELU);
         p->aux_view = GE2_GEMM_IN(2);
@@ -243,6 +244,30 @@ extern "C" ge2_status ge2_cuda_linear_grad_input_prepare(ge2_launch *launch)
     // cuBLASLt A = w stored [out, in] (op N), B = dz stored [B, out] (op N), D = dx [B, in].
     ge2_gemm_operand wa = {k, n, 0}, dzb = {rows, k, 0}, dd = {rows, n, 0};
     return prepare_with_fallback(launch, p, wa, dzb, dd, false, false);
+}
+
+// The fused act' epilogue, unless the plain GEMM and the post kernel are
+// measured faster (cuBLASLt's DGELU epilogue took 300 us on an H100 where
+// the GEMM alone runs in 35 us: bench/RESULTS.md). Compared where the
+// GEMMs are timed (autotune).
+extern "C" ge2_status ge2_cuda_linear_grad_input_prepare(ge2_launch *launch)
+{
+    GE2_TRY(grad_input_prepare(launch, true));
+    const ge2_gemm_plan *fused = (const ge2_gemm_plan *)launch->backend_data;
+    if (fused->epilogue == CUBLASLT_EPILOGUE_DEFAULT || fused->selection.tiled || !launch->settings ||
+        !launch->settings->autotune || !launch->settings->time_epilogues)
+        return GE2_OK;
+    const char *what = fused->epilogue == CUBLASLT_EPILOGUE_DRELU || fused->epilogue == CUBLASLT_EPILOGUE_DRELU_BGRAD
+                           ? "fused DRELU"
+                           : "fused DGELU";
+    ge2_launch plain = *launch;
+    plain.backend_data = NULL;
+    if (grad_input_prepare(&plain, false) != GE2_OK) {
+        ge2_clear_error();
+        return GE2_OK;
+    }
+    ge2_gemm_keep_faster(launch, what, (ge2_gemm_plan *)plain.backend_data, "plain + dact");
+    return GE2_OK;
 }
 
 // dz [B, out], x [B, in] -> dw [out, in][, db [out]]
