@@ -647,7 +647,7 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
             free_scratch(ctx, ce);
             ge2_free(ce);
             cudaGetLastError();
-            return ge2_error(GE2_ERR_CUDA, "ge2 cuda backend: %zu bytes of scratch for the bf16 GEMM operands: %s",
+            return ge2_error(GE2_ERR_CUDA, "ge2 cuda backend: %zu bytes of scratch for the bf16 operand copies: %s",
                              scratch_bytes, cudaGetErrorString(e));
         }
     }

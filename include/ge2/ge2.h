@@ -496,11 +496,6 @@ typedef struct ge2_compile_options {
     bool autotune;
     bool autotune_log;          /* print every candidate's time as it is tuned */
     ge2_gemm_kernels gemm_kernels;
-    /* CUDA, with autotune: where cuBLASLt fuses an activation (or its
-     * derivative) into a GEMM, time that against the plain GEMM and ge2's
-     * activation kernel and keep the faster (true), or always fuse
-     * (GE2_TIME_EPILOGUES=0) */
-    bool time_epilogues;
     /* Where tuned choices are kept across runs (an untrusted file): NULL is
      * ~/.cache/ge2/kernels.txt, "" keeps them in memory only. */
     const char *kernel_cache;
@@ -534,6 +529,11 @@ typedef struct ge2_compile_options {
      * all-reduce nodes and averaged by the update; a group of more than one
      * rank needs such a graph. */
     const struct ge2_collective *collective;
+    /* CUDA, with autotune: where cuBLASLt fuses an activation (or its
+     * derivative) into a GEMM, time that against the plain GEMM and ge2's
+     * activation kernel and keep the faster (true), or always fuse
+     * (GE2_TIME_EPILOGUES=0) */
+    bool time_epilogues;
 } ge2_compile_options;
 
 ge2_compile_options ge2_compile_defaults(void);

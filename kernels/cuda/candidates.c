@@ -219,6 +219,36 @@ static bool problem_key(const ge2_launch *l, const ge2_kernel_candidate *const *
     return w >= 0 && used + (size_t)w < size;
 }
 
+/* The candidate cache file for l's settings, into path; NULL when none */
+static const char *cache_file(const ge2_launch *l, char *path, size_t size)
+{
+    return l->settings && ge2_kernel_candidate_cache_path(l->settings->kernel_cache, path, size) ? path : NULL;
+}
+
+/* l's problem key with " |what" in place of the candidates' names */
+static bool choice_key(const ge2_launch *l, const char *what, char *key, size_t size)
+{
+    const size_t used = problem_key(l, NULL, 0, key, size) ? strlen(key) : size;
+    return used < size && snprintf(key + used, size - used, " |%s", what) < (int)(size - used);
+}
+
+bool ge2_kernel_choice_recall(const ge2_launch *l, const char *what, char *winner, size_t winner_size)
+{
+    char key[KEY_MAX], path[4200], got[NAME_MAX_];
+    if (winner_size < NAME_MAX_ || !choice_key(l, what, key, sizeof key) ||
+        !lookup(cache_file(l, path, sizeof path), key, got))
+        return false;
+    memcpy(winner, got, NAME_MAX_);
+    return true;
+}
+
+void ge2_kernel_choice_remember(const ge2_launch *l, const char *what, const char *winner)
+{
+    char key[KEY_MAX], path[4200];
+    if (choice_key(l, what, key, sizeof key))
+        store(cache_file(l, path, sizeof path), key, winner);
+}
+
 /* Microseconds per launch of k on t (scratch views), or a negative number
  * with why filled when it does not prepare or run. */
 static double time_kernel(const ge2_cuda_kernel *k, ge2_launch *t, char *why, size_t why_size)
@@ -339,9 +369,7 @@ ge2_status ge2_kernel_choose(ge2_launch *l)
         return GE2_OK;
     }
     char key[KEY_MAX], path[4200];
-    const char *file = l->settings && ge2_kernel_candidate_cache_path(l->settings->kernel_cache, path, sizeof path)
-                           ? path
-                           : NULL;
+    const char *file = cache_file(l, path, sizeof path);
     const bool keyed = problem_key(l, apply, n, key, sizeof key);
     char winner[NAME_MAX_];
     const char *cached = keyed && lookup(file, key, winner) ? winner : NULL;

@@ -30,6 +30,14 @@ ge2_status ge2_kernel_choose(ge2_launch *launch);
  * "<dir>/candidates.txt" beside it, into buf. */
 bool ge2_kernel_candidate_cache_path(const char *gemm_cache, char *buf, size_t size);
 
+/* Another choice about how a launch runs (`what`: "epilogue"), remembered
+ * like the candidates' per problem (the GPU, the op and its attrs, the
+ * precision, the views) in memory and the candidate cache file, so that
+ * every process makes it alike once it is timed. recall fills winner
+ * (winner_size >= 48) and returns true when the problem has one. */
+bool ge2_kernel_choice_recall(const ge2_launch *l, const char *what, char *winner, size_t winner_size);
+void ge2_kernel_choice_remember(const ge2_launch *l, const char *what, const char *winner);
+
 /* *t = *l with every view it has data for moved to zeroed device scratch
  * (bufs[in..., out...], at least GE2_MAX_INPUTS + GE2_MAX_OUTPUTS; NULL
  * where none), and no backend_data: a launch to time kernels on without

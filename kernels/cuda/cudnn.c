@@ -389,10 +389,14 @@ ge2_status ge2_cudnn_execute(const ge2_cudnn_plan *plan, void *stream, int n, co
     SET(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs);
     SET(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
     ge2_status st = ge2_cudnn_finalize(pack);
+    /* one handle for the process: its stream and the execution go together */
+    static pthread_mutex_t stream_lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&stream_lock);
     if (st == GE2_OK)
         st = check(cudnn.set_stream(cudnn.handle, (cudaStream_t)stream), "cudnnSetStream");
     if (st == GE2_OK)
         st = check(cudnn.execute(cudnn.handle, plan->plan, pack), "cudnnBackendExecute");
+    pthread_mutex_unlock(&stream_lock);
     ge2_cudnn_free(pack);
     return st;
 }

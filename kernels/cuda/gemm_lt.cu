@@ -25,6 +25,7 @@ extern "C" {
 
 #include "kernels/cuda/bf16_copy.h"
 #include "kernels/cuda/candidates.h"
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -410,27 +411,62 @@ static double time_enqueue(const ge2_launch *launch)
     return best;
 }
 
-void ge2_gemm_keep_faster(ge2_launch *launch, const char *mine, ge2_gemm_plan *other, const char *theirs)
+// Does the epilogue apply an activation or its derivative?
+static bool fuses_act(cublasLtEpilogue_t e)
 {
-    ge2_launch t;
+    return e != CUBLASLT_EPILOGUE_DEFAULT && e != CUBLASLT_EPILOGUE_BIAS && e != CUBLASLT_EPILOGUE_BGRADA &&
+           e != CUBLASLT_EPILOGUE_BGRADB;
+}
+
+// Appends to the plan's description (cut where it is full)
+static void note(ge2_gemm_plan *p, const char *fmt, ...)
+{
+    const size_t used = strlen(p->description);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->description + used, sizeof p->description - used, fmt, ap);
+    va_end(ap);
+}
+
+ge2_status ge2_gemm_prepare_timed(ge2_launch *launch, ge2_gemm_prepare_fn prepare, const char *fused_name)
+{
+    const bool timed = launch->settings && launch->settings->autotune && launch->settings->time_epilogues;
+    char known[64] = "";
+    const bool recalled = timed && ge2_kernel_choice_recall(launch, "epilogue", known, sizeof known);
+    if (recalled && strcmp(known, "plain") == 0) {
+        GE2_TRY(prepare(launch, false));
+        note((ge2_gemm_plan *)launch->backend_data, "; plain + ge2 kernel (cached, against %s)", fused_name);
+        return GE2_OK;
+    }
+    GE2_TRY(prepare(launch, true));
+    ge2_gemm_plan *fused = (ge2_gemm_plan *)launch->backend_data;
+    if (!timed || recalled || fused->selection.tiled || !fuses_act(fused->epilogue))
+        return GE2_OK;
+    ge2_launch t = *launch;
+    t.backend_data = NULL;
+    if (prepare(&t, false) != GE2_OK) {
+        ge2_clear_error();
+        return GE2_OK;
+    }
+    ge2_gemm_plan *plain = (ge2_gemm_plan *)t.backend_data;
     void *bufs[GE2_MAX_INPUTS + GE2_MAX_OUTPUTS] = {0};
-    double mine_us = -1.0, theirs_us = -1.0;
+    double fused_us = -1.0, plain_us = -1.0;
     if (ge2_scratch_launch_new(launch, &t, bufs)) {
-        t.backend_data = launch->backend_data;
-        mine_us = time_enqueue(&t);
-        t.backend_data = other;
-        theirs_us = mine_us < 0 ? -1.0 : time_enqueue(&t);
+        t.backend_data = fused;
+        fused_us = time_enqueue(&t);
+        t.backend_data = plain;
+        plain_us = fused_us < 0 ? -1.0 : time_enqueue(&t);
     }
     ge2_scratch_launch_free(bufs);
-    const bool switch_ = theirs_us >= 0 && theirs_us < mine_us;
-    ge2_gemm_plan *kept = switch_ ? other : (ge2_gemm_plan *)launch->backend_data;
-    ge2_gemm_plan_free(switch_ ? (ge2_gemm_plan *)launch->backend_data : other);
-    launch->backend_data = kept;
-    if (mine_us < 0 || theirs_us < 0)
-        return;
-    const size_t used = strlen(kept->description);
-    snprintf(kept->description + used, sizeof kept->description - used, "; timed: %s %.1f us, %s %.1f us", mine,
-             mine_us, theirs, theirs_us);
+    const bool take_plain = plain_us >= 0 && plain_us < fused_us;
+    ge2_gemm_plan_free(take_plain ? fused : plain);
+    launch->backend_data = take_plain ? plain : fused;
+    if (fused_us < 0 || plain_us < 0)
+        return GE2_OK;
+    ge2_kernel_choice_remember(launch, "epilogue", take_plain ? "plain" : "fused");
+    note((ge2_gemm_plan *)launch->backend_data, "; timed: %s %.1f us, %s %.1f us", fused_name, fused_us,
+         "plain + ge2 kernel", plain_us);
+    return GE2_OK;
 }
 
 ge2_status ge2_gemm_enqueue(const ge2_launch *launch, const char *op)

@@ -60,7 +60,7 @@ struct ge2_gemm_plan {
     ge2_tiled_bind_fn tiled_bind; // NULL: only cuBLASLt is a candidate
     ge2_gemm_selection selection; // which kernel runs (selection.tiled: the tiled GEMM, else algos[0]) and why
     uint32_t align_a, align_b, align_d; // bytes the heuristic was told A, B and C = D are aligned to
-    char description[192];
+    char description[256];
 };
 
 // One row-major matrix operand, as cuBLASLt sees it: the stored buffer
@@ -97,13 +97,16 @@ ge2_status ge2_gemm_check_launch(const ge2_launch *launch);
 // Ends a prepare: the plan goes to launch->backend_data, or is freed on
 // error; found == 0 means cuBLASLt offered nothing for these shapes.
 ge2_status ge2_gemm_plan_commit(ge2_launch *launch, ge2_gemm_plan *p, ge2_status st, int found);
-// Before capture: times the whole enqueue (copies, GEMM, act kernel, post
-// step) of launch's plan, made as `mine` says ("fused DGELU"), and of
-// `other`, a plan for the same launch made another way (`theirs`: "plain +
-// dact"), on zeroed scratch copies of the launch's buffers; keeps the
-// faster in launch->backend_data, frees the other and notes both times in
-// the description. Where they cannot be timed, launch's plan stays.
-void ge2_gemm_keep_faster(ge2_launch *launch, const char *mine, ge2_gemm_plan *other, const char *theirs);
+// A prepare that makes launch's plan with cuBLASLt's fused activation
+// epilogue where it has one (fuse) or with the plain GEMM and ge2's kernels.
+typedef ge2_status (*ge2_gemm_prepare_fn)(ge2_launch *launch, bool fuse);
+// Prepares launch with the faster of the two (settings autotune and
+// time_epilogues; else fused): both plans' whole enqueues (copies, GEMM,
+// act kernel, post step) are timed on zeroed scratch copies of the launch's
+// buffers, the winner remembered per problem (ge2_kernel_choice_*: every
+// process then runs the same kernels) and both times noted in the
+// description; fused_name names the fused one there ("fused DGELU").
+ge2_status ge2_gemm_prepare_timed(ge2_launch *launch, ge2_gemm_prepare_fn prepare, const char *fused_name);
 // The GEMM, the act kernel and the post step of a prepared plan.
 ge2_status ge2_gemm_enqueue(const ge2_launch *launch, const char *op);
 

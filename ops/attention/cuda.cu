@@ -557,19 +557,26 @@ extern "C" ge2_status ge2_cuda_attention_prepare(ge2_launch *l)
     GE2_TRY(ge2_cudnn_attention_prepare(l, attn_kernel_name(r)));
     if (!r.tiled || ge2_cudnn_attention_runs(l))
         return GE2_OK;
+    ge2_status st;
     if (l->node->op == GE2_OP_ATTENTION)
-        return ge2_cuda_check_call(l, cudaFuncSetAttribute(ge2_attention_tiled_kernel,
-                                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                           (int)attn_smem_forward),
-                                   "cudaFuncSetAttribute");
-    GE2_TRY(ge2_cuda_check_call(l, cudaFuncSetAttribute(ge2_attention_grad_q_tiled_kernel,
-                                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                        (int)attn_smem_grad_q),
-                                "cudaFuncSetAttribute"));
-    return ge2_cuda_check_call(l, cudaFuncSetAttribute(ge2_attention_grad_kv_tiled_kernel,
-                                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                       (int)attn_smem_grad_kv),
-                               "cudaFuncSetAttribute");
+        st = ge2_cuda_check_call(l, cudaFuncSetAttribute(ge2_attention_tiled_kernel,
+                                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                         (int)attn_smem_forward),
+                                 "cudaFuncSetAttribute");
+    else {
+        st = ge2_cuda_check_call(l, cudaFuncSetAttribute(ge2_attention_grad_q_tiled_kernel,
+                                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                         (int)attn_smem_grad_q),
+                                 "cudaFuncSetAttribute");
+        if (st == GE2_OK)
+            st = ge2_cuda_check_call(l, cudaFuncSetAttribute(ge2_attention_grad_kv_tiled_kernel,
+                                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                             (int)attn_smem_grad_kv),
+                                     "cudaFuncSetAttribute");
+    }
+    if (st != GE2_OK)
+        ge2_cudnn_attention_release(l); /* a failed prepare leaves nothing behind */
+    return st;
 }
 
 extern "C" const char *ge2_cuda_attention_describe(const ge2_launch *l)

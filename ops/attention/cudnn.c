@@ -205,29 +205,51 @@ static ge2_cudnn_desc causal_mask(sdpa_graph *g, const sdpa_dims *s, ge2_cudnn_d
     return y;
 }
 
+/* A bf16 operand [b, h, t, d] (k and v as [b, h, d, t] where transposed) */
+static ge2_cudnn_desc operand(sdpa_graph *g, const sdpa_dims *s, int64_t uid, bool transposed)
+{
+    return tensor(g, uid, CUDNN_DATA_BFLOAT16, transposed ? s->rows_t : s->rows,
+                  transposed ? s->row_strides_t : s->row_strides, false, false);
+}
+
+/* A by-value fp32 scalar (host memory in the variant pack) */
+static ge2_cudnn_desc scalar(sdpa_graph *g, const sdpa_dims *s, int64_t uid)
+{
+    return tensor(g, uid, CUDNN_DATA_FLOAT, s->scalar, s->scalar, false, true);
+}
+
+/* mode(x[, b]) into a new fp32 [b, h, t, t] of scores */
+static ge2_cudnn_desc on_scores(sdpa_graph *g, const sdpa_dims *s, cudnnPointwiseMode_t mode, ge2_cudnn_desc x,
+                                ge2_cudnn_desc b)
+{
+    ge2_cudnn_desc y = virtual_tensor(g, CUDNN_DATA_FLOAT, s->scores, s->score_strides);
+    pointwise(g, mode, CUDNN_DATA_FLOAT, x, b, NULL, y, -1);
+    return y;
+}
+
+/* scale · q·kᵀ, fp32 [b, h, t, t] */
+static ge2_cudnn_desc scaled_scores(sdpa_graph *g, const sdpa_dims *s, ge2_cudnn_desc q, ge2_cudnn_desc kt,
+                                    ge2_cudnn_desc scale)
+{
+    ge2_cudnn_desc s0 = virtual_tensor(g, CUDNN_DATA_FLOAT, s->scores, s->score_strides);
+    matmul(g, q, kt, s0);
+    return on_scores(g, s, CUDNN_POINTWISE_MUL, s0, scale);
+}
+
 static void build_forward(sdpa_graph *g, const sdpa_key *k)
 {
     const sdpa_dims s = dims_of(k);
     const int bf16 = CUDNN_DATA_BFLOAT16, f32 = CUDNN_DATA_FLOAT;
-    ge2_cudnn_desc q = tensor(g, U_Q, bf16, s.rows, s.row_strides, false, false);
-    ge2_cudnn_desc kt = tensor(g, U_K, bf16, s.rows_t, s.row_strides_t, false, false);
-    ge2_cudnn_desc v = tensor(g, U_V, bf16, s.rows, s.row_strides, false, false);
-    ge2_cudnn_desc o = tensor(g, U_O, bf16, s.rows, s.row_strides, false, false);
+    ge2_cudnn_desc q = operand(g, &s, U_Q, false), kt = operand(g, &s, U_K, true);
+    ge2_cudnn_desc v = operand(g, &s, U_V, false), o = operand(g, &s, U_O, false);
     ge2_cudnn_desc stats = tensor(g, U_STATS, f32, s.stats, s.stats_strides, false, false);
-    ge2_cudnn_desc scale = tensor(g, U_SCALE, f32, s.scalar, s.scalar, false, true);
-    ge2_cudnn_desc neg_inf = k->causal ? tensor(g, U_NEG_INF, f32, s.scalar, s.scalar, false, true) : NULL;
+    ge2_cudnn_desc scale = scalar(g, &s, U_SCALE), neg_inf = k->causal ? scalar(g, &s, U_NEG_INF) : NULL;
 
-    ge2_cudnn_desc s0 = virtual_tensor(g, f32, s.scores, s.score_strides);
-    matmul(g, q, kt, s0);
-    ge2_cudnn_desc s1 = virtual_tensor(g, f32, s.scores, s.score_strides);
-    pointwise(g, CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, s0, scale, NULL, s1, -1);
+    ge2_cudnn_desc s1 = scaled_scores(g, &s, q, kt, scale);
     ge2_cudnn_desc s2 = k->causal ? causal_mask(g, &s, s1, neg_inf) : s1;
     ge2_cudnn_desc m = virtual_tensor(g, f32, s.stats, s.sums_strides);
     reduction(g, CUDNN_REDUCE_TENSOR_MAX, s2, m);
-    ge2_cudnn_desc s3 = virtual_tensor(g, f32, s.scores, s.score_strides);
-    pointwise(g, CUDNN_POINTWISE_SUB, CUDNN_DATA_FLOAT, s2, m, NULL, s3, -1);
-    ge2_cudnn_desc e = virtual_tensor(g, f32, s.scores, s.score_strides);
-    pointwise(g, CUDNN_POINTWISE_EXP, CUDNN_DATA_FLOAT, s3, NULL, NULL, e, -1);
+    ge2_cudnn_desc e = on_scores(g, &s, CUDNN_POINTWISE_EXP, on_scores(g, &s, CUDNN_POINTWISE_SUB, s2, m), NULL);
     ge2_cudnn_desc z = virtual_tensor(g, f32, s.stats, s.sums_strides);
     reduction(g, CUDNN_REDUCE_TENSOR_ADD, e, z);
     ge2_cudnn_desc log_z = virtual_tensor(g, f32, s.stats, s.sums_strides);
@@ -242,18 +264,12 @@ static void build_backward(sdpa_graph *g, const sdpa_key *k)
 {
     const sdpa_dims s = dims_of(k);
     const int bf16 = CUDNN_DATA_BFLOAT16, f32 = CUDNN_DATA_FLOAT;
-    ge2_cudnn_desc q = tensor(g, U_Q, bf16, s.rows, s.row_strides, false, false);
-    ge2_cudnn_desc kt = tensor(g, U_K, bf16, s.rows_t, s.row_strides_t, false, false);
-    ge2_cudnn_desc vt = tensor(g, U_V, bf16, s.rows_t, s.row_strides_t, false, false);
-    ge2_cudnn_desc o = tensor(g, U_O, bf16, s.rows, s.row_strides, false, false);
-    ge2_cudnn_desc d_o = tensor(g, U_DO, bf16, s.rows, s.row_strides, false, false);
+    ge2_cudnn_desc q = operand(g, &s, U_Q, false), kt = operand(g, &s, U_K, true), vt = operand(g, &s, U_V, true);
+    ge2_cudnn_desc o = operand(g, &s, U_O, false), d_o = operand(g, &s, U_DO, false);
+    ge2_cudnn_desc dq = operand(g, &s, U_DQ, false), dk = operand(g, &s, U_DK, false), dv = operand(g, &s, U_DV, false);
     ge2_cudnn_desc stats = tensor(g, U_STATS, f32, s.stats, s.stats_strides, false, false);
-    ge2_cudnn_desc dq = tensor(g, U_DQ, bf16, s.rows, s.row_strides, false, false);
-    ge2_cudnn_desc dk = tensor(g, U_DK, bf16, s.rows, s.row_strides, false, false);
-    ge2_cudnn_desc dv = tensor(g, U_DV, bf16, s.rows, s.row_strides, false, false);
-    ge2_cudnn_desc scale = tensor(g, U_SCALE, f32, s.scalar, s.scalar, false, true);
-    ge2_cudnn_desc neg_inf = k->causal ? tensor(g, U_NEG_INF, f32, s.scalar, s.scalar, false, true) : NULL;
-    ge2_cudnn_desc one = tensor(g, U_ONE, f32, s.scalar, s.scalar, false, true);
+    ge2_cudnn_desc scale = scalar(g, &s, U_SCALE), neg_inf = k->causal ? scalar(g, &s, U_NEG_INF) : NULL;
+    ge2_cudnn_desc one = scalar(g, &s, U_ONE);
     ge2_cudnn_desc softmax_sum = tensor(g, U_SOFTMAX_SUM, f32, s.stats, s.sums_strides, false, false);
 
     /* softmax_sum = rowsum(dO ⊙ O) */
@@ -263,15 +279,9 @@ static void build_backward(sdpa_graph *g, const sdpa_key *k)
     reduction(g, CUDNN_REDUCE_TENSOR_ADD, x0, x1);
     pointwise(g, CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, x1, one, NULL, softmax_sum, -1);
     /* P = exp(mask(scale·Q·Kᵀ - Stats)) */
-    ge2_cudnn_desc s0 = virtual_tensor(g, f32, s.scores, s.score_strides);
-    matmul(g, q, kt, s0);
-    ge2_cudnn_desc s1 = virtual_tensor(g, f32, s.scores, s.score_strides);
-    pointwise(g, CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, s0, scale, NULL, s1, -1);
-    ge2_cudnn_desc s2 = virtual_tensor(g, f32, s.scores, s.score_strides);
-    pointwise(g, CUDNN_POINTWISE_SUB, CUDNN_DATA_FLOAT, s1, stats, NULL, s2, -1);
-    ge2_cudnn_desc s3 = k->causal ? causal_mask(g, &s, s2, neg_inf) : s2;
-    ge2_cudnn_desc p = virtual_tensor(g, f32, s.scores, s.score_strides);
-    pointwise(g, CUDNN_POINTWISE_EXP, CUDNN_DATA_FLOAT, s3, NULL, NULL, p, -1);
+    ge2_cudnn_desc s1 = scaled_scores(g, &s, q, kt, scale);
+    ge2_cudnn_desc s2 = on_scores(g, &s, CUDNN_POINTWISE_SUB, s1, stats);
+    ge2_cudnn_desc p = on_scores(g, &s, CUDNN_POINTWISE_EXP, k->causal ? causal_mask(g, &s, s2, neg_inf) : s2, NULL);
     /* dV = Pᵀ·dO */
     ge2_cudnn_desc pt = virtual_tensor(g, bf16, s.scores, s.score_strides_t);
     reshape(g, p, pt);
@@ -279,12 +289,8 @@ static void build_backward(sdpa_graph *g, const sdpa_key *k)
     /* dS = scale·P ⊙ (dO·Vᵀ - softmax_sum) */
     ge2_cudnn_desc dp = virtual_tensor(g, f32, s.scores, s.score_strides);
     matmul(g, d_o, vt, dp);
-    ge2_cudnn_desc a1 = virtual_tensor(g, f32, s.scores, s.score_strides);
-    pointwise(g, CUDNN_POINTWISE_SUB, CUDNN_DATA_FLOAT, dp, softmax_sum, NULL, a1, -1);
-    ge2_cudnn_desc a2 = virtual_tensor(g, f32, s.scores, s.score_strides);
-    pointwise(g, CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, a1, p, NULL, a2, -1);
-    ge2_cudnn_desc ds = virtual_tensor(g, f32, s.scores, s.score_strides);
-    pointwise(g, CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, a2, scale, NULL, ds, -1);
+    ge2_cudnn_desc a1 = on_scores(g, &s, CUDNN_POINTWISE_SUB, dp, softmax_sum);
+    ge2_cudnn_desc ds = on_scores(g, &s, CUDNN_POINTWISE_MUL, on_scores(g, &s, CUDNN_POINTWISE_MUL, a1, p), scale);
     /* dK = dSᵀ·Q */
     ge2_cudnn_desc dst = virtual_tensor(g, bf16, s.scores, s.score_strides_t);
     reshape(g, ds, dst);
@@ -416,6 +422,7 @@ size_t ge2_cudnn_attention_scratch_bytes(const ge2_launch *l)
     if (!key_of(l, &key, why, sizeof why))
         return 0;
     const sdpa_plan *p = plan_of(&key);
+    ge2_clear_error(); /* a shape cuDNN declines is no error: the fp32 kernels run it */
     return p && p->status == GE2_OK ? layout_of(&key, p->plan.workspace_bytes).total : 0;
 }
 
@@ -428,6 +435,39 @@ typedef struct sdpa_launch {
     char description[224];
 } sdpa_launch;
 
+/* The log-sum-exp cuDNN reads or writes as Stats (NULL: the forward's goes to the scratch) */
+static const void *lse_of(const ge2_launch *l)
+{
+    if (l->node->op == GE2_OP_ATTENTION_GRAD)
+        return l->in[5].data;
+    return l->n_out > 1 ? l->out[1].data : NULL;
+}
+
+/* Whether cuDNN runs launch l: its key, plan and scratch layout, else why not */
+static bool cudnn_takes(const ge2_launch *l, sdpa_key *key, const sdpa_plan **p, sdpa_layout *layout, char *why,
+                        size_t why_size)
+{
+    if (!key_of(l, key, why, why_size))
+        return false;
+    const void *lse = lse_of(l);
+    if (lse && (uintptr_t)lse % 16 != 0) {
+        snprintf(why, why_size, "lse at %p is not 16-byte aligned", lse);
+        return false;
+    }
+    *p = plan_of(key);
+    if (!*p || (*p)->status != GE2_OK) {
+        snprintf(why, why_size, "cuDNN: %.140s", *p ? (*p)->why : "no room for another plan");
+        return false;
+    }
+    *layout = layout_of(key, (*p)->plan.workspace_bytes);
+    if (!l->scratch || l->scratch_bytes < layout->total) {
+        snprintf(why, why_size, "%zu bytes of scratch, cuDNN's attention needs %zu",
+                 l->scratch ? l->scratch_bytes : (size_t)0, layout->total);
+        return false;
+    }
+    return true;
+}
+
 ge2_status ge2_cudnn_attention_prepare(ge2_launch *l, const char *fallback)
 {
     if (!l->bf16_operands)
@@ -439,16 +479,9 @@ ge2_status ge2_cudnn_attention_prepare(ge2_launch *l, const char *fallback)
     l->backend_data = s;
     sdpa_key key;
     char why[160];
-    const sdpa_plan *p = NULL;
+    const sdpa_plan *p;
     sdpa_layout layout;
-    if (!key_of(l, &key, why, sizeof why))
-        ;
-    else if (!(p = plan_of(&key)) || p->status != GE2_OK)
-        snprintf(why, sizeof why, "cuDNN: %.140s", p ? p->why : "no room for another plan");
-    else if (layout = layout_of(&key, p->plan.workspace_bytes), !l->scratch || l->scratch_bytes < layout.total)
-        snprintf(why, sizeof why, "%zu bytes of scratch, cuDNN's attention needs %zu",
-                 l->scratch ? l->scratch_bytes : (size_t)0, layout.total);
-    else {
+    if (cudnn_takes(l, &key, &p, &layout, why, sizeof why)) {
         s->plan = p;
         s->layout = layout;
         s->scale = (float)ge2_attn_scale(&l->node->attrs.attention, key.d);
@@ -460,6 +493,7 @@ ge2_status ge2_cudnn_attention_prepare(ge2_launch *l, const char *fallback)
         return GE2_OK;
     }
     snprintf(s->description, sizeof s->description, "%s; not cuDNN under bf16: %s", fallback, why);
+    ge2_clear_error();
     return GE2_OK;
 }
 
@@ -483,6 +517,9 @@ ge2_status ge2_cudnn_attention_launch(const ge2_launch *l)
 {
     const sdpa_launch *s = l->backend_data;
     const sdpa_key *key = &s->plan->key;
+    if ((uintptr_t)lse_of(l) % 16 != 0)
+        return ge2_error(GE2_ERR_STATE, "ge2_%s (node %d): lse moved to %p since prepare; cuDNN needs 16-byte "
+                         "alignment", ge2_op_name(l->node->op), l->node->id, lse_of(l));
     const int64_t n = key->b * key->h * key->t * key->d;
     char *scratch = l->scratch;
     void *c[8];
@@ -516,7 +553,10 @@ ge2_status ge2_cudnn_attention_launch(const ge2_launch *l)
 #undef PACK
     GE2_TRY(ge2_cuda_bf16_round(l, &in));
     ge2_status st = ge2_cudnn_execute(&s->plan->plan, l->stream, m, uids, ptrs, scratch + s->layout.workspace);
-    if (st != GE2_OK)
-        return ge2_error(st, "ge2_%s (node %d): %s", ge2_op_name(l->node->op), l->node->id, ge2_last_error());
+    if (st != GE2_OK) {
+        char cause[256];
+        snprintf(cause, sizeof cause, "%s", ge2_last_error());
+        return ge2_error(st, "ge2_%s (node %d): %s", ge2_op_name(l->node->op), l->node->id, cause);
+    }
     return ge2_cuda_bf16_widen(l, &out);
 }

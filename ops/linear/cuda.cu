@@ -142,26 +142,12 @@ static ge2_status linear_prepare(ge2_launch *launch, bool fuse)
     return ge2_gemm_plan_commit(launch, p, st, found);
 }
 
-// A fused activation epilogue, unless the plain GEMM with ge2's act kernel
-// is measured faster (GELU_AUX_BIAS, which also writes z, took 165 us on an
-// H100 where the plain GEMM takes 35: bench/RESULTS.md). Compared where the
-// GEMMs are timed (autotune).
+// A fused activation epilogue or the plain GEMM with ge2's act kernel,
+// whichever is faster (GELU_AUX_BIAS, which also writes z, took 165 us on
+// an H100 where the plain GEMM takes 35: bench/RESULTS.md)
 extern "C" ge2_status ge2_cuda_linear_prepare(ge2_launch *launch)
 {
-    GE2_TRY(linear_prepare(launch, true));
-    const ge2_gemm_plan *fused = (const ge2_gemm_plan *)launch->backend_data;
-    const bool plain = fused->epilogue == CUBLASLT_EPILOGUE_DEFAULT || fused->epilogue == CUBLASLT_EPILOGUE_BIAS;
-    if (plain || fused->selection.tiled || !launch->settings || !launch->settings->autotune ||
-        !launch->settings->time_epilogues)
-        return GE2_OK;
-    ge2_launch other = *launch;
-    other.backend_data = NULL;
-    if (linear_prepare(&other, false) != GE2_OK) {
-        ge2_clear_error();
-        return GE2_OK;
-    }
-    ge2_gemm_keep_faster(launch, "fused epilogue", (ge2_gemm_plan *)other.backend_data, "plain + act");
-    return GE2_OK;
+    return ge2_gemm_prepare_timed(launch, linear_prepare, "fused epilogue");
 }
 
 extern "C" ge2_status ge2_cuda_linear_launch(const ge2_launch *launch)

@@ -61,13 +61,6 @@ __global__ void ge2_dact_kernel(int64_t rows, int64_t n, ge2_act_attrs a, const 
 
 // ---------------------------------------------------------------- launchers
 
-// db [n] = column sums of g [rows, n], by the reduce family's kernels
-// (ge2_cuda_column_sums: chunks of rows summed apart, then added in order)
-static ge2_status column_sums(const ge2_launch *launch, const float *g, int64_t rows, int64_t n, float *db)
-{
-    return ge2_cuda_column_sums(launch, g, rows, n, db);
-}
-
 static bool has_bgrad(cublasLtEpilogue_t e)
 {
     return e == CUBLASLT_EPILOGUE_DRELU_BGRAD || e == CUBLASLT_EPILOGUE_DGELU_BGRAD ||
@@ -107,7 +100,7 @@ static ge2_status grad_input_post(const ge2_launch *launch, const ge2_gemm_plan 
         GE2_CUDA_CHECK(launch, "ge2_dact_kernel");
     }
     if (db && !has_bgrad(p->epilogue))
-        GE2_TRY(column_sums(launch, dx, rows, n, db));
+        GE2_TRY(ge2_cuda_column_sums(launch, dx, rows, n, db));
     return GE2_OK;
 }
 
@@ -116,7 +109,7 @@ static ge2_status grad_weight_post(const ge2_launch *launch, const ge2_gemm_plan
 {
     float *db = launch->n_out > 1 ? (float *)launch->out[1].data : NULL;
     if (db && !has_bgrad(p->epilogue))
-        GE2_TRY(column_sums(launch, (const float *)launch->in[0].data, launch->in[0].shape.dim[0],
+        GE2_TRY(ge2_cuda_column_sums(launch, (const float *)launch->in[0].data, launch->in[0].shape.dim[0],
                             launch->in[0].shape.dim[1], db));
     return GE2_OK;
 }
@@ -246,28 +239,13 @@ static ge2_status grad_input_prepare(ge2_launch *launch, bool fuse)
     return prepare_with_fallback(launch, p, wa, dzb, dd, false, false);
 }
 
-// The fused act' epilogue, unless the plain GEMM and the post kernel are
-// measured faster (cuBLASLt's DGELU epilogue took 300 us on an H100 where
-// the GEMM alone runs in 35 us: bench/RESULTS.md). Compared where the
-// GEMMs are timed (autotune).
+// The fused act' epilogue or the plain GEMM and the post kernel, whichever
+// is faster (cuBLASLt's DGELU epilogue took 300 us on an H100 where the
+// GEMM alone runs in 35-47 us: bench/RESULTS.md)
 extern "C" ge2_status ge2_cuda_linear_grad_input_prepare(ge2_launch *launch)
 {
-    GE2_TRY(grad_input_prepare(launch, true));
-    const ge2_gemm_plan *fused = (const ge2_gemm_plan *)launch->backend_data;
-    if (fused->epilogue == CUBLASLT_EPILOGUE_DEFAULT || fused->selection.tiled || !launch->settings ||
-        !launch->settings->autotune || !launch->settings->time_epilogues)
-        return GE2_OK;
-    const char *what = fused->epilogue == CUBLASLT_EPILOGUE_DRELU || fused->epilogue == CUBLASLT_EPILOGUE_DRELU_BGRAD
-                           ? "fused DRELU"
-                           : "fused DGELU";
-    ge2_launch plain = *launch;
-    plain.backend_data = NULL;
-    if (grad_input_prepare(&plain, false) != GE2_OK) {
-        ge2_clear_error();
-        return GE2_OK;
-    }
-    ge2_gemm_keep_faster(launch, what, (ge2_gemm_plan *)plain.backend_data, "plain + dact");
-    return GE2_OK;
+    const bool relu = launch->n_in > 2 && launch->in[2].dtype == GE2_U8;
+    return ge2_gemm_prepare_timed(launch, grad_input_prepare, relu ? "fused DRELU" : "fused DGELU");
 }
 
 // dz [B, out], x [B, in] -> dw [out, in][, db [out]]

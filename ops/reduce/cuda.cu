@@ -2,7 +2,7 @@
 // over the dims a broadcast expanded). All three are the same problem — an
 // output whose padded 4-D shape has 1 where the input is summed — so one
 // launcher serves them, with a final scale (1/len for MEAN), picking among
-// four kernels by how many outputs there are and how their terms lie.
+// five kernels by how many outputs there are and how their terms lie.
 //
 // Deterministic: each output is summed in a fixed order by a fixed tree, no
 // atomics, so replays reproduce eager runs bit for bit.
@@ -117,6 +117,7 @@ __global__ void ge2_reduce_warp_kernel(long long n_out, const float *x /* [x dim
 // column: a few dozen blocks for a layer's bias, too few to fill the GPU.
 #define GE2_COLSUM_LANES 8
 #define GE2_COLSUM_CHUNK 256 // rows per chunk at least: 32 per thread
+#define GE2_COLSUM_MAX_CHUNKS 256 // longer columns take longer chunks: the finish adds at most this many
 
 __global__ void ge2_column_partials_kernel(long long rows, long long n, long long chunk_rows,
                                            const float *x /* [rows, n] */, float *partial /* [chunks, n] */)
@@ -208,7 +209,7 @@ static int column_chunks(long long rows, long long n, size_t workspace_bytes)
         return 0;
     long long chunks = rows / GE2_COLSUM_CHUNK, room = (long long)(workspace_bytes / ((size_t)n * sizeof(float)));
     chunks = chunks < room ? chunks : room;
-    chunks = chunks < 65535 ? chunks : 65535;
+    chunks = chunks < GE2_COLSUM_MAX_CHUNKS ? chunks : GE2_COLSUM_MAX_CHUNKS;
     return chunks >= 2 ? (int)chunks : 0;
 }
 

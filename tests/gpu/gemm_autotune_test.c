@@ -225,7 +225,7 @@ START_TEST(test_tuned_matches_heuristic_and_reference)
             /* a fused activation epilogue is timed against the plain GEMM + act
              * kernel, whose GEMM is tuned too ("timed: ..."; also on scratch,
              * which the sentinel above checks) */
-            ck_assert_int_eq(after.tuned - before.tuned, strstr(tuned_what, "timed: ") ? 2 : 1);
+            ck_assert_int_eq(after.tuned - before.tuned, strstr(tuned_what, "; timed: ") ? 2 : 1);
             ck_assert_msg(after.timings - before.timings >= 2, "timed %lld candidates",
                           (long long)(after.timings - before.timings));
         }

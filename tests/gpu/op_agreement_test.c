@@ -229,6 +229,8 @@ static bool attention_op(ge2_op op) { return op == GE2_OP_ATTENTION || op == GE2
  * take: check_graph then fails an attention launch that fell back to the
  * fp32 kernels (their description says why) */
 static bool want_cudnn_attention;
+/* Set by large_bias_gradients: its REDUCE_TO must take the two-pass column sums */
+static bool want_column_chunks;
 
 /* LINEAR's relu bit-mask (u8 [B, row bytes], its output 1): the first n bits
  * of each row mean something, n = y's width; the padding is whatever the
@@ -425,6 +427,10 @@ static void check_graph(const char *label, const ge2_graph *g, const ge2_feed *f
             const char *kernel = ge2_op_def_of(node->op)->cuda.describe(&lg);
             printf("%s: %s: %s\n", label, name, kernel);
             ck_assert_msg(strncmp(kernel, "cuDNN", 5) == 0, "%s: %s ran %s", label, name, kernel);
+        }
+        if (want_column_chunks && node->op == GE2_OP_REDUCE_TO) {
+            const char *kernel = ge2_op_def_of(node->op)->cuda.describe(&lg);
+            ck_assert_msg(strstr(kernel, "chunks"), "%s: %s ran %s", label, name, kernel);
         }
         cuda_enqueue(&lg);
         CK_CUDA(cudaStreamSynchronize(d.stream));
@@ -846,7 +852,9 @@ static void large_bias_gradients(void)
     OK(ge2_backward(g, loss));
     float *xd = random_f32(B * IN, -1, 1), *ud = random_f32(B * IN, -1, 1);
     ge2_feed feeds[] = {{x, xd, ge2_shape2(B, IN)}, {u, ud, ge2_shape2(B, IN)}};
+    want_column_chunks = true;
     check_graph("large bias gradients", g, feeds, 2);
+    want_column_chunks = false;
     free(xd);
     free(ud);
     ge2_graph_free(g);
