@@ -160,10 +160,7 @@ static int parse(int argc, char **argv, options *o)
             ok = ge2_precision_parse(optarg, &o->precision) == GE2_OK;
             break;
         case DEVICE:
-            ok = strcmp(optarg, "cpu") == 0 || strcmp(optarg, "cuda") == 0 || strcmp(optarg, "auto") == 0;
-            o->device = strcmp(optarg, "cpu") == 0 ? GE2_DEVICE_CPU
-                        : strcmp(optarg, "cuda") == 0 ? GE2_DEVICE_CUDA
-                                                      : GE2_DEVICE_AUTO;
+            ok = ge2_device_parse(optarg, &o->device) == GE2_OK;
             break;
         case DATA: o->data = optarg; break;
         case DISTRIBUTED: o->distributed = true; break;

@@ -212,13 +212,7 @@ static int parse_args(int argc, char **argv, const trainer_spec *spec, trainer_o
         int64_t i64;
         switch (c) {
         case 'd':
-            if (!strcmp(optarg, "cpu"))
-                o->device = GE2_DEVICE_CPU;
-            else if (!strcmp(optarg, "cuda"))
-                o->device = GE2_DEVICE_CUDA;
-            else if (!strcmp(optarg, "auto"))
-                o->device = GE2_DEVICE_AUTO;
-            else
+            if (ge2_device_parse(optarg, &o->device) != GE2_OK)
                 return trainer_fail(spec, 2, "--device: expected cpu, cuda or auto, got '%s'", optarg);
             break;
         case 'D':

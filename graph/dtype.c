@@ -29,12 +29,26 @@ const char *ge2_role_name(ge2_role role)
     return (unsigned)role < GE2_ROLE_COUNT ? names[role] : "?";
 }
 
+static const char *const device_names[GE2_DEVICE_COUNT] = {
+    [GE2_DEVICE_CPU] = "cpu", [GE2_DEVICE_CUDA] = "cuda", [GE2_DEVICE_AUTO] = "auto",
+};
+
 const char *ge2_device_name(ge2_device device)
 {
-    static const char *const names[GE2_DEVICE_COUNT] = {
-        [GE2_DEVICE_CPU] = "cpu", [GE2_DEVICE_CUDA] = "cuda", [GE2_DEVICE_AUTO] = "auto",
-    };
-    return (unsigned)device < GE2_DEVICE_COUNT ? names[device] : "?";
+    return (unsigned)device < GE2_DEVICE_COUNT ? device_names[device] : "?";
+}
+
+ge2_status ge2_device_parse(const char *name, ge2_device *out)
+{
+    if (!name || !out)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_device_parse: name and out must not be NULL");
+    for (int d = 0; d < GE2_DEVICE_COUNT; d++) {
+        if (strcmp(name, device_names[d]) == 0) {
+            *out = (ge2_device)d;
+            return GE2_OK;
+        }
+    }
+    return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_device_parse: unknown device '%s' (cpu, cuda, auto)", name);
 }
 
 static const char *const activation_names[GE2_ACT_COUNT] = {

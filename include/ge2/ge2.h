@@ -89,7 +89,9 @@ typedef enum ge2_device {
     GE2_DEVICE_COUNT
 } ge2_device;
 
-const char *ge2_device_name(ge2_device device);
+const char *ge2_device_name(ge2_device device); /* "cpu", "cuda", "auto" */
+/* The device a name says (the trainers' --device); an unknown name is an error. */
+ge2_status ge2_device_parse(const char *name, ge2_device *out);
 /* True when a CUDA device can be used by this process. */
 bool ge2_cuda_available(void);
 /* Makes GPU index % (the GPUs' count) this thread's current device, the one

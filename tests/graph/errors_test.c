@@ -94,6 +94,12 @@ START_TEST(null_handles_and_bad_arguments)
     EXPECT_ERR(ge2_activation_parse("swish", &act), GE2_ERR_INVALID_ARGUMENT, "unknown activation 'swish'");
     ck_assert_int_eq(ge2_activation_parse("gelu", &act), GE2_OK);
     ck_assert_int_eq(act, GE2_ACT_GELU_TANH);
+    ge2_device device = GE2_DEVICE_COUNT;
+    EXPECT_ERR(ge2_device_parse("gpu", &device), GE2_ERR_INVALID_ARGUMENT, "unknown device 'gpu'");
+    for (int d = 0; d < GE2_DEVICE_COUNT; d++) {
+        ck_assert_int_eq(ge2_device_parse(ge2_device_name((ge2_device)d), &device), GE2_OK);
+        ck_assert_int_eq(device, d);
+    }
     ge2_tensor *logits = input("logits", GE2_F32, ge2_shape2(2, 3)), *labels;
     ck_assert_int_eq(ge2_label(g, "labels", GE2_I32, ge2_shape1(2), &labels), GE2_OK);
     EXPECT_ERR(ge2_cross_entropy(g, logits, labels, 2.0f, &y), GE2_ERR_INVALID_ARGUMENT, "label_smoothing 2");
