@@ -29,6 +29,15 @@ const char *ge2_role_name(ge2_role role)
     return (unsigned)role < GE2_ROLE_COUNT ? names[role] : "?";
 }
 
+/* The index of name in names[0, count) (entries may be NULL), or -1 */
+static int name_index(const char *const *names, int count, const char *name)
+{
+    for (int i = 0; i < count; i++)
+        if (names[i] && strcmp(name, names[i]) == 0)
+            return i;
+    return -1;
+}
+
 static const char *const device_names[GE2_DEVICE_COUNT] = {
     [GE2_DEVICE_CPU] = "cpu", [GE2_DEVICE_CUDA] = "cuda", [GE2_DEVICE_AUTO] = "auto",
 };
@@ -42,11 +51,10 @@ ge2_status ge2_device_parse(const char *name, ge2_device *out)
 {
     if (!name || !out)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_device_parse: name and out must not be NULL");
-    for (int d = 0; d < GE2_DEVICE_COUNT; d++) {
-        if (strcmp(name, device_names[d]) == 0) {
-            *out = (ge2_device)d;
-            return GE2_OK;
-        }
+    const int d = name_index(device_names, GE2_DEVICE_COUNT, name);
+    if (d >= 0) {
+        *out = (ge2_device)d;
+        return GE2_OK;
     }
     return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_device_parse: unknown device '%s' (cpu, cuda, auto)", name);
 }
@@ -67,15 +75,10 @@ ge2_status ge2_activation_parse(const char *name, ge2_activation *out)
     if (!name || !out)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_activation_parse: name and out must not be NULL");
     /* "gelu" alone means the tanh approximation, as most MLP code uses it. */
-    if (strcmp(name, "gelu") == 0) {
-        *out = GE2_ACT_GELU_TANH;
+    const int a = strcmp(name, "gelu") == 0 ? GE2_ACT_GELU_TANH : name_index(activation_names, GE2_ACT_COUNT, name);
+    if (a >= 0) {
+        *out = (ge2_activation)a;
         return GE2_OK;
-    }
-    for (int a = 0; a < GE2_ACT_COUNT; a++) {
-        if (strcmp(name, activation_names[a]) == 0) {
-            *out = (ge2_activation)a;
-            return GE2_OK;
-        }
     }
     return ge2_error(GE2_ERR_INVALID_ARGUMENT,
                      "ge2_activation_parse: unknown activation '%s' (none, relu, leaky_relu, gelu, gelu_tanh, gelu_erf, "
@@ -95,11 +98,10 @@ ge2_status ge2_precision_parse(const char *name, ge2_precision *out)
 {
     if (!name || !out)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_precision_parse: name and out must not be NULL");
-    for (int p = 0; p < GE2_PRECISION_COUNT; p++) {
-        if (strcmp(name, precision_names[p]) == 0) {
-            *out = (ge2_precision)p;
-            return GE2_OK;
-        }
+    const int p = name_index(precision_names, GE2_PRECISION_COUNT, name);
+    if (p >= 0) {
+        *out = (ge2_precision)p;
+        return GE2_OK;
     }
     return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_precision_parse: unknown precision '%s' (fp32, tf32, bf16)",
                      name);

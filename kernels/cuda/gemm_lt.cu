@@ -428,14 +428,14 @@ static void note(ge2_gemm_plan *p, const char *fmt, ...)
     va_end(ap);
 }
 
-ge2_status ge2_gemm_prepare_timed(ge2_launch *launch, ge2_gemm_prepare_fn prepare, const char *fused_name)
+ge2_status ge2_gemm_prepare_timed(ge2_launch *launch, ge2_gemm_prepare_fn prepare)
 {
     const bool timed = launch->settings && launch->settings->autotune && launch->settings->time_epilogues;
     char known[64] = "";
     const bool recalled = timed && ge2_kernel_choice_recall(launch, "epilogue", known, sizeof known);
     if (recalled && strcmp(known, "plain") == 0) {
         GE2_TRY(prepare(launch, false));
-        note((ge2_gemm_plan *)launch->backend_data, "; plain + ge2 kernel (cached, against %s)", fused_name);
+        note((ge2_gemm_plan *)launch->backend_data, "; plain + ge2 kernel (cached choice over the fused epilogue)");
         return GE2_OK;
     }
     GE2_TRY(prepare(launch, true));
@@ -459,13 +459,14 @@ ge2_status ge2_gemm_prepare_timed(ge2_launch *launch, ge2_gemm_prepare_fn prepar
     }
     ge2_scratch_launch_free(bufs);
     const bool take_plain = plain_us >= 0 && plain_us < fused_us;
+    const char *fused_epilogue = epilogue_name(fused->epilogue);
     ge2_gemm_plan_free(take_plain ? fused : plain);
     launch->backend_data = take_plain ? plain : fused;
     if (fused_us < 0 || plain_us < 0)
         return GE2_OK;
     ge2_kernel_choice_remember(launch, "epilogue", take_plain ? "plain" : "fused");
-    note((ge2_gemm_plan *)launch->backend_data, "; timed: %s %.1f us, %s %.1f us", fused_name, fused_us,
-         "plain + ge2 kernel", plain_us);
+    note((ge2_gemm_plan *)launch->backend_data, "; timed: fused %s %.1f us, plain + ge2 kernel %.1f us",
+         fused_epilogue, fused_us, plain_us);
     return GE2_OK;
 }
 

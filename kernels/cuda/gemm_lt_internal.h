@@ -105,8 +105,8 @@ typedef ge2_status (*ge2_gemm_prepare_fn)(ge2_launch *launch, bool fuse);
 // act kernel, post step) are timed on zeroed scratch copies of the launch's
 // buffers, the winner remembered per problem (ge2_kernel_choice_*: every
 // process then runs the same kernels) and both times noted in the
-// description; fused_name names the fused one there ("fused DGELU").
-ge2_status ge2_gemm_prepare_timed(ge2_launch *launch, ge2_gemm_prepare_fn prepare, const char *fused_name);
+// description.
+ge2_status ge2_gemm_prepare_timed(ge2_launch *launch, ge2_gemm_prepare_fn prepare);
 // The GEMM, the act kernel and the post step of a prepared plan.
 ge2_status ge2_gemm_enqueue(const ge2_launch *launch, const char *op);
 

@@ -547,6 +547,13 @@ static const char *attn_kernel_name(const attn_run &r)
     return r.tiled ? "ge2 tiled attention (64 x 64 tiles, fp32)" : "ge2 attention, a warp per row (fp32)";
 }
 
+// A kernel's shared memory past the default 48 KiB
+static ge2_status grant_smem(const ge2_launch *l, const void *kernel, size_t bytes)
+{
+    return ge2_cuda_check_call(l, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes),
+                               "cudaFuncSetAttribute");
+}
+
 // Before warm-up and capture: under precision BF16 cuDNN's plan (cudnn.c),
 // else a tiled kernel's shared memory past the default 48 KiB is granted
 // here, once per graph key.
@@ -557,23 +564,11 @@ extern "C" ge2_status ge2_cuda_attention_prepare(ge2_launch *l)
     GE2_TRY(ge2_cudnn_attention_prepare(l, attn_kernel_name(r)));
     if (!r.tiled || ge2_cudnn_attention_runs(l))
         return GE2_OK;
-    ge2_status st;
-    if (l->node->op == GE2_OP_ATTENTION)
-        st = ge2_cuda_check_call(l, cudaFuncSetAttribute(ge2_attention_tiled_kernel,
-                                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                         (int)attn_smem_forward),
-                                 "cudaFuncSetAttribute");
-    else {
-        st = ge2_cuda_check_call(l, cudaFuncSetAttribute(ge2_attention_grad_q_tiled_kernel,
-                                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                         (int)attn_smem_grad_q),
-                                 "cudaFuncSetAttribute");
-        if (st == GE2_OK)
-            st = ge2_cuda_check_call(l, cudaFuncSetAttribute(ge2_attention_grad_kv_tiled_kernel,
-                                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                             (int)attn_smem_grad_kv),
-                                     "cudaFuncSetAttribute");
-    }
+    const bool forward = l->node->op == GE2_OP_ATTENTION;
+    ge2_status st = forward ? grant_smem(l, (const void *)ge2_attention_tiled_kernel, attn_smem_forward)
+                            : grant_smem(l, (const void *)ge2_attention_grad_q_tiled_kernel, attn_smem_grad_q);
+    if (st == GE2_OK && !forward)
+        st = grant_smem(l, (const void *)ge2_attention_grad_kv_tiled_kernel, attn_smem_grad_kv);
     if (st != GE2_OK)
         ge2_cudnn_attention_release(l); /* a failed prepare leaves nothing behind */
     return st;

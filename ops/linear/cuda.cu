@@ -147,7 +147,7 @@ static ge2_status linear_prepare(ge2_launch *launch, bool fuse)
 // an H100 where the plain GEMM takes 35: bench/RESULTS.md)
 extern "C" ge2_status ge2_cuda_linear_prepare(ge2_launch *launch)
 {
-    return ge2_gemm_prepare_timed(launch, linear_prepare, "fused epilogue");
+    return ge2_gemm_prepare_timed(launch, linear_prepare);
 }
 
 extern "C" ge2_status ge2_cuda_linear_launch(const ge2_launch *launch)

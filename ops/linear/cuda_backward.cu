@@ -244,8 +244,7 @@ static ge2_status grad_input_prepare(ge2_launch *launch, bool fuse)
 // GEMM alone runs in 35-47 us: bench/RESULTS.md)
 extern "C" ge2_status ge2_cuda_linear_grad_input_prepare(ge2_launch *launch)
 {
-    const bool relu = launch->n_in > 2 && launch->in[2].dtype == GE2_U8;
-    return ge2_gemm_prepare_timed(launch, grad_input_prepare, relu ? "fused DRELU" : "fused DGELU");
+    return ge2_gemm_prepare_timed(launch, grad_input_prepare);
 }
 
 // dz [B, out], x [B, in] -> dw [out, in][, db [out]]
