@@ -547,6 +547,15 @@ static void print_kernels(const ge2_backend_ctx *ctx, const ge2_exec *exec)
     }
 }
 
+/* Does one of the group's launches multiply bf16 operands? */
+static bool group_has_bf16_gemm(const ge2_exec *exec, const ge2_fusion_group *fg)
+{
+    for (int i = fg->first; i < fg->first + fg->count; i++)
+        if (ge2_launch_bf16_gemm(&exec->launches[i]))
+            return true;
+    return false;
+}
+
 /* The plan's groups whose pattern's CUDA implementation takes this key's
  * launches. The launches stay prepared, so the kernel report still says
  * what each would have run; a group its implementation declines runs node
@@ -570,7 +579,7 @@ static ge2_status prepare_groups(ge2_backend_ctx *ctx, ge2_exec *exec, ge2_cuda_
             continue;
         char why[256] = "";
         void *state = NULL;
-        if (exec->launches[fg->first].bf16_operands) /* a group's own kernels sum fp32 operands */
+        if (group_has_bf16_gemm(exec, fg)) /* a group's own kernels sum fp32 operands */
             snprintf(why, sizeof why, "precision bf16: fused groups run node by node (their own kernels compute in fp32)");
         else
             GE2_TRY(pattern->cuda->prepare(&exec->launches[fg->first], fg->count, &state, why, sizeof why));
@@ -608,15 +617,15 @@ static ge2_status open_side_stream(ge2_backend_ctx *ctx)
 }
 
 /* The bf16 operand scratch a key needs (ge2_launch.scratch): what its
- * largest launch asks through its op's bf16_scratch_bytes under precision
- * BF16; 0 when none asks. */
+ * largest launch asks through its op's bf16_scratch_bytes (under precision
+ * BF16, or for a GEMM with a bf16 operand tensor); 0 when none asks. */
 static size_t bf16_scratch_bytes(const ge2_exec *exec)
 {
     size_t most = 0;
     for (int i = 0; i < exec->n_launches; i++) {
         const ge2_launch *l = &exec->launches[i];
         size_t (*need_of)(const ge2_launch *) = ge2_op_def_of(l->node->op)->cuda.bf16_scratch_bytes;
-        if (!l->bf16_operands || !need_of || runs_beside(l))
+        if (!ge2_launch_bf16_gemm(l) || !need_of || runs_beside(l))
             continue;
         const size_t need = need_of(l);
         most = need > most ? need : most;

@@ -18,6 +18,7 @@ ge2_compile_options ge2_compile_defaults(void)
     o.autotune = true;
     o.gemm_kernels = GE2_GEMM_KERNELS_ANY;
     o.time_epilogues = true;
+    o.bf16_storage = true;
     o.pdl = true;
     o.feed_ahead = true;
     return o;
@@ -61,6 +62,7 @@ ge2_status ge2_options_resolve(const ge2_compile_options *given, ge2_program_opt
     env_switch("GE2_AUTOTUNE", &o->autotune);
     env_switch("GE2_AUTOTUNE_LOG", &o->autotune_log);
     env_switch("GE2_TIME_EPILOGUES", &o->time_epilogues);
+    env_switch("GE2_BF16_STORAGE", &o->bf16_storage);
     env_switch("GE2_PDL", &o->pdl);
     env_switch("GE2_FEED_AHEAD", &o->feed_ahead);
     env_switch("GE2_PRINT_KERNELS", &o->print_kernels);

@@ -6,9 +6,11 @@
 
 #include "capture/program_internal.h"
 #include "graph/alloc.h"
+#include "graph/clone.h"
 #include "graph/error.h"
 #include "graph/init.h"
 #include "graph/verify.h"
+#include "ops/cast/cast.h"
 #include "optim/optimizer_math.h"
 
 /* ------------------------------------------------------------- accessors */
@@ -32,6 +34,11 @@ bool ge2_program_feeds_ahead(const ge2_program *program)
 }
 
 const ge2_graph *ge2_program_graph(const ge2_program *program) { return program->graph; }
+
+bool ge2_program_has_tensor(const ge2_program *program, const ge2_tensor *t)
+{
+    return t && (t->graph == program->graph || t->graph == program->source);
+}
 
 const ge2_optimizer_config *ge2_program_optimizer_config(const ge2_program *program)
 {
@@ -74,7 +81,7 @@ ge2_status ge2_program_source_done(ge2_program *program, void *fence, bool *done
 
 ge2_status ge2_program_check_graph(const ge2_program *program, const char *fn)
 {
-    const ge2_graph *g = program->graph;
+    const ge2_graph *g = program->source;
     if (g->n_nodes != program->n_nodes || g->n_tensors != program->n_tensors)
         return ge2_error(GE2_ERR_STATE,
                          "%s: the graph changed after ge2_compile (%d nodes, %d tensors then; %d, %d now); compile again",
@@ -285,11 +292,40 @@ static ge2_status check_collective(const ge2_program *program)
     return GE2_OK;
 }
 
+/* Precision BF16's storage pass (ops/cast: ge2_bf16_storage_pass) on the
+ * program's own copy of the graph, so the user's stays as built for a
+ * compile in another precision; drawn ("bf16" DOT) when it cast anything. */
+static ge2_status bf16_storage(ge2_program *program)
+{
+    const ge2_compile_options *o = &program->options.o;
+    if (o->precision != GE2_PRECISION_BF16 || !o->bf16_storage)
+        return GE2_OK;
+    if (o->dump)
+        fprintf(o->dump, "-- pass bf16 storage\n");
+    ge2_graph *copy;
+    GE2_TRY(ge2_graph_clone(program->graph, &copy));
+    int casts = 0;
+    ge2_status st = ge2_bf16_storage_pass(copy, &casts);
+    if (st == GE2_OK && casts > 0)
+        st = ge2_graph_verify(copy);
+    if (st != GE2_OK || casts == 0) {
+        ge2_graph_free(copy);
+        return st;
+    }
+    program->own_graph = program->graph = copy;
+    if (o->dump) {
+        fprintf(o->dump, "%d GEMM operand(s) rounded once each by a cast to bf16\n", casts);
+        GE2_TRY(ge2_graph_summary(copy, o->dump));
+    }
+    return ge2_program_dump_dot(program, "bf16", NULL);
+}
+
 static ge2_status compile(ge2_program *program)
 {
     GE2_TRY(ge2_graph_verify(program->graph));
     GE2_TRY(dump_graph(program));
     GE2_TRY(rewrite_graph(program));
+    GE2_TRY(bf16_storage(program));
     for (int n = 0; n < program->graph->n_nodes; n++)
         if ((ge2_op_flags(program->graph->nodes[n].op) & GE2_OPF_UPDATE) && program->optimizer_node < 0)
             program->optimizer_node = n;
@@ -314,7 +350,7 @@ ge2_status ge2_compile(ge2_context *ctx, ge2_graph *graph, const ge2_compile_opt
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_compile: program");
     program->ctx = ctx;
     program->device = ge2_context_device(ctx);
-    program->graph = graph;
+    program->graph = program->source = graph;
     program->n_nodes = graph->n_nodes;
     program->n_tensors = graph->n_tensors;
     program->changes = graph->changes;
@@ -364,5 +400,6 @@ void ge2_program_free(ge2_program *program)
         ge2_free(program->taken_sums[m]);
     }
     ge2_layout_free(program->layout);
+    ge2_graph_free(program->own_graph);
     ge2_free(program);
 }

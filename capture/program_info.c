@@ -63,7 +63,7 @@ static ge2_status persistent_place(const ge2_program *program, const ge2_tensor 
 {
     if (!program || !t)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "%s: program and tensor must not be NULL", fn);
-    if (t->graph != program->graph)
+    if (!ge2_program_has_tensor(program, t))
         return ge2_error(GE2_ERR_GRAPH, "%s: tensor '%s' belongs to another graph", fn, t->name);
     char s[64];
     ge2_shape_str(t->shape, s, sizeof s);

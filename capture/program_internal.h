@@ -97,9 +97,14 @@ typedef struct ge2_program_key {
 struct ge2_program {
     ge2_context *ctx; /* not owned; outlives the program */
     ge2_device device;
-    ge2_graph *graph; /* not owned; outlives the program */
-    int n_nodes, n_tensors; /* the graph as compiled: it must not grow after */
-    unsigned changes;       /* nor change otherwise (graph->changes) */
+    /* the graph the program runs: the user's (`source`), or under precision
+     * BF16 the program's own copy of it with the storage pass's casts
+     * (ge2_bf16_storage_pass): the same tensor ids, tensors appended */
+    ge2_graph *graph;
+    ge2_graph *source;      /* the user's graph, not owned; outlives the program */
+    ge2_graph *own_graph;   /* owned; NULL when graph is source */
+    int n_nodes, n_tensors; /* the source as compiled: it must not grow after */
+    unsigned changes;       /* nor change otherwise (source->changes) */
     /* per fusion row: the fused nodes its rewrite made in this graph (0 for
      * group patterns) */
     int rewritten[8 * sizeof(ge2_fusion_set)];
@@ -151,6 +156,9 @@ void *ge2_program_buffers(const ge2_program *program);
 const ge2_backend *ge2_program_backend(const ge2_program *program, ge2_backend_ctx **ctx);
 const ge2_layout *ge2_program_layout(const ge2_program *program);
 const ge2_graph *ge2_program_graph(const ge2_program *program);
+/* Whether t is a tensor of the program's graph or of the user's graph it
+ * was compiled from (same ids), so t->id names it in the program. */
+bool ge2_program_has_tensor(const ge2_program *program, const ge2_tensor *t);
 /* The optimizer's config, NULL when the graph has none. */
 const ge2_optimizer_config *ge2_program_optimizer_config(const ge2_program *program);
 

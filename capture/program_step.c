@@ -39,7 +39,7 @@ static ge2_status check_feed(const ge2_program *program, const ge2_feed *feed, i
     const ge2_tensor *t = feed->tensor;
     if (!t)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "%s: feed %d has no tensor", fn, index);
-    if (t->graph != program->graph)
+    if (!ge2_program_has_tensor(program, t))
         return ge2_error(GE2_ERR_GRAPH, "%s: feed %d tensor '%s' belongs to another graph", fn, index, t->name);
     if (t->role != GE2_ROLE_INPUT && t->role != GE2_ROLE_LABEL)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "%s: feed %d tensor '%s' is a %s, not an input or label", fn,
@@ -190,7 +190,7 @@ ge2_status ge2_program_taken_sum(ge2_program *program, ge2_mode mode, const ge2_
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_taken_sum: program, output and sum must not be NULL");
     GE2_TRY(check_mode(mode, "ge2_program_taken_sum"));
     for (int r = 0; r < program->n_results; r++)
-        if (program->result_ids[r] == output->id && output->graph == program->graph) {
+        if (program->result_ids[r] == output->id && ge2_program_has_tensor(program, output)) {
             *sum = program->taken_sums[mode][r];
             return GE2_OK;
         }
@@ -332,7 +332,7 @@ ge2_status ge2_program_read_output(ge2_program *program, ge2_mode mode, const ge
     if (!program || !t || !dst)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_read_output: program, tensor and dst must not be NULL");
     GE2_TRY(check_mode(mode, "ge2_program_read_output"));
-    if (t->graph != program->graph)
+    if (!ge2_program_has_tensor(program, t))
         return ge2_error(GE2_ERR_GRAPH, "ge2_program_read_output: tensor '%s' belongs to another graph", t->name);
     if (program->last_key[mode] < 0)
         return ge2_error(GE2_ERR_STATE, "ge2_program_read_output: no %s step has run yet", mode_names[mode]);

@@ -100,6 +100,25 @@ ge2_status ge2_rewrite_scan_end(ge2_rewrite_scan *s, ge2_status st)
     return st;
 }
 
+void ge2_graph_move_node(ge2_graph *g, int from, int to)
+{
+    if (to >= from)
+        return;
+    const ge2_node moved = g->nodes[from];
+    memmove(&g->nodes[to + 1], &g->nodes[to], sizeof *g->nodes * (size_t)(from - to));
+    g->nodes[to] = moved;
+    for (int n = to; n <= from; n++)
+        g->nodes[n].id = n;
+    for (int i = 0; i < g->n_tensors; i++) {
+        int *p = &g->tensors[i]->producer;
+        if (*p == from)
+            *p = to;
+        else if (*p >= to && *p < from)
+            (*p)++;
+    }
+    g->changes++;
+}
+
 ge2_status ge2_graph_compact(ge2_graph *g, const bool *drop_node, const bool *drop_tensor)
 {
     int *node_map = ge2_malloc(sizeof(int) * (size_t)(g->n_nodes + 1));

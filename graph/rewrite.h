@@ -17,6 +17,13 @@
 ge2_status ge2_graph_replace_node(ge2_graph *g, int at, ge2_op op, const int *inputs, int n_inputs,
                                   const int *outputs, int n_outputs, const ge2_attrs *attrs);
 
+/* Moves node `from` to position `to` (to <= from), the nodes between one
+ * later, and renumbers them: how a pass places a node it appended
+ * (ge2_graph_add_node) before the first node that reads its output. The
+ * caller keeps the order topological: nothing in [to, from) may make what
+ * the moved node reads. Bumps graph->changes. */
+void ge2_graph_move_node(ge2_graph *g, int from, int to);
+
 /* Removes the nodes with drop_node[id] and the tensors with drop_tensor[id]
  * (either may be NULL for none) and renumbers the rest in order: node
  * inputs and outputs, producers, grad, grad_of and the loss follow. No kept

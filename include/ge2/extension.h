@@ -67,6 +67,12 @@ enum {
      * planner may give it input 0's memory while both live, and the kernel
      * then has nothing to do (it must check out == in) */
     GE2_OPF_VIEW = 1u << 8,
+    /* a GEMM-class op whose inputs 0 and 1 are its operands: they may be
+     * bf16 tensors (read as they are, the other operand rounded to bf16,
+     * fp32 sums and outputs), which is how precision BF16's storage pass
+     * (docs/mixed-precision.md) hands every GEMM reading a tensor one
+     * rounded copy of it */
+    GE2_OPF_BF16_OPERANDS = 1u << 9,
 };
 
 /* A node of the graph (opaque here; its op's functions receive it). */
@@ -171,7 +177,9 @@ typedef struct ge2_launch {
     void *blas;         /* CUDA: cublasLtHandle_t */
     bool tf32;          /* CUDA: allow TF32 GEMMs */
     /* GEMM-class ops: round their operands to bf16 before multiplying,
-     * accumulate in fp32 (ge2_compile_options.precision BF16) */
+     * accumulate in fp32 (ge2_compile_options.precision BF16). An operand
+     * that is a bf16 tensor already (GE2_OPF_BF16_OPERANDS) is read as it
+     * is; ge2_launch_bf16_gemm says whether a launch multiplies in bf16. */
     bool bf16_operands;
     const ge2_kernel_settings *settings; /* never NULL when a backend runs the launch */
     /* A train step (false: eval). Ops whose forward differs by mode read
@@ -195,6 +203,13 @@ typedef struct ge2_launch {
 /* Bytes a bf16 copy of n elements takes in ge2_launch.scratch, rounded up
  * so the next copy starts 256-byte aligned. */
 static inline size_t ge2_bf16_copy_bytes(int64_t n) { return ((size_t)n * 2 + 255) / 256 * 256; }
+
+/* Whether a GEMM-class launch multiplies bf16 operands: under precision
+ * BF16, or when one of its operands (inputs 0 and 1) is a bf16 tensor. */
+static inline bool ge2_launch_bf16_gemm(const ge2_launch *l)
+{
+    return l->bf16_operands || (l->n_in > 1 && (l->in[0].dtype == GE2_BF16 || l->in[1].dtype == GE2_BF16));
+}
 
 struct ge2_cuda_kernel;
 

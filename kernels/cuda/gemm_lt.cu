@@ -198,11 +198,14 @@ ge2_status ge2_gemm_make_layouts(const ge2_launch *launch, ge2_gemm_plan *p, ge2
 {
     const char *op = ge2_cuda_op_name(launch);
     const int node_id = launch->node->id;
-    p->bf16 = launch->bf16_operands;
+    p->bf16 = ge2_launch_bf16_gemm(launch);
+    p->round_a = p->bf16 && launch->in[1].dtype != GE2_BF16;
+    p->round_b = p->bf16 && launch->in[0].dtype != GE2_BF16;
     p->span_a = operand_span(a_lt, batch);
     p->span_b = operand_span(b_lt, batch);
     if (p->bf16) {
-        const size_t need = ge2_bf16_copy_bytes(p->span_a) + ge2_bf16_copy_bytes(p->span_b);
+        const size_t need = (p->round_a ? ge2_bf16_copy_bytes(p->span_a) : 0) +
+                            (p->round_b ? ge2_bf16_copy_bytes(p->span_b) : 0);
         if (need > 0 && (!launch->scratch || launch->scratch_bytes < need))
             return ge2_error(GE2_ERR_STATE,
                              "ge2_%s (node %d): precision bf16 needs %zu bytes of scratch for the operands' bf16 "
@@ -249,8 +252,9 @@ typedef struct ge2_gemm_ptrs {
 static ge2_gemm_ptrs gemm_ptrs(const ge2_gemm_plan *p, const ge2_launch *launch)
 {
     ge2_gemm_ptrs g;
-    g.a = p->bf16 ? launch->scratch : launch->in[1].data;
-    g.b = p->bf16 ? (const void *)((const char *)launch->scratch + ge2_bf16_copy_bytes(p->span_a)) : launch->in[0].data;
+    g.a = p->round_a ? launch->scratch : launch->in[1].data;
+    g.b = p->round_b ? (const void *)((const char *)launch->scratch + (p->round_a ? ge2_bf16_copy_bytes(p->span_a) : 0))
+                     : launch->in[0].data;
     g.d = p->gemm_writes_z ? launch->out[1].data : launch->out[0].data;
     return g;
 }
@@ -335,12 +339,18 @@ static bool relu_mask_view(const ge2_launch *launch, const ge2_view *v)
                                   (op == GE2_OP_LINEAR_GRAD_INPUT && v == &launch->in[2]));
 }
 
+// A bf16 tensor as operand in[0] or in[1] (GE2_OPF_BF16_OPERANDS).
+static bool bf16_operand_view(const ge2_launch *launch, const ge2_view *v)
+{
+    return v->dtype == GE2_BF16 && (v == &launch->in[0] || v == &launch->in[1]);
+}
+
 ge2_status ge2_gemm_check_launch(const ge2_launch *launch)
 {
     for (int i = 0; i < launch->n_in + launch->n_out; i++) {
         const ge2_view *v = i < launch->n_in ? &launch->in[i] : &launch->out[i - launch->n_in];
-        if (v->dtype != GE2_F32 && !relu_mask_view(launch, v))
-            return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s: %s %d is %s; the CUDA kernel takes f32",
+        if (v->dtype != GE2_F32 && !relu_mask_view(launch, v) && !bf16_operand_view(launch, v))
+            return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s: %s %d is %s; the CUDA kernel takes f32 (operands: or bf16)",
                              ge2_cuda_op_name(launch), i < launch->n_in ? "input" : "output",
                              i < launch->n_in ? i : i - launch->n_in, ge2_dtype_name(v->dtype));
     }
@@ -356,7 +366,7 @@ ge2_status ge2_gemm_plan_commit(ge2_launch *launch, ge2_gemm_plan *p, ge2_status
 {
     ge2_tiled_gemm tiled;
     // (bf16: the tiled GEMM sums fp32 operands, so it is no fallback there)
-    const bool tiled_ok = st == GE2_OK && !launch->bf16_operands && p->tiled_bind && p->tiled_bind(launch, &tiled);
+    const bool tiled_ok = st == GE2_OK && !p->bf16 && p->tiled_bind && p->tiled_bind(launch, &tiled);
     if (st == GE2_OK && found == 0 && !tiled_ok) {
         char s0[64], s1[64];
         st = ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s (node %d): cuBLASLt has no algorithm for %s x %s",
@@ -488,11 +498,13 @@ ge2_status ge2_gemm_enqueue(const ge2_launch *launch, const char *op)
     GE2_TRY(set_epilogue_pointers(p, launch));
     ge2_gemm_ptrs g = gemm_ptrs(p, launch);
     const float one = 1.0f, zero = 0.0f;
-    if (g.d && p->bf16 && p->span_a + p->span_b > 0) {
-        // the operands rounded into the launch's scratch (kernels/cuda/bf16_copy.h)
+    if (g.d && (p->round_a || p->round_b)) {
+        // the f32 operands rounded into the launch's scratch (kernels/cuda/bf16_copy.h)
         ge2_bf16_spans spans = {0};
-        ge2_bf16_span_add(&spans, launch->in[1].data, (void *)g.a, p->span_a);
-        ge2_bf16_span_add(&spans, launch->in[0].data, (void *)g.b, p->span_b);
+        if (p->round_a)
+            ge2_bf16_span_add(&spans, launch->in[1].data, (void *)g.a, p->span_a);
+        if (p->round_b)
+            ge2_bf16_span_add(&spans, launch->in[0].data, (void *)g.b, p->span_b);
         GE2_TRY(ge2_cuda_bf16_round(launch, &spans));
     }
     if (g.d) {

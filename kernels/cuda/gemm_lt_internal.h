@@ -49,7 +49,10 @@ struct ge2_gemm_plan {
     ge2_activation act;
     float slope;
     bool tf32;     // CUBLAS_COMPUTE_32F_FAST_TF32 instead of plain fp32
-    bool bf16;     // precision BF16: A and B rounded into bf16 copies in the launch's scratch, fp32 sums
+    bool bf16;     // bf16 operands, fp32 sums (ge2_launch_bf16_gemm)
+    // bf16: A or B is an f32 tensor, rounded into a bf16 copy in the launch's
+    // scratch (A's first) before the GEMM; a bf16 tensor is read in place
+    bool round_a, round_b;
     int64_t span_a, span_b; // elements of A and B the GEMM reads (what the bf16 copies hold)
     int64_t n_out; // elements of y
     int bias_view;  // GE2_GEMM_IN/OUT: CUBLASLT_MATMUL_DESC_BIAS_POINTER (a bias, or a BGRAD epilogue's output)
@@ -84,7 +87,7 @@ const char *ge2_gemm_lt_status_name(cublasStatus_t s);
 
 void ge2_gemm_plan_free(ge2_gemm_plan *p);
 // The three layouts of one plan: cuBLASLt A (our in[1]), B (our in[0]), D;
-// with launch->bf16_operands, A and B are bf16 copies in launch->scratch.
+// bf16 (ge2_launch_bf16_gemm): A and B are bf16, the f32 ones copies in launch->scratch.
 ge2_status ge2_gemm_make_layouts(const ge2_launch *launch, ge2_gemm_plan *p, ge2_gemm_operand a_lt,
                                  ge2_gemm_operand b_lt, ge2_gemm_operand d, int64_t batch);
 // Builds the descriptor for p->epilogue and asks the heuristic. *found == 0
@@ -92,7 +95,7 @@ ge2_status ge2_gemm_make_layouts(const ge2_launch *launch, ge2_gemm_plan *p, ge2
 // caller can fall back to a plainer one.
 ge2_status ge2_gemm_plan_try(ge2_gemm_plan *p, const ge2_launch *launch, bool trans_a_lt, bool trans_b_lt,
                              int64_t d_rows_lt, int *found);
-// f32 views (bar LINEAR's u8 relu bit-mask), a stream and a cuBLASLt handle.
+// f32 views (bar LINEAR's u8 relu bit-mask and bf16 operands), a stream and a cuBLASLt handle.
 ge2_status ge2_gemm_check_launch(const ge2_launch *launch);
 // Ends a prepare: the plan goes to launch->backend_data, or is freed on
 // error; found == 0 means cuBLASLt offered nothing for these shapes.

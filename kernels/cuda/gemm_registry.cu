@@ -129,7 +129,7 @@ static bool problem_key(const ge2_launch *launch, const ge2_gemm_problem *pb, co
     k.batch = layout_attr(pb->ld, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, 1);
     k.dtype = ge2_dtype_name(launch->out[0].dtype);
     k.tf32 = launch->tf32;
-    k.bf16 = launch->bf16_operands;
+    k.bf16 = ge2_launch_bf16_gemm(launch);
     k.align_a = pb->align_a;
     k.align_b = pb->align_b;
     k.align_d = pb->align_d;
@@ -434,7 +434,7 @@ ge2_status ge2_gemm_select(const ge2_launch *launch, const ge2_gemm_problem *pb,
                          node_op(launch), launch->node->id);
     int n_lt = 0, n_tiled = 0;
     // ge2's tiled GEMM sums fp32 operands: it does not round them as precision BF16 asks
-    const bool tiled_ok = tiled && pb->d && !launch->bf16_operands && ge2_tiled_supports(tiled, NULL, 0);
+    const bool tiled_ok = tiled && pb->d && !ge2_launch_bf16_gemm(launch) && ge2_tiled_supports(tiled, NULL, 0);
     if (n > 0 && (families != GE2_GEMM_KERNELS_TILED || !tiled_ok)) {
         cublasLtMatmulHeuristicResult_t lt[MAX_CANDIDATES];
         n_lt = autotune ? expand_candidates(pb, cands, n, lt) : 1;

@@ -14,7 +14,8 @@
  *
  * ops.c holds the definition (registered by ops/builtin.def's line); the
  * rest of the folder is its parts: infer.c, backward.c, api.c (the public
- * builder), cpu.c, cuda.cu and test.c. */
+ * builder), cpu.c, cuda.cu, test.c, and storage.c (precision BF16's pass
+ * that gives GEMMs rounded copies of their operands). */
 #ifndef GE2_OPS_CAST_CAST_H
 #define GE2_OPS_CAST_CAST_H
 
@@ -58,6 +59,14 @@ ge2_status ge2_cpu_cast(const ge2_launch *l);
 
 /* cuda.cu (f32 <-> bf16): enqueue on launch->stream, capturable */
 ge2_status ge2_cuda_cast_launch(const ge2_launch *launch);
+
+/* storage.c: precision BF16's storage pass on a graph the program owns
+ * (never the user's: a graph may be compiled again in another precision).
+ * Each f32 tensor that GEMM-class nodes (GE2_OPF_BF16_OPERANDS) read as an
+ * operand gets one CAST to bf16 before its first such reader, and those
+ * readers read the copy. Tensor ids are kept (the copies are appended);
+ * *n_casts says how many were made. */
+ge2_status ge2_bf16_storage_pass(ge2_graph *graph, int *n_casts);
 
 /* ops.c */
 extern const ge2_op_def ge2_op_def_cast;

@@ -161,11 +161,16 @@ extern "C" void ge2_cuda_linear_release(ge2_launch *launch)
     launch->backend_data = NULL;
 }
 
+// The bf16 copies of the f32 operands (a bf16 tensor is read in place)
 extern "C" size_t ge2_cuda_gemm_bf16_scratch_bytes(const ge2_launch *launch)
 {
-    return launch->n_in < 2 ? 0
-                            : ge2_bf16_copy_bytes(ge2_shape_numel(launch->in[0].shape)) +
-                                  ge2_bf16_copy_bytes(ge2_shape_numel(launch->in[1].shape));
+    if (launch->n_in < 2 || !ge2_launch_bf16_gemm(launch))
+        return 0;
+    size_t bytes = 0;
+    for (int i = 0; i < 2; i++)
+        if (launch->in[i].dtype != GE2_BF16)
+            bytes += ge2_bf16_copy_bytes(ge2_shape_numel(launch->in[i].shape));
+    return bytes;
 }
 
 extern "C" const char *ge2_cuda_linear_describe(const ge2_launch *launch)

@@ -100,7 +100,7 @@ static ge2_status grad_input_post(const ge2_launch *launch, const ge2_gemm_plan 
         GE2_CUDA_CHECK(launch, "ge2_dact_kernel");
     }
     if (db && !has_bgrad(p->epilogue))
-        GE2_TRY(ge2_cuda_column_sums(launch, dx, rows, n, db));
+        GE2_TRY(ge2_cuda_column_sums(launch, dx, GE2_F32, rows, n, db));
     return GE2_OK;
 }
 
@@ -109,8 +109,8 @@ static ge2_status grad_weight_post(const ge2_launch *launch, const ge2_gemm_plan
 {
     float *db = launch->n_out > 1 ? (float *)launch->out[1].data : NULL;
     if (db && !has_bgrad(p->epilogue))
-        GE2_TRY(ge2_cuda_column_sums(launch, (const float *)launch->in[0].data, launch->in[0].shape.dim[0],
-                            launch->in[0].shape.dim[1], db));
+        GE2_TRY(ge2_cuda_column_sums(launch, launch->in[0].data, launch->in[0].dtype, launch->in[0].shape.dim[0],
+                                     launch->in[0].shape.dim[1], db));
     return GE2_OK;
 }
 
@@ -259,9 +259,10 @@ extern "C" ge2_status ge2_cuda_linear_grad_weight_prepare(ge2_launch *launch)
     p->post = want_db ? grad_weight_post : NULL;
     p->post_name = "db";
     // BGRADB sums cuBLASLt's B as the GEMM reads it: under bf16 that is the
-    // rounded copy of dz, and db is a reduction, which stays fp32 (the post
-    // kernel sums dz itself, as the CPU does)
-    const bool bgrad = want_db && !launch->bf16_operands;
+    // rounded copy of an f32 dz, and db is a reduction of dz, which then
+    // stays fp32 (the post kernel sums dz itself, as the CPU does). A bf16
+    // dz tensor (the storage pass's) is what both sum.
+    const bool bgrad = want_db && (!ge2_launch_bf16_gemm(launch) || launch->in[0].dtype == GE2_BF16);
     p->epilogue = bgrad ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_DEFAULT;
     p->bias_view = bgrad ? GE2_GEMM_OUT(1) : GE2_GEMM_NO_VIEW;
     // cuBLASLt A = x stored [B, in] (op N), B = dz stored [B, out] (op T), D = dw [out, in].

@@ -6,6 +6,7 @@
 //
 // Deterministic: each output is summed in a fixed order by a fixed tree, no
 // atomics, so replays reproduce eager runs bit for bit.
+#include <cuda_bf16.h>
 #include "kernels/broadcast.h"
 #include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/check.h"
@@ -119,8 +120,9 @@ __global__ void ge2_reduce_warp_kernel(long long n_out, const float *x /* [x dim
 #define GE2_COLSUM_CHUNK 256 // rows per chunk at least: 32 per thread
 #define GE2_COLSUM_MAX_CHUNKS 256 // longer columns take longer chunks: the finish adds at most this many
 
+template <typename T>
 __global__ void ge2_column_partials_kernel(long long rows, long long n, long long chunk_rows,
-                                           const float *x /* [rows, n] */, float *partial /* [chunks, n] */)
+                                           const T *x /* [rows, n] */, float *partial /* [chunks, n] */)
 {
     __shared__ float part[GE2_COLSUM_LANES][GE2_WARP + 1];
     const long long c = (long long)blockIdx.x * GE2_WARP + threadIdx.x, r0 = (long long)blockIdx.y * chunk_rows;
@@ -129,7 +131,7 @@ __global__ void ge2_column_partials_kernel(long long rows, long long n, long lon
     if (c < n) {
 #pragma unroll 4
         for (long long r = r0 + threadIdx.y; r < r1; r += GE2_COLSUM_LANES)
-            acc += x[r * n + c];
+            acc += (float)x[r * n + c];
     }
     part[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();
@@ -314,10 +316,31 @@ extern "C" ge2_status ge2_cuda_reduce_launch(const ge2_launch *l)
                           g, scale);
 }
 
-extern "C" ge2_status ge2_cuda_column_sums(const ge2_launch *l, const float *x, int64_t rows, int64_t n, float *y)
+extern "C" ge2_status ge2_cuda_column_sums(const ge2_launch *l, const void *x, ge2_dtype x_dtype, int64_t rows,
+                                           int64_t n, float *y)
 {
     const bool keep[2] = {false, true};
-    return reduce_enqueue(l, x, y, n, make_geom(ge2_shape2(rows, n), keep), 1.0f);
+    if (x_dtype == GE2_F32)
+        return reduce_enqueue(l, (const float *)x, y, n, make_geom(ge2_shape2(rows, n), keep), 1.0f);
+    if (x_dtype != GE2_BF16)
+        return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s (node %d): column sums of %s; they take f32 or bf16",
+                         ge2_cuda_op_name(l), l->node->id, ge2_dtype_name(x_dtype));
+    if (!y || n == 0)
+        return GE2_OK;
+    // bf16 (a GEMM's bf16 operand): the two-pass chunks; one chunk, written
+    // straight to y, where the rows are few or the workspace has no room
+    int chunks = l->workspace ? column_chunks(rows, n, l->workspace_bytes) : 0;
+    const long long chunk_rows = chunks > 0 ? (rows + chunks - 1) / chunks : rows;
+    cudaStream_t stream = ge2_cuda_stream(l);
+    ge2_column_partials_kernel<<<dim3((unsigned)((n + GE2_WARP - 1) / GE2_WARP), (unsigned)(chunks > 0 ? chunks : 1)),
+                                 dim3(GE2_WARP, GE2_COLSUM_LANES), 0, stream>>>(
+        rows, n, chunk_rows, (const __nv_bfloat16 *)x, chunks > 0 ? (float *)l->workspace : y);
+    GE2_TRY(ge2_cuda_check_launch(l, "ge2_column_partials_kernel"));
+    if (chunks == 0)
+        return GE2_OK;
+    ge2_column_finish_kernel<<<ge2_cuda_blocks(n, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0, stream>>>(
+        n, chunks, (const float *)l->workspace, y, 1.0f);
+    return ge2_cuda_check_launch(l, "ge2_column_finish_kernel");
 }
 
 extern "C" const char *ge2_cuda_reduce_describe(const ge2_launch *l)

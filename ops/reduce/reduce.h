@@ -38,9 +38,11 @@ ge2_status ge2_cpu_reduce_to(const ge2_launch *l);
 /* CUDA launchers (f32): enqueue on launch->stream, capturable */
 ge2_status ge2_cuda_reduce_launch(const ge2_launch *launch); /* SUM, MEAN, REDUCE_TO */
 const char *ge2_cuda_reduce_describe(const ge2_launch *launch);
-/* y [n] = the column sums of x [rows, n] (a bias gradient), deterministic,
- * on launch's stream: for other ops' launchers (LINEAR's backward) */
-ge2_status ge2_cuda_column_sums(const ge2_launch *launch, const float *x, int64_t rows, int64_t n, float *y);
+/* y [n] (f32) = the column sums of x [rows, n] (a bias gradient; x f32 or
+ * bf16, summed in fp32), deterministic, on launch's stream: for other ops'
+ * launchers (LINEAR's backward) */
+ge2_status ge2_cuda_column_sums(const ge2_launch *launch, const void *x, ge2_dtype x_dtype, int64_t rows, int64_t n,
+                                float *y);
 
 /* ops.c */
 extern const ge2_op_def ge2_op_def_sum;

@@ -39,6 +39,7 @@
 #include "tests/gpu_probe.h"
 #include "tests/support/check_main.h"
 #include "tests/support/op_cases.h"
+#include "ops/cast/cast.h"
 #include "ops/ops.h"
 
 #define RTOL 1e-5
@@ -54,6 +55,11 @@
  * order of the fp32 sums differs, as in fp32: the same RTOL_GEMM holds
  * (a GEMM that left an operand unrounded misses it by orders of magnitude). */
 static bool bf16_launches;
+/* With bf16_launches: the graph first goes through precision BF16's storage
+ * pass (ops/cast: ge2_bf16_storage_pass), so the GEMMs read bf16 operand
+ * tensors (the casts' outputs, held to the CPU's bits) instead of rounding
+ * f32 ones themselves; the tolerance is the same. */
+static bool bf16_storage;
 #define WORKSPACE_BYTES (32u << 20)
 #define SCRATCH_BYTES (16u << 20) /* ge2_launch.scratch: the bf16 GEMMs' operand copies */
 
@@ -180,6 +186,28 @@ static double max_abs(const float *x, int64_t n)
     for (int64_t i = 0; i < n; i++)
         m = fmax(m, fabs((double)x[i]));
     return m;
+}
+
+/* The largest magnitude in an f32 or bf16 view, 0 for other dtypes */
+static double max_abs_view(const ge2_view *v)
+{
+    const int64_t n = ge2_shape_numel(v->shape);
+    if (v->dtype == GE2_F32)
+        return max_abs(v->data, n);
+    double m = 0;
+    for (int64_t i = 0; v->dtype == GE2_BF16 && i < n; i++)
+        m = fmax(m, fabs((double)ge2_f32_from_bf16(((const uint16_t *)v->data)[i])));
+    return m;
+}
+
+/* The storage pass on a case's graph, when the test asks for it */
+static void maybe_storage_pass(ge2_graph *g, const char *label)
+{
+    int casts = 0;
+    if (!bf16_storage)
+        return;
+    ck_assert_msg(ge2_bf16_storage_pass(g, &casts) == GE2_OK, "%s: storage pass: %s", label, ge2_last_error());
+    ck_assert_msg(casts > 0, "%s: the storage pass made no cast", label);
 }
 
 /* Fails naming the first element out of tolerance (see the file comment);
@@ -418,8 +446,8 @@ static void check_graph(const char *label, const ge2_graph *g, const ge2_feed *f
          * ~1e-11 in floats: judge it against its operands' magnitude */
         double in_scale = 0;
         for (int k = 0; k < node->n_inputs; k++)
-            if (lc.in[k].dtype == GE2_F32 && !(k == 1 && (ge2_op_flags(node->op) & GE2_OPF_LIKE1)))
-                in_scale = fmax(in_scale, max_abs(lc.in[k].data, ge2_shape_numel(lc.in[k].shape)));
+            if (!(k == 1 && (ge2_op_flags(node->op) & GE2_OPF_LIKE1)))
+                in_scale = fmax(in_scale, max_abs_view(&lc.in[k]));
         const char *name = ge2_op_name(node->op);
         ck_assert_msg(ge2_op_def_of(node->op)->cpu(&lc) == GE2_OK, "%s: CPU kernel: %s", name, ge2_last_error());
         cuda_prepare(&lg);
@@ -518,6 +546,7 @@ static void op_agrees(ge2_op op)
             add_backward(&inst, seed);
         char label[96];
         snprintf(label, sizeof label, "case %s seed %llu", name, (unsigned long long)seed);
+        maybe_storage_pass(inst.graph, label);
         check_graph(label, inst.graph, inst.feeds, inst.n_feeds);
         ge2_op_instance_free(&inst);
     }
@@ -548,6 +577,16 @@ START_TEST(test_gemm_op_agrees_bf16)
     if (!gemm_op((ge2_op)_i))
         return;
     bf16_launches = true; /* Check forks this test: the flag dies with it */
+    op_agrees((ge2_op)_i);
+}
+END_TEST
+
+/* And with the storage pass's bf16 operand tensors (step 4) */
+START_TEST(test_gemm_op_agrees_bf16_storage)
+{
+    if (!gemm_op((ge2_op)_i))
+        return;
+    bf16_launches = bf16_storage = true; /* Check forks this test: the flags die with it */
     op_agrees((ge2_op)_i);
 }
 END_TEST
@@ -853,6 +892,7 @@ static void large_bias_gradients(void)
     float *xd = random_f32(B * IN, -1, 1), *ud = random_f32(B * IN, -1, 1);
     ge2_feed feeds[] = {{x, xd, ge2_shape2(B, IN)}, {u, ud, ge2_shape2(B, IN)}};
     want_column_chunks = true;
+    maybe_storage_pass(g, "large bias gradients");
     check_graph("large bias gradients", g, feeds, 2);
     want_column_chunks = false;
     free(xd);
@@ -888,6 +928,16 @@ END_TEST
 START_TEST(test_large_bias_gradients_bf16)
 {
     bf16_launches = true; /* Check forks this test: the flag dies with it */
+    large_bias_gradients();
+}
+END_TEST
+
+/* And through the storage pass: the weight gradients read a bf16 dz, and
+ * db sums it (the BGRADB epilogue, or the bf16 column sums after a plain
+ * GEMM), as the CPU sums the same rounded values. */
+START_TEST(test_large_bias_gradients_bf16_storage)
+{
+    bf16_launches = bf16_storage = true; /* Check forks this test: the flags die with it */
     large_bias_gradients();
 }
 END_TEST
@@ -1376,9 +1426,11 @@ int main(void)
     tcase_add_test(tc, test_large_graphs_agree);
     tcase_add_loop_test(tc, test_gemm_op_agrees_tiled, 0, ge2_op_count());
     tcase_add_loop_test(tc, test_gemm_op_agrees_bf16, 0, ge2_op_count());
+    tcase_add_loop_test(tc, test_gemm_op_agrees_bf16_storage, 0, ge2_op_count());
     tcase_add_test(tc, test_bf16_gemm_rounds_operands);
     tcase_add_test(tc, test_large_graphs_agree_tiled);
     tcase_add_test(tc, test_large_bias_gradients_bf16);
+    tcase_add_test(tc, test_large_bias_gradients_bf16_storage);
     tcase_add_test(tc, test_large_attention_bf16);
     tcase_add_loop_test(tc, test_optimizer_agrees, 0, N_OPT_CASES);
     tcase_add_loop_test(tc, test_per_parameter_optimizer_agrees, 0, N_OPT_CASES);

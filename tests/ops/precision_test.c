@@ -3,13 +3,18 @@
  * bias and the sums unrounded), and differs from the fp32 program's; its
  * weight gradient likewise; a linear layer trained in bf16 lands near its
  * fp32 twin without matching it; a convolution (its im2col GEMM) rounds
- * too; a precision out of range is refused. (CUDA refuses BF16 at compile, until
- * docs/mixed-precision.md's GEMM step.) */
+ * too; a precision out of range is refused. The storage pass gives each
+ * f32 tensor a GEMM reads one bf16 copy, on the program's own graph; a
+ * bias gradient then sums the rounded output gradient, as PyTorch's
+ * autocast does. (op_agreement_test holds CUDA to these on the GPU.) */
 #include <check.h>
 #include <math.h>
 #include <string.h>
 
+#include "capture/program_internal.h"
 #include "ge2/ge2.h"
+#include "graph/ir.h"
+#include "ops/ops.h"
 #include "tests/support/check_main.h"
 #include "tests/support/reference.h"
 
@@ -140,25 +145,30 @@ START_TEST(a_layer_trains_in_bf16)
 }
 END_TEST
 
-/* The weight gradient's GEMM rounds its operands: loss = sum(y * c) with c
- * exact in bf16, so dy = c whatever the rounding, and one SGD step at lr 1
- * moves w by dW = dyᵀ · x = the sum over rows of c times bf16(x), not x. */
-START_TEST(bf16_weight_gradient_is_the_rounded_product)
-{
+/* A linear layer (bias optional) with loss = sum(y * c), so dy = c, one
+ * SGD step at lr 1 in precision BF16 on the CPU: what the weight and bias
+ * gradient tests read their moves from */
+typedef struct dot_net {
     ge2_context *ctx;
-    ge2_graph *g;
-    ge2_program *p;
-    ge2_tensor *x, *w, *y, *c, *m, *loss;
-    API(ge2_context_new(GE2_DEVICE_CPU, &ctx));
-    API(ge2_graph_new(&g));
+    ge2_graph *graph;
+    ge2_program *program;
+    ge2_tensor *x, *w, *b;
+} dot_net;
+
+static void dot_net_open(dot_net *d, bool bias, const float *cv /* [B, N] */)
+{
+    ge2_tensor *y, *c, *m, *loss;
+    API(ge2_context_new(GE2_DEVICE_CPU, &d->ctx));
+    API(ge2_graph_new(&d->graph));
+    ge2_graph *g = d->graph;
     API(ge2_graph_set_seed(g, 6));
-    API(ge2_input(g, "x", GE2_F32, ge2_shape2(B, K), &x));
-    API(ge2_parameter(g, "w", GE2_F32, ge2_shape2(N, K), (ge2_init){GE2_INIT_UNIFORM, -1, 1, 0}, &w));
-    float cv[B * N];
-    for (int i = 0; i < B * N; i++)
-        cv[i] = (float)((i * 5) % 9 - 4) / 8.0f; /* eighths: exact in bf16 */
+    API(ge2_input(g, "x", GE2_F32, ge2_shape2(B, K), &d->x));
+    API(ge2_parameter(g, "w", GE2_F32, ge2_shape2(N, K), (ge2_init){GE2_INIT_UNIFORM, -1, 1, 0}, &d->w));
+    d->b = NULL;
+    if (bias)
+        API(ge2_parameter(g, "b", GE2_F32, ge2_shape1(N), (ge2_init){GE2_INIT_UNIFORM, -1, 1, 0}, &d->b));
     API(ge2_constant(g, "c", GE2_F32, ge2_shape2(B, N), cv, &c));
-    API(ge2_linear(g, x, w, NULL, GE2_ACT_NONE, 0, &y));
+    API(ge2_linear(g, d->x, d->w, d->b, GE2_ACT_NONE, 0, &y));
     API(ge2_mul(g, y, c, &m));
     API(ge2_sum_all(g, m, &loss));
     API(ge2_backward(g, loss));
@@ -167,14 +177,40 @@ START_TEST(bf16_weight_gradient_is_the_rounded_product)
     API(ge2_optimizer(g, &sgd));
     ge2_compile_options o = ge2_compile_defaults();
     o.precision = GE2_PRECISION_BF16;
-    API(ge2_compile(ctx, g, &o, &p));
-    float xv[B * K], t[B * N], w0[N * K], w1[N * K];
+    API(ge2_compile(d->ctx, g, &o, &d->program));
+}
+
+/* Parameter p before and after one step on batch 0's x (xv) */
+static void dot_net_step(dot_net *d, ge2_tensor *p, float *before, float *after, size_t bytes, float *xv)
+{
+    float t[B * N];
     batch(0, xv, t);
-    API(ge2_program_get_parameter(p, w, w0, sizeof w0));
-    ge2_feed f = {x, xv, x->shape};
-    API(ge2_program_step(p, GE2_MODE_TRAIN, &f, 1));
-    API(ge2_program_sync(p));
-    API(ge2_program_get_parameter(p, w, w1, sizeof w1));
+    API(ge2_program_get_parameter(d->program, p, before, bytes));
+    ge2_feed f = {d->x, xv, d->x->shape};
+    API(ge2_program_step(d->program, GE2_MODE_TRAIN, &f, 1));
+    API(ge2_program_sync(d->program));
+    API(ge2_program_get_parameter(d->program, p, after, bytes));
+}
+
+static void dot_net_close(dot_net *d)
+{
+    ge2_program_free(d->program);
+    ge2_graph_free(d->graph);
+    ge2_context_free(d->ctx);
+}
+
+/* The weight gradient's GEMM rounds its operands: loss = sum(y * c) with c
+ * exact in bf16, so dy = c whatever the rounding, and one SGD step at lr 1
+ * moves w by dW = dyᵀ · x = the sum over rows of c times bf16(x), not x. */
+START_TEST(bf16_weight_gradient_is_the_rounded_product)
+{
+    float cv[B * N];
+    for (int i = 0; i < B * N; i++)
+        cv[i] = (float)((i * 5) % 9 - 4) / 8.0f; /* eighths: exact in bf16 */
+    dot_net d;
+    dot_net_open(&d, false, cv);
+    float xv[B * K], w0[N * K], w1[N * K];
+    dot_net_step(&d, d.w, w0, w1, sizeof w0, xv);
     int differ = 0;
     for (int n = 0; n < N; n++)
         for (int k = 0; k < K; k++) {
@@ -190,9 +226,7 @@ START_TEST(bf16_weight_gradient_is_the_rounded_product)
             differ += fabs(rounded - exact) > 10 * tol;
         }
     ck_assert_msg(differ > N * K / 2, "only %d of %d gradients tell bf16 from fp32", differ, N * K);
-    ge2_program_free(p);
-    ge2_graph_free(g);
-    ge2_context_free(ctx);
+    dot_net_close(&d);
 }
 END_TEST
 
@@ -253,6 +287,133 @@ START_TEST(bf16_conv2d_is_the_rounded_convolution)
 }
 END_TEST
 
+/* How many distinct f32 tensors g's GEMM-class nodes read as operands */
+static int f32_gemm_operands(const ge2_graph *g)
+{
+    int count = 0;
+    for (int t = 0; t < g->n_tensors; t++) {
+        bool read = false;
+        for (int n = 0; n < g->n_nodes && !read; n++)
+            if (ge2_op_flags(g->nodes[n].op) & GE2_OPF_BF16_OPERANDS)
+                for (int slot = 0; slot < 2 && slot < g->nodes[n].n_inputs; slot++)
+                    read |= g->nodes[n].inputs[slot] == t;
+        count += read && g->tensors[t]->dtype == GE2_F32;
+    }
+    return count;
+}
+
+/* Two layers, x -> gelu(x·w1ᵀ + b1) -> ·w2ᵀ + b2, trained with SGD: under
+ * BF16 every GEMM operand of the program's graph is a bf16 tensor made by
+ * a cast, one cast per f32 tensor the user's graph's GEMMs read; the
+ * user's graph keeps its nodes and compiles again in fp32 without casts. */
+START_TEST(bf16_storage_rounds_each_operand_once)
+{
+    ge2_context *ctx;
+    ge2_graph *g;
+    ge2_program *p16, *p32;
+    ge2_tensor *x, *t, *w1, *b1, *w2, *b2, *h, *y, *loss;
+    API(ge2_context_new(GE2_DEVICE_CPU, &ctx));
+    API(ge2_graph_new(&g));
+    API(ge2_graph_set_seed(g, 9));
+    API(ge2_input(g, "x", GE2_F32, ge2_shape2(B, K), &x));
+    API(ge2_label(g, "t", GE2_F32, ge2_shape2(B, N), &t));
+    API(ge2_parameter(g, "w1", GE2_F32, ge2_shape2(K, K), (ge2_init){GE2_INIT_UNIFORM, -0.3, 0.3, 0}, &w1));
+    API(ge2_parameter(g, "b1", GE2_F32, ge2_shape1(K), (ge2_init){GE2_INIT_UNIFORM, -1, 1, 0}, &b1));
+    API(ge2_parameter(g, "w2", GE2_F32, ge2_shape2(N, K), (ge2_init){GE2_INIT_UNIFORM, -0.3, 0.3, 0}, &w2));
+    API(ge2_parameter(g, "b2", GE2_F32, ge2_shape1(N), (ge2_init){GE2_INIT_UNIFORM, -1, 1, 0}, &b2));
+    API(ge2_linear(g, x, w1, b1, GE2_ACT_GELU_TANH, 0, &h));
+    API(ge2_linear(g, h, w2, b2, GE2_ACT_NONE, 0, &y));
+    API(ge2_mark_output(g, y));
+    API(ge2_mse_loss(g, y, t, &loss));
+    API(ge2_backward(g, loss));
+    ge2_optimizer_config sgd = ge2_optimizer_defaults(GE2_OPT_SGD);
+    sgd.lr = 0.05;
+    API(ge2_optimizer(g, &sgd));
+    ge2_compile_options o = ge2_compile_defaults();
+    o.precision = GE2_PRECISION_BF16;
+    API(ge2_compile(ctx, g, &o, &p16));
+    const int user_nodes = g->n_nodes, operands = f32_gemm_operands(g);
+    /* x, w1, h, w2, and the output gradients of both layers at least */
+    ck_assert_int_ge(operands, 6);
+    const ge2_graph *pg = ge2_program_graph(p16);
+    ck_assert_ptr_ne(pg, g);
+    int casts = 0, gemms = 0;
+    for (int n = 0; n < pg->n_nodes; n++) {
+        const ge2_node *node = &pg->nodes[n];
+        casts += node->op == GE2_OP_CAST;
+        if (!(ge2_op_flags(node->op) & GE2_OPF_BF16_OPERANDS))
+            continue;
+        gemms++;
+        for (int slot = 0; slot < 2; slot++) {
+            const ge2_tensor *in = pg->tensors[node->inputs[slot]];
+            ck_assert_msg(in->dtype == GE2_BF16 && in->producer >= 0 && in->producer < n &&
+                              pg->nodes[in->producer].op == GE2_OP_CAST,
+                          "node %d (%s) operand %d '%s' is %s, not a bf16 copy made before it", n,
+                          ge2_op_name(node->op), slot, in->name, ge2_dtype_name(in->dtype));
+        }
+        ck_assert_int_eq(pg->tensors[node->outputs[0]]->dtype, GE2_F32);
+    }
+    ck_assert_int_ge(gemms, 5);
+    ck_assert_int_eq(casts, operands);
+    ck_assert_int_eq(pg->n_nodes, user_nodes + casts);
+    for (int n = 0; n < g->n_nodes; n++)
+        ck_assert_int_ne(g->nodes[n].op, GE2_OP_CAST);
+
+    /* the same user graph in fp32: no casts, other numbers */
+    o.precision = GE2_PRECISION_FP32;
+    API(ge2_compile(ctx, g, &o, &p32));
+    ck_assert_ptr_eq(ge2_program_graph(p32), g);
+    ck_assert_int_eq(g->n_nodes, user_nodes);
+    float xv[B * K], tv[B * N], y16[B * N], y32[B * N];
+    batch(0, xv, tv);
+    ge2_feed f[2] = {{x, xv, x->shape}, {t, tv, t->shape}};
+    API(ge2_program_step(p16, GE2_MODE_TRAIN, f, 2));
+    API(ge2_program_step(p32, GE2_MODE_TRAIN, f, 2));
+    API(ge2_program_read_output(p16, GE2_MODE_TRAIN, y, y16, sizeof y16));
+    API(ge2_program_read_output(p32, GE2_MODE_TRAIN, y, y32, sizeof y32));
+    int differ = 0;
+    for (int i = 0; i < B * N; i++) {
+        ck_assert_msg(fabs(y16[i] - y32[i]) <= 0.05 * (1 + fabs(y32[i])), "y[%d]: bf16 %g, fp32 %g", i, y16[i], y32[i]);
+        differ += y16[i] != y32[i];
+    }
+    ck_assert_int_gt(differ, B * N / 2);
+    ge2_program_free(p16);
+    ge2_program_free(p32);
+    ge2_graph_free(g);
+    ge2_context_free(ctx);
+}
+END_TEST
+
+/* A bias gradient under BF16 sums the output gradient the weight gradient's
+ * GEMM reads, its bf16 copy: loss = sum(y * c) with c not exact in bf16, so
+ * dy = c, and one SGD step at lr 1 moves b by the column sums of bf16(c). */
+START_TEST(bf16_bias_gradient_sums_the_rounded_gradient)
+{
+    float cv[B * N];
+    for (int i = 0; i < B * N; i++)
+        cv[i] = (float)sin(1.37 * i + 0.2) * 1.9f;
+    dot_net d;
+    dot_net_open(&d, true, cv);
+    float xv[B * K], b0[N], b1[N];
+    dot_net_step(&d, d.b, b0, b1, sizeof b0, xv);
+    int differ = 0;
+    for (int n = 0; n < N; n++) {
+        double rounded = 0, exact = 0, scale = 0;
+        for (int r = 0; r < B; r++) {
+            rounded += ge2_ref_bf16(cv[r * N + n]);
+            exact += cv[r * N + n];
+            scale += fabs(cv[r * N + n]);
+        }
+        const double moved = (double)b0[n] - b1[n], tol = 1e-6 * (scale + fabs(b0[n]));
+        ck_assert_msg(fabs(moved - rounded) <= tol, "b[%d] moved %.9g, the rounded gradient's sum is %.9g", n, moved,
+                      rounded);
+        differ += fabs(rounded - exact) > 10 * tol;
+    }
+    ck_assert_msg(differ > N / 2, "only %d of %d bias gradients tell bf16 from fp32", differ, N);
+    dot_net_close(&d);
+}
+END_TEST
+
 START_TEST(a_precision_out_of_range_is_refused)
 {
     ge2_context *ctx;
@@ -297,6 +458,8 @@ int main(void)
     tcase_add_test(tc, a_layer_trains_in_bf16);
     tcase_add_test(tc, bf16_conv2d_is_the_rounded_convolution);
     tcase_add_test(tc, bf16_weight_gradient_is_the_rounded_product);
+    tcase_add_test(tc, bf16_storage_rounds_each_operand_once);
+    tcase_add_test(tc, bf16_bias_gradient_sums_the_rounded_gradient);
     tcase_add_test(tc, a_precision_out_of_range_is_refused);
     tcase_add_test(tc, precision_names_parse_back);
     suite_add_tcase(s, tc);
