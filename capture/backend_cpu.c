@@ -102,12 +102,11 @@ static ge2_status cpu_exec_run(ge2_backend_ctx *ctx, ge2_exec *exec, int slot)
     for (int i = 0; i < exec->n_launches; i++) {
         const ge2_launch *launch = &exec->launches[i];
         const ge2_node *node = launch->node;
-        ge2_cpu_kernel_fn kernel = ge2_op_def_of(node->op)->cpu;
-        if (!kernel)
+        if (!ge2_op_def_of(node->op)->cpu)
             return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_backend_cpu: op %s (node %d) has no CPU kernel",
                              ge2_op_name(node->op), node->id);
         const double start = timed ? 1e3 * ge2_now_s() : 0;
-        ge2_status st = kernel(launch);
+        ge2_status st = ge2_op_run_cpu(launch);
         if (timed)
             timing->ms[i] += 1e3 * ge2_now_s() - start;
         if (st != GE2_OK) {

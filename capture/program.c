@@ -304,17 +304,18 @@ static ge2_status bf16_storage(ge2_program *program)
         fprintf(o->dump, "-- pass bf16 storage\n");
     ge2_graph *copy;
     GE2_TRY(ge2_graph_clone(program->graph, &copy));
-    int casts = 0;
-    ge2_status st = ge2_bf16_storage_pass(copy, &casts);
-    if (st == GE2_OK && casts > 0)
+    int casts = 0, stored = 0;
+    ge2_status st = ge2_bf16_storage_pass(copy, &casts, &stored);
+    if (st == GE2_OK && casts + stored > 0)
         st = ge2_graph_verify(copy);
-    if (st != GE2_OK || casts == 0) {
+    if (st != GE2_OK || casts + stored == 0) {
         ge2_graph_free(copy);
         return st;
     }
     program->own_graph = program->graph = copy;
     if (o->dump) {
-        fprintf(o->dump, "%d GEMM operand(s) rounded once each by a cast to bf16\n", casts);
+        fprintf(o->dump, "GEMM operands in bf16: %d rounded once each by a cast, %d stored so by their producer\n",
+                casts, stored);
         GE2_TRY(ge2_graph_summary(copy, o->dump));
     }
     return ge2_program_dump_dot(program, "bf16", NULL);

@@ -226,6 +226,9 @@ struct ge2_graph {
  * The registry holds ge2's own ops (ops/registry.c) and the ones users
  * register (include/ge2/extension.h); the engine knows ops only through it. */
 const ge2_op_def *ge2_op_def_of(ge2_op op);
+/* Runs launch's CPU kernel. Outputs stored in bf16 (ge2_op_def.stores_bf16)
+ * are computed into f32 copies and rounded into their tensors after. */
+ge2_status ge2_op_run_cpu(const ge2_launch *launch);
 /* Ops registered so far: valid ids are [0, ge2_op_count()). */
 int ge2_op_count(void);
 

@@ -8,6 +8,8 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "graph/alloc.h"
+#include "graph/bf16.h"
 #include "graph/graph_internal.h"
 
 static const ge2_op_def *registry[GE2_OP_MAX];
@@ -91,3 +93,41 @@ int ge2_node_input(const ge2_node *node, int i) { return i >= 0 && i < node->n_i
 int ge2_node_output(const ge2_node *node, int i) { return i >= 0 && i < node->n_outputs ? node->outputs[i] : -1; }
 const void *ge2_node_attrs(const ge2_node *node) { return &node->attrs; }
 const char *ge2_node_op_name(const ge2_node *node) { return ge2_op_name(node->op); }
+
+ge2_status ge2_op_run_cpu(const ge2_launch *launch)
+{
+    const ge2_op_def *def = ge2_op_def_of(launch->node->op);
+    bool stored[GE2_MAX_OUTPUTS] = {false}, any = false;
+    for (int k = 0; k < launch->n_out && def->stores_bf16; k++) {
+        stored[k] = launch->out[k].dtype == GE2_BF16 && launch->out[k].data && def->stores_bf16(launch->node, k);
+        any |= stored[k];
+    }
+    if (!any)
+        return def->cpu(launch);
+    ge2_launch l = *launch;
+    float *wide[GE2_MAX_OUTPUTS] = {NULL};
+    ge2_status st = GE2_OK;
+    for (int k = 0; k < l.n_out && st == GE2_OK; k++) {
+        if (!stored[k])
+            continue;
+        const int64_t n = ge2_shape_numel(l.out[k].shape);
+        wide[k] = ge2_malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+        if (!wide[k])
+            st = ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_%s (node %d): no host memory for output %d in f32", def->name,
+                           l.node->id, k);
+        l.out[k].data = wide[k];
+        l.out[k].dtype = GE2_F32;
+    }
+    if (st == GE2_OK)
+        st = def->cpu(&l);
+    for (int k = 0; k < l.n_out; k++) {
+        if (wide[k] && st == GE2_OK) {
+            uint16_t *dst = launch->out[k].data;
+            const int64_t n = ge2_shape_numel(l.out[k].shape);
+            for (int64_t i = 0; i < n; i++)
+                dst[i] = ge2_bf16_from_f32(wide[k][i]);
+        }
+        ge2_free(wide[k]);
+    }
+    return st;
+}

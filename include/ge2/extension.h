@@ -265,6 +265,12 @@ typedef struct ge2_op_def {
     ge2_backward_rule backward;  /* NULL: not differentiable (metrics, ops only a backward emits) */
     ge2_cpu_kernel_fn cpu;       /* required: the CPU backend runs every op */
     ge2_cuda_kernel cuda;        /* cuda.launch NULL: the CUDA backend refuses the op */
+    /* Whether this node's output `output`, inferred f32, may be stored as
+     * a bf16 tensor: its CUDA kernel then computes it in f32 and rounds at
+     * the store (the CPU kernel writes f32 into a copy the backend rounds,
+     * ge2_op_run_cpu). Precision BF16's storage pass stores an output so
+     * when only GEMM operands (GE2_OPF_BF16_OPERANDS) read it. NULL: never. */
+    bool (*stores_bf16)(const ge2_node *node, int output);
 } ge2_op_def;
 
 /* Adds def to the registry; its id in *op. The struct (and the strings it

@@ -92,10 +92,15 @@ static inline ge2_status ge2_cuda_require_f32(const ge2_launch *launch, unsigned
             return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s: input %d is %s; the CUDA kernel takes %s",
                              ge2_cuda_op_name(launch), i, ge2_dtype_name(launch->in[i].dtype), ge2_dtype_name(want));
     }
-    for (int i = 0; i < launch->n_out; i++)
-        if (launch->out[i].dtype != GE2_F32)
+    const ge2_op_def *def = launch->node ? ge2_op_def_of(launch->node->op) : NULL;
+    for (int i = 0; i < launch->n_out; i++) {
+        /* an output the op stores in bf16 (ge2_op_def.stores_bf16): its kernel rounds at the store */
+        const bool stored_bf16 = launch->out[i].dtype == GE2_BF16 && def && def->stores_bf16 &&
+                                 def->stores_bf16(launch->node, i);
+        if (launch->out[i].dtype != GE2_F32 && !stored_bf16)
             return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s: output %d is %s; the CUDA kernel takes f32",
                              ge2_cuda_op_name(launch), i, ge2_dtype_name(launch->out[i].dtype));
+    }
     return GE2_OK;
 }
 

@@ -34,12 +34,17 @@ extern "C" {
 
 // The activation cuBLASLt has no epilogue for (or that must keep z): y = act(z).
 // z == y is allowed (in place when no stash is wanted).
+// y may be bf16 (stored so by the storage pass): rounded at the store.
+static __device__ void store_y(float *y, float v) { *y = v; }
+static __device__ void store_y(__nv_bfloat16 *y, float v) { *y = __float2bfloat16_rn(v); }
+
+template <typename Y>
 __global__ void ge2_gemm_act_kernel(int64_t n, ge2_activation act, float slope,
-                                    const float *z /* [B, out] */, float *y /* [B, out] */)
+                                    const float *z /* [B, out] */, Y *y /* [B, out] */)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
-        y[i] = ge2_act_f32(act, z[i], slope);
+        store_y(&y[i], ge2_act_f32(act, z[i], slope));
 }
 
 // ---------------------------------------------------------------- launchers
@@ -203,13 +208,14 @@ ge2_status ge2_gemm_make_layouts(const ge2_launch *launch, ge2_gemm_plan *p, ge2
     p->round_b = p->bf16 && launch->in[0].dtype != GE2_BF16;
     p->span_a = operand_span(a_lt, batch);
     p->span_b = operand_span(b_lt, batch);
-    if (p->bf16) {
+    if (p->bf16 || p->d_scratch) {
         const size_t need = (p->round_a ? ge2_bf16_copy_bytes(p->span_a) : 0) +
-                            (p->round_b ? ge2_bf16_copy_bytes(p->span_b) : 0);
+                            (p->round_b ? ge2_bf16_copy_bytes(p->span_b) : 0) +
+                            (p->d_scratch ? 2 * ge2_bf16_copy_bytes(operand_span(d, batch)) : 0);
         if (need > 0 && (!launch->scratch || launch->scratch_bytes < need))
             return ge2_error(GE2_ERR_STATE,
                              "ge2_%s (node %d): precision bf16 needs %zu bytes of scratch for the operands' bf16 "
-                             "copies; the backend gave %zu",
+                             "copies and the f32 result; the backend gave %zu",
                              op, node_id, need, launch->scratch ? launch->scratch_bytes : (size_t)0);
     }
     const cudaDataType_t operands = p->bf16 ? CUDA_R_16BF : CUDA_R_32F;
@@ -255,8 +261,16 @@ static ge2_gemm_ptrs gemm_ptrs(const ge2_gemm_plan *p, const ge2_launch *launch)
     g.a = p->round_a ? launch->scratch : launch->in[1].data;
     g.b = p->round_b ? (const void *)((const char *)launch->scratch + (p->round_a ? ge2_bf16_copy_bytes(p->span_a) : 0))
                      : launch->in[0].data;
-    g.d = p->gemm_writes_z ? launch->out[1].data : launch->out[0].data;
+    g.d = ge2_gemm_d(p, launch);
     return g;
+}
+
+void *ge2_gemm_d(const ge2_gemm_plan *p, const ge2_launch *launch)
+{
+    if (p->d_scratch)
+        return (char *)launch->scratch + (p->round_a ? ge2_bf16_copy_bytes(p->span_a) : 0) +
+               (p->round_b ? ge2_bf16_copy_bytes(p->span_b) : 0);
+    return p->gemm_writes_z ? launch->out[1].data : launch->out[0].data;
 }
 
 // Builds the descriptor for `epilogue` and asks the heuristic. *found == 0
@@ -339,17 +353,26 @@ static bool relu_mask_view(const ge2_launch *launch, const ge2_view *v)
                                   (op == GE2_OP_LINEAR_GRAD_INPUT && v == &launch->in[2]));
 }
 
-// A bf16 tensor as operand in[0] or in[1] (GE2_OPF_BF16_OPERANDS).
-static bool bf16_operand_view(const ge2_launch *launch, const ge2_view *v)
+// A bf16 tensor as operand in[0] or in[1] (GE2_OPF_BF16_OPERANDS), or as
+// an output the op stores in bf16 (ge2_op_def.stores_bf16).
+static bool bf16_view(const ge2_launch *launch, const ge2_view *v)
 {
-    return v->dtype == GE2_BF16 && (v == &launch->in[0] || v == &launch->in[1]);
+    if (v->dtype != GE2_BF16)
+        return false;
+    if (v == &launch->in[0] || v == &launch->in[1])
+        return true;
+    const ge2_op_def *def = ge2_op_def_of(launch->node->op);
+    for (int k = 0; k < launch->n_out; k++)
+        if (v == &launch->out[k])
+            return def->stores_bf16 && def->stores_bf16(launch->node, k);
+    return false;
 }
 
 ge2_status ge2_gemm_check_launch(const ge2_launch *launch)
 {
     for (int i = 0; i < launch->n_in + launch->n_out; i++) {
         const ge2_view *v = i < launch->n_in ? &launch->in[i] : &launch->out[i - launch->n_in];
-        if (v->dtype != GE2_F32 && !relu_mask_view(launch, v) && !bf16_operand_view(launch, v))
+        if (v->dtype != GE2_F32 && !relu_mask_view(launch, v) && !bf16_view(launch, v))
             return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s: %s %d is %s; the CUDA kernel takes f32 (operands: or bf16)",
                              ge2_cuda_op_name(launch), i < launch->n_in ? "input" : "output",
                              i < launch->n_in ? i : i - launch->n_in, ge2_dtype_name(v->dtype));
@@ -513,14 +536,16 @@ ge2_status ge2_gemm_enqueue(const ge2_launch *launch, const char *op)
                                 launch->workspace, launch->workspace ? launch->workspace_bytes : 0,
                                 stream));
     }
-    if (p->act_kernel) {
+    if (p->act_kernel && p->n_out > 0) {
         const float *z = (const float *)g.d;
-        float *y = (float *)launch->out[0].data;
-        if (p->n_out > 0) {
-            ge2_gemm_act_kernel<<<ge2_cuda_blocks(p->n_out, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0,
-                                  stream>>>(p->n_out, p->act, p->slope, z, y);
-            GE2_CUDA_CHECK(launch, "ge2_gemm_act_kernel");
-        }
+        const unsigned blocks = ge2_cuda_blocks(p->n_out, GE2_CUDA_THREADS);
+        if (launch->out[0].dtype == GE2_BF16)
+            ge2_gemm_act_kernel<<<blocks, GE2_CUDA_THREADS, 0, stream>>>(
+                p->n_out, p->act, p->slope, z, (__nv_bfloat16 *)launch->out[0].data);
+        else
+            ge2_gemm_act_kernel<<<blocks, GE2_CUDA_THREADS, 0, stream>>>(p->n_out, p->act, p->slope, z,
+                                                                         (float *)launch->out[0].data);
+        GE2_CUDA_CHECK(launch, "ge2_gemm_act_kernel");
     }
     if (p->post)
         GE2_TRY(p->post(launch, p));

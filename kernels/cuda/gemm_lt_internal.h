@@ -53,6 +53,10 @@ struct ge2_gemm_plan {
     // bf16: A or B is an f32 tensor, rounded into a bf16 copy in the launch's
     // scratch (A's first) before the GEMM; a bf16 tensor is read in place
     bool round_a, round_b;
+    // out[0] is bf16 (ge2_op_def.stores_bf16): D is an f32 buffer in the
+    // scratch after the copies, which the act kernel or the post step rounds
+    // into out[0]
+    bool d_scratch;
     int64_t span_a, span_b; // elements of A and B the GEMM reads (what the bf16 copies hold)
     int64_t n_out; // elements of y
     int bias_view;  // GE2_GEMM_IN/OUT: CUBLASLT_MATMUL_DESC_BIAS_POINTER (a bias, or a BGRAD epilogue's output)
@@ -87,7 +91,8 @@ const char *ge2_gemm_lt_status_name(cublasStatus_t s);
 
 void ge2_gemm_plan_free(ge2_gemm_plan *p);
 // The three layouts of one plan: cuBLASLt A (our in[1]), B (our in[0]), D;
-// bf16 (ge2_launch_bf16_gemm): A and B are bf16, the f32 ones copies in launch->scratch.
+// bf16 (ge2_launch_bf16_gemm): A and B are bf16, the f32 ones copies in
+// launch->scratch; set p->d_scratch first.
 ge2_status ge2_gemm_make_layouts(const ge2_launch *launch, ge2_gemm_plan *p, ge2_gemm_operand a_lt,
                                  ge2_gemm_operand b_lt, ge2_gemm_operand d, int64_t batch);
 // Builds the descriptor for p->epilogue and asks the heuristic. *found == 0
@@ -95,7 +100,8 @@ ge2_status ge2_gemm_make_layouts(const ge2_launch *launch, ge2_gemm_plan *p, ge2
 // caller can fall back to a plainer one.
 ge2_status ge2_gemm_plan_try(ge2_gemm_plan *p, const ge2_launch *launch, bool trans_a_lt, bool trans_b_lt,
                              int64_t d_rows_lt, int *found);
-// f32 views (bar LINEAR's u8 relu bit-mask and bf16 operands), a stream and a cuBLASLt handle.
+// f32 views (bar LINEAR's u8 relu bit-mask, bf16 operands and outputs the op
+// stores in bf16), a stream and a cuBLASLt handle.
 ge2_status ge2_gemm_check_launch(const ge2_launch *launch);
 // Ends a prepare: the plan goes to launch->backend_data, or is freed on
 // error; found == 0 means cuBLASLt offered nothing for these shapes.
@@ -112,6 +118,9 @@ typedef ge2_status (*ge2_gemm_prepare_fn)(ge2_launch *launch, bool fuse);
 ge2_status ge2_gemm_prepare_timed(ge2_launch *launch, ge2_gemm_prepare_fn prepare);
 // The GEMM, the act kernel and the post step of a prepared plan.
 ge2_status ge2_gemm_enqueue(const ge2_launch *launch, const char *op);
+// Where the GEMM writes D (f32): out[0], LINEAR's z stash, or the scratch
+// (p->d_scratch)
+void *ge2_gemm_d(const ge2_gemm_plan *p, const ge2_launch *launch);
 
 // ops/linear/cuda_backward.cu: LINEAR relu's fallback when RELU_AUX is refused — relu of
 // the GEMM's z in place and the bit-mask out[1].

@@ -117,6 +117,11 @@ static ge2_status linear_prepare(ge2_launch *launch, bool fuse)
     const bool want_y = launch->out[0].data != NULL;
     const bool stash = launch->n_out >= 2 && launch->out[1].data != NULL;
     const bool want_mask = stash && launch->out[1].dtype == GE2_U8, want_z = stash && !want_mask;
+    // y stored in bf16 (the storage pass's): the act kernel rounds act(z) at its
+    // store, z from the GEMM's f32 D (the stash, or scratch when no key wants it)
+    const bool y_bf16 = want_y && launch->out[0].dtype == GE2_BF16;
+    fuse = fuse && !y_bf16;
+    p->d_scratch = ge2_cuda_linear_d_in_scratch(launch);
     // the mask's rows are out_f bits padded to 128 (CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD counts bits);
     // GELU's z has D's leading dimension
     p->aux_ld = want_mask ? ge2_relu_mask_row_bytes(out_f) * 8 : out_f;
@@ -137,6 +142,7 @@ static ge2_status linear_prepare(ge2_launch *launch, bool fuse)
     }
     if (st == GE2_OK && found == 0) {
         linear_choose(p, want_z, want_mask, want_y, false);
+        p->act_kernel = p->act_kernel || y_bf16;
         st = ge2_gemm_plan_try(p, launch, true, false, out_f, &found);
     }
     return ge2_gemm_plan_commit(launch, p, st, found);
@@ -161,7 +167,17 @@ extern "C" void ge2_cuda_linear_release(ge2_launch *launch)
     launch->backend_data = NULL;
 }
 
-// The bf16 copies of the f32 operands (a bf16 tensor is read in place)
+extern "C" bool ge2_cuda_linear_d_in_scratch(const ge2_launch *launch)
+{
+    if (launch->out[0].dtype != GE2_BF16 || !launch->out[0].data)
+        return false;
+    const bool z_stash = launch->node->op == GE2_OP_LINEAR && launch->n_out > 1 && launch->out[1].data &&
+                         launch->out[1].dtype == GE2_F32;
+    return !z_stash;
+}
+
+// The bf16 copies of the f32 operands (a bf16 tensor is read in place) and
+// the f32 result on its way to a bf16 out[0]
 extern "C" size_t ge2_cuda_gemm_bf16_scratch_bytes(const ge2_launch *launch)
 {
     if (launch->n_in < 2 || !ge2_launch_bf16_gemm(launch))
@@ -170,6 +186,8 @@ extern "C" size_t ge2_cuda_gemm_bf16_scratch_bytes(const ge2_launch *launch)
     for (int i = 0; i < 2; i++)
         if (launch->in[i].dtype != GE2_BF16)
             bytes += ge2_bf16_copy_bytes(ge2_shape_numel(launch->in[i].shape));
+    if (ge2_cuda_linear_d_in_scratch(launch))
+        bytes += 2 * ge2_bf16_copy_bytes(ge2_shape_numel(launch->out[0].shape));
     return bytes;
 }
 

@@ -16,6 +16,10 @@
 // below: still one op, two or three kernels.
 #include "kernels/cuda/gemm_lt_internal.h"
 
+#include <cuda_bf16.h>
+
+#include "kernels/cuda/bf16_copy.h"
+
 #include "graph/alloc.h"
 extern "C" {
 #include "ops/elementwise/activation_math.h"
@@ -46,16 +50,25 @@ __global__ void ge2_relu_mask_kernel(int64_t rows, int64_t n, int64_t row_bytes,
     }
 }
 
-// dx [rows, n] *= act'(saved): saved is z or y [rows, n], or relu's bit-mask [rows, row_bytes].
+static __device__ void store_dx(float *dx, float v) { *dx = v; }
+static __device__ void store_dx(__nv_bfloat16 *dx, float v) { *dx = __float2bfloat16_rn(v); }
+
+// dx [rows, n] = d ⊙ act'(saved): saved is z or y [rows, n], or relu's
+// bit-mask [rows, row_bytes]; neither: dx = d. d may be dx itself (f32, in
+// place); a bf16 dx (the storage pass's) is rounded at the store.
+template <typename DX>
 __global__ void ge2_dact_kernel(int64_t rows, int64_t n, ge2_act_attrs a, const float *saved /* [rows, n] */,
                                 const uint8_t *mask /* [rows, row_bytes] */, int64_t row_bytes,
-                                float *dx /* [rows, n] */)
+                                const float *d /* [rows, n] */, DX *dx /* [rows, n] */)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < rows * n;
          i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t r = i / n, c = i % n;
-        dx[i] *= mask ? (float)ge2_relu_mask_bit(mask + r * row_bytes, c)
-                      : ge2_act_grad_f32(a.act, saved[i], a.from_output, a.slope);
+        float g = d[i];
+        if (mask) // the row and column only here: 64-bit divisions cost the GELU path its speed
+            g *= (float)ge2_relu_mask_bit(mask + (i / n) * row_bytes, i % n);
+        else if (saved)
+            g *= ge2_act_grad_f32(a.act, saved[i], a.from_output, a.slope);
+        store_dx(&dx[i], g);
     }
 }
 
@@ -82,26 +95,43 @@ ge2_status ge2_gemm_relu_mask_post(const ge2_launch *launch, const ge2_gemm_plan
     return GE2_OK;
 }
 
-// LINEAR_GRAD_INPUT's unfused rest: act' unless the epilogue applied it, db unless it summed it.
+// dx = d ⊙ act'(saved) (saved absent: dx = d), into an f32 or bf16 dx
+template <typename DX>
+static ge2_status dact(const ge2_launch *launch, const float *d, DX *dx)
+{
+    const int64_t rows = launch->out[0].shape.dim[0], n = launch->out[0].shape.dim[1];
+    const ge2_view *saved = launch->n_in > 2 ? &launch->in[2] : NULL;
+    const bool mask = saved && saved->dtype == GE2_U8;
+    ge2_dact_kernel<<<ge2_cuda_blocks(rows * n, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0, ge2_cuda_stream(launch)>>>(
+        rows, n, launch->node->attrs.act, saved && !mask ? (const float *)saved->data : NULL,
+        mask ? (const uint8_t *)saved->data : NULL, ge2_relu_mask_row_bytes(n), d, dx);
+    GE2_CUDA_CHECK(launch, "ge2_dact_kernel");
+    return GE2_OK;
+}
+
+// LINEAR_GRAD_INPUT's unfused rest: act' unless the epilogue applied it, db
+// unless it summed it. A bf16 dx (p->d_scratch): the f32 result in the
+// scratch takes act' and gives db, then is rounded into dx (one pass when
+// no db is wanted).
 static ge2_status grad_input_post(const ge2_launch *launch, const ge2_gemm_plan *p)
 {
-    float *dx = (float *)launch->out[0].data;
+    float *d = (float *)ge2_gemm_d(p, launch);
     float *db = launch->n_out > 1 ? (float *)launch->out[1].data : NULL;
     int64_t rows = launch->out[0].shape.dim[0], n = launch->out[0].shape.dim[1];
     bool dact_done = p->epilogue != CUBLASLT_EPILOGUE_DEFAULT;
-    if (launch->n_in > 2 && !dact_done && rows * n > 0) {
-        const ge2_view *saved = &launch->in[2];
-        bool mask = saved->dtype == GE2_U8;
-        ge2_dact_kernel<<<ge2_cuda_blocks(rows * n, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0,
-                          ge2_cuda_stream(launch)>>>(rows, n, launch->node->attrs.act,
-                                                     mask ? NULL : (const float *)saved->data,
-                                                     mask ? (const uint8_t *)saved->data : NULL,
-                                                     ge2_relu_mask_row_bytes(n), dx);
-        GE2_CUDA_CHECK(launch, "ge2_dact_kernel");
-    }
+    if (rows * n == 0)
+        return GE2_OK;
+    if (p->d_scratch && !db)
+        return dact(launch, d, (__nv_bfloat16 *)launch->out[0].data);
+    if (launch->n_in > 2 && !dact_done)
+        GE2_TRY(dact(launch, d, d));
     if (db && !has_bgrad(p->epilogue))
-        GE2_TRY(ge2_cuda_column_sums(launch, dx, GE2_F32, rows, n, db));
-    return GE2_OK;
+        GE2_TRY(ge2_cuda_column_sums(launch, d, GE2_F32, rows, n, db));
+    if (!p->d_scratch)
+        return GE2_OK;
+    ge2_bf16_spans spans = {0};
+    ge2_bf16_span_add(&spans, d, launch->out[0].data, rows * n);
+    return ge2_cuda_bf16_round(launch, &spans);
 }
 
 // LINEAR_GRAD_WEIGHT's unfused rest: db = column sums of dz unless BGRADB summed it.
@@ -222,9 +252,13 @@ static ge2_status grad_input_prepare(ge2_launch *launch, bool fuse)
     const bool want_db = launch->n_out > 1 && launch->out[1].data;
     p->n_out = rows * n;
     p->tiled_bind = grad_input_tiled_bind;
-    if (launch->n_in > 2 || want_db) {
+    // dx stored in bf16 (the storage pass's): the GEMM writes f32 to the
+    // scratch, the post step rounds it into dx
+    p->d_scratch = ge2_cuda_linear_d_in_scratch(launch);
+    fuse = fuse && !p->d_scratch;
+    if (launch->n_in > 2 || want_db || p->d_scratch) {
         p->post = grad_input_post;
-        p->post_name = launch->n_in > 2 ? (want_db ? "dact + db" : "dact") : "db";
+        p->post_name = launch->n_in > 2 ? (want_db ? "dact + db" : "dact") : want_db ? "db" : "bf16 store";
     }
     p->epilogue = CUBLASLT_EPILOGUE_DEFAULT;
     if (fuse && (mask || gelu_z)) {

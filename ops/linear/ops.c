@@ -1,6 +1,18 @@
 /* The definitions of the linear family's ops: one struct per op. */
 #include "ops/linear/linear.h"
 
+bool ge2_linear_stores_bf16(const ge2_node *node, int output)
+{
+    const ge2_linear_attrs *a = &node->attrs.linear;
+    return output == 0 && node->n_outputs > 1 && ge2_linear_stash_of(a->act, a->slope) == GE2_STASH_Z;
+}
+
+bool ge2_linear_grad_input_stores_bf16(const ge2_node *node, int output)
+{
+    (void)node;
+    return output == 0;
+}
+
 /* x, w[, b] -> y[, stash] (ge2_linear_stash_of: z, or relu's bit-mask) */
 const ge2_op_def ge2_op_def_linear = {
     .name = "linear",
@@ -13,6 +25,7 @@ const ge2_op_def ge2_op_def_linear = {
     .cpu = ge2_cpu_linear,
     .cuda = {ge2_cuda_linear_prepare, ge2_cuda_linear_launch, ge2_cuda_linear_release, ge2_cuda_linear_describe,
              ge2_cuda_gemm_bf16_scratch_bytes},
+    .stores_bf16 = ge2_linear_stores_bf16,
 };
 
 /* a, b -> op(a)·op(b) */
@@ -41,6 +54,7 @@ const ge2_op_def ge2_op_def_linear_grad_input = {
     .cpu = ge2_cpu_linear_grad_input,
     .cuda = {ge2_cuda_linear_grad_input_prepare, ge2_cuda_linear_grad_input_launch, ge2_cuda_linear_release, ge2_cuda_linear_describe,
              ge2_cuda_gemm_bf16_scratch_bytes},
+    .stores_bf16 = ge2_linear_grad_input_stores_bf16,
 };
 
 /* dz [B,out], x [B,in] -> dzᵀ·x [out,in][, column sums of dz [out]] */

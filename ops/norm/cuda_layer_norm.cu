@@ -4,6 +4,8 @@
 // rows, a block per (32 columns, chunk), whose partials the last block
 // (kernels/cuda/block_reduce.h's ticket) adds in chunk order. No float
 // atomics: replay equals eager bitwise.
+#include <cuda_bf16.h>
+
 #include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/check.h"
 #include "ops/norm/norm.h"
@@ -16,9 +18,14 @@
 
 // ------------------------------------------------------------------- kernels
 
-// x [rows, c] -> y = (x - mean)·rstd·w + b, saved [2, rows] (mean, rstd)
+static __device__ void store_y(float *y, float v) { *y = v; }
+static __device__ void store_y(__nv_bfloat16 *y, float v) { *y = __float2bfloat16_rn(v); }
+
+// x [rows, c] -> y = (x - mean)·rstd·w + b, saved [2, rows] (mean, rstd);
+// a bf16 y (the storage pass's: only GEMMs read it) is rounded at the store
+template <typename Y>
 __global__ void ge2_layer_norm_kernel(long long rows, int c, float eps, const float *x, const float *w,
-                                      const float *b, float *y, float *saved)
+                                      const float *b, Y *y, float *saved)
 {
     const long long r = (long long)blockIdx.x * (blockDim.x / GE2_WARP) + threadIdx.x / GE2_WARP;
     const int lane = threadIdx.x % GE2_WARP;
@@ -36,7 +43,7 @@ __global__ void ge2_layer_norm_kernel(long long rows, int c, float eps, const fl
     }
     const float rstd = rsqrtf(ge2_warp_sum(ss) / (float)c + eps);
     for (int i = lane; y && i < c; i += GE2_WARP)
-        y[r * c + i] = (xr[i] - mean) * rstd * w[i] + (b ? b[i] : 0.0f);
+        store_y(&y[r * c + i], (xr[i] - mean) * rstd * w[i] + (b ? b[i] : 0.0f));
     if (saved && lane == 0) {
         saved[r] = mean;
         saved[rows + r] = rstd;
@@ -134,10 +141,16 @@ extern "C" ge2_status ge2_cuda_layer_norm_launch(const ge2_launch *l)
     GE2_TRY(ge2_cuda_require_f32(l, 0));
     ge2_ln_geom g;
     GE2_TRY(ln_geom(l, l->in[0].shape, &g));
-    ge2_layer_norm_kernel<<<warp_rows_blocks(g.rows), GE2_LN_THREADS, 0, ge2_cuda_stream(l)>>>(
-        g.rows, (int)g.c, (float)l->node->attrs.layer_norm.eps, (const float *)l->in[0].data,
-        (const float *)l->in[1].data, l->n_in > 2 ? (const float *)l->in[2].data : NULL, (float *)l->out[0].data,
-        l->n_out > 1 ? (float *)l->out[1].data : NULL);
+    const float eps = (float)l->node->attrs.layer_norm.eps;
+    const float *x = (const float *)l->in[0].data, *w = (const float *)l->in[1].data;
+    const float *b = l->n_in > 2 ? (const float *)l->in[2].data : NULL;
+    float *saved = l->n_out > 1 ? (float *)l->out[1].data : NULL;
+    if (l->out[0].dtype == GE2_BF16)
+        ge2_layer_norm_kernel<<<warp_rows_blocks(g.rows), GE2_LN_THREADS, 0, ge2_cuda_stream(l)>>>(
+            g.rows, (int)g.c, eps, x, w, b, (__nv_bfloat16 *)l->out[0].data, saved);
+    else
+        ge2_layer_norm_kernel<<<warp_rows_blocks(g.rows), GE2_LN_THREADS, 0, ge2_cuda_stream(l)>>>(
+            g.rows, (int)g.c, eps, x, w, b, (float *)l->out[0].data, saved);
     return ge2_cuda_check_launch(l, "ge2_layer_norm_kernel");
 }
 
