@@ -1,6 +1,7 @@
 // Data movement without arithmetic: RESHAPE, TRANSPOSE, PERMUTE, CONCAT, SLICE and
 // SLICE_BACKWARD. Concat and slice view every tensor as [outer, len, inner]
 // around their axis, so one index formula serves every rank.
+#include <cuda_bf16.h>
 #include "kernels/cuda/check.h"
 #include "ops/shape/shape.h"
 
@@ -36,8 +37,23 @@ struct ge2_concat_parts {
     int n;
 };
 
-template <typename V, typename I>
-__global__ void ge2_concat_kernel(I n_elems, ge2_concat_parts p, V *y)
+// y may be bf16 (the storage pass's: only GEMMs read it), rounded at the store
+struct __align__(8) ge2_bf16x4 {
+    __nv_bfloat162 lo, hi;
+};
+static __device__ __forceinline__ void store_as(float *y, float v) { *y = v; }
+static __device__ __forceinline__ void store_as(float4 *y, float4 v) { *y = v; }
+static __device__ __forceinline__ void store_as(__nv_bfloat16 *y, float v) { *y = __float2bfloat16_rn(v); }
+static __device__ __forceinline__ void store_as(ge2_bf16x4 *y, float4 v)
+{
+    ge2_bf16x4 o;
+    o.lo = __floats2bfloat162_rn(v.x, v.y);
+    o.hi = __floats2bfloat162_rn(v.z, v.w);
+    *y = o;
+}
+
+template <typename V, typename I, typename Y>
+__global__ void ge2_concat_kernel(I n_elems, ge2_concat_parts p, Y *y)
 {
     const I row = (I)p.start[p.n];
     for (I i = (I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x; i < n_elems; i += (I)gridDim.x * (I)blockDim.x) {
@@ -46,7 +62,7 @@ __global__ void ge2_concat_kernel(I n_elems, ge2_concat_parts p, V *y)
         while (j >= (I)p.start[k + 1])
             k++;
         const I len = (I)(p.start[k + 1] - p.start[k]);
-        y[i] = ((const V *)p.x[k])[o * len + (j - (I)p.start[k])];
+        store_as(&y[i], ((const V *)p.x[k])[o * len + (j - (I)p.start[k])]);
     }
 }
 
@@ -218,6 +234,17 @@ extern "C" ge2_status ge2_cuda_transpose_launch(const ge2_launch *l)
     return ge2_cuda_check_launch(l, "ge2_transpose_kernel");
 }
 
+// int indices where every one fits (no 64-bit divisions), else long long
+template <typename V, typename Y>
+static void launch_concat(bool small, long long units, const ge2_concat_parts &p, Y *y, unsigned blocks,
+                          cudaStream_t s)
+{
+    if (small)
+        ge2_concat_kernel<V, int><<<blocks, GE2_CUDA_THREADS, 0, s>>>((int)units, p, y);
+    else
+        ge2_concat_kernel<V, long long><<<blocks, GE2_CUDA_THREADS, 0, s>>>(units, p, y);
+}
+
 extern "C" ge2_status ge2_cuda_concat_launch(const ge2_launch *l)
 {
     GE2_TRY(ge2_cuda_require_f32(l, 0));
@@ -231,7 +258,8 @@ extern "C" ge2_status ge2_cuda_concat_launch(const ge2_launch *l)
     ge2_concat_parts p;
     p.n = l->n_in;
     p.start[0] = 0;
-    bool vec = (uintptr_t)l->out[0].data % 16 == 0;
+    const bool bf16 = l->out[0].dtype == GE2_BF16;
+    bool vec = (uintptr_t)l->out[0].data % (bf16 ? 8 : 16) == 0;
     for (int i = 0; i < l->n_in; i++) {
         p.x[i] = l->in[i].data;
         p.start[i + 1] = p.start[i] + l->in[i].shape.dim[axis] * inner;
@@ -244,14 +272,15 @@ extern "C" ge2_status ge2_cuda_concat_launch(const ge2_launch *l)
     const unsigned blocks = ge2_cuda_blocks(units, GE2_CUDA_THREADS);
     cudaStream_t s = ge2_cuda_stream(l);
     const bool small = ge2_move_small(n, blocks);
-    if (vec && small)
-        ge2_concat_kernel<float4, int><<<blocks, GE2_CUDA_THREADS, 0, s>>>((int)units, p, (float4 *)l->out[0].data);
+    void *y = l->out[0].data;
+    if (bf16 && vec)
+        launch_concat<float4>(small, units, p, (ge2_bf16x4 *)y, blocks, s);
+    else if (bf16)
+        launch_concat<float>(small, units, p, (__nv_bfloat16 *)y, blocks, s);
     else if (vec)
-        ge2_concat_kernel<float4, long long><<<blocks, GE2_CUDA_THREADS, 0, s>>>(units, p, (float4 *)l->out[0].data);
-    else if (small)
-        ge2_concat_kernel<float, int><<<blocks, GE2_CUDA_THREADS, 0, s>>>((int)units, p, (float *)l->out[0].data);
+        launch_concat<float4>(small, units, p, (float4 *)y, blocks, s);
     else
-        ge2_concat_kernel<float, long long><<<blocks, GE2_CUDA_THREADS, 0, s>>>(units, p, (float *)l->out[0].data);
+        launch_concat<float>(small, units, p, (float *)y, blocks, s);
     return ge2_cuda_check_launch(l, "ge2_concat_kernel");
 }
 

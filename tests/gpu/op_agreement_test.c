@@ -916,7 +916,14 @@ static void large_bias_gradients(void)
     OK(ge2_add(g, x, param(g, "shift", ge2_shape1(IN)), &shift)); /* its gradient: REDUCE_TO [B, IN] -> [IN] */
     OK(ge2_mul(g, shift, u, &r));
     OK(ge2_sum_all(g, r, &l2));
-    OK(ge2_add(g, l1, l2, &loss));
+    /* a concat only a linear layer reads: under the storage pass, stored in
+     * bf16 by the concat (whole float4 rows: its vector path) */
+    ge2_tensor *parts[2] = {x, u}, *xu, *y3, *l3, *l12;
+    OK(ge2_concat(g, parts, 2, 0, &xu));
+    OK(ge2_linear(g, xu, param(g, "w3", ge2_shape2(IN, IN)), NULL, GE2_ACT_NONE, 0, &y3));
+    OK(ge2_sum_all(g, y3, &l3));
+    OK(ge2_add(g, l1, l2, &l12));
+    OK(ge2_add(g, l12, l3, &loss));
     OK(ge2_backward(g, loss));
     float *xd = random_f32(B * IN, -1, 1), *ud = random_f32(B * IN, -1, 1);
     ge2_feed feeds[] = {{x, xd, ge2_shape2(B, IN)}, {u, ud, ge2_shape2(B, IN)}};
