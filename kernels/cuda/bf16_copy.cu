@@ -5,6 +5,7 @@
 #include <cuda_bf16.h>
 
 #include "kernels/cuda/bf16_copy.h"
+#include "kernels/cuda/bf16_store.h"
 #include "kernels/cuda/check.h"
 
 __device__ void ge2_bf16_round_span(int64_t n, const float *x, __nv_bfloat16 *y, int64_t first, int64_t stride)
@@ -12,15 +13,11 @@ __device__ void ge2_bf16_round_span(int64_t n, const float *x, __nv_bfloat16 *y,
     int64_t done = 0;
     if ((uintptr_t)x % 16 == 0 && (uintptr_t)y % 8 == 0) {
         done = n / 4 * 4;
-        for (int64_t i = first; i < n / 4; i += stride) {
-            const float4 v = reinterpret_cast<const float4 *>(x)[i];
-            __nv_bfloat162 *out = reinterpret_cast<__nv_bfloat162 *>(y) + 2 * i;
-            out[0] = __floats2bfloat162_rn(v.x, v.y);
-            out[1] = __floats2bfloat162_rn(v.z, v.w);
-        }
+        for (int64_t i = first; i < n / 4; i += stride)
+            ge2_store4(y + 4 * i, reinterpret_cast<const float4 *>(x)[i]);
     }
     for (int64_t i = done + first; i < n; i += stride)
-        y[i] = __float2bfloat16_rn(x[i]);
+        ge2_store(&y[i], x[i]);
 }
 
 __device__ void ge2_bf16_widen_span(int64_t n, const __nv_bfloat16 *x, float *y, int64_t first, int64_t stride)

@@ -24,6 +24,7 @@ extern "C" {
 #include <cuda_bf16.h>
 
 #include "kernels/cuda/bf16_copy.h"
+#include "kernels/cuda/bf16_store.h"
 #include "kernels/cuda/candidates.h"
 #include <stdarg.h>
 #include <stdint.h>
@@ -34,17 +35,32 @@ extern "C" {
 
 // The activation cuBLASLt has no epilogue for (or that must keep z): y = act(z).
 // z == y is allowed (in place when no stash is wanted).
-// y may be bf16 (stored so by the storage pass): rounded at the store.
-static __device__ void store_y(float *y, float v) { *y = v; }
-static __device__ void store_y(__nv_bfloat16 *y, float v) { *y = __float2bfloat16_rn(v); }
-
+// y may be bf16 (stored so by the storage pass): rounded at the store. With
+// quads (z and y aligned for them), four elements a thread, the tail one by one.
 template <typename Y>
-__global__ void ge2_gemm_act_kernel(int64_t n, ge2_activation act, float slope,
+__global__ void ge2_gemm_act_kernel(int64_t n, ge2_activation act, float slope, bool quads,
                                     const float *z /* [B, out] */, Y *y /* [B, out] */)
 {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
-        store_y(&y[i], ge2_act_f32(act, z[i], slope));
+    const int64_t first = blockIdx.x * (int64_t)blockDim.x + threadIdx.x, stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if (quads) {
+        done = n / 4 * 4;
+        for (int64_t i = first; i < n / 4; i += stride) {
+            const float4 v = reinterpret_cast<const float4 *>(z)[i];
+            ge2_store4(y + 4 * i, make_float4(ge2_act_f32(act, v.x, slope), ge2_act_f32(act, v.y, slope),
+                                              ge2_act_f32(act, v.z, slope), ge2_act_f32(act, v.w, slope)));
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride)
+        ge2_store(&y[i], ge2_act_f32(act, z[i], slope));
+}
+
+template <typename Y>
+static void act_kernel(const ge2_gemm_plan *p, const float *z, Y *y, cudaStream_t stream)
+{
+    const bool quads = (uintptr_t)z % 16 == 0 && ge2_store4_aligned(y);
+    ge2_gemm_act_kernel<<<ge2_cuda_blocks(quads ? (p->n_out + 3) / 4 : p->n_out, GE2_CUDA_THREADS), GE2_CUDA_THREADS,
+                          0, stream>>>(p->n_out, p->act, p->slope, quads, z, y);
 }
 
 // ---------------------------------------------------------------- launchers
@@ -538,13 +554,10 @@ ge2_status ge2_gemm_enqueue(const ge2_launch *launch, const char *op)
     }
     if (p->act_kernel && p->n_out > 0) {
         const float *z = (const float *)g.d;
-        const unsigned blocks = ge2_cuda_blocks(p->n_out, GE2_CUDA_THREADS);
         if (launch->out[0].dtype == GE2_BF16)
-            ge2_gemm_act_kernel<<<blocks, GE2_CUDA_THREADS, 0, stream>>>(
-                p->n_out, p->act, p->slope, z, (__nv_bfloat16 *)launch->out[0].data);
+            act_kernel(p, z, (__nv_bfloat16 *)launch->out[0].data, stream);
         else
-            ge2_gemm_act_kernel<<<blocks, GE2_CUDA_THREADS, 0, stream>>>(p->n_out, p->act, p->slope, z,
-                                                                         (float *)launch->out[0].data);
+            act_kernel(p, z, (float *)launch->out[0].data, stream);
         GE2_CUDA_CHECK(launch, "ge2_gemm_act_kernel");
     }
     if (p->post)

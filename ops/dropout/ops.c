@@ -2,6 +2,14 @@
  * one kernel: a dropout's backward is the same masking of dy. */
 #include "ops/dropout/dropout.h"
 
+/* y may be stored in bf16: the kernel rounds at its store (an output only
+ * GEMMs read, as the backward's into a linear layer's gradients) */
+static bool dropout_stores_bf16(const ge2_node *node, int output)
+{
+    (void)node;
+    return output == 0;
+}
+
 /* x -> y */
 const ge2_op_def ge2_op_def_dropout = {
     .name = "dropout",
@@ -13,6 +21,7 @@ const ge2_op_def ge2_op_def_dropout = {
     .backward = ge2_backward_dropout,
     .cpu = ge2_cpu_dropout,
     .cuda = {NULL, ge2_cuda_dropout_launch, NULL, NULL},
+    .stores_bf16 = dropout_stores_bf16,
 };
 
 /* dy -> dx */
@@ -26,4 +35,5 @@ const ge2_op_def ge2_op_def_dropout_backward = {
     .backward = NULL,
     .cpu = ge2_cpu_dropout,
     .cuda = {NULL, ge2_cuda_dropout_launch, NULL, NULL},
+    .stores_bf16 = dropout_stores_bf16,
 };

@@ -4,8 +4,7 @@
 // rows, a block per (32 columns, chunk), whose partials the last block
 // (kernels/cuda/block_reduce.h's ticket) adds in chunk order. No float
 // atomics: replay equals eager bitwise.
-#include <cuda_bf16.h>
-
+#include "kernels/cuda/bf16_store.h"
 #include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/check.h"
 #include "ops/norm/norm.h"
@@ -17,9 +16,6 @@
 #define GE2_LN_LANES (GE2_LN_THREADS / 32) // row lanes of a parameter-gradient block
 
 // ------------------------------------------------------------------- kernels
-
-static __device__ void store_y(float *y, float v) { *y = v; }
-static __device__ void store_y(__nv_bfloat16 *y, float v) { *y = __float2bfloat16_rn(v); }
 
 // x [rows, c] -> y = (x - mean)·rstd·w + b, saved [2, rows] (mean, rstd);
 // a bf16 y (the storage pass's: only GEMMs read it) is rounded at the store
@@ -43,7 +39,7 @@ __global__ void ge2_layer_norm_kernel(long long rows, int c, float eps, const fl
     }
     const float rstd = rsqrtf(ge2_warp_sum(ss) / (float)c + eps);
     for (int i = lane; y && i < c; i += GE2_WARP)
-        store_y(&y[r * c + i], (xr[i] - mean) * rstd * w[i] + (b ? b[i] : 0.0f));
+        ge2_store(&y[r * c + i], (xr[i] - mean) * rstd * w[i] + (b ? b[i] : 0.0f));
     if (saved && lane == 0) {
         saved[r] = mean;
         saved[rows + r] = rstd;

@@ -1,7 +1,7 @@
 // Data movement without arithmetic: RESHAPE, TRANSPOSE, PERMUTE, CONCAT, SLICE and
 // SLICE_BACKWARD. Concat and slice view every tensor as [outer, len, inner]
 // around their axis, so one index formula serves every rank.
-#include <cuda_bf16.h>
+#include "kernels/cuda/bf16_store.h"
 #include "kernels/cuda/check.h"
 #include "ops/shape/shape.h"
 
@@ -37,19 +37,15 @@ struct ge2_concat_parts {
     int n;
 };
 
-// y may be bf16 (the storage pass's: only GEMMs read it), rounded at the store
-struct __align__(8) ge2_bf16x4 {
-    __nv_bfloat162 lo, hi;
-};
-static __device__ __forceinline__ void store_as(float *y, float v) { *y = v; }
-static __device__ __forceinline__ void store_as(float4 *y, float4 v) { *y = v; }
-static __device__ __forceinline__ void store_as(__nv_bfloat16 *y, float v) { *y = __float2bfloat16_rn(v); }
-static __device__ __forceinline__ void store_as(ge2_bf16x4 *y, float4 v)
+// Unit i (of V) of y, whose elements are Y: f32, or bf16 (the storage
+// pass's: only GEMMs read it) rounded at the store
+template <typename Y, typename I> static __device__ __forceinline__ void store_unit(Y *y, I i, float v)
 {
-    ge2_bf16x4 o;
-    o.lo = __floats2bfloat162_rn(v.x, v.y);
-    o.hi = __floats2bfloat162_rn(v.z, v.w);
-    *y = o;
+    ge2_store(y + i, v);
+}
+template <typename Y, typename I> static __device__ __forceinline__ void store_unit(Y *y, I i, float4 v)
+{
+    ge2_store4(y + 4 * i, v);
 }
 
 template <typename V, typename I, typename Y>
@@ -62,7 +58,7 @@ __global__ void ge2_concat_kernel(I n_elems, ge2_concat_parts p, Y *y)
         while (j >= (I)p.start[k + 1])
             k++;
         const I len = (I)(p.start[k + 1] - p.start[k]);
-        store_as(&y[i], ((const V *)p.x[k])[o * len + (j - (I)p.start[k])]);
+        store_unit(y, i, ((const V *)p.x[k])[o * len + (j - (I)p.start[k])]);
     }
 }
 
@@ -274,11 +270,11 @@ extern "C" ge2_status ge2_cuda_concat_launch(const ge2_launch *l)
     const bool small = ge2_move_small(n, blocks);
     void *y = l->out[0].data;
     if (bf16 && vec)
-        launch_concat<float4>(small, units, p, (ge2_bf16x4 *)y, blocks, s);
+        launch_concat<float4>(small, units, p, (__nv_bfloat16 *)y, blocks, s);
     else if (bf16)
         launch_concat<float>(small, units, p, (__nv_bfloat16 *)y, blocks, s);
     else if (vec)
-        launch_concat<float4>(small, units, p, (float4 *)y, blocks, s);
+        launch_concat<float4>(small, units, p, (float *)y, blocks, s);
     else
         launch_concat<float>(small, units, p, (float *)y, blocks, s);
     return ge2_cuda_check_launch(l, "ge2_concat_kernel");

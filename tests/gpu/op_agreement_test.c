@@ -910,8 +910,12 @@ static void large_bias_gradients(void)
     OK(ge2_layer_norm(g, x, param(g, "ln_w", ge2_shape1(IN)), param(g, "ln_b", ge2_shape1(IN)), 1e-5, &n));
     OK(ge2_linear(g, n, param(g, "w1", ge2_shape2(H, IN)), param(g, "b1", ge2_shape1(H)), GE2_ACT_GELU_TANH, 0, &h));
     OK(ge2_linear(g, h, param(g, "w2", ge2_shape2(IN, H)), param(g, "b2", ge2_shape1(IN)), GE2_ACT_NONE, 0, &y));
+    /* a dropout after it: under the storage pass its backward's output, which
+     * only the layer's backward GEMMs read, is stored in bf16 */
+    ge2_tensor *yd;
+    OK(ge2_dropout(g, y, 0.25, &yd));
     OK(ge2_input(g, "u", GE2_F32, ge2_shape2(B, IN), &u));
-    OK(ge2_mul(g, y, u, &m));
+    OK(ge2_mul(g, yd, u, &m));
     OK(ge2_sum_all(g, m, &l1));
     OK(ge2_add(g, x, param(g, "shift", ge2_shape1(IN)), &shift)); /* its gradient: REDUCE_TO [B, IN] -> [IN] */
     OK(ge2_mul(g, shift, u, &r));

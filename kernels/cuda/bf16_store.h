@@ -1,0 +1,30 @@
+// Device stores of f32 results into f32 or bf16 memory, one element or four
+// at a time: how a kernel writes an output the bf16 storage pass made bf16
+// (ge2_op_def.stores_bf16) with the same code as its f32 form. bf16 rounds
+// to nearest even (__float2bfloat16_rn), as graph/bf16.h does on the CPU.
+// CUDA C++ only.
+#ifndef GE2_KERNELS_CUDA_BF16_STORE_H
+#define GE2_KERNELS_CUDA_BF16_STORE_H
+
+#include <cuda_bf16.h>
+#include <stdint.h>
+
+static __device__ __forceinline__ void ge2_store(float *y, float v) { *y = v; }
+static __device__ __forceinline__ void ge2_store(__nv_bfloat16 *y, float v) { *y = __float2bfloat16_rn(v); }
+
+// y[0..3] = v; y is aligned for the four (16 bytes f32, 8 bytes bf16)
+static __device__ __forceinline__ void ge2_store4(float *y, float4 v) { *reinterpret_cast<float4 *>(y) = v; }
+static __device__ __forceinline__ void ge2_store4(__nv_bfloat16 *y, float4 v)
+{
+    __nv_bfloat162 *out = reinterpret_cast<__nv_bfloat162 *>(y);
+    out[0] = __floats2bfloat162_rn(v.x, v.y);
+    out[1] = __floats2bfloat162_rn(v.z, v.w);
+}
+
+// Whether y can take ge2_store4 at every multiple of four elements
+template <typename Y> static inline bool ge2_store4_aligned(const Y *y)
+{
+    return (uintptr_t)y % (4 * sizeof(Y)) == 0;
+}
+
+#endif // GE2_KERNELS_CUDA_BF16_STORE_H
