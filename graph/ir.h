@@ -226,9 +226,21 @@ struct ge2_graph {
  * The registry holds ge2's own ops (ops/registry.c) and the ones users
  * register (include/ge2/extension.h); the engine knows ops only through it. */
 const ge2_op_def *ge2_op_def_of(ge2_op op);
-/* Runs launch's CPU kernel. Outputs stored in bf16 (ge2_op_def.stores_bf16)
- * are computed into f32 copies and rounded into their tensors after. */
+/* Runs launch's CPU kernel. bf16 inputs it reads as such (ge2_op_reads_bf16)
+ * are widened into f32 copies first, and a GEMM given one multiplies in
+ * bf16; outputs stored in bf16 (ge2_op_def.stores_bf16) are computed into
+ * f32 copies and rounded into their tensors after. */
 ge2_status ge2_op_run_cpu(const ge2_launch *launch);
+/* Whether node's input `input` may be a bf16 tensor where it was built f32:
+ * a GEMM operand (GE2_OPF_BF16_OPERANDS, inputs 0 and 1) or what the op's
+ * reads_bf16 allows. */
+bool ge2_op_reads_bf16(const ge2_node *node, int input);
+/* The dtype inference sees for a tensor of `dtype` at node's input `input`:
+ * f32 for a bf16 tensor the op reads as such, else dtype itself. */
+static inline ge2_dtype ge2_infer_input_dtype(const ge2_node *node, int input, ge2_dtype dtype)
+{
+    return dtype == GE2_BF16 && ge2_op_reads_bf16(node, input) ? GE2_F32 : dtype;
+}
 /* Ops registered so far: valid ids are [0, ge2_op_count()). */
 int ge2_op_count(void);
 

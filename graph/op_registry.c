@@ -94,6 +94,39 @@ int ge2_node_output(const ge2_node *node, int i) { return i >= 0 && i < node->n_
 const void *ge2_node_attrs(const ge2_node *node) { return &node->attrs; }
 const char *ge2_node_op_name(const ge2_node *node) { return ge2_op_name(node->op); }
 
+bool ge2_op_reads_bf16(const ge2_node *node, int input)
+{
+    const ge2_op_def *def = ge2_op_def_of(node->op);
+    if (!def)
+        return false;
+    if (input < 2 && (def->flags & GE2_OPF_BF16_OPERANDS))
+        return true;
+    return def->reads_bf16 && def->reads_bf16(node, input);
+}
+
+/* f32 copies of launch l's bf16 inputs the op reads as such, swapped into
+ * l's views (a GEMM given one then multiplies in bf16); *copies[i] to free */
+static ge2_status widen_inputs(ge2_launch *l, float **copies)
+{
+    for (int i = 0; i < l->n_in; i++) {
+        if (l->in[i].dtype != GE2_BF16 || !l->in[i].data || !ge2_op_reads_bf16(l->node, i))
+            continue;
+        const int64_t n = ge2_shape_numel(l->in[i].shape);
+        copies[i] = ge2_malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+        if (!copies[i])
+            return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_%s (node %d): no host memory to widen bf16 input %d",
+                             ge2_op_name(l->node->op), l->node->id, i);
+        const uint16_t *src = l->in[i].data;
+        for (int64_t e = 0; e < n; e++)
+            copies[i][e] = ge2_f32_from_bf16(src[e]);
+        l->in[i].data = copies[i];
+        l->in[i].dtype = GE2_F32;
+        if (i < 2 && (ge2_op_flags(l->node->op) & GE2_OPF_BF16_OPERANDS))
+            l->bf16_operands = true;
+    }
+    return GE2_OK;
+}
+
 ge2_status ge2_op_run_cpu(const ge2_launch *launch)
 {
     const ge2_op_def *def = ge2_op_def_of(launch->node->op);
@@ -102,11 +135,13 @@ ge2_status ge2_op_run_cpu(const ge2_launch *launch)
         stored[k] = launch->out[k].dtype == GE2_BF16 && launch->out[k].data && def->stores_bf16(launch->node, k);
         any |= stored[k];
     }
+    for (int i = 0; i < launch->n_in && !any; i++)
+        any = launch->in[i].dtype == GE2_BF16 && ge2_op_reads_bf16(launch->node, i);
     if (!any)
         return def->cpu(launch);
     ge2_launch l = *launch;
-    float *wide[GE2_MAX_OUTPUTS] = {NULL};
-    ge2_status st = GE2_OK;
+    float *wide[GE2_MAX_OUTPUTS] = {NULL}, *narrow_in[GE2_MAX_INPUTS] = {NULL};
+    ge2_status st = widen_inputs(&l, narrow_in);
     for (int k = 0; k < l.n_out && st == GE2_OK; k++) {
         if (!stored[k])
             continue;
@@ -129,5 +164,7 @@ ge2_status ge2_op_run_cpu(const ge2_launch *launch)
         }
         ge2_free(wide[k]);
     }
+    for (int i = 0; i < l.n_in; i++)
+        ge2_free(narrow_in[i]);
     return st;
 }

@@ -29,6 +29,10 @@ bool ge2_shape_broadcasts_to(ge2_shape small, ge2_shape big);
 /* The float dtypes ops compute in. */
 static inline bool ge2_dtype_is_float(ge2_dtype d) { return d == GE2_F32 || d == GE2_F64; }
 
+/* ge2_op_def.stores_bf16 for an op whose CUDA kernel rounds output 0 at
+ * its store when that output is a bf16 tensor */
+bool ge2_stores_bf16_output0(const ge2_node *node, int output);
+
 /* Inference checks that report "ge2_<op>: <what> ..." and return the status. */
 ge2_status ge2_infer_need_float(const ge2_node *node, const ge2_desc *d, const char *what);
 ge2_status ge2_infer_need_same_dtype(const ge2_node *node, const ge2_desc *a, const ge2_desc *b);

@@ -271,6 +271,11 @@ typedef struct ge2_op_def {
      * ge2_op_run_cpu). Precision BF16's storage pass stores an output so
      * when only GEMM operands (GE2_OPF_BF16_OPERANDS) read it. NULL: never. */
     bool (*stores_bf16)(const ge2_node *node, int output);
+    /* Whether this node's input `input`, built f32, may be a bf16 tensor
+     * (the storage pass's): its CUDA kernel reads bf16 there, the CPU's
+     * reads a widened f32 copy (ge2_op_run_cpu), and inference sees f32.
+     * A GEMM's operands (GE2_OPF_BF16_OPERANDS) always may. NULL: no other. */
+    bool (*reads_bf16)(const ge2_node *node, int input);
 } ge2_op_def;
 
 /* Adds def to the registry; its id in *op. The struct (and the strings it

@@ -63,40 +63,4 @@ GE2_CPU_GEMM_LAUNCH(float, f32)
 GE2_CPU_GEMM_LAUNCH(double, f64)
 #undef GE2_CPU_GEMM_LAUNCH
 
-/* Runs a GEMM-class kernel (GE2_OPF_BF16_OPERANDS) on launch l, whose
- * operands in[0] and in[1] may be bf16 tensors: those are widened into
- * copies in the GEMM's dtype (out[0]'s; exact), and the kernel runs as a
- * bf16 GEMM (ge2_launch_bf16_gemm: its other operand rounded too), so it
- * reads f32 operands only. */
-static inline ge2_status ge2_cpu_gemm_widened(const ge2_launch *l, ge2_status (*kernel)(const ge2_launch *))
-{
-    if (l->n_in < 2 || (l->in[0].dtype != GE2_BF16 && l->in[1].dtype != GE2_BF16))
-        return kernel(l);
-    ge2_launch w = *l;
-    w.bf16_operands = true;
-    void *copies[2] = {NULL, NULL};
-    ge2_status st = GE2_OK;
-    for (int i = 0; i < 2 && st == GE2_OK; i++) {
-        if (l->in[i].dtype != GE2_BF16)
-            continue;
-        const int64_t n = ge2_shape_numel(l->in[i].shape);
-        copies[i] = ge2_malloc((size_t)(n > 0 ? n : 1) * sizeof(float)); /* bf16 operands sum in f32 (infer) */
-        if (!copies[i]) {
-            st = ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_%s (node %d): no host memory to widen bf16 operand %d",
-                           ge2_op_name(l->node->op), l->node->id, i);
-            break;
-        }
-        const uint16_t *src = l->in[i].data;
-        for (int64_t e = 0; e < n; e++)
-            ((float *)copies[i])[e] = ge2_f32_from_bf16(src[e]);
-        w.in[i].data = copies[i];
-        w.in[i].dtype = GE2_F32;
-    }
-    if (st == GE2_OK)
-        st = kernel(&w);
-    ge2_free(copies[0]);
-    ge2_free(copies[1]);
-    return st;
-}
-
 #endif /* GE2_KERNELS_CPU_GEMM_H */

@@ -1,6 +1,7 @@
 // Device stores of f32 results into f32 or bf16 memory, one element or four
-// at a time: how a kernel writes an output the bf16 storage pass made bf16
-// (ge2_op_def.stores_bf16) with the same code as its f32 form. bf16 rounds
+// at a time, and loads back: how a kernel writes an output the bf16 storage
+// pass made bf16 (ge2_op_def.stores_bf16), or reads an input it made so
+// (ge2_op_def.reads_bf16), with the same code as its f32 form. bf16 rounds
 // to nearest even (__float2bfloat16_rn), as graph/bf16.h does on the CPU.
 // CUDA C++ only.
 #ifndef GE2_KERNELS_CUDA_BF16_STORE_H
@@ -20,6 +21,10 @@ static __device__ __forceinline__ void ge2_store4(__nv_bfloat16 *y, float4 v)
     out[0] = __floats2bfloat162_rn(v.x, v.y);
     out[1] = __floats2bfloat162_rn(v.z, v.w);
 }
+
+// Loads of f32 or bf16 memory as f32 (bf16 widens exactly)
+static __device__ __forceinline__ float ge2_load(const float *x) { return *x; }
+static __device__ __forceinline__ float ge2_load(const __nv_bfloat16 *x) { return __bfloat162float(*x); }
 
 // Whether y can take ge2_store4 at every multiple of four elements
 template <typename Y> static inline bool ge2_store4_aligned(const Y *y)

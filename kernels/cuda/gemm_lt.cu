@@ -35,11 +35,13 @@ extern "C" {
 
 // The activation cuBLASLt has no epilogue for (or that must keep z): y = act(z).
 // z == y is allowed (in place when no stash is wanted).
-// y may be bf16 (stored so by the storage pass): rounded at the store. With
-// quads (z and y aligned for them), four elements a thread, the tail one by one.
+// y = act(z). y may be bf16 (stored so by the storage pass): rounded at the
+// store; z_out (NULL: none) takes a bf16 copy of z, the stash stored in bf16.
+// With quads (all aligned for them), four elements a thread, the tail one by one.
 template <typename Y>
 __global__ void ge2_gemm_act_kernel(int64_t n, ge2_activation act, float slope, bool quads,
-                                    const float *z /* [B, out] */, Y *y /* [B, out] */)
+                                    const float *z /* [B, out] */, Y *y /* [B, out] */,
+                                    __nv_bfloat16 *z_out /* [B, out] */)
 {
     const int64_t first = blockIdx.x * (int64_t)blockDim.x + threadIdx.x, stride = (int64_t)gridDim.x * blockDim.x;
     int64_t done = 0;
@@ -49,18 +51,23 @@ __global__ void ge2_gemm_act_kernel(int64_t n, ge2_activation act, float slope, 
             const float4 v = reinterpret_cast<const float4 *>(z)[i];
             ge2_store4(y + 4 * i, make_float4(ge2_act_f32(act, v.x, slope), ge2_act_f32(act, v.y, slope),
                                               ge2_act_f32(act, v.z, slope), ge2_act_f32(act, v.w, slope)));
+            if (z_out)
+                ge2_store4(z_out + 4 * i, v);
         }
     }
-    for (int64_t i = done + first; i < n; i += stride)
+    for (int64_t i = done + first; i < n; i += stride) {
         ge2_store(&y[i], ge2_act_f32(act, z[i], slope));
+        if (z_out)
+            ge2_store(&z_out[i], z[i]);
+    }
 }
 
 template <typename Y>
-static void act_kernel(const ge2_gemm_plan *p, const float *z, Y *y, cudaStream_t stream)
+static void act_kernel(const ge2_gemm_plan *p, const float *z, Y *y, __nv_bfloat16 *z_out, cudaStream_t stream)
 {
-    const bool quads = (uintptr_t)z % 16 == 0 && ge2_store4_aligned(y);
+    const bool quads = (uintptr_t)z % 16 == 0 && ge2_store4_aligned(y) && (!z_out || ge2_store4_aligned(z_out));
     ge2_gemm_act_kernel<<<ge2_cuda_blocks(quads ? (p->n_out + 3) / 4 : p->n_out, GE2_CUDA_THREADS), GE2_CUDA_THREADS,
-                          0, stream>>>(p->n_out, p->act, p->slope, quads, z, y);
+                          0, stream>>>(p->n_out, p->act, p->slope, quads, z, y, z_out);
 }
 
 // ---------------------------------------------------------------- launchers
@@ -369,14 +376,16 @@ static bool relu_mask_view(const ge2_launch *launch, const ge2_view *v)
                                   (op == GE2_OP_LINEAR_GRAD_INPUT && v == &launch->in[2]));
 }
 
-// A bf16 tensor as operand in[0] or in[1] (GE2_OPF_BF16_OPERANDS), or as
-// an output the op stores in bf16 (ge2_op_def.stores_bf16).
+// A bf16 tensor as an input the op reads so (ge2_op_reads_bf16: a GEMM
+// operand, LINEAR_GRAD_INPUT's saved z), or as an output the op stores in
+// bf16 (ge2_op_def.stores_bf16).
 static bool bf16_view(const ge2_launch *launch, const ge2_view *v)
 {
     if (v->dtype != GE2_BF16)
         return false;
-    if (v == &launch->in[0] || v == &launch->in[1])
-        return true;
+    for (int i = 0; i < launch->n_in; i++)
+        if (v == &launch->in[i])
+            return ge2_op_reads_bf16(launch->node, i);
     const ge2_op_def *def = ge2_op_def_of(launch->node->op);
     for (int k = 0; k < launch->n_out; k++)
         if (v == &launch->out[k])
@@ -554,10 +563,13 @@ ge2_status ge2_gemm_enqueue(const ge2_launch *launch, const char *op)
     }
     if (p->act_kernel && p->n_out > 0) {
         const float *z = (const float *)g.d;
+        // LINEAR's z stash stored in bf16: written here, beside y
+        __nv_bfloat16 *z_out = launch->n_out > 1 && launch->out[1].dtype == GE2_BF16
+                                   ? (__nv_bfloat16 *)launch->out[1].data : NULL;
         if (launch->out[0].dtype == GE2_BF16)
-            act_kernel(p, z, (__nv_bfloat16 *)launch->out[0].data, stream);
+            act_kernel(p, z, (__nv_bfloat16 *)launch->out[0].data, z_out, stream);
         else
-            act_kernel(p, z, (float *)launch->out[0].data, stream);
+            act_kernel(p, z, (float *)launch->out[0].data, z_out, stream);
         GE2_CUDA_CHECK(launch, "ge2_gemm_act_kernel");
     }
     if (p->post)

@@ -18,6 +18,7 @@
 // No T x T matrix is ever stored, every sum runs in a fixed order and no
 // kernel uses atomics, so replays repeat each other bitwise.
 #include "kernels/cuda/block_reduce.h"
+#include "kernels/cuda/bf16_copy.h"
 #include "kernels/cuda/check.h"
 #include "ops/attention/attention.h"
 
@@ -583,11 +584,72 @@ extern "C" const char *ge2_cuda_attention_describe(const ge2_launch *l)
     return attn_run_of(l, attn_q_shape(l), &r) == GE2_OK ? attn_kernel_name(r) : "cuda kernel";
 }
 
-extern "C" ge2_status ge2_cuda_attention_launch(const ge2_launch *l)
+// q, k, v's positions among the inputs, and how many are bf16 tensors
+static int attn_first_qkv(const ge2_launch *l) { return l->node->op == GE2_OP_ATTENTION ? 0 : 1; }
+static bool attn_bf16_qkv(const ge2_launch *l)
 {
-    GE2_TRY(ge2_cuda_require_f32(l, 0));
+    const int q = attn_first_qkv(l);
+    bool any = false;
+    for (int i = q; i < q + 3 && i < l->n_in; i++)
+        any |= l->in[i].dtype == GE2_BF16;
+    return any;
+}
+
+extern "C" size_t ge2_cuda_attention_scratch_bytes(const ge2_launch *l)
+{
+    const size_t cudnn = ge2_cudnn_attention_scratch_bytes(l);
+    size_t widen = 0;
+    const int q = attn_first_qkv(l);
+    for (int i = q; i < q + 3 && i < l->n_in; i++)
+        if (l->in[i].dtype == GE2_BF16)
+            widen += 2 * ge2_bf16_copy_bytes(ge2_shape_numel(l->in[i].shape));
+    return cudnn > widen ? cudnn : widen;
+}
+
+// *w = l with its bf16 q, k, v (the storage pass's) widened into the
+// scratch, for the fp32 kernels
+static ge2_status attn_widen_qkv(const ge2_launch *l, ge2_launch *w)
+{
+    *w = *l;
+    if (!attn_bf16_qkv(l))
+        return GE2_OK;
+    ge2_bf16_spans spans = {0};
+    size_t at = 0;
+    const int q = attn_first_qkv(l);
+    for (int i = q; i < q + 3; i++) {
+        if (l->in[i].dtype != GE2_BF16)
+            continue;
+        const int64_t n = ge2_shape_numel(l->in[i].shape);
+        if (!l->scratch || at + 2 * ge2_bf16_copy_bytes(n) > l->scratch_bytes)
+            return ge2_error(GE2_ERR_STATE, "ge2_%s (node %d): widening bf16 q, k, v needs more scratch than the "
+                             "%zu bytes given", ge2_cuda_op_name(l), l->node->id, l->scratch ? l->scratch_bytes : 0);
+        w->in[i].data = (char *)l->scratch + at;
+        w->in[i].dtype = GE2_F32;
+        ge2_bf16_span_add(&spans, l->in[i].data, w->in[i].data, n);
+        at += 2 * ge2_bf16_copy_bytes(n);
+    }
+    return ge2_cuda_bf16_widen(l, &spans);
+}
+
+static ge2_status attention_fp32(const ge2_launch *l);
+static ge2_status attention_grad_fp32(const ge2_launch *l);
+
+// cuDNN's plan where prepare chose it, else the fp32 kernels (fp32) on f32 q, k, v
+static ge2_status attn_launch(const ge2_launch *l, ge2_status (*fp32)(const ge2_launch *))
+{
     if (ge2_cudnn_attention_runs(l))
         return ge2_cudnn_attention_launch(l);
+    ge2_launch w;
+    GE2_TRY(attn_widen_qkv(l, &w));
+    return fp32(&w);
+}
+
+extern "C" ge2_status ge2_cuda_attention_launch(const ge2_launch *l) { return attn_launch(l, attention_fp32); }
+extern "C" ge2_status ge2_cuda_attention_grad_launch(const ge2_launch *l) { return attn_launch(l, attention_grad_fp32); }
+
+static ge2_status attention_fp32(const ge2_launch *l)
+{
+    GE2_TRY(ge2_cuda_require_f32(l, 0));
     attn_run r;
     GE2_TRY(attn_run_of(l, l->in[0].shape, &r));
     if (r.rows == 0)
@@ -618,11 +680,9 @@ static ge2_status attn_delta(const ge2_launch *l, const attn_run &r, float **del
 
 // dq, then dk and dv (each output whose data is NULL skipped), after the
 // rows' delta = dy·y, which both read
-extern "C" ge2_status ge2_cuda_attention_grad_launch(const ge2_launch *l)
+static ge2_status attention_grad_fp32(const ge2_launch *l)
 {
     GE2_TRY(ge2_cuda_require_f32(l, 0));
-    if (ge2_cudnn_attention_runs(l))
-        return ge2_cudnn_attention_launch(l);
     attn_run r;
     GE2_TRY(attn_run_of(l, l->in[1].shape, &r));
     float *dq = OUT(0), *dk = OUT(1), *dv = OUT(2);

@@ -363,7 +363,7 @@ static bool key_of(const ge2_launch *l, sdpa_key *key, char *why, size_t why_siz
         snprintf(why, why_size, "fp32");
         return false;
     }
-    if (q->dtype != GE2_F32) {
+    if (q->dtype != GE2_F32 && q->dtype != GE2_BF16) {
         snprintf(why, why_size, "%s operands", ge2_dtype_name(q->dtype));
         return false;
     }
@@ -530,16 +530,19 @@ ge2_status ge2_cudnn_attention_launch(const ge2_launch *l)
     void *ptrs[13];
     int m = 0;
 #define PACK(uid, ptr) (uids[m] = (uid), ptrs[m++] = (void *)(ptr))
-    if (!key->backward) { /* q, k, v -> y, lse */
-        for (int i = 0; i < 3; i++)
+    /* f32 inputs are rounded into their copies; bf16 ones (the storage pass's) are read in place */
+    for (int i = 0; i < (key->backward ? 5 : 3); i++) {
+        if (l->in[i].dtype == GE2_BF16)
+            c[i] = l->in[i].data;
+        else
             ge2_bf16_span_add(&in, l->in[i].data, c[i], n);
+    }
+    if (!key->backward) { /* q, k, v -> y, lse */
         if (l->out[0].data)
             ge2_bf16_span_add(&out, c[3], l->out[0].data, n);
         void *lse = l->n_out > 1 && l->out[1].data ? l->out[1].data : scratch + s->layout.stats;
         PACK(U_Q, c[0]), PACK(U_K, c[1]), PACK(U_V, c[2]), PACK(U_O, c[3]), PACK(U_STATS, lse);
     } else { /* dy, q, k, v, y, lse -> dq, dk, dv */
-        for (int i = 0; i < 5; i++)
-            ge2_bf16_span_add(&in, l->in[i].data, c[i], n);
         for (int i = 0; i < 3; i++)
             if (l->out[i].data)
                 ge2_bf16_span_add(&out, c[5 + i], l->out[i].data, n);

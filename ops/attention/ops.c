@@ -1,6 +1,15 @@
 /* The definitions of the attention family's ops: one struct per op. */
 #include "ops/attention/attention.h"
 
+/* q, k, v (inputs 0-2 of the forward, 1-3 of the backward) may be bf16
+ * tensors: cuDNN's attention reads them in place, the fp32 kernels widen
+ * them into the scratch, the CPU's read widened copies */
+bool ge2_attention_reads_bf16(const ge2_node *node, int input)
+{
+    const int q = node->op == GE2_OP_ATTENTION_GRAD ? 1 : 0;
+    return input >= q && input < q + 3;
+}
+
 /* q, k, v -> y, lse */
 const ge2_op_def ge2_op_def_attention = {
     .name = "attention",
@@ -12,7 +21,8 @@ const ge2_op_def ge2_op_def_attention = {
     .backward = ge2_backward_attention,
     .cpu = ge2_cpu_attention,
     .cuda = {ge2_cuda_attention_prepare, ge2_cuda_attention_launch, ge2_cudnn_attention_release,
-             ge2_cuda_attention_describe, ge2_cudnn_attention_scratch_bytes},
+             ge2_cuda_attention_describe, ge2_cuda_attention_scratch_bytes},
+    .reads_bf16 = ge2_attention_reads_bf16,
 };
 
 /* dy, q, k, v, y, lse -> dq, dk, dv */
@@ -26,5 +36,6 @@ const ge2_op_def ge2_op_def_attention_grad = {
     .backward = NULL,
     .cpu = ge2_cpu_attention_grad,
     .cuda = {ge2_cuda_attention_prepare, ge2_cuda_attention_grad_launch, ge2_cudnn_attention_release,
-             ge2_cuda_attention_describe, ge2_cudnn_attention_scratch_bytes},
+             ge2_cuda_attention_describe, ge2_cuda_attention_scratch_bytes},
+    .reads_bf16 = ge2_attention_reads_bf16,
 };

@@ -8,10 +8,13 @@
  * both backward GEMMs), and the GEMMs read half the bytes. The numbers do
  * not change: a GEMM under BF16 rounds an f32 operand to the same bits.
  *
- * Where GEMM operands are all that read a tensor and its producer can round
- * it at its store (ge2_op_def.stores_bf16: a linear layer's activation
- * beside its z, an input gradient), the tensor itself becomes bf16 and no
- * cast runs: the f32 copy is never written, and the arena holds half. */
+ * First, where every reader reads a tensor as bf16 (a GEMM's operand, or an
+ * input the op declares: ge2_op_reads_bf16; through reshapes too) and its
+ * producer can round it at its store (ge2_op_def.stores_bf16: a layer
+ * norm's output, a linear layer's activation beside its z, an input
+ * gradient, attention's q, k and v sliced from their projection), the
+ * tensor itself becomes bf16 and no cast runs: the f32 copy is never
+ * written, and the arena holds half. */
 #include <stdio.h>
 #include <string.h>
 
@@ -36,55 +39,67 @@ static ge2_status insert_cast(ge2_graph *g, int t, ge2_phase phase, int at, int 
     return GE2_OK;
 }
 
-/* Is slot `slot` of node n a GEMM operand (a bf16 tensor may go there)? */
-static bool gemm_operand(const ge2_node *node, int slot)
+/* Whether every reader of tensor t reads it as bf16 (ge2_op_reads_bf16), or
+ * through views (GE2_OPF_VIEW: reshapes) whose outputs every reader reads
+ * so; and it has a reader. depth bounds the chains of views. */
+static bool read_as_bf16(const ge2_graph *g, int t, int depth)
 {
-    return slot < 2 && (ge2_op_flags(node->op) & GE2_OPF_BF16_OPERANDS);
+    bool read = false;
+    for (int n = 0; n < g->n_nodes; n++) {
+        const ge2_node *node = &g->nodes[n];
+        for (int i = 0; i < node->n_inputs; i++) {
+            if (node->inputs[i] != t)
+                continue;
+            read = true;
+            const bool view = i == 0 && (ge2_op_flags(node->op) & GE2_OPF_VIEW) && depth < 8;
+            if (!ge2_op_reads_bf16(node, i) && !(view && read_as_bf16(g, node->outputs[0], depth + 1)))
+                return false;
+        }
+    }
+    return read;
 }
 
-/* only_gemms[t]: every reader of tensor t reads it as a GEMM operand (and it has one) */
-static void find_gemm_only(const ge2_graph *g, bool *only_gemms)
+/* Can t itself be stored in bf16: an f32 activation (not a step result)
+ * only bf16 readers read, made by an op that rounds that output at its
+ * store? */
+static bool storable(const ge2_graph *g, const ge2_tensor *t)
 {
-    for (int t = 0; t < g->n_tensors; t++)
-        only_gemms[t] = false;
-    for (int n = 0; n < g->n_nodes; n++)
-        for (int i = 0; i < g->nodes[n].n_inputs; i++)
-            if (gemm_operand(&g->nodes[n], i))
-                only_gemms[g->nodes[n].inputs[i]] = true;
-    for (int n = 0; n < g->n_nodes; n++)
-        for (int i = 0; i < g->nodes[n].n_inputs; i++)
-            if (!gemm_operand(&g->nodes[n], i))
-                only_gemms[g->nodes[n].inputs[i]] = false;
-}
-
-/* Can t itself be stored in bf16: an activation (not a step result) only
- * GEMM operands read, made by an op that rounds that output at its store? */
-static bool store_in_place(const ge2_graph *g, const ge2_tensor *t, const bool *only_gemms)
-{
-    if (!only_gemms[t->id] || t->role != GE2_ROLE_ACTIVATION || t->is_output || t->producer < 0)
+    if (t->dtype != GE2_F32 || t->role != GE2_ROLE_ACTIVATION || t->is_output || t->producer < 0)
         return false;
     const ge2_node *p = &g->nodes[t->producer];
     const ge2_op_def *def = ge2_op_def_of(p->op);
+    bool rounds = false;
     for (int k = 0; k < p->n_outputs; k++)
         if (p->outputs[k] == t->id)
-            return def->stores_bf16 && def->stores_bf16(p, k);
-    return false;
+            rounds = def->stores_bf16 && def->stores_bf16(p, k);
+    return rounds && read_as_bf16(g, t->id, 0);
+}
+
+/* t becomes bf16, and so do the views of it its readers make */
+static void store_bf16(ge2_graph *g, int t)
+{
+    g->tensors[t]->dtype = GE2_BF16;
+    for (int n = 0; n < g->n_nodes; n++)
+        if ((ge2_op_flags(g->nodes[n].op) & GE2_OPF_VIEW) && g->nodes[n].n_inputs > 0 && g->nodes[n].inputs[0] == t)
+            store_bf16(g, g->nodes[n].outputs[0]);
 }
 
 ge2_status ge2_bf16_storage_pass(ge2_graph *g, int *n_casts, int *n_stored)
 {
     *n_casts = *n_stored = 0;
+    /* first the tensors stored in bf16 by their producers */
+    for (int t = 0; t < g->n_tensors; t++)
+        if (storable(g, g->tensors[t])) {
+            store_bf16(g, t);
+            (*n_stored)++;
+        }
+    /* then one cast for each f32 tensor left that GEMMs read as an operand */
     const int n_tensors = g->n_tensors;
     int *copy_of = ge2_malloc(sizeof(int) * (size_t)(n_tensors > 0 ? n_tensors : 1));
-    bool *only_gemms = ge2_malloc(sizeof(bool) * (size_t)(n_tensors > 0 ? n_tensors : 1));
-    if (!copy_of || !only_gemms) {
-        ge2_free(copy_of);
-        ge2_free(only_gemms);
+    if (!copy_of)
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_compile: bf16 storage pass: %d tensors", n_tensors);
-    }
     for (int i = 0; i < n_tensors; i++)
         copy_of[i] = -1;
-    find_gemm_only(g, only_gemms);
     ge2_status st = GE2_OK;
     for (int n = 0; n < g->n_nodes && st == GE2_OK; n++) {
         if (!(ge2_op_flags(g->nodes[n].op) & GE2_OPF_BF16_OPERANDS))
@@ -93,11 +108,7 @@ ge2_status ge2_bf16_storage_pass(ge2_graph *g, int *n_casts, int *n_stored)
             const int t = g->nodes[n].inputs[slot];
             if (t >= n_tensors || g->tensors[t]->dtype != GE2_F32)
                 continue;
-            if (copy_of[t] < 0 && store_in_place(g, g->tensors[t], only_gemms)) {
-                g->tensors[t]->dtype = GE2_BF16; /* its producer rounds it (ge2_op_def.stores_bf16) */
-                copy_of[t] = t;
-                (*n_stored)++;
-            } else if (copy_of[t] < 0) {
+            if (copy_of[t] < 0) {
                 st = insert_cast(g, t, g->nodes[n].phase, n, &copy_of[t]);
                 if (st != GE2_OK)
                     break;
@@ -108,7 +119,6 @@ ge2_status ge2_bf16_storage_pass(ge2_graph *g, int *n_casts, int *n_stored)
         }
     }
     ge2_free(copy_of);
-    ge2_free(only_gemms);
     if (st == GE2_OK && *n_stored > 0)
         g->changes++;
     return st;

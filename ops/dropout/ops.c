@@ -2,14 +2,6 @@
  * one kernel: a dropout's backward is the same masking of dy. */
 #include "ops/dropout/dropout.h"
 
-/* y may be stored in bf16: the kernel rounds at its store (an output only
- * GEMMs read, as the backward's into a linear layer's gradients) */
-static bool dropout_stores_bf16(const ge2_node *node, int output)
-{
-    (void)node;
-    return output == 0;
-}
-
 /* x -> y */
 const ge2_op_def ge2_op_def_dropout = {
     .name = "dropout",
@@ -21,7 +13,7 @@ const ge2_op_def ge2_op_def_dropout = {
     .backward = ge2_backward_dropout,
     .cpu = ge2_cpu_dropout,
     .cuda = {NULL, ge2_cuda_dropout_launch, NULL, NULL},
-    .stores_bf16 = dropout_stores_bf16,
+    .stores_bf16 = ge2_stores_bf16_output0,
 };
 
 /* dy -> dx */
@@ -35,5 +27,5 @@ const ge2_op_def ge2_op_def_dropout_backward = {
     .backward = NULL,
     .cpu = ge2_cpu_dropout,
     .cuda = {NULL, ge2_cuda_dropout_launch, NULL, NULL},
-    .stores_bf16 = dropout_stores_bf16,
+    .stores_bf16 = ge2_stores_bf16_output0,
 };

@@ -129,13 +129,8 @@ GE2_CPU_DEFINE_BOTH(COLUMN_SUMS)
 GE2_CPU_DEFINE_BOTH(LINEAR_GRAD_INPUT)
 GE2_CPU_DEFINE_BOTH(LINEAR_GRAD_WEIGHT)
 
-static ge2_status run_linear(const ge2_launch *l) { return GE2_CPU_DISPATCH(linear, l, l->in[0].dtype); }
-static ge2_status run_matmul(const ge2_launch *l) { return GE2_CPU_DISPATCH(matmul, l, l->in[0].dtype); }
-static ge2_status run_grad_input(const ge2_launch *l) { return GE2_CPU_DISPATCH(linear_grad_input, l, l->in[0].dtype); }
-static ge2_status run_grad_weight(const ge2_launch *l) { return GE2_CPU_DISPATCH(linear_grad_weight, l, l->in[0].dtype); }
-
-/* bf16 operand tensors are widened first (ge2_cpu_gemm_widened) */
-ge2_status ge2_cpu_linear(const ge2_launch *l) { return ge2_cpu_gemm_widened(l, run_linear); }
-ge2_status ge2_cpu_matmul(const ge2_launch *l) { return ge2_cpu_gemm_widened(l, run_matmul); }
-ge2_status ge2_cpu_linear_grad_input(const ge2_launch *l) { return ge2_cpu_gemm_widened(l, run_grad_input); }
-ge2_status ge2_cpu_linear_grad_weight(const ge2_launch *l) { return ge2_cpu_gemm_widened(l, run_grad_weight); }
+/* (bf16 operand tensors arrive widened: ge2_op_run_cpu) */
+ge2_status ge2_cpu_linear(const ge2_launch *l) { return GE2_CPU_DISPATCH(linear, l, l->in[0].dtype); }
+ge2_status ge2_cpu_matmul(const ge2_launch *l) { return GE2_CPU_DISPATCH(matmul, l, l->in[0].dtype); }
+ge2_status ge2_cpu_linear_grad_input(const ge2_launch *l) { return GE2_CPU_DISPATCH(linear_grad_input, l, l->in[0].dtype); }
+ge2_status ge2_cpu_linear_grad_weight(const ge2_launch *l) { return GE2_CPU_DISPATCH(linear_grad_weight, l, l->in[0].dtype); }

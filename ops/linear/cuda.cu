@@ -117,11 +117,16 @@ static ge2_status linear_prepare(ge2_launch *launch, bool fuse)
     const bool want_y = launch->out[0].data != NULL;
     const bool stash = launch->n_out >= 2 && launch->out[1].data != NULL;
     const bool want_mask = stash && launch->out[1].dtype == GE2_U8, want_z = stash && !want_mask;
-    // y stored in bf16 (the storage pass's): the act kernel rounds act(z) at its
-    // store, z from the GEMM's f32 D (the stash, or scratch when no key wants it)
-    const bool y_bf16 = want_y && launch->out[0].dtype == GE2_BF16;
-    fuse = fuse && !y_bf16;
+    // y or z stored in bf16 (the storage pass's): the act kernel rounds them at
+    // its store, from the GEMM's f32 D (an f32 z stash, else the scratch)
+    const bool y_bf16 = want_y && launch->out[0].dtype == GE2_BF16, z_bf16 = want_z && launch->out[1].dtype == GE2_BF16;
+    fuse = fuse && !y_bf16 && !z_bf16;
     p->d_scratch = ge2_cuda_linear_d_in_scratch(launch);
+    if (z_bf16 && !want_y) {
+        ge2_free(p);
+        return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_linear (node %d): a bf16 z stash is written beside y; this key "
+                         "wants z without y", node_id);
+    }
     // the mask's rows are out_f bits padded to 128 (CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD counts bits);
     // GELU's z has D's leading dimension
     p->aux_ld = want_mask ? ge2_relu_mask_row_bytes(out_f) * 8 : out_f;
@@ -142,7 +147,8 @@ static ge2_status linear_prepare(ge2_launch *launch, bool fuse)
     }
     if (st == GE2_OK && found == 0) {
         linear_choose(p, want_z, want_mask, want_y, false);
-        p->act_kernel = p->act_kernel || y_bf16;
+        p->act_kernel = p->act_kernel || y_bf16 || z_bf16;
+        p->gemm_writes_z = p->gemm_writes_z && !z_bf16; // the act kernel stores the bf16 z beside y
         st = ge2_gemm_plan_try(p, launch, true, false, out_f, &found);
     }
     return ge2_gemm_plan_commit(launch, p, st, found);
@@ -169,11 +175,11 @@ extern "C" void ge2_cuda_linear_release(ge2_launch *launch)
 
 extern "C" bool ge2_cuda_linear_d_in_scratch(const ge2_launch *launch)
 {
-    if (launch->out[0].dtype != GE2_BF16 || !launch->out[0].data)
-        return false;
-    const bool z_stash = launch->node->op == GE2_OP_LINEAR && launch->n_out > 1 && launch->out[1].data &&
-                         launch->out[1].dtype == GE2_F32;
-    return !z_stash;
+    const bool linear = launch->node->op == GE2_OP_LINEAR;
+    const bool stash = linear && launch->n_out > 1 && launch->out[1].data && launch->out[1].dtype != GE2_U8;
+    const bool y_bf16 = launch->out[0].data && launch->out[0].dtype == GE2_BF16;
+    const bool z_bf16 = stash && launch->out[1].dtype == GE2_BF16;
+    return (y_bf16 || z_bf16) && !(stash && !z_bf16); // an f32 z stash holds D itself
 }
 
 // The bf16 copies of the f32 operands (a bf16 tensor is read in place) and

@@ -51,18 +51,20 @@ __global__ void ge2_relu_mask_kernel(int64_t rows, int64_t n, int64_t row_bytes,
     }
 }
 
-// d ⊙ act'(saved) for one element (saved NULL: d)
-static __device__ __forceinline__ float dact_at(const ge2_act_attrs &a, const float *saved, float d, int64_t i)
+// d ⊙ act'(saved) for one element (saved NULL: d); saved f32 or bf16
+template <typename S>
+static __device__ __forceinline__ float dact_at(const ge2_act_attrs &a, const S *saved, float d, int64_t i)
 {
-    return saved ? d * ge2_act_grad_f32(a.act, saved[i], a.from_output, a.slope) : d;
+    return saved ? d * ge2_act_grad_f32(a.act, ge2_load(saved + i), a.from_output, a.slope) : d;
 }
 
 // dx [rows, n] = d ⊙ act'(saved): saved is z or y [rows, n], or relu's
 // bit-mask [rows, row_bytes]; neither: dx = d. d may be dx itself (f32, in
-// place); a bf16 dx (the storage pass's) is rounded at the store. With quads
-// (no mask; d, saved and dx aligned for them), four elements a thread.
-template <typename DX>
-__global__ void ge2_dact_kernel(int64_t rows, int64_t n, ge2_act_attrs a, const float *saved /* [rows, n] */,
+// place); a bf16 dx (the storage pass's) is rounded at the store, a bf16
+// saved (likewise) widened. With quads (no mask; d and dx aligned for
+// them), four elements a thread.
+template <typename S, typename DX>
+__global__ void ge2_dact_kernel(int64_t rows, int64_t n, ge2_act_attrs a, const S *saved /* [rows, n] */,
                                 const uint8_t *mask /* [rows, row_bytes] */, int64_t row_bytes, bool quads,
                                 const float *d /* [rows, n] */, DX *dx /* [rows, n] */)
 {
@@ -109,21 +111,28 @@ ge2_status ge2_gemm_relu_mask_post(const ge2_launch *launch, const ge2_gemm_plan
     return GE2_OK;
 }
 
-// dx = d ⊙ act'(saved) (saved absent: dx = d), into an f32 or bf16 dx
+// dx = d ⊙ act'(saved) (saved absent: dx = d), saved S (f32 or bf16), into an f32 or bf16 dx
+template <typename S, typename DX>
+static ge2_status dact_as(const ge2_launch *launch, const S *saved, const uint8_t *mask, const float *d, DX *dx)
+{
+    const int64_t rows = launch->out[0].shape.dim[0], n = launch->out[0].shape.dim[1];
+    const bool quads = !mask && (uintptr_t)d % 16 == 0 && ge2_store4_aligned(dx);
+    const int64_t work = quads ? (rows * n + 3) / 4 : rows * n;
+    ge2_dact_kernel<<<ge2_cuda_blocks(work, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0, ge2_cuda_stream(launch)>>>(
+        rows, n, launch->node->attrs.act, saved, mask, ge2_relu_mask_row_bytes(n), quads, d, dx);
+    GE2_CUDA_CHECK(launch, "ge2_dact_kernel");
+    return GE2_OK;
+}
+
 template <typename DX>
 static ge2_status dact(const ge2_launch *launch, const float *d, DX *dx)
 {
-    const int64_t rows = launch->out[0].shape.dim[0], n = launch->out[0].shape.dim[1];
     const ge2_view *saved = launch->n_in > 2 ? &launch->in[2] : NULL;
+    if (saved && saved->dtype == GE2_BF16) // the storage pass's z
+        return dact_as(launch, (const __nv_bfloat16 *)saved->data, NULL, d, dx);
     const bool mask = saved && saved->dtype == GE2_U8;
-    const bool quads = !mask && (uintptr_t)d % 16 == 0 && ge2_store4_aligned(dx) &&
-                       (!saved || (uintptr_t)saved->data % 16 == 0);
-    const int64_t work = quads ? (rows * n + 3) / 4 : rows * n;
-    ge2_dact_kernel<<<ge2_cuda_blocks(work, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0, ge2_cuda_stream(launch)>>>(
-        rows, n, launch->node->attrs.act, saved && !mask ? (const float *)saved->data : NULL,
-        mask ? (const uint8_t *)saved->data : NULL, ge2_relu_mask_row_bytes(n), quads, d, dx);
-    GE2_CUDA_CHECK(launch, "ge2_dact_kernel");
-    return GE2_OK;
+    return dact_as(launch, saved && !mask ? (const float *)saved->data : NULL,
+                   mask ? (const uint8_t *)saved->data : NULL, d, dx);
 }
 
 // LINEAR_GRAD_INPUT's unfused rest: act' unless the epilogue applied it, db
@@ -265,7 +274,9 @@ static ge2_status grad_input_prepare(ge2_launch *launch, bool fuse)
     const int64_t rows = launch->in[0].shape.dim[0], k = launch->in[0].shape.dim[1], n = launch->in[1].shape.dim[1];
     const ge2_act_attrs *a = &launch->node->attrs.act;
     const bool mask = launch->n_in > 2 && launch->in[2].dtype == GE2_U8;
-    const bool gelu_z = launch->n_in > 2 && a->act == GE2_ACT_GELU_TANH && !a->from_output && n % 8 == 0;
+    // (cuBLASLt's DGELU reads an f32 z: a bf16 one, the storage pass's, goes to ge2's kernel)
+    const bool gelu_z = launch->n_in > 2 && a->act == GE2_ACT_GELU_TANH && !a->from_output && n % 8 == 0 &&
+                        launch->in[2].dtype == GE2_F32;
     const bool want_db = launch->n_out > 1 && launch->out[1].data;
     p->n_out = rows * n;
     p->tiled_bind = grad_input_tiled_bind;

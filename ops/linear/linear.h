@@ -49,14 +49,13 @@ const char *ge2_cuda_matmul_describe(const ge2_launch *launch);
  * and the f32 GEMM result when out[0] is stored in bf16 and nothing else
  * holds it (ge2_cuda_linear_d_in_scratch) */
 size_t ge2_cuda_gemm_bf16_scratch_bytes(const ge2_launch *launch);
-/* out[0] is a bf16 tensor (the storage pass's) and the GEMM writes its f32
- * result to scratch, which ge2's kernel then rounds into out[0]: always but
- * for LINEAR's GEMM writing its z stash */
+/* out[0] (or LINEAR's z stash) is a bf16 tensor (the storage pass's) and
+ * the GEMM writes its f32 result to scratch, which ge2's kernel then rounds
+ * into it: always but for LINEAR's GEMM writing an f32 z stash */
 bool ge2_cuda_linear_d_in_scratch(const ge2_launch *launch);
-/* ops.c: LINEAR stores y in bf16 where its z stash is kept (the act kernel
- * rounds act(z)); LINEAR_GRAD_INPUT stores dx (its post kernel rounds) */
+/* ops.c: LINEAR stores y and its z stash in bf16 (the act kernel rounds
+ * them from the GEMM's f32 result), where it has a z stash */
 bool ge2_linear_stores_bf16(const ge2_node *node, int output);
-bool ge2_linear_grad_input_stores_bf16(const ge2_node *node, int output);
 /* cuda_backward.cu: release and describe are LINEAR's */
 ge2_status ge2_cuda_linear_grad_input_prepare(ge2_launch *launch);
 ge2_status ge2_cuda_linear_grad_input_launch(const ge2_launch *launch);

@@ -4,13 +4,14 @@
 bool ge2_linear_stores_bf16(const ge2_node *node, int output)
 {
     const ge2_linear_attrs *a = &node->attrs.linear;
-    return output == 0 && node->n_outputs > 1 && ge2_linear_stash_of(a->act, a->slope) == GE2_STASH_Z;
+    return output < 2 && node->n_outputs > 1 && ge2_linear_stash_of(a->act, a->slope) == GE2_STASH_Z;
 }
 
-bool ge2_linear_grad_input_stores_bf16(const ge2_node *node, int output)
+/* LINEAR_GRAD_INPUT's saved z or y (input 2; not relu's bit-mask) may be bf16 */
+static bool grad_input_reads_bf16(const ge2_node *node, int input)
 {
     (void)node;
-    return output == 0;
+    return input == 2;
 }
 
 /* x, w[, b] -> y[, stash] (ge2_linear_stash_of: z, or relu's bit-mask) */
@@ -54,7 +55,8 @@ const ge2_op_def ge2_op_def_linear_grad_input = {
     .cpu = ge2_cpu_linear_grad_input,
     .cuda = {ge2_cuda_linear_grad_input_prepare, ge2_cuda_linear_grad_input_launch, ge2_cuda_linear_release, ge2_cuda_linear_describe,
              ge2_cuda_gemm_bf16_scratch_bytes},
-    .stores_bf16 = ge2_linear_grad_input_stores_bf16,
+    .stores_bf16 = ge2_stores_bf16_output0, /* the post step rounds dx */
+    .reads_bf16 = grad_input_reads_bf16,
 };
 
 /* dz [B,out], x [B,in] -> dzᵀ·x [out,in][, column sums of dz [out]] */

@@ -40,14 +40,6 @@ const ge2_op_def ge2_op_def_batch_norm_grad_input = {
     .cuda = {NULL, ge2_cuda_batch_norm_grad_input_launch, NULL, NULL},
 };
 
-/* y may be stored in bf16: the CUDA kernel rounds at its store, and the
- * backward reads x and the saved statistics, never y */
-static bool layer_norm_stores_bf16(const ge2_node *node, int output)
-{
-    (void)node;
-    return output == 0;
-}
-
 /* x, weight[, bias] -> y, saved */
 const ge2_op_def ge2_op_def_layer_norm = {
     .name = "layer_norm",
@@ -59,7 +51,7 @@ const ge2_op_def ge2_op_def_layer_norm = {
     .backward = ge2_backward_layer_norm,
     .cpu = ge2_cpu_layer_norm,
     .cuda = {NULL, ge2_cuda_layer_norm_launch, NULL, NULL},
-    .stores_bf16 = layer_norm_stores_bf16,
+    .stores_bf16 = ge2_stores_bf16_output0, /* the backward reads x and the statistics, never y */
 };
 
 /* dy, x, saved -> dweight, dbias */

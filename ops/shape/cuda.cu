@@ -80,6 +80,17 @@ __global__ void ge2_slice_kernel(I n, I row_x, I row_y, I off, const V *x, V *y)
     }
 }
 
+// The same into a bf16 y (the storage pass's: only bf16 readers read it),
+// rounded at the store; Y counts elements, V units of x
+template <typename V, typename I>
+__global__ void ge2_slice_bf16_kernel(I n, I row_x, I row_y, I off, const V *x, __nv_bfloat16 *y)
+{
+    for (I i = (I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x; i < n; i += (I)gridDim.x * (I)blockDim.x) {
+        const I o = i / row_y;
+        store_unit(y, i, x[o * row_x + off + (i - o * row_y)]);
+    }
+}
+
 // dx = zeros, with dx[:, off:off+row_y] = dy; n = outer · row_x. Writes
 // every element, so no memset node is needed before it.
 template <typename V, typename I>
@@ -124,11 +135,16 @@ extern "C" const char *ge2_cuda_reshape_describe(const ge2_launch *l)
 
 extern "C" ge2_status ge2_cuda_reshape_launch(const ge2_launch *l)
 {
-    GE2_TRY(ge2_cuda_require_f32(l, 0));
+    // f32, or bf16: a view of a bf16 tensor (the storage pass's) is bf16 too
+    const ge2_dtype dt = l->in[0].dtype;
+    if ((dt != GE2_F32 && dt != GE2_BF16) || l->out[0].dtype != dt)
+        return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s (node %d): input is %s, output %s; the CUDA kernel takes f32 or "
+                         "bf16 views", ge2_cuda_op_name(l), l->node->id, ge2_dtype_name(dt),
+                         ge2_dtype_name(l->out[0].dtype));
     void *y = l->out[0].data;
     if (!y || y == l->in[0].data)
         return GE2_OK;
-    size_t bytes = (size_t)ge2_shape_numel(l->out[0].shape) * sizeof(float);
+    size_t bytes = (size_t)ge2_shape_numel(l->out[0].shape) * ge2_dtype_size(l->out[0].dtype);
     if (bytes == 0)
         return GE2_OK;
     return ge2_cuda_check_call(
@@ -302,11 +318,30 @@ extern "C" ge2_status ge2_cuda_slice_launch(const ge2_launch *l)
     if (!l->out[0].data || n == 0)
         return GE2_OK;
     bool vec;
-    slice_rows(xs, ys, a, l->in[0].data, l->out[0].data, &row_x, &row_y, &off, &vec);
+    const bool bf16 = l->out[0].dtype == GE2_BF16;
+    slice_rows(xs, ys, a, l->in[0].data, bf16 ? l->in[0].data : l->out[0].data, &row_x, &row_y, &off, &vec);
+    vec = vec && (!bf16 || ge2_store4_aligned((const __nv_bfloat16 *)l->out[0].data));
     const long long w = vec ? 4 : 1;
-    GE2_MOVE_LAUNCH(ge2_slice_kernel, l, vec, ge2_shape_numel(xs), n, l->in[0].data, l->out[0].data, row_x / w,
-                    row_y / w, off / w);
-    return ge2_cuda_check_launch(l, "ge2_slice_kernel");
+    if (!bf16) {
+        GE2_MOVE_LAUNCH(ge2_slice_kernel, l, vec, ge2_shape_numel(xs), n, l->in[0].data, l->out[0].data, row_x / w,
+                        row_y / w, off / w);
+        return ge2_cuda_check_launch(l, "ge2_slice_kernel");
+    }
+    const long long units = n / w;
+    const unsigned blocks = ge2_cuda_blocks(units, GE2_CUDA_THREADS);
+    cudaStream_t s = ge2_cuda_stream(l);
+    const bool small = ge2_move_small(ge2_shape_numel(xs), blocks);
+    __nv_bfloat16 *y = (__nv_bfloat16 *)l->out[0].data;
+    if (vec && small)
+        ge2_slice_bf16_kernel<float4, int><<<blocks, GE2_CUDA_THREADS, 0, s>>>(
+            (int)units, (int)(row_x / w), (int)(row_y / w), (int)(off / w), (const float4 *)l->in[0].data, y);
+    else if (vec)
+        ge2_slice_bf16_kernel<float4, long long><<<blocks, GE2_CUDA_THREADS, 0, s>>>(
+            units, row_x / w, row_y / w, off / w, (const float4 *)l->in[0].data, y);
+    else
+        ge2_slice_bf16_kernel<float, long long><<<blocks, GE2_CUDA_THREADS, 0, s>>>(
+            units, row_x, row_y, off, (const float *)l->in[0].data, y);
+    return ge2_cuda_check_launch(l, "ge2_slice_bf16_kernel");
 }
 
 extern "C" ge2_status ge2_cuda_slice_backward_launch(const ge2_launch *l)

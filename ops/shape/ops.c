@@ -39,13 +39,6 @@ const ge2_op_def ge2_op_def_permute = {
     .cuda = {NULL, ge2_cuda_permute_launch, NULL, NULL},
 };
 
-/* y may be stored in bf16: the CUDA kernel rounds at its store */
-static bool concat_stores_bf16(const ge2_node *node, int output)
-{
-    (void)node;
-    return output == 0;
-}
-
 const ge2_op_def ge2_op_def_concat = {
     .name = "concat",
     .min_inputs = 1,
@@ -56,7 +49,7 @@ const ge2_op_def ge2_op_def_concat = {
     .backward = ge2_backward_concat,
     .cpu = ge2_cpu_concat,
     .cuda = {NULL, ge2_cuda_concat_launch, NULL, NULL},
-    .stores_bf16 = concat_stores_bf16,
+    .stores_bf16 = ge2_stores_bf16_output0,
 };
 
 const ge2_op_def ge2_op_def_slice = {
@@ -69,6 +62,7 @@ const ge2_op_def ge2_op_def_slice = {
     .backward = ge2_backward_slice,
     .cpu = ge2_cpu_slice,
     .cuda = {NULL, ge2_cuda_slice_launch, NULL, NULL},
+    .stores_bf16 = ge2_stores_bf16_output0,
 };
 
 /* dy, like -> zeros with dy in the window */
