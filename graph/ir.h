@@ -232,8 +232,8 @@ const ge2_op_def *ge2_op_def_of(ge2_op op);
  * f32 copies and rounded into their tensors after. */
 ge2_status ge2_op_run_cpu(const ge2_launch *launch);
 /* Whether node's input `input` may be a bf16 tensor where it was built f32:
- * a GEMM operand (GE2_OPF_BF16_OPERANDS, inputs 0 and 1) or what the op's
- * reads_bf16 allows. */
+ * a GEMM operand (GE2_OPF_BF16_OPERANDS, inputs 0 and 1), a shape-only
+ * reference (GE2_OPF_LIKE1's input 1), or what the op's reads_bf16 allows. */
 bool ge2_op_reads_bf16(const ge2_node *node, int input);
 /* The dtype inference sees for a tensor of `dtype` at node's input `input`:
  * f32 for a bf16 tensor the op reads as such, else dtype itself. */

@@ -101,6 +101,8 @@ bool ge2_op_reads_bf16(const ge2_node *node, int input)
         return false;
     if (input < 2 && (def->flags & GE2_OPF_BF16_OPERANDS))
         return true;
+    if (input == 1 && (def->flags & GE2_OPF_LIKE1)) /* a shape-only reference: never read */
+        return true;
     return def->reads_bf16 && def->reads_bf16(node, input);
 }
 
@@ -109,7 +111,8 @@ bool ge2_op_reads_bf16(const ge2_node *node, int input)
 static ge2_status widen_inputs(ge2_launch *l, float **copies)
 {
     for (int i = 0; i < l->n_in; i++) {
-        if (l->in[i].dtype != GE2_BF16 || !l->in[i].data || !ge2_op_reads_bf16(l->node, i))
+        const bool like = i == 1 && (ge2_op_flags(l->node->op) & GE2_OPF_LIKE1);
+        if (l->in[i].dtype != GE2_BF16 || !l->in[i].data || like || !ge2_op_reads_bf16(l->node, i))
             continue;
         const int64_t n = ge2_shape_numel(l->in[i].shape);
         copies[i] = ge2_malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));

@@ -399,6 +399,68 @@ START_TEST(bf16_storage_rounds_each_operand_once)
 }
 END_TEST
 
+/* q, k and v sliced from one projection and reshaped for attention, as the
+ * GPT makes them: under BF16 the slices are stored in bf16 (attention reads
+ * them so, through the reshapes, and so do the reshape backward's shape
+ * references), and a step matches the fp32 program's loss to bf16's
+ * precision. */
+START_TEST(bf16_storage_gives_attention_bf16_slices)
+{
+    enum { BB = 2, T = 8, H = 2, D = 4, C = H * D };
+    ge2_context *ctx;
+    ge2_graph *g;
+    ge2_program *p16, *p32;
+    ge2_tensor *x, *w, *qkv, *part[3], *view[3], *y, *c, *m, *loss;
+    API(ge2_context_new(GE2_DEVICE_CPU, &ctx));
+    API(ge2_graph_new(&g));
+    API(ge2_graph_set_seed(g, 11));
+    API(ge2_input(g, "x", GE2_F32, ge2_shape2(BB * T, C), &x));
+    API(ge2_parameter(g, "w", GE2_F32, ge2_shape2(3 * C, C), (ge2_init){GE2_INIT_UNIFORM, -0.5, 0.5, 0}, &w));
+    API(ge2_linear(g, x, w, NULL, GE2_ACT_NONE, 0, &qkv));
+    for (int i = 0; i < 3; i++) {
+        API(ge2_slice(g, qkv, 1, i * C, (i + 1) * C, &part[i]));
+        API(ge2_reshape(g, part[i], ge2_shape4(BB, T, H, D), &view[i]));
+    }
+    API(ge2_attention_bthd(g, view[0], view[1], view[2], true, &y));
+    float cv[BB * T * C];
+    for (int i = 0; i < BB * T * C; i++)
+        cv[i] = (float)cos(0.37 * i);
+    API(ge2_constant(g, "c", GE2_F32, y->shape, cv, &c));
+    API(ge2_mul(g, y, c, &m));
+    API(ge2_sum_all(g, m, &loss));
+    API(ge2_backward(g, loss));
+    ge2_optimizer_config sgd = ge2_optimizer_defaults(GE2_OPT_SGD);
+    API(ge2_optimizer(g, &sgd));
+    ge2_compile_options o = ge2_compile_defaults();
+    o.precision = GE2_PRECISION_BF16;
+    API(ge2_compile(ctx, g, &o, &p16));
+    o.precision = GE2_PRECISION_FP32;
+    API(ge2_compile(ctx, g, &o, &p32));
+    const ge2_graph *pg = ge2_program_graph(p16);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_msg(pg->tensors[part[i]->id]->dtype == GE2_BF16, "slice %d is %s", i,
+                      ge2_dtype_name(pg->tensors[part[i]->id]->dtype));
+        ck_assert_int_eq(pg->tensors[view[i]->id]->dtype, GE2_BF16);
+        ck_assert_int_eq(part[i]->dtype, GE2_F32); /* the user's graph is as built */
+    }
+    float xv[BB * T * C];
+    for (int i = 0; i < BB * T * C; i++)
+        xv[i] = (float)sin(0.51 * i + 0.3);
+    ge2_feed f = {x, xv, x->shape};
+    float l16, l32;
+    API(ge2_program_step(p16, GE2_MODE_TRAIN, &f, 1));
+    API(ge2_program_step(p32, GE2_MODE_TRAIN, &f, 1));
+    API(ge2_program_read_output(p16, GE2_MODE_TRAIN, loss, &l16, sizeof l16));
+    API(ge2_program_read_output(p32, GE2_MODE_TRAIN, loss, &l32, sizeof l32));
+    ck_assert_msg(fabs(l16 - l32) <= 2e-2 * (1 + fabs(l32)) && l16 != l32, "loss bf16 %.9g, fp32 %.9g", (double)l16,
+                  (double)l32);
+    ge2_program_free(p16);
+    ge2_program_free(p32);
+    ge2_graph_free(g);
+    ge2_context_free(ctx);
+}
+END_TEST
+
 /* A bias gradient under BF16 sums the output gradient the weight gradient's
  * GEMM reads, its bf16 copy: loss = sum(y * c) with c not exact in bf16, so
  * dy = c, and one SGD step at lr 1 moves b by the column sums of bf16(c). */
@@ -475,6 +537,7 @@ int main(void)
     tcase_add_test(tc, bf16_weight_gradient_is_the_rounded_product);
     tcase_add_test(tc, bf16_storage_rounds_each_operand_once);
     tcase_add_test(tc, bf16_bias_gradient_sums_the_rounded_gradient);
+    tcase_add_test(tc, bf16_storage_gives_attention_bf16_slices);
     tcase_add_test(tc, a_precision_out_of_range_is_refused);
     tcase_add_test(tc, precision_names_parse_back);
     suite_add_tcase(s, tc);
