@@ -584,48 +584,60 @@ extern "C" const char *ge2_cuda_attention_describe(const ge2_launch *l)
     return attn_run_of(l, attn_q_shape(l), &r) == GE2_OK ? attn_kernel_name(r) : "cuda kernel";
 }
 
-// q, k, v's positions among the inputs, and how many are bf16 tensors
-static int attn_first_qkv(const ge2_launch *l) { return l->node->op == GE2_OP_ATTENTION ? 0 : 1; }
-static bool attn_bf16_qkv(const ge2_launch *l)
+// The bf16 tensors (the storage pass's) among a launch's views that the fp32
+// kernels take in f32: q, k, v, the backward's y, the forward's y
+static bool attn_bf16_view(const ge2_launch *l, const ge2_view *v)
 {
-    const int q = attn_first_qkv(l);
-    bool any = false;
-    for (int i = q; i < q + 3 && i < l->n_in; i++)
-        any |= l->in[i].dtype == GE2_BF16;
-    return any;
+    if (v->dtype != GE2_BF16 || !v->data)
+        return false;
+    for (int i = 0; i < l->n_in; i++)
+        if (v == &l->in[i])
+            return ge2_attention_reads_bf16(l->node, i);
+    return l->node->op == GE2_OP_ATTENTION && v == &l->out[0];
+}
+
+// Bytes of the f32 copies of those views
+static size_t attn_f32_copies_bytes(const ge2_launch *l)
+{
+    size_t bytes = 0;
+    for (int i = 0; i < l->n_in + l->n_out; i++) {
+        const ge2_view *v = i < l->n_in ? &l->in[i] : &l->out[i - l->n_in];
+        if (attn_bf16_view(l, v))
+            bytes += 2 * ge2_bf16_copy_bytes(ge2_shape_numel(v->shape));
+    }
+    return bytes;
 }
 
 extern "C" size_t ge2_cuda_attention_scratch_bytes(const ge2_launch *l)
 {
-    const size_t cudnn = ge2_cudnn_attention_scratch_bytes(l);
-    size_t widen = 0;
-    const int q = attn_first_qkv(l);
-    for (int i = q; i < q + 3 && i < l->n_in; i++)
-        if (l->in[i].dtype == GE2_BF16)
-            widen += 2 * ge2_bf16_copy_bytes(ge2_shape_numel(l->in[i].shape));
-    return cudnn > widen ? cudnn : widen;
+    const size_t cudnn = ge2_cudnn_attention_scratch_bytes(l), f32 = attn_f32_copies_bytes(l);
+    return cudnn > f32 ? cudnn : f32;
 }
 
-// *w = l with its bf16 q, k, v (the storage pass's) widened into the
-// scratch, for the fp32 kernels
-static ge2_status attn_widen_qkv(const ge2_launch *l, ge2_launch *w)
+// *w = l with f32 copies in the scratch in place of its bf16 views: the
+// inputs widened into them now, a bf16 y rounded from its copy after the
+// kernels (attn_launch)
+static ge2_status attn_f32_views(const ge2_launch *l, ge2_launch *w)
 {
     *w = *l;
-    if (!attn_bf16_qkv(l))
+    if (attn_f32_copies_bytes(l) == 0)
         return GE2_OK;
+    if (!l->scratch || attn_f32_copies_bytes(l) > l->scratch_bytes)
+        return ge2_error(GE2_ERR_STATE, "ge2_%s (node %d): f32 copies of its bf16 tensors need %zu bytes of scratch, "
+                         "the launch has %zu", ge2_cuda_op_name(l), l->node->id, attn_f32_copies_bytes(l),
+                         l->scratch ? l->scratch_bytes : (size_t)0);
     ge2_bf16_spans spans = {0};
     size_t at = 0;
-    const int q = attn_first_qkv(l);
-    for (int i = q; i < q + 3; i++) {
-        if (l->in[i].dtype != GE2_BF16)
+    for (int i = 0; i < l->n_in + l->n_out; i++) {
+        const ge2_view *v = i < l->n_in ? &l->in[i] : &l->out[i - l->n_in];
+        ge2_view *wv = i < l->n_in ? &w->in[i] : &w->out[i - l->n_in];
+        if (!attn_bf16_view(l, v))
             continue;
-        const int64_t n = ge2_shape_numel(l->in[i].shape);
-        if (!l->scratch || at + 2 * ge2_bf16_copy_bytes(n) > l->scratch_bytes)
-            return ge2_error(GE2_ERR_STATE, "ge2_%s (node %d): widening bf16 q, k, v needs more scratch than the "
-                             "%zu bytes given", ge2_cuda_op_name(l), l->node->id, l->scratch ? l->scratch_bytes : 0);
-        w->in[i].data = (char *)l->scratch + at;
-        w->in[i].dtype = GE2_F32;
-        ge2_bf16_span_add(&spans, l->in[i].data, w->in[i].data, n);
+        const int64_t n = ge2_shape_numel(v->shape);
+        wv->data = (char *)l->scratch + at;
+        wv->dtype = GE2_F32;
+        if (i < l->n_in)
+            ge2_bf16_span_add(&spans, v->data, wv->data, n);
         at += 2 * ge2_bf16_copy_bytes(n);
     }
     return ge2_cuda_bf16_widen(l, &spans);
@@ -634,14 +646,19 @@ static ge2_status attn_widen_qkv(const ge2_launch *l, ge2_launch *w)
 static ge2_status attention_fp32(const ge2_launch *l);
 static ge2_status attention_grad_fp32(const ge2_launch *l);
 
-// cuDNN's plan where prepare chose it, else the fp32 kernels (fp32) on f32 q, k, v
+// cuDNN's plan where prepare chose it, else the fp32 kernels (fp32) on f32 views
 static ge2_status attn_launch(const ge2_launch *l, ge2_status (*fp32)(const ge2_launch *))
 {
     if (ge2_cudnn_attention_runs(l))
         return ge2_cudnn_attention_launch(l);
     ge2_launch w;
-    GE2_TRY(attn_widen_qkv(l, &w));
-    return fp32(&w);
+    GE2_TRY(attn_f32_views(l, &w));
+    GE2_TRY(fp32(&w));
+    if (w.out[0].data == l->out[0].data)
+        return GE2_OK;
+    ge2_bf16_spans spans = {0}; // the forward's bf16 y, from its f32 copy
+    ge2_bf16_span_add(&spans, w.out[0].data, l->out[0].data, ge2_shape_numel(l->out[0].shape));
+    return ge2_cuda_bf16_round(l, &spans);
 }
 
 extern "C" ge2_status ge2_cuda_attention_launch(const ge2_launch *l) { return attn_launch(l, attention_fp32); }

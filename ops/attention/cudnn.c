@@ -538,7 +538,9 @@ ge2_status ge2_cudnn_attention_launch(const ge2_launch *l)
             ge2_bf16_span_add(&in, l->in[i].data, c[i], n);
     }
     if (!key->backward) { /* q, k, v -> y, lse */
-        if (l->out[0].data)
+        if (l->out[0].data && l->out[0].dtype == GE2_BF16) /* the storage pass's y: written in place */
+            c[3] = l->out[0].data;
+        else if (l->out[0].data)
             ge2_bf16_span_add(&out, c[3], l->out[0].data, n);
         void *lse = l->n_out > 1 && l->out[1].data ? l->out[1].data : scratch + s->layout.stats;
         PACK(U_Q, c[0]), PACK(U_K, c[1]), PACK(U_V, c[2]), PACK(U_O, c[3]), PACK(U_STATS, lse);

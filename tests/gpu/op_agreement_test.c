@@ -964,10 +964,11 @@ START_TEST(test_large_attention_bf16)
 END_TEST
 
 /* q, k and v sliced from one projection [B, T, 3·H·D] and reshaped to [B, T,
- * H, D], as the GPT makes them: under the storage pass the slices are
- * stored in bf16 (only attention reads them, through the reshapes), which
- * cuDNN reads in place and the fp32 kernels widen first. One shape cuDNN
- * takes, one it declines. */
+ * H, D], and the heads merged into a projection, as the GPT makes them:
+ * under the storage pass the slices and attention's y are stored in bf16
+ * (only attention and GEMMs read them, through the reshapes), which cuDNN
+ * reads and writes in place and the fp32 kernels widen and round. One
+ * shape cuDNN takes, one it declines. */
 static void large_attention_from_slices(void)
 {
     static const struct {
@@ -983,7 +984,11 @@ static void large_attention_from_slices(void)
             OK(ge2_slice(g, qkv, 2, i * h * d, (i + 1) * h * d, &part[i]));
             OK(ge2_reshape(g, part[i], ge2_shape4(b, t, h, d), &view[i]));
         }
-        OK(ge2_attention_bthd(g, view[0], view[1], view[2], true, &y));
+        ge2_tensor *att, *merged;
+        OK(ge2_attention_bthd(g, view[0], view[1], view[2], true, &att));
+        /* heads merged into a projection, as the GPT's c_proj: attention's y is then stored in bf16 too */
+        OK(ge2_reshape(g, att, ge2_shape2(b * t, h * d), &merged));
+        OK(ge2_linear(g, merged, param(g, "proj", ge2_shape2(h * d, h * d)), NULL, GE2_ACT_NONE, 0, &y));
         OK(ge2_input(g, "upstream", GE2_F32, y->shape, &up));
         OK(ge2_mul(g, y, up, &m));
         OK(ge2_sum_all(g, m, &loss));

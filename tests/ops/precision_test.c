@@ -399,8 +399,9 @@ START_TEST(bf16_storage_rounds_each_operand_once)
 }
 END_TEST
 
-/* q, k and v sliced from one projection and reshaped for attention, as the
- * GPT makes them: under BF16 the slices are stored in bf16 (attention reads
+/* q, k and v sliced from one projection and reshaped for attention, the
+ * heads merged into another, as the GPT makes them: under BF16 the slices
+ * and attention's output are stored in bf16 (attention and the GEMMs read
  * them so, through the reshapes, and so do the reshape backward's shape
  * references), and a step matches the fp32 program's loss to bf16's
  * precision. */
@@ -417,11 +418,16 @@ START_TEST(bf16_storage_gives_attention_bf16_slices)
     API(ge2_input(g, "x", GE2_F32, ge2_shape2(BB * T, C), &x));
     API(ge2_parameter(g, "w", GE2_F32, ge2_shape2(3 * C, C), (ge2_init){GE2_INIT_UNIFORM, -0.5, 0.5, 0}, &w));
     API(ge2_linear(g, x, w, NULL, GE2_ACT_NONE, 0, &qkv));
+    ge2_tensor *w_o;
+    API(ge2_parameter(g, "w_o", GE2_F32, ge2_shape2(C, C), (ge2_init){GE2_INIT_UNIFORM, -0.5, 0.5, 0}, &w_o));
     for (int i = 0; i < 3; i++) {
         API(ge2_slice(g, qkv, 1, i * C, (i + 1) * C, &part[i]));
         API(ge2_reshape(g, part[i], ge2_shape4(BB, T, H, D), &view[i]));
     }
-    API(ge2_attention_bthd(g, view[0], view[1], view[2], true, &y));
+    ge2_tensor *att, *merged;
+    API(ge2_attention_bthd(g, view[0], view[1], view[2], true, &att));
+    API(ge2_reshape(g, att, ge2_shape2(BB * T, C), &merged));
+    API(ge2_linear(g, merged, w_o, NULL, GE2_ACT_NONE, 0, &y));
     float cv[BB * T * C];
     for (int i = 0; i < BB * T * C; i++)
         cv[i] = (float)cos(0.37 * i);
@@ -443,6 +449,9 @@ START_TEST(bf16_storage_gives_attention_bf16_slices)
         ck_assert_int_eq(pg->tensors[view[i]->id]->dtype, GE2_BF16);
         ck_assert_int_eq(part[i]->dtype, GE2_F32); /* the user's graph is as built */
     }
+    /* attention's output too: only the merged heads' projection and the backward read it */
+    ck_assert_int_eq(pg->tensors[att->id]->dtype, GE2_BF16);
+    ck_assert_int_eq(pg->tensors[merged->id]->dtype, GE2_BF16);
     float xv[BB * T * C];
     for (int i = 0; i < BB * T * C; i++)
         xv[i] = (float)sin(0.51 * i + 0.3);
