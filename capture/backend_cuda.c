@@ -547,12 +547,18 @@ static void print_kernels(const ge2_backend_ctx *ctx, const ge2_exec *exec)
     }
 }
 
-/* Does one of the group's launches multiply bf16 operands? */
-static bool group_has_bf16_gemm(const ge2_exec *exec, const ge2_fusion_group *fg)
+/* Does one of the group's launches multiply bf16 operands or read or write
+ * a bf16 tensor? (The groups' own kernels are f32 throughout.) */
+static bool group_has_bf16(const ge2_exec *exec, const ge2_fusion_group *fg)
 {
-    for (int i = fg->first; i < fg->first + fg->count; i++)
-        if (ge2_launch_bf16_gemm(&exec->launches[i]))
+    for (int i = fg->first; i < fg->first + fg->count; i++) {
+        const ge2_launch *l = &exec->launches[i];
+        if (ge2_launch_bf16_gemm(l))
             return true;
+        for (int k = 0; k < l->n_in + l->n_out; k++)
+            if ((k < l->n_in ? l->in[k].dtype : l->out[k - l->n_in].dtype) == GE2_BF16)
+                return true;
+    }
     return false;
 }
 
@@ -579,7 +585,7 @@ static ge2_status prepare_groups(ge2_backend_ctx *ctx, ge2_exec *exec, ge2_cuda_
             continue;
         char why[256] = "";
         void *state = NULL;
-        if (group_has_bf16_gemm(exec, fg)) /* a group's own kernels sum fp32 operands */
+        if (group_has_bf16(exec, fg)) /* a group's own kernels compute and store f32 */
             snprintf(why, sizeof why, "precision bf16: fused groups run node by node (their own kernels compute in fp32)");
         else
             GE2_TRY(pattern->cuda->prepare(&exec->launches[fg->first], fg->count, &state, why, sizeof why));

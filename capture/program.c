@@ -34,6 +34,7 @@ bool ge2_program_feeds_ahead(const ge2_program *program)
 }
 
 const ge2_graph *ge2_program_graph(const ge2_program *program) { return program->graph; }
+const ge2_graph *ge2_program_source_graph(const ge2_program *program) { return program->source; }
 
 bool ge2_program_has_tensor(const ge2_program *program, const ge2_tensor *t)
 {

@@ -156,6 +156,11 @@ void *ge2_program_buffers(const ge2_program *program);
 const ge2_backend *ge2_program_backend(const ge2_program *program, ge2_backend_ctx **ctx);
 const ge2_layout *ge2_program_layout(const ge2_program *program);
 const ge2_graph *ge2_program_graph(const ge2_program *program);
+/* The user's graph the program was compiled from (its parameters, buffers
+ * and their checkpoint aliases, which a later ge2_checkpoint_alias sets
+ * there): the same as ge2_program_graph but under precision BF16's storage
+ * pass, whose copy keeps the ids. */
+const ge2_graph *ge2_program_source_graph(const ge2_program *program);
 /* Whether t is a tensor of the program's graph or of the user's graph it
  * was compiled from (same ids), so t->id names it in the program. */
 bool ge2_program_has_tensor(const ge2_program *program, const ge2_tensor *t);

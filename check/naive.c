@@ -105,7 +105,7 @@ ge2_status ge2_naive_exec(ge2_naive *n, bool backward)
         .autotune = true, .gemm_kernels = GE2_GEMM_KERNELS_ANY, .pdl = true, .time_epilogues = true};
         l.settings = &defaults;
         l.training = n->mode == GE2_MODE_TRAIN;
-        GE2_TRY(ge2_op_def_of(node->op)->cpu(&l));
+        GE2_TRY(ge2_op_run_cpu(&l));
     }
     return GE2_OK;
 }

@@ -60,7 +60,8 @@ static void ck_layout_free(ck_layout *l)
 static ge2_status ck_layout_new(ge2_program *program, bool with_state, ck_layout *l)
 {
     memset(l, 0, sizeof *l);
-    const ge2_graph *g = ge2_program_graph(program);
+    /* the user's graph: an alias set after ge2_compile is there */
+    const ge2_graph *g = ge2_program_source_graph(program);
     const ge2_layout *layout = ge2_program_layout(program);
     const ge2_optimizer_config *cfg = ge2_program_optimizer_config(program);
     ge2_flat_pools pools = ge2_program_pools(program);

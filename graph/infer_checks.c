@@ -52,9 +52,3 @@ ge2_status ge2_infer_axis(const ge2_node *node, const ge2_desc *d, int axis, int
     *out = a;
     return GE2_OK;
 }
-
-bool ge2_stores_bf16_output0(const ge2_node *node, int output)
-{
-    (void)node;
-    return output == 0;
-}

@@ -235,6 +235,9 @@ ge2_status ge2_op_run_cpu(const ge2_launch *launch);
  * a GEMM operand (GE2_OPF_BF16_OPERANDS, inputs 0 and 1), a shape-only
  * reference (GE2_OPF_LIKE1's input 1), or what the op's reads_bf16 allows. */
 bool ge2_op_reads_bf16(const ge2_node *node, int input);
+/* Whether node's output `output` may be a bf16 tensor where it was built
+ * f32 (ge2_op_def.stores_bf16). */
+bool ge2_op_stores_bf16(const ge2_node *node, int output);
 /* The dtype inference sees for a tensor of `dtype` at node's input `input`:
  * f32 for a bf16 tensor the op reads as such, else dtype itself. */
 static inline ge2_dtype ge2_infer_input_dtype(const ge2_node *node, int input, ge2_dtype dtype)

@@ -106,12 +106,24 @@ bool ge2_op_reads_bf16(const ge2_node *node, int input)
     return def->reads_bf16 && def->reads_bf16(node, input);
 }
 
+bool ge2_op_stores_bf16(const ge2_node *node, int output)
+{
+    const ge2_op_def *def = ge2_op_def_of(node->op);
+    return def && def->stores_bf16 && def->stores_bf16(node, output);
+}
+
+bool ge2_stores_bf16_output0(const ge2_node *node, int output)
+{
+    (void)node;
+    return output == 0;
+}
+
 /* f32 copies of launch l's bf16 inputs the op reads as such, swapped into
  * l's views (a GEMM given one then multiplies in bf16); *copies[i] to free */
 static ge2_status widen_inputs(ge2_launch *l, float **copies)
 {
     for (int i = 0; i < l->n_in; i++) {
-        const bool like = i == 1 && (ge2_op_flags(l->node->op) & GE2_OPF_LIKE1);
+        const bool like = i == 1 && (ge2_op_flags(l->node->op) & GE2_OPF_LIKE1); /* never read: no copy */
         if (l->in[i].dtype != GE2_BF16 || !l->in[i].data || like || !ge2_op_reads_bf16(l->node, i))
             continue;
         const int64_t n = ge2_shape_numel(l->in[i].shape);
@@ -134,8 +146,8 @@ ge2_status ge2_op_run_cpu(const ge2_launch *launch)
 {
     const ge2_op_def *def = ge2_op_def_of(launch->node->op);
     bool stored[GE2_MAX_OUTPUTS] = {false}, any = false;
-    for (int k = 0; k < launch->n_out && def->stores_bf16; k++) {
-        stored[k] = launch->out[k].dtype == GE2_BF16 && launch->out[k].data && def->stores_bf16(launch->node, k);
+    for (int k = 0; k < launch->n_out; k++) {
+        stored[k] = launch->out[k].dtype == GE2_BF16 && launch->out[k].data && ge2_op_stores_bf16(launch->node, k);
         any |= stored[k];
     }
     for (int i = 0; i < launch->n_in && !any; i++)
@@ -143,8 +155,8 @@ ge2_status ge2_op_run_cpu(const ge2_launch *launch)
     if (!any)
         return def->cpu(launch);
     ge2_launch l = *launch;
-    float *wide[GE2_MAX_OUTPUTS] = {NULL}, *narrow_in[GE2_MAX_INPUTS] = {NULL};
-    ge2_status st = widen_inputs(&l, narrow_in);
+    float *wide[GE2_MAX_OUTPUTS] = {NULL}, *wide_in[GE2_MAX_INPUTS] = {NULL};
+    ge2_status st = widen_inputs(&l, wide_in);
     for (int k = 0; k < l.n_out && st == GE2_OK; k++) {
         if (!stored[k])
             continue;
@@ -168,6 +180,6 @@ ge2_status ge2_op_run_cpu(const ge2_launch *launch)
         ge2_free(wide[k]);
     }
     for (int i = 0; i < l.n_in; i++)
-        ge2_free(narrow_in[i]);
+        ge2_free(wide_in[i]);
     return st;
 }

@@ -45,8 +45,7 @@ static ge2_status verify_node(const ge2_graph *g, const ge2_node *node, int at)
     for (int i = 0; i < node->n_outputs; i++) {
         const ge2_tensor *t = g->tensors[node->outputs[i]];
         /* an f32 output its op may store rounded (the bf16 storage pass's) */
-        const bool stored_bf16 = t->dtype == GE2_BF16 && out[i].dtype == GE2_F32 && info->stores_bf16 &&
-                                 info->stores_bf16(node, i);
+        const bool stored_bf16 = t->dtype == GE2_BF16 && out[i].dtype == GE2_F32 && ge2_op_stores_bf16(node, i);
         if ((t->dtype != out[i].dtype && !stored_bf16) || !ge2_shape_equal(t->shape, out[i].shape))
             return ge2_error(GE2_ERR_GRAPH, "ge2_graph_verify: node %d (%s) output '%s' is %s %s, inference says %s %s", at,
                              info->name, t->name, ge2_dtype_name(t->dtype), GE2_SHAPE_STR(t->shape),

@@ -269,7 +269,8 @@ typedef struct ge2_op_def {
      * a bf16 tensor: its CUDA kernel then computes it in f32 and rounds at
      * the store (the CPU kernel writes f32 into a copy the backend rounds,
      * ge2_op_run_cpu). Precision BF16's storage pass stores an output so
-     * when only GEMM operands (GE2_OPF_BF16_OPERANDS) read it. NULL: never. */
+     * when every reader reads it as bf16 (ge2_op_reads_bf16, through
+     * reshapes). NULL: never. */
     bool (*stores_bf16)(const ge2_node *node, int output);
     /* Whether this node's input `input`, built f32, may be a bf16 tensor
      * (the storage pass's): its CUDA kernel reads bf16 there, the CPU's

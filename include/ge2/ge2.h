@@ -536,9 +536,11 @@ typedef struct ge2_compile_options {
      * activation kernel and keep the faster (true), or always fuse
      * (GE2_TIME_EPILOGUES=0) */
     bool time_epilogues;
-    /* Precision BF16: the storage pass rounds each f32 tensor a GEMM reads
-     * once, into a bf16 tensor every GEMM reading it shares (true), instead
-     * of each GEMM rounding its operands into scratch (GE2_BF16_STORAGE=0);
+    /* Precision BF16: the storage pass stores in bf16 what only bf16 readers
+     * read (GEMM operands, attention's q, k, v, ...) where its producer can
+     * round it, and rounds each other f32 tensor a GEMM reads once, into a
+     * bf16 tensor every GEMM reading it shares (true); false: f32 storage,
+     * each GEMM rounding its operands into scratch (GE2_BF16_STORAGE=0);
      * docs/mixed-precision.md, step 4 */
     bool bf16_storage;
 } ge2_compile_options;

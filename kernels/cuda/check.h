@@ -79,8 +79,10 @@ static inline ge2_status ge2_cuda_check_call(const ge2_launch *launch, cudaError
 
 #define GE2_CUDA_CHECK(launch, kernel) GE2_TRY(ge2_cuda_check_launch((launch), (kernel)))
 
-/* The CUDA backend runs f32 only (f64 is a CPU gradient-check dtype). Inputs
- * whose bit is set in int_inputs must be i32 instead (labels). */
+/* The CUDA backend computes in f32 (f64 is a CPU gradient-check dtype);
+ * outputs the op stores in bf16 (ge2_op_stores_bf16) are allowed here, bf16
+ * inputs are checked by the kernels that read them. Inputs whose bit is
+ * set in int_inputs must be i32 instead (labels). */
 static inline ge2_status ge2_cuda_require_f32(const ge2_launch *launch, unsigned int_inputs)
 {
     bool like1 = launch->node && (ge2_op_flags(launch->node->op) & GE2_OPF_LIKE1);
@@ -92,11 +94,9 @@ static inline ge2_status ge2_cuda_require_f32(const ge2_launch *launch, unsigned
             return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s: input %d is %s; the CUDA kernel takes %s",
                              ge2_cuda_op_name(launch), i, ge2_dtype_name(launch->in[i].dtype), ge2_dtype_name(want));
     }
-    const ge2_op_def *def = launch->node ? ge2_op_def_of(launch->node->op) : NULL;
     for (int i = 0; i < launch->n_out; i++) {
         /* an output the op stores in bf16 (ge2_op_def.stores_bf16): its kernel rounds at the store */
-        const bool stored_bf16 = launch->out[i].dtype == GE2_BF16 && def && def->stores_bf16 &&
-                                 def->stores_bf16(launch->node, i);
+        const bool stored_bf16 = launch->out[i].dtype == GE2_BF16 && launch->node && ge2_op_stores_bf16(launch->node, i);
         if (launch->out[i].dtype != GE2_F32 && !stored_bf16)
             return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s: output %d is %s; the CUDA kernel takes f32",
                              ge2_cuda_op_name(launch), i, ge2_dtype_name(launch->out[i].dtype));

@@ -219,6 +219,12 @@ static int64_t operand_span(ge2_gemm_operand m, int64_t batch)
     return m.rows * m.cols + (batch > 1 ? (batch - 1) * m.batch_stride : 0);
 }
 
+// The scratch's bf16 copies of A then B (those rounded), before D's f32 buffer
+static size_t scratch_copies_bytes(const ge2_gemm_plan *p)
+{
+    return (p->round_a ? ge2_bf16_copy_bytes(p->span_a) : 0) + (p->round_b ? ge2_bf16_copy_bytes(p->span_b) : 0);
+}
+
 // The three layouts of one plan: cuBLASLt A (our in[1]), B (our in[0]), D.
 // Precision BF16: A and B are the bf16 copies in the launch's scratch.
 ge2_status ge2_gemm_make_layouts(const ge2_launch *launch, ge2_gemm_plan *p, ge2_gemm_operand a_lt,
@@ -232,9 +238,7 @@ ge2_status ge2_gemm_make_layouts(const ge2_launch *launch, ge2_gemm_plan *p, ge2
     p->span_a = operand_span(a_lt, batch);
     p->span_b = operand_span(b_lt, batch);
     if (p->bf16 || p->d_scratch) {
-        const size_t need = (p->round_a ? ge2_bf16_copy_bytes(p->span_a) : 0) +
-                            (p->round_b ? ge2_bf16_copy_bytes(p->span_b) : 0) +
-                            (p->d_scratch ? 2 * ge2_bf16_copy_bytes(operand_span(d, batch)) : 0);
+        const size_t need = scratch_copies_bytes(p) + (p->d_scratch ? 2 * ge2_bf16_copy_bytes(operand_span(d, batch)) : 0);
         if (need > 0 && (!launch->scratch || launch->scratch_bytes < need))
             return ge2_error(GE2_ERR_STATE,
                              "ge2_%s (node %d): precision bf16 needs %zu bytes of scratch for the operands' bf16 "
@@ -291,8 +295,7 @@ static ge2_gemm_ptrs gemm_ptrs(const ge2_gemm_plan *p, const ge2_launch *launch)
 void *ge2_gemm_d(const ge2_gemm_plan *p, const ge2_launch *launch)
 {
     if (p->d_scratch)
-        return (char *)launch->scratch + (p->round_a ? ge2_bf16_copy_bytes(p->span_a) : 0) +
-               (p->round_b ? ge2_bf16_copy_bytes(p->span_b) : 0);
+        return (char *)launch->scratch + scratch_copies_bytes(p);
     return p->gemm_writes_z ? launch->out[1].data : launch->out[0].data;
 }
 
@@ -386,10 +389,9 @@ static bool bf16_view(const ge2_launch *launch, const ge2_view *v)
     for (int i = 0; i < launch->n_in; i++)
         if (v == &launch->in[i])
             return ge2_op_reads_bf16(launch->node, i);
-    const ge2_op_def *def = ge2_op_def_of(launch->node->op);
     for (int k = 0; k < launch->n_out; k++)
         if (v == &launch->out[k])
-            return def->stores_bf16 && def->stores_bf16(launch->node, k);
+            return ge2_op_stores_bf16(launch->node, k);
     return false;
 }
 

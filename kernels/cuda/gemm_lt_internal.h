@@ -53,9 +53,9 @@ struct ge2_gemm_plan {
     // bf16: A or B is an f32 tensor, rounded into a bf16 copy in the launch's
     // scratch (A's first) before the GEMM; a bf16 tensor is read in place
     bool round_a, round_b;
-    // out[0] is bf16 (ge2_op_def.stores_bf16): D is an f32 buffer in the
-    // scratch after the copies, which the act kernel or the post step rounds
-    // into out[0]
+    // out[0] or LINEAR's z stash is bf16 (ge2_op_def.stores_bf16) and no
+    // f32 z holds D: D is an f32 buffer in the scratch after the copies,
+    // which the act kernel or the post step rounds into the bf16 outputs
     bool d_scratch;
     int64_t span_a, span_b; // elements of A and B the GEMM reads (what the bf16 copies hold)
     int64_t n_out; // elements of y

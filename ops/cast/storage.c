@@ -5,8 +5,11 @@
  * GEMM's rounding is then done once per tensor, not once per reader (an
  * activation is read by its forward GEMM and its weight gradient's, a
  * weight by the forward and the input gradient's, an output gradient by
- * both backward GEMMs), and the GEMMs read half the bytes. The numbers do
- * not change: a GEMM under BF16 rounds an f32 operand to the same bits.
+ * both backward GEMMs), and the GEMMs read half the bytes. A GEMM operand
+ * has the bits it had when each GEMM rounded it; what changes is what
+ * autocast changes too: a bias gradient sums the bf16 output gradient,
+ * GELU's derivative reads a bf16 stash, attention's fp32 kernels (where
+ * cuDNN declines) read bf16 q, k, v.
  *
  * First, where every reader reads a tensor as bf16 (a GEMM's operand, or an
  * input the op declares: ge2_op_reads_bf16; through reshapes too) and its
@@ -39,9 +42,17 @@ static ge2_status insert_cast(ge2_graph *g, int t, ge2_phase phase, int at, int 
     return GE2_OK;
 }
 
+/* An activation the user does not read back (not a step result): what the
+ * pass may turn bf16 */
+static bool private_activation(const ge2_tensor *t)
+{
+    return t->role == GE2_ROLE_ACTIVATION && !t->is_output;
+}
+
 /* Whether every reader of tensor t reads it as bf16 (ge2_op_reads_bf16), or
- * through views (GE2_OPF_VIEW: reshapes) whose outputs every reader reads
- * so; and it has a reader. depth bounds the chains of views. */
+ * through views (GE2_OPF_VIEW: reshapes) whose outputs are private
+ * activations every reader reads so; and it has a reader. depth bounds the
+ * chains of views. */
 static bool read_as_bf16(const ge2_graph *g, int t, int depth)
 {
     bool read = false;
@@ -51,7 +62,8 @@ static bool read_as_bf16(const ge2_graph *g, int t, int depth)
             if (node->inputs[i] != t)
                 continue;
             read = true;
-            const bool view = i == 0 && (ge2_op_flags(node->op) & GE2_OPF_VIEW) && depth < 8;
+            const bool view = i == 0 && (ge2_op_flags(node->op) & GE2_OPF_VIEW) && depth < 8 &&
+                              private_activation(g->tensors[node->outputs[0]]);
             if (!ge2_op_reads_bf16(node, i) && !(view && read_as_bf16(g, node->outputs[0], depth + 1)))
                 return false;
         }
@@ -64,14 +76,13 @@ static bool read_as_bf16(const ge2_graph *g, int t, int depth)
  * store? */
 static bool storable(const ge2_graph *g, const ge2_tensor *t)
 {
-    if (t->dtype != GE2_F32 || t->role != GE2_ROLE_ACTIVATION || t->is_output || t->producer < 0)
+    if (t->dtype != GE2_F32 || !private_activation(t) || t->producer < 0)
         return false;
     const ge2_node *p = &g->nodes[t->producer];
-    const ge2_op_def *def = ge2_op_def_of(p->op);
     bool rounds = false;
     for (int k = 0; k < p->n_outputs; k++)
         if (p->outputs[k] == t->id)
-            rounds = def->stores_bf16 && def->stores_bf16(p, k);
+            rounds = ge2_op_stores_bf16(p, k);
     return rounds && read_as_bf16(g, t->id, 0);
 }
 

@@ -145,15 +145,13 @@ static ge2_status grad_input_post(const ge2_launch *launch, const ge2_gemm_plan 
     float *db = launch->n_out > 1 ? (float *)launch->out[1].data : NULL;
     int64_t rows = launch->out[0].shape.dim[0], n = launch->out[0].shape.dim[1];
     bool dact_done = p->epilogue != CUBLASLT_EPILOGUE_DEFAULT;
-    if (rows * n == 0)
-        return GE2_OK;
     if (p->d_scratch && !db)
-        return dact(launch, d, (__nv_bfloat16 *)launch->out[0].data);
-    if (launch->n_in > 2 && !dact_done)
+        return rows * n == 0 ? GE2_OK : dact(launch, d, (__nv_bfloat16 *)launch->out[0].data);
+    if (launch->n_in > 2 && !dact_done && rows * n > 0)
         GE2_TRY(dact(launch, d, d));
-    if (db && !has_bgrad(p->epilogue))
+    if (db && !has_bgrad(p->epilogue)) // (no rows: zeros)
         GE2_TRY(ge2_cuda_column_sums(launch, d, GE2_F32, rows, n, db));
-    if (!p->d_scratch)
+    if (!p->d_scratch || rows * n == 0)
         return GE2_OK;
     ge2_bf16_spans spans = {0};
     ge2_bf16_span_add(&spans, d, launch->out[0].data, rows * n);

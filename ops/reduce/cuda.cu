@@ -226,6 +226,26 @@ static reduce_kernel pick(const ge2_launch *l, long long n_out, const ge2_reduce
     return g.red_dim[GE2_MAX_DIMS - 1] > 1 ? REDUCE_WARP : REDUCE_COLS;
 }
 
+// y [n] = the column sums of x [rows, n] times scale in `chunks` chunks of
+// rows: partials in the workspace, added in order (chunks 0: one chunk
+// written straight to y, scale 1)
+template <typename T>
+static ge2_status column_sums_in_chunks(const ge2_launch *l, const T *x, long long rows, long long n, int chunks,
+                                        float *y, float scale)
+{
+    cudaStream_t stream = ge2_cuda_stream(l);
+    const long long chunk_rows = chunks > 0 ? (rows + chunks - 1) / chunks : rows;
+    float *partial = chunks > 0 ? (float *)l->workspace : y;
+    ge2_column_partials_kernel<<<dim3((unsigned)((n + GE2_WARP - 1) / GE2_WARP), (unsigned)(chunks > 0 ? chunks : 1)),
+                                 dim3(GE2_WARP, GE2_COLSUM_LANES), 0, stream>>>(rows, n, chunk_rows, x, partial);
+    GE2_TRY(ge2_cuda_check_launch(l, "ge2_column_partials_kernel"));
+    if (chunks == 0)
+        return GE2_OK;
+    ge2_column_finish_kernel<<<ge2_cuda_blocks(n, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0, stream>>>(n, chunks, partial,
+                                                                                                  y, scale);
+    return ge2_cuda_check_launch(l, "ge2_column_finish_kernel");
+}
+
 // y [n_out] = the sums g describes of x, times scale, on l's stream (l also
 // names the op in errors)
 static ge2_status reduce_enqueue(const ge2_launch *l, const float *x, float *y, long long n_out, ge2_reduce_geom g,
@@ -235,19 +255,9 @@ static ge2_status reduce_enqueue(const ge2_launch *l, const float *x, float *y, 
         return GE2_OK;
     cudaStream_t stream = ge2_cuda_stream(l);
     switch (pick(l, n_out, g)) {
-    case REDUCE_COLUMN_CHUNKS: {
-        const long long rows = g.n_red;
-        const int chunks = column_chunks(rows, n_out, l->workspace_bytes);
-        const long long chunk_rows = (rows + chunks - 1) / chunks;
-        float *partial = (float *)l->workspace;
-        ge2_column_partials_kernel<<<dim3((unsigned)((n_out + GE2_WARP - 1) / GE2_WARP), (unsigned)chunks),
-                                     dim3(GE2_WARP, GE2_COLSUM_LANES), 0, stream>>>(rows, n_out, chunk_rows, x,
-                                                                                    partial);
-        GE2_TRY(ge2_cuda_check_launch(l, "ge2_column_partials_kernel"));
-        ge2_column_finish_kernel<<<ge2_cuda_blocks(n_out, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0, stream>>>(
-            n_out, chunks, partial, y, scale);
-        return ge2_cuda_check_launch(l, "ge2_column_finish_kernel");
-    }
+    case REDUCE_COLUMN_CHUNKS:
+        return column_sums_in_chunks(l, x, g.n_red, n_out, column_chunks(g.n_red, n_out, l->workspace_bytes), y,
+                                     scale);
     case REDUCE_BLOCK:
         ge2_reduce_block_kernel<<<(unsigned)n_out, GE2_CUDA_THREADS, 0, stream>>>(x, y, g, scale);
         return ge2_cuda_check_launch(l, "ge2_reduce_block_kernel");
@@ -329,18 +339,8 @@ extern "C" ge2_status ge2_cuda_column_sums(const ge2_launch *l, const void *x, g
         return GE2_OK;
     // bf16 (a GEMM's bf16 operand): the two-pass chunks; one chunk, written
     // straight to y, where the rows are few or the workspace has no room
-    int chunks = l->workspace ? column_chunks(rows, n, l->workspace_bytes) : 0;
-    const long long chunk_rows = chunks > 0 ? (rows + chunks - 1) / chunks : rows;
-    cudaStream_t stream = ge2_cuda_stream(l);
-    ge2_column_partials_kernel<<<dim3((unsigned)((n + GE2_WARP - 1) / GE2_WARP), (unsigned)(chunks > 0 ? chunks : 1)),
-                                 dim3(GE2_WARP, GE2_COLSUM_LANES), 0, stream>>>(
-        rows, n, chunk_rows, (const __nv_bfloat16 *)x, chunks > 0 ? (float *)l->workspace : y);
-    GE2_TRY(ge2_cuda_check_launch(l, "ge2_column_partials_kernel"));
-    if (chunks == 0)
-        return GE2_OK;
-    ge2_column_finish_kernel<<<ge2_cuda_blocks(n, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0, stream>>>(
-        n, chunks, (const float *)l->workspace, y, 1.0f);
-    return ge2_cuda_check_launch(l, "ge2_column_finish_kernel");
+    return column_sums_in_chunks(l, (const __nv_bfloat16 *)x, rows, n,
+                                 l->workspace ? column_chunks(rows, n, l->workspace_bytes) : 0, y, 1.0f);
 }
 
 extern "C" const char *ge2_cuda_reduce_describe(const ge2_launch *l)

@@ -81,7 +81,7 @@ __global__ void ge2_slice_kernel(I n, I row_x, I row_y, I off, const V *x, V *y)
 }
 
 // The same into a bf16 y (the storage pass's: only bf16 readers read it),
-// rounded at the store; Y counts elements, V units of x
+// rounded at the store; i counts units of V (float or float4) of x and y
 template <typename V, typename I>
 __global__ void ge2_slice_bf16_kernel(I n, I row_x, I row_y, I off, const V *x, __nv_bfloat16 *y)
 {

@@ -470,6 +470,53 @@ START_TEST(bf16_storage_gives_attention_bf16_slices)
 }
 END_TEST
 
+/* What the user reads back stays f32: a layer norm's output, reshaped,
+ * marked as a step result and read by a linear layer, is neither stored in
+ * bf16 nor is the norm's output under it (the view would share its bytes);
+ * the GEMM gets a cast instead, and the result reads back as f32. */
+START_TEST(bf16_storage_leaves_step_results_f32)
+{
+    ge2_context *ctx;
+    ge2_graph *g;
+    ge2_program *p;
+    ge2_tensor *x, *t, *ln, *r, *y, *loss;
+    API(ge2_context_new(GE2_DEVICE_CPU, &ctx));
+    API(ge2_graph_new(&g));
+    API(ge2_input(g, "x", GE2_F32, ge2_shape2(B, K), &x));
+    API(ge2_label(g, "t", GE2_F32, ge2_shape2(B, N), &t));
+    API(ge2_layer_norm_layer(g, "ln", x, true, 1e-5, &ln));
+    API(ge2_reshape(g, ln, ge2_shape2(B, K), &r));
+    API(ge2_mark_output(g, r));
+    ge2_tensor *w, *b;
+    API(ge2_parameter(g, "w", GE2_F32, ge2_shape2(N, K), (ge2_init){GE2_INIT_UNIFORM, -1, 1, 0}, &w));
+    API(ge2_parameter(g, "b", GE2_F32, ge2_shape1(N), (ge2_init){GE2_INIT_UNIFORM, -1, 1, 0}, &b));
+    API(ge2_linear(g, r, w, b, GE2_ACT_NONE, 0, &y));
+    API(ge2_mse_loss(g, y, t, &loss));
+    API(ge2_backward(g, loss));
+    ge2_optimizer_config sgd = ge2_optimizer_defaults(GE2_OPT_SGD);
+    API(ge2_optimizer(g, &sgd));
+    ge2_compile_options o = ge2_compile_defaults();
+    o.precision = GE2_PRECISION_BF16;
+    API(ge2_compile(ctx, g, &o, &p));
+    const ge2_graph *pg = ge2_program_graph(p);
+    ck_assert_int_eq(pg->tensors[ln->id]->dtype, GE2_F32);
+    ck_assert_int_eq(pg->tensors[r->id]->dtype, GE2_F32);
+    float xv[B * K], tv[B * N], rv[B * K];
+    batch(0, xv, tv);
+    ge2_feed f[2] = {{x, xv, x->shape}, {t, tv, t->shape}};
+    API(ge2_program_step(p, GE2_MODE_TRAIN, f, 2));
+    API(ge2_program_read_output(p, GE2_MODE_TRAIN, r, rv, sizeof rv));
+    /* a layer norm's row: mean 0 (weight 1, bias 0 at init), in f32 */
+    double mean = 0;
+    for (int k = 0; k < K; k++)
+        mean += rv[k];
+    ck_assert_msg(fabs(mean / K) < 1e-5, "row mean %g", mean / K);
+    ge2_program_free(p);
+    ge2_graph_free(g);
+    ge2_context_free(ctx);
+}
+END_TEST
+
 /* A bias gradient under BF16 sums the output gradient the weight gradient's
  * GEMM reads, its bf16 copy: loss = sum(y * c) with c not exact in bf16, so
  * dy = c, and one SGD step at lr 1 moves b by the column sums of bf16(c). */
@@ -547,6 +594,7 @@ int main(void)
     tcase_add_test(tc, bf16_storage_rounds_each_operand_once);
     tcase_add_test(tc, bf16_bias_gradient_sums_the_rounded_gradient);
     tcase_add_test(tc, bf16_storage_gives_attention_bf16_slices);
+    tcase_add_test(tc, bf16_storage_leaves_step_results_f32);
     tcase_add_test(tc, a_precision_out_of_range_is_refused);
     tcase_add_test(tc, precision_names_parse_back);
     suite_add_tcase(s, tc);
