@@ -65,30 +65,32 @@ typedef struct bench_workload {
     int64_t dims[MAX_LAYERS + 1];
     int64_t batch;
     bool tf32_row; /* also measure replay with TF32 GEMMs */
+    bool bf16_row; /* and replay in precision BF16 (CUDA convolutions refuse it: MLPs only) */
     bool epoch;    /* one Fashion-MNIST epoch instead of synthetic steps */
     bool cnn;
 } bench_workload;
 
 static const bench_workload WORKLOADS[] = {
-    {"mlp_small", 4, {784, 256, 128, 10}, 64, false, false, false},
-    {"mlp_medium", 4, {784, 1024, 1024, 10}, 256, false, false, false},
-    {"mlp_large", 5, {784, 4096, 4096, 4096, 10}, 256, true, false, false},
-    {"epoch", 4, {784, 256, 128, 10}, 64, false, true, false},
-    {"cnn64", 5, {784, 32, 64, 128, 10}, 64, true, false, true},
-    {"cnn256", 5, {784, 32, 64, 128, 10}, 256, true, false, true},
-    {"cnn_epoch", 5, {784, 32, 64, 128, 10}, 64, false, true, true},
+    {"mlp_small", 4, {784, 256, 128, 10}, 64, false, false, false, false},
+    {"mlp_medium", 4, {784, 1024, 1024, 10}, 256, false, false, false, false},
+    {"mlp_large", 5, {784, 4096, 4096, 4096, 10}, 256, true, true, false, false},
+    {"epoch", 4, {784, 256, 128, 10}, 64, false, false, true, false},
+    {"cnn64", 5, {784, 32, 64, 128, 10}, 64, true, false, false, true},
+    {"cnn256", 5, {784, 32, 64, 128, 10}, 256, true, false, false, true},
+    {"cnn_epoch", 5, {784, 32, 64, 128, 10}, 64, false, false, true, true},
 };
 
 typedef struct bench_mode {
     const char *name;
     bool capture;
-    bool tf32;
+    ge2_precision precision;
 } bench_mode;
 
 static const bench_mode MODES[] = {
-    {"replay", true, false},
-    {"eager", false, false},
-    {"replay", true, true},
+    {"replay", true, GE2_PRECISION_FP32},
+    {"eager", false, GE2_PRECISION_FP32},
+    {"replay", true, GE2_PRECISION_TF32},
+    {"replay", true, GE2_PRECISION_BF16},
 };
 
 typedef struct bench_options {
@@ -439,7 +441,7 @@ static ge2_status run_row(ge2_context *ctx, const bench_workload *w, const bench
     } while (0)
     ROW_TRY(model_build(&m, w, opt->update_mode));
     ge2_compile_options copt = ge2_compile_defaults();
-    copt.precision = mode->tf32 ? GE2_PRECISION_TF32 : GE2_PRECISION_FP32;
+    copt.precision = mode->precision;
     copt.disable_capture = !mode->capture;
     ROW_TRY(ge2_compile(ctx, m.graph, &copt, &m.program));
     if (w->epoch) {
@@ -481,9 +483,10 @@ static void print_row(const bench_workload *w, const bench_mode *mode, const cha
 {
     char dims[96];
     dims_string(w, dims, sizeof dims);
-    printf("{\"impl\":\"ge2\",\"workload\":\"%s\",\"model\":\"%s\",\"mode\":\"%s\",\"tf32\":%s,\"batch\":%lld,"
-           "\"dims\":\"%s\",\"device\":",
-           w->name, w->cnn ? "cnn" : "mlp", mode->name, mode->tf32 ? "true" : "false", (long long)w->batch, dims);
+    printf("{\"impl\":\"ge2\",\"workload\":\"%s\",\"model\":\"%s\",\"mode\":\"%s\",\"tf32\":%s,"
+           "\"precision\":\"%s\",\"batch\":%lld,\"dims\":\"%s\",\"device\":",
+           w->name, w->cnn ? "cnn" : "mlp", mode->name, mode->precision == GE2_PRECISION_TF32 ? "true" : "false",
+           ge2_precision_name(mode->precision), (long long)w->batch, dims);
     json_string(device);
     if (st != GE2_OK) {
         char msg[512];
@@ -607,7 +610,8 @@ int main(int argc, char **argv)
         }
         for (size_t mi = 0; mi < sizeof MODES / sizeof *MODES; mi++) {
             const bench_mode *mode = &MODES[mi];
-            if (mode->tf32 && !w->tf32_row)
+            if ((mode->precision == GE2_PRECISION_TF32 && !w->tf32_row) ||
+                (mode->precision == GE2_PRECISION_BF16 && !w->bf16_row))
                 continue;
             bench_result r;
             ge2_status st;

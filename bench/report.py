@@ -38,9 +38,17 @@ def load(paths):
     return env, rows
 
 
-def find(rows, workload, impl, mode, tf32=False):
+def precision_of(r):
+    """A row's precision: its "precision" field, or for older rows its tf32 flag."""
+    return r.get("precision") or ("tf32" if r.get("tf32") else "fp32")
+
+
+def find(rows, workload, impl, mode, precision="fp32"):
+    """The row of (workload, impl, mode, precision); precision may be a tf32 flag (True: "tf32")."""
+    if isinstance(precision, bool):
+        precision = "tf32" if precision else "fp32"
     for r in rows:
-        if (r.get("workload"), r.get("impl"), r.get("mode"), bool(r.get("tf32"))) == (workload, impl, mode, tf32):
+        if (r.get("workload"), r.get("impl"), r.get("mode"), precision_of(r)) == (workload, impl, mode, precision):
             return r
     return None
 
@@ -150,17 +158,18 @@ def workload_table(rows, workload):
     lines.append("|" + "---|" * len(head))
     peak = torch_peak(rows, workload)
     errors = []
-    for tf32 in (False, True):
+    for precision in ("fp32", "tf32", "bf16"):
         for impl, mode in ROW_ORDER:
-            r = find(rows, workload, impl, mode, tf32)
+            r = find(rows, workload, impl, mode, precision)
             if r is None:
                 continue
-            label = mode + (" TF32" if tf32 else "")
+            label = mode + {"fp32": "", "tf32": " TF32", "bf16": " bf16"}[precision]
             if not ok(r):
                 cells = [impl, label, "error"] + [""] * (len(head) - 3)
                 errors.append(f"- {impl} {label}: {r.get('error')}")
             else:
-                te, tg = find(rows, workload, "torch", "eager", tf32), find(rows, workload, "torch", "graph", tf32)
+                te = find(rows, workload, "torch", "eager", precision)
+                tg = find(rows, workload, "torch", "graph", precision)
                 mine = r.get("us_per_step")
                 mem = r.get("device_bytes")
                 # Ratios are ge2's: a PyTorch row leaves them empty.

@@ -36,6 +36,8 @@ ROWS = [
     row("ge2", "mlp_large", "replay", 350.0, tf32=True),
     row("torch", "mlp_large", "graph", 900.0),
     row("torch", "mlp_large", "graph", 500.0, tf32=True),
+    row("ge2", "mlp_large", "replay", 200.0, precision="bf16"),
+    row("torch", "mlp_large", "graph", 250.0, precision="bf16"),
     # medium eager: trains into NaN (ge2 writes null, torch NaN).
     row("ge2", "mlp_medium", "eager", 90.0, loss_last=None),
     row("torch", "mlp_medium", "eager", 300.0, loss_last=float("nan")),
@@ -82,6 +84,9 @@ class ReportTest(unittest.TestCase):
         self.assertEqual([c.strip() for c in torch_small.strip("|").split("|")][4], "3.0")
         large_tf32 = next(line for line in text.splitlines() if line.startswith("| ge2 | replay TF32"))
         self.assertEqual([c.strip() for c in large_tf32.strip("|").split("|")][6], "0.70×")  # 350 / 500
+        # bf16 rows (a "precision" field) compare with PyTorch's bf16 rows, not the fp32 ones
+        large_bf16 = next(line for line in text.splitlines() if line.startswith("| ge2 | replay bf16"))
+        self.assertEqual([c.strip() for c in large_bf16.strip("|").split("|")][6], "0.80×")  # 200 / 250
         self.assertIn("- ge2 replay: GE2_ERR_CUDA: boom", text)
         self.assertIn("- ge2 eager: final loss is None", text)
         self.assertIn("- torch eager: final loss is nan", text)

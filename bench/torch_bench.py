@@ -47,15 +47,16 @@ import torch.nn.functional as F
 WORKLOADS = [
     dict(name="mlp_small", dims=[784, 256, 128, 10], batch=64, tf32_row=False, epoch=False),
     dict(name="mlp_medium", dims=[784, 1024, 1024, 10], batch=256, tf32_row=False, epoch=False),
-    dict(name="mlp_large", dims=[784, 4096, 4096, 4096, 10], batch=256, tf32_row=True, epoch=False),
+    dict(name="mlp_large", dims=[784, 4096, 4096, 4096, 10], batch=256, tf32_row=True, epoch=False, bf16_row=True),
     dict(name="epoch", dims=[784, 256, 128, 10], batch=64, tf32_row=False, epoch=True),
     # CNN: features, conv1 and conv2 channels, fc1 width, classes (train_cnn's model)
     dict(name="cnn64", dims=[784, 32, 64, 128, 10], batch=64, tf32_row=True, epoch=False, cnn=True),
     dict(name="cnn256", dims=[784, 32, 64, 128, 10], batch=256, tf32_row=True, epoch=False, cnn=True),
     dict(name="cnn_epoch", dims=[784, 32, 64, 128, 10], batch=64, tf32_row=False, epoch=True, cnn=True),
 ]
-# (mode, tf32); the TF32 row only for workloads with tf32_row.
-MODES = [("eager", False), ("graph", False), ("graph", True)]
+# (mode, precision); the TF32 row only for workloads with tf32_row, the
+# bf16 one (autocast) for those with bf16_row.
+MODES = [("eager", "fp32"), ("graph", "fp32"), ("graph", "tf32"), ("graph", "bf16")]
 
 SYNTHETIC_BATCHES = 4
 HOST_BURST = 2  # as ge2_bench: only the host's own time, never a wait for the device
@@ -177,9 +178,13 @@ def make_model(dims, cnn=False):
     return nn.Sequential(*layers).to(DEVICE)
 
 
+AUTOCAST_BF16 = False  # the bf16 rows: forward and loss under torch.autocast(bfloat16), as a user trains in bf16
+
+
 def train_body(model, opt, x, y):
     opt.zero_grad(set_to_none=True)
-    loss = F.cross_entropy(model(x), y)
+    with torch.autocast(device_type=DEVICE, dtype=torch.bfloat16, enabled=AUTOCAST_BF16):
+        loss = F.cross_entropy(model(x), y)
     loss.backward()
     opt.step()
     # Detached: a loss kept for reading later must not keep this step's autograd
@@ -330,10 +335,13 @@ def count_kernels(trainer, feeder, row):
 # ------------------------------------------------------------------- rows
 
 
-def run_row(w, mode, tf32, args, data, device):
+def run_row(w, mode, precision, args, data, device):
+    global AUTOCAST_BF16
+    tf32 = precision == "tf32"
     row = dict(impl="torch", workload=w["name"], model="cnn" if w.get("cnn") else "mlp", mode=mode, tf32=tf32,
-               batch=w["batch"], dims="-".join(map(str, w["dims"])), device=device)
+               precision=precision, batch=w["batch"], dims="-".join(map(str, w["dims"])), device=device)
     trainer = None
+    AUTOCAST_BF16 = precision == "bf16"
     try:
         gc.collect()
         if DEVICE == "cuda":
@@ -381,6 +389,7 @@ def run_row(w, mode, tf32, args, data, device):
     finally:
         del trainer
         set_tf32(False)
+        AUTOCAST_BF16 = False
     return row
 
 
@@ -417,14 +426,15 @@ def main():
                 data = fashion_mnist(args.data)
             except (OSError, ValueError) as exc:
                 data = exc
-        for mode, tf32 in MODES:
-            if (tf32 and not w["tf32_row"]) or (mode == "graph" and DEVICE != "cuda"):
+        for mode, precision in MODES:
+            if (precision == "tf32" and not w["tf32_row"]) or (precision == "bf16" and not w.get("bf16_row")) or \
+                    (mode == "graph" and DEVICE != "cuda"):
                 continue
             if w["epoch"] and isinstance(data, Exception):
-                row = dict(impl="torch", workload=w["name"], mode=mode, tf32=tf32, batch=w["batch"],
-                           dims="-".join(map(str, w["dims"])), device=device, error=f"epoch: {data}")
+                row = dict(impl="torch", workload=w["name"], mode=mode, tf32=precision == "tf32", precision=precision,
+                           batch=w["batch"], dims="-".join(map(str, w["dims"])), device=device, error=f"epoch: {data}")
             else:
-                row = run_row(w, mode, tf32, args, data, device)
+                row = run_row(w, mode, precision, args, data, device)
             failures += "error" in row
             print(json.dumps(row), flush=True)
     return 1 if failures else 0
