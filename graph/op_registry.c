@@ -151,7 +151,8 @@ ge2_status ge2_op_run_cpu(const ge2_launch *launch)
         any |= stored[k];
     }
     for (int i = 0; i < launch->n_in && !any; i++)
-        any = launch->in[i].dtype == GE2_BF16 && ge2_op_reads_bf16(launch->node, i);
+        any = launch->in[i].dtype == GE2_BF16 && ge2_op_reads_bf16(launch->node, i) &&
+              !(i == 1 && (def->flags & GE2_OPF_LIKE1)); /* a shape reference needs no copy */
     if (!any)
         return def->cpu(launch);
     ge2_launch l = *launch;

@@ -62,10 +62,14 @@ static bool read_as_bf16(const ge2_graph *g, int t, int depth)
             if (node->inputs[i] != t)
                 continue;
             read = true;
-            const bool view = i == 0 && (ge2_op_flags(node->op) & GE2_OPF_VIEW) && depth < 8 &&
-                              private_activation(g->tensors[node->outputs[0]]);
-            if (!ge2_op_reads_bf16(node, i) && !(view && read_as_bf16(g, node->outputs[0], depth + 1)))
+            if (i == 0 && (ge2_op_flags(node->op) & GE2_OPF_VIEW)) {
+                /* a view turns bf16 with t (store_bf16): its own readers decide */
+                if (depth >= 8 || !private_activation(g->tensors[node->outputs[0]]) ||
+                    !read_as_bf16(g, node->outputs[0], depth + 1))
+                    return false;
+            } else if (!ge2_op_reads_bf16(node, i)) {
                 return false;
+            }
         }
     }
     return read;
