@@ -294,8 +294,8 @@ static ge2_status check_collective(const ge2_program *program)
 }
 
 /* Precision BF16's storage pass (ops/cast: ge2_bf16_storage_pass) on the
- * program's own copy of the graph, so the user's stays as built for a
- * compile in another precision; drawn ("bf16" DOT) when it cast anything. */
+ * program's own copy of the graph, so the user's stays f32 for a compile in
+ * another precision; drawn ("bf16" DOT) when it changed anything. */
 static ge2_status bf16_storage(ge2_program *program)
 {
     const ge2_compile_options *o = &program->options.o;

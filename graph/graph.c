@@ -276,7 +276,7 @@ ge2_status ge2_graph_add_node(ge2_graph *graph, ge2_op op, ge2_phase phase, cons
                              info->name, i, inputs[i]);
         const ge2_tensor *t = graph->tensors[inputs[i]];
         node.inputs[i] = inputs[i];
-        in[i] = (ge2_desc){t->dtype, t->shape, t->name};
+        in[i] = ge2_infer_input_desc(&node, i, t, t->shape);
     }
     for (int i = 0; i < n_outputs; i++)
         out[i] = (ge2_desc){GE2_F32, ge2_shape0(), NULL};

@@ -244,6 +244,13 @@ static inline ge2_dtype ge2_infer_input_dtype(const ge2_node *node, int input, g
 {
     return dtype == GE2_BF16 && ge2_op_reads_bf16(node, input) ? GE2_F32 : dtype;
 }
+/* What an op's inference sees of tensor t as node's input `input`, at shape
+ * (t's own, or a graph key's): every caller of ge2_op_def.infer builds its
+ * inputs so. */
+static inline ge2_desc ge2_infer_input_desc(const ge2_node *node, int input, const ge2_tensor *t, ge2_shape shape)
+{
+    return (ge2_desc){ge2_infer_input_dtype(node, input, t->dtype), shape, t->name};
+}
 /* Ops registered so far: valid ids are [0, ge2_op_count()). */
 int ge2_op_count(void);
 

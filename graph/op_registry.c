@@ -118,13 +118,20 @@ bool ge2_stores_bf16_output0(const ge2_node *node, int output)
     return output == 0;
 }
 
-/* f32 copies of launch l's bf16 inputs the op reads as such, swapped into
- * l's views (a GEMM given one then multiplies in bf16); *copies[i] to free */
+/* Does the CPU kernel get input i of l as an f32 copy: a bf16 tensor the op
+ * reads as such (a shape-only reference is never read: no copy)? */
+static bool widened(const ge2_launch *l, int i)
+{
+    const bool like = i == 1 && (ge2_op_flags(l->node->op) & GE2_OPF_LIKE1);
+    return l->in[i].dtype == GE2_BF16 && l->in[i].data && !like && ge2_op_reads_bf16(l->node, i);
+}
+
+/* f32 copies of launch l's widened inputs, swapped into l's views (a GEMM
+ * given one then multiplies in bf16); *copies[i] to free */
 static ge2_status widen_inputs(ge2_launch *l, float **copies)
 {
     for (int i = 0; i < l->n_in; i++) {
-        const bool like = i == 1 && (ge2_op_flags(l->node->op) & GE2_OPF_LIKE1); /* never read: no copy */
-        if (l->in[i].dtype != GE2_BF16 || !l->in[i].data || like || !ge2_op_reads_bf16(l->node, i))
+        if (!widened(l, i))
             continue;
         const int64_t n = ge2_shape_numel(l->in[i].shape);
         copies[i] = ge2_malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
@@ -151,8 +158,7 @@ ge2_status ge2_op_run_cpu(const ge2_launch *launch)
         any |= stored[k];
     }
     for (int i = 0; i < launch->n_in && !any; i++)
-        any = launch->in[i].dtype == GE2_BF16 && ge2_op_reads_bf16(launch->node, i) &&
-              !(i == 1 && (def->flags & GE2_OPF_LIKE1)); /* a shape reference needs no copy */
+        any = widened(launch, i);
     if (!any)
         return def->cpu(launch);
     ge2_launch l = *launch;

@@ -29,7 +29,7 @@ ge2_status ge2_graph_replace_node(ge2_graph *g, int at, ge2_op op, const int *in
         if (t->producer >= at)
             return ge2_error(GE2_ERR_GRAPH, "ge2 rewrite: %s at node %d would read '%s', produced later (node %d)",
                              def->name, at, t->name, t->producer);
-        in[i] = (ge2_desc){t->dtype, t->shape, t->name};
+        in[i] = ge2_infer_input_desc(&node, i, t, t->shape);
     }
     GE2_TRY(def->infer(&node, in, out));
     for (int i = 0; i < n_outputs; i++) {

@@ -24,7 +24,7 @@ ge2_status ge2_graph_infer_shapes(const ge2_graph *g, const ge2_shape *feed_shap
         ge2_desc in[GE2_MAX_INPUTS], out[GE2_MAX_OUTPUTS];
         for (int i = 0; i < node->n_inputs; i++) {
             const ge2_tensor *t = g->tensors[node->inputs[i]];
-            in[i] = (ge2_desc){ge2_infer_input_dtype(node, i, t->dtype), out_shapes[t->id], t->name};
+            in[i] = ge2_infer_input_desc(node, i, t, out_shapes[t->id]);
         }
         GE2_TRY(ge2_op_def_of(node->op)->infer(node, in, out));
         for (int i = 0; i < node->n_outputs; i++)

@@ -39,7 +39,7 @@ static ge2_status verify_node(const ge2_graph *g, const ge2_node *node, int at)
     ge2_desc in[GE2_MAX_INPUTS], out[GE2_MAX_OUTPUTS];
     for (int i = 0; i < node->n_inputs; i++) {
         const ge2_tensor *t = g->tensors[node->inputs[i]];
-        in[i] = (ge2_desc){ge2_infer_input_dtype(node, i, t->dtype), t->shape, t->name};
+        in[i] = ge2_infer_input_desc(node, i, t, t->shape);
     }
     GE2_TRY(info->infer(node, in, out));
     for (int i = 0; i < node->n_outputs; i++) {

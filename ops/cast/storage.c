@@ -134,7 +134,5 @@ ge2_status ge2_bf16_storage_pass(ge2_graph *g, int *n_casts, int *n_stored)
         }
     }
     ge2_free(copy_of);
-    if (st == GE2_OK && *n_stored > 0)
-        g->changes++;
     return st;
 }

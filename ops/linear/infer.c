@@ -2,44 +2,13 @@
 #include "ops/linear/linear.h"
 #include "ops/elementwise/activation_math.h"
 
-/* The dtype a GEMM of operands a and b sums in and writes: theirs when they
- * agree (f32, or f64 on the CPU); f32 when either is bf16 and the other bf16
- * or f32 (GE2_OPF_BF16_OPERANDS: the storage pass's rounded copies, bf16
- * products summed in fp32). */
-static ge2_status gemm_dtype(const ge2_node *node, const ge2_desc *a, const char *what, const ge2_desc *b,
-                             ge2_dtype *out)
-{
-    if (a->dtype != GE2_BF16 && b->dtype != GE2_BF16) {
-        GE2_TRY(ge2_infer_need_float(node, a, what));
-        GE2_TRY(ge2_infer_need_same_dtype(node, a, b));
-        *out = a->dtype;
-        return GE2_OK;
-    }
-    const ge2_desc *other = a->dtype == GE2_BF16 ? b : a;
-    if (other->dtype != GE2_BF16 && other->dtype != GE2_F32)
-        return ge2_error(GE2_ERR_DTYPE, GE2_OP_PREFIX "%s: '%s' is bf16 and '%s' is %s; a bf16 operand pairs with "
-                         "bf16 or f32", ge2_op_name(node->op), a->dtype == GE2_BF16 ? a->name : b->name, other->name,
-                         ge2_dtype_name(other->dtype));
-    *out = GE2_F32;
-    return GE2_OK;
-}
-
-/* A tensor beside the operands (bias, saved activation) in the GEMM's dtype */
-static ge2_status need_dtype(const ge2_node *node, const ge2_desc *d, ge2_dtype dtype)
-{
-    if (d->dtype == dtype)
-        return GE2_OK;
-    return ge2_error(GE2_ERR_DTYPE, GE2_OP_PREFIX "%s: '%s' is %s; the GEMM sums in %s", ge2_op_name(node->op),
-                     d->name, ge2_dtype_name(d->dtype), ge2_dtype_name(dtype));
-}
-
 ge2_status ge2_infer_LINEAR(const ge2_node *node, const ge2_desc *in, ge2_desc *out)
 {
     const ge2_desc *x = &in[0], *w = &in[1], *b = node->n_inputs > 2 ? &in[2] : NULL;
-    ge2_dtype dtype;
-    GE2_TRY(gemm_dtype(node, x, "x", w, &dtype));
+    GE2_TRY(ge2_infer_need_float(node, x, "x"));
+    GE2_TRY(ge2_infer_need_same_dtype(node, x, w));
     if (b)
-        GE2_TRY(need_dtype(node, b, dtype));
+        GE2_TRY(ge2_infer_need_same_dtype(node, x, b));
     const ge2_linear_attrs *a = &node->attrs.linear;
     if ((unsigned)a->act >= GE2_ACT_COUNT)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_linear: unknown activation %d", (int)a->act);
@@ -55,7 +24,7 @@ ge2_status ge2_infer_LINEAR(const ge2_node *node, const ge2_desc *in, ge2_desc *
         return ge2_error(GE2_ERR_SHAPE, "ge2_linear: bias %s is %s, expected [%lld] for w %s", b->name,
                          GE2_SHAPE_STR(b->shape), (long long)w->shape.dim[0], GE2_SHAPE_STR(w->shape));
     int64_t rows = x->shape.dim[0], n = w->shape.dim[0];
-    out[0] = (ge2_desc){dtype, ge2_shape2(rows, n), NULL};
+    out[0] = (ge2_desc){x->dtype, ge2_shape2(rows, n), NULL};
     if (node->n_outputs > 1)
         out[1] = stash == GE2_STASH_RELU_MASK ? (ge2_desc){GE2_U8, ge2_shape2(rows, ge2_relu_mask_row_bytes(n)), NULL}
                                               : out[0];
@@ -65,8 +34,8 @@ ge2_status ge2_infer_LINEAR(const ge2_node *node, const ge2_desc *in, ge2_desc *
 ge2_status ge2_infer_MATMUL(const ge2_node *node, const ge2_desc *in, ge2_desc *out)
 {
     const ge2_desc *a = &in[0], *b = &in[1];
-    ge2_dtype dtype;
-    GE2_TRY(gemm_dtype(node, a, "a", b, &dtype));
+    GE2_TRY(ge2_infer_need_float(node, a, "a"));
+    GE2_TRY(ge2_infer_need_same_dtype(node, a, b));
     int nd = a->shape.ndim;
     if ((nd != 2 && nd != 3) || b->shape.ndim != nd || (nd == 3 && a->shape.dim[0] != b->shape.dim[0]))
         return ge2_error(GE2_ERR_SHAPE, "ge2_matmul: operands must be both 2-D or both 3-D with equal batch: %s is %s, %s is %s",
@@ -78,7 +47,7 @@ ge2_status ge2_infer_MATMUL(const ge2_node *node, const ge2_desc *in, ge2_desc *
         return ge2_error(GE2_ERR_SHAPE, "ge2_matmul: inner dims differ: %s%s is %s, %s%s is %s", a->name,
                          t->trans_a ? "ᵀ" : "", GE2_SHAPE_STR(a->shape), b->name, t->trans_b ? "ᵀ" : "",
                          GE2_SHAPE_STR(b->shape));
-    out[0] = (ge2_desc){dtype, nd == 2 ? ge2_shape2(m, n) : ge2_shape3(a->shape.dim[0], m, n), NULL};
+    out[0] = (ge2_desc){a->dtype, nd == 2 ? ge2_shape2(m, n) : ge2_shape3(a->shape.dim[0], m, n), NULL};
     return GE2_OK;
 }
 
@@ -87,8 +56,8 @@ ge2_status ge2_infer_MATMUL(const ge2_node *node, const ge2_desc *in, ge2_desc *
 ge2_status ge2_infer_LINEAR_GRAD_INPUT(const ge2_node *node, const ge2_desc *in, ge2_desc *out)
 {
     const ge2_desc *dz = &in[0], *w = &in[1], *saved = node->n_inputs > 2 ? &in[2] : NULL;
-    ge2_dtype dtype;
-    GE2_TRY(gemm_dtype(node, dz, "dz", w, &dtype));
+    GE2_TRY(ge2_infer_need_float(node, dz, "dz"));
+    GE2_TRY(ge2_infer_need_same_dtype(node, dz, w));
     const ge2_act_attrs *a = &node->attrs.act;
     if ((unsigned)a->act >= GE2_ACT_COUNT)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_linear_grad_input: unknown activation %d", (int)a->act);
@@ -102,7 +71,7 @@ ge2_status ge2_infer_LINEAR_GRAD_INPUT(const ge2_node *node, const ge2_desc *in,
     if (saved) {
         /* relu from z is relu from its bit-mask: the only relu stash there is */
         bool mask = a->act == GE2_ACT_RELU && !a->from_output;
-        ge2_dtype want_dtype = mask ? GE2_U8 : dtype;
+        ge2_dtype want_dtype = mask ? GE2_U8 : dz->dtype;
         ge2_shape want = ge2_shape2(rows, mask ? ge2_relu_mask_row_bytes(n) : n);
         if (saved->dtype != want_dtype)
             return ge2_error(GE2_ERR_DTYPE, "ge2_linear_grad_input: saved %s is %s, expected %s for %s%s",
@@ -112,9 +81,9 @@ ge2_status ge2_infer_LINEAR_GRAD_INPUT(const ge2_node *node, const ge2_desc *in,
             return ge2_error(GE2_ERR_SHAPE, "ge2_linear_grad_input: saved %s is %s, expected %s", saved->name,
                              GE2_SHAPE_STR(saved->shape), GE2_SHAPE_STR(want));
     }
-    out[0] = (ge2_desc){dtype, ge2_shape2(rows, n), NULL};
+    out[0] = (ge2_desc){dz->dtype, ge2_shape2(rows, n), NULL};
     if (node->n_outputs > 1)
-        out[1] = (ge2_desc){dtype, ge2_shape1(n), NULL};
+        out[1] = (ge2_desc){dz->dtype, ge2_shape1(n), NULL};
     return GE2_OK;
 }
 
@@ -122,13 +91,13 @@ ge2_status ge2_infer_LINEAR_GRAD_INPUT(const ge2_node *node, const ge2_desc *in,
 ge2_status ge2_infer_LINEAR_GRAD_WEIGHT(const ge2_node *node, const ge2_desc *in, ge2_desc *out)
 {
     const ge2_desc *dz = &in[0], *x = &in[1];
-    ge2_dtype dtype;
-    GE2_TRY(gemm_dtype(node, dz, "dz", x, &dtype));
+    GE2_TRY(ge2_infer_need_float(node, dz, "dz"));
+    GE2_TRY(ge2_infer_need_same_dtype(node, dz, x));
     if (dz->shape.ndim != 2 || x->shape.ndim != 2 || dz->shape.dim[0] != x->shape.dim[0])
         return ge2_error(GE2_ERR_SHAPE, "ge2_linear_grad_weight: need dz [B,out] and x [B,in]: %s is %s, %s is %s",
                          dz->name, GE2_SHAPE_STR(dz->shape), x->name, GE2_SHAPE_STR(x->shape));
-    out[0] = (ge2_desc){dtype, ge2_shape2(dz->shape.dim[1], x->shape.dim[1]), NULL};
+    out[0] = (ge2_desc){dz->dtype, ge2_shape2(dz->shape.dim[1], x->shape.dim[1]), NULL};
     if (node->n_outputs > 1)
-        out[1] = (ge2_desc){dtype, ge2_shape1(dz->shape.dim[1]), NULL};
+        out[1] = (ge2_desc){dz->dtype, ge2_shape1(dz->shape.dim[1]), NULL};
     return GE2_OK;
 }

@@ -76,6 +76,29 @@ static void run(net *m, ge2_mode mode, int s)
     API(ge2_program_sync(m->program));
 }
 
+/* y [B, N] = bf16(x) · bf16(w)ᵀ + b, as a float64 product of the rounded
+ * operands with the sums' fp32 tolerance; returns how many outputs differ
+ * from the unrounded product by more than the tolerance (so tell bf16 from
+ * fp32) */
+static int assert_rounded_product(const char *what, const float *x, const float *w, const float *b, const float *y)
+{
+    int differ = 0;
+    for (int r = 0; r < B; r++)
+        for (int c = 0; c < N; c++) {
+            double rounded = b[c], exact = b[c], scale = fabs((double)b[c]);
+            for (int k = 0; k < K; k++) {
+                rounded += ge2_ref_bf16(x[r * K + k]) * ge2_ref_bf16(w[c * K + k]);
+                exact += (double)x[r * K + k] * w[c * K + k];
+                scale += fabs((double)x[r * K + k] * w[c * K + k]);
+            }
+            const double tol = 1e-6 * scale; /* fp32 sums of K terms */
+            ck_assert_msg(fabs(y[r * N + c] - rounded) <= tol, "%s y[%d,%d] %.9g, rounded product %.9g", what, r, c,
+                          (double)y[r * N + c], rounded);
+            differ += fabs(rounded - exact) > 10 * tol;
+        }
+    return differ;
+}
+
 START_TEST(bf16_linear_is_the_rounded_product)
 {
     net bf, fp;
@@ -89,18 +112,16 @@ START_TEST(bf16_linear_is_the_rounded_product)
     run(&fp, GE2_MODE_EVAL, 0);
     API(ge2_program_read_output(bf.program, GE2_MODE_EVAL, bf.y, y_bf, sizeof y_bf));
     API(ge2_program_read_output(fp.program, GE2_MODE_EVAL, fp.y, y_fp, sizeof y_fp));
+    assert_rounded_product("bf16", x, w, b, y_bf);
     int differ = 0;
     for (int r = 0; r < B; r++)
         for (int c = 0; c < N; c++) {
-            double rounded = b[c], exact = b[c], scale = fabs((double)b[c]);
+            double exact = b[c], scale = fabs((double)b[c]);
             for (int k = 0; k < K; k++) {
-                rounded += ge2_ref_bf16(x[r * K + k]) * ge2_ref_bf16(w[c * K + k]);
                 exact += (double)x[r * K + k] * w[c * K + k];
                 scale += fabs((double)x[r * K + k] * w[c * K + k]);
             }
             const double tol = 1e-6 * scale; /* fp32 sums of K terms */
-            ck_assert_msg(fabs(y_bf[r * N + c] - rounded) <= tol, "bf16 y[%d,%d] %.9g, rounded product %.9g", r, c,
-                          (double)y_bf[r * N + c], rounded);
             ck_assert_msg(fabs(y_fp[r * N + c] - exact) <= tol, "fp32 y[%d,%d] %.9g, product %.9g", r, c,
                           (double)y_fp[r * N + c], exact);
             differ += fabs(y_bf[r * N + c] - y_fp[r * N + c]) > 10 * tol;
@@ -108,6 +129,40 @@ START_TEST(bf16_linear_is_the_rounded_product)
     ck_assert_msg(differ > B * N / 2, "only %d of %d outputs tell bf16 from fp32", differ, B * N);
     net_close(&bf);
     net_close(&fp);
+}
+END_TEST
+
+/* A user's bf16 tensor (ge2_cast) as a linear layer's input: inference sees
+ * the f32 it stands for (ge2_infer_input_dtype), and the layer multiplies in
+ * bf16 even in an fp32 program (its weight rounded too) */
+START_TEST(a_bf16_tensor_makes_a_bf16_linear)
+{
+    ge2_context *ctx;
+    ge2_graph *g;
+    ge2_program *p;
+    ge2_tensor *x, *xb, *w, *b, *y;
+    API(ge2_context_new(GE2_DEVICE_CPU, &ctx));
+    API(ge2_graph_new(&g));
+    API(ge2_graph_set_seed(g, 12));
+    API(ge2_input(g, "x", GE2_F32, ge2_shape2(B, K), &x));
+    API(ge2_cast(g, x, GE2_BF16, &xb));
+    API(ge2_parameter(g, "w", GE2_F32, ge2_shape2(N, K), (ge2_init){GE2_INIT_UNIFORM, -1, 1, 0}, &w));
+    API(ge2_parameter(g, "b", GE2_F32, ge2_shape1(N), (ge2_init){GE2_INIT_UNIFORM, -1, 1, 0}, &b));
+    API(ge2_linear(g, xb, w, b, GE2_ACT_NONE, 0, &y));
+    ck_assert_int_eq(y->dtype, GE2_F32);
+    API(ge2_mark_output(g, y));
+    API(ge2_compile(ctx, g, NULL, &p));
+    float xv[B * K], t[B * N], wv[N * K], bv[N], yv[B * N];
+    batch(0, xv, t);
+    API(ge2_program_get_parameter(p, w, wv, sizeof wv));
+    API(ge2_program_get_parameter(p, b, bv, sizeof bv));
+    ge2_feed f = {x, xv, x->shape};
+    API(ge2_program_step(p, GE2_MODE_EVAL, &f, 1));
+    API(ge2_program_read_output(p, GE2_MODE_EVAL, y, yv, sizeof yv));
+    ck_assert_int_gt(assert_rounded_product("bf16 input", xv, wv, bv, yv), B * N / 2);
+    ge2_program_free(p);
+    ge2_graph_free(g);
+    ge2_context_free(ctx);
 }
 END_TEST
 
@@ -588,6 +643,7 @@ int main(void)
     Suite *s = suite_create("precision");
     TCase *tc = tcase_create("precision");
     tcase_add_test(tc, bf16_linear_is_the_rounded_product);
+    tcase_add_test(tc, a_bf16_tensor_makes_a_bf16_linear);
     tcase_add_test(tc, a_layer_trains_in_bf16);
     tcase_add_test(tc, bf16_conv2d_is_the_rounded_convolution);
     tcase_add_test(tc, bf16_weight_gradient_is_the_rounded_product);
