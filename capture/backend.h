@@ -79,6 +79,9 @@ typedef struct ge2_backend {
     /* Host -> device, ordered before the next run; src must stay valid until
      * the device has read it (set_lr's ring, control and pool images). */
     ge2_status (*upload)(ge2_backend_ctx *ctx, void *dst, const void *src, size_t bytes);
+    /* dst[i] = the bf16 bits of src[i] (f32, nearest even) for i < n, both
+     * the backend's memory, ordered like upload (the parameter copies). */
+    ge2_status (*round_bf16)(ge2_backend_ctx *ctx, uint16_t *dst, const float *src, int64_t n);
     /* Device -> host, waits for all earlier work. */
     ge2_status (*download)(ge2_backend_ctx *ctx, void *dst, const void *src, size_t bytes);
     /* Per key: fill launch resources (stream, blas handle, workspace), kernel prepare. */

@@ -10,6 +10,7 @@
 #include "capture/backend.h"
 #include "capture/program_internal.h"
 #include "graph/alloc.h"
+#include "graph/bf16.h"
 #include "graph/error.h"
 
 /* Host memory needs no handles; what is left is whether launches are timed. */
@@ -65,6 +66,14 @@ static ge2_status cpu_copy(ge2_backend_ctx *ctx, void *dst, const void *src, siz
     (void)ctx;
     if (bytes)
         memcpy(dst, src, bytes);
+    return GE2_OK;
+}
+
+static ge2_status cpu_round_bf16(ge2_backend_ctx *ctx, uint16_t *dst, const float *src, int64_t n)
+{
+    (void)ctx;
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = ge2_bf16_from_f32(src[i]);
     return GE2_OK;
 }
 
@@ -169,6 +178,7 @@ const ge2_backend ge2_backend_cpu = {
     .alloc_host = cpu_alloc,
     .free_host = cpu_free,
     .upload = cpu_copy,
+    .round_bf16 = cpu_round_bf16,
     .download = cpu_copy,
     .exec_prepare = cpu_exec_prepare,
     .exec_run = cpu_exec_run,

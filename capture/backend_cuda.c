@@ -48,6 +48,7 @@
 #include "graph/alloc.h"
 #include "graph/error.h"
 #include "fusion/fusion.h"
+#include "kernels/cuda/bf16_copy.h"
 #include "kernels/cuda/candidates.h"
 #include "kernels/cuda/hold.h"
 #include "kernels/cuda/step_copy.h"
@@ -264,6 +265,11 @@ static void cuda_free_host(ge2_backend_ctx *ctx, void *ptr)
     (void)ctx;
     if (ptr)
         cudaFreeHost(ptr);
+}
+
+static ge2_status cuda_round_bf16(ge2_backend_ctx *ctx, uint16_t *dst, const float *src, int64_t n)
+{
+    return ge2_cuda_bf16_round_on(ctx->stream, dst, src, n);
 }
 
 static ge2_status cuda_upload(ge2_backend_ctx *ctx, void *dst, const void *src, size_t bytes)
@@ -553,7 +559,7 @@ static bool group_has_bf16(const ge2_exec *exec, const ge2_fusion_group *fg)
 {
     for (int i = fg->first; i < fg->first + fg->count; i++) {
         const ge2_launch *l = &exec->launches[i];
-        if (ge2_launch_bf16_gemm(l))
+        if (ge2_launch_bf16_gemm(l) || l->pools.copies) /* (an update writing bf16 copies) */
             return true;
         for (int k = 0; k < l->n_in + l->n_out; k++)
             if ((k < l->n_in ? l->in[k].dtype : l->out[k - l->n_in].dtype) == GE2_BF16)
@@ -1098,6 +1104,7 @@ const ge2_backend ge2_backend_cuda = {
     .alloc_host = cuda_alloc_host,
     .free_host = cuda_free_host,
     .upload = cuda_upload,
+    .round_bf16 = cuda_round_bf16,
     .download = cuda_download,
     .feeds_ahead = cuda_feeds_ahead,
     .exec_prepare = cuda_exec_prepare,

@@ -17,6 +17,14 @@
 
 ge2_flat_pools ge2_program_pools(const ge2_program *program) { return program->pools; }
 
+ge2_status ge2_program_parameters_written(ge2_program *program)
+{
+    if (!program->pools.copies || program->pools.n == 0)
+        return GE2_OK;
+    return program->backend->round_bf16(program->bctx, program->pools.copies, program->pools.params,
+                                        program->pools.n);
+}
+
 void *ge2_program_buffers(const ge2_program *program) { return program->buffers; }
 
 const ge2_backend *ge2_program_backend(const ge2_program *program, ge2_backend_ctx **ctx)
@@ -162,7 +170,10 @@ static ge2_status alloc_pools(ge2_program *program)
         GE2_TRY(backend_alloc(program, (size_t)program->pools.slots * param_bytes, (void **)&program->pools.state));
     GE2_TRY(backend_alloc(program, program->layout->constant_bytes, &program->constants));
     GE2_TRY(backend_alloc(program, program->layout->buffer_bytes, &program->buffers));
+    if (program->layout->param_copy_bytes > 0)
+        GE2_TRY(backend_alloc(program, program->layout->param_copy_bytes, (void **)&program->pools.copies));
     GE2_TRY(upload_image(program, program->pools.params, param_bytes, fill_parameters));
+    GE2_TRY(ge2_program_parameters_written(program));
     GE2_TRY(upload_image(program, program->buffers, program->layout->buffer_bytes, fill_buffers));
     return upload_image(program, program->constants, program->layout->constant_bytes, fill_constants);
 }
@@ -305,18 +316,20 @@ static ge2_status bf16_storage(ge2_program *program)
         fprintf(o->dump, "-- pass bf16 storage\n");
     ge2_graph *copy;
     GE2_TRY(ge2_graph_clone(program->graph, &copy));
-    int casts = 0, stored = 0;
-    ge2_status st = ge2_bf16_storage_pass(copy, &casts, &stored);
-    if (st == GE2_OK && casts + stored > 0)
+    int casts = 0, stored = 0, copies = 0;
+    ge2_status st = ge2_bf16_storage_pass(copy, &casts, &stored, &copies);
+    if (st == GE2_OK && casts + stored + copies > 0)
         st = ge2_graph_verify(copy);
-    if (st != GE2_OK || casts + stored == 0) {
+    if (st != GE2_OK || casts + stored + copies == 0) {
         ge2_graph_free(copy);
         return st;
     }
     program->own_graph = program->graph = copy;
     if (o->dump) {
-        fprintf(o->dump, "GEMM operands in bf16: %d rounded once each by a cast, %d stored so by their producer\n",
-                casts, stored);
+        fprintf(o->dump,
+                "GEMM operands in bf16: %d rounded once each by a cast, %d stored so by their producer, %d "
+                "parameters read through the bf16 copies the optimizer writes\n",
+                casts, stored, copies);
         GE2_TRY(ge2_graph_summary(copy, o->dump));
     }
     return ge2_program_dump_dot(program, "bf16", NULL);
@@ -393,6 +406,7 @@ void ge2_program_free(ge2_program *program)
         b->free(program->bctx, program->pools.state);
         b->free(program->bctx, program->pools.grads);
         b->free(program->bctx, program->pools.params);
+        b->free(program->bctx, program->pools.copies);
         b->close(program->bctx);
     }
     ge2_free(program->keys);

@@ -107,7 +107,8 @@ ge2_status ge2_program_get_parameter(ge2_program *program, const ge2_tensor *par
 
 ge2_status ge2_program_set_parameter(ge2_program *program, const ge2_tensor *param, const void *src, size_t bytes)
 {
-    return set_persistent(program, param, GE2_ROLE_PARAMETER, src, bytes, "ge2_program_set_parameter");
+    GE2_TRY(set_persistent(program, param, GE2_ROLE_PARAMETER, src, bytes, "ge2_program_set_parameter"));
+    return ge2_program_parameters_written(program);
 }
 
 ge2_status ge2_program_get_buffer(ge2_program *program, const ge2_tensor *buffer, void *dst, size_t bytes)
@@ -180,6 +181,7 @@ ge2_status ge2_program_plan_stats(ge2_program *program, ge2_mode mode, ge2_plan_
     s.lower_bound_bytes = plan->lower_bound_bytes;
     s.naive_bytes = plan->naive_bytes;
     s.parameter_bytes = program->layout->param_bytes;
+    s.parameter_copy_bytes = program->layout->param_copy_bytes;
     s.gradient_bytes = gradient_pool_bytes(program);
     s.optimizer_state_bytes = (size_t)program->pools.slots * program->layout->param_bytes;
     s.update_mode = program->graph->per_parameter_updates ? GE2_UPDATE_PER_PARAMETER : GE2_UPDATE_FLAT;
@@ -189,7 +191,7 @@ ge2_status ge2_program_plan_stats(ge2_program *program, ge2_mode mode, ge2_plan_
         s.device_staging_bytes = GE2_STAGING_BUFFERS * ge2_program_feed_region_bytes(plan);
     s.workspace_bytes = program->backend->workspace_bytes ? program->backend->workspace_bytes(program->bctx) : 0;
     s.n_nodes = plan->n_steps;
-    s.device_bytes = s.parameter_bytes + s.gradient_bytes + s.optimizer_state_bytes + s.arena_bytes +
+    s.device_bytes = s.parameter_bytes + s.parameter_copy_bytes + s.gradient_bytes + s.optimizer_state_bytes + s.arena_bytes +
                      s.input_bytes + s.device_staging_bytes + s.workspace_bytes;
     s.fused_groups = plan->n_groups;
     for (int g = 0; g < plan->n_groups; g++)
@@ -208,6 +210,8 @@ static void report_pools(const ge2_program *program, FILE *out)
     fprintf(out, "pools: params=%zu grads=%zu optimizer_state=%zu (%d slots) constants=%zu buffers=%zu control=%zu",
             l->param_bytes, gradient_pool_bytes(program), (size_t)program->pools.slots * l->param_bytes,
             program->pools.slots, l->constant_bytes, l->buffer_bytes, sizeof(ge2_control));
+    if (l->param_copy_bytes)
+        fprintf(out, " param_copies=%zu (bf16)", l->param_copy_bytes);
     fprintf(out, " workspace=%zu shared_arena=%zu%s\n",
             program->backend->workspace_bytes ? program->backend->workspace_bytes(program->bctx) : 0,
             program->arena_bytes, program->options.o.separate_arenas ? " (separate arenas per key)" : "");

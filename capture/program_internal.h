@@ -150,6 +150,11 @@ struct ge2_program {
 
 /* The flat pools (device pointers on CUDA). */
 ge2_flat_pools ge2_program_pools(const ge2_program *program);
+/* After anything but the optimizer wrote the parameter pool (the initial
+ * values, ge2_program_set_parameter, a checkpoint, a broadcast): rounds it
+ * into the bf16 copies GEMMs read (pools.copies), ordered before the next
+ * step. Nothing to do without copies. */
+ge2_status ge2_program_parameters_written(ge2_program *program);
 /* The persistent buffers' pool (device memory on CUDA): layout->buffer_bytes. */
 void *ge2_program_buffers(const ge2_program *program);
 /* The backend and its per-program context. */

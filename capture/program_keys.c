@@ -23,6 +23,7 @@ void *ge2_program_tensor_data(const ge2_program *program, const ge2_program_key 
     switch (pt->pool) {
     case GE2_POOL_PARAMS: base = (unsigned char *)program->pools.params; break;
     case GE2_POOL_GRADS: base = (unsigned char *)program->pools.grads; break;
+    case GE2_POOL_PARAM_COPIES: base = (unsigned char *)program->pools.copies; break;
     case GE2_POOL_CONSTANTS: base = program->constants; break;
     case GE2_POOL_BUFFERS: base = program->buffers; break;
     case GE2_POOL_INPUTS: base = pk->inputs; break;

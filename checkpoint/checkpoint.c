@@ -145,6 +145,7 @@ static ge2_status ck_transfer(ge2_program *program, ck_layout *l, bool to_device
             GE2_TRY(b->upload(bctx, pools.state, l->image + pools.n, (size_t)slots * bytes));
         if (buffer_bytes)
             GE2_TRY(b->upload(bctx, buffers, l->buffer_image, buffer_bytes));
+        GE2_TRY(ge2_program_parameters_written(program));
         return b->sync(bctx);
     }
     GE2_TRY(b->download(bctx, l->image, pools.params, bytes));

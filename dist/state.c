@@ -37,6 +37,7 @@ ge2_status ge2_dist_broadcast_state(ge2_dist *dist, ge2_program *program)
     GE2_TRY(ge2_program_sync(program)); /* no step still writes them */
     const ge2_flat_pools pools = ge2_program_pools(program);
     GE2_TRY(broadcast_region(dist, program, pools.params, (size_t)pools.n * sizeof(float), "parameters"));
+    GE2_TRY(ge2_program_parameters_written(program));
     GE2_TRY(broadcast_region(dist, program, pools.state, (size_t)pools.slots * (size_t)pools.n * sizeof(float),
                              "optimizer state"));
     return broadcast_region(dist, program, ge2_program_buffers(program), ge2_program_layout(program)->buffer_bytes,

@@ -386,9 +386,10 @@ static int train(run *r, int64_t first)
     ge2_plan_stats ps;
     if (last_step > first && ge2_program_plan_stats(r->prog, GE2_MODE_TRAIN, &ps) == GE2_OK) {
         const double mib = 1.0 / (1 << 20);
-        printf("device memory: %.2f MiB planned for the train step (parameters %.2f, gradients %.2f, optimizer "
-               "state %.2f, arena %.2f, inputs %.2f, workspace %.2f)\n",
-               mib * (double)ps.device_bytes, mib * (double)ps.parameter_bytes, mib * (double)ps.gradient_bytes,
+        printf("device memory: %.2f MiB planned for the train step (parameters %.2f, their bf16 copies %.2f, "
+               "gradients %.2f, optimizer state %.2f, arena %.2f, inputs %.2f, workspace %.2f)\n",
+               mib * (double)ps.device_bytes, mib * (double)ps.parameter_bytes,
+               mib * (double)ps.parameter_copy_bytes, mib * (double)ps.gradient_bytes,
                mib * (double)ps.optimizer_state_bytes, mib * (double)ps.arena_bytes,
                mib * (double)(ps.input_bytes + ps.device_staging_bytes), mib * (double)ps.workspace_bytes);
     }

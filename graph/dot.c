@@ -22,6 +22,7 @@ static void put_tensor(FILE *out, const ge2_tensor *t)
     static const char *const shape_of_role[GE2_ROLE_COUNT] = {
         [GE2_ROLE_INPUT] = "invhouse",   [GE2_ROLE_LABEL] = "invhouse",  [GE2_ROLE_PARAMETER] = "box3d",
         [GE2_ROLE_CONSTANT] = "note",    [GE2_ROLE_ACTIVATION] = "ellipse", [GE2_ROLE_BUFFER] = "cylinder",
+        [GE2_ROLE_PARAMETER_COPY] = "box3d",
     };
     fprintf(out, "  t%d [shape=%s, label=\"", t->id, shape_of_role[t->role]);
     put_escaped(out, t->name);

@@ -25,6 +25,7 @@ const char *ge2_role_name(ge2_role role)
     static const char *const names[GE2_ROLE_COUNT] = {
         [GE2_ROLE_INPUT] = "input",         [GE2_ROLE_LABEL] = "label",           [GE2_ROLE_PARAMETER] = "parameter",
         [GE2_ROLE_CONSTANT] = "constant",   [GE2_ROLE_ACTIVATION] = "activation", [GE2_ROLE_BUFFER] = "buffer",
+        [GE2_ROLE_PARAMETER_COPY] = "parameter copy",
     };
     return (unsigned)role < GE2_ROLE_COUNT ? names[role] : "?";
 }

@@ -114,6 +114,7 @@ ge2_status ge2_graph_new_tensor(ge2_graph *g, const char *name, const char *pref
     t->producer = -1;
     t->grad = -1;
     t->grad_of = -1;
+    t->copy_of = -1;
     g->tensors[g->n_tensors++] = t;
     *out = t;
     return GE2_OK;

@@ -182,6 +182,7 @@ struct ge2_tensor {
     int producer;     /* node id, -1 for leaves */
     int grad;         /* tensor id of this tensor's gradient, -1 if none */
     int grad_of;      /* for a gradient tensor: the tensor it is the gradient of, else -1 */
+    int copy_of;      /* GE2_ROLE_PARAMETER_COPY: the parameter it is the bf16 copy of, else -1 */
     bool requires_grad; /* inputs: ge2_require_grad was called */
     bool is_output;     /* loss or metric: lives to the end of the step */
     bool no_weight_decay; /* parameters: the optimizer's weight decay leaves it be */

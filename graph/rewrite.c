@@ -1,4 +1,5 @@
 /* Node replacement and compaction for the fuse pass's graph rewrites. */
+#include <stdio.h>
 #include <string.h>
 
 #include "graph/alloc.h"
@@ -119,6 +120,27 @@ void ge2_graph_move_node(ge2_graph *g, int from, int to)
     g->changes++;
 }
 
+ge2_status ge2_graph_parameter_copy(ge2_graph *g, int param, int *copy)
+{
+    const ge2_tensor *p = g->tensors[param];
+    if (p->role != GE2_ROLE_PARAMETER || p->dtype != GE2_F32)
+        return ge2_error(GE2_ERR_GRAPH, "ge2_compile: '%s' (%s %s) has no bf16 copy: only f32 parameters have one",
+                         p->name, ge2_role_name(p->role), ge2_dtype_name(p->dtype));
+    for (int i = 0; i < g->n_tensors; i++)
+        if (g->tensors[i]->copy_of == param) {
+            *copy = i;
+            return GE2_OK;
+        }
+    char name[GE2_NAME_MAX];
+    snprintf(name, sizeof name, "%.*s.bf16", GE2_NAME_MAX - 6, p->name);
+    ge2_tensor *t;
+    GE2_TRY(ge2_graph_new_tensor(g, name, NULL, GE2_BF16, p->shape, GE2_ROLE_PARAMETER_COPY, &t));
+    t->copy_of = param;
+    *copy = t->id;
+    g->changes++;
+    return GE2_OK;
+}
+
 ge2_status ge2_graph_compact(ge2_graph *g, const bool *drop_node, const bool *drop_tensor)
 {
     int *node_map = ge2_malloc(sizeof(int) * (size_t)(g->n_nodes + 1));
@@ -172,6 +194,7 @@ ge2_status ge2_graph_compact(ge2_graph *g, const bool *drop_node, const bool *dr
         t->producer = t->producer >= 0 ? node_map[t->producer] : -1;
         t->grad = remap(tensor_map, t->grad);
         t->grad_of = remap(tensor_map, t->grad_of);
+        t->copy_of = remap(tensor_map, t->copy_of);
         g->tensors[t->id] = t;
     }
     g->n_tensors = kept_tensors;

@@ -24,6 +24,13 @@ ge2_status ge2_graph_replace_node(ge2_graph *g, int at, ge2_op op, const int *in
  * the moved node reads. Bumps graph->changes. */
 void ge2_graph_move_node(ge2_graph *g, int from, int to);
 
+/* The bf16 copy of parameter `param` (GE2_ROLE_PARAMETER_COPY, named
+ * "<param>.bf16", copy_of = param): the one made before, else a new one.
+ * A pass makes its GEMMs read it in place of a cast of the parameter; the
+ * program keeps it equal to the rounded parameter (the optimizer writes it
+ * as it updates). */
+ge2_status ge2_graph_parameter_copy(ge2_graph *g, int param, int *copy);
+
 /* Removes the nodes with drop_node[id] and the tensors with drop_tensor[id]
  * (either may be NULL for none) and renumbers the rest in order: node
  * inputs and outputs, producers, grad, grad_of and the loss follow. No kept

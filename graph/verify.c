@@ -65,6 +65,13 @@ ge2_status ge2_graph_verify(const ge2_graph *g)
         if (t->producer < -1 || t->producer >= g->n_nodes || (t->producer == -1) != (t->role != GE2_ROLE_ACTIVATION))
             return ge2_error(GE2_ERR_GRAPH, "ge2_graph_verify: tensor '%s' (%s) has producer %d", t->name,
                              ge2_role_name(t->role), t->producer);
+        const bool copy = t->role == GE2_ROLE_PARAMETER_COPY;
+        if (copy != (t->copy_of >= 0) || t->copy_of >= g->n_tensors ||
+            (copy && (g->tensors[t->copy_of]->role != GE2_ROLE_PARAMETER || t->dtype != GE2_BF16 ||
+                      !ge2_shape_equal(t->shape, g->tensors[t->copy_of]->shape))))
+            return ge2_error(GE2_ERR_GRAPH, "ge2_graph_verify: tensor '%s' (%s %s) is the copy of tensor %d, which "
+                             "must be an f32 parameter of its shape (a copy is bf16)",
+                             t->name, ge2_role_name(t->role), ge2_dtype_name(t->dtype), t->copy_of);
     }
     for (int n = 0; n < g->n_nodes; n++)
         GE2_TRY(verify_node(g, &g->nodes[n], n));

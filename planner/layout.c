@@ -10,7 +10,7 @@
 
 const char *ge2_pool_name(ge2_pool pool)
 {
-    static const char *const names[GE2_POOL_COUNT] = {"none", "params", "grads", "constants", "inputs", "arena", "buffers"};
+    static const char *const names[GE2_POOL_COUNT] = {"none", "params", "grads", "constants", "inputs", "arena", "buffers", "param copies"};
     return (unsigned)pool < GE2_POOL_COUNT ? names[pool] : "?";
 }
 
@@ -60,6 +60,10 @@ ge2_status ge2_layout_new(const ge2_graph *graph, ge2_layout **out)
         } else if (t->role == GE2_ROLE_BUFFER) {
             offset[i] = layout->buffer_bytes;
             layout->buffer_bytes += ge2_plan_align(bytes, GE2_ARENA_ALIGN);
+        } else if (t->role == GE2_ROLE_PARAMETER_COPY) {
+            /* bf16 element i of the copies pool is f32 element i of the parameters */
+            offset[i] = offset[t->copy_of] / 2;
+            layout->param_copy_bytes = layout->param_bytes / 2;
         }
     }
     *out = layout;

@@ -96,6 +96,10 @@ ge2_status ge2_plan_liveness(const ge2_graph *graph, const ge2_layout *layout, g
             pt->pool = GE2_POOL_BUFFERS;
             pt->offset = layout->offset[i];
             continue;
+        case GE2_ROLE_PARAMETER_COPY:
+            pt->pool = GE2_POOL_PARAM_COPIES;
+            pt->offset = layout->offset[i];
+            continue;
         case GE2_ROLE_INPUT:
         case GE2_ROLE_LABEL:
             continue; /* placed above */

@@ -26,6 +26,7 @@ typedef enum ge2_pool {
                            required input gradients), which a shared arena would not keep */
     GE2_POOL_ARENA,     /* everything else: the key's activation arena */
     GE2_POOL_BUFFERS,   /* persistent buffers (batch norm's running statistics), shared by every key */
+    GE2_POOL_PARAM_COPIES, /* bf16 copies of parameters (GE2_ROLE_PARAMETER_COPY): element i copies PARAMS' i */
     GE2_POOL_COUNT
 } ge2_pool;
 
@@ -38,6 +39,9 @@ typedef struct ge2_layout {
     size_t param_decay_bytes; /* the first ones, which take weight decay (the rest: no_weight_decay) */
     size_t constant_bytes;
     size_t buffer_bytes;
+    /* param_bytes / 2 when the graph has parameter copies (precision BF16),
+     * else 0: a copy sits at half its parameter's offset */
+    size_t param_copy_bytes;
     int n_tensors;
 } ge2_layout;
 

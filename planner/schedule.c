@@ -17,7 +17,7 @@
  * - A per-parameter OPTIMIZER_UPDATE (one with inputs), created after the
  *   whole backward, runs right after the later of the nodes producing its
  *   gradients, the all-reduce summing them, and the last other node reading
- *   the parameters it overwrites. Its gradients then die there, so the arena
+ *   the parameters it overwrites (or their bf16 copies, which it rewrites). Its gradients then die there, so the arena
  *   reuses them while the backward goes on; run at the end, every gradient
  *   would be live at once.
  * - A data-parallel ALL_REDUCE (GE2_OPF_IN_PLACE) runs right after its
@@ -90,6 +90,16 @@ static bool reads_tensor(const ge2_node *node, int t, bool skip_like_inputs)
     return false;
 }
 
+/* Whether node reads the bf16 copy of parameter p (GE2_ROLE_PARAMETER_COPY),
+ * which p's update rewrites with p */
+static bool reads_copy_of(const ge2_graph *graph, const ge2_node *node, int p)
+{
+    for (int i = 0; i < node->n_inputs; i++)
+        if (graph->tensors[node->inputs[i]]->copy_of == p)
+            return true;
+    return false;
+}
+
 /* early[n]: whether needed node n is an early node (see the top of the file) */
 static void find_early_nodes(const ge2_graph *graph, const bool *node_needed, bool *early)
 {
@@ -115,8 +125,8 @@ static bool must_follow(const ge2_graph *graph, int u, int m)
     if (!updates_in_place(node))
         return false;
     for (int j = 0; j < node->n_inputs; j += 2)
-        if (reads_tensor(other, node->inputs[j], true))
-            return true; /* a reader of a parameter it overwrites */
+        if (reads_tensor(other, node->inputs[j], true) || reads_copy_of(graph, other, node->inputs[j]))
+            return true; /* a reader of a parameter it overwrites, or of its copy */
     return false;
 }
 

@@ -434,7 +434,7 @@ __device__ void mlp_update_tile(const mlp_params &p, const ge2_opt_scalars &s, c
     for (int r = threadIdx.x >> jb.tn_shift; r < rows; r += MLP_THREADS >> jb.tn_shift) {
         const long long at = jb.opt_offset + (long long)(m0 + r) * jb.N + n0;
         ge2_opt_update_span<R, false>(lane, jb.tn, cols, p.pools.params + at, tile + (r << jb.tn_shift),
-                                      p.pools.state + at, p.pools.n, s, p.cfg.nesterov);
+                                      p.pools.state + at, p.pools.n, s, p.cfg.nesterov, nullptr);
     }
 }
 

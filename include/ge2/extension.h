@@ -115,6 +115,10 @@ typedef struct ge2_flat_pools {
     /* the last no_decay_n elements take no weight decay (ge2_no_weight_decay's
      * parameters; 0, the default: every element takes it) */
     int64_t no_decay_n;
+    /* [n] bf16 bits (round to nearest even) of params, which every update
+     * writes as it writes params; NULL when no GEMM reads a copy (the
+     * storage pass of precision BF16 makes them: GE2_ROLE_PARAMETER_COPY) */
+    uint16_t *copies;
 } ge2_flat_pools;
 
 struct ge2_control; /* the device control block: what changes from step to step */

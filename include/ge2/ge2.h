@@ -120,6 +120,11 @@ typedef enum ge2_role {
      * statistics): lives in the buffer pool, shared by every graph key,
      * written by the train step on the device, saved in checkpoints */
     GE2_ROLE_BUFFER,
+    /* the bf16 copy of a parameter GEMMs read under precision BF16 (the
+     * storage pass makes it; ge2_tensor.copy_of names the parameter): lives
+     * in the parameter-copy pool, written by the optimizer as it updates the
+     * parameter and by every host write of the parameters */
+    GE2_ROLE_PARAMETER_COPY,
     GE2_ROLE_COUNT
 } ge2_role;
 
@@ -633,6 +638,9 @@ typedef struct ge2_plan_stats {
     size_t lower_bound_bytes; /* max over schedule positions of live bytes */
     size_t naive_bytes;       /* every tensor its own buffer */
     size_t parameter_bytes, gradient_bytes, optimizer_state_bytes, input_bytes, workspace_bytes;
+    /* precision BF16: the parameters' bf16 copies GEMMs read (half of
+     * parameter_bytes), else 0 */
+    size_t parameter_copy_bytes;
     /* CUDA: the feeds' device copies, one per staging slot, where the copy
      * engine lands a batch while the step before still runs; 0 on the CPU */
     size_t device_staging_bytes;
@@ -648,7 +656,7 @@ typedef struct ge2_plan_stats {
      * CPU backend finds the same groups and runs their nodes one by one. */
     int fused_groups, fused_nodes;
     /* What the key takes on the device, planned: the pools (parameters,
-     * gradients, optimizer state), the arena, the inputs, the device
+     * their copies, gradients, optimizer state), the arena, the inputs, the device
      * staging and the backend's workspace (CUDA: cuBLASLt's and the bf16
      * operand scratch); what PyTorch's max_memory_allocated compares with */
     size_t device_bytes;

@@ -45,19 +45,36 @@ __global__ void ge2_bf16_copy_kernel(ge2_bf16_spans s, bool round)
             ge2_bf16_widen_span(s.count[i], (const __nv_bfloat16 *)s.src[i], (float *)s.dst[i], first, stride);
 }
 
+// The spans' one launch on stream (none when every span is empty)
+static void enqueue(const ge2_bf16_spans *s, bool round, cudaStream_t stream)
+{
+    int64_t longest = 0;
+    for (int i = 0; i < s->n; i++)
+        longest = s->count[i] > longest ? s->count[i] : longest;
+    if (longest > 0)
+        ge2_bf16_copy_kernel<<<ge2_cuda_blocks((longest + 3) / 4, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0, stream>>>(
+            *s, round);
+}
+
 static ge2_status copy(const ge2_launch *l, const ge2_bf16_spans *s, bool round)
 {
     if (s->n > GE2_BF16_MAX_SPANS)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_%s (node %d): %d bf16 copies in one launch, at most %d",
                          ge2_cuda_op_name(l), l->node ? l->node->id : -1, s->n, GE2_BF16_MAX_SPANS);
-    int64_t longest = 0;
-    for (int i = 0; i < s->n; i++)
-        longest = s->count[i] > longest ? s->count[i] : longest;
-    if (longest == 0)
-        return GE2_OK;
-    ge2_bf16_copy_kernel<<<ge2_cuda_blocks((longest + 3) / 4, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0,
-                           ge2_cuda_stream(l)>>>(*s, round);
+    enqueue(s, round, ge2_cuda_stream(l));
     return ge2_cuda_check_launch(l, "ge2_bf16_copy_kernel");
+}
+
+extern "C" ge2_status ge2_cuda_bf16_round_on(void *stream, uint16_t *dst, const float *src, int64_t n)
+{
+    ge2_bf16_spans s = {};
+    ge2_bf16_span_add(&s, src, dst, n);
+    enqueue(&s, true, (cudaStream_t)stream);
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return ge2_error(GE2_ERR_CUDA, "ge2: rounding %lld parameters into their bf16 copies: %s", (long long)n,
+                         cudaGetErrorString(e));
+    return GE2_OK;
 }
 
 extern "C" ge2_status ge2_cuda_bf16_round(const ge2_launch *l, const ge2_bf16_spans *s) { return copy(l, s, true); }

@@ -64,12 +64,14 @@ ge2_status ge2_cuda_cast_launch(const ge2_launch *launch);
  * (never the user's: a graph may be compiled again in another precision).
  * Each f32 tensor that GEMM-class nodes (GE2_OPF_BF16_OPERANDS) read as an
  * operand gets one CAST to bf16 before its first such reader, and those
- * readers read the copy; or, when every reader reads it as bf16
+ * readers read the copy (a parameter: its bf16 copy, GE2_ROLE_PARAMETER_COPY,
+ * which the optimizer writes as it updates it); or, when every reader reads it as bf16
  * (ge2_op_reads_bf16: GEMM operands, declared inputs, shape references,
  * through reshapes) and its producer can round it
- * (ge2_op_def.stores_bf16), it is stored in bf16 itself, first. Tensor ids are kept (the copies are appended); *n_casts and
- * *n_stored say how many of each. */
-ge2_status ge2_bf16_storage_pass(ge2_graph *graph, int *n_casts, int *n_stored);
+ * (ge2_op_def.stores_bf16), it is stored in bf16 itself, first. Tensor ids
+ * are kept (the copies are appended); *n_casts, *n_stored and *n_copies
+ * (parameter copies) say how many of each. */
+ge2_status ge2_bf16_storage_pass(ge2_graph *graph, int *n_casts, int *n_stored, int *n_copies);
 
 /* ops.c */
 extern const ge2_op_def ge2_op_def_cast;

@@ -17,7 +17,12 @@
  * norm's output, a linear layer's activation beside its z, an input
  * gradient, attention's q, k and v sliced from their projection), the
  * tensor itself becomes bf16 and no cast runs: the f32 copy is never
- * written, and the arena holds half. */
+ * written, and the arena holds half.
+ *
+ * A parameter a GEMM reads is read through its bf16 copy
+ * (GE2_ROLE_PARAMETER_COPY, in the parameter-copy pool), which the
+ * optimizer's update writes beside the parameter and the program refreshes
+ * after every host write of the parameters: no cast kernel a step. */
 #include <stdio.h>
 #include <string.h>
 
@@ -99,16 +104,18 @@ static void store_bf16(ge2_graph *g, int t)
             store_bf16(g, g->nodes[n].outputs[0]);
 }
 
-ge2_status ge2_bf16_storage_pass(ge2_graph *g, int *n_casts, int *n_stored)
+ge2_status ge2_bf16_storage_pass(ge2_graph *g, int *n_casts, int *n_stored, int *n_copies)
 {
-    *n_casts = *n_stored = 0;
+    *n_casts = *n_stored = *n_copies = 0;
     /* first the tensors stored in bf16 by their producers */
     for (int t = 0; t < g->n_tensors; t++)
         if (storable(g, g->tensors[t])) {
             store_bf16(g, t);
             (*n_stored)++;
         }
-    /* then one cast for each f32 tensor left that GEMMs read as an operand */
+    /* then for each f32 tensor left that GEMMs read as an operand: a
+     * parameter's bf16 copy, which the optimizer writes as it updates the
+     * parameter (no kernel of its own), or else one cast */
     const int n_tensors = g->n_tensors;
     int *copy_of = ge2_malloc(sizeof(int) * (size_t)(n_tensors > 0 ? n_tensors : 1));
     if (!copy_of)
@@ -123,7 +130,12 @@ ge2_status ge2_bf16_storage_pass(ge2_graph *g, int *n_casts, int *n_stored)
             const int t = g->nodes[n].inputs[slot];
             if (t >= n_tensors || g->tensors[t]->dtype != GE2_F32)
                 continue;
-            if (copy_of[t] < 0) {
+            if (copy_of[t] < 0 && g->tensors[t]->role == GE2_ROLE_PARAMETER) {
+                st = ge2_graph_parameter_copy(g, t, &copy_of[t]);
+                if (st != GE2_OK)
+                    break;
+                (*n_copies)++;
+            } else if (copy_of[t] < 0) {
                 st = insert_cast(g, t, g->nodes[n].phase, n, &copy_of[t]);
                 if (st != GE2_OK)
                     break;

@@ -6,6 +6,7 @@
  * order, and a per-parameter update is bitwise the flat one. */
 #include <math.h>
 
+#include "graph/bf16.h"
 #include "graph/error.h"
 #include "ops/optimizer/optimizer.h"
 #include "optim/optimizer_math.h"
@@ -102,6 +103,8 @@ ge2_status ge2_cpu_optimizer_update(const ge2_launch *l)
         const ge2_opt_span *span = &spans.span[k];
         if (update) {
             update_span(cfg, &slots, span, spans.stride, &s);
+            for (int64_t i = 0; span->copies && i < span->n; i++)
+                span->copies[i] = ge2_bf16_from_f32(span->params[i]);
         } else {
             float *accum = span->state + slots.accum * spans.stride; /* [n]: a micro-step implies the slot */
             for (int64_t i = 0; i < span->n; i++)

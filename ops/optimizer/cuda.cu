@@ -80,7 +80,7 @@ template <class R, bool VEC4>
 __device__ __forceinline__ void ge2_opt_sweep(const ge2_opt_scalars &s, bool nesterov, bool update, long long n,
                                               float *params /* [n] */, const float *grads /* [n] */,
                                               float *state /* [R::SLOTS] x [n], slot k at state + k * sstride */,
-                                              long long sstride)
+                                              long long sstride, uint16_t *copies /* [n] or NULL */)
 {
     const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const long long stride = (long long)gridDim.x * blockDim.x;
@@ -99,7 +99,8 @@ __device__ __forceinline__ void ge2_opt_sweep(const ge2_opt_scalars &s, bool nes
         }
         return;
     }
-    ge2_opt_update_span<R, VEC4>(tid, stride, n, params, grads, state, sstride, s, nesterov);
+    ge2_opt_update_span<R, VEC4>(tid, stride, n, params, grads, state, sstride, s, nesterov,
+                                 reinterpret_cast<__nv_bfloat16 *>(copies));
 }
 
 // Copies the update does besides its work: the step's result read-back
@@ -133,10 +134,12 @@ __global__ void ge2_optimizer_update_kernel(ge2_opt_spans spans, ge2_optimizer_c
             // the weight-decay group, then the rest (spans_vec4 took float4 only where that start is aligned)
             const ge2_opt_span sp = spans.span[k];
             const long long d = sp.decay_n;
-            ge2_opt_sweep<R, VEC4>(s, cfg.nesterov, update, d, sp.params, sp.grads, sp.state, spans.stride);
+            ge2_opt_sweep<R, VEC4>(s, cfg.nesterov, update, d, sp.params, sp.grads, sp.state, spans.stride,
+                                   sp.copies);
             if (d < sp.n)
                 ge2_opt_sweep<R, VEC4>(nd, cfg.nesterov, update, sp.n - d, sp.params + d, sp.grads + d,
-                                       sp.state ? sp.state + d : NULL, spans.stride);
+                                       sp.state ? sp.state + d : NULL, spans.stride,
+                                       sp.copies ? sp.copies + d : NULL);
         }
     if (!ge2_ticket_is_last(&ctl->blocks_done))
         return;
@@ -164,6 +167,7 @@ static bool spans_vec4(const ge2_opt_spans *spans, int slots)
     bool vec = spans->stride % 4 == 0 || slots <= 1;
     for (int k = 0; k < spans->count; k++)
         vec = vec && ge2_cuda_aligned16(spans->span[k].params) && ge2_cuda_aligned16(spans->span[k].grads) &&
+              (uintptr_t)spans->span[k].copies % 8 == 0 &&
               ge2_cuda_aligned16(spans->span[k].state) && spans->span[k].decay_n % 4 == 0; /* the 2nd sweep's start */
     return vec;
 }

@@ -6,6 +6,7 @@
 #ifndef GE2_OPS_OPTIMIZER_OPTIMIZER_RULE_H
 #define GE2_OPS_OPTIMIZER_OPTIMIZER_RULE_H
 
+#include "kernels/cuda/bf16_store.h"
 #include "optim/optimizer_math.h"
 
 // opt_rule restates ge2_opt_slots_of's layout as constants, so every slot
@@ -66,9 +67,12 @@ template <class R> struct ge2_opt_group4 {
         for (int j = 0; j < 4; j++)
             ge2_opt_rule_element<R>(s, nesterov, &p[j], g[j], st[j]);
     }
-    __device__ __forceinline__ void store(float4 *p4, float *state, long long sstride, long long i) const
+    __device__ __forceinline__ void store(float4 *p4, float *state, long long sstride, long long i,
+                                          __nv_bfloat16 *copies) const
     {
         p4[i] = make_float4(p[0], p[1], p[2], p[3]);
+        if (copies)
+            ge2_store4(copies + 4 * i, make_float4(p[0], p[1], p[2], p[3]));
 #pragma unroll
         for (int k = 0; k < R::SLOTS; k++)
             reinterpret_cast<float4 *>(state + k * sstride)[i] = make_float4(st[0][k], st[1][k], st[2][k], st[3][k]);
@@ -79,12 +83,14 @@ template <class R> struct ge2_opt_group4 {
 // pools (ops/optimizer/optimizer_spans.h), the calling thread taking tid, tid +
 // stride, ... State slot k of element i is state[k * sstride + i]. VEC4
 // (every slot's base 16-byte aligned): four elements at a time as float4,
-// then the scalar tail.
+// then the scalar tail. copies (NULL: none): the parameters' bf16 copies,
+// written with them (8-byte aligned under VEC4).
 template <class R, bool VEC4>
 __device__ __forceinline__ void ge2_opt_update_span(long long tid, long long stride, long long n,
                                                     float *params /* [n] */, const float *grads /* [n] */,
                                                     float *state /* [R::SLOTS] x [n], slot k at k * sstride */,
-                                                    long long sstride, const ge2_opt_scalars &s, bool nesterov)
+                                                    long long sstride, const ge2_opt_scalars &s, bool nesterov,
+                                                    __nv_bfloat16 *copies /* [n] */)
 {
     const long long n4 = VEC4 ? n / 4 : 0, head = n4 * 4;
     float4 *p4 = reinterpret_cast<float4 *>(params);
@@ -100,10 +106,10 @@ __device__ __forceinline__ void ge2_opt_update_span(long long tid, long long str
         if (two)
             b.load(p4, g4, state, sstride, i2);
         a.update(&s, nesterov);
-        a.store(p4, state, sstride, i);
+        a.store(p4, state, sstride, i, copies);
         if (two) {
             b.update(&s, nesterov);
-            b.store(p4, state, sstride, i2);
+            b.store(p4, state, sstride, i2, copies);
         }
     }
     for (long long i = head + tid; i < n; i += stride) {
@@ -113,6 +119,8 @@ __device__ __forceinline__ void ge2_opt_update_span(long long tid, long long str
             st[k] = state[k * sstride + i];
         ge2_opt_rule_element<R>(&s, nesterov, &p, grads[i], st);
         params[i] = p;
+        if (copies)
+            ge2_store(copies + i, p);
 #pragma unroll
         for (int k = 0; k < R::SLOTS; k++)
             state[k * sstride + i] = st[k];

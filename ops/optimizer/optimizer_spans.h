@@ -26,6 +26,7 @@ typedef struct ge2_opt_span {
     float *params;      /* [n] */
     const float *grads; /* [n] */
     float *state;       /* [slots] x [n], slot k at state + k * stride; NULL without slots */
+    uint16_t *copies;   /* [n] the parameters' bf16 copies, written with them (ge2_flat_pools.copies); NULL: none */
 } ge2_opt_span;
 
 typedef struct ge2_opt_spans {
@@ -57,7 +58,7 @@ static inline ge2_status ge2_opt_spans_of(const ge2_launch *l, ge2_opt_spans *ou
         if (p->no_decay_n < 0 || p->no_decay_n > p->n)
             return ge2_error(GE2_ERR_STATE, "ge2_%s: %lld elements without weight decay in a pool of %lld", op,
                              (long long)p->no_decay_n, (long long)p->n);
-        ge2_opt_span all = {p->n, p->n - p->no_decay_n, p->params, p->grads, p->state};
+        ge2_opt_span all = {p->n, p->n - p->no_decay_n, p->params, p->grads, p->state, p->copies};
         out->span[0] = all;
         out->count = 1;
         out->total = p->n;
@@ -78,7 +79,7 @@ static inline ge2_status ge2_opt_spans_of(const ge2_launch *l, ge2_opt_spans *ou
                              op, i, (long long)n, (long long)p->n, (long long)ge2_shape_numel(grad->shape));
         /* the pool's boundary lies between parameters: a parameter decays whole or not at all */
         ge2_opt_span one = {n, at < p->n - p->no_decay_n ? n : 0, p->params + at, (const float *)grad->data,
-                            p->state ? p->state + at : NULL};
+                            p->state ? p->state + at : NULL, p->copies ? p->copies + at : NULL};
         out->span[out->count++] = one;
         out->total += n;
     }

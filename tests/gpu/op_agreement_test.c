@@ -274,13 +274,13 @@ static bool want_stored_bf16;
 /* The storage pass on a case's graph, when the test asks for it */
 static void maybe_storage_pass(ge2_graph *g, const char *label)
 {
-    int casts = 0, stored = 0;
+    int casts = 0, stored = 0, copies = 0;
     if (!bf16_storage)
         return;
     ck_assert_msg(ge2_fusion_rewrite(g, ~0u, NULL, NULL) == GE2_OK, "%s: fuse pass: %s", label, ge2_last_error());
-    ck_assert_msg(ge2_bf16_storage_pass(g, &casts, &stored) == GE2_OK, "%s: storage pass: %s", label,
+    ck_assert_msg(ge2_bf16_storage_pass(g, &casts, &stored, &copies) == GE2_OK, "%s: storage pass: %s", label,
                   ge2_last_error());
-    ck_assert_msg(casts + stored > 0, "%s: the storage pass made no bf16 operand", label);
+    ck_assert_msg(casts + stored + copies > 0, "%s: the storage pass made no bf16 operand", label);
     if (want_stored_bf16)
         ck_assert_msg(stored > 0, "%s: no output was stored in bf16 by its producer", label);
 }
@@ -1171,6 +1171,26 @@ static ge2_control fresh_control(const ge2_optimizer_config *cfg)
     return c;
 }
 
+/* Each side's bf16 parameter copies (ge2_flat_pools.copies) are its own
+ * parameters rounded (graph/bf16.h, tested on every pattern): CUDA's, at
+ * device copies, against its parameters params_got (host), and the CPU's. */
+static void check_copies(const char *what, const uint16_t *copies, const float *params_got, const ge2_flat_pools *cpu)
+{
+    const size_t cbytes = (size_t)cpu->n * sizeof(uint16_t);
+    uint16_t *got = malloc(cbytes);
+    ck_assert(got);
+    from_device(got, copies, cbytes);
+    for (int64_t i = 0; i < cpu->n; i++) {
+        ck_assert_msg(got[i] == ge2_bf16_from_f32(params_got[i]), "%s: CUDA's bf16 copy of parameter %lld is "
+                      "0x%04x, its parameter %.9g rounds to 0x%04x", what, (long long)i, got[i],
+                      (double)params_got[i], ge2_bf16_from_f32(params_got[i]));
+        ck_assert_msg(cpu->copies[i] == ge2_bf16_from_f32(cpu->params[i]), "%s: the CPU's bf16 copy of parameter "
+                      "%lld is 0x%04x, its parameter %.9g rounds to 0x%04x", what, (long long)i, cpu->copies[i],
+                      (double)cpu->params[i], ge2_bf16_from_f32(cpu->params[i]));
+    }
+    free(got);
+}
+
 /* One optimizer configuration for `steps` steps on pools of n elements
  * (n % 4 == 0 takes the float4 path, otherwise the scalar one). */
 static void check_optimizer(int which, int64_t n, int steps)
@@ -1186,8 +1206,11 @@ static void check_optimizer(int which, int64_t n, int steps)
     size_t pbytes = (size_t)n * sizeof(float), sbytes = (size_t)(slots ? slots : 1) * pbytes;
 
     /* the pool's last part outside weight decay (ge2_no_weight_decay), as the layout puts it */
-    ge2_flat_pools cpu = {malloc(pbytes), malloc(pbytes), calloc(1, sbytes), slots, n, (n / 2) & ~(int64_t)63};
-    ck_assert(cpu.params && cpu.grads && cpu.state);
+    /* with the parameters' bf16 copies (precision BF16's), which every update writes */
+    size_t cbytes = (size_t)n * sizeof(uint16_t);
+    ge2_flat_pools cpu = {malloc(pbytes), malloc(pbytes), calloc(1, sbytes), slots, n, (n / 2) & ~(int64_t)63,
+                          calloc(1, cbytes)};
+    ck_assert(cpu.params && cpu.grads && cpu.state && cpu.copies);
     for (int64_t i = 0; i < n; i++)
         cpu.params[i] = (float)(2.0 * rng01() - 1.0);
     ge2_control cctl = fresh_control(&oc.cfg);
@@ -1195,7 +1218,7 @@ static void check_optimizer(int which, int64_t n, int steps)
     device d;
     device_open(&d);
     ge2_flat_pools gpu = {to_device(cpu.params, pbytes), to_device(cpu.grads, pbytes), to_device(cpu.state, sbytes),
-                          slots, n, cpu.no_decay_n};
+                          slots, n, cpu.no_decay_n, to_device(cpu.copies, cbytes)};
     h2d(d.control, &cctl, sizeof cctl);
 
     float *got = malloc(sbytes);
@@ -1240,6 +1263,7 @@ static void check_optimizer(int which, int64_t n, int steps)
                  step % 2 ? "replay" : "eager");
         from_device(got, gpu.params, pbytes);
         assert_close(what, got, cpu.params, n, RTOL, 0);
+        check_copies(what, gpu.copies, got, &cpu);
         snprintf(what, sizeof what, "%s, n=%lld, step %d: state", oc.name, (long long)n, step + 1);
         from_device(got, gpu.state, (size_t)slots * pbytes);
         assert_close(what, got, cpu.state, (int64_t)slots * n, RTOL, 0);
@@ -1257,10 +1281,12 @@ static void check_optimizer(int which, int64_t n, int steps)
     CK_CUDA(cudaFree(gpu.params));
     CK_CUDA(cudaFree(gpu.grads));
     CK_CUDA(cudaFree(gpu.state));
+    CK_CUDA(cudaFree(gpu.copies));
     device_close(&d);
     free(cpu.params);
     free(cpu.grads);
     free(cpu.state);
+    free(cpu.copies);
 }
 
 START_TEST(test_optimizer_agrees)
@@ -1293,8 +1319,9 @@ static void check_per_parameter(int which, bool misaligned)
     const int64_t n = 64 * 67 + 192 + 384; /* the pools, padded */
     int slots = ge2_opt_slots_of(&oc.cfg).count;
     size_t pbytes = (size_t)n * sizeof(float), sbytes = (size_t)(slots ? slots : 1) * pbytes;
-    ge2_flat_pools cpu = {calloc(1, pbytes), NULL, calloc(1, sbytes), slots, n, 0};
-    ck_assert(cpu.params && cpu.state);
+    ge2_flat_pools cpu = {calloc(1, pbytes), NULL, calloc(1, sbytes), slots, n, 0,
+                          calloc((size_t)n, sizeof(uint16_t))};
+    ck_assert(cpu.params && cpu.state && cpu.copies);
     float *cgrad[3], *ggrad_base[3], *ggrad[3];
     for (int k = 0; k < 3; k++) {
         for (int64_t i = 0; i < numel[k]; i++)
@@ -1306,7 +1333,8 @@ static void check_per_parameter(int which, bool misaligned)
     ge2_control cctl = fresh_control(&oc.cfg);
     device d;
     device_open(&d);
-    ge2_flat_pools gpu = {to_device(cpu.params, pbytes), NULL, to_device(cpu.state, sbytes), slots, n, 0};
+    ge2_flat_pools gpu = {to_device(cpu.params, pbytes), NULL, to_device(cpu.state, sbytes), slots, n, 0,
+                          to_device(cpu.copies, (size_t)n * sizeof(uint16_t))};
     h2d(d.control, &cctl, sizeof cctl);
 
     ge2_node nodes[2];
@@ -1371,6 +1399,7 @@ static void check_per_parameter(int which, bool misaligned)
                 inside = inside || (i >= offset[k] && i < offset[k] + numel[k]);
             ck_assert_msg(inside || got[i] == 0.0f, "%s: padding element %lld is %g", what, (long long)i, got[i]);
         }
+        check_copies(what, gpu.copies, got, &cpu); /* (the padding's stay the zeros they started as) */
         snprintf(what, sizeof what, "%s per-parameter, step %d: state", oc.name, step + 1);
         from_device(got, gpu.state, (size_t)slots * pbytes);
         assert_close(what, got, cpu.state, (int64_t)slots * n, RTOL, 0);
@@ -1392,9 +1421,11 @@ static void check_per_parameter(int which, bool misaligned)
     }
     CK_CUDA(cudaFree(gpu.params));
     CK_CUDA(cudaFree(gpu.state));
+    CK_CUDA(cudaFree(gpu.copies));
     device_close(&d);
     free(cpu.params);
     free(cpu.state);
+    free(cpu.copies);
 }
 
 START_TEST(test_per_parameter_optimizer_agrees)

@@ -394,7 +394,9 @@ START_TEST(bf16_storage_rounds_each_operand_once)
     ck_assert_int_ge(operands, 6);
     const ge2_graph *pg = ge2_program_graph(p16);
     ck_assert_ptr_ne(pg, g);
-    int casts = 0, gemms = 0, stored = 0;
+    int casts = 0, gemms = 0, stored = 0, copies = 0;
+    for (int t = 0; t < pg->n_tensors; t++)
+        copies += pg->tensors[t]->role == GE2_ROLE_PARAMETER_COPY;
     for (int n = 0; n < pg->n_nodes; n++) {
         const ge2_node *node = &pg->nodes[n];
         casts += node->op == GE2_OP_CAST;
@@ -415,8 +417,11 @@ START_TEST(bf16_storage_rounds_each_operand_once)
             continue;
         gemms++;
         for (int slot = 0; slot < 2; slot++) {
+            /* a bf16 tensor made before it, or a weight's bf16 copy (the optimizer writes it) */
             const ge2_tensor *in = pg->tensors[node->inputs[slot]];
-            ck_assert_msg(in->dtype == GE2_BF16 && in->producer >= 0 && in->producer < n,
+            const bool copy = in->role == GE2_ROLE_PARAMETER_COPY && in->copy_of >= 0 &&
+                              pg->tensors[in->copy_of]->role == GE2_ROLE_PARAMETER;
+            ck_assert_msg(in->dtype == GE2_BF16 && (copy || (in->producer >= 0 && in->producer < n)),
                           "node %d (%s) operand %d '%s' is %s, not a bf16 tensor made before it", n,
                           ge2_op_name(node->op), slot, in->name, ge2_dtype_name(in->dtype));
         }
@@ -424,7 +429,9 @@ START_TEST(bf16_storage_rounds_each_operand_once)
     ck_assert_int_ge(gemms, 5);
     /* the gelu layer's activation (beside its z) and its input gradient */
     ck_assert_int_ge(stored, 2);
-    ck_assert_int_eq(casts + stored, operands);
+    /* both weights through their copies, no cast of either */
+    ck_assert_int_eq(copies, 2);
+    ck_assert_int_eq(casts + stored + copies, operands);
     ck_assert_int_eq(pg->n_nodes, user_nodes + casts);
     for (int n = 0; n < g->n_nodes; n++)
         ck_assert_int_ne(g->nodes[n].op, GE2_OP_CAST);
@@ -460,6 +467,77 @@ END_TEST
  * them so, through the reshapes, and so do the reshape backward's shape
  * references), and a step matches the fp32 program's loss to bf16's
  * precision. */
+/* A weight's bf16 copy (GE2_ROLE_PARAMETER_COPY) follows the weight: the
+ * optimizer writes it as it updates, ge2_program_set_parameter refreshes
+ * it. The reference is the same graph compiled without the storage pass,
+ * whose GEMMs round the weight itself every step; a linear layer without
+ * bias, whose only other bf16 operands are an input and a loss gradient
+ * (cast each step either way), so the two runs must agree bit for bit. A
+ * copy left behind by one update would not. */
+START_TEST(bf16_parameter_copies_follow_the_parameters)
+{
+    enum { STEPS = 6 };
+    ge2_context *ctx;
+    ge2_graph *g;
+    ge2_tensor *x, *t, *w, *y, *loss;
+    API(ge2_context_new(GE2_DEVICE_CPU, &ctx));
+    API(ge2_graph_new(&g));
+    API(ge2_graph_set_seed(g, 3));
+    API(ge2_input(g, "x", GE2_F32, ge2_shape2(B, K), &x));
+    API(ge2_label(g, "t", GE2_F32, ge2_shape2(B, N), &t));
+    API(ge2_parameter(g, "w", GE2_F32, ge2_shape2(N, K), (ge2_init){GE2_INIT_UNIFORM, -1, 1, 0}, &w));
+    API(ge2_linear(g, x, w, NULL, GE2_ACT_NONE, 0, &y));
+    API(ge2_mark_output(g, y));
+    API(ge2_mse_loss(g, y, t, &loss));
+    API(ge2_backward(g, loss));
+    ge2_optimizer_config adamw = ge2_optimizer_defaults(GE2_OPT_ADAMW);
+    adamw.lr = 0.02;
+    API(ge2_optimizer(g, &adamw));
+    ge2_compile_options o = ge2_compile_defaults();
+    o.precision = GE2_PRECISION_BF16;
+    ge2_program *copies, *rounding;
+    API(ge2_compile(ctx, g, &o, &copies));
+    o.bf16_storage = false;
+    API(ge2_compile(ctx, g, &o, &rounding));
+    const ge2_graph *pg = ge2_program_graph(copies);
+    int n_copies = 0;
+    for (int i = 0; i < pg->n_tensors; i++)
+        if (pg->tensors[i]->role == GE2_ROLE_PARAMETER_COPY) {
+            ck_assert_int_eq(pg->tensors[i]->copy_of, w->id);
+            n_copies++;
+        }
+    ck_assert_int_eq(n_copies, 1);
+    for (int n = 0; n < pg->n_nodes; n++)
+        ck_assert_msg(pg->nodes[n].op != GE2_OP_CAST || pg->nodes[n].inputs[0] != w->id, "w is cast each step");
+
+    float wc[N * K], wr[N * K];
+    for (int s = 0; s <= STEPS; s++) {
+        if (s == STEPS / 2) { /* the host writes new weights into both */
+            for (int i = 0; i < N * K; i++)
+                wc[i] = (float)cos(0.41 * i) * 0.9f;
+            API(ge2_program_set_parameter(copies, w, wc, sizeof wc));
+            API(ge2_program_set_parameter(rounding, w, wc, sizeof wc));
+        }
+        float xv[B * K], tv[B * N], lc, lr;
+        batch(s, xv, tv);
+        ge2_feed f[2] = {{x, xv, x->shape}, {t, tv, t->shape}};
+        API(ge2_program_step(copies, GE2_MODE_TRAIN, f, 2));
+        API(ge2_program_step(rounding, GE2_MODE_TRAIN, f, 2));
+        API(ge2_program_read_output(copies, GE2_MODE_TRAIN, loss, &lc, sizeof lc));
+        API(ge2_program_read_output(rounding, GE2_MODE_TRAIN, loss, &lr, sizeof lr));
+        ck_assert_msg(memcmp(&lc, &lr, sizeof lc) == 0, "step %d: loss %.9g through the copy, %.9g rounding w", s,
+                      (double)lc, (double)lr);
+        API(ge2_program_get_parameter(copies, w, wc, sizeof wc));
+        API(ge2_program_get_parameter(rounding, w, wr, sizeof wr));
+        ck_assert_msg(memcmp(wc, wr, sizeof wc) == 0, "step %d: w differs between the two programs", s);
+    }
+    ge2_program_free(copies);
+    ge2_program_free(rounding);
+    ge2_graph_free(g);
+    ge2_context_free(ctx);
+}
+END_TEST
+
 START_TEST(bf16_storage_gives_attention_bf16_slices)
 {
     enum { BB = 2, T = 8, H = 2, D = 4, C = H * D };
@@ -649,6 +727,7 @@ int main(void)
     tcase_add_test(tc, bf16_weight_gradient_is_the_rounded_product);
     tcase_add_test(tc, bf16_storage_rounds_each_operand_once);
     tcase_add_test(tc, bf16_bias_gradient_sums_the_rounded_gradient);
+    tcase_add_test(tc, bf16_parameter_copies_follow_the_parameters);
     tcase_add_test(tc, bf16_storage_gives_attention_bf16_slices);
     tcase_add_test(tc, bf16_storage_leaves_step_results_f32);
     tcase_add_test(tc, a_precision_out_of_range_is_refused);
