@@ -26,6 +26,15 @@ static __device__ __forceinline__ void ge2_store4(__nv_bfloat16 *y, float4 v)
 static __device__ __forceinline__ float ge2_load(const float *x) { return *x; }
 static __device__ __forceinline__ float ge2_load(const __nv_bfloat16 *x) { return __bfloat162float(*x); }
 
+// x[0..3] as f32; x is aligned for the four (16 bytes f32, 8 bytes bf16)
+static __device__ __forceinline__ float4 ge2_load4(const float *x) { return *reinterpret_cast<const float4 *>(x); }
+static __device__ __forceinline__ float4 ge2_load4(const __nv_bfloat16 *x)
+{
+    const __nv_bfloat162 *in = reinterpret_cast<const __nv_bfloat162 *>(x);
+    const float2 a = __bfloat1622float2(in[0]), b = __bfloat1622float2(in[1]);
+    return make_float4(a.x, a.y, b.x, b.y);
+}
+
 // Whether y can take ge2_store4 at every multiple of four elements
 template <typename Y> static inline bool ge2_store4_aligned(const Y *y)
 {

@@ -35,12 +35,13 @@ extern "C" {
 
 // The activation cuBLASLt has no epilogue for (or that must keep z): y = act(z).
 // z == y is allowed (in place when no stash is wanted).
-// y = act(z). y may be bf16 (stored so by the storage pass): rounded at the
-// store; z_out (NULL: none) takes a bf16 copy of z, the stash stored in bf16.
+// y = act(z). z and y may be bf16 (stored so by the storage pass): widened
+// at the load, rounded at the store; z_out (NULL: none) takes a bf16 copy
+// of an f32 z, the stash stored in bf16.
 // With quads (all aligned for them), four elements a thread, the tail one by one.
-template <typename Y>
+template <typename Z, typename Y>
 __global__ void ge2_gemm_act_kernel(int64_t n, ge2_activation act, float slope, bool quads,
-                                    const float *z /* [B, out] */, Y *y /* [B, out] */,
+                                    const Z *z /* [B, out] */, Y *y /* [B, out] */,
                                     __nv_bfloat16 *z_out /* [B, out] */)
 {
     const int64_t first = blockIdx.x * (int64_t)blockDim.x + threadIdx.x, stride = (int64_t)gridDim.x * blockDim.x;
@@ -48,7 +49,7 @@ __global__ void ge2_gemm_act_kernel(int64_t n, ge2_activation act, float slope, 
     if (quads) {
         done = n / 4 * 4;
         for (int64_t i = first; i < n / 4; i += stride) {
-            const float4 v = reinterpret_cast<const float4 *>(z)[i];
+            const float4 v = ge2_load4(z + 4 * i);
             ge2_store4(y + 4 * i, make_float4(ge2_act_f32(act, v.x, slope), ge2_act_f32(act, v.y, slope),
                                               ge2_act_f32(act, v.z, slope), ge2_act_f32(act, v.w, slope)));
             if (z_out)
@@ -56,16 +57,17 @@ __global__ void ge2_gemm_act_kernel(int64_t n, ge2_activation act, float slope, 
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        ge2_store(&y[i], ge2_act_f32(act, z[i], slope));
+        const float v = ge2_load(z + i);
+        ge2_store(&y[i], ge2_act_f32(act, v, slope));
         if (z_out)
-            ge2_store(&z_out[i], z[i]);
+            ge2_store(&z_out[i], v);
     }
 }
 
-template <typename Y>
-static void act_kernel(const ge2_gemm_plan *p, const float *z, Y *y, __nv_bfloat16 *z_out, cudaStream_t stream)
+template <typename Z, typename Y>
+static void act_kernel(const ge2_gemm_plan *p, const Z *z, Y *y, __nv_bfloat16 *z_out, cudaStream_t stream)
 {
-    const bool quads = (uintptr_t)z % 16 == 0 && ge2_store4_aligned(y) && (!z_out || ge2_store4_aligned(z_out));
+    const bool quads = ge2_store4_aligned(z) && ge2_store4_aligned(y) && (!z_out || ge2_store4_aligned(z_out));
     ge2_gemm_act_kernel<<<ge2_cuda_blocks(quads ? (p->n_out + 3) / 4 : p->n_out, GE2_CUDA_THREADS), GE2_CUDA_THREADS,
                           0, stream>>>(p->n_out, p->act, p->slope, quads, z, y, z_out);
 }
@@ -166,7 +168,8 @@ static void describe_plan(ge2_gemm_plan *p, const ge2_launch *launch)
     if (p->post && p->post_name && n > 0 && (size_t)n < sizeof p->description)
         n += snprintf(p->description + n, sizeof p->description - (size_t)n, " + %s", p->post_name);
     if ((p->tf32 || p->bf16) && n > 0 && (size_t)n < sizeof p->description)
-        n += snprintf(p->description + n, sizeof p->description - (size_t)n, p->bf16 ? " bf16" : " tf32");
+        n += snprintf(p->description + n, sizeof p->description - (size_t)n,
+                      p->d_bf16 ? " bf16 in and out" : p->bf16 ? " bf16" : " tf32");
     if (n > 0 && (size_t)n < sizeof p->description)
         ge2_gemm_selection_str(&p->selection, p->description + n, sizeof p->description - (size_t)n);
 }
@@ -248,7 +251,7 @@ ge2_status ge2_gemm_make_layouts(const ge2_launch *launch, ge2_gemm_plan *p, ge2
     const cudaDataType_t operands = p->bf16 ? CUDA_R_16BF : CUDA_R_32F;
     GE2_TRY(make_layout(op, node_id, a_lt, batch, operands, &p->la));
     GE2_TRY(make_layout(op, node_id, b_lt, batch, operands, &p->lb));
-    return make_layout(op, node_id, d, batch, CUDA_R_32F, &p->ld);
+    return make_layout(op, node_id, d, batch, p->d_bf16 ? CUDA_R_16BF : CUDA_R_32F, &p->ld);
 }
 
 static void *view_data(const ge2_launch *launch, int view)
@@ -563,7 +566,11 @@ ge2_status ge2_gemm_enqueue(const ge2_launch *launch, const char *op)
                                 launch->workspace, launch->workspace ? launch->workspace_bytes : 0,
                                 stream));
     }
-    if (p->act_kernel && p->n_out > 0) {
+    if (p->act_kernel && p->n_out > 0 && p->d_bf16) {
+        // D is the bf16 z stash or y itself: y (bf16) from it
+        act_kernel(p, (const __nv_bfloat16 *)g.d, (__nv_bfloat16 *)launch->out[0].data, NULL, stream);
+        GE2_CUDA_CHECK(launch, "ge2_gemm_act_kernel");
+    } else if (p->act_kernel && p->n_out > 0) {
         const float *z = (const float *)g.d;
         // LINEAR's z stash stored in bf16: written here, beside y
         __nv_bfloat16 *z_out = launch->n_out > 1 && launch->out[1].dtype == GE2_BF16

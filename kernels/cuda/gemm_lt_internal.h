@@ -57,6 +57,10 @@ struct ge2_gemm_plan {
     // f32 z holds D: D is an f32 buffer in the scratch after the copies,
     // which the act kernel or the post step rounds into the bf16 outputs
     bool d_scratch;
+    // D is bf16 (ge2_cuda_linear_d_bf16): the GEMM rounds its result into
+    // out[0] or LINEAR's bf16 z stash itself; the act kernel and the post
+    // step read it back from there
+    bool d_bf16;
     int64_t span_a, span_b; // elements of A and B the GEMM reads (what the bf16 copies hold)
     int64_t n_out; // elements of y
     int bias_view;  // GE2_GEMM_IN/OUT: CUBLASLT_MATMUL_DESC_BIAS_POINTER (a bias, or a BGRAD epilogue's output)
@@ -118,8 +122,8 @@ typedef ge2_status (*ge2_gemm_prepare_fn)(ge2_launch *launch, bool fuse);
 ge2_status ge2_gemm_prepare_timed(ge2_launch *launch, ge2_gemm_prepare_fn prepare);
 // The GEMM, the act kernel and the post step of a prepared plan.
 ge2_status ge2_gemm_enqueue(const ge2_launch *launch, const char *op);
-// Where the GEMM writes D (f32): out[0], LINEAR's z stash, or the scratch
-// (p->d_scratch)
+// Where the GEMM writes D (f32, or bf16 with p->d_bf16): out[0], LINEAR's
+// z stash, or the scratch (p->d_scratch)
 void *ge2_gemm_d(const ge2_gemm_plan *p, const ge2_launch *launch);
 
 // ops/linear/cuda_backward.cu: LINEAR relu's fallback when RELU_AUX is refused — relu of

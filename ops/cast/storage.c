@@ -29,6 +29,7 @@
 #include "graph/alloc.h"
 #include "graph/rewrite.h"
 #include "ops/cast/cast.h"
+#include "ops/linear/linear.h"
 
 /* Appends CAST(t) -> bf16 in phase, named "<t>.bf16", and moves it to
  * position `at`; *copy is its output. */
@@ -54,6 +55,27 @@ static bool private_activation(const ge2_tensor *t)
     return t->role == GE2_ROLE_ACTIVATION && !t->is_output;
 }
 
+/* LINEAR's bias: read in bf16 only where its GEMM writes bf16, which rule 1
+ * is still deciding, so rule 2 rounds it (bf16_bias), never rule 1 */
+static bool bias_of_linear(const ge2_node *node, int input)
+{
+    return node->op == GE2_OP_LINEAR && input == 2;
+}
+
+/* How many of node's leading inputs are bf16 operands: a GEMM's two, and
+ * LINEAR's bias where its GEMM writes bf16 (ge2_linear_d_bf16) */
+static int bf16_operands(const ge2_graph *g, const ge2_node *node)
+{
+    if (!(ge2_op_flags(node->op) & GE2_OPF_BF16_OPERANDS))
+        return 0;
+    if (node->op != GE2_OP_LINEAR || node->n_inputs < 3)
+        return 2;
+    const bool stash = node->n_outputs > 1;
+    const bool d_bf16 = ge2_linear_d_bf16(true, g->tensors[node->outputs[0]]->dtype, stash,
+                                          stash ? g->tensors[node->outputs[1]]->dtype : GE2_F32);
+    return d_bf16 ? 3 : 2;
+}
+
 /* Whether every reader of tensor t reads it as bf16 (ge2_op_reads_bf16), or
  * through views (GE2_OPF_VIEW: reshapes) whose outputs are private
  * activations every reader reads so; and it has a reader. depth bounds the
@@ -72,7 +94,7 @@ static bool read_as_bf16(const ge2_graph *g, int t, int depth)
                 if (depth >= 8 || !private_activation(g->tensors[node->outputs[0]]) ||
                     !read_as_bf16(g, node->outputs[0], depth + 1))
                     return false;
-            } else if (!ge2_op_reads_bf16(node, i)) {
+            } else if (!ge2_op_reads_bf16(node, i) || bias_of_linear(node, i)) {
                 return false;
             }
         }
@@ -124,9 +146,8 @@ ge2_status ge2_bf16_storage_pass(ge2_graph *g, int *n_casts, int *n_stored, int 
         copy_of[i] = -1;
     ge2_status st = GE2_OK;
     for (int n = 0; n < g->n_nodes && st == GE2_OK; n++) {
-        if (!(ge2_op_flags(g->nodes[n].op) & GE2_OPF_BF16_OPERANDS))
-            continue;
-        for (int slot = 0; slot < 2 && slot < g->nodes[n].n_inputs && st == GE2_OK; slot++) {
+        const int operands = bf16_operands(g, &g->nodes[n]);
+        for (int slot = 0; slot < operands && slot < g->nodes[n].n_inputs && st == GE2_OK; slot++) {
             const int t = g->nodes[n].inputs[slot];
             if (t >= n_tensors || g->tensors[t]->dtype != GE2_F32)
                 continue;

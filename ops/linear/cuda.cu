@@ -117,11 +117,20 @@ static ge2_status linear_prepare(ge2_launch *launch, bool fuse)
     const bool want_y = launch->out[0].data != NULL;
     const bool stash = launch->n_out >= 2 && launch->out[1].data != NULL;
     const bool want_mask = stash && launch->out[1].dtype == GE2_U8, want_z = stash && !want_mask;
-    // y or z stored in bf16 (the storage pass's): the act kernel rounds them at
-    // its store, from the GEMM's f32 D (an f32 z stash, else the scratch)
+    // y or z stored in bf16 (the storage pass's): the GEMM writes D in bf16
+    // (p->d_bf16: the bias is bf16 too) and the act kernel y from it; else
+    // the act kernel rounds them at its store, from the GEMM's f32 D (an f32
+    // z stash, else the scratch)
     const bool y_bf16 = want_y && launch->out[0].dtype == GE2_BF16, z_bf16 = want_z && launch->out[1].dtype == GE2_BF16;
     fuse = fuse && !y_bf16 && !z_bf16;
+    p->d_bf16 = ge2_cuda_linear_d_bf16(launch);
     p->d_scratch = ge2_cuda_linear_d_in_scratch(launch);
+    if (p->has_bias && launch->in[2].dtype == GE2_BF16 && !p->d_bf16) {
+        ge2_free(p);
+        return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_linear (node %d): a bf16 bias needs y%s stored in bf16 (cuBLASLt's "
+                         "bias takes the result's type); y is %s", node_id, want_z ? " and its z stash" : "",
+                         ge2_dtype_name(launch->out[0].dtype));
+    }
     if (z_bf16 && !want_y) {
         ge2_free(p);
         return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_linear (node %d): a bf16 z stash is written beside y; this key "
@@ -147,8 +156,10 @@ static ge2_status linear_prepare(ge2_launch *launch, bool fuse)
     }
     if (st == GE2_OK && found == 0) {
         linear_choose(p, want_z, want_mask, want_y, false);
-        p->act_kernel = p->act_kernel || y_bf16 || z_bf16;
-        p->gemm_writes_z = p->gemm_writes_z && !z_bf16; // the act kernel stores the bf16 z beside y
+        if (!p->d_bf16) { // the act kernel rounds y (and stores the bf16 z beside it) from the f32 D
+            p->act_kernel = p->act_kernel || y_bf16 || z_bf16;
+            p->gemm_writes_z = p->gemm_writes_z && !z_bf16;
+        }
         st = ge2_gemm_plan_try(p, launch, true, false, out_f, &found);
     }
     return ge2_gemm_plan_commit(launch, p, st, found);
@@ -173,13 +184,26 @@ extern "C" void ge2_cuda_linear_release(ge2_launch *launch)
     launch->backend_data = NULL;
 }
 
+extern "C" bool ge2_cuda_linear_d_bf16(const ge2_launch *launch)
+{
+    const bool y = launch->out[0].data != NULL;
+    if (launch->node->op == GE2_OP_LINEAR_GRAD_INPUT)
+        return y && launch->out[0].dtype == GE2_BF16;
+    if (launch->node->op != GE2_OP_LINEAR)
+        return false;
+    const bool stash = launch->n_out > 1 && launch->out[1].data;
+    const bool bias_ok = launch->n_in < 3 || !launch->in[2].data || launch->in[2].dtype == GE2_BF16;
+    return bias_ok && ge2_linear_d_bf16(y, launch->out[0].dtype, stash, stash ? launch->out[1].dtype : GE2_F32);
+}
+
 extern "C" bool ge2_cuda_linear_d_in_scratch(const ge2_launch *launch)
 {
     const bool linear = launch->node->op == GE2_OP_LINEAR;
     const bool stash = linear && launch->n_out > 1 && launch->out[1].data && launch->out[1].dtype != GE2_U8;
     const bool y_bf16 = launch->out[0].data && launch->out[0].dtype == GE2_BF16;
     const bool z_bf16 = stash && launch->out[1].dtype == GE2_BF16;
-    return (y_bf16 || z_bf16) && !(stash && !z_bf16); // an f32 z stash holds D itself
+    // an f32 z stash holds D itself, and a bf16 D its own tensor
+    return (y_bf16 || z_bf16) && !(stash && !z_bf16) && !ge2_cuda_linear_d_bf16(launch);
 }
 
 // The bf16 copies of the f32 operands (a bf16 tensor is read in place) and

@@ -59,14 +59,14 @@ static __device__ __forceinline__ float dact_at(const ge2_act_attrs &a, const S 
 }
 
 // dx [rows, n] = d ⊙ act'(saved): saved is z or y [rows, n], or relu's
-// bit-mask [rows, row_bytes]; neither: dx = d. d may be dx itself (f32, in
-// place); a bf16 dx (the storage pass's) is rounded at the store, a bf16
-// saved (likewise) widened. With quads (no mask; d and dx aligned for
+// bit-mask [rows, row_bytes]; neither: dx = d. d may be dx itself (in
+// place); a bf16 dx (the storage pass's) is rounded at the store, a bf16 d
+// or saved (likewise) widened. With quads (no mask; d and dx aligned for
 // them), four elements a thread.
-template <typename S, typename DX>
+template <typename S, typename D, typename DX>
 __global__ void ge2_dact_kernel(int64_t rows, int64_t n, ge2_act_attrs a, const S *saved /* [rows, n] */,
                                 const uint8_t *mask /* [rows, row_bytes] */, int64_t row_bytes, bool quads,
-                                const float *d /* [rows, n] */, DX *dx /* [rows, n] */)
+                                const D *d /* [rows, n] */, DX *dx /* [rows, n] */)
 {
     const int64_t total = rows * n, first = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -74,7 +74,7 @@ __global__ void ge2_dact_kernel(int64_t rows, int64_t n, ge2_act_attrs a, const 
     if (quads) {
         done = total / 4 * 4;
         for (int64_t q = first; q < total / 4; q += stride) {
-            const float4 v = reinterpret_cast<const float4 *>(d)[q];
+            const float4 v = ge2_load4(d + 4 * q);
             const int64_t i = 4 * q;
             ge2_store4(dx + i, make_float4(dact_at(a, saved, v.x, i), dact_at(a, saved, v.y, i + 1),
                                            dact_at(a, saved, v.z, i + 2), dact_at(a, saved, v.w, i + 3)));
@@ -82,8 +82,8 @@ __global__ void ge2_dact_kernel(int64_t rows, int64_t n, ge2_act_attrs a, const 
     }
     for (int64_t i = done + first; i < total; i += stride) {
         // the row and column only for the mask: 64-bit divisions cost the other paths their speed
-        const float g = mask ? d[i] * (float)ge2_relu_mask_bit(mask + (i / n) * row_bytes, i % n)
-                             : dact_at(a, saved, d[i], i);
+        const float g = mask ? ge2_load(d + i) * (float)ge2_relu_mask_bit(mask + (i / n) * row_bytes, i % n)
+                             : dact_at(a, saved, ge2_load(d + i), i);
         ge2_store(&dx[i], g);
     }
 }
@@ -111,12 +111,12 @@ ge2_status ge2_gemm_relu_mask_post(const ge2_launch *launch, const ge2_gemm_plan
     return GE2_OK;
 }
 
-// dx = d ⊙ act'(saved) (saved absent: dx = d), saved S (f32 or bf16), into an f32 or bf16 dx
-template <typename S, typename DX>
-static ge2_status dact_as(const ge2_launch *launch, const S *saved, const uint8_t *mask, const float *d, DX *dx)
+// dx = d ⊙ act'(saved) (saved absent: dx = d), saved S and d D (f32 or bf16), into an f32 or bf16 dx
+template <typename S, typename D, typename DX>
+static ge2_status dact_as(const ge2_launch *launch, const S *saved, const uint8_t *mask, const D *d, DX *dx)
 {
     const int64_t rows = launch->out[0].shape.dim[0], n = launch->out[0].shape.dim[1];
-    const bool quads = !mask && (uintptr_t)d % 16 == 0 && ge2_store4_aligned(dx);
+    const bool quads = !mask && ge2_store4_aligned(d) && ge2_store4_aligned(dx);
     const int64_t work = quads ? (rows * n + 3) / 4 : rows * n;
     ge2_dact_kernel<<<ge2_cuda_blocks(work, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0, ge2_cuda_stream(launch)>>>(
         rows, n, launch->node->attrs.act, saved, mask, ge2_relu_mask_row_bytes(n), quads, d, dx);
@@ -124,8 +124,8 @@ static ge2_status dact_as(const ge2_launch *launch, const S *saved, const uint8_
     return GE2_OK;
 }
 
-template <typename DX>
-static ge2_status dact(const ge2_launch *launch, const float *d, DX *dx)
+template <typename D, typename DX>
+static ge2_status dact(const ge2_launch *launch, const D *d, DX *dx)
 {
     const ge2_view *saved = launch->n_in > 2 ? &launch->in[2] : NULL;
     if (saved && saved->dtype == GE2_BF16) // the storage pass's z
@@ -136,15 +136,25 @@ static ge2_status dact(const ge2_launch *launch, const float *d, DX *dx)
 }
 
 // LINEAR_GRAD_INPUT's unfused rest: act' unless the epilogue applied it, db
-// unless it summed it. A bf16 dx (p->d_scratch): the f32 result in the
-// scratch takes act' and gives db, then is rounded into dx (one pass when
-// no db is wanted).
+// unless it summed it. A bf16 dx the GEMM wrote (p->d_bf16): act' in place
+// on it, then db sums the rounded dx (what the weight gradient's GEMM
+// reads as its dz). A bf16 dx through the scratch (p->d_scratch): the f32
+// result takes act' and gives db, then is rounded into dx (one pass when no
+// db is wanted).
 static ge2_status grad_input_post(const ge2_launch *launch, const ge2_gemm_plan *p)
 {
-    float *d = (float *)ge2_gemm_d(p, launch);
     float *db = launch->n_out > 1 ? (float *)launch->out[1].data : NULL;
     int64_t rows = launch->out[0].shape.dim[0], n = launch->out[0].shape.dim[1];
     bool dact_done = p->epilogue != CUBLASLT_EPILOGUE_DEFAULT;
+    if (p->d_bf16) {
+        __nv_bfloat16 *dx = (__nv_bfloat16 *)launch->out[0].data;
+        if (launch->n_in > 2 && !dact_done && rows * n > 0)
+            GE2_TRY(dact(launch, (const __nv_bfloat16 *)dx, dx));
+        if (db && !has_bgrad(p->epilogue))
+            GE2_TRY(ge2_cuda_column_sums(launch, dx, GE2_BF16, rows, n, db));
+        return GE2_OK;
+    }
+    float *d = (float *)ge2_gemm_d(p, launch);
     if (p->d_scratch && !db)
         return rows * n == 0 ? GE2_OK : dact(launch, d, (__nv_bfloat16 *)launch->out[0].data);
     if (launch->n_in > 2 && !dact_done && rows * n > 0)
@@ -278,10 +288,13 @@ static ge2_status grad_input_prepare(ge2_launch *launch, bool fuse)
     const bool want_db = launch->n_out > 1 && launch->out[1].data;
     p->n_out = rows * n;
     p->tiled_bind = grad_input_tiled_bind;
-    // dx stored in bf16 (the storage pass's): the GEMM writes f32 to the
-    // scratch, the post step rounds it into dx
+    // dx stored in bf16 (the storage pass's): the GEMM writes it in bf16,
+    // the post step applies act' and sums db from it (cuBLASLt's DGELU
+    // epilogues on bf16 took twice the plain GEMM on an H200:
+    // bench/RESULTS.md)
+    p->d_bf16 = ge2_cuda_linear_d_bf16(launch);
     p->d_scratch = ge2_cuda_linear_d_in_scratch(launch);
-    fuse = fuse && !p->d_scratch;
+    fuse = fuse && !p->d_scratch && !p->d_bf16;
     if (launch->n_in > 2 || want_db || p->d_scratch) {
         p->post = grad_input_post;
         p->post_name = launch->n_in > 2 ? (want_db ? "dact + db" : "dact") : want_db ? "db" : "bf16 store";

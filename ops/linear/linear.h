@@ -51,10 +51,26 @@ const char *ge2_cuda_matmul_describe(const ge2_launch *launch);
 size_t ge2_cuda_gemm_bf16_scratch_bytes(const ge2_launch *launch);
 /* out[0] (or LINEAR's z stash) is a bf16 tensor (the storage pass's) and
  * the GEMM writes its f32 result to scratch, which ge2's kernel then rounds
- * into it: always but for LINEAR's GEMM writing an f32 z stash */
+ * into it: where the GEMM neither writes an f32 z stash nor writes bf16
+ * itself (ge2_cuda_linear_d_bf16) */
 bool ge2_cuda_linear_d_in_scratch(const ge2_launch *launch);
-/* ops.c: LINEAR stores y and its z stash in bf16 (the act kernel rounds
- * them from the GEMM's f32 result), where it has a z stash */
+/* The GEMM writes its result D in bf16 straight into its bf16 tensor:
+ * LINEAR where ge2_linear_d_bf16 says so and its bias (if any) is bf16 too,
+ * LINEAR_GRAD_INPUT whenever dx is bf16 (act' and db then read it back) */
+bool ge2_cuda_linear_d_bf16(const ge2_launch *launch);
+/* Under the storage pass of precision BF16: does LINEAR's GEMM write its
+ * result D in bf16? D is the z stash when one is kept (has_stash; relu's
+ * u8 bit-mask: never), else y; both must be bf16 tensors, and y = act(z)
+ * then reads the rounded z, as autocast's activation reads the rounded
+ * linear output. The bias is then read in bf16 like x and w (cuBLASLt's
+ * bias epilogue takes D's type; autocast rounds the bias too): the storage
+ * pass gives it the bias's bf16 copy. */
+static inline bool ge2_linear_d_bf16(bool has_y, ge2_dtype y, bool has_stash, ge2_dtype stash)
+{
+    return has_y && y == GE2_BF16 && (!has_stash || stash == GE2_BF16);
+}
+/* ops.c: LINEAR stores y and its z stash in bf16 (the GEMM writes D in bf16,
+ * the act kernel y from it), but y beside relu's bit-mask */
 bool ge2_linear_stores_bf16(const ge2_node *node, int output);
 /* cuda_backward.cu: release and describe are LINEAR's */
 ge2_status ge2_cuda_linear_grad_input_prepare(ge2_launch *launch);

@@ -4,11 +4,20 @@
 bool ge2_linear_stores_bf16(const ge2_node *node, int output)
 {
     const ge2_linear_attrs *a = &node->attrs.linear;
-    return output < 2 && node->n_outputs > 1 && ge2_linear_stash_of(a->act, a->slope) == GE2_STASH_Z;
+    const bool stash = node->n_outputs > 1, z = ge2_linear_stash_of(a->act, a->slope) == GE2_STASH_Z;
+    return (output == 0 && (!stash || z)) || (output == 1 && stash && z); /* (relu's bit-mask: y stays f32) */
 }
 
 /* LINEAR_GRAD_INPUT's saved z or y (input 2; not relu's bit-mask) may be bf16 */
 static bool grad_input_reads_bf16(const ge2_node *node, int input)
+{
+    (void)node;
+    return input == 2;
+}
+
+/* LINEAR's bias (input 2) may be bf16: the storage pass gives it so where
+ * the GEMM writes bf16 (ge2_linear_d_bf16) */
+static bool linear_reads_bf16(const ge2_node *node, int input)
 {
     (void)node;
     return input == 2;
@@ -27,6 +36,7 @@ const ge2_op_def ge2_op_def_linear = {
     .cuda = {ge2_cuda_linear_prepare, ge2_cuda_linear_launch, ge2_cuda_linear_release, ge2_cuda_linear_describe,
              ge2_cuda_gemm_bf16_scratch_bytes},
     .stores_bf16 = ge2_linear_stores_bf16,
+    .reads_bf16 = linear_reads_bf16,
 };
 
 /* a, b -> op(a)·op(b) */

@@ -91,6 +91,19 @@ __global__ void ge2_slice_bf16_kernel(I n, I row_x, I row_y, I off, const V *x, 
     }
 }
 
+// The same from a bf16 x (the storage pass's, read only by slices and
+// GEMMs) into a y of either type (widened into an f32 one), one element a
+// thread; a bf16 y where aligned takes ge2_slice_kernel on four at a time
+template <typename Y>
+__global__ void ge2_slice_from_bf16_kernel(long long n, long long row_x, long long row_y, long long off,
+                                           const __nv_bfloat16 *x, Y *y)
+{
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+        const long long o = i / row_y;
+        ge2_store(y + i, ge2_load(x + o * row_x + off + (i - o * row_y)));
+    }
+}
+
 // dx = zeros, with dx[:, off:off+row_y] = dy; n = outer · row_x. Writes
 // every element, so no memset node is needed before it.
 template <typename V, typename I>
@@ -308,9 +321,32 @@ static void slice_rows(ge2_shape x, ge2_shape y, const ge2_slice_attrs *a, const
     *vec = *row_x % 4 == 0 && *row_y % 4 == 0 && *off % 4 == 0 && aligned16(p, q);
 }
 
+// SLICE of a bf16 x: moved as is into a bf16 y, widened into an f32 one
+static ge2_status slice_from_bf16(const ge2_launch *l, long long n, long long row_x, long long row_y, long long off)
+{
+    const __nv_bfloat16 *x = (const __nv_bfloat16 *)l->in[0].data;
+    cudaStream_t s = ge2_cuda_stream(l);
+    if (l->out[0].dtype == GE2_F32) {
+        ge2_slice_from_bf16_kernel<<<ge2_cuda_blocks(n, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0, s>>>(
+            n, row_x, row_y, off, x, (float *)l->out[0].data);
+        return ge2_cuda_check_launch(l, "ge2_slice_from_bf16_kernel");
+    }
+    __nv_bfloat16 *y = (__nv_bfloat16 *)l->out[0].data;
+    if (row_x % 4 == 0 && row_y % 4 == 0 && off % 4 == 0 && ge2_store4_aligned(x) && ge2_store4_aligned(y)) {
+        ge2_slice_kernel<uint2, long long><<<ge2_cuda_blocks(n / 4, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0, s>>>(
+            n / 4, row_x / 4, row_y / 4, off / 4, (const uint2 *)x, (uint2 *)y);
+        return ge2_cuda_check_launch(l, "ge2_slice_kernel<bf16 x4>");
+    }
+    ge2_slice_from_bf16_kernel<<<ge2_cuda_blocks(n, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0, s>>>(n, row_x, row_y,
+                                                                                               off, x, y);
+    return ge2_cuda_check_launch(l, "ge2_slice_from_bf16_kernel");
+}
+
 extern "C" ge2_status ge2_cuda_slice_launch(const ge2_launch *l)
 {
-    GE2_TRY(ge2_cuda_require_f32(l, 0));
+    const bool x_bf16 = l->in[0].dtype == GE2_BF16; /* the storage pass's (ge2_op_def.reads_bf16) */
+    if (!x_bf16)
+        GE2_TRY(ge2_cuda_require_f32(l, 0));
     const ge2_slice_attrs *a = &l->node->attrs.slice;
     ge2_shape xs = l->in[0].shape, ys = l->out[0].shape;
     GE2_TRY(check_axis(l, xs, a->axis));
@@ -318,6 +354,10 @@ extern "C" ge2_status ge2_cuda_slice_launch(const ge2_launch *l)
     if (!l->out[0].data || n == 0)
         return GE2_OK;
     bool vec;
+    if (x_bf16) {
+        slice_rows(xs, ys, a, l->in[0].data, l->out[0].data, &row_x, &row_y, &off, &vec);
+        return slice_from_bf16(l, n, row_x, row_y, off);
+    }
     const bool bf16 = l->out[0].dtype == GE2_BF16;
     slice_rows(xs, ys, a, l->in[0].data, bf16 ? l->in[0].data : l->out[0].data, &row_x, &row_y, &off, &vec);
     vec = vec && (!bf16 || ge2_store4_aligned((const __nv_bfloat16 *)l->out[0].data));

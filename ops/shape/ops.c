@@ -52,6 +52,14 @@ const ge2_op_def ge2_op_def_concat = {
     .stores_bf16 = ge2_stores_bf16_output0,
 };
 
+/* SLICE may read a bf16 x: the storage pass stores a projection in bf16
+ * where only slices (and GEMMs) read it, as attention's q, k, v do */
+static bool slice_reads_bf16(const ge2_node *node, int input)
+{
+    (void)node;
+    return input == 0;
+}
+
 const ge2_op_def ge2_op_def_slice = {
     .name = "slice",
     .min_inputs = 1,
@@ -63,6 +71,7 @@ const ge2_op_def ge2_op_def_slice = {
     .cpu = ge2_cpu_slice,
     .cuda = {NULL, ge2_cuda_slice_launch, NULL, NULL},
     .stores_bf16 = ge2_stores_bf16_output0,
+    .reads_bf16 = slice_reads_bf16,
 };
 
 /* dy, like -> zeros with dy in the window */

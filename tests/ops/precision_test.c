@@ -429,9 +429,18 @@ START_TEST(bf16_storage_rounds_each_operand_once)
     ck_assert_int_ge(gemms, 5);
     /* the gelu layer's activation (beside its z) and its input gradient */
     ck_assert_int_ge(stored, 2);
-    /* both weights through their copies, no cast of either */
-    ck_assert_int_eq(copies, 2);
-    ck_assert_int_eq(casts + stored + copies, operands);
+    /* both weights through their copies, no cast of either; and b1, whose
+     * layer's GEMM writes its bf16 z and y itself (cuBLASLt's bias then
+     * takes bf16, as autocast rounds it) */
+    ck_assert_int_eq(copies, 3);
+    ck_assert_int_eq(casts + stored + copies, operands + 1);
+    const ge2_tensor *b1_copy = NULL;
+    for (int i = 0; i < pg->n_tensors; i++)
+        if (pg->tensors[i]->copy_of == b1->id)
+            b1_copy = pg->tensors[i];
+    ck_assert_ptr_nonnull(b1_copy);
+    /* (tensor ids are kept: h is the gelu layer's y in the program's graph too) */
+    ck_assert_int_eq(pg->nodes[pg->tensors[h->id]->producer].inputs[2], b1_copy->id);
     ck_assert_int_eq(pg->n_nodes, user_nodes + casts);
     for (int n = 0; n < g->n_nodes; n++)
         ck_assert_int_ne(g->nodes[n].op, GE2_OP_CAST);
@@ -582,6 +591,8 @@ START_TEST(bf16_storage_gives_attention_bf16_slices)
         ck_assert_int_eq(pg->tensors[view[i]->id]->dtype, GE2_BF16);
         ck_assert_int_eq(part[i]->dtype, GE2_F32); /* the user's graph is as built */
     }
+    /* the projection itself: only the slices read it */
+    ck_assert_int_eq(pg->tensors[qkv->id]->dtype, GE2_BF16);
     /* attention's output too: only the merged heads' projection and the backward read it */
     ck_assert_int_eq(pg->tensors[att->id]->dtype, GE2_BF16);
     ck_assert_int_eq(pg->tensors[merged->id]->dtype, GE2_BF16);
