@@ -39,6 +39,16 @@ extern "C" {
 // at the load, rounded at the store; z_out (NULL: none) takes a bf16 copy
 // of an f32 z, the stash stored in bf16.
 // With quads (all aligned for them), four elements a thread, the tail one by one.
+// act(z) for a y of type Y: a bf16 y takes the fast forms (ge2_act_for_bf16)
+static __device__ __forceinline__ float act_into(const float *, ge2_activation act, float z, float slope)
+{
+    return ge2_act_f32(act, z, slope);
+}
+static __device__ __forceinline__ float act_into(const __nv_bfloat16 *, ge2_activation act, float z, float slope)
+{
+    return ge2_act_for_bf16(act, z, slope);
+}
+
 template <typename Z, typename Y>
 __global__ void ge2_gemm_act_kernel(int64_t n, ge2_activation act, float slope, bool quads,
                                     const Z *z /* [B, out] */, Y *y /* [B, out] */,
@@ -50,15 +60,15 @@ __global__ void ge2_gemm_act_kernel(int64_t n, ge2_activation act, float slope, 
         done = n / 4 * 4;
         for (int64_t i = first; i < n / 4; i += stride) {
             const float4 v = ge2_load4(z + 4 * i);
-            ge2_store4(y + 4 * i, make_float4(ge2_act_f32(act, v.x, slope), ge2_act_f32(act, v.y, slope),
-                                              ge2_act_f32(act, v.z, slope), ge2_act_f32(act, v.w, slope)));
+            ge2_store4(y + 4 * i, make_float4(act_into(y, act, v.x, slope), act_into(y, act, v.y, slope),
+                                              act_into(y, act, v.z, slope), act_into(y, act, v.w, slope)));
             if (z_out)
                 ge2_store4(z_out + 4 * i, v);
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
         const float v = ge2_load(z + i);
-        ge2_store(&y[i], ge2_act_f32(act, v, slope));
+        ge2_store(&y[i], act_into(y, act, v, slope));
         if (z_out)
             ge2_store(&z_out[i], v);
     }

@@ -392,7 +392,10 @@ static bool key_of(const ge2_launch *l, sdpa_key *key, char *why, size_t why_siz
 
 /* Where each part lives in the scratch: offsets in bytes */
 typedef struct sdpa_layout {
-    size_t copy[8]; /* forward: q, k, v, y; backward: dy, q, k, v, y, dq, dk, dv */
+    /* forward: q, k, v, y; backward: dy, q, k, v, y, dq, dk, dv: the bf16
+     * copies of f32 tensors (a bf16 tensor, the storage pass's, is used in
+     * place and has no room here) */
+    size_t copy[8];
     int n_copies;
     size_t stats;   /* forward without an lse output: its Stats */
     size_t sums;    /* backward: softmax_sum */
@@ -401,13 +404,24 @@ typedef struct sdpa_layout {
 
 static size_t round256(size_t n) { return (n + 255) / 256 * 256; }
 
-static sdpa_layout layout_of(const sdpa_key *key, size_t workspace_bytes)
+/* Copy slot i's tensor (layout order: the launch's inputs, then outputs) */
+static const ge2_view *slot_view(const ge2_launch *l, bool backward, int i)
+{
+    const int n_in = backward ? 5 : 3;
+    return i < n_in ? &l->in[i] : &l->out[i - n_in];
+}
+
+static sdpa_layout layout_of(const sdpa_key *key, size_t workspace_bytes, const ge2_launch *l)
 {
     sdpa_layout s = {{0}, key->backward ? 8 : 4, 0, 0, 0, 0};
     const int64_t n = key->b * key->h * key->t * key->d, rows = key->b * key->h * key->t;
     size_t at = 0;
-    for (int i = 0; i < s.n_copies; i++, at += ge2_bf16_copy_bytes(n))
+    for (int i = 0; i < s.n_copies; i++) {
+        const ge2_view *v = slot_view(l, key->backward, i);
         s.copy[i] = at;
+        if (!(v->data && v->dtype == GE2_BF16))
+            at += ge2_bf16_copy_bytes(n);
+    }
     s.stats = s.sums = at;
     at += round256((size_t)rows * sizeof(float));
     s.workspace = at;
@@ -423,7 +437,7 @@ size_t ge2_cudnn_attention_scratch_bytes(const ge2_launch *l)
         return 0;
     const sdpa_plan *p = plan_of(&key);
     ge2_clear_error(); /* a shape cuDNN declines is no error: the fp32 kernels run it */
-    return p && p->status == GE2_OK ? layout_of(&key, p->plan.workspace_bytes).total : 0;
+    return p && p->status == GE2_OK ? layout_of(&key, p->plan.workspace_bytes, l).total : 0;
 }
 
 /* A bf16 launch's state (backend_data): the plan it runs, or NULL and the
@@ -459,7 +473,7 @@ static bool cudnn_takes(const ge2_launch *l, sdpa_key *key, const sdpa_plan **p,
         snprintf(why, why_size, "cuDNN: %.140s", *p ? (*p)->why : "no room for another plan");
         return false;
     }
-    *layout = layout_of(key, (*p)->plan.workspace_bytes);
+    *layout = layout_of(key, (*p)->plan.workspace_bytes, l);
     if (!l->scratch || l->scratch_bytes < layout->total) {
         snprintf(why, why_size, "%zu bytes of scratch, cuDNN's attention needs %zu",
                  l->scratch ? l->scratch_bytes : (size_t)0, layout->total);

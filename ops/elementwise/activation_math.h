@@ -26,6 +26,10 @@
 #define GE2_HD
 #endif
 
+/* gelu_tanh(z) = 0.5 z (1 + tanh(k (z + c z^3))) */
+#define GE2_GELU_K 0.7978845608028654 /* sqrt(2/pi) */
+#define GE2_GELU_C 0.044715
+
 /* Whether dy/dz can be computed from y = act(z) alone. */
 static inline GE2_HD bool ge2_act_grad_from_output(ge2_activation act, float slope)
 {
@@ -54,8 +58,8 @@ static inline GE2_HD bool ge2_act_grad_from_output(ge2_activation act, float slo
     }                                                                                                           \
     static inline GE2_HD T ge2_act_##SUF(ge2_activation act, T z, float slope)                                 \
     {                                                                                                           \
-        const T k = (T)0.7978845608028654;  /* sqrt(2/pi) */                                                    \
-        const T c = (T)0.044715;                                                                                \
+        const T k = (T)GE2_GELU_K;                                                    \
+        const T c = (T)GE2_GELU_C;                                                                                \
         switch (act) {                                                                                          \
         case GE2_ACT_RELU:                                                                                      \
             return z > (T)0 ? z : (T)0;                                                                         \
@@ -77,8 +81,8 @@ static inline GE2_HD bool ge2_act_grad_from_output(ge2_activation act, float slo
     }                                                                                                           \
     static inline GE2_HD T ge2_act_grad_##SUF(ge2_activation act, T saved, bool from_output, float slope)      \
     {                                                                                                           \
-        const T k = (T)0.7978845608028654;                                                                      \
-        const T c = (T)0.044715;                                                                                \
+        const T k = (T)GE2_GELU_K;                                                                      \
+        const T c = (T)GE2_GELU_C;                                                                                \
         switch (act) {                                                                                          \
         case GE2_ACT_RELU:                                                                                      \
             return saved > (T)0 ? (T)1 : (T)0;                                                                  \
@@ -111,6 +115,33 @@ static inline GE2_HD bool ge2_act_grad_from_output(ge2_activation act, float slo
 
 GE2_ACT_DEFINE(float, f32, f)
 GE2_ACT_DEFINE(double, f64, )
+
+#ifdef __CUDACC__
+/* For CUDA kernels that store bf16 (the storage pass's outputs): gelu_tanh
+ * as z·sigmoid(2u), u = k (z + c z^3), the same function ((1 + tanh u) / 2
+ * is sigmoid(2u)), through the fast exp and divide: a few instructions
+ * where tanhf takes dozens, which made those kernels compute-bound. Its
+ * error (~1e-6 relative, no cancellation at either tail) is far below the
+ * bf16 rounding that follows. Every other activation is ge2_act_f32's. */
+static __device__ __forceinline__ float ge2_act_for_bf16(ge2_activation act, float z, float slope)
+{
+    if (act != GE2_ACT_GELU_TANH)
+        return ge2_act_f32(act, z, slope);
+    const float u = (float)GE2_GELU_K * (z + (float)GE2_GELU_C * z * z * z);
+    return __fdividef(z, 1.0f + __expf(-2.0f * u));
+}
+
+/* d/dz of the same: s + z s (1 - s) 2 u', s = sigmoid(2u) */
+static __device__ __forceinline__ float ge2_act_grad_for_bf16(ge2_activation act, float saved, bool from_output,
+                                                            float slope)
+{
+    if (act != GE2_ACT_GELU_TANH || from_output)
+        return ge2_act_grad_f32(act, saved, from_output, slope);
+    const float z = saved, u = (float)GE2_GELU_K * (z + (float)GE2_GELU_C * z * z * z);
+    const float s = __fdividef(1.0f, 1.0f + __expf(-2.0f * u));
+    return s + z * s * (1.0f - s) * 2.0f * (float)GE2_GELU_K * (1.0f + 3.0f * (float)GE2_GELU_C * z * z);
+}
+#endif
 
 #undef GE2_ACT_DEFINE
 

@@ -51,18 +51,25 @@ __global__ void ge2_relu_mask_kernel(int64_t rows, int64_t n, int64_t row_bytes,
     }
 }
 
-// d ⊙ act'(saved) for one element (saved NULL: d); saved f32 or bf16
-template <typename S>
+// d ⊙ act'(saved) for one element (saved NULL: d); saved f32 or bf16; into
+// a bf16 dx (DX) with the fast forms (ge2_act_grad_for_bf16)
+template <typename DX> static __device__ __forceinline__ float dact_of(const ge2_act_attrs &a, float d, float z)
+{
+    return d * (sizeof(DX) == 2 ? ge2_act_grad_for_bf16(a.act, z, a.from_output, a.slope)
+                                : ge2_act_grad_f32(a.act, z, a.from_output, a.slope));
+}
+
+template <typename DX, typename S>
 static __device__ __forceinline__ float dact_at(const ge2_act_attrs &a, const S *saved, float d, int64_t i)
 {
-    return saved ? d * ge2_act_grad_f32(a.act, ge2_load(saved + i), a.from_output, a.slope) : d;
+    return saved ? dact_of<DX>(a, d, ge2_load(saved + i)) : d;
 }
 
 // dx [rows, n] = d ⊙ act'(saved): saved is z or y [rows, n], or relu's
 // bit-mask [rows, row_bytes]; neither: dx = d. d may be dx itself (in
 // place); a bf16 dx (the storage pass's) is rounded at the store, a bf16 d
 // or saved (likewise) widened. With quads (no mask; d and dx aligned for
-// them), four elements a thread.
+// them, and saved), four elements a thread.
 template <typename S, typename D, typename DX>
 __global__ void ge2_dact_kernel(int64_t rows, int64_t n, ge2_act_attrs a, const S *saved /* [rows, n] */,
                                 const uint8_t *mask /* [rows, row_bytes] */, int64_t row_bytes, bool quads,
@@ -76,14 +83,19 @@ __global__ void ge2_dact_kernel(int64_t rows, int64_t n, ge2_act_attrs a, const 
         for (int64_t q = first; q < total / 4; q += stride) {
             const float4 v = ge2_load4(d + 4 * q);
             const int64_t i = 4 * q;
-            ge2_store4(dx + i, make_float4(dact_at(a, saved, v.x, i), dact_at(a, saved, v.y, i + 1),
-                                           dact_at(a, saved, v.z, i + 2), dact_at(a, saved, v.w, i + 3)));
+            if (!saved) {
+                ge2_store4(dx + i, v);
+                continue;
+            }
+            const float4 z = ge2_load4(saved + i);
+            ge2_store4(dx + i, make_float4(dact_of<DX>(a, v.x, z.x), dact_of<DX>(a, v.y, z.y), dact_of<DX>(a, v.z, z.z),
+                                           dact_of<DX>(a, v.w, z.w)));
         }
     }
     for (int64_t i = done + first; i < total; i += stride) {
         // the row and column only for the mask: 64-bit divisions cost the other paths their speed
         const float g = mask ? ge2_load(d + i) * (float)ge2_relu_mask_bit(mask + (i / n) * row_bytes, i % n)
-                             : dact_at(a, saved, ge2_load(d + i), i);
+                             : dact_at<DX>(a, saved, ge2_load(d + i), i);
         ge2_store(&dx[i], g);
     }
 }
@@ -116,7 +128,7 @@ template <typename S, typename D, typename DX>
 static ge2_status dact_as(const ge2_launch *launch, const S *saved, const uint8_t *mask, const D *d, DX *dx)
 {
     const int64_t rows = launch->out[0].shape.dim[0], n = launch->out[0].shape.dim[1];
-    const bool quads = !mask && ge2_store4_aligned(d) && ge2_store4_aligned(dx);
+    const bool quads = !mask && ge2_store4_aligned(d) && ge2_store4_aligned(dx) && (!saved || ge2_store4_aligned(saved));
     const int64_t work = quads ? (rows * n + 3) / 4 : rows * n;
     ge2_dact_kernel<<<ge2_cuda_blocks(work, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0, ge2_cuda_stream(launch)>>>(
         rows, n, launch->node->attrs.act, saved, mask, ge2_relu_mask_row_bytes(n), quads, d, dx);

@@ -1211,8 +1211,10 @@ static void check_optimizer(int which, int64_t n, int steps)
     ge2_flat_pools cpu = {malloc(pbytes), malloc(pbytes), calloc(1, sbytes), slots, n, (n / 2) & ~(int64_t)63,
                           calloc(1, cbytes)};
     ck_assert(cpu.params && cpu.grads && cpu.state && cpu.copies);
-    for (int64_t i = 0; i < n; i++)
+    for (int64_t i = 0; i < n; i++) {
         cpu.params[i] = (float)(2.0 * rng01() - 1.0);
+        cpu.copies[i] = ge2_bf16_from_f32(cpu.params[i]); /* as the program leaves them after a host write */
+    }
     ge2_control cctl = fresh_control(&oc.cfg);
 
     device d;
@@ -1274,6 +1276,7 @@ static void check_optimizer(int which, int64_t n, int steps)
         /* the next step starts from the same values on both sides */
         h2d(gpu.params, cpu.params, pbytes);
         h2d(gpu.state, cpu.state, sbytes);
+        h2d(gpu.copies, cpu.copies, cbytes);
     }
     free(got);
     CK_CUDA(cudaGraphExecDestroy(exec));
@@ -1324,8 +1327,10 @@ static void check_per_parameter(int which, bool misaligned)
     ck_assert(cpu.params && cpu.state && cpu.copies);
     float *cgrad[3], *ggrad_base[3], *ggrad[3];
     for (int k = 0; k < 3; k++) {
-        for (int64_t i = 0; i < numel[k]; i++)
+        for (int64_t i = 0; i < numel[k]; i++) {
             cpu.params[offset[k] + i] = (float)(2.0 * rng01() - 1.0);
+            cpu.copies[offset[k] + i] = ge2_bf16_from_f32(cpu.params[offset[k] + i]);
+        }
         cgrad[k] = malloc((size_t)numel[k] * sizeof(float));
         ggrad_base[k] = to_device(NULL, (size_t)(numel[k] + 4) * sizeof(float));
         ggrad[k] = ggrad_base[k] + (misaligned && k == 2 ? 1 : 0);
@@ -1411,6 +1416,7 @@ static void check_per_parameter(int which, bool misaligned)
                       gctl.updates_done, cctl.updates_done);
         h2d(gpu.params, cpu.params, pbytes);
         h2d(gpu.state, cpu.state, sbytes);
+        h2d(gpu.copies, cpu.copies, (size_t)n * sizeof(uint16_t));
     }
     free(got);
     CK_CUDA(cudaGraphExecDestroy(exec));
