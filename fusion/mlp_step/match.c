@@ -118,6 +118,8 @@ static bool bind_loss_and_optimizer(matcher *m, ge2_mlp_step_desc *d)
     d->pools = opt->pools;
     if (d->pools.no_decay_n > 0 && d->optimizer.weight_decay != 0.0)
         return refuse(m, "parameters outside weight decay (the kernel decays every one alike)");
+    if (d->pools.copies)
+        return refuse(m, "bf16 parameter copies to write (the kernel's update writes only the f32 parameters)");
     d->control = opt->control;
     d->profile = opt->settings && opt->settings->profile;
     return true;

@@ -117,7 +117,9 @@ typedef struct ge2_flat_pools {
     int64_t no_decay_n;
     /* [n] bf16 bits (round to nearest even) of params, which every update
      * writes as it writes params; NULL when no GEMM reads a copy (the
-     * storage pass of precision BF16 makes them: GE2_ROLE_PARAMETER_COPY) */
+     * storage pass of precision BF16 makes them: GE2_ROLE_PARAMETER_COPY).
+     * An op of one's own that writes params must write these too where
+     * they exist, or the GEMMs read stale weights. */
     uint16_t *copies;
 } ge2_flat_pools;
 
