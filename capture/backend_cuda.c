@@ -559,7 +559,7 @@ static bool group_has_bf16(const ge2_exec *exec, const ge2_fusion_group *fg)
 {
     for (int i = fg->first; i < fg->first + fg->count; i++) {
         const ge2_launch *l = &exec->launches[i];
-        if (ge2_launch_bf16_gemm(l) || l->pools.copies) /* (an update writing bf16 copies) */
+        if (ge2_launch_bf16_gemm(l))
             return true;
         for (int k = 0; k < l->n_in + l->n_out; k++)
             if ((k < l->n_in ? l->in[k].dtype : l->out[k - l->n_in].dtype) == GE2_BF16)

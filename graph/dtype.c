@@ -39,6 +39,20 @@ static int name_index(const char *const *names, int count, const char *name)
     return -1;
 }
 
+/* What every ge2_*_parse does: *out = the index of name in names, or an
+ * error from fn naming what was asked and the choices */
+static ge2_status parse_name(const char *fn, const char *what, const char *choices, const char *const *names,
+                             int count, const char *name, int *out)
+{
+    if (!name || !out)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "%s: name and out must not be NULL", fn);
+    const int i = name_index(names, count, name);
+    if (i < 0)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "%s: unknown %s '%s' (%s)", fn, what, name, choices);
+    *out = i;
+    return GE2_OK;
+}
+
 static const char *const device_names[GE2_DEVICE_COUNT] = {
     [GE2_DEVICE_CPU] = "cpu", [GE2_DEVICE_CUDA] = "cuda", [GE2_DEVICE_AUTO] = "auto",
 };
@@ -50,14 +64,10 @@ const char *ge2_device_name(ge2_device device)
 
 ge2_status ge2_device_parse(const char *name, ge2_device *out)
 {
-    if (!name || !out)
-        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_device_parse: name and out must not be NULL");
-    const int d = name_index(device_names, GE2_DEVICE_COUNT, name);
-    if (d >= 0) {
-        *out = (ge2_device)d;
-        return GE2_OK;
-    }
-    return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_device_parse: unknown device '%s' (cpu, cuda, auto)", name);
+    int d;
+    GE2_TRY(parse_name("ge2_device_parse", "device", "cpu, cuda, auto", device_names, GE2_DEVICE_COUNT, name, &d));
+    *out = (ge2_device)d;
+    return GE2_OK;
 }
 
 static const char *const activation_names[GE2_ACT_COUNT] = {
@@ -73,18 +83,17 @@ const char *ge2_activation_name(ge2_activation act)
 
 ge2_status ge2_activation_parse(const char *name, ge2_activation *out)
 {
-    if (!name || !out)
-        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_activation_parse: name and out must not be NULL");
     /* "gelu" alone means the tanh approximation, as most MLP code uses it. */
-    const int a = strcmp(name, "gelu") == 0 ? GE2_ACT_GELU_TANH : name_index(activation_names, GE2_ACT_COUNT, name);
-    if (a >= 0) {
-        *out = (ge2_activation)a;
+    if (name && out && strcmp(name, "gelu") == 0) {
+        *out = GE2_ACT_GELU_TANH;
         return GE2_OK;
     }
-    return ge2_error(GE2_ERR_INVALID_ARGUMENT,
-                     "ge2_activation_parse: unknown activation '%s' (none, relu, leaky_relu, gelu, gelu_tanh, gelu_erf, "
-                     "sigmoid, tanh, silu)",
-                     name);
+    int a;
+    GE2_TRY(parse_name("ge2_activation_parse", "activation",
+                       "none, relu, leaky_relu, gelu, gelu_tanh, gelu_erf, sigmoid, tanh, silu", activation_names,
+                       GE2_ACT_COUNT, name, &a));
+    *out = (ge2_activation)a;
+    return GE2_OK;
 }
 
 static const char *const precision_names[GE2_PRECISION_COUNT] = {
@@ -97,15 +106,11 @@ const char *ge2_precision_name(ge2_precision precision)
 
 ge2_status ge2_precision_parse(const char *name, ge2_precision *out)
 {
-    if (!name || !out)
-        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_precision_parse: name and out must not be NULL");
-    const int p = name_index(precision_names, GE2_PRECISION_COUNT, name);
-    if (p >= 0) {
-        *out = (ge2_precision)p;
-        return GE2_OK;
-    }
-    return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_precision_parse: unknown precision '%s' (fp32, tf32, bf16)",
-                     name);
+    int p;
+    GE2_TRY(parse_name("ge2_precision_parse", "precision", "fp32, tf32, bf16", precision_names, GE2_PRECISION_COUNT,
+                       name, &p));
+    *out = (ge2_precision)p;
+    return GE2_OK;
 }
 
 int64_t ge2_shape_numel(ge2_shape shape)

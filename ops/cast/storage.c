@@ -139,11 +139,11 @@ ge2_status ge2_bf16_storage_pass(ge2_graph *g, int *n_casts, int *n_stored, int 
      * parameter's bf16 copy, which the optimizer writes as it updates the
      * parameter (no kernel of its own), or else one cast */
     const int n_tensors = g->n_tensors;
-    int *copy_of = ge2_malloc(sizeof(int) * (size_t)(n_tensors > 0 ? n_tensors : 1));
-    if (!copy_of)
+    int *bf16_of = ge2_malloc(sizeof(int) * (size_t)(n_tensors > 0 ? n_tensors : 1));
+    if (!bf16_of)
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_compile: bf16 storage pass: %d tensors", n_tensors);
     for (int i = 0; i < n_tensors; i++)
-        copy_of[i] = -1;
+        bf16_of[i] = -1; /* tensor i's bf16 operand, once made: its parameter copy or its cast */
     ge2_status st = GE2_OK;
     for (int n = 0; n < g->n_nodes && st == GE2_OK; n++) {
         const int operands = bf16_operands(g, &g->nodes[n]);
@@ -151,21 +151,21 @@ ge2_status ge2_bf16_storage_pass(ge2_graph *g, int *n_casts, int *n_stored, int 
             const int t = g->nodes[n].inputs[slot];
             if (t >= n_tensors || g->tensors[t]->dtype != GE2_F32)
                 continue;
-            if (copy_of[t] < 0 && g->tensors[t]->role == GE2_ROLE_PARAMETER) {
-                st = ge2_graph_parameter_copy(g, t, &copy_of[t]);
+            if (bf16_of[t] < 0 && g->tensors[t]->role == GE2_ROLE_PARAMETER) {
+                st = ge2_graph_parameter_copy(g, t, &bf16_of[t]);
                 if (st != GE2_OK)
                     break;
                 (*n_copies)++;
-            } else if (copy_of[t] < 0) {
-                st = insert_cast(g, t, g->nodes[n].phase, n, &copy_of[t]);
+            } else if (bf16_of[t] < 0) {
+                st = insert_cast(g, t, g->nodes[n].phase, n, &bf16_of[t]);
                 if (st != GE2_OK)
                     break;
                 n++; /* the GEMM moved one down */
                 (*n_casts)++;
             }
-            g->nodes[n].inputs[slot] = copy_of[t];
+            g->nodes[n].inputs[slot] = bf16_of[t];
         }
     }
-    ge2_free(copy_of);
+    ge2_free(bf16_of);
     return st;
 }

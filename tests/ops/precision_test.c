@@ -29,8 +29,9 @@ typedef struct net {
     ge2_tensor *x, *t, *w, *b, *y, *loss;
 } net;
 
-/* x [B, K] -> linear (w [N, K], b [N]) -> y [B, N] (an output), mean squared error against t */
-static void net_open(net *m, ge2_precision precision)
+/* x [B, K] -> linear (w [N, K][, b [N]]) -> y [B, N] (an output), mean
+ * squared error against t, trained by cfg; not compiled */
+static void net_build(net *m, bool bias, const ge2_optimizer_config *cfg)
 {
     API(ge2_context_new(GE2_DEVICE_CPU, &m->ctx));
     API(ge2_graph_new(&m->graph));
@@ -38,14 +39,22 @@ static void net_open(net *m, ge2_precision precision)
     API(ge2_input(m->graph, "x", GE2_F32, ge2_shape2(B, K), &m->x));
     API(ge2_label(m->graph, "t", GE2_F32, ge2_shape2(B, N), &m->t));
     API(ge2_parameter(m->graph, "w", GE2_F32, ge2_shape2(N, K), (ge2_init){GE2_INIT_UNIFORM, -1, 1, 0}, &m->w));
-    API(ge2_parameter(m->graph, "b", GE2_F32, ge2_shape1(N), (ge2_init){GE2_INIT_UNIFORM, -1, 1, 0}, &m->b));
+    m->b = NULL;
+    if (bias)
+        API(ge2_parameter(m->graph, "b", GE2_F32, ge2_shape1(N), (ge2_init){GE2_INIT_UNIFORM, -1, 1, 0}, &m->b));
     API(ge2_linear(m->graph, m->x, m->w, m->b, GE2_ACT_NONE, 0, &m->y));
     API(ge2_mark_output(m->graph, m->y));
     API(ge2_mse_loss(m->graph, m->y, m->t, &m->loss));
     API(ge2_backward(m->graph, m->loss));
+    API(ge2_optimizer(m->graph, cfg));
+}
+
+/* The net with a bias, SGD, compiled in precision */
+static void net_open(net *m, ge2_precision precision)
+{
     ge2_optimizer_config sgd = ge2_optimizer_defaults(GE2_OPT_SGD);
     sgd.lr = 0.05;
-    API(ge2_optimizer(m->graph, &sgd));
+    net_build(m, true, &sgd);
     ge2_compile_options o = ge2_compile_defaults();
     o.precision = precision;
     API(ge2_compile(m->ctx, m->graph, &o, &m->program));
@@ -486,28 +495,19 @@ END_TEST
 START_TEST(bf16_parameter_copies_follow_the_parameters)
 {
     enum { STEPS = 6 };
-    ge2_context *ctx;
-    ge2_graph *g;
-    ge2_tensor *x, *t, *w, *y, *loss;
-    API(ge2_context_new(GE2_DEVICE_CPU, &ctx));
-    API(ge2_graph_new(&g));
-    API(ge2_graph_set_seed(g, 3));
-    API(ge2_input(g, "x", GE2_F32, ge2_shape2(B, K), &x));
-    API(ge2_label(g, "t", GE2_F32, ge2_shape2(B, N), &t));
-    API(ge2_parameter(g, "w", GE2_F32, ge2_shape2(N, K), (ge2_init){GE2_INIT_UNIFORM, -1, 1, 0}, &w));
-    API(ge2_linear(g, x, w, NULL, GE2_ACT_NONE, 0, &y));
-    API(ge2_mark_output(g, y));
-    API(ge2_mse_loss(g, y, t, &loss));
-    API(ge2_backward(g, loss));
+    net m;
     ge2_optimizer_config adamw = ge2_optimizer_defaults(GE2_OPT_ADAMW);
     adamw.lr = 0.02;
-    API(ge2_optimizer(g, &adamw));
+    net_build(&m, false, &adamw);
+    ge2_graph *g = m.graph;
+    ge2_tensor *x = m.x, *t = m.t, *w = m.w, *loss = m.loss;
     ge2_compile_options o = ge2_compile_defaults();
     o.precision = GE2_PRECISION_BF16;
     ge2_program *copies, *rounding;
-    API(ge2_compile(ctx, g, &o, &copies));
+    API(ge2_compile(m.ctx, g, &o, &copies));
     o.bf16_storage = false;
-    API(ge2_compile(ctx, g, &o, &rounding));
+    API(ge2_compile(m.ctx, g, &o, &rounding));
+    m.program = copies;
     const ge2_graph *pg = ge2_program_graph(copies);
     int n_copies = 0;
     for (int i = 0; i < pg->n_tensors; i++)
@@ -540,10 +540,8 @@ START_TEST(bf16_parameter_copies_follow_the_parameters)
         API(ge2_program_get_parameter(rounding, w, wr, sizeof wr));
         ck_assert_msg(memcmp(wc, wr, sizeof wc) == 0, "step %d: w differs between the two programs", s);
     }
-    ge2_program_free(copies);
     ge2_program_free(rounding);
-    ge2_graph_free(g);
-    ge2_context_free(ctx);
+    net_close(&m);
 }
 END_TEST
 
