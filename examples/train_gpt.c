@@ -40,7 +40,7 @@ typedef struct options {
     bool shuffle;
     bool distributed;
     double bucket_mb; /* --bucket-mb: the all-reduce buckets' MiB; 0: the optimizer's default */
-    bool kernel_report, time_launches;
+    bool kernel_report, time_launches, plan_report;
     int rank, world; /* 0 and 1 without --distributed */
 } options;
 
@@ -74,6 +74,7 @@ static int usage(FILE *to, int code)
             "  --resume FILE            continue from a checkpoint (its step, optimizer state and dropout stream)\n"
             "  --precision P            the GEMMs' arithmetic: fp32 (default), tf32 (CUDA) or bf16 (operands\n"
             "                           rounded to bf16, fp32 sums; CUDA: not conv2d yet; docs/mixed-precision.md)\n"
+            "  --plan-report            print the train step's memory plan (pools, and what is live at the arena's peak)\n"
             "  --kernel-report          print which kernel each node of the train step ran\n"
             "  --time-launches          time each launch (CUDA: eager steps); the kernel report gives their mean\n"
             "  --distributed            data parallel over the ranks mpirun starts, one per GPU:\n"
@@ -116,7 +117,7 @@ static int parse(int argc, char **argv, options *o)
 {
     enum { N_LAYER = 1000, N_HEAD, N_EMBD, BLOCK, BATCH, DROPOUT, LR, MIN_LR, WARMUP, MAX_ITERS, STEPS, WD, BETA2,
            CLIP, EVAL_INTERVAL, EVAL_ITERS, SEED, NO_SHUFFLE, SAMPLE, SAVE, INIT, RESUME, PRECISION, DEVICE, DATA,
-           DISTRIBUTED, BUCKET_MB, KERNEL_REPORT, TIME_LAUNCHES, HELP };
+           DISTRIBUTED, BUCKET_MB, KERNEL_REPORT, TIME_LAUNCHES, PLAN_REPORT, HELP };
     static const struct option flags[] = {
         {"n-layer", 1, 0, N_LAYER}, {"n-head", 1, 0, N_HEAD}, {"n-embd", 1, 0, N_EMBD},
         {"block-size", 1, 0, BLOCK}, {"batch", 1, 0, BATCH}, {"dropout", 1, 0, DROPOUT}, {"lr", 1, 0, LR},
@@ -126,6 +127,7 @@ static int parse(int argc, char **argv, options *o)
         {"no-shuffle", 0, 0, NO_SHUFFLE}, {"sample", 1, 0, SAMPLE}, {"save", 1, 0, SAVE}, {"init", 1, 0, INIT},
         {"resume", 1, 0, RESUME}, {"precision", 1, 0, PRECISION},
         {"device", 1, 0, DEVICE}, {"kernel-report", 0, 0, KERNEL_REPORT}, {"time-launches", 0, 0, TIME_LAUNCHES},
+        {"plan-report", 0, 0, PLAN_REPORT},
         {"data", 1, 0, DATA}, {"distributed", 0, 0, DISTRIBUTED}, {"bucket-mb", 1, 0, BUCKET_MB},
         {"help", 0, 0, HELP}, {0, 0, 0, 0},
     };
@@ -167,6 +169,7 @@ static int parse(int argc, char **argv, options *o)
         case BUCKET_MB: ok = parse_f64(optarg, 1.0 / (1 << 20), 1e6, &o->bucket_mb); break;
         case KERNEL_REPORT: o->kernel_report = true; break;
         case TIME_LAUNCHES: o->time_launches = o->kernel_report = true; break;
+        case PLAN_REPORT: o->plan_report = true; break;
         case HELP: return usage(stdout, -1);
         default: return bad_flag(optind > 0 && optind <= argc ? argv[optind - 1] : "unknown flag");
         }
@@ -469,6 +472,8 @@ int main(int argc, char **argv)
         fail("--resume");
     } else if (job && ge2_dist_broadcast_state(job, r.prog) != GE2_OK) { /* rank 0's weights everywhere */
         fail("--distributed");
+    } else if (o.plan_report && is_rank0(&o) && ge2_program_plan_report(r.prog, stdout) != GE2_OK) {
+        fail("--plan-report");
     } else {
         if (is_rank0(&o))
             printf("train_gpt: %s, %lld layers, %lld heads, %lld embd, block %lld, vocab %d, %.2fM parameters; "

@@ -163,8 +163,9 @@ static size_t place(block *blocks, int n_blocks, int (*cmp)(const void *, const 
     return arena;
 }
 
-/* Most aligned bytes of blocks live at one schedule position (difference array). */
-static size_t lower_bound(const block *blocks, int n_blocks, int n_steps, size_t *delta)
+/* Most aligned bytes of blocks live at one schedule position (difference
+ * array), and the first position that has them. */
+static size_t lower_bound(const block *blocks, int n_blocks, int n_steps, size_t *delta, int *at)
 {
     for (int p = 0; p <= n_steps; p++)
         delta[p] = 0;
@@ -173,10 +174,13 @@ static size_t lower_bound(const block *blocks, int n_blocks, int n_steps, size_t
         delta[blocks[i].last + 1] -= blocks[i].bytes; /* wraps, and unwraps in the running sum */
     }
     size_t live = 0, most = 0;
+    *at = 0;
     for (int p = 0; p < n_steps; p++) {
         live += delta[p];
-        if (live > most)
+        if (live > most) {
             most = live;
+            *at = p;
+        }
     }
     return most;
 }
@@ -242,7 +246,7 @@ ge2_status ge2_plan_assign(const ge2_graph *graph, ge2_plan *plan)
     for (int t = 0; t < n; t++)
         if (block_of[t] >= 0)
             plan->tensors[t].offset = blocks[block_of[t]].offset;
-    plan->lower_bound_bytes = lower_bound(blocks, n_blocks, plan->n_steps, delta);
+    plan->lower_bound_bytes = lower_bound(blocks, n_blocks, plan->n_steps, delta, &plan->peak_position);
 
 done:
     ge2_free(block_of);

@@ -75,6 +75,7 @@ typedef struct ge2_plan {
     int n_tensors;
     size_t arena_bytes;
     size_t lower_bound_bytes;
+    int peak_position; /* the first schedule position where lower_bound_bytes are live */
     size_t naive_bytes;
     size_t input_bytes; /* the GE2_POOL_INPUTS buffer: feeds, then outputs */
     ge2_fusion_group *groups; /* [n_groups] the fuse pass's, in schedule order */

@@ -1,13 +1,102 @@
 /* Human-readable views of a plan: a text report, a DOT drawing of its
  * schedule and fused groups, and an SVG of the arena. */
 #include <stdio.h>
+#include <stdlib.h>
 
+#include "graph/alloc.h"
 #include "graph/error.h"
 #include "planner/plan_internal.h"
 
 static const char *const mode_names[GE2_MODE_COUNT] = {"train", "eval"};
 
 static double ratio(size_t a, size_t b) { return b ? (double)a / (double)b : 1.0; }
+
+static double mib(size_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
+
+/* The tensor whose memory t is on: t itself, or the first of the in-place
+ * and view chain t joined (assign.c's merge_chains). */
+static int memory_of(const ge2_plan *plan, int t)
+{
+    while (plan->tensors[t].reuses >= 0 || plan->tensors[t].view_of >= 0)
+        t = plan->tensors[t].reuses >= 0 ? plan->tensors[t].reuses : plan->tensors[t].view_of;
+    return t;
+}
+
+static int by_bytes_desc(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b; /* the first field of both rows below */
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+typedef struct { size_t bytes; int count, op, dtype; } peak_kind;
+typedef struct { size_t bytes; int tensor; } peak_tensor;
+
+enum { PEAK_LARGEST = 8 };
+
+/* Where the arena's memory goes: the blocks live where the planner's lower
+ * bound is (each a tensor and what runs in place on it or views it), by
+ * producing op and dtype, and the largest of them. */
+static void report_peak(const ge2_plan *plan, const ge2_graph *graph, FILE *out)
+{
+    if (plan->n_steps <= 0 || plan->n_tensors <= 0)
+        return;
+    int n_ops = ge2_op_count() + 1; /* the last row: leaves (no producer) */
+    int *chain_last = ge2_malloc((size_t)plan->n_tensors * sizeof *chain_last);
+    peak_kind *kinds = ge2_calloc((size_t)n_ops * GE2_DTYPE_COUNT, sizeof *kinds);
+    peak_tensor *largest = ge2_calloc((size_t)plan->n_tensors, sizeof *largest);
+    if (!chain_last || !kinds || !largest) {
+        fprintf(out, "  peak: not reported (out of host memory)\n");
+        goto done;
+    }
+    for (int t = 0; t < plan->n_tensors; t++)
+        chain_last[t] = -1;
+    for (int t = 0; t < plan->n_tensors; t++) {
+        if (plan->tensors[t].pool != GE2_POOL_ARENA || plan->tensors[t].first < 0)
+            continue;
+        int m = memory_of(plan, t);
+        if (plan->tensors[t].last > chain_last[m])
+            chain_last[m] = plan->tensors[t].last;
+    }
+    int at = plan->peak_position, n_live = 0;
+    size_t most = 0;
+    for (int t = 0; t < plan->n_tensors; t++) {
+        const ge2_plan_tensor *pt = &plan->tensors[t];
+        if (pt->pool != GE2_POOL_ARENA || memory_of(plan, t) != t || pt->first < 0 || pt->first > at ||
+            chain_last[t] < at)
+            continue;
+        const ge2_tensor *tensor = graph->tensors[t];
+        size_t bytes = ge2_plan_align(pt->bytes, GE2_ARENA_ALIGN);
+        int op = tensor->producer >= 0 ? (int)graph->nodes[tensor->producer].op : n_ops - 1;
+        peak_kind *k = &kinds[(size_t)op * GE2_DTYPE_COUNT + (size_t)tensor->dtype];
+        k->bytes += bytes;
+        k->count++;
+        k->op = op;
+        k->dtype = (int)tensor->dtype;
+        most += bytes;
+        largest[n_live++] = (peak_tensor){pt->bytes, t};
+    }
+    const ge2_node *node = &graph->nodes[plan->schedule[at]];
+    fprintf(out, "  peak: %.1f MiB in %d tensors live at schedule position %d (%s, node %d); by producer:\n", mib(most),
+            n_live, at, ge2_op_name(node->op), node->id);
+    size_t n_kinds = (size_t)n_ops * GE2_DTYPE_COUNT;
+    qsort(kinds, n_kinds, sizeof *kinds, by_bytes_desc);
+    for (size_t k = 0; k < n_kinds && kinds[k].count > 0; k++)
+        fprintf(out, "    %-24s %-4s %3d tensor(s) %9.1f MiB\n",
+                kinds[k].op == n_ops - 1 ? "(leaf)" : ge2_op_name((ge2_op)kinds[k].op),
+                ge2_dtype_name((ge2_dtype)kinds[k].dtype), kinds[k].count, mib(kinds[k].bytes));
+    qsort(largest, (size_t)n_live, sizeof *largest, by_bytes_desc);
+    fprintf(out, "  the largest there:\n");
+    for (int i = 0; i < n_live && i < PEAK_LARGEST; i++) {
+        const ge2_tensor *tensor = graph->tensors[largest[i].tensor];
+        char s[64];
+        fprintf(out, "    %s %s %s %.1f MiB\n", tensor->name, ge2_dtype_name(tensor->dtype),
+                ge2_shape_str(plan->tensors[largest[i].tensor].shape, s, sizeof s), mib(largest[i].bytes));
+    }
+done:
+    ge2_free(chain_last);
+    ge2_free(kinds);
+    ge2_free(largest);
+}
 
 void ge2_plan_report(const ge2_plan *plan, const ge2_graph *graph, FILE *out)
 {
@@ -38,6 +127,7 @@ void ge2_plan_report(const ge2_plan *plan, const ge2_graph *graph, FILE *out)
     fprintf(out, "; io buffer %zu B\n", plan->input_bytes);
     fprintf(out, "plan: arena_bytes=%zu lower_bound_bytes=%zu naive_bytes=%zu\n", plan->arena_bytes,
             plan->lower_bound_bytes, plan->naive_bytes);
+    report_peak(plan, graph, out);
 }
 
 /* Writes s with the five XML specials escaped (tensor names are user text). */

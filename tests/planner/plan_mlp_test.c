@@ -110,6 +110,14 @@ START_TEST(test_mlp_plan_near_lower_bound)
     ck_assert_msg(strstr(report, line), "report lacks '%s'", line);
     ck_assert_ptr_nonnull(strstr(report, "mode=train"));
     ck_assert_ptr_nonnull(strstr(report, "x[64,784]"));
+    /* The peak section lists the blocks the lower bound counts, from the
+     * tensors' own lifetimes and chains: the two sums must agree. */
+    double peak_mib = -1;
+    at = strstr(report, "  peak: ");
+    ck_assert_ptr_nonnull(at);
+    ck_assert_int_eq(sscanf(at, "  peak: %lf MiB", &peak_mib), 1);
+    ck_assert_double_eq_tol(peak_mib, (double)st.lower_bound_bytes / (1024.0 * 1024.0), 0.06);
+    ck_assert_ptr_nonnull(strstr(report, "the largest there:"));
     free(report);
     ck_assert_int_gt(arena_tensors, 4);
 
