@@ -27,7 +27,6 @@ failed (the 0.03 verdict is in the table, not the exit status: this is a
 measurement).
 """
 import argparse
-import math
 import os
 import re
 import subprocess
@@ -38,7 +37,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "torch"))
-from nanogpt import GPT, adamw  # noqa: E402
+from nanogpt import GPT, adamw, lr_at  # noqa: E402
 
 
 def ge2_command(a):
@@ -91,16 +90,6 @@ def ge2_run(a, env, log_path, result):
         result["why"] = f"train_gpt: {e!r}"
 
 
-def lr_at(it, a):
-    """nanoGPT's get_lr, with lr_decay_iters = max_iters."""
-    if it < a.warmup:
-        return a.lr * (it + 1) / (a.warmup + 1)
-    if it > a.max_iters:
-        return a.min_lr
-    ratio = (it - a.warmup) / (a.max_iters - a.warmup)
-    return a.min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (a.lr - a.min_lr)
-
-
 def torch_run(a, device):
     torch.backends.cuda.matmul.allow_tf32 = a.precision == "tf32"
     torch.backends.cudnn.allow_tf32 = a.precision == "tf32"
@@ -143,7 +132,7 @@ def torch_run(a, device):
     start = time.perf_counter()
     for it in range(a.max_iters + 1):
         for group in opt.param_groups:
-            group["lr"] = lr_at(it, a)
+            group["lr"] = lr_at(it, a.lr, a.min_lr, a.warmup, a.max_iters)
         if it % a.eval_interval == 0 or it == a.max_iters:
             losses = estimate()
             evals.append((time.perf_counter() - start, it, losses["train"], losses["val"]))

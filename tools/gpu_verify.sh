@@ -161,6 +161,12 @@ python3 "$root/tests/torch/gpt_parity.py" --train-gpt "$stage/bin/train_gpt" --d
 rc=$?
 record "train_gpt vs PyTorch float64" "$([ $rc -eq 0 ] && echo PASS || echo FAIL)" "$(tail -n 1 "$out/gpt_parity.log")"
 
+python3 "$root/tests/torch/gpt_bf16_curve.py" --train-gpt "$stage/bin/train_gpt" --data "$stage/data/austen.txt" \
+    --work "$out/gpt_bf16_curve" >"$out/gpt_bf16_curve.log" 2>&1
+rc=$?
+record "train_gpt bf16 loss curve vs autocast" "$([ $rc -eq 0 ] && echo PASS || echo FAIL)" \
+    "$(grep -E '^(PASS|FAIL)' "$out/gpt_bf16_curve.log" | tail -n 1)"
+
 fi
 
 if want bench && [ "${GE2_VERIFY_BENCH:-1}" != 0 ]; then

@@ -75,9 +75,9 @@ ge2_status ge2_cuda_attention_prepare(ge2_launch *launch);
 const char *ge2_cuda_attention_describe(const ge2_launch *launch);
 ge2_status ge2_cuda_attention_launch(const ge2_launch *launch);
 ge2_status ge2_cuda_attention_grad_launch(const ge2_launch *launch);
-/* ge2_launch.scratch: cuDNN's (cudnn.c), or f32 copies of the bf16 inputs
- * (q, k, v, the backward's y) and of a bf16 y for the fp32 kernels,
- * whichever is more */
+/* ge2_launch.scratch: cuDNN's (cudnn.c) where cuDNN takes the launch, else
+ * f32 copies of the bf16 inputs (q, k, v, the backward's y) and of a bf16 y
+ * for the fp32 kernels */
 size_t ge2_cuda_attention_scratch_bytes(const ge2_launch *launch);
 
 /* ops.c: q, k, v and the backward's y may be bf16 tensors (ge2_op_def.reads_bf16) */

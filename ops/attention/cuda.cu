@@ -610,8 +610,10 @@ static size_t attn_f32_copies_bytes(const ge2_launch *l)
 
 extern "C" size_t ge2_cuda_attention_scratch_bytes(const ge2_launch *l)
 {
-    const size_t cudnn = ge2_cudnn_attention_scratch_bytes(l), f32 = attn_f32_copies_bytes(l);
-    return cudnn > f32 ? cudnn : f32;
+    // the fp32 kernels' copies only where cuDNN declines the launch: a bf16
+    // eval key's attention needs almost nothing then, not room for four f32 tensors
+    const size_t cudnn = ge2_cudnn_attention_scratch_bytes(l);
+    return cudnn ? cudnn : attn_f32_copies_bytes(l);
 }
 
 // *w = l with f32 copies in the scratch in place of its bf16 views: the

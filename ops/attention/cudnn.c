@@ -429,17 +429,6 @@ static sdpa_layout layout_of(const sdpa_key *key, size_t workspace_bytes, const 
     return s;
 }
 
-size_t ge2_cudnn_attention_scratch_bytes(const ge2_launch *l)
-{
-    sdpa_key key;
-    char why[160];
-    if (!key_of(l, &key, why, sizeof why))
-        return 0;
-    const sdpa_plan *p = plan_of(&key);
-    ge2_clear_error(); /* a shape cuDNN declines is no error: the fp32 kernels run it */
-    return p && p->status == GE2_OK ? layout_of(&key, p->plan.workspace_bytes, l).total : 0;
-}
-
 /* A bf16 launch's state (backend_data): the plan it runs, or NULL and the
  * reason the fp32 kernels run instead, in its description */
 typedef struct sdpa_launch {
@@ -457,8 +446,9 @@ static const void *lse_of(const ge2_launch *l)
     return l->n_out > 1 ? l->out[1].data : NULL;
 }
 
-/* Whether cuDNN runs launch l: its key, plan and scratch layout, else why not */
-static bool cudnn_takes(const ge2_launch *l, sdpa_key *key, const sdpa_plan **p, sdpa_layout *layout, char *why,
+/* Whether cuDNN can run launch l given the scratch it asks: its key, plan
+ * and scratch layout, else why not */
+static bool cudnn_plans(const ge2_launch *l, sdpa_key *key, const sdpa_plan **p, sdpa_layout *layout, char *why,
                         size_t why_size)
 {
     if (!key_of(l, key, why, why_size))
@@ -474,6 +464,26 @@ static bool cudnn_takes(const ge2_launch *l, sdpa_key *key, const sdpa_plan **p,
         return false;
     }
     *layout = layout_of(key, (*p)->plan.workspace_bytes, l);
+    return true;
+}
+
+size_t ge2_cudnn_attention_scratch_bytes(const ge2_launch *l)
+{
+    sdpa_key key;
+    const sdpa_plan *p;
+    sdpa_layout layout;
+    char why[160];
+    const bool plans = cudnn_plans(l, &key, &p, &layout, why, sizeof why);
+    ge2_clear_error(); /* a launch cuDNN declines is no error: the fp32 kernels run it */
+    return plans ? layout.total : 0;
+}
+
+/* Whether cuDNN runs launch l: cudnn_plans, and the scratch the backend gave */
+static bool cudnn_takes(const ge2_launch *l, sdpa_key *key, const sdpa_plan **p, sdpa_layout *layout, char *why,
+                        size_t why_size)
+{
+    if (!cudnn_plans(l, key, p, layout, why, why_size))
+        return false;
     if (!l->scratch || l->scratch_bytes < layout->total) {
         snprintf(why, why_size, "%zu bytes of scratch, cuDNN's attention needs %zu",
                  l->scratch ? l->scratch_bytes : (size_t)0, layout->total);

@@ -3,7 +3,8 @@ choices - GELU (tanh), biases, the LM head tied to the token embedding,
 residual and embedding dropout but none on the attention weights (unless
 attn_dropout, as nanoGPT has it) - under nanoGPT's parameter names, and
 nanoGPT's initialisation. Shared by tests/torch/gpt_parity.py,
-bench/gpt_speed.py, bench/gpt_quality.py and bench/ddp_speed.py."""
+tests/torch/gpt_bf16_curve.py, bench/gpt_speed.py, bench/gpt_quality.py and
+bench/ddp_speed.py, with nanoGPT's optimizer and learning-rate schedule."""
 import math
 
 import torch
@@ -67,3 +68,13 @@ def adamw(model, lr, weight_decay=0.1, beta2=0.99, **kw):
     rest = [p for p in model.parameters() if p.dim() < 2]
     return torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
                               {"params": rest, "weight_decay": 0.0}], lr=lr, betas=(0.9, beta2), **kw)
+
+
+def lr_at(it, lr, min_lr, warmup, max_iters):
+    """nanoGPT's get_lr with lr_decay_iters = max_iters (train_gpt's lr_at): linear warm-up, then cosine."""
+    if it < warmup:
+        return lr * (it + 1) / (warmup + 1)
+    if it > max_iters:
+        return min_lr
+    ratio = (it - warmup) / max(max_iters - warmup, 1)
+    return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - min_lr)
