@@ -1,7 +1,9 @@
 /* nanoGPT's GPT as a ge2 graph (gpt_model.h). The residual stream is kept
- * as [B·T, C], the shape the LINEAR layers take; attention takes its heads
- * inside the positions ([B, T, H, D], ge2_attention_bthd), so splitting and
- * merging heads are reshapes, which the planner makes views: no copies. */
+ * as [B·T, C], the shape the LINEAR layers take; attention takes q, k, v
+ * packed as the c_attn projection writes them ([B, T, 3H, D],
+ * ge2_attention_qkv) and gives y with its heads inside the positions
+ * ([B, T, H, D]), so splitting q, k, v and the heads, and merging them
+ * back, are reshapes, which the planner makes views: no copies. */
 #include "examples/gpt_model.h"
 
 #include <math.h>
@@ -61,29 +63,18 @@ static ge2_status dropout(builder *b, ge2_tensor *x, ge2_tensor **y)
     return ge2_dropout(b->g, x, b->cfg->dropout, y);
 }
 
-/* [B·T, C] -> [B, T, H, D] */
-static ge2_status split_heads(builder *b, ge2_tensor *x, ge2_tensor **y)
-{
-    const gpt_config *c = b->cfg;
-    return ge2_reshape(b->g, x, ge2_shape4(-1, c->block_size, c->n_head, c->n_embd / c->n_head), y);
-}
-
 /* causal self-attention of block i on h [B·T, C] */
 static ge2_status attention(builder *b, int i, ge2_tensor *h, ge2_tensor **y)
 {
     const gpt_config *c = b->cfg;
     const int64_t C = c->n_embd;
     char name[96];
-    ge2_tensor *qkv, *q, *k, *v, *a;
+    ge2_tensor *qkv, *a;
     snprintf(name, sizeof name, "transformer.h.%d.attn.c_attn", i);
     TRY(linear(b, name, h, 3 * C, 0.02, GE2_ACT_NONE, &qkv));
-    TRY(ge2_slice(b->g, qkv, 1, 0, C, &q));
-    TRY(ge2_slice(b->g, qkv, 1, C, 2 * C, &k));
-    TRY(ge2_slice(b->g, qkv, 1, 2 * C, 3 * C, &v));
-    TRY(split_heads(b, q, &q));
-    TRY(split_heads(b, k, &k));
-    TRY(split_heads(b, v, &v));
-    TRY(ge2_attention_bthd(b->g, q, k, v, true, &a)); /* [B, T, H, D] */
+    /* [B·T, 3C] -> [B, T, 3H, D]: q's heads, k's, v's, as c_attn's rows are */
+    TRY(ge2_reshape(b->g, qkv, ge2_shape4(-1, c->block_size, 3 * c->n_head, C / c->n_head), &qkv));
+    TRY(ge2_attention_qkv(b->g, qkv, true, &a)); /* [B, T, H, D] */
     TRY(ge2_reshape(b->g, a, ge2_shape2(-1, C), &a));
     snprintf(name, sizeof name, "transformer.h.%d.attn.c_proj", i);
     TRY(linear(b, name, a, C, 0.02 / sqrt(2.0 * (double)c->n_layer), GE2_ACT_NONE, &a));

@@ -121,10 +121,15 @@ typedef struct ge2_batch_norm_attrs {
 /* ATTENTION and its backward ops: causal masking (query t sees keys 0..t),
  * the score scale (0: 1/sqrt(D)) and the layout: [..., T, D] (heads
  * outside the positions), or with heads_inner [..., T, H, D] (heads inside
- * them, as a [B, T, C] projection reshaped: no copy to split heads). */
+ * them, as a [B, T, C] projection reshaped: no copy to split heads), or
+ * packed (heads_inner too): q, k and v are one input [..., T, 3H, D] (q's
+ * heads, then k's, then v's), a [B, T, 3C] projection reshaped, and the
+ * backward makes one dqkv of that shape: no copies to split q, k, v or to
+ * join their gradients. */
 typedef struct ge2_attention_attrs {
     bool causal;
     bool heads_inner;
+    bool packed;
     double scale;
 } ge2_attention_attrs;
 

@@ -303,6 +303,12 @@ ge2_status ge2_attention(ge2_graph *graph, ge2_tensor *q, ge2_tensor *k, ge2_ten
  * permutes. */
 ge2_status ge2_attention_bthd(ge2_graph *graph, ge2_tensor *q, ge2_tensor *k, ge2_tensor *v, bool causal,
                               ge2_tensor **y);
+/* The same with q, k and v packed in one tensor qkv [..., T, 3H, D], q's H
+ * heads then k's then v's (e.g. a [B·T, 3C] projection reshaped to
+ * [B, T, 3H, D]), y [..., T, H, D]:
+ * no copies to split q, k, v, and the backward writes one gradient of
+ * qkv's shape, so none to join theirs either. */
+ge2_status ge2_attention_qkv(ge2_graph *graph, ge2_tensor *qkv, bool causal, ge2_tensor **y);
 
 /* Dropout: in a train step each element of x is zeroed with probability p
  * (in [0, 1)) and the rest scale by 1/(1 - p); an eval step passes x

@@ -25,3 +25,15 @@ ge2_status ge2_attention_bthd(ge2_graph *graph, ge2_tensor *q, ge2_tensor *k, ge
 {
     return attention(graph, "ge2_attention_bthd", q, k, v, causal, true, y);
 }
+
+ge2_status ge2_attention_qkv(ge2_graph *graph, ge2_tensor *qkv, bool causal, ge2_tensor **y)
+{
+    static const char *const what[1] = {"qkv"};
+    ge2_tensor *ts[1] = {qkv};
+    ge2_attrs a;
+    memset(&a, 0, sizeof a);
+    a.attention.causal = causal;
+    a.attention.heads_inner = true;
+    a.attention.packed = true;
+    return ge2_graph_add_forward(graph, GE2_OP_ATTENTION, "ge2_attention_qkv", ts, what, 1, 2, &a, y);
+}

@@ -8,6 +8,10 @@
  *     dv_j = Σ_t p_tj dy_t,   ds_tj = p_tj (dy_t · v_j - delta_t),
  *     dq_t = scale Σ_j ds_tj k_j,   dk_j = scale Σ_t ds_tj q_t.
  * Each sum belongs to one output row and runs in index order.
+ * Packed (ge2_attention_attrs.packed), q, k, v are one input qkv
+ * [..., T, 3H, D] (ATTENTION: qkv -> y, lse; ATTENTION_GRAD: dy, qkv, y,
+ * lse -> dqkv): the same math, a position's q, k, v rows 3·H·D values apart
+ * (ge2_attn_qkv_at).
  *
  * ops.c holds the definitions (registered by ops/builtin.def's lines); the
  * rest of the folder is their parts: infer.c, backward.c, api.c (the public
@@ -28,27 +32,64 @@ extern "C" {
 
 /* q seen as heads × T rows of D values. [..., T, D]: h = 1, each head's
  * rows consecutive. heads_inner, [..., T, H, D]: h = H, a head's rows H
- * rows apart. Either way the tensor is dense rows of D, and lse (q's shape
- * less its last dim) has one value per row. */
+ * rows apart. y, dy and lse are dense rows (lse, y's shape less its last
+ * dim, has one value per row); q, k, v and their gradients too, except
+ * packed ([..., T, 3H, D]: h = H), where a position's rows start qkv_ld =
+ * 3·H·D values apart, q's at 0, k's at H·D, v's at 2·H·D. */
 typedef struct ge2_attn_geom {
     int64_t heads, t, d, h;
+    int64_t qkv_ld; /* values from a position's first q row to the next position's: h·d, or 3·h·d packed */
 } ge2_attn_geom;
 
+/* From q's shape, or packed, qkv's */
 static inline ge2_attn_geom ge2_attn_geom_of(ge2_shape q, const ge2_attention_attrs *a)
 {
+    const int n = q.ndim;
+    if (a->packed) { /* infer guarantees 3 dims or more, the second last 3H */
+        ge2_attn_geom g = {1, q.dim[n - 3], q.dim[n - 1], q.dim[n - 2] / 3, q.dim[n - 2] * q.dim[n - 1]};
+        for (int i = 0; i + 3 < n; i++)
+            g.heads *= q.dim[i];
+        g.heads *= g.h;
+        return g;
+    }
     const int inner = a->heads_inner ? 1 : 0; /* infer guarantees 3 dims then */
-    ge2_attn_geom g = {1, q.dim[q.ndim - 2 - inner], q.dim[q.ndim - 1], inner ? q.dim[q.ndim - 2] : 1};
-    for (int i = 0; i + 2 + inner < q.ndim; i++)
+    ge2_attn_geom g = {1, q.dim[n - 2 - inner], q.dim[n - 1], inner ? q.dim[n - 2] : 1, 0};
+    for (int i = 0; i + 2 + inner < n; i++)
         g.heads *= q.dim[i];
     g.heads *= g.h;
+    g.qkv_ld = g.h * g.d;
     return g;
 }
 
-/* The row of head hd at position t: its values start at row·D, its lse is
- * lse[row]. Position t + 1 is g.h rows further. */
+/* The row of head hd at position t: y's values start at row·D, lse's is
+ * lse[row], q's at ge2_attn_qkv_at. Position t + 1 is g.h rows further. */
 static inline int64_t ge2_attn_row(ge2_attn_geom g, int64_t hd, int64_t t)
 {
     return (hd / g.h * g.t + t) * g.h + hd % g.h;
+}
+
+/* Where row's values start in q (k, v, dq, dk, dv): row·D but packed */
+static inline int64_t ge2_attn_qkv_at(ge2_attn_geom g, int64_t row)
+{
+    return row / g.h * g.qkv_ld + row % g.h * g.d;
+}
+
+/* Which inputs and outputs hold what, in either form; k and v (dk and dv)
+ * start k_at and v_at values into theirs (packed: into qkv, dqkv). */
+typedef struct ge2_attn_slots {
+    int q, k, v;    /* inputs */
+    int dy, y, lse; /* ATTENTION_GRAD's inputs; the forward's y and lse are outputs 0 and 1 */
+    int dq, dk, dv; /* ATTENTION_GRAD's outputs */
+    int64_t k_at, v_at;
+} ge2_attn_slots;
+
+static inline ge2_attn_slots ge2_attn_slots_of(const ge2_node *node, ge2_attn_geom g)
+{
+    const bool packed = node->attrs.attention.packed;
+    const int q = node->op == GE2_OP_ATTENTION_GRAD ? 1 : 0;
+    if (packed)
+        return (ge2_attn_slots){q, q, q, 0, q + 1, q + 2, 0, 0, 0, g.h * g.d, 2 * g.h * g.d};
+    return (ge2_attn_slots){q, q + 1, q + 2, 0, q + 3, q + 4, 0, 1, 2, 0, 0};
 }
 
 /* The score scale: the attrs', or 1/sqrt(D) */

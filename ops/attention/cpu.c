@@ -19,13 +19,15 @@ static int64_t first_query(bool causal, int64_t j) { return causal ? j : 0; }
         s_;                                                                                                     \
     })
 
-/* in: q, k, v (heads × T rows of D, ge2_attn_row); out: y likewise, lse a value per row */
+/* in: q, k, v (heads × T rows of D, ge2_attn_row; or qkv); out: y likewise, lse a value per row */
 #define ATTENTION(T_, SUF)                                                                                        \
     static ge2_status attention_##SUF(const ge2_launch *l)                                                      \
     {                                                                                                           \
-        const T_ *q = l->in[0].data, *k = l->in[1].data, *v = l->in[2].data;                                    \
-        T_ *y = l->out[0].data, *lse = l->n_out > 1 ? l->out[1].data : NULL;                                    \
         const ge2_attn_geom g = ge2_attn_geom_of(l->in[0].shape, &l->node->attrs.attention);                    \
+        const ge2_attn_slots o = ge2_attn_slots_of(l->node, g);                                                 \
+        const T_ *q = l->in[o.q].data, *k = (const T_ *)l->in[o.k].data + o.k_at;                               \
+        const T_ *v = (const T_ *)l->in[o.v].data + o.v_at;                                                     \
+        T_ *y = l->out[0].data, *lse = l->n_out > 1 ? l->out[1].data : NULL;                                    \
         const bool causal = l->node->attrs.attention.causal;                                                    \
         const double scale = ge2_attn_scale(&l->node->attrs.attention, g.d);                                    \
         double *s = ge2_malloc(sizeof(double) * (size_t)g.t), *acc = ge2_malloc(sizeof(double) * (size_t)g.d);   \
@@ -39,7 +41,8 @@ static int64_t first_query(bool causal, int64_t j) { return causal ? j : 0; }
                 const int64_t row = ge2_attn_row(g, hd, t), last = last_key(causal, t, g.t);                    \
                 double m = -INFINITY, sum = 0;                                                                  \
                 for (int64_t j = 0; j <= last; j++) {                                                           \
-                    s[j] = scale * DOT(q + row * g.d, k + ge2_attn_row(g, hd, j) * g.d, g.d);                   \
+                    s[j] = scale * DOT(q + ge2_attn_qkv_at(g, row), k + ge2_attn_qkv_at(g, ge2_attn_row(g, hd, j)), \
+                                       g.d);                                                                    \
                     m = s[j] > m ? s[j] : m;                                                                    \
                 }                                                                                               \
                 for (int64_t j = 0; j <= last; j++)                                                             \
@@ -50,7 +53,7 @@ static int64_t first_query(bool causal, int64_t j) { return causal ? j : 0; }
                 for (int64_t j = 0; j <= last; j++) {                                                           \
                     const double p = exp(s[j] - z);                                                             \
                     for (int64_t d = 0; d < g.d; d++)                                                           \
-                        acc[d] += p * v[ge2_attn_row(g, hd, j) * g.d + d];                                      \
+                        acc[d] += p * v[ge2_attn_qkv_at(g, ge2_attn_row(g, hd, j)) + d];                        \
                 }                                                                                               \
                 for (int64_t d = 0; y && d < g.d; d++)                                                          \
                     y[row * g.d + d] = (T_)acc[d];                                                              \
@@ -64,19 +67,25 @@ static int64_t first_query(bool causal, int64_t j) { return causal ? j : 0; }
 
 /* p and ds of a query (its row) and a key (the key's row) */
 #define P_DS(p, ds, row, key)                                                                                     \
-    const double p = exp(scale * DOT(q + (row) * g.d, k + (key) * g.d, g.d) - lse[row]);                       \
-    const double ds = p * (DOT(dy + (row) * g.d, v + (key) * g.d, g.d) - delta[row])
+    const double p = exp(scale * DOT(q + ge2_attn_qkv_at(g, row), k + ge2_attn_qkv_at(g, key), g.d) - lse[row]); \
+    const double ds = p * (DOT(dy + (row) * g.d, v + ge2_attn_qkv_at(g, key), g.d) - delta[row])
 
-/* in: dy, q, k, v, y (rows), lse; out: dq (each row's sum over keys in key
- * order), dk and dv (each key's sums over queries in query order); an
- * output whose data is NULL is skipped. delta_t = dy_t·y_t once per row. */
+/* in: dy, q, k, v (or qkv), y (rows), lse; out: dq (each row's sum over
+ * keys in key order), dk and dv (each key's sums over queries in query
+ * order), or dqkv; an output whose data is NULL is skipped. delta_t =
+ * dy_t·y_t once per row. */
 #define ATTENTION_GRAD(T_, SUF)                                                                                   \
     static ge2_status attention_grad_##SUF(const ge2_launch *l)                                                 \
     {                                                                                                           \
-        const T_ *dy = l->in[0].data, *q = l->in[1].data, *k = l->in[2].data, *v = l->in[3].data;              \
-        const T_ *y = l->in[4].data, *lse = l->in[5].data;                                                      \
-        T_ *dq = l->out[0].data, *dk = l->out[1].data, *dv = l->out[2].data;                                    \
         const ge2_attn_geom g = ge2_attn_geom_of(l->in[1].shape, &l->node->attrs.attention);                    \
+        const ge2_attn_slots o = ge2_attn_slots_of(l->node, g);                                                 \
+        const T_ *dy = l->in[o.dy].data, *q = l->in[o.q].data, *k = (const T_ *)l->in[o.k].data + o.k_at;       \
+        const T_ *v = (const T_ *)l->in[o.v].data + o.v_at, *y = l->in[o.y].data, *lse = l->in[o.lse].data;    \
+        T_ *dq = l->out[o.dq].data, *dk = NULL, *dv = NULL;                                                     \
+        if (l->out[o.dk].data)                                                                                  \
+            dk = (T_ *)l->out[o.dk].data + o.k_at;                                                              \
+        if (l->out[o.dv].data)                                                                                  \
+            dv = (T_ *)l->out[o.dv].data + o.v_at;                                                              \
         const bool causal = l->node->attrs.attention.causal;                                                    \
         const double scale = ge2_attn_scale(&l->node->attrs.attention, g.d);                                    \
         const int64_t rows = g.heads * g.t;                                                                     \
@@ -96,10 +105,10 @@ static int64_t first_query(bool causal, int64_t j) { return causal ? j : 0; }
                     P_DS(p, ds, row, key);                                                                      \
                     (void)p;                                                                                    \
                     for (int64_t d = 0; d < g.d; d++)                                                           \
-                        acc[d] += ds * k[key * g.d + d];                                                        \
+                        acc[d] += ds * k[ge2_attn_qkv_at(g, key) + d];                                          \
                 }                                                                                               \
                 for (int64_t d = 0; d < g.d; d++)                                                               \
-                    dq[row * g.d + d] = (T_)(scale * acc[d]);                                                   \
+                    dq[ge2_attn_qkv_at(g, row) + d] = (T_)(scale * acc[d]);                                     \
             }                                                                                                   \
         for (int64_t hd = 0; (dk || dv) && hd < g.heads; hd++)                                                  \
             for (int64_t j = 0; j < g.t; j++) {                                                                 \
@@ -111,14 +120,14 @@ static int64_t first_query(bool causal, int64_t j) { return causal ? j : 0; }
                     P_DS(p, ds, row, key);                                                                      \
                     for (int64_t d = 0; d < g.d; d++) {                                                         \
                         sv[d] += p * dy[row * g.d + d];                                                         \
-                        acc[d] += ds * q[row * g.d + d];                                                        \
+                        acc[d] += ds * q[ge2_attn_qkv_at(g, row) + d];                                          \
                     }                                                                                           \
                 }                                                                                               \
                 for (int64_t d = 0; d < g.d; d++) {                                                             \
                     if (dk)                                                                                     \
-                        dk[key * g.d + d] = (T_)(scale * acc[d]);                                               \
+                        dk[ge2_attn_qkv_at(g, key) + d] = (T_)(scale * acc[d]);                                 \
                     if (dv)                                                                                     \
-                        dv[key * g.d + d] = (T_)sv[d];                                                          \
+                        dv[ge2_attn_qkv_at(g, key) + d] = (T_)sv[d];                                            \
                 }                                                                                               \
             }                                                                                                   \
         ge2_free(acc);                                                                                          \

@@ -33,6 +33,14 @@ __device__ __forceinline__ long long ge2_attn_head_row(long long hd, int t_count
     return hd / hpp * t_count * hpp + hd % hpp;
 }
 
+// Where row r's values start in q, k, v and their gradients: r·D, or
+// packed, its position's qld values apart (ge2_attn_qkv_at); a head's
+// positions follow each other qld values apart.
+__device__ __forceinline__ long long ge2_attn_qkv_off(long long r, int hpp, long long qld, int d_count)
+{
+    return r / hpp * qld + r % hpp * d_count;
+}
+
 // ------------------------------------------------------------------- kernels
 
 template <int DPL> // values of a D row per lane
@@ -59,19 +67,19 @@ __device__ __forceinline__ float ge2_attn_dot(const float (&a)[DPL], const float
 }
 
 template <int DPL>
-__global__ void ge2_attention_kernel(long long rows, int t_count, int d_count, int hpp, float scale, bool causal,
-                                     const float *q, const float *k, const float *v, float *y, float *lse)
+__global__ void ge2_attention_kernel(long long rows, int t_count, int d_count, int hpp, long long qld, float scale,
+                                     bool causal, const float *q, const float *k, const float *v, float *y, float *lse)
 {
     const long long row = (long long)blockIdx.x * (blockDim.x / GE2_WARP) + threadIdx.x / GE2_WARP;
     const int lane = threadIdx.x % GE2_WARP;
     if (row >= rows)
         return; // the whole warp
-    const long long rb = ge2_attn_head_row(row / t_count, t_count, hpp), base = rb * d_count,
-                    ld = (long long)hpp * d_count;
+    const long long rb = ge2_attn_head_row(row / t_count, t_count, hpp), base = ge2_attn_qkv_off(rb, hpp, qld, d_count),
+                    ld = qld;
     const int t = (int)(row % t_count), last = causal ? t : t_count - 1;
     const long long at = rb + (long long)t * hpp; // this query's row
     float qv[DPL], acc[DPL];
-    ge2_attn_load<DPL>(q + at * d_count, d_count, lane, qv);
+    ge2_attn_load<DPL>(q + ge2_attn_qkv_off(at, hpp, qld, d_count), d_count, lane, qv);
 #pragma unroll
     for (int i = 0; i < DPL; i++)
         acc[i] = 0.0f;
@@ -185,16 +193,16 @@ __device__ __forceinline__ bool ge2_attn_sees(int i, int j, int t_count, bool ca
 // y, lse of 64 queries of head blockIdx.y; grid (query tiles, heads).
 // Causal query tiles run the longest first (the last tile has the most keys).
 __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
-    ge2_attention_tiled_kernel(int t_count, int d_count, int hpp, float scale, bool causal, const float *q,
-                               const float *k, const float *v, float *y, float *lse)
+    ge2_attention_tiled_kernel(int t_count, int d_count, int hpp, long long qld, float scale, bool causal,
+                               const float *q, const float *k, const float *v, float *y, float *lse)
 {
     extern __shared__ float smem[];
     float *qt = smem, *kt = qt + GE2_ATTN_TF, *vs = kt + GE2_ATTN_TF, *ps = vs + GE2_ATTN_TF;
     const int q0 = (int)(gridDim.x - 1 - blockIdx.x) * GE2_ATTN_TILE;
     const long long rb = ge2_attn_head_row(blockIdx.y, t_count, hpp), base = rb * d_count,
-                    ld = (long long)hpp * d_count;
+                    ld = (long long)hpp * d_count, qb = ge2_attn_qkv_off(rb, hpp, qld, d_count);
     const int row0 = (int)threadIdx.x / 16 * 4, col0 = (int)threadIdx.x % 16 * 4;
-    ge2_attn_tile_load<true>(qt, q + base, q0, t_count, d_count, ld, scale * GE2_ATTN_LOG2E);
+    ge2_attn_tile_load<true>(qt, q + qb, q0, t_count, d_count, qld, scale * GE2_ATTN_LOG2E);
     float o[4][4] = {}, m[4], l[4];
 #pragma unroll
     for (int r = 0; r < 4; r++)
@@ -202,8 +210,8 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
     const int end = causal ? min(q0 + GE2_ATTN_TILE, t_count) : t_count;
     for (int k0 = 0; k0 < end; k0 += GE2_ATTN_TILE) {
         __syncthreads(); // the last tile's readers are done
-        ge2_attn_tile_load<true>(kt, k + base, k0, t_count, d_count, ld, 1.0f);
-        ge2_attn_tile_load<false>(vs, v + base, k0, t_count, d_count, ld, 1.0f);
+        ge2_attn_tile_load<true>(kt, k + qb, k0, t_count, d_count, qld, 1.0f);
+        ge2_attn_tile_load<false>(vs, v + qb, k0, t_count, d_count, qld, 1.0f);
         __syncthreads();
         float s[4][4] = {};
         ge2_attn_mm_tt(s, qt, kt, row0, col0);
@@ -266,20 +274,20 @@ __global__ void ge2_attention_delta_kernel(long long rows, int d_count, const fl
 
 // dq_t = scale Σ_j p_tj (dy_t·v_j - delta_t) k_j, keys in order
 template <int DPL>
-__global__ void ge2_attention_grad_q_kernel(long long rows, int t_count, int d_count, int hpp, float scale, bool causal,
-                                            const float *dy, const float *q, const float *k, const float *v,
-                                            const float *lse, const float *delta, float *dq)
+__global__ void ge2_attention_grad_q_kernel(long long rows, int t_count, int d_count, int hpp, long long qld,
+                                            float scale, bool causal, const float *dy, const float *q, const float *k,
+                                            const float *v, const float *lse, const float *delta, float *dq)
 {
     const long long row = (long long)blockIdx.x * (blockDim.x / GE2_WARP) + threadIdx.x / GE2_WARP;
     const int lane = threadIdx.x % GE2_WARP;
     if (row >= rows)
         return;
-    const long long rb = ge2_attn_head_row(row / t_count, t_count, hpp), base = rb * d_count,
-                    ld = (long long)hpp * d_count;
+    const long long rb = ge2_attn_head_row(row / t_count, t_count, hpp), base = ge2_attn_qkv_off(rb, hpp, qld, d_count),
+                    ld = qld;
     const int t = (int)(row % t_count), last = causal ? t : t_count - 1;
-    const long long at = rb + (long long)t * hpp; // this query's row
+    const long long at = rb + (long long)t * hpp, qa = ge2_attn_qkv_off(at, hpp, qld, d_count); // this query's row
     float qv[DPL], dyv[DPL], acc[DPL];
-    ge2_attn_load<DPL>(q + at * d_count, d_count, lane, qv);
+    ge2_attn_load<DPL>(q + qa, d_count, lane, qv);
     ge2_attn_load<DPL>(dy + at * d_count, d_count, lane, dyv);
 #pragma unroll
     for (int i = 0; i < DPL; i++)
@@ -300,33 +308,33 @@ __global__ void ge2_attention_grad_q_kernel(long long rows, int t_count, int d_c
     for (int i = 0; i < DPL; i++) {
         const int d = lane + GE2_WARP * i;
         if (d < d_count)
-            dq[at * d_count + d] = scale * acc[i];
+            dq[qa + d] = scale * acc[i];
     }
 }
 
 // dv_j = Σ_t p_tj dy_t, dk_j = scale Σ_t p_tj (dy_t·v_j - delta_t) q_t, queries in order
 template <int DPL>
-__global__ void ge2_attention_grad_kv_kernel(long long rows, int t_count, int d_count, int hpp, float scale,
-                                             bool causal,
-                                             const float *dy, const float *q, const float *k, const float *v,
-                                             const float *lse, const float *delta, float *dk, float *dv)
+__global__ void ge2_attention_grad_kv_kernel(long long rows, int t_count, int d_count, int hpp, long long qld,
+                                             float scale, bool causal, const float *dy, const float *q, const float *k,
+                                             const float *v, const float *lse, const float *delta, float *dk,
+                                             float *dv)
 {
     const long long row = (long long)blockIdx.x * (blockDim.x / GE2_WARP) + threadIdx.x / GE2_WARP;
     const int lane = threadIdx.x % GE2_WARP;
     if (row >= rows)
         return;
     const long long rb = ge2_attn_head_row(row / t_count, t_count, hpp), base = rb * d_count,
-                    ld = (long long)hpp * d_count;
+                    ld = (long long)hpp * d_count, qb = ge2_attn_qkv_off(rb, hpp, qld, d_count);
     const int j = (int)(row % t_count);
-    const long long kj = rb + (long long)j * hpp; // this key's row
+    const long long kj = rb + (long long)j * hpp, ka = ge2_attn_qkv_off(kj, hpp, qld, d_count); // this key's row
     float kv[DPL], vv[DPL], sk[DPL], sv[DPL];
-    ge2_attn_load<DPL>(k + kj * d_count, d_count, lane, kv);
-    ge2_attn_load<DPL>(v + kj * d_count, d_count, lane, vv);
+    ge2_attn_load<DPL>(k + ka, d_count, lane, kv);
+    ge2_attn_load<DPL>(v + ka, d_count, lane, vv);
 #pragma unroll
     for (int i = 0; i < DPL; i++)
         sk[i] = sv[i] = 0.0f;
     for (int t = causal ? j : 0; t < t_count; t++) {
-        const float *qr = q + base + t * ld, *dyr = dy + base + t * ld;
+        const float *qr = q + qb + t * qld, *dyr = dy + base + t * ld;
         const long long at = rb + (long long)t * hpp;
         const float p = expf(scale * ge2_attn_dot<DPL>(kv, qr, d_count, lane) - lse[at]);
         const float ds = p * (ge2_attn_dot<DPL>(vv, dyr, d_count, lane) - delta[at]);
@@ -344,27 +352,27 @@ __global__ void ge2_attention_grad_kv_kernel(long long rows, int t_count, int d_
         const int d = lane + GE2_WARP * i;
         if (d < d_count) {
             if (dk)
-                dk[kj * d_count + d] = scale * sk[i];
+                dk[ka + d] = scale * sk[i];
             if (dv)
-                dv[kj * d_count + d] = sv[i];
+                dv[ka + d] = sv[i];
         }
     }
 }
 
 // dq of 64 queries of head blockIdx.y, key tiles in order; grid (query tiles, heads)
 __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
-    ge2_attention_grad_q_tiled_kernel(int t_count, int d_count, int hpp, float scale, bool causal, const float *dy,
-                                      const float *q, const float *k, const float *v, const float *lse,
-                                      const float *delta, float *dq)
+    ge2_attention_grad_q_tiled_kernel(int t_count, int d_count, int hpp, long long qld, float scale, bool causal,
+                                      const float *dy, const float *q, const float *k, const float *v,
+                                      const float *lse, const float *delta, float *dq)
 {
     extern __shared__ float smem[];
     float *qt = smem, *dyt = qt + GE2_ATTN_TF, *kt = dyt + GE2_ATTN_TF, *vt = kt + GE2_ATTN_TF,
           *ks = vt + GE2_ATTN_TF, *dss = ks + GE2_ATTN_TF;
     const int q0 = (int)(gridDim.x - 1 - blockIdx.x) * GE2_ATTN_TILE;
     const long long rb = ge2_attn_head_row(blockIdx.y, t_count, hpp), base = rb * d_count,
-                    ld = (long long)hpp * d_count;
+                    ld = (long long)hpp * d_count, qb = ge2_attn_qkv_off(rb, hpp, qld, d_count);
     const int row0 = (int)threadIdx.x / 16 * 4, col0 = (int)threadIdx.x % 16 * 4;
-    ge2_attn_tile_load<true>(qt, q + base, q0, t_count, d_count, ld, scale * GE2_ATTN_LOG2E);
+    ge2_attn_tile_load<true>(qt, q + qb, q0, t_count, d_count, qld, scale * GE2_ATTN_LOG2E);
     ge2_attn_tile_load<true>(dyt, dy + base, q0, t_count, d_count, ld, 1.0f);
     float lse2[4], dl[4], acc[4][4] = {};
 #pragma unroll
@@ -376,9 +384,9 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
     const int end = causal ? min(q0 + GE2_ATTN_TILE, t_count) : t_count;
     for (int k0 = 0; k0 < end; k0 += GE2_ATTN_TILE) {
         __syncthreads();
-        ge2_attn_tile_load<true>(kt, k + base, k0, t_count, d_count, ld, 1.0f);
-        ge2_attn_tile_load<true>(vt, v + base, k0, t_count, d_count, ld, 1.0f);
-        ge2_attn_tile_load<false>(ks, k + base, k0, t_count, d_count, ld, 1.0f);
+        ge2_attn_tile_load<true>(kt, k + qb, k0, t_count, d_count, qld, 1.0f);
+        ge2_attn_tile_load<true>(vt, v + qb, k0, t_count, d_count, qld, 1.0f);
+        ge2_attn_tile_load<false>(ks, k + qb, k0, t_count, d_count, qld, 1.0f);
         __syncthreads();
         float s[4][4] = {}, dp[4][4] = {};
         ge2_attn_mm_tt(s, qt, kt, row0, col0);  // scores, base 2
@@ -402,16 +410,16 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
 #pragma unroll
         for (int c = 0; c < 4; c++)
             if (q0 + row0 + r < t_count && col0 + c < d_count)
-                dq[base + (q0 + row0 + r) * ld + col0 + c] = scale * acc[r][c];
+                dq[qb + (q0 + row0 + r) * qld + col0 + c] = scale * acc[r][c];
 }
 
 // dk, dv of 64 keys of head blockIdx.y, query tiles in order; grid (key
 // tiles, heads). The first key tiles have the most queries under a causal
 // mask, so they start first.
 __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
-    ge2_attention_grad_kv_tiled_kernel(int t_count, int d_count, int hpp, float scale, bool causal, const float *dy,
-                                       const float *q, const float *k, const float *v, const float *lse,
-                                       const float *delta, float *dk, float *dv)
+    ge2_attention_grad_kv_tiled_kernel(int t_count, int d_count, int hpp, long long qld, float scale, bool causal,
+                                       const float *dy, const float *q, const float *k, const float *v,
+                                       const float *lse, const float *delta, float *dk, float *dv)
 {
     extern __shared__ float smem[];
     float *kt = smem, *vt = kt + GE2_ATTN_TF, *qt = vt + GE2_ATTN_TF, *qs = qt + GE2_ATTN_TF,
@@ -419,15 +427,15 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
           *lse2 = dst + GE2_ATTN_TF, *dl = lse2 + GE2_ATTN_TILE;
     const int k0 = (int)blockIdx.x * GE2_ATTN_TILE;
     const long long rb = ge2_attn_head_row(blockIdx.y, t_count, hpp), base = rb * d_count,
-                    ld = (long long)hpp * d_count;
+                    ld = (long long)hpp * d_count, qb = ge2_attn_qkv_off(rb, hpp, qld, d_count);
     const int row0 = (int)threadIdx.x / 16 * 4, col0 = (int)threadIdx.x % 16 * 4; // rows: keys, columns: queries
-    ge2_attn_tile_load<true>(kt, k + base, k0, t_count, d_count, ld, scale * GE2_ATTN_LOG2E);
-    ge2_attn_tile_load<true>(vt, v + base, k0, t_count, d_count, ld, 1.0f);
+    ge2_attn_tile_load<true>(kt, k + qb, k0, t_count, d_count, qld, scale * GE2_ATTN_LOG2E);
+    ge2_attn_tile_load<true>(vt, v + qb, k0, t_count, d_count, qld, 1.0f);
     float dka[4][4] = {}, dva[4][4] = {};
     for (int q0 = causal ? k0 : 0; q0 < t_count; q0 += GE2_ATTN_TILE) {
         __syncthreads();
-        ge2_attn_tile_load<true>(qt, q + base, q0, t_count, d_count, ld, 1.0f);
-        ge2_attn_tile_load<false>(qs, q + base, q0, t_count, d_count, ld, 1.0f);
+        ge2_attn_tile_load<true>(qt, q + qb, q0, t_count, d_count, qld, 1.0f);
+        ge2_attn_tile_load<false>(qs, q + qb, q0, t_count, d_count, qld, 1.0f);
         ge2_attn_tile_load<true>(dyt, dy + base, q0, t_count, d_count, ld, 1.0f);
         ge2_attn_tile_load<false>(dys, dy + base, q0, t_count, d_count, ld, 1.0f);
         if (threadIdx.x < GE2_ATTN_TILE) {
@@ -462,9 +470,9 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
             if (j >= t_count || d >= d_count)
                 continue;
             if (dk)
-                dk[base + j * ld + d] = scale * dka[r][c];
+                dk[qb + j * qld + d] = scale * dka[r][c];
             if (dv)
-                dv[base + j * ld + d] = dva[r][c];
+                dv[qb + j * qld + d] = dva[r][c];
         }
 }
 
@@ -473,6 +481,8 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
 typedef struct attn_run {
     long long heads, rows; // rows: heads × T
     int t, d, hpp;         // hpp: heads per position (ge2_attn_geom's h)
+    long long qld;         // ge2_attn_geom's qkv_ld
+    ge2_attn_slots slots;  // which views hold q, k, v, ...
     float scale;
     bool causal;
     unsigned blocks; // of the row kernels
@@ -510,8 +520,9 @@ static ge2_status attn_run_of(const ge2_launch *l, ge2_shape q, attn_run *r)
                          "over %lld positions",
                          ge2_cuda_op_name(l), l->node->id, (long long)g.d, GE2_ATTN_MAX_D, (long long)g.t);
     const long long per_block = GE2_ATTN_THREADS / GE2_WARP;
-    *r = attn_run{g.heads, g.heads * g.t, (int)g.t, (int)g.d, (int)g.h, (float)ge2_attn_scale(a, g.d), a->causal,
-                  (unsigned)((g.heads * g.t + per_block - 1) / per_block), attn_tiled(l, g)};
+    *r = attn_run{g.heads, g.heads * g.t, (int)g.t, (int)g.d, (int)g.h, g.qkv_ld, ge2_attn_slots_of(l->node, g),
+                  (float)ge2_attn_scale(a, g.d), a->causal, (unsigned)((g.heads * g.t + per_block - 1) / per_block),
+                  attn_tiled(l, g)};
     return GE2_OK;
 }
 
@@ -537,7 +548,7 @@ static dim3 attn_tiles(const attn_run &r)
 #define IN(i) ((const float *)l->in[i].data)
 #define OUT(i) ((float *)l->out[i].data)
 
-// The inputs' q (operand 0 of the forward, 1 of the backward ops)
+// The inputs' q or qkv (operand 0 of the forward, 1 of the backward ops)
 static ge2_shape attn_q_shape(const ge2_launch *l)
 {
     return l->in[l->node->op == GE2_OP_ATTENTION ? 0 : 1].shape;
@@ -585,7 +596,8 @@ extern "C" const char *ge2_cuda_attention_describe(const ge2_launch *l)
 }
 
 // The bf16 tensors (the storage pass's) among a launch's views that the fp32
-// kernels take in f32: q, k, v, the backward's y, the forward's y
+// kernels take in f32: q, k, v (qkv), the backward's y, the forward's y, a
+// packed backward's dqkv
 static bool attn_bf16_view(const ge2_launch *l, const ge2_view *v)
 {
     if (v->dtype != GE2_BF16 || !v->data)
@@ -593,7 +605,7 @@ static bool attn_bf16_view(const ge2_launch *l, const ge2_view *v)
     for (int i = 0; i < l->n_in; i++)
         if (v == &l->in[i])
             return ge2_attention_reads_bf16(l->node, i);
-    return l->node->op == GE2_OP_ATTENTION && v == &l->out[0];
+    return v == &l->out[0] && ge2_op_stores_bf16(l->node, 0);
 }
 
 // Bytes of the f32 copies of those views
@@ -666,6 +678,17 @@ static ge2_status attn_launch(const ge2_launch *l, ge2_status (*fp32)(const ge2_
 extern "C" ge2_status ge2_cuda_attention_launch(const ge2_launch *l) { return attn_launch(l, attention_fp32); }
 extern "C" ge2_status ge2_cuda_attention_grad_launch(const ge2_launch *l) { return attn_launch(l, attention_grad_fp32); }
 
+// View i's data from value at on (NULL stays NULL)
+static const float *attn_in(const ge2_launch *l, int i, int64_t at)
+{
+    return l->in[i].data ? (const float *)l->in[i].data + at : NULL;
+}
+
+static float *attn_out(const ge2_launch *l, int i, int64_t at)
+{
+    return l->out[i].data ? (float *)l->out[i].data + at : NULL;
+}
+
 static ge2_status attention_fp32(const ge2_launch *l)
 {
     GE2_TRY(ge2_cuda_require_f32(l, 0));
@@ -673,14 +696,16 @@ static ge2_status attention_fp32(const ge2_launch *l)
     GE2_TRY(attn_run_of(l, l->in[0].shape, &r));
     if (r.rows == 0)
         return GE2_OK;
+    const ge2_attn_slots &o = r.slots;
+    const float *q = attn_in(l, o.q, 0), *k = attn_in(l, o.k, o.k_at), *v = attn_in(l, o.v, o.v_at);
     float *lse = l->n_out > 1 ? OUT(1) : NULL;
     if (r.tiled) {
         ge2_attention_tiled_kernel<<<attn_tiles(r), GE2_ATTN_TILE_THREADS, attn_smem_forward, ge2_cuda_stream(l)>>>(
-            r.t, r.d, r.hpp, r.scale, r.causal, IN(0), IN(1), IN(2), OUT(0), lse);
+            r.t, r.d, r.hpp, r.qld, r.scale, r.causal, q, k, v, OUT(0), lse);
         return ge2_cuda_check_launch(l, "ge2_attention_tiled_kernel");
     }
-    GE2_ATTN_DISPATCH(ge2_attention_kernel, r, l, r.rows, r.t, r.d, r.hpp, r.scale, r.causal, IN(0), IN(1), IN(2),
-                      OUT(0), lse);
+    GE2_ATTN_DISPATCH(ge2_attention_kernel, r, l, r.rows, r.t, r.d, r.hpp, r.qld, r.scale, r.causal, q, k, v, OUT(0),
+                      lse);
     return ge2_cuda_check_launch(l, "ge2_attention_kernel");
 }
 
@@ -692,8 +717,8 @@ static ge2_status attn_delta(const ge2_launch *l, const attn_run &r, float **del
                          "%zu",
                          ge2_cuda_op_name(l), l->node->id, r.rows, (size_t)r.rows * sizeof(float), l->workspace_bytes);
     *delta = (float *)l->workspace;
-    ge2_attention_delta_kernel<<<r.blocks, GE2_ATTN_THREADS, 0, ge2_cuda_stream(l)>>>(r.rows, r.d, IN(0), IN(4),
-                                                                                         *delta);
+    ge2_attention_delta_kernel<<<r.blocks, GE2_ATTN_THREADS, 0, ge2_cuda_stream(l)>>>(
+        r.rows, r.d, IN(r.slots.dy), IN(r.slots.y), *delta);
     return ge2_cuda_check_launch(l, "ge2_attention_delta_kernel");
 }
 
@@ -704,29 +729,32 @@ static ge2_status attention_grad_fp32(const ge2_launch *l)
     GE2_TRY(ge2_cuda_require_f32(l, 0));
     attn_run r;
     GE2_TRY(attn_run_of(l, l->in[1].shape, &r));
-    float *dq = OUT(0), *dk = OUT(1), *dv = OUT(2);
+    const ge2_attn_slots &o = r.slots;
+    float *dq = attn_out(l, o.dq, 0), *dk = attn_out(l, o.dk, o.k_at), *dv = attn_out(l, o.dv, o.v_at);
     if (r.rows == 0 || (!dq && !dk && !dv))
         return GE2_OK;
+    const float *dy = IN(o.dy), *q = attn_in(l, o.q, 0), *k = attn_in(l, o.k, o.k_at), *v = attn_in(l, o.v, o.v_at);
+    const float *lse = IN(o.lse);
     float *delta;
     GE2_TRY(attn_delta(l, r, &delta));
     cudaStream_t stream = ge2_cuda_stream(l);
     if (dq && r.tiled) {
         ge2_attention_grad_q_tiled_kernel<<<attn_tiles(r), GE2_ATTN_TILE_THREADS, attn_smem_grad_q, stream>>>(
-            r.t, r.d, r.hpp, r.scale, r.causal, IN(0), IN(1), IN(2), IN(3), IN(5), delta, dq);
+            r.t, r.d, r.hpp, r.qld, r.scale, r.causal, dy, q, k, v, lse, delta, dq);
         GE2_TRY(ge2_cuda_check_launch(l, "ge2_attention_grad_q_tiled_kernel"));
     } else if (dq) {
-        GE2_ATTN_DISPATCH(ge2_attention_grad_q_kernel, r, l, r.rows, r.t, r.d, r.hpp, r.scale, r.causal, IN(0),
-                          IN(1), IN(2), IN(3), IN(5), delta, dq);
+        GE2_ATTN_DISPATCH(ge2_attention_grad_q_kernel, r, l, r.rows, r.t, r.d, r.hpp, r.qld, r.scale, r.causal, dy, q,
+                          k, v, lse, delta, dq);
         GE2_TRY(ge2_cuda_check_launch(l, "ge2_attention_grad_q_kernel"));
     }
     if (!dk && !dv)
         return GE2_OK;
     if (r.tiled) {
         ge2_attention_grad_kv_tiled_kernel<<<attn_tiles(r), GE2_ATTN_TILE_THREADS, attn_smem_grad_kv, stream>>>(
-            r.t, r.d, r.hpp, r.scale, r.causal, IN(0), IN(1), IN(2), IN(3), IN(5), delta, dk, dv);
+            r.t, r.d, r.hpp, r.qld, r.scale, r.causal, dy, q, k, v, lse, delta, dk, dv);
         return ge2_cuda_check_launch(l, "ge2_attention_grad_kv_tiled_kernel");
     }
-    GE2_ATTN_DISPATCH(ge2_attention_grad_kv_kernel, r, l, r.rows, r.t, r.d, r.hpp, r.scale, r.causal, IN(0), IN(1),
-                      IN(2), IN(3), IN(5), delta, dk, dv);
+    GE2_ATTN_DISPATCH(ge2_attention_grad_kv_kernel, r, l, r.rows, r.t, r.d, r.hpp, r.qld, r.scale, r.causal, dy, q, k,
+                      v, lse, delta, dk, dv);
     return ge2_cuda_check_launch(l, "ge2_attention_grad_kv_kernel");
 }

@@ -38,9 +38,9 @@ enum { U_Q = 1, U_K, U_V, U_O, U_STATS, U_DO, U_DQ, U_DK, U_DV, U_SCALE, U_NEG_I
 
 /* One shape of attention: [b, h, t, d] with the heads h inside the
  * positions (ge2_attn_geom's h; 1 when outside, the batch then counting
- * every head). */
+ * every head); packed, q, k, v and their gradients 3·h·d values a position. */
 typedef struct sdpa_key {
-    bool backward, causal;
+    bool backward, causal, packed;
     int64_t b, h, t, d;
 } sdpa_key;
 
@@ -174,7 +174,8 @@ static void reshape(sdpa_graph *g, ge2_cudnn_desc x, ge2_cudnn_desc y)
 /* The shapes and strides the graphs use */
 typedef struct sdpa_dims {
     int64_t rows[4], rows_t[4];             /* q, k, v, y [b, h, t, d] and k, v as [b, h, d, t] */
-    int64_t row_strides[4], row_strides_t[4];
+    int64_t row_strides[4], row_strides_t[4]; /* y, dy */
+    int64_t qkv_strides[4], qkv_strides_t[4]; /* q, k, v, dq, dk, dv: row_strides but packed */
     int64_t scores[4], score_strides[4], score_strides_t[4]; /* [b, h, t, t], and transposed */
     int64_t stats[4], stats_strides[4];     /* [b, h, t, 1]: lse's layout */
     int64_t sums_strides[4];                /* softmax_sum, dense [b, h, t, 1] */
@@ -185,7 +186,9 @@ static sdpa_dims dims_of(const sdpa_key *k)
 {
     const int64_t b = k->b, h = k->h, t = k->t, d = k->d;
     /* element (bb, hh, tt, dd) of q is at ((bb·t + tt)·h + hh)·d + dd (ge2_attn_row) */
+    const int64_t qld = (k->packed ? 3 : 1) * h * d; /* a position's values in q's tensor (ge2_attn_qkv_at) */
     sdpa_dims s = {{b, h, t, d}, {b, h, d, t}, {t * h * d, d, h * d, 1}, {t * h * d, d, 1, h * d},
+                   {t * qld, d, qld, 1}, {t * qld, d, 1, qld},
                    {b, h, t, t}, {h * t * t, t * t, t, 1}, {h * t * t, t * t, 1, t},
                    {b, h, t, 1}, {t * h, 1, h, 1}, {h * t, t, 1, 1}, {1, 1, 1, 1}};
     return s;
@@ -205,11 +208,14 @@ static ge2_cudnn_desc causal_mask(sdpa_graph *g, const sdpa_dims *s, ge2_cudnn_d
     return y;
 }
 
-/* A bf16 operand [b, h, t, d] (k and v as [b, h, d, t] where transposed) */
+/* A bf16 operand [b, h, t, d] (k and v as [b, h, d, t] where transposed):
+ * y and dy dense, q, k, v and their gradients in their tensor's layout */
 static ge2_cudnn_desc operand(sdpa_graph *g, const sdpa_dims *s, int64_t uid, bool transposed)
 {
-    return tensor(g, uid, CUDNN_DATA_BFLOAT16, transposed ? s->rows_t : s->rows,
-                  transposed ? s->row_strides_t : s->row_strides, false, false);
+    const bool qkv = uid != U_O && uid != U_DO;
+    const int64_t *strides = qkv ? (transposed ? s->qkv_strides_t : s->qkv_strides)
+                                 : (transposed ? s->row_strides_t : s->row_strides);
+    return tensor(g, uid, CUDNN_DATA_BFLOAT16, transposed ? s->rows_t : s->rows, strides, false, false);
 }
 
 /* A by-value fp32 scalar (host memory in the variant pack) */
@@ -296,7 +302,7 @@ static void build_backward(sdpa_graph *g, const sdpa_key *k)
     reshape(g, ds, dst);
     matmul(g, dst, q, dk);
     /* dQ = dS·K, K seen again as [b, h, t, d]: straight into dQ, no atomics */
-    ge2_cudnn_desc kv = virtual_tensor(g, f32, s.rows, s.row_strides);
+    ge2_cudnn_desc kv = virtual_tensor(g, f32, s.rows, s.qkv_strides);
     reshape(g, kt, kv);
     matmul(g, ds, kv, dq);
 }
@@ -321,8 +327,8 @@ static struct {
 
 static bool same_key(const sdpa_key *a, const sdpa_key *b)
 {
-    return a->backward == b->backward && a->causal == b->causal && a->b == b->b && a->h == b->h && a->t == b->t &&
-           a->d == b->d;
+    return a->backward == b->backward && a->causal == b->causal && a->packed == b->packed && a->b == b->b &&
+           a->h == b->h && a->t == b->t && a->d == b->d;
 }
 
 /* The plan of key, built on first use; NULL when out of room or memory. */
@@ -386,17 +392,20 @@ static bool key_of(const ge2_launch *l, sdpa_key *key, char *why, size_t why_siz
                  (long long)g.t);
         return false;
     }
-    *key = (sdpa_key){backward, l->node->attrs.attention.causal, g.heads / g.h, g.h, g.t, g.d};
+    *key = (sdpa_key){backward, l->node->attrs.attention.causal, l->node->attrs.attention.packed, g.heads / g.h, g.h,
+                      g.t, g.d};
     return true;
 }
 
 /* Where each part lives in the scratch: offsets in bytes */
 typedef struct sdpa_layout {
-    /* forward: q, k, v, y; backward: dy, q, k, v, y, dq, dk, dv: the bf16
-     * copies of f32 tensors (a bf16 tensor, the storage pass's, is used in
-     * place and has no room here) */
+    /* the copy slots, the launch's inputs less the backward's lse, then
+     * its outputs (forward: q, k, v, y or qkv, y; backward: dy, q, k, v, y,
+     * dq, dk, dv or dy, qkv, y, dqkv): the bf16 copies of f32 tensors (a
+     * bf16 tensor, the storage pass's, is used in place and has no room
+     * here) */
     size_t copy[8];
-    int n_copies;
+    int n_inputs, n_copies;
     size_t stats;   /* forward without an lse output: its Stats */
     size_t sums;    /* backward: softmax_sum */
     size_t workspace, total;
@@ -404,23 +413,23 @@ typedef struct sdpa_layout {
 
 static size_t round256(size_t n) { return (n + 255) / 256 * 256; }
 
-/* Copy slot i's tensor (layout order: the launch's inputs, then outputs) */
-static const ge2_view *slot_view(const ge2_launch *l, bool backward, int i)
+/* Copy slot i's tensor */
+static const ge2_view *slot_view(const ge2_launch *l, const sdpa_layout *s, int i)
 {
-    const int n_in = backward ? 5 : 3;
-    return i < n_in ? &l->in[i] : &l->out[i - n_in];
+    return i < s->n_inputs ? &l->in[i] : &l->out[i - s->n_inputs];
 }
 
 static sdpa_layout layout_of(const sdpa_key *key, size_t workspace_bytes, const ge2_launch *l)
 {
-    sdpa_layout s = {{0}, key->backward ? 8 : 4, 0, 0, 0, 0};
-    const int64_t n = key->b * key->h * key->t * key->d, rows = key->b * key->h * key->t;
+    sdpa_layout s = {{0}, key->backward ? l->n_in - 1 : l->n_in, 0, 0, 0, 0, 0};
+    s.n_copies = s.n_inputs + (key->backward ? l->n_out : 1);
+    const int64_t rows = key->b * key->h * key->t;
     size_t at = 0;
     for (int i = 0; i < s.n_copies; i++) {
-        const ge2_view *v = slot_view(l, key->backward, i);
+        const ge2_view *v = slot_view(l, &s, i);
         s.copy[i] = at;
         if (!(v->data && v->dtype == GE2_BF16))
-            at += ge2_bf16_copy_bytes(n);
+            at += ge2_bf16_copy_bytes(ge2_shape_numel(v->shape));
     }
     s.stats = s.sums = at;
     at += round256((size_t)rows * sizeof(float));
@@ -442,7 +451,7 @@ typedef struct sdpa_launch {
 static const void *lse_of(const ge2_launch *l)
 {
     if (l->node->op == GE2_OP_ATTENTION_GRAD)
-        return l->in[5].data;
+        return l->in[l->n_in - 1].data;
     return l->n_out > 1 ? l->out[1].data : NULL;
 }
 
@@ -544,9 +553,10 @@ ge2_status ge2_cudnn_attention_launch(const ge2_launch *l)
     if ((uintptr_t)lse_of(l) % 16 != 0)
         return ge2_error(GE2_ERR_STATE, "ge2_%s (node %d): lse moved to %p since prepare; cuDNN needs 16-byte "
                          "alignment", ge2_op_name(l->node->op), l->node->id, lse_of(l));
-    const int64_t n = key->b * key->h * key->t * key->d;
+    const ge2_attn_slots o = ge2_attn_slots_of(l->node, ge2_attn_geom_of(l->in[key->backward ? 1 : 0].shape,
+                                                                           &l->node->attrs.attention));
     char *scratch = l->scratch;
-    void *c[8];
+    char *c[8];
     for (int i = 0; i < s->layout.n_copies; i++)
         c[i] = scratch + s->layout.copy[i];
     ge2_bf16_spans in = {0}, out = {0};
@@ -554,26 +564,28 @@ ge2_status ge2_cudnn_attention_launch(const ge2_launch *l)
     void *ptrs[13];
     int m = 0;
 #define PACK(uid, ptr) (uids[m] = (uid), ptrs[m++] = (void *)(ptr))
-    /* f32 inputs are rounded into their copies; bf16 ones (the storage pass's) are read in place */
-    for (int i = 0; i < (key->backward ? 5 : 3); i++) {
-        if (l->in[i].dtype == GE2_BF16)
-            c[i] = l->in[i].data;
-        else
-            ge2_bf16_span_add(&in, l->in[i].data, c[i], n);
+    /* f32 tensors are rounded into their copies (outputs widened from
+     * theirs after); bf16 ones (the storage pass's) are used in place */
+    for (int i = 0; i < s->layout.n_copies; i++) {
+        const ge2_view *v = slot_view(l, &s->layout, i);
+        const int64_t n = ge2_shape_numel(v->shape);
+        if (v->data && v->dtype == GE2_BF16)
+            c[i] = v->data;
+        else if (v->data && i < s->layout.n_inputs)
+            ge2_bf16_span_add(&in, v->data, c[i], n);
+        else if (v->data)
+            ge2_bf16_span_add(&out, c[i], v->data, n);
     }
+    /* bf16 values: k and v (dk and dv) start k_at and v_at into theirs */
+    const size_t k_at = 2 * (size_t)o.k_at, v_at = 2 * (size_t)o.v_at;
+    PACK(U_Q, c[o.q]), PACK(U_K, c[o.k] + k_at), PACK(U_V, c[o.v] + v_at);
     if (!key->backward) { /* q, k, v -> y, lse */
-        if (l->out[0].data && l->out[0].dtype == GE2_BF16) /* the storage pass's y: written in place */
-            c[3] = l->out[0].data;
-        else if (l->out[0].data)
-            ge2_bf16_span_add(&out, c[3], l->out[0].data, n);
         void *lse = l->n_out > 1 && l->out[1].data ? l->out[1].data : scratch + s->layout.stats;
-        PACK(U_Q, c[0]), PACK(U_K, c[1]), PACK(U_V, c[2]), PACK(U_O, c[3]), PACK(U_STATS, lse);
+        PACK(U_O, c[s->layout.n_inputs]), PACK(U_STATS, lse);
     } else { /* dy, q, k, v, y, lse -> dq, dk, dv */
-        for (int i = 0; i < 3; i++)
-            if (l->out[i].data)
-                ge2_bf16_span_add(&out, c[5 + i], l->out[i].data, n);
-        PACK(U_DO, c[0]), PACK(U_Q, c[1]), PACK(U_K, c[2]), PACK(U_V, c[3]), PACK(U_O, c[4]);
-        PACK(U_STATS, l->in[5].data), PACK(U_DQ, c[5]), PACK(U_DK, c[6]), PACK(U_DV, c[7]);
+        const int n_in = s->layout.n_inputs;
+        PACK(U_DO, c[o.dy]), PACK(U_O, c[o.y]), PACK(U_STATS, l->in[o.lse].data);
+        PACK(U_DQ, c[n_in + o.dq]), PACK(U_DK, c[n_in + o.dk] + k_at), PACK(U_DV, c[n_in + o.dv] + v_at);
         PACK(U_SOFTMAX_SUM, scratch + s->layout.sums), PACK(U_ONE, &s->one);
     }
     PACK(U_SCALE, &s->scale);

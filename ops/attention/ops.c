@@ -1,21 +1,28 @@
 /* The definitions of the attention family's ops: one struct per op. */
 #include "ops/attention/attention.h"
 
-/* q, k, v (inputs 0-2 of the forward, 1-3 of the backward) and the
- * backward's y (input 4) may be bf16 tensors: cuDNN's attention reads them
+/* q, k, v or qkv (from input 0 of the forward, 1 of the backward) and the
+ * backward's y may be bf16 tensors: cuDNN's attention reads them
  * in place, the fp32 kernels widen them into the scratch, the CPU's read
  * widened copies */
 bool ge2_attention_reads_bf16(const ge2_node *node, int input)
 {
-    const bool backward = node->op == GE2_OP_ATTENTION_GRAD;
-    const int q = backward ? 1 : 0;
-    return (input >= q && input < q + 3) || (backward && input == 4);
+    const ge2_attn_slots s = ge2_attn_slots_of(node, (ge2_attn_geom){0});
+    return input == s.q || input == s.k || input == s.v || (node->op == GE2_OP_ATTENTION_GRAD && input == s.y);
 }
 
-/* q, k, v -> y, lse */
+/* packed, dqkv: the GEMMs of the projection read it, cuDNN writes it in
+ * bf16 anyway and the fp32 kernels round after (three tensors dq, dk, dv
+ * go to a concat, which reads f32) */
+static bool attention_grad_stores_bf16(const ge2_node *node, int output)
+{
+    return node->attrs.attention.packed && output == 0;
+}
+
+/* q, k, v (packed: qkv) -> y, lse */
 const ge2_op_def ge2_op_def_attention = {
     .name = "attention",
-    .min_inputs = 3,
+    .min_inputs = 1,
     .max_inputs = 3,
     .max_outputs = 2,
     .flags = 0,
@@ -28,10 +35,10 @@ const ge2_op_def ge2_op_def_attention = {
     .reads_bf16 = ge2_attention_reads_bf16,
 };
 
-/* dy, q, k, v, y, lse -> dq, dk, dv */
+/* dy, q, k, v, y, lse -> dq, dk, dv (packed: dy, qkv, y, lse -> dqkv) */
 const ge2_op_def ge2_op_def_attention_grad = {
     .name = "attention_grad",
-    .min_inputs = 6,
+    .min_inputs = 4,
     .max_inputs = 6,
     .max_outputs = 3,
     .flags = 0,
@@ -40,5 +47,6 @@ const ge2_op_def ge2_op_def_attention_grad = {
     .cpu = ge2_cpu_attention_grad,
     .cuda = {ge2_cuda_attention_prepare, ge2_cuda_attention_grad_launch, ge2_cudnn_attention_release,
              ge2_cuda_attention_describe, ge2_cuda_attention_scratch_bytes},
+    .stores_bf16 = attention_grad_stores_bf16,
     .reads_bf16 = ge2_attention_reads_bf16,
 };

@@ -1,5 +1,6 @@
 /* The attention family's test cases: random [heads..., T, D] instances,
- * causal or not, with float64 references written from the definitions
+ * causal or not, heads inside the positions or not, q, k, v packed in one
+ * tensor or not, with float64 references written from the definitions
  * (attention.h) as plain loops. The gradient case checks the backward op
  * against central differences; its own case checks it on inputs that need
  * not come from a forward (y and lse random), against the formulas. */
@@ -26,7 +27,15 @@ static ge2_attrs random_attrs(ge2_case_ctx *c, ge2_shape s)
     memset(&a, 0, sizeof a);
     a.attention.causal = ge2_case_coin(c);
     a.attention.heads_inner = s.ndim >= 3 && ge2_case_coin(c);
+    a.attention.packed = a.attention.heads_inner && ge2_case_coin(c);
     return a;
+}
+
+/* qkv [..., T, 3H, D] for q [..., T, H, D] */
+static ge2_shape packed_shape(ge2_shape q)
+{
+    q.dim[q.ndim - 2] *= 3;
+    return q;
 }
 
 static ge2_status case_attention(ge2_case_ctx *c)
@@ -34,6 +43,11 @@ static ge2_status case_attention(ge2_case_ctx *c)
     ge2_shape s = random_qkv(c);
     ge2_attrs a = random_attrs(c, s);
     ge2_tensor *q, *k, *v, *y;
+    if (a.attention.packed) {
+        GE2_TRY(ge2_case_operand(c, packed_shape(s), &q));
+        GE2_TRY(ge2_attention_qkv(c->inst->graph, q, a.attention.causal, &y));
+        return ge2_case_last_node(c);
+    }
     GE2_TRY(ge2_case_operand(c, s, &q));
     GE2_TRY(ge2_case_operand(c, s, &k));
     GE2_TRY(ge2_case_operand(c, s, &v));
@@ -42,38 +56,40 @@ static ge2_status case_attention(ge2_case_ctx *c)
     return ge2_case_last_node(c);
 }
 
-static ge2_status case_grad(ge2_case_ctx *c, ge2_op op, int n_out)
+/* dy, q, k, v, y, lse (packed: dy, qkv, y, lse) */
+static ge2_status case_attention_grad(ge2_case_ctx *c)
 {
     ge2_shape s = random_qkv(c), ls = s;
     ls.ndim--;
     ge2_attrs a = random_attrs(c, s);
+    const bool packed = a.attention.packed;
+    const int n = packed ? 4 : 6;
     ge2_tensor *ts[6];
-    for (int i = 0; i < 5; i++)
-        GE2_TRY(ge2_case_plain(c, s, &ts[i]));
-    GE2_TRY(ge2_case_plain(c, ls, &ts[5]));
-    return ge2_case_direct(c, op, ts, 6, n_out, &a);
+    for (int i = 0; i < n - 1; i++)
+        GE2_TRY(ge2_case_plain(c, packed && i == 1 ? packed_shape(s) : s, &ts[i]));
+    GE2_TRY(ge2_case_plain(c, ls, &ts[n - 1]));
+    return ge2_case_direct(c, GE2_OP_ATTENTION_GRAD, ts, n, packed ? 1 : 3, &a);
 }
-
-static ge2_status case_attention_grad(ge2_case_ctx *c) { return case_grad(c, GE2_OP_ATTENTION_GRAD, 3); }
 
 /* ------------------------------------------------- float64 references */
 
 /* heads counts (batch, head) pairs: [B..., H, T, D], or heads_inner
- * [B..., T, H, D] with H heads per position */
+ * [B..., T, H, D] with H heads per position, or packed [B..., T, 3H, D] */
 typedef struct ref_geom {
     int64_t heads, t, d, per_position;
     double scale;
-    bool causal;
+    bool causal, packed;
 } ref_geom;
 
-static ref_geom geom_of(const ge2_node *node, ge2_shape q)
+/* From y's shape (dy's) */
+static ref_geom geom_of(const ge2_node *node, ge2_shape y)
 {
     const bool inner = node->attrs.attention.heads_inner;
-    ref_geom g = {1, inner ? q.dim[q.ndim - 3] : q.dim[q.ndim - 2], q.dim[q.ndim - 1],
-                  inner ? q.dim[q.ndim - 2] : 1, 0, node->attrs.attention.causal};
-    for (int i = 0; i < q.ndim - 1; i++)
-        if (i != (inner ? q.ndim - 3 : q.ndim - 2))
-            g.heads *= q.dim[i];
+    ref_geom g = {1, inner ? y.dim[y.ndim - 3] : y.dim[y.ndim - 2], y.dim[y.ndim - 1],
+                  inner ? y.dim[y.ndim - 2] : 1, 0, node->attrs.attention.causal, node->attrs.attention.packed};
+    for (int i = 0; i < y.ndim - 1; i++)
+        if (i != (inner ? y.ndim - 3 : y.ndim - 2))
+            g.heads *= y.dim[i];
     g.scale = node->attrs.attention.scale != 0 ? node->attrs.attention.scale : 1 / sqrt((double)g.d);
     return g;
 }
@@ -84,6 +100,22 @@ static int64_t rrow(const ref_geom *g, int64_t h, int64_t t)
 {
     const int64_t b = h / g->per_position, head = h % g->per_position;
     return (b * g->t + t) * g->per_position + head;
+}
+
+/* Where q's (which 0), k's (1) or v's (2) row of pair h at position t
+ * starts in x: tensor first + which of x, or packed, x[first] at index
+ * [b, t, which·H + head, 0] of [B, T, 3H, D] */
+static int64_t qkv_at(const ref_geom *g, int which, int64_t h, int64_t t)
+{
+    if (!g->packed)
+        return rrow(g, h, t) * g->d;
+    const int64_t b = h / g->per_position, head = h % g->per_position;
+    return (((b * g->t + t) * 3 + which) * g->per_position + head) * g->d;
+}
+
+static double *qkv_row(const ref_geom *g, const ref_tensor *x, int first, int which, int64_t h, int64_t t)
+{
+    return x[g->packed ? first : first + which].v + qkv_at(g, which, h, t);
 }
 
 static double dot(const double *a, const double *b, int64_t n)
@@ -99,23 +131,23 @@ static bool sees(const ref_geom *g, int64_t t, int64_t j) { return !g->causal ||
 /* softmax over the keys query t sees, then the weighted sum of v */
 static void ref_attention(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
 {
-    const ref_geom g = geom_of(node, in[0].shape);
+    const ref_geom g = geom_of(node, out[0].shape);
     for (int64_t h = 0; h < g.heads; h++)
         for (int64_t t = 0; t < g.t; t++) {
-            const double *q = in[0].v + rrow(&g, h, t) * g.d;
+            const double *q = qkv_row(&g, in, 0, 0, h, t);
             double m = -INFINITY, z = 0;
             for (int64_t j = 0; j < g.t; j++)
                 if (sees(&g, t, j))
-                    m = fmax(m, g.scale * dot(q, in[1].v + rrow(&g, h, j) * g.d, g.d));
+                    m = fmax(m, g.scale * dot(q, qkv_row(&g, in, 0, 1, h, j), g.d));
             for (int64_t j = 0; j < g.t; j++)
                 if (sees(&g, t, j))
-                    z += exp(g.scale * dot(q, in[1].v + rrow(&g, h, j) * g.d, g.d) - m);
+                    z += exp(g.scale * dot(q, qkv_row(&g, in, 0, 1, h, j), g.d) - m);
             for (int64_t d = 0; d < g.d; d++) {
                 double y = 0;
                 for (int64_t j = 0; j < g.t; j++)
                     if (sees(&g, t, j))
-                        y += exp(g.scale * dot(q, in[1].v + rrow(&g, h, j) * g.d, g.d) - m) / z *
-                             in[2].v[rrow(&g, h, j) * g.d + d];
+                        y += exp(g.scale * dot(q, qkv_row(&g, in, 0, 1, h, j), g.d) - m) / z *
+                             qkv_row(&g, in, 0, 2, h, j)[d];
                 out[0].v[rrow(&g, h, t) * g.d + d] = y;
             }
             if (node->n_outputs > 1)
@@ -123,19 +155,23 @@ static void ref_attention(const ge2_node *node, const ref_tensor *in, ref_tensor
         }
 }
 
+/* Inputs of the backward: dy, q, k, v (or qkv), then y and lse */
+static int y_input(const ref_geom *g) { return g->packed ? 2 : 4; }
+
 /* p_tj = exp(scale q_t·k_j - lse_t), ds_tj = p_tj (dy_t·v_j - dy_t·y_t) */
 static void p_ds(const ref_geom *g, const ref_tensor *in, int64_t h, int64_t t, int64_t j, double *p, double *ds)
 {
-    const double *dy = in[0].v + rrow(g, h, t) * g->d, *q = in[1].v + rrow(g, h, t) * g->d;
-    const double *k = in[2].v + rrow(g, h, j) * g->d, *v = in[3].v + rrow(g, h, j) * g->d;
-    *p = exp(g->scale * dot(q, k, g->d) - in[5].v[rrow(g, h, t)]);
-    *ds = *p * (dot(dy, v, g->d) - dot(dy, in[4].v + rrow(g, h, t) * g->d, g->d));
+    const double *dy = in[0].v + rrow(g, h, t) * g->d, *q = qkv_row(g, in, 1, 0, h, t);
+    const double *k = qkv_row(g, in, 1, 1, h, j), *v = qkv_row(g, in, 1, 2, h, j);
+    const double *y = in[y_input(g)].v + rrow(g, h, t) * g->d;
+    *p = exp(g->scale * dot(q, k, g->d) - in[y_input(g) + 1].v[rrow(g, h, t)]);
+    *ds = *p * (dot(dy, v, g->d) - dot(dy, y, g->d));
 }
 
 /* dq_t = scale Σ_j ds_tj k_j; dk_j = scale Σ_t ds_tj q_t, dv_j = Σ_t p_tj dy_t */
 static void ref_attention_grad(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
 {
-    const ref_geom g = geom_of(node, in[1].shape);
+    const ref_geom g = geom_of(node, in[0].shape);
     for (int64_t h = 0; h < g.heads; h++)
         for (int64_t t = 0; t < g.t; t++)
             for (int64_t d = 0; d < g.d; d++) {
@@ -143,17 +179,17 @@ static void ref_attention_grad(const ge2_node *node, const ref_tensor *in, ref_t
                 for (int64_t j = 0; j < g.t; j++) {
                     if (sees(&g, t, j)) { /* t a query, j a key: dq_t */
                         p_ds(&g, in, h, t, j, &p, &ds);
-                        sq += ds * in[2].v[rrow(&g, h, j) * g.d + d];
+                        sq += ds * qkv_row(&g, in, 1, 1, h, j)[d];
                     }
                     if (sees(&g, j, t)) { /* t a key, j a query: dk_t, dv_t */
                         p_ds(&g, in, h, j, t, &p, &ds);
-                        sk += ds * in[1].v[rrow(&g, h, j) * g.d + d];
+                        sk += ds * qkv_row(&g, in, 1, 0, h, j)[d];
                         sv += p * in[0].v[rrow(&g, h, j) * g.d + d];
                     }
                 }
-                out[0].v[rrow(&g, h, t) * g.d + d] = g.scale * sq;
-                out[1].v[rrow(&g, h, t) * g.d + d] = g.scale * sk;
-                out[2].v[rrow(&g, h, t) * g.d + d] = sv;
+                qkv_row(&g, out, 0, 0, h, t)[d] = g.scale * sq;
+                qkv_row(&g, out, 0, 1, h, t)[d] = g.scale * sk;
+                qkv_row(&g, out, 0, 2, h, t)[d] = sv;
             }
 }
 
