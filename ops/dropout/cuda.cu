@@ -8,15 +8,44 @@
 
 // ------------------------------------------------------------------- kernels
 
-// y: f32, or bf16 (the storage pass's: only GEMMs read it) rounded at the store
-template <typename Y>
+// y: f32, or bf16 (the storage pass's: only GEMMs read it) rounded at the
+// store. A thread takes the four elements of a draw (a group): VEC, x and y
+// aligned for four, moves them as one load and one store.
+template <bool VEC, typename Y>
 __global__ void ge2_dropout_kernel(long long n, float p, float scale, unsigned stream, const ge2_control *ctl,
                                    const float *x, Y *y)
 {
     const uint64_t seed = ctl->rng_seed, offset = ctl->rng_offset;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-         i += (long long)gridDim.x * blockDim.x)
-        ge2_store(&y[i], ge2_dropout_keeps(seed, offset, stream, p, (uint64_t)i) ? x[i] * scale : 0.0f);
+    const long long groups = (n + 3) / 4;
+    for (long long g = blockIdx.x * (long long)blockDim.x + threadIdx.x; g < groups;
+         g += (long long)gridDim.x * blockDim.x) {
+        const ge2_philox4 r = ge2_dropout_draw(seed, offset, stream, (uint64_t)g);
+        const long long i = 4 * g;
+        if (VEC && i + 4 <= n) {
+            const float4 v = *reinterpret_cast<const float4 *>(x + i);
+            ge2_store4(y + i, make_float4(ge2_dropout_kept(r.v[0], p) ? v.x * scale : 0.0f,
+                                          ge2_dropout_kept(r.v[1], p) ? v.y * scale : 0.0f,
+                                          ge2_dropout_kept(r.v[2], p) ? v.z * scale : 0.0f,
+                                          ge2_dropout_kept(r.v[3], p) ? v.w * scale : 0.0f));
+            continue;
+        }
+        for (int k = 0; k < 4 && i + k < n; k++)
+            ge2_store(&y[i + k], ge2_dropout_kept(r.v[k], p) ? x[i + k] * scale : 0.0f);
+    }
+}
+
+// One launch of the kernel for y's type, vectorised where x and y allow
+template <typename Y>
+static void dropout_enqueue(const ge2_launch *l, long long n, double p, const float *x, Y *y)
+{
+    const unsigned blocks = ge2_cuda_blocks((n + 3) / 4, GE2_CUDA_THREADS);
+    const unsigned stream = l->node->attrs.dropout.stream;
+    if ((uintptr_t)x % 16 == 0 && ge2_store4_aligned(y))
+        ge2_dropout_kernel<true><<<blocks, GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(
+            n, (float)p, ge2_dropout_scale(p), stream, l->control, x, y);
+    else
+        ge2_dropout_kernel<false><<<blocks, GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(
+            n, (float)p, ge2_dropout_scale(p), stream, l->control, x, y);
 }
 
 // ----------------------------------------------------------------- launchers
@@ -34,13 +63,10 @@ extern "C" ge2_status ge2_cuda_dropout_launch(const ge2_launch *l)
     /* an eval step copies: p 0 keeps every element, scale 1 leaves it be
      * (a kernel, not a memcpy node: switching engines costs replay time) */
     const double p = l->training ? a->p : 0.0;
-    const unsigned blocks = ge2_cuda_blocks(n, GE2_CUDA_THREADS);
     const float *x = (const float *)l->in[0].data;
     if (l->out[0].dtype == GE2_BF16)
-        ge2_dropout_kernel<<<blocks, GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(
-            n, (float)p, ge2_dropout_scale(p), a->stream, l->control, x, (__nv_bfloat16 *)l->out[0].data);
+        dropout_enqueue(l, n, p, x, (__nv_bfloat16 *)l->out[0].data);
     else
-        ge2_dropout_kernel<<<blocks, GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(
-            n, (float)p, ge2_dropout_scale(p), a->stream, l->control, x, (float *)l->out[0].data);
+        dropout_enqueue(l, n, p, x, (float *)l->out[0].data);
     return ge2_cuda_check_launch(l, "ge2_dropout_kernel");
 }

@@ -2,9 +2,11 @@
  * with probability p, the rest scaled by 1/(1-p); an eval step copies) and
  * DROPOUT_BACKWARD (dy -> dx through the same mask, drawn again).
  *
- * Element i of a dropout with stream s keeps when the first word of
- * Philox4x32-10 (graph/philox.h) at counter (i, s, the step's rng_offset)
- * under the graph's seed, as a uniform in [0, 1), is at least p. Both
+ * Element i of a dropout with stream s keeps when word i mod 4 of
+ * Philox4x32-10 (graph/philox.h) at counter (i / 4, s, the step's
+ * rng_offset) under the graph's seed, as a uniform in [0, 1), is at least
+ * p: one draw serves four neighbouring elements, as PyTorch's dropout
+ * kernels use theirs, which keeps the CUDA kernel at memory speed. Both
  * backends compute exactly that, so one seed gives one mask on both.
  *
  * ops.c holds the definitions (registered by ops/builtin.def's lines); the
@@ -24,14 +26,16 @@ extern "C" {
 #include "graph/philox.h"
 #include "ops/ops.h"
 
-/* Whether element i of dropout `stream` survives under the control block's
- * seed and offset. */
-static inline GE2_HD bool ge2_dropout_keeps(uint64_t seed, uint64_t offset, uint32_t stream, float p, uint64_t i)
+/* The draw of elements 4·group .. 4·group + 3 of dropout `stream` under
+ * the control block's seed and offset: word k is element 4·group + k's. */
+static inline GE2_HD ge2_philox4 ge2_dropout_draw(uint64_t seed, uint64_t offset, uint32_t stream, uint64_t group)
 {
-    ge2_philox4 counter = {{(uint32_t)i, (uint32_t)(i >> 32), stream, (uint32_t)offset}};
-    ge2_philox4 r = ge2_philox4x32_10(counter, (uint32_t)seed, (uint32_t)(seed >> 32) ^ (uint32_t)(offset >> 32));
-    return ge2_philox_uniform(r.v[0]) >= p;
+    ge2_philox4 counter = {{(uint32_t)group, (uint32_t)(group >> 32), stream, (uint32_t)offset}};
+    return ge2_philox4x32_10(counter, (uint32_t)seed, (uint32_t)(seed >> 32) ^ (uint32_t)(offset >> 32));
 }
+
+/* Whether the element whose draw is word `bits` survives */
+static inline GE2_HD bool ge2_dropout_kept(uint32_t bits, float p) { return ge2_philox_uniform(bits) >= p; }
 
 /* The kept elements' scale, 1/(1-p), rounded once to f32 for both backends. */
 static inline float ge2_dropout_scale(double p) { return (float)(1.0 / (1.0 - p)); }

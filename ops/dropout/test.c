@@ -28,7 +28,7 @@ static ge2_status case_dropout_backward(ge2_case_ctx *c)
 }
 
 /* y = x / (1 - p) where element i's draw keeps it, else 0; the draw is
- * Philox4x32-10 (checked against its published answers in
+ * word i mod 4 of Philox4x32-10 (checked against its published answers in
  * tests/ops/dropout_test) at the counter layout ops/dropout/dropout.h
  * documents */
 static void ref_dropout(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
@@ -36,10 +36,11 @@ static void ref_dropout(const ge2_node *node, const ref_tensor *in, ref_tensor *
     const double p = node->attrs.dropout.p;
     const uint64_t seed = ge2_ref_rng_seed, offset = ge2_ref_rng_offset;
     for (int64_t i = 0; i < ge2_ref_numel(in[0].shape); i++) {
-        ge2_philox4 counter = {{(uint32_t)i, (uint32_t)((uint64_t)i >> 32), node->attrs.dropout.stream,
+        const uint64_t group = (uint64_t)i / 4;
+        ge2_philox4 counter = {{(uint32_t)group, (uint32_t)(group >> 32), node->attrs.dropout.stream,
                                 (uint32_t)offset}};
         ge2_philox4 r = ge2_philox4x32_10(counter, (uint32_t)seed, (uint32_t)(seed >> 32) ^ (uint32_t)(offset >> 32));
-        const double u = (double)(r.v[0] >> 8) / 16777216.0;
+        const double u = (double)(r.v[i % 4] >> 8) / 16777216.0;
         out[0].v[i] = u >= p ? in[0].v[i] / (1.0 - p) : 0.0;
     }
 }
