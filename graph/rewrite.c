@@ -120,6 +120,19 @@ void ge2_graph_move_node(ge2_graph *g, int from, int to)
     g->changes++;
 }
 
+ge2_status ge2_graph_new_like(ge2_graph *g, int like, const char *suffix, int *id)
+{
+    const ge2_tensor *l = g->tensors[like];
+    char name[GE2_NAME_MAX];
+    const int room = GE2_NAME_MAX - 2 - (int)strlen(suffix);
+    snprintf(name, sizeof name, "%.*s.%s", room > 0 ? room : 0, l->name, suffix);
+    ge2_tensor *t;
+    GE2_TRY(ge2_graph_new_tensor(g, name, NULL, l->dtype, l->shape, GE2_ROLE_ACTIVATION, &t));
+    *id = t->id;
+    g->changes++;
+    return GE2_OK;
+}
+
 ge2_status ge2_graph_parameter_copy(ge2_graph *g, int param, int *copy)
 {
     const ge2_tensor *p = g->tensors[param];

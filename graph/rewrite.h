@@ -24,6 +24,10 @@ ge2_status ge2_graph_replace_node(ge2_graph *g, int at, ge2_op op, const int *in
  * the moved node reads. Bumps graph->changes. */
 void ge2_graph_move_node(ge2_graph *g, int from, int to);
 
+/* A new activation tensor a rewrite's node will produce: the tensor `like`
+ * names and shapes it ("<like>.<suffix>", like's dtype and shape). */
+ge2_status ge2_graph_new_like(ge2_graph *g, int like, const char *suffix, int *id);
+
 /* The bf16 copy of parameter `param` (GE2_ROLE_PARAMETER_COPY, named
  * "<param>.bf16", copy_of = param): the one made before, else a new one.
  * A pass makes its GEMMs read it in place of a cast of the parameter; the

@@ -87,14 +87,17 @@ GE2_CPU_DEFINE_BOTH(GEMM)
     }
 
 /* in: dz [B, out], w [out, in], saved (optional): z or y [B, in], or the relu bit-mask [B, mask_row(in)];
- * out: dx [B, in] = (dz · w) ⊙ act'(saved), db [in] (optional) = column sums of dx */
+ * out: dx [B, in] = (dz · w) ⊙ act'(saved), db [in] (optional) = column sums of dx, act(z) [B, in]
+ * (recompute: the last) */
 #define LINEAR_GRAD_INPUT(T, SUF)                                                                                 \
     static ge2_status linear_grad_input_##SUF(const ge2_launch *l)                                              \
     {                                                                                                           \
         const T *dz = l->in[0].data, *w = l->in[1].data;                                                        \
         const void *saved = l->n_in > 2 ? l->in[2].data : NULL;                                                 \
         bool mask = saved && l->in[2].dtype == GE2_U8;                                                          \
-        T *dx = l->out[0].data, *db = l->n_out > 1 ? l->out[1].data : NULL;                                     \
+        const int db_at = ge2_linear_grad_input_db(l->node), again_at = ge2_linear_grad_input_again(l->node);    \
+        T *dx = l->out[0].data, *db = db_at >= 0 ? l->out[db_at].data : NULL;                                   \
+        T *again = again_at >= 0 ? l->out[again_at].data : NULL;                                                \
         int64_t rows = l->in[0].shape.dim[0], k = l->in[0].shape.dim[1], n = l->in[1].shape.dim[1];            \
         int64_t mask_row = ge2_relu_mask_row_bytes(n);                                                          \
         const ge2_act_attrs *a = &l->node->attrs.act;                                                           \
@@ -107,6 +110,8 @@ GE2_CPU_DEFINE_BOTH(GEMM)
                                       : ge2_act_grad_##SUF(a->act, ((const T *)saved)[r * n + c],              \
                                                            a->from_output, a->slope);                           \
         column_sums_##SUF(dx, rows, n, db);                                                                     \
+        for (int64_t i = 0; again && i < rows * n; i++)                                                         \
+            again[i] = ge2_act_##SUF(a->act, ((const T *)saved)[i], a->slope);                                  \
         return GE2_OK;                                                                                          \
     }
 

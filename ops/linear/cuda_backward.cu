@@ -59,6 +59,12 @@ template <typename DX> static __device__ __forceinline__ float dact_of(const ge2
                                 : ge2_act_grad_f32(a.act, z, a.from_output, a.slope));
 }
 
+// act(z) stored into DX, the form the forward's kernel stored (ge2_act_for_bf16 into bf16)
+template <typename DX> static __device__ __forceinline__ float act_of(const ge2_act_attrs &a, float z)
+{
+    return sizeof(DX) == 2 ? ge2_act_for_bf16(a.act, z, a.slope) : ge2_act_f32(a.act, z, a.slope);
+}
+
 template <typename DX, typename S>
 static __device__ __forceinline__ float dact_at(const ge2_act_attrs &a, const S *saved, float d, int64_t i)
 {
@@ -68,12 +74,13 @@ static __device__ __forceinline__ float dact_at(const ge2_act_attrs &a, const S 
 // dx [rows, n] = d ⊙ act'(saved): saved is z or y [rows, n], or relu's
 // bit-mask [rows, row_bytes]; neither: dx = d. d may be dx itself (in
 // place); a bf16 dx (the storage pass's) is rounded at the store, a bf16 d
-// or saved (likewise) widened. With quads (no mask; d and dx aligned for
-// them, and saved), four elements a thread.
+// or saved (likewise) widened. again (recompute; saved is z): act(z) too,
+// in dx's type, from the z this pass loads anyway. With quads (no mask; d,
+// dx, saved and again aligned for them), four elements a thread.
 template <typename S, typename D, typename DX>
 __global__ void ge2_dact_kernel(int64_t rows, int64_t n, ge2_act_attrs a, const S *saved /* [rows, n] */,
                                 const uint8_t *mask /* [rows, row_bytes] */, int64_t row_bytes, bool quads,
-                                const D *d /* [rows, n] */, DX *dx /* [rows, n] */)
+                                const D *d /* [rows, n] */, DX *dx /* [rows, n] */, DX *again /* [rows, n] */)
 {
     const int64_t total = rows * n, first = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -90,12 +97,17 @@ __global__ void ge2_dact_kernel(int64_t rows, int64_t n, ge2_act_attrs a, const 
             const float4 z = ge2_load4(saved + i);
             ge2_store4(dx + i, make_float4(dact_of<DX>(a, v.x, z.x), dact_of<DX>(a, v.y, z.y), dact_of<DX>(a, v.z, z.z),
                                            dact_of<DX>(a, v.w, z.w)));
+            if (again)
+                ge2_store4(again + i, make_float4(act_of<DX>(a, z.x), act_of<DX>(a, z.y), act_of<DX>(a, z.z),
+                                                  act_of<DX>(a, z.w)));
         }
     }
     for (int64_t i = done + first; i < total; i += stride) {
         // the row and column only for the mask: 64-bit divisions cost the other paths their speed
         const float g = mask ? ge2_load(d + i) * (float)ge2_relu_mask_bit(mask + (i / n) * row_bytes, i % n)
                              : dact_at<DX>(a, saved, ge2_load(d + i), i);
+        if (again)
+            ge2_store(&again[i], act_of<DX>(a, ge2_load(saved + i)));
         ge2_store(&dx[i], g);
     }
 }
@@ -123,15 +135,36 @@ ge2_status ge2_gemm_relu_mask_post(const ge2_launch *launch, const ge2_gemm_plan
     return GE2_OK;
 }
 
-// dx = d ⊙ act'(saved) (saved absent: dx = d), saved S and d D (f32 or bf16), into an f32 or bf16 dx
+// recompute's act(z) (output 2), stored as dx is; NULL: not asked
+template <typename DX> static DX *again_of(const ge2_launch *launch)
+{
+    const int at = ge2_linear_grad_input_again(launch->node);
+    return at >= 0 ? (DX *)launch->out[at].data : NULL;
+}
+
+// LINEAR_GRAD_INPUT's db, when it has one and the plan gave it memory
+static float *db_of(const ge2_launch *launch)
+{
+    const int at = ge2_linear_grad_input_db(launch->node);
+    return at >= 0 ? (float *)launch->out[at].data : NULL;
+}
+
+// dx = d ⊙ act'(saved) (saved absent: dx = d), saved S and d D (f32 or bf16),
+// into an f32 or bf16 dx; recompute's act(z) beside it
 template <typename S, typename D, typename DX>
 static ge2_status dact_as(const ge2_launch *launch, const S *saved, const uint8_t *mask, const D *d, DX *dx)
 {
     const int64_t rows = launch->out[0].shape.dim[0], n = launch->out[0].shape.dim[1];
-    const bool quads = !mask && ge2_store4_aligned(d) && ge2_store4_aligned(dx) && (!saved || ge2_store4_aligned(saved));
+    DX *again = again_of<DX>(launch);
+    const ge2_dtype again_dtype = again ? launch->out[ge2_linear_grad_input_again(launch->node)].dtype : GE2_F32;
+    if (again && (again_dtype == GE2_BF16) != (sizeof(DX) == 2))
+        return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_linear_grad_input (node %d): act(z) is %s, dx %s; both must be "
+                         "alike", launch->node->id, ge2_dtype_name(again_dtype), sizeof(DX) == 2 ? "bf16" : "f32");
+    const bool quads = !mask && ge2_store4_aligned(d) && ge2_store4_aligned(dx) &&
+                       (!saved || ge2_store4_aligned(saved)) && (!again || ge2_store4_aligned(again));
     const int64_t work = quads ? (rows * n + 3) / 4 : rows * n;
     ge2_dact_kernel<<<ge2_cuda_blocks(work, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0, ge2_cuda_stream(launch)>>>(
-        rows, n, launch->node->attrs.act, saved, mask, ge2_relu_mask_row_bytes(n), quads, d, dx);
+        rows, n, launch->node->attrs.act, saved, mask, ge2_relu_mask_row_bytes(n), quads, d, dx, again);
     GE2_CUDA_CHECK(launch, "ge2_dact_kernel");
     return GE2_OK;
 }
@@ -155,7 +188,7 @@ static ge2_status dact(const ge2_launch *launch, const D *d, DX *dx)
 // db is wanted).
 static ge2_status grad_input_post(const ge2_launch *launch, const ge2_gemm_plan *p)
 {
-    float *db = launch->n_out > 1 ? (float *)launch->out[1].data : NULL;
+    float *db = db_of(launch);
     int64_t rows = launch->out[0].shape.dim[0], n = launch->out[0].shape.dim[1];
     bool dact_done = p->epilogue != CUBLASLT_EPILOGUE_DEFAULT;
     if (p->d_bf16) {
@@ -197,7 +230,7 @@ static bool grad_input_tiled_bind(const ge2_launch *launch, ge2_tiled_gemm *g)
 {
     const ge2_view *dz = &launch->in[0], *w = &launch->in[1];
     memset(g, 0, sizeof *g);
-    if (launch->n_out > 1 && launch->out[1].data)
+    if ((launch->n_out > 1 && launch->out[1].data) || launch->node->attrs.act.recompute)
         return false;
     g->m = dz->shape.dim[0];
     g->k = dz->shape.dim[1];
@@ -297,7 +330,9 @@ static ge2_status grad_input_prepare(ge2_launch *launch, bool fuse)
     // (cuBLASLt's DGELU reads an f32 z: a bf16 one, the storage pass's, goes to ge2's kernel)
     const bool gelu_z = launch->n_in > 2 && a->act == GE2_ACT_GELU_TANH && !a->from_output && n % 8 == 0 &&
                         launch->in[2].dtype == GE2_F32;
-    const bool want_db = launch->n_out > 1 && launch->out[1].data;
+    const bool want_db = db_of(launch) != NULL;
+    // recompute's act(z) comes from ge2's act' kernel, which loads z anyway
+    fuse = fuse && !a->recompute;
     p->n_out = rows * n;
     p->tiled_bind = grad_input_tiled_bind;
     // dx stored in bf16 (the storage pass's): the GEMM writes it in bf16,

@@ -51,8 +51,9 @@ ge2_status ge2_infer_MATMUL(const ge2_node *node, const ge2_desc *in, ge2_desc *
     return GE2_OK;
 }
 
-/* dz [B, out], w [out, in][, saved] -> dx [B, in][, db [in]]. saved is the
- * previous layer's stash: z or y [B, in] in dz's dtype, or relu's bit-mask. */
+/* dz [B, out], w [out, in][, saved] -> dx [B, in][, db [in]][, act(z) [B, in]].
+ * saved is the previous layer's stash: z or y [B, in] in dz's dtype, or
+ * relu's bit-mask; act(z), the last output, is the recompute attribute's. */
 ge2_status ge2_infer_LINEAR_GRAD_INPUT(const ge2_node *node, const ge2_desc *in, ge2_desc *out)
 {
     const ge2_desc *dz = &in[0], *w = &in[1], *saved = node->n_inputs > 2 ? &in[2] : NULL;
@@ -81,9 +82,20 @@ ge2_status ge2_infer_LINEAR_GRAD_INPUT(const ge2_node *node, const ge2_desc *in,
             return ge2_error(GE2_ERR_SHAPE, "ge2_linear_grad_input: saved %s is %s, expected %s", saved->name,
                              GE2_SHAPE_STR(saved->shape), GE2_SHAPE_STR(want));
     }
+    if (a->recompute && (!saved || a->from_output || saved->dtype == GE2_U8 || node->n_outputs < 2))
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_linear_grad_input: recompute makes act(z) from a saved z as "
+                         "its last output: %s, %d output(s)",
+                         !saved ? "nothing saved" : saved->dtype == GE2_U8 || a->from_output ? "no z saved" : "z saved",
+                         node->n_outputs);
+    if (!a->recompute && node->n_outputs > 2)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_linear_grad_input: %d outputs; a third is recompute's",
+                         node->n_outputs);
     out[0] = (ge2_desc){dz->dtype, ge2_shape2(rows, n), NULL};
-    if (node->n_outputs > 1)
-        out[1] = (ge2_desc){dz->dtype, ge2_shape1(n), NULL};
+    const int db = ge2_linear_grad_input_db(node), again = ge2_linear_grad_input_again(node);
+    if (db >= 0)
+        out[db] = (ge2_desc){dz->dtype, ge2_shape1(n), NULL};
+    if (again >= 0)
+        out[again] = (ge2_desc){dz->dtype, ge2_shape2(rows, n), NULL};
     return GE2_OK;
 }
 

@@ -69,6 +69,17 @@ static inline bool ge2_linear_d_bf16(bool has_y, ge2_dtype y, bool has_stash, ge
 {
     return has_y && y == GE2_BF16 && (!has_stash || stash == GE2_BF16);
 }
+/* LINEAR_GRAD_INPUT's outputs: dx, then db [in] when asked, then, with
+ * ge2_act_attrs.recompute, act(z) last. The index of db and of act(z)
+ * (-1: none). */
+static inline int ge2_linear_grad_input_db(const ge2_node *node)
+{
+    return node->n_outputs > (node->attrs.act.recompute ? 2 : 1) ? 1 : -1;
+}
+static inline int ge2_linear_grad_input_again(const ge2_node *node)
+{
+    return node->attrs.act.recompute ? node->n_outputs - 1 : -1;
+}
 /* ops.c: LINEAR stores y and its z stash in bf16 (the GEMM writes D in bf16,
  * the act kernel y from it), but y beside relu's bit-mask */
 bool ge2_linear_stores_bf16(const ge2_node *node, int output);

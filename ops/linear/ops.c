@@ -53,19 +53,25 @@ const ge2_op_def ge2_op_def_matmul = {
              ge2_cuda_gemm_bf16_scratch_bytes},
 };
 
-/* dz [B,out], w [out,in][, saved] -> (dz·w) ⊙ act'(saved) [B,in][, its column sums [in]] */
+/* dx, and recompute's act(z): the post step rounds them */
+static bool grad_input_stores_bf16(const ge2_node *node, int output)
+{
+    return output == 0 || output == ge2_linear_grad_input_again(node);
+}
+
+/* dz [B,out], w [out,in][, saved] -> (dz·w) ⊙ act'(saved) [B,in][, its column sums [in][, act(saved)]] */
 const ge2_op_def ge2_op_def_linear_grad_input = {
     .name = "linear_grad_input",
     .min_inputs = 2,
     .max_inputs = 3,
-    .max_outputs = 2,
+    .max_outputs = 3,
     .flags = GE2_OPF_BF16_OPERANDS,
     .infer = ge2_infer_LINEAR_GRAD_INPUT,
     .backward = NULL,
     .cpu = ge2_cpu_linear_grad_input,
     .cuda = {ge2_cuda_linear_grad_input_prepare, ge2_cuda_linear_grad_input_launch, ge2_cuda_linear_release, ge2_cuda_linear_describe,
              ge2_cuda_gemm_bf16_scratch_bytes},
-    .stores_bf16 = ge2_stores_bf16_output0, /* the post step rounds dx */
+    .stores_bf16 = grad_input_stores_bf16,
     .reads_bf16 = grad_input_reads_bf16,
 };
 

@@ -42,8 +42,9 @@ static ge2_status case_matmul(ge2_case_ctx *c)
     return ge2_case_last_node(c);
 }
 
-/* dz [B, out], w [out, in][, saved] -> dx[, db]: every activation, each
- * stash kind (relu's random bit-mask, z, y), with and without db. */
+/* dz [B, out], w [out, in][, saved] -> dx[, db][, act(z)]: every
+ * activation, each stash kind (relu's random bit-mask, z, y), with and
+ * without db, and from z with and without recompute's act(z). */
 static ge2_status case_linear_grad_input(ge2_case_ctx *c)
 {
     int64_t b = ge2_case_irange(c, 1, 4), out = ge2_case_irange(c, 1, 5), in = ge2_case_irange(c, 1, 12);
@@ -56,7 +57,9 @@ static ge2_status case_linear_grad_input(ge2_case_ctx *c)
         GE2_TRY(ge2_case_feed(c, GE2_ROLE_INPUT, GE2_U8, ge2_shape2(b, (in + 127) / 128 * 16), 0, false, &ts[n++]));
     else if (a.act.act != GE2_ACT_NONE)
         GE2_TRY(ge2_case_plain(c, ge2_shape2(b, in), &ts[n++]));
-    return ge2_case_direct(c, GE2_OP_LINEAR_GRAD_INPUT, ts, n, ge2_case_coin(c) ? 2 : 1, &a);
+    const bool z = n == 3 && ts[2]->dtype != GE2_U8 && !a.act.from_output;
+    a.act.recompute = z && ge2_case_coin(c);
+    return ge2_case_direct(c, GE2_OP_LINEAR_GRAD_INPUT, ts, n, (ge2_case_coin(c) ? 2 : 1) + a.act.recompute, &a);
 }
 
 /* dz [B, out], x [B, in] -> dw[, db] */
@@ -103,8 +106,10 @@ static void ref_linear_grad_input(const ge2_node *node, const ref_tensor *in, re
             else if (node->n_inputs > 2)
                 d = ge2_ref_act_grad(a->act, in[2].v[r * N + c], a->from_output, a->slope);
             out[0].v[r * N + c] = g * d;
-            if (node->n_outputs > 1)
+            if (node->n_outputs > (a->recompute ? 2 : 1))
                 out[1].v[c] += g * d;
+            if (a->recompute) /* act(z) again, last */
+                out[node->n_outputs - 1].v[r * N + c] = ge2_ref_act(a->act, in[2].v[r * N + c], a->slope);
         }
 }
 

@@ -409,18 +409,24 @@ START_TEST(bf16_storage_rounds_each_operand_once)
     for (int n = 0; n < pg->n_nodes; n++) {
         const ge2_node *node = &pg->nodes[n];
         casts += node->op == GE2_OP_CAST;
-        if (node->op != GE2_OP_CAST && pg->tensors[node->outputs[0]]->dtype == GE2_BF16) {
-            /* stored in bf16 by its producer: only GEMM operands read it */
+        for (int o = 0; node->op != GE2_OP_CAST && o < node->n_outputs; o++) {
+            if (pg->tensors[node->outputs[o]]->dtype != GE2_BF16)
+                continue;
+            /* stored in bf16 by its producer (the gelu layer's z stash and
+             * y, the input gradient and the y it makes again for the weight
+             * gradient, fusion/recompute_act): only GEMM operands read it,
+             * and the saved z the input gradient's act' reads */
             const ge2_op_def *def = ge2_op_def_of(node->op);
-            ck_assert_msg(def->stores_bf16 && def->stores_bf16(node, 0), "node %d (%s) writes bf16", n,
-                          ge2_op_name(node->op));
+            ck_assert_msg(def->stores_bf16 && def->stores_bf16(node, o), "node %d (%s) writes bf16 output %d", n,
+                          ge2_op_name(node->op), o);
             for (int r = 0; r < pg->n_nodes; r++)
                 for (int i = 0; i < pg->nodes[r].n_inputs; i++)
-                    if (pg->nodes[r].inputs[i] == node->outputs[0])
-                        ck_assert_msg(i < 2 && (ge2_op_flags(pg->nodes[r].op) & GE2_OPF_BF16_OPERANDS),
+                    if (pg->nodes[r].inputs[i] == node->outputs[o])
+                        ck_assert_msg((i < 2 && (ge2_op_flags(pg->nodes[r].op) & GE2_OPF_BF16_OPERANDS)) ||
+                                          (pg->nodes[r].op == GE2_OP_LINEAR_GRAD_INPUT && i == 2),
                                       "bf16 '%s' is read by node %d (%s) input %d",
-                                      pg->tensors[node->outputs[0]]->name, r, ge2_op_name(pg->nodes[r].op), i);
-            stored++;
+                                      pg->tensors[node->outputs[o]]->name, r, ge2_op_name(pg->nodes[r].op), i);
+            stored += o != 1 || node->op != GE2_OP_LINEAR; /* (a z stash is no GEMM operand) */
         }
         if (!(ge2_op_flags(node->op) & GE2_OPF_BF16_OPERANDS))
             continue;

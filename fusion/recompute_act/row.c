@@ -1,0 +1,123 @@
+/* The activation recompute pattern's row, a rewrite. A LINEAR with an
+ * activation that keeps z (GELU: ops/linear, ge2_linear_stash_of) writes
+ * h = act(z) for the next LINEAR and z for its own backward; the next
+ * layer's weight gradient (LINEAR_GRAD_WEIGHT, dW = dyᵀ·h) reads h again in
+ * the backward, so h lives from the forward to there, beside z. After
+ * backward_gemm, that layer's LINEAR_GRAD_INPUT already loads z to apply
+ * act' to its dx; this row has it write act(z) again as a third output
+ * (ge2_act_attrs.recompute) and the weight gradient read that instead:
+ *     LINEAR_GRAD_INPUT (dy, w, z) -> dz[, db], h'     LINEAR_GRAD_WEIGHT (dy, h') -> dW
+ * h then dies in the forward, and each h' lives from one node to the next:
+ * a GPT's MLP keeps 4C values a position less per layer, for one more
+ * store of them in a kernel that runs anyway. The CUDA kernel computes h'
+ * with the forward's own function, so it has h's bits; the CPU likewise.
+ *
+ * Only where that input gradient comes first (autograd's order: a layer's
+ * input gradient, then its weight gradient) and no other backward node
+ * reads h (it would live anyway). */
+#include <stdio.h>
+
+#include "fusion/fusion.h"
+#include "graph/error.h"
+#include "graph/rewrite.h"
+#include "ops/linear/linear.h"
+
+static void say(FILE *log, const ge2_node *gi, const char *why)
+{
+    if (log)
+        fprintf(log, "fuse: recompute_act: linear_grad_input %d not rewritten: %s\n", gi->id, why);
+}
+
+/* The LINEAR that saved z for gi, with act(z) its output 0; NULL if none */
+static const ge2_node *saver_of(const ge2_graph *g, const ge2_node *gi)
+{
+    if (gi->n_inputs < 3 || gi->attrs.act.from_output || gi->attrs.act.recompute)
+        return NULL;
+    const int z = gi->inputs[2], p = g->tensors[z]->producer;
+    if (p < 0)
+        return NULL;
+    const ge2_node *lin = &g->nodes[p];
+    const ge2_linear_attrs *a = &lin->attrs.linear;
+    if (lin->op != GE2_OP_LINEAR || lin->n_outputs < 2 || lin->outputs[1] != z ||
+        ge2_linear_stash_of(a->act, a->slope) != GE2_STASH_Z)
+        return NULL;
+    return lin;
+}
+
+static ge2_status rewrite_one(ge2_graph *g, int at, FILE *log, int *n_fused)
+{
+    const ge2_node *gi = &g->nodes[at];
+    const ge2_node *lin = saver_of(g, gi);
+    if (!lin)
+        return GE2_OK; /* not a layer's act' on a saved z: nothing to say */
+    const int h = lin->outputs[0], dy = gi->inputs[0];
+    int gw = -1;
+    for (int n = 0; n < g->n_nodes; n++) {
+        const ge2_node *r = &g->nodes[n];
+        if (r->phase == GE2_PHASE_FORWARD)
+            continue;
+        for (int i = 0; i < r->n_inputs; i++) {
+            if (r->inputs[i] != h)
+                continue;
+            if (r->op != GE2_OP_LINEAR_GRAD_WEIGHT || i != 1 || r->inputs[0] != dy || gw >= 0) {
+                say(log, gi, "another backward node reads the activation");
+                return GE2_OK;
+            }
+            gw = n;
+        }
+    }
+    if (gw < 0) {
+        say(log, gi, "no weight gradient of the same dy reads the activation");
+        return GE2_OK;
+    }
+    if (gw < at) {
+        say(log, gi, "the weight gradient comes first");
+        return GE2_OK;
+    }
+    int again;
+    GE2_TRY(ge2_graph_new_like(g, h, "again", &again));
+    ge2_attrs a = gi->attrs;
+    a.act.recompute = true;
+    int out[3] = {gi->outputs[0], gi->outputs[1], -1};
+    const int n_out = gi->n_outputs + 1; /* dx[, db], act(z) last */
+    out[n_out - 1] = again;
+    const int in[3] = {gi->inputs[0], gi->inputs[1], gi->inputs[2]};
+    GE2_TRY(ge2_graph_replace_node(g, at, GE2_OP_LINEAR_GRAD_INPUT, in, 3, out, n_out, &a));
+    g->nodes[gw].inputs[1] = again;
+    g->changes++;
+    if (log)
+        fprintf(log, "fuse: recompute_act: linear_grad_input %d makes '%s' again for linear_grad_weight %d\n", at,
+                g->tensors[h]->name, gw);
+    (*n_fused)++;
+    return GE2_OK;
+}
+
+static ge2_status rewrite(ge2_graph *g, FILE *log, int *n_fused)
+{
+    *n_fused = 0;
+    for (int n = 0; n < g->n_nodes; n++)
+        if (g->nodes[n].op == GE2_OP_LINEAR_GRAD_INPUT)
+            GE2_TRY(rewrite_one(g, n, log, n_fused));
+    if (log && *n_fused == 0)
+        fprintf(log, "fuse: recompute_act: nothing rewritten (no layer's act' on a saved z before its weight "
+                     "gradient)\n");
+    return GE2_OK;
+}
+
+/* Three GELU layers: the second's and third's weight gradients read their
+ * input made again by the input gradient above them. */
+static ge2_status example(ge2_graph **graph)
+{
+    static const int64_t widths[] = {40, 48, 32, 10};
+    return ge2_fusion_example_mlp(widths, 4, 24, GE2_ACT_GELU_TANH, graph);
+}
+
+const ge2_fusion_pattern ge2_fusion_recompute_act = {
+    .name = "recompute_act",
+    .what = "a layer's activation made again by the next layer's input gradient (which loads z anyway) for its "
+            "weight gradient, instead of kept from the forward",
+    .rewrite = rewrite,
+    .match = NULL,
+    .cuda = NULL, /* LINEAR_GRAD_INPUT's own kernels write it (ops/linear) */
+    .example = example,
+};
