@@ -13,11 +13,14 @@
  * with the forward's own function, so it has h's bits; the CPU likewise.
  *
  * Only where that input gradient comes first (autograd's order: a layer's
- * input gradient, then its weight gradient) and no other backward node
- * reads h (it would live anyway). */
+ * input gradient, then its weight gradient), no other backward node reads
+ * h (it would live anyway), and the layer is wider than a classifier head
+ * (fusion/head runs a head's two gradients as one kernel, which reading h'
+ * would split). */
 #include <stdio.h>
 
 #include "fusion/fusion.h"
+#include "fusion/head/head.h"
 #include "graph/error.h"
 #include "graph/rewrite.h"
 #include "ops/linear/linear.h"
@@ -51,6 +54,11 @@ static ge2_status rewrite_one(ge2_graph *g, int at, FILE *log, int *n_fused)
     if (!lin)
         return GE2_OK; /* not a layer's act' on a saved z: nothing to say */
     const int h = lin->outputs[0], dy = gi->inputs[0];
+    if (g->tensors[dy]->shape.dim[1] <= GE2_HEAD_MAX_CLASSES) {
+        say(log, gi, "a classifier head's gradients, which the head pattern runs as one kernel (and whose "
+                     "activation is small)");
+        return GE2_OK;
+    }
     int gw = -1;
     for (int n = 0; n < g->n_nodes; n++) {
         const ge2_node *r = &g->nodes[n];
@@ -104,11 +112,11 @@ static ge2_status rewrite(ge2_graph *g, FILE *log, int *n_fused)
     return GE2_OK;
 }
 
-/* Three GELU layers: the second's and third's weight gradients read their
- * input made again by the input gradient above them. */
+/* Two GELU layers and a head: the second layer's weight gradient reads its
+ * input made again (the head's is left to fusion/head). */
 static ge2_status example(ge2_graph **graph)
 {
-    static const int64_t widths[] = {40, 48, 32, 10};
+    static const int64_t widths[] = {40, 48, 64, 10};
     return ge2_fusion_example_mlp(widths, 4, 24, GE2_ACT_GELU_TANH, graph);
 }
 
