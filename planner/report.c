@@ -65,7 +65,7 @@ static void report_peak(const ge2_plan *plan, const ge2_graph *graph, FILE *out)
             chain_last[t] < at)
             continue;
         const ge2_tensor *tensor = graph->tensors[t];
-        size_t bytes = ge2_plan_align(pt->bytes, GE2_ARENA_ALIGN);
+        size_t bytes = ge2_plan_align(pt->bytes ? pt->bytes : 1, GE2_ARENA_ALIGN); /* as assign.c counts it */
         int op = tensor->producer >= 0 ? (int)graph->nodes[tensor->producer].op : n_ops - 1;
         peak_kind *k = &kinds[(size_t)op * GE2_DTYPE_COUNT + (size_t)tensor->dtype];
         k->bytes += bytes;

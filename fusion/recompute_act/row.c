@@ -9,8 +9,10 @@
  *     LINEAR_GRAD_INPUT (dy, w, z) -> dz[, db], h'     LINEAR_GRAD_WEIGHT (dy, h') -> dW
  * h then dies in the forward, and each h' lives from one node to the next:
  * a GPT's MLP keeps 4C values a position less per layer, for one more
- * store of them in a kernel that runs anyway. The CUDA kernel computes h'
- * with the forward's own function, so it has h's bits; the CPU likewise.
+ * store of them in a kernel that runs anyway. h' is the forward's function
+ * of the same z: the CPU's and a bf16 h's bits (ge2_act_for_bf16 both
+ * ways); an f32 h that cuBLASLt's GELU epilogue made may differ from it in
+ * the last bits.
  *
  * Only where that input gradient comes first (autograd's order: a layer's
  * input gradient, then its weight gradient), no other backward node reads

@@ -497,7 +497,10 @@ typedef struct ge2_compile_options {
     /* Fusion patterns to leave out, comma-separated names (NULL or "":
      * none): "backward_gemm" (a LINEAR's backward GEMMs with the bias
      * gradient and activation derivative in their epilogues; a rewrite of
-     * the graph itself, so a graph compiled once keeps it), "bn_relu" (a
+     * the graph itself, so a graph compiled once keeps it),
+     * "recompute_act" (a GELU layer's output made again in the backward by
+     * the next layer's input gradient instead of kept from the forward;
+     * also a rewrite), "bn_relu" (a
      * batch norm's relu and its derivative in the batch norm's kernels;
      * also a rewrite), "mlp_step" (a
      * small MLP's step in one kernel), "head" (a classifier head's launch

@@ -101,6 +101,8 @@ GE2_CPU_DEFINE_BOTH(GEMM)
         int64_t rows = l->in[0].shape.dim[0], k = l->in[0].shape.dim[1], n = l->in[1].shape.dim[1];            \
         int64_t mask_row = ge2_relu_mask_row_bytes(n);                                                          \
         const ge2_act_attrs *a = &l->node->attrs.act;                                                           \
+        for (int64_t i = 0; again && i < rows * n; i++)                                                         \
+            again[i] = ge2_act_##SUF(a->act, ((const T *)saved)[i], a->slope);                                  \
         if (!dx)                                                                                                \
             return GE2_OK;                                                                                      \
         GE2_TRY(gemm_##SUF(l, false, false, rows, n, k, dz, k, w, n, dx));                                      \
@@ -110,8 +112,6 @@ GE2_CPU_DEFINE_BOTH(GEMM)
                                       : ge2_act_grad_##SUF(a->act, ((const T *)saved)[r * n + c],              \
                                                            a->from_output, a->slope);                           \
         column_sums_##SUF(dx, rows, n, db);                                                                     \
-        for (int64_t i = 0; again && i < rows * n; i++)                                                         \
-            again[i] = ge2_act_##SUF(a->act, ((const T *)saved)[i], a->slope);                                  \
         return GE2_OK;                                                                                          \
     }
 

@@ -59,10 +59,10 @@ template <typename DX> static __device__ __forceinline__ float dact_of(const ge2
                                 : ge2_act_grad_f32(a.act, z, a.from_output, a.slope));
 }
 
-// act(z) stored into DX, the form the forward's kernel stored (ge2_act_for_bf16 into bf16)
-template <typename DX> static __device__ __forceinline__ float act_of(const ge2_act_attrs &a, float z)
+// act(z) stored into A, the form the forward's kernel stores there (ge2_act_for_bf16 into bf16)
+template <typename A> static __device__ __forceinline__ float act_of(const ge2_act_attrs &a, float z)
 {
-    return sizeof(DX) == 2 ? ge2_act_for_bf16(a.act, z, a.slope) : ge2_act_f32(a.act, z, a.slope);
+    return sizeof(A) == 2 ? ge2_act_for_bf16(a.act, z, a.slope) : ge2_act_f32(a.act, z, a.slope);
 }
 
 template <typename DX, typename S>
@@ -75,12 +75,12 @@ static __device__ __forceinline__ float dact_at(const ge2_act_attrs &a, const S 
 // bit-mask [rows, row_bytes]; neither: dx = d. d may be dx itself (in
 // place); a bf16 dx (the storage pass's) is rounded at the store, a bf16 d
 // or saved (likewise) widened. again (recompute; saved is z): act(z) too,
-// in dx's type, from the z this pass loads anyway. With quads (no mask; d,
+// f32 or bf16, from the z this pass loads anyway. With quads (no mask; d,
 // dx, saved and again aligned for them), four elements a thread.
-template <typename S, typename D, typename DX>
+template <typename S, typename D, typename DX, typename A>
 __global__ void ge2_dact_kernel(int64_t rows, int64_t n, ge2_act_attrs a, const S *saved /* [rows, n] */,
                                 const uint8_t *mask /* [rows, row_bytes] */, int64_t row_bytes, bool quads,
-                                const D *d /* [rows, n] */, DX *dx /* [rows, n] */, DX *again /* [rows, n] */)
+                                const D *d /* [rows, n] */, DX *dx /* [rows, n] */, A *again /* [rows, n] */)
 {
     const int64_t total = rows * n, first = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -98,8 +98,8 @@ __global__ void ge2_dact_kernel(int64_t rows, int64_t n, ge2_act_attrs a, const 
             ge2_store4(dx + i, make_float4(dact_of<DX>(a, v.x, z.x), dact_of<DX>(a, v.y, z.y), dact_of<DX>(a, v.z, z.z),
                                            dact_of<DX>(a, v.w, z.w)));
             if (again)
-                ge2_store4(again + i, make_float4(act_of<DX>(a, z.x), act_of<DX>(a, z.y), act_of<DX>(a, z.z),
-                                                  act_of<DX>(a, z.w)));
+                ge2_store4(again + i, make_float4(act_of<A>(a, z.x), act_of<A>(a, z.y), act_of<A>(a, z.z),
+                                                  act_of<A>(a, z.w)));
         }
     }
     for (int64_t i = done + first; i < total; i += stride) {
@@ -107,7 +107,7 @@ __global__ void ge2_dact_kernel(int64_t rows, int64_t n, ge2_act_attrs a, const 
         const float g = mask ? ge2_load(d + i) * (float)ge2_relu_mask_bit(mask + (i / n) * row_bytes, i % n)
                              : dact_at<DX>(a, saved, ge2_load(d + i), i);
         if (again)
-            ge2_store(&again[i], act_of<DX>(a, ge2_load(saved + i)));
+            ge2_store(&again[i], act_of<A>(a, ge2_load(saved + i)));
         ge2_store(&dx[i], g);
     }
 }
@@ -135,11 +135,11 @@ ge2_status ge2_gemm_relu_mask_post(const ge2_launch *launch, const ge2_gemm_plan
     return GE2_OK;
 }
 
-// recompute's act(z) (output 2), stored as dx is; NULL: not asked
-template <typename DX> static DX *again_of(const ge2_launch *launch)
+// recompute's act(z) (the last output); NULL: not asked
+static const ge2_view *again_of(const ge2_launch *launch)
 {
     const int at = ge2_linear_grad_input_again(launch->node);
-    return at >= 0 ? (DX *)launch->out[at].data : NULL;
+    return at >= 0 && launch->out[at].data ? &launch->out[at] : NULL;
 }
 
 // LINEAR_GRAD_INPUT's db, when it has one and the plan gave it memory
@@ -150,16 +150,12 @@ static float *db_of(const ge2_launch *launch)
 }
 
 // dx = d ⊙ act'(saved) (saved absent: dx = d), saved S and d D (f32 or bf16),
-// into an f32 or bf16 dx; recompute's act(z) beside it
-template <typename S, typename D, typename DX>
-static ge2_status dact_as(const ge2_launch *launch, const S *saved, const uint8_t *mask, const D *d, DX *dx)
+// into an f32 or bf16 dx; recompute's act(z) A beside it (NULL: none)
+template <typename S, typename D, typename DX, typename A>
+static ge2_status dact_into(const ge2_launch *launch, const S *saved, const uint8_t *mask, const D *d, DX *dx,
+                            A *again)
 {
     const int64_t rows = launch->out[0].shape.dim[0], n = launch->out[0].shape.dim[1];
-    DX *again = again_of<DX>(launch);
-    const ge2_dtype again_dtype = again ? launch->out[ge2_linear_grad_input_again(launch->node)].dtype : GE2_F32;
-    if (again && (again_dtype == GE2_BF16) != (sizeof(DX) == 2))
-        return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_linear_grad_input (node %d): act(z) is %s, dx %s; both must be "
-                         "alike", launch->node->id, ge2_dtype_name(again_dtype), sizeof(DX) == 2 ? "bf16" : "f32");
     const bool quads = !mask && ge2_store4_aligned(d) && ge2_store4_aligned(dx) &&
                        (!saved || ge2_store4_aligned(saved)) && (!again || ge2_store4_aligned(again));
     const int64_t work = quads ? (rows * n + 3) / 4 : rows * n;
@@ -167,6 +163,16 @@ static ge2_status dact_as(const ge2_launch *launch, const S *saved, const uint8_
         rows, n, launch->node->attrs.act, saved, mask, ge2_relu_mask_row_bytes(n), quads, d, dx, again);
     GE2_CUDA_CHECK(launch, "ge2_dact_kernel");
     return GE2_OK;
+}
+
+// The same with act(z) as the storage pass left it: bf16, f32 or not asked
+template <typename S, typename D, typename DX>
+static ge2_status dact_as(const ge2_launch *launch, const S *saved, const uint8_t *mask, const D *d, DX *dx)
+{
+    const ge2_view *again = again_of(launch);
+    if (again && again->dtype == GE2_BF16)
+        return dact_into(launch, saved, mask, d, dx, (__nv_bfloat16 *)again->data);
+    return dact_into(launch, saved, mask, d, dx, again ? (float *)again->data : (float *)NULL);
 }
 
 template <typename D, typename DX>
@@ -322,6 +328,9 @@ static ge2_status prepare_with_fallback(ge2_launch *launch, ge2_gemm_plan *p, ge
 // db) in cuBLASLt's epilogue when fuse and it has one, else in the post kernel
 static ge2_status grad_input_prepare(ge2_launch *launch, bool fuse)
 {
+    if (again_of(launch) && !launch->out[0].data)
+        return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_linear_grad_input (node %d): act(z) is asked for without dx; "
+                         "the CUDA kernels make it beside dx", launch->node->id);
     ge2_gemm_plan *p;
     GE2_TRY(new_plan(launch, "dz", "w", &p));
     const int64_t rows = launch->in[0].shape.dim[0], k = launch->in[0].shape.dim[1], n = launch->in[1].shape.dim[1];
@@ -332,6 +341,7 @@ static ge2_status grad_input_prepare(ge2_launch *launch, bool fuse)
                         launch->in[2].dtype == GE2_F32;
     const bool want_db = db_of(launch) != NULL;
     // recompute's act(z) comes from ge2's act' kernel, which loads z anyway
+    // (after the GEMM: so it needs dx, checked above)
     fuse = fuse && !a->recompute;
     p->n_out = rows * n;
     p->tiled_bind = grad_input_tiled_bind;

@@ -73,12 +73,15 @@ __global__ void ge2_layer_norm_grad_input_kernel(long long rows, int c, const fl
 }
 
 // The last block's part of the parameter gradients: each column's chunk
-// partials (w, b) added in chunk order into dw and db (either may be NULL)
+// partials (w, b) added in chunk order into dw and db (either may be NULL).
+// Unrolled, so eight loads from L2 are in flight before their adds (which
+// keep their order): one at a time, the loads' latency was most of the tail.
 __device__ __forceinline__ void ge2_ln_params_finish(int c, int chunks, const float2 *partials, float *dw,
                                                      float *db)
 {
     for (int i = threadIdx.x; i < c; i += blockDim.x) {
         float tw = 0.0f, tb = 0.0f;
+#pragma unroll 8
         for (int k = 0; k < chunks; k++) {
             const float2 p = __ldcg(&partials[(long long)k * c + i]); // L2: another block's write
             tw += p.x;
@@ -219,8 +222,11 @@ extern "C" ge2_status ge2_cuda_layer_norm_grad_params_launch(const ge2_launch *l
     ge2_ln_geom g;
     GE2_TRY(ln_geom(l, l->in[1].shape, &g));
     const float *dy = (const float *)l->in[0].data, *x = (const float *)l->in[1].data;
-    // four columns a thread where every row's start is 16-byte aligned
-    const bool quads = g.c % 4 == 0 && (uintptr_t)dy % 16 == 0 && (uintptr_t)x % 16 == 0;
+    // four columns a thread where every row's start is 16-byte aligned and
+    // their (smaller) chunks' partials fit the workspace
+    const long long chunks4 = (g.rows + GE2_LN_CHUNK4 - 1) / GE2_LN_CHUNK4;
+    const bool quads = g.c % 4 == 0 && (uintptr_t)dy % 16 == 0 && (uintptr_t)x % 16 == 0 &&
+                       (size_t)(chunks4 * g.c) * sizeof(float2) <= l->workspace_bytes;
     const long long chunk = quads ? GE2_LN_CHUNK4 : GE2_LN_CHUNK, cols = quads ? 4 * GE2_WARP : GE2_WARP;
     const long long chunks = (g.rows + chunk - 1) / chunk, tiles = (g.c + cols - 1) / cols;
     const size_t need = (size_t)(chunks * g.c) * sizeof(float2);
