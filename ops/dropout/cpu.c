@@ -1,5 +1,5 @@
 /* DROPOUT and DROPOUT_BACKWARD on the CPU: the same masking (a train
- * step's; an eval step copies). */
+ * step's; an eval step copies), plus the forward's optional addend. */
 #include <string.h>
 
 #include "kernels/cpu/cpu_util.h"
@@ -8,14 +8,16 @@
 #define DROPOUT(T, SUF)                                                                                           \
     static ge2_status dropout_##SUF(const ge2_launch *l)                                                        \
     {                                                                                                           \
-        const T *x = l->in[0].data;                                                                             \
+        const T *x = l->in[0].data, *plus = l->n_in > 1 ? l->in[1].data : NULL;                                 \
         T *y = l->out[0].data;                                                                                  \
         const int64_t n = ge2_shape_numel(l->in[0].shape);                                                      \
         const ge2_dropout_attrs *a = &l->node->attrs.dropout;                                                   \
         if (!y)                                                                                                 \
             return GE2_OK;                                                                                      \
         if (!l->training || a->p == 0) {                                                                        \
-            if (y != x)                                                                                         \
+            for (int64_t i = 0; plus && i < n; i++)                                                             \
+                y[i] = plus[i] + x[i];                                                                          \
+            if (!plus && y != x)                                                                                \
                 memmove(y, x, sizeof(T) * (size_t)n);                                                           \
             return GE2_OK;                                                                                      \
         }                                                                                                       \
@@ -23,8 +25,10 @@
         const float p = (float)a->p, scale = ge2_dropout_scale(a->p);                                           \
         for (int64_t g = 0; 4 * g < n; g++) {                                                                   \
             const ge2_philox4 r = ge2_dropout_draw(seed, offset, a->stream, (uint64_t)g);                       \
-            for (int64_t i = 4 * g; i < n && i < 4 * g + 4; i++)                                                \
-                y[i] = ge2_dropout_kept(r.v[i % 4], p) ? (T)(x[i] * (T)scale) : (T)0;                           \
+            for (int64_t i = 4 * g; i < n && i < 4 * g + 4; i++) {                                              \
+                const T kept = ge2_dropout_kept(r.v[i % 4], p) ? (T)(x[i] * (T)scale) : (T)0;                  \
+                y[i] = plus ? plus[i] + kept : kept; /* the masked value rounded first, as alone */            \
+            }                                                                                                   \
         }                                                                                                       \
         return GE2_OK;                                                                                          \
     }

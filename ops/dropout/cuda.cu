@@ -8,12 +8,22 @@
 
 // ------------------------------------------------------------------- kernels
 
+// One element: x·scale where its word keeps it, else 0, rounded on its
+// own (no fused multiply-add into plus), then plus added when there is one:
+// the bits DROPOUT and an ADD after it give
+__device__ __forceinline__ float ge2_dropout_one(uint32_t bits, float p, float scale, float x, const float *plus)
+{
+    const float kept = ge2_dropout_kept(bits, p) ? __fmul_rn(x, scale) : 0.0f;
+    return plus ? *plus + kept : kept;
+}
+
 // y: f32, or bf16 (the storage pass's: only GEMMs read it) rounded at the
-// store. A thread takes the four elements of a draw (a group): VEC, x and y
-// aligned for four, moves them as one load and one store.
+// store; plus (the forward's addend, fusion/dropout_add) or NULL. A thread
+// takes the four elements of a draw (a group): VEC, x, plus and y aligned
+// for four, moves them as one load and one store each.
 template <bool VEC, typename Y>
 __global__ void ge2_dropout_kernel(long long n, float p, float scale, unsigned stream, const ge2_control *ctl,
-                                   const float *x, Y *y)
+                                   const float *x, const float *plus, Y *y)
 {
     const uint64_t seed = ctl->rng_seed, offset = ctl->rng_offset;
     const long long groups = (n + 3) / 4;
@@ -23,29 +33,30 @@ __global__ void ge2_dropout_kernel(long long n, float p, float scale, unsigned s
         const long long i = 4 * g;
         if (VEC && i + 4 <= n) {
             const float4 v = *reinterpret_cast<const float4 *>(x + i);
-            ge2_store4(y + i, make_float4(ge2_dropout_kept(r.v[0], p) ? v.x * scale : 0.0f,
-                                          ge2_dropout_kept(r.v[1], p) ? v.y * scale : 0.0f,
-                                          ge2_dropout_kept(r.v[2], p) ? v.z * scale : 0.0f,
-                                          ge2_dropout_kept(r.v[3], p) ? v.w * scale : 0.0f));
+            const float4 a = plus ? *reinterpret_cast<const float4 *>(plus + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            ge2_store4(y + i, make_float4(ge2_dropout_one(r.v[0], p, scale, v.x, plus ? &a.x : NULL),
+                                          ge2_dropout_one(r.v[1], p, scale, v.y, plus ? &a.y : NULL),
+                                          ge2_dropout_one(r.v[2], p, scale, v.z, plus ? &a.z : NULL),
+                                          ge2_dropout_one(r.v[3], p, scale, v.w, plus ? &a.w : NULL)));
             continue;
         }
         for (int k = 0; k < 4 && i + k < n; k++)
-            ge2_store(&y[i + k], ge2_dropout_kept(r.v[k], p) ? x[i + k] * scale : 0.0f);
+            ge2_store(&y[i + k], ge2_dropout_one(r.v[k], p, scale, x[i + k], plus ? plus + i + k : NULL));
     }
 }
 
 // One launch of the kernel for y's type, vectorised where x and y allow
 template <typename Y>
-static void dropout_enqueue(const ge2_launch *l, long long n, double p, const float *x, Y *y)
+static void dropout_enqueue(const ge2_launch *l, long long n, double p, const float *x, const float *plus, Y *y)
 {
     const unsigned blocks = ge2_cuda_blocks((n + 3) / 4, GE2_CUDA_THREADS);
     const unsigned stream = l->node->attrs.dropout.stream;
-    if ((uintptr_t)x % 16 == 0 && ge2_store4_aligned(y))
+    if ((uintptr_t)x % 16 == 0 && (uintptr_t)plus % 16 == 0 && ge2_store4_aligned(y))
         ge2_dropout_kernel<true><<<blocks, GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(
-            n, (float)p, ge2_dropout_scale(p), stream, l->control, x, y);
+            n, (float)p, ge2_dropout_scale(p), stream, l->control, x, plus, y);
     else
         ge2_dropout_kernel<false><<<blocks, GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(
-            n, (float)p, ge2_dropout_scale(p), stream, l->control, x, y);
+            n, (float)p, ge2_dropout_scale(p), stream, l->control, x, plus, y);
 }
 
 // ----------------------------------------------------------------- launchers
@@ -58,15 +69,16 @@ extern "C" ge2_status ge2_cuda_dropout_launch(const ge2_launch *l)
     GE2_TRY(ge2_cuda_require_control(l));
     const ge2_dropout_attrs *a = &l->node->attrs.dropout;
     const long long n = ge2_shape_numel(l->in[0].shape);
-    if (l->out[0].data == l->in[0].data && (!l->training || a->p == 0))
+    const float *plus = l->n_in > 1 ? (const float *)l->in[1].data : NULL;
+    if (!plus && l->out[0].data == l->in[0].data && (!l->training || a->p == 0))
         return GE2_OK;
     /* an eval step copies: p 0 keeps every element, scale 1 leaves it be
      * (a kernel, not a memcpy node: switching engines costs replay time) */
     const double p = l->training ? a->p : 0.0;
     const float *x = (const float *)l->in[0].data;
     if (l->out[0].dtype == GE2_BF16)
-        dropout_enqueue(l, n, p, x, (__nv_bfloat16 *)l->out[0].data);
+        dropout_enqueue(l, n, p, x, plus, (__nv_bfloat16 *)l->out[0].data);
     else
-        dropout_enqueue(l, n, p, x, (float *)l->out[0].data);
+        dropout_enqueue(l, n, p, x, plus, (float *)l->out[0].data);
     return ge2_cuda_check_launch(l, "ge2_dropout_kernel");
 }

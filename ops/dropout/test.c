@@ -9,12 +9,21 @@
 #include "ops/dropout/dropout.h"
 #include "tests/support/op_cases.h"
 
+/* the plain op, or (a coin) with the residual addend fusion/dropout_add gives it */
 static ge2_status case_dropout(ge2_case_ctx *c)
 {
-    ge2_tensor *x, *y;
-    GE2_TRY(ge2_case_operand(c, ge2_case_random_shape(c, 1, 3), &x));
-    GE2_TRY(ge2_dropout(c->inst->graph, x, 0.5, &y));
-    return ge2_case_last_node(c);
+    const ge2_shape s = ge2_case_random_shape(c, 1, 3);
+    ge2_tensor *ts[2], *y;
+    GE2_TRY(ge2_case_operand(c, s, &ts[0]));
+    if (!ge2_case_coin(c)) {
+        GE2_TRY(ge2_dropout(c->inst->graph, ts[0], 0.5, &y));
+        return ge2_case_last_node(c);
+    }
+    GE2_TRY(ge2_case_operand(c, s, &ts[1]));
+    ge2_attrs a;
+    a.dropout.p = 0.5;
+    a.dropout.stream = (uint32_t)ge2_case_irange(c, 0, 1000);
+    return ge2_case_direct(c, GE2_OP_DROPOUT, ts, 2, 1, &a);
 }
 
 static ge2_status case_dropout_backward(ge2_case_ctx *c)
@@ -27,7 +36,8 @@ static ge2_status case_dropout_backward(ge2_case_ctx *c)
     return ge2_case_direct(c, GE2_OP_DROPOUT_BACKWARD, &dy, 1, 1, &a);
 }
 
-/* y = x / (1 - p) where element i's draw keeps it, else 0; the draw is
+/* y = x / (1 - p) where element i's draw keeps it, else 0 (plus the
+ * forward's addend, if it has one); the draw is
  * word i mod 4 of Philox4x32-10 (checked against its published answers in
  * tests/ops/dropout_test) at the counter layout ops/dropout/dropout.h
  * documents */
@@ -41,7 +51,7 @@ static void ref_dropout(const ge2_node *node, const ref_tensor *in, ref_tensor *
                                 (uint32_t)offset}};
         ge2_philox4 r = ge2_philox4x32_10(counter, (uint32_t)seed, (uint32_t)(seed >> 32) ^ (uint32_t)(offset >> 32));
         const double u = (double)(r.v[i % 4] >> 8) / 16777216.0;
-        out[0].v[i] = u >= p ? in[0].v[i] / (1.0 - p) : 0.0;
+        out[0].v[i] = (u >= p ? in[0].v[i] / (1.0 - p) : 0.0) + (node->n_inputs > 1 ? in[1].v[i] : 0.0);
     }
 }
 
