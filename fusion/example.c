@@ -27,6 +27,22 @@ ge2_status ge2_fusion_example_train(ge2_graph *g, ge2_status st, ge2_tensor *log
     return GE2_OK;
 }
 
+ge2_status ge2_fusion_example_head(ge2_graph *g, ge2_status st, ge2_tensor *h, int64_t classes, ge2_tensor *labels,
+                                   ge2_graph **graph)
+{
+    ge2_tensor *w, *b, *logits = NULL;
+    const int64_t in = st == GE2_OK ? h->shape.dim[h->shape.ndim - 1] : 0;
+    if (st == GE2_OK)
+        st = ge2_parameter(g, "head.weight", GE2_F32, ge2_shape2(classes, in),
+                           (ge2_init){GE2_INIT_LINEAR_DEFAULT, 0, 0, 0}, &w);
+    if (st == GE2_OK)
+        st = ge2_parameter(g, "head.bias", GE2_F32, ge2_shape1(classes), (ge2_init){GE2_INIT_LINEAR_DEFAULT, 0, 0, in},
+                           &b);
+    if (st == GE2_OK)
+        st = ge2_linear(g, h, w, b, GE2_ACT_NONE, 0.0f, &logits);
+    return ge2_fusion_example_train(g, st, logits, labels, graph);
+}
+
 ge2_status ge2_fusion_example_mlp(const int64_t *widths, int n, int64_t batch, ge2_activation act, ge2_graph **graph)
 {
     ge2_graph *g;

@@ -127,6 +127,11 @@ typedef unsigned ge2_fusion_set;
  * for none); an unknown name is an error naming the known ones. */
 ge2_status ge2_fusion_set_parse(const char *disabled, ge2_fusion_set *out);
 
+/* ge2_fusion_example_train after a linear head [classes, h's last dim]
+ * ("head.weight", "head.bias") on h. */
+ge2_status ge2_fusion_example_head(ge2_graph *g, ge2_status st, ge2_tensor *h, int64_t classes, ge2_tensor *labels,
+                                   ge2_graph **graph);
+
 /* A classifier MLP in[0] -> in[1] -> ... -> in[n-1] (act after each hidden
  * layer, none on the last), cross-entropy, accuracy marked as a metric,
  * its backward and a flat Adam; input "x" [batch, in[0]], label "labels"

@@ -132,12 +132,11 @@ static ge2_status rewrite(ge2_graph *g, FILE *log, int *n_fused)
 static ge2_status example(ge2_graph **graph)
 {
     ge2_graph *g;
-    ge2_tensor *x, *labels, *w, *fw, *fb, *h;
+    ge2_tensor *x, *labels, *w, *h = NULL;
     GE2_TRY(ge2_graph_new(&g));
     ge2_conv2d_params conv = ge2_conv2d_defaults();
     conv.padding[0] = conv.padding[1] = 1;
     ge2_pool2d_params pool = ge2_pool2d_square(2, 2, 0);
-    ge2_init lin = {GE2_INIT_LINEAR_DEFAULT, 0, 0, 0};
     ge2_status st = ge2_input(g, "x", GE2_F32, ge2_shape4(6, 2, 8, 8), &x);
     if (st == GE2_OK)
         st = ge2_label(g, "labels", GE2_I32, ge2_shape1(6), &labels);
@@ -153,13 +152,7 @@ static ge2_status example(ge2_graph **graph)
         st = ge2_max_pool2d(g, h, &pool, &h);
     if (st == GE2_OK)
         st = ge2_flatten(g, h, &h);
-    if (st == GE2_OK)
-        st = ge2_parameter(g, "fc.weight", GE2_F32, ge2_shape2(3, 64), lin, &fw);
-    if (st == GE2_OK)
-        st = ge2_parameter(g, "fc.bias", GE2_F32, ge2_shape1(3), (ge2_init){GE2_INIT_LINEAR_DEFAULT, 0, 0, 64}, &fb);
-    if (st == GE2_OK)
-        st = ge2_linear(g, h, fw, fb, GE2_ACT_NONE, 0.0f, &h);
-    return ge2_fusion_example_train(g, st, h, labels, graph);
+    return ge2_fusion_example_head(g, st, h, 3, labels, graph);
 }
 
 const ge2_fusion_pattern ge2_fusion_bn_relu = {

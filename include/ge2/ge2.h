@@ -500,7 +500,8 @@ typedef struct ge2_compile_options {
      * the graph itself, so a graph compiled once keeps it),
      * "recompute_act" (a GELU layer's output made again in the backward by
      * the next layer's input gradient instead of kept from the forward;
-     * also a rewrite), "bn_relu" (a
+     * also a rewrite), "add_into" (an add of a dropout's or a layer norm
+     * input gradient's output done by that op; a rewrite), "bn_relu" (a
      * batch norm's relu and its derivative in the batch norm's kernels;
      * also a rewrite), "mlp_step" (a
      * small MLP's step in one kernel), "head" (a classifier head's launch

@@ -18,7 +18,7 @@ __device__ __forceinline__ float ge2_dropout_one(uint32_t bits, float p, float s
 }
 
 // y: f32, or bf16 (the storage pass's: only GEMMs read it) rounded at the
-// store; plus (the forward's addend, fusion/dropout_add) or NULL. A thread
+// store; plus (the forward's addend, fusion/add_into) or NULL. A thread
 // takes the four elements of a draw (a group): VEC, x, plus and y aligned
 // for four, moves them as one load and one store each.
 template <bool VEC, typename Y>

@@ -2,7 +2,7 @@
  * one kernel: a dropout's backward is the same masking of dy. */
 #include "ops/dropout/dropout.h"
 
-/* x[, plus] -> y (plus + the masked x: fusion/dropout_add) */
+/* x[, plus] -> y (plus + the masked x: fusion/add_into) */
 const ge2_op_def ge2_op_def_dropout = {
     .name = "dropout",
     .min_inputs = 1,

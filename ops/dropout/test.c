@@ -9,7 +9,7 @@
 #include "ops/dropout/dropout.h"
 #include "tests/support/op_cases.h"
 
-/* the plain op, or (a coin) with the residual addend fusion/dropout_add gives it */
+/* the plain op, or (a coin) with the residual addend fusion/add_into gives it */
 static ge2_status case_dropout(ge2_case_ctx *c)
 {
     const ge2_shape s = ge2_case_random_shape(c, 1, 3);

@@ -157,6 +157,7 @@
     static ge2_status layer_norm_grad_input_##SUF(const ge2_launch *l)                                          \
     {                                                                                                           \
         const T *dy = l->in[0].data, *x = l->in[1].data, *w = l->in[2].data, *saved = l->in[3].data;            \
+        const T *plus = l->n_in > 4 ? l->in[4].data : NULL;                                                     \
         T *dx = l->out[0].data;                                                                                 \
         ge2_ln_geom g = ge2_ln_geom_of(l->in[1].shape);                                                         \
         for (int64_t r = 0; dx && r < g.rows; r++) {                                                            \
@@ -169,7 +170,8 @@
             }                                                                                                   \
             for (int64_t i = 0; i < g.c; i++) {                                                                 \
                 const double gi = (double)dy[r * g.c + i] * w[i], xh = ((double)x[r * g.c + i] - mean) * rstd;  \
-                dx[r * g.c + i] = (T)(rstd * (gi - sg / (double)g.c - xh * sgx / (double)g.c));                 \
+                const T v = (T)(rstd * (gi - sg / (double)g.c - xh * sgx / (double)g.c));                       \
+                dx[r * g.c + i] = plus ? plus[r * g.c + i] + v : v; /* v rounded first, as apart */             \
             }                                                                                                   \
         }                                                                                                       \
         return GE2_OK;                                                                                          \

@@ -50,9 +50,10 @@ __global__ void ge2_layer_norm_kernel(long long rows, int c, float eps, const fl
     }
 }
 
-// dx [rows, c] = rstd · (g - mean(g) - x̂ · mean(g·x̂)), g = dy·w
+// dx [rows, c] = rstd · (g - mean(g) - x̂ · mean(g·x̂)), g = dy·w; plus (an
+// addend, fusion/add_into) added to it after its own rounding, or NULL
 __global__ void ge2_layer_norm_grad_input_kernel(long long rows, int c, const float *dy, const float *x,
-                                                 const float *w, const float *saved, float *dx)
+                                                 const float *w, const float *saved, const float *plus, float *dx)
 {
     const long long r = (long long)blockIdx.x * (blockDim.x / GE2_WARP) + threadIdx.x / GE2_WARP;
     const int lane = threadIdx.x % GE2_WARP;
@@ -68,8 +69,10 @@ __global__ void ge2_layer_norm_grad_input_kernel(long long rows, int c, const fl
     }
     sg = ge2_warp_sum(sg) / (float)c;
     sgx = ge2_warp_sum(sgx) / (float)c;
-    for (int i = lane; i < c; i += GE2_WARP)
-        dx[r * c + i] = rstd * (dyr[i] * w[i] - sg - (xr[i] - mean) * rstd * sgx);
+    for (int i = lane; i < c; i += GE2_WARP) {
+        const float v = __fmul_rn(rstd, dyr[i] * w[i] - sg - (xr[i] - mean) * rstd * sgx);
+        dx[r * c + i] = plus ? plus[r * c + i] + v : v;
+    }
 }
 
 // The last block's part of the parameter gradients: each column's chunk
@@ -255,6 +258,6 @@ extern "C" ge2_status ge2_cuda_layer_norm_grad_input_launch(const ge2_launch *l)
     GE2_TRY(ln_geom(l, l->in[1].shape, &g));
     ge2_layer_norm_grad_input_kernel<<<warp_rows_blocks(g.rows), GE2_LN_THREADS, 0, ge2_cuda_stream(l)>>>(
         g.rows, (int)g.c, (const float *)l->in[0].data, (const float *)l->in[1].data, (const float *)l->in[2].data,
-        (const float *)l->in[3].data, (float *)l->out[0].data);
+        (const float *)l->in[3].data, l->n_in > 4 ? (const float *)l->in[4].data : NULL, (float *)l->out[0].data);
     return ge2_cuda_check_launch(l, "ge2_layer_norm_grad_input_kernel");
 }

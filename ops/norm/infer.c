@@ -153,12 +153,16 @@ ge2_status ge2_infer_LAYER_NORM_GRAD_PARAMS(const ge2_node *node, const ge2_desc
     return GE2_OK;
 }
 
-/* dy, x, weight, saved -> dx */
+/* dy, x, weight, saved[, plus] -> dx (+ plus) */
 ge2_status ge2_infer_LAYER_NORM_GRAD_INPUT(const ge2_node *node, const ge2_desc *in, ge2_desc *out)
 {
     GE2_TRY(check_rows_x(node, &in[1]));
     GE2_TRY(ge2_infer_need_same_dtype(node, &in[0], &in[1]));
     GE2_TRY(ge2_infer_need_same_shape(node, &in[0], &in[1]));
+    if (node->n_inputs > 4) {
+        GE2_TRY(ge2_infer_need_same_dtype(node, &in[4], &in[1]));
+        GE2_TRY(ge2_infer_need_same_shape(node, &in[4], &in[1]));
+    }
     GE2_TRY(check_row_vector(node, &in[1], &in[2], "weight"));
     GE2_TRY(check_row_saved(node, &in[1], &in[3]));
     out[0] = (ge2_desc){in[1].dtype, in[1].shape, NULL};

@@ -137,15 +137,19 @@ static ge2_status case_layer_norm_grad_params(ge2_case_ctx *c)
     return ge2_case_direct(c, GE2_OP_LAYER_NORM_GRAD_PARAMS, ts, 3, 2, NULL);
 }
 
+/* dy, x, weight, saved, and (a coin) the addend fusion/add_into gives it */
 static ge2_status case_layer_norm_grad_input(ge2_case_ctx *c)
 {
     ge2_shape xs = random_rows(c);
-    ge2_tensor *ts[4];
+    ge2_tensor *ts[5];
     GE2_TRY(ge2_case_plain(c, xs, &ts[0]));
     GE2_TRY(ge2_case_plain(c, xs, &ts[1]));
     GE2_TRY(ge2_case_plain(c, ge2_shape1(xs.dim[xs.ndim - 1]), &ts[2]));
     GE2_TRY(case_row_saved(c, xs, &ts[3]));
-    return ge2_case_direct(c, GE2_OP_LAYER_NORM_GRAD_INPUT, ts, 4, 1, NULL);
+    const int n = ge2_case_coin(c) ? 5 : 4;
+    if (n == 5)
+        GE2_TRY(ge2_case_plain(c, xs, &ts[4]));
+    return ge2_case_direct(c, GE2_OP_LAYER_NORM_GRAD_INPUT, ts, n, 1, NULL);
 }
 
 /* ------------------------------------------------- float64 references */
@@ -255,7 +259,6 @@ static void ref_layer_norm_grad_params(const ge2_node *node, const ref_tensor *i
  * dx = rstd·(g - mean(g) - x̂·mean(g·x̂)), g = dy·w */
 static void ref_layer_norm_grad_input(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
 {
-    (void)node;
     const int64_t C = in[1].shape.dim[in[1].shape.ndim - 1], rows = ge2_ref_numel(in[1].shape) / C;
     for (int64_t r = 0; r < rows; r++) {
         const double mean = in[3].v[r], rstd = in[3].v[rows + r];
@@ -267,7 +270,7 @@ static void ref_layer_norm_grad_input(const ge2_node *node, const ref_tensor *in
         }
         for (int64_t i = 0; i < C; i++) {
             const double g = in[0].v[r * C + i] * in[2].v[i], xh = (in[1].v[r * C + i] - mean) * rstd;
-            out[0].v[r * C + i] = rstd * (g - mg - xh * mgx);
+            out[0].v[r * C + i] = rstd * (g - mg - xh * mgx) + (node->n_inputs > 4 ? in[4].v[r * C + i] : 0.0);
         }
     }
 }
