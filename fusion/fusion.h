@@ -114,6 +114,10 @@ typedef struct ge2_fusion_pattern {
      * (tests/fusion): every row has one, so a new pattern is tested the
      * day it is added. */
     ge2_status (*example)(ge2_graph **graph);
+    /* A rewrite whose fused nodes compute every value bit for bit as the
+     * nodes they replace did on the CPU (tests/fusion holds it to that;
+     * other rewrites sum in another order and get fp32 rounding) */
+    bool exact;
 } ge2_fusion_pattern;
 
 int ge2_fusion_pattern_count(void);

@@ -29,8 +29,21 @@ static int inputs_before_addend(ge2_op op)
     }
 }
 
+/* Whether tensor t is the gradient autograd gave a parameter, an input or
+ * an activation (ge2_grad finds it; a parameter's is its gradient pool
+ * slot): dropping it would cut that link */
+static bool is_a_gradient(const ge2_graph *g, int t)
+{
+    if (g->tensors[t]->grad_of >= 0)
+        return true;
+    for (int i = 0; i < g->n_tensors; i++)
+        if (g->tensors[i]->grad == t)
+            return true;
+    return false;
+}
+
 /* The ADD at node `at`: x + OP(...) in either order, OP's output read by
- * this ADD alone and of the ADD's shape */
+ * this ADD alone, no tensor's gradient, and of the ADD's shape and dtype */
 static ge2_status fuse_one(ge2_rewrite_scan *s, int at, FILE *log, int *n_fused)
 {
     ge2_graph *g = s->graph;
@@ -47,15 +60,16 @@ static ge2_status fuse_one(ge2_rewrite_scan *s, int at, FILE *log, int *n_fused)
             continue;
         const char *why = s->readers[made] != 1 || g->tensors[made]->is_output || made == x
                               ? "its output has other readers"
+                          : is_a_gradient(g, made) ? "its output is a tensor's gradient (ge2_grad), which must stay"
                           : !ge2_shape_equal(g->tensors[x]->shape, g->tensors[y]->shape) ||
                                   !ge2_shape_equal(g->tensors[made]->shape, g->tensors[y]->shape)
                               ? "the add broadcasts"
                           : g->tensors[x]->dtype != g->tensors[made]->dtype ? "the add mixes dtypes"
                                                                              : NULL;
-        if (why) {
+        if (why) { /* the other operand's op may still take it */
             if (log)
                 fprintf(log, "fuse: add_into: add %d not fused into %s %d: %s\n", at, ge2_op_name(op->op), p, why);
-            return GE2_OK;
+            continue;
         }
         int in[GE2_MAX_INPUTS];
         for (int i = 0; i < n_in; i++)
@@ -130,4 +144,5 @@ const ge2_fusion_pattern ge2_fusion_add_into = {
     .match = NULL,
     .cuda = NULL, /* the ops' own kernels take the addend */
     .example = example,
+    .exact = true,
 };

@@ -130,4 +130,5 @@ const ge2_fusion_pattern ge2_fusion_recompute_act = {
     .match = NULL,
     .cuda = NULL, /* LINEAR_GRAD_INPUT's own kernels write it (ops/linear) */
     .example = example,
+    .exact = true,
 };

@@ -5,6 +5,8 @@
  * suites' control block: seed and offset of their programs). p is 0.5, so
  * both branches occur. tests/ops/dropout_test checks the mask's statistics
  * and that replays draw fresh ones. */
+#include <string.h>
+
 #include "graph/error.h"
 #include "ops/dropout/dropout.h"
 #include "tests/support/op_cases.h"
@@ -21,6 +23,7 @@ static ge2_status case_dropout(ge2_case_ctx *c)
     }
     GE2_TRY(ge2_case_operand(c, s, &ts[1]));
     ge2_attrs a;
+    memset(&a, 0, sizeof a);
     a.dropout.p = 0.5;
     a.dropout.stream = (uint32_t)ge2_case_irange(c, 0, 1000);
     return ge2_case_direct(c, GE2_OP_DROPOUT, ts, 2, 1, &a);

@@ -9,8 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture/program_internal.h"
 #include "ge2/ge2.h"
+#include "graph/ir.h"
 #include "graph/philox.h"
+#include "ops/ops.h"
 #include "tests/support/check_main.h"
 
 #define API(call) ck_assert_msg((call) == GE2_OK, "%s: %s", #call, ge2_last_error())
@@ -136,6 +139,59 @@ START_TEST(eval_passes_x_through)
 }
 END_TEST
 
+/* r = x + dropout(x ⊙ w): the add_into rewrite gives the ADD to the
+ * dropout (no ADD is left in the program's graph), whose eval step then
+ * gives x + x exactly, and whose train step gives each element x + 0 or
+ * x + x·scale, the two values the plain ops would. */
+START_TEST(residual_dropout_adds_its_addend)
+{
+    ge2_context *ctx;
+    ge2_graph *g;
+    ge2_program *prog;
+    ge2_tensor *x, *t, *w, *h, *r, *loss;
+    API(ge2_context_new(GE2_DEVICE_CPU, &ctx));
+    API(ge2_graph_new(&g));
+    API(ge2_input(g, "x", GE2_F32, ge2_shape1(N), &x));
+    API(ge2_label(g, "target", GE2_F32, ge2_shape1(N), &t));
+    API(ge2_parameter(g, "w", GE2_F32, ge2_shape1(N), (ge2_init){GE2_INIT_CONSTANT, 1, 0, 0}, &w));
+    API(ge2_mul(g, x, w, &h));
+    API(ge2_dropout(g, h, P, &h));
+    API(ge2_add(g, x, h, &r));
+    API(ge2_mark_output(g, r));
+    API(ge2_mse_loss(g, r, t, &loss));
+    API(ge2_backward(g, loss));
+    ge2_optimizer_config sgd = ge2_optimizer_defaults(GE2_OPT_SGD);
+    sgd.lr = 1e-30;
+    API(ge2_optimizer(g, &sgd));
+    API(ge2_compile(ctx, g, NULL, &prog));
+    const ge2_graph *pg = ge2_program_graph(prog);
+    for (int n = 0; n < pg->n_nodes; n++)
+        ck_assert_msg(pg->nodes[n].op != GE2_OP_ADD || pg->nodes[n].phase != GE2_PHASE_FORWARD,
+                      "node %d: the residual add was not given to the dropout", n);
+    static float xv[N], tv[N], y[N];
+    for (int i = 0; i < N; i++)
+        xv[i] = (float)(i % 97) * 0.37f - 11.0f;
+    ge2_feed f[2] = {{x, xv, ge2_shape1(N)}, {t, tv, ge2_shape1(N)}};
+    API(ge2_program_step(prog, GE2_MODE_EVAL, f, 2));
+    API(ge2_program_read_output(prog, GE2_MODE_EVAL, r, y, sizeof y));
+    for (int i = 0; i < N; i++)
+        ck_assert_msg(y[i] == xv[i] + xv[i], "eval [%d]: %.9g, want %.9g", i, y[i], xv[i] + xv[i]);
+    API(ge2_program_step(prog, GE2_MODE_TRAIN, f, 2));
+    API(ge2_program_read_output(prog, GE2_MODE_TRAIN, r, y, sizeof y));
+    const float scale = (float)(1.0 / (1.0 - P));
+    int kept = 0;
+    for (int i = 0; i < N; i++) {
+        const float masked = xv[i] * scale, on = xv[i] + masked, off = xv[i] + 0.0f;
+        ck_assert_msg(y[i] == on || y[i] == off, "train [%d]: %.9g, neither %.9g nor %.9g", i, y[i], on, off);
+        kept += y[i] == on && on != off;
+    }
+    ck_assert_int_gt(kept, N / 2); /* 1 - P of them, about */
+    ge2_program_free(prog);
+    ge2_graph_free(g);
+    ge2_context_free(ctx);
+}
+END_TEST
+
 /* Per-parameter updates may run a backward after the last update moved the
  * random offset on: a graph with dropout takes the flat update (AUTO) and
  * refuses per-parameter (forced), saying why. */
@@ -166,6 +222,7 @@ int main(void)
     tcase_add_test(tc, philox_matches_its_known_answers);
     tcase_add_test(tc, train_steps_draw_fresh_masks_at_the_right_rate);
     tcase_add_test(tc, eval_passes_x_through);
+    tcase_add_test(tc, residual_dropout_adds_its_addend);
     tcase_add_test(tc, dropout_graphs_take_the_flat_update);
     suite_add_tcase(s, tc);
     return ge2_check_run(s);
