@@ -17,6 +17,15 @@
 
 static inline size_t ge2_plan_align(size_t bytes, size_t align) { return (bytes + align - 1) / align * align; }
 
+/* The tensor whose memory t is on: t itself, or the first tensor of the
+ * in-place and view chain t joined (assign.c's merge_chains) */
+static inline int ge2_plan_memory_of(const ge2_plan *plan, int t)
+{
+    while (plan->tensors[t].reuses >= 0 || plan->tensors[t].view_of >= 0)
+        t = plan->tensors[t].reuses >= 0 ? plan->tensors[t].reuses : plan->tensors[t].view_of;
+    return t;
+}
+
 /* Byte size of a tensor of this dtype and shape. */
 static inline size_t ge2_plan_bytes(ge2_dtype dtype, ge2_shape shape)
 {

@@ -13,15 +13,6 @@ static double ratio(size_t a, size_t b) { return b ? (double)a / (double)b : 1.0
 
 static double mib(size_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
 
-/* The tensor whose memory t is on: t itself, or the first of the in-place
- * and view chain t joined (assign.c's merge_chains). */
-static int memory_of(const ge2_plan *plan, int t)
-{
-    while (plan->tensors[t].reuses >= 0 || plan->tensors[t].view_of >= 0)
-        t = plan->tensors[t].reuses >= 0 ? plan->tensors[t].reuses : plan->tensors[t].view_of;
-    return t;
-}
-
 static int by_bytes_desc(const void *a, const void *b)
 {
     size_t x = *(const size_t *)a, y = *(const size_t *)b; /* the first field of both rows below */
@@ -53,7 +44,7 @@ static void report_peak(const ge2_plan *plan, const ge2_graph *graph, FILE *out)
     for (int t = 0; t < plan->n_tensors; t++) {
         if (plan->tensors[t].pool != GE2_POOL_ARENA || plan->tensors[t].first < 0)
             continue;
-        int m = memory_of(plan, t);
+        int m = ge2_plan_memory_of(plan, t);
         if (plan->tensors[t].last > chain_last[m])
             chain_last[m] = plan->tensors[t].last;
     }
@@ -61,7 +52,7 @@ static void report_peak(const ge2_plan *plan, const ge2_graph *graph, FILE *out)
     size_t most = 0;
     for (int t = 0; t < plan->n_tensors; t++) {
         const ge2_plan_tensor *pt = &plan->tensors[t];
-        if (pt->pool != GE2_POOL_ARENA || memory_of(plan, t) != t || pt->first < 0 || pt->first > at ||
+        if (pt->pool != GE2_POOL_ARENA || ge2_plan_memory_of(plan, t) != t || pt->first < 0 || pt->first > at ||
             chain_last[t] < at)
             continue;
         const ge2_tensor *tensor = graph->tensors[t];
@@ -76,8 +67,8 @@ static void report_peak(const ge2_plan *plan, const ge2_graph *graph, FILE *out)
         largest[n_live++] = (peak_tensor){pt->bytes, t};
     }
     const ge2_node *node = &graph->nodes[plan->schedule[at]];
-    fprintf(out, "  peak: %.1f MiB in %d tensors live at schedule position %d (%s, node %d); by producer:\n", mib(most),
-            n_live, at, ge2_op_name(node->op), node->id);
+    fprintf(out, "  peak: %.1f MiB (%zu B) in %d tensors live at schedule position %d (%s, node %d); by producer:\n",
+            mib(most), most, n_live, at, ge2_op_name(node->op), node->id);
     size_t n_kinds = (size_t)n_ops * GE2_DTYPE_COUNT;
     qsort(kinds, n_kinds, sizeof *kinds, by_bytes_desc);
     for (size_t k = 0; k < n_kinds && kinds[k].count > 0; k++)

@@ -18,7 +18,7 @@
 
 #include "graph/ir.h"
 #include "fusion/head/pattern.h"
-#include "planner/plan.h"
+#include "planner/plan_internal.h"
 #include "tests/planner/random_graph.h"
 #include "tests/planner/suite.h"
 #include "ops/ops.h"
@@ -235,20 +235,6 @@ static void check_update_places(const ge2_graph *g, const ge2_plan *plan, const 
     ck_assert_int_eq(updates, plan->key.mode == GE2_MODE_TRAIN ? in_graph : 0);
 }
 
-/* The first tensor of t's memory: follows takeovers and views back */
-static int chain_root(const ge2_plan *plan, int t)
-{
-    for (;;) {
-        const ge2_plan_tensor *pt = &plan->tensors[t];
-        if (pt->reuses >= 0)
-            t = pt->reuses;
-        else if (pt->view_of >= 0)
-            t = pt->view_of;
-        else
-            return t;
-    }
-}
-
 /* Is t written by an optimizer update or an in-place node? */
 static bool written_in_place(const ge2_graph *g, const ge2_plan *plan, int t)
 {
@@ -283,7 +269,7 @@ static void check_assignment(const ge2_graph *g, const ge2_plan *plan)
             /* the takeover writes the memory: nothing else on it may be read later */
             for (int m = 0; m < g->n_tensors; m++)
                 if (m != a && plan->tensors[m].pool == GE2_POOL_ARENA && plan->tensors[m].first < pa->first &&
-                    chain_root(plan, m) == chain_root(plan, a))
+                    ge2_plan_memory_of(plan, m) == ge2_plan_memory_of(plan, a))
                     ck_assert_msg(plan->tensors[m].last <= pa->first, "%s is overwritten in place by %s at %d but "
                                   "read until %d", g->tensors[m]->name, g->tensors[a]->name, pa->first,
                                   plan->tensors[m].last);
@@ -304,7 +290,7 @@ static void check_assignment(const ge2_graph *g, const ge2_plan *plan)
                 continue;
             bool time = pa->first <= pb->last && pb->first <= pa->last;
             bool space = pa->offset < pb->offset + pb->bytes && pb->offset < pa->offset + pa->bytes;
-            ck_assert_msg(!(time && space) || chain_root(plan, a) == chain_root(plan, b),
+            ck_assert_msg(!(time && space) || ge2_plan_memory_of(plan, a) == ge2_plan_memory_of(plan, b),
                           "%s [%d,%d] @%zu+%zu and %s [%d,%d] @%zu+%zu overlap", g->tensors[a]->name, pa->first,
                           pa->last, pa->offset, pa->bytes, g->tensors[b]->name, pb->first, pb->last, pb->offset,
                           pb->bytes);
@@ -330,7 +316,7 @@ static size_t independent_lower_bound(const ge2_plan *plan, size_t *naive)
         memset(counted, 0, (size_t)plan->n_tensors * sizeof *counted);
         for (int t = 0; t < plan->n_tensors; t++) {
             const ge2_plan_tensor *pt = &plan->tensors[t];
-            int from = pt->reuses >= 0 ? pt->first + 1 : pt->first, root = chain_root(plan, t);
+            int from = pt->reuses >= 0 ? pt->first + 1 : pt->first, root = ge2_plan_memory_of(plan, t);
             if (pt->pool == GE2_POOL_ARENA && from <= p && p <= pt->last && !counted[root]) {
                 counted[root] = true;
                 live += align256(pt->bytes);
