@@ -65,7 +65,7 @@ typedef struct bench_workload {
     int64_t dims[MAX_LAYERS + 1];
     int64_t batch;
     bool tf32_row; /* also measure replay with TF32 GEMMs */
-    bool bf16_row; /* and replay in precision BF16 (CUDA convolutions refuse it: MLPs only) */
+    bool bf16_row; /* and replay in precision BF16 */
     bool epoch;    /* one Fashion-MNIST epoch instead of synthetic steps */
     bool cnn;
 } bench_workload;
@@ -75,8 +75,8 @@ static const bench_workload WORKLOADS[] = {
     {"mlp_medium", 4, {784, 1024, 1024, 10}, 256, false, false, false, false},
     {"mlp_large", 5, {784, 4096, 4096, 4096, 10}, 256, true, true, false, false},
     {"epoch", 4, {784, 256, 128, 10}, 64, false, false, true, false},
-    {"cnn64", 5, {784, 32, 64, 128, 10}, 64, true, false, false, true},
-    {"cnn256", 5, {784, 32, 64, 128, 10}, 256, true, false, false, true},
+    {"cnn64", 5, {784, 32, 64, 128, 10}, 64, true, true, false, true},
+    {"cnn256", 5, {784, 32, 64, 128, 10}, 256, true, true, false, true},
     {"cnn_epoch", 5, {784, 32, 64, 128, 10}, 64, false, false, true, true},
 };
 

@@ -50,8 +50,8 @@ WORKLOADS = [
     dict(name="mlp_large", dims=[784, 4096, 4096, 4096, 10], batch=256, tf32_row=True, epoch=False, bf16_row=True),
     dict(name="epoch", dims=[784, 256, 128, 10], batch=64, tf32_row=False, epoch=True),
     # CNN: features, conv1 and conv2 channels, fc1 width, classes (train_cnn's model)
-    dict(name="cnn64", dims=[784, 32, 64, 128, 10], batch=64, tf32_row=True, epoch=False, cnn=True),
-    dict(name="cnn256", dims=[784, 32, 64, 128, 10], batch=256, tf32_row=True, epoch=False, cnn=True),
+    dict(name="cnn64", dims=[784, 32, 64, 128, 10], batch=64, tf32_row=True, epoch=False, cnn=True, bf16_row=True),
+    dict(name="cnn256", dims=[784, 32, 64, 128, 10], batch=256, tf32_row=True, epoch=False, cnn=True, bf16_row=True),
     dict(name="cnn_epoch", dims=[784, 32, 64, 128, 10], batch=64, tf32_row=False, epoch=True, cnn=True),
 ]
 # (mode, precision); the TF32 row only for workloads with tf32_row, the

@@ -74,7 +74,7 @@ static void usage(const trainer_spec *spec, FILE *out)
             "  --kernel-report          print which kernel each node of the train and eval steps ran\n"
             "                           (GPU GEMMs: cuBLASLt algorithm or ge2's tiled GEMM, tuned once per shape)\n"
             "  --precision P            the GEMMs' arithmetic: fp32 (default), tf32 (CUDA) or bf16 (operands\n"
-            "                           rounded to bf16, fp32 sums; CUDA: not conv2d yet; docs/mixed-precision.md)\n"
+            "                           rounded to bf16, fp32 sums; docs/mixed-precision.md)\n"
             "  --no-capture             CUDA: run every step eagerly instead of replaying a captured graph\n"
             "  --disable-fusions LIST   fusion patterns to leave out: %s (none)\n"
             "  --no-autotune            CUDA: take cuBLASLt's first heuristic GEMM instead of timing candidates\n"

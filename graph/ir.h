@@ -241,8 +241,11 @@ const ge2_op_def *ge2_op_def_of(ge2_op op);
  * bf16; outputs stored in bf16 (ge2_op_def.stores_bf16) are computed into
  * f32 copies and rounded into their tensors after. */
 ge2_status ge2_op_run_cpu(const ge2_launch *launch);
+/* Whether input `input` of op is one of its GEMM operands
+ * (GE2_OPF_BF16_OPERANDS: inputs 0 and 1, or ge2_op_def.operands). */
+bool ge2_op_bf16_operand(ge2_op op, int input);
 /* Whether node's input `input` may be a bf16 tensor where it was built f32:
- * a GEMM operand (GE2_OPF_BF16_OPERANDS, inputs 0 and 1), a shape-only
+ * a GEMM operand (ge2_op_bf16_operand), a shape-only
  * reference (GE2_OPF_LIKE1's input 1), or what the op's reads_bf16 allows. */
 bool ge2_op_reads_bf16(const ge2_node *node, int input);
 /* Whether node's output `output` may be a bf16 tensor where it was built

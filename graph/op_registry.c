@@ -94,12 +94,21 @@ int ge2_node_output(const ge2_node *node, int i) { return i >= 0 && i < node->n_
 const void *ge2_node_attrs(const ge2_node *node) { return &node->attrs; }
 const char *ge2_node_op_name(const ge2_node *node) { return ge2_op_name(node->op); }
 
+bool ge2_op_bf16_operand(ge2_op op, int input)
+{
+    const ge2_op_def *def = ge2_op_def_of(op);
+    if (!def || !(def->flags & GE2_OPF_BF16_OPERANDS) || input < 0 || input >= 32)
+        return false;
+    const unsigned operands = def->operands ? def->operands : 3u;
+    return (operands >> input) & 1u;
+}
+
 bool ge2_op_reads_bf16(const ge2_node *node, int input)
 {
     const ge2_op_def *def = ge2_op_def_of(node->op);
     if (!def)
         return false;
-    if (input < 2 && (def->flags & GE2_OPF_BF16_OPERANDS))
+    if (ge2_op_bf16_operand(node->op, input))
         return true;
     if (input == 1 && (def->flags & GE2_OPF_LIKE1)) /* a shape-only reference: never read */
         return true;
@@ -143,7 +152,7 @@ static ge2_status widen_inputs(ge2_launch *l, float **copies)
             copies[i][e] = ge2_f32_from_bf16(src[e]);
         l->in[i].data = copies[i];
         l->in[i].dtype = GE2_F32;
-        if (i < 2 && (ge2_op_flags(l->node->op) & GE2_OPF_BF16_OPERANDS))
+        if (ge2_op_bf16_operand(l->node->op, i))
             l->bf16_operands = true;
     }
     return GE2_OK;

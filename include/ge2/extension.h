@@ -67,11 +67,11 @@ enum {
      * planner may give it input 0's memory while both live, and the kernel
      * then has nothing to do (it must check out == in) */
     GE2_OPF_VIEW = 1u << 8,
-    /* a GEMM-class op whose inputs 0 and 1 are its operands: they may be
-     * bf16 tensors (read as they are, the other operand rounded to bf16,
-     * fp32 sums and outputs), which is how precision BF16's storage pass
-     * (docs/mixed-precision.md) hands every GEMM reading a tensor one
-     * rounded copy of it */
+    /* a GEMM-class op whose inputs 0 and 1 (or those ge2_op_def.operands
+     * names) are its operands: they may be bf16 tensors (read as they are,
+     * the other operand rounded to bf16, fp32 sums), which is how precision
+     * BF16's storage pass (docs/mixed-precision.md) hands every GEMM
+     * reading a tensor one rounded copy of it */
     GE2_OPF_BF16_OPERANDS = 1u << 9,
 };
 
@@ -283,6 +283,10 @@ typedef struct ge2_op_def {
      * reads a widened f32 copy (ge2_op_run_cpu), and inference sees f32.
      * A GEMM's operands (GE2_OPF_BF16_OPERANDS) always may. NULL: no other. */
     bool (*reads_bf16)(const ge2_node *node, int input);
+    /* GE2_OPF_BF16_OPERANDS: the inputs that are the GEMM's operands, a bit
+     * each (1u << input); 0 means inputs 0 and 1. A convolution's backward
+     * ops multiply inputs 0 and 2 (input 1 is a shape). */
+    unsigned operands;
 } ge2_op_def;
 
 /* Adds def to the registry; its id in *op. The struct (and the strings it

@@ -41,6 +41,12 @@ static inline void ge2_cpu_gemm_f64(bool ta, bool tb, int64_t m, int64_t n, int6
             copy[i] = (T)ge2_f32_from_bf16(ge2_bf16_from_f32((float)src[i]));                                   \
         return copy;                                                                                            \
     }                                                                                                           \
+    /* x rounded to bf16 where it is (a bf16 engine's output, widened) */                                       \
+    static inline void ge2_cpu_bf16_round_##SUF(T *x, int64_t count)                                            \
+    {                                                                                                           \
+        for (int64_t i = 0; i < count; i++)                                                                     \
+            x[i] = (T)ge2_f32_from_bf16(ge2_bf16_from_f32((float)x[i]));                                        \
+    }                                                                                                           \
     static inline ge2_status ge2_cpu_gemm_launch_##SUF(const ge2_launch *l, bool ta, bool tb, int64_t m,        \
                                                        int64_t n, int64_t k, T alpha, const T *a, int64_t lda,  \
                                                        const T *b, int64_t ldb, T beta, T *c, int64_t ldc)      \

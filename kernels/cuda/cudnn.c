@@ -278,8 +278,24 @@ static void choose(ge2_cudnn_plan *cands, int n, const ge2_cudnn_timing *t, ge2_
     *out = cands[best];
 }
 
-ge2_status ge2_cudnn_plan_new(const ge2_cudnn_desc *ops, int n_ops, bool reduced_ok, const ge2_cudnn_timing *timing,
-                              int64_t prefer, ge2_cudnn_plan *out, char *why, size_t why_size)
+/* The numerical notes an engine must not have under numerics */
+static unsigned refused_notes(ge2_cudnn_numerics numerics)
+{
+    const unsigned sums = 1u << CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC |
+                          1u << CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS |
+                          1u << CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION | 1u << CUDNN_NUMERICAL_NOTE_FFT;
+    switch (numerics) {
+    case GE2_CUDNN_FP32: return sums | 1u << CUDNN_NUMERICAL_NOTE_TENSOR_CORE;
+    case GE2_CUDNN_FP32_SUMS:
+        return sums | 1u << CUDNN_NUMERICAL_NOTE_WINOGRAD | 1u << CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_4x4 |
+               1u << CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_6x6 | 1u << CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_13x13;
+    default: return 1u << CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC;
+    }
+}
+
+ge2_status ge2_cudnn_plan_new(const ge2_cudnn_desc *ops, int n_ops, ge2_cudnn_numerics numerics,
+                              const ge2_cudnn_timing *timing, int64_t prefer, ge2_cudnn_plan *out, char *why,
+                              size_t why_size)
 {
     memset(out, 0, sizeof *out);
     snprintf(why, why_size, "no engine");
@@ -310,9 +326,7 @@ ge2_status ge2_cudnn_plan_new(const ge2_cudnn_desc *ops, int n_ops, bool reduced
         st = check(cudnn.get_attribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count,
                                        &count, cfgs),
                    "heuristics results");
-    const unsigned never = 1u << CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC;
-    const unsigned reduced = 1u << CUDNN_NUMERICAL_NOTE_TENSOR_CORE | 1u << CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS |
-                             1u << CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION | 1u << CUDNN_NUMERICAL_NOTE_FFT;
+    const unsigned refused = refused_notes(numerics);
     ge2_cudnn_plan cands[GE2_CUDNN_TIMED];
     int n = 0, skipped = 0, broken = 0;
     /* pass 0: the preferred engine alone; pass 1 (when it is not there):
@@ -327,7 +341,7 @@ ge2_status ge2_cudnn_plan_new(const ge2_cudnn_desc *ops, int n_ops, bool reduced
                 broken++;
                 continue;
             }
-            if ((pass == 0 && index != prefer) || (notes & never) || (!reduced_ok && (notes & reduced))) {
+            if ((pass == 0 && index != prefer) || (notes & refused)) {
                 skipped++;
                 continue;
             }
@@ -355,7 +369,7 @@ ge2_status ge2_cudnn_plan_new(const ge2_cudnn_desc *ops, int n_ops, bool reduced
         }
     }
     if (st == GE2_OK && n == 0 && skipped == count)
-        snprintf(why, why_size, "%lld engines, all nondeterministic or of reduced precision", (long long)count);
+        snprintf(why, why_size, "%lld engines, none deterministic with the arithmetic allowed", (long long)count);
     else if (st == GE2_OK && n == 0 && broken > 0)
         snprintf(why, why_size, "%d of %lld engines could not be queried", broken, (long long)count);
     for (int64_t i = 0; i < MAX_CONFIGS; i++)

@@ -76,19 +76,28 @@ typedef struct ge2_cudnn_timing {
     void *const *ptrs;
 } ge2_cudnn_timing;
 
+/* Which engines' arithmetic a plan may use, by their numerical notes
+ * (nondeterministic engines never: replays must equal eager steps). */
+typedef enum ge2_cudnn_numerics {
+    GE2_CUDNN_FP32,      /* fp32 products and sums: no tensor cores on f32, no down-converted inputs, no
+                          * reduced-precision sums, no FFT */
+    GE2_CUDNN_FP32_SUMS, /* low-precision operands on tensor cores, but fp32 sums of the exact products: no
+                          * down-converted inputs, reduced-precision sums, FFT or Winograd transforms */
+    GE2_CUDNN_ANY,       /* every deterministic engine (TF32) */
+} ge2_cudnn_numerics;
+
 /* Builds the plan of the graph of n_ops operations (in topological order):
- * heuristics mode A, then the engines in their order,
- * skipping nondeterministic ones (replays must equal eager steps bitwise)
- * and, unless reduced_ok, those that compute in reduced precision (tensor
- * cores on f32, down-converted inputs, FFT). Without timing the first that
- * finalizes wins; with it, up to GE2_CUDNN_TIMED of them are each run a few
- * times on the timing buffers and the fastest wins. prefer >= 0 (a choice
- * remembered from an earlier timing) takes that engine when it is allowed
- * and finalizes, untimed. On failure why says what (no engine, or the
- * first one's reason). */
+ * heuristics mode A, then the engines in their order, skipping those the
+ * numerics exclude. Without timing the first that finalizes wins; with it,
+ * up to GE2_CUDNN_TIMED of them are each run a few times on the timing
+ * buffers and the fastest wins. prefer >= 0 (a choice remembered from an
+ * earlier timing) takes that engine when it is allowed and finalizes,
+ * untimed. On failure why says what (no engine, or the first one's
+ * reason). */
 #define GE2_CUDNN_TIMED 8
-ge2_status ge2_cudnn_plan_new(const ge2_cudnn_desc *ops, int n_ops, bool reduced_ok, const ge2_cudnn_timing *timing,
-                              int64_t prefer, ge2_cudnn_plan *out, char *why, size_t why_size);
+ge2_status ge2_cudnn_plan_new(const ge2_cudnn_desc *ops, int n_ops, ge2_cudnn_numerics numerics,
+                              const ge2_cudnn_timing *timing, int64_t prefer, ge2_cudnn_plan *out, char *why,
+                              size_t why_size);
 void ge2_cudnn_plan_free(ge2_cudnn_plan *plan);
 
 /* Runs the plan on stream over n tensors (uids[i] at ptrs[i]) with the

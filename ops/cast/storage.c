@@ -62,18 +62,18 @@ static bool bias_of_linear(const ge2_node *node, int input)
     return node->op == GE2_OP_LINEAR && input == 2;
 }
 
-/* How many of node's leading inputs are bf16 operands: a GEMM's two, and
- * LINEAR's bias where its GEMM writes bf16 (ge2_linear_d_bf16) */
-static int bf16_operands(const ge2_graph *g, const ge2_node *node)
+/* Whether node's input `slot` is a bf16 operand: a GEMM's (the op's
+ * operands), and LINEAR's bias where its GEMM writes bf16
+ * (ge2_linear_d_bf16) */
+static bool bf16_operand(const ge2_graph *g, const ge2_node *node, int slot)
 {
-    if (!(ge2_op_flags(node->op) & GE2_OPF_BF16_OPERANDS))
-        return 0;
-    if (node->op != GE2_OP_LINEAR || node->n_inputs < 3)
-        return 2;
+    if (ge2_op_bf16_operand(node->op, slot))
+        return true;
+    if (!bias_of_linear(node, slot))
+        return false;
     const bool stash = node->n_outputs > 1;
-    const bool d_bf16 = ge2_linear_d_bf16(true, g->tensors[node->outputs[0]]->dtype, stash,
-                                          stash ? g->tensors[node->outputs[1]]->dtype : GE2_F32);
-    return d_bf16 ? 3 : 2;
+    return ge2_linear_d_bf16(true, g->tensors[node->outputs[0]]->dtype, stash,
+                             stash ? g->tensors[node->outputs[1]]->dtype : GE2_F32);
 }
 
 /* Whether every reader of tensor t reads it as bf16 (ge2_op_reads_bf16), or
@@ -146,10 +146,9 @@ ge2_status ge2_bf16_storage_pass(ge2_graph *g, int *n_casts, int *n_stored, int 
         bf16_of[i] = -1; /* tensor i's bf16 operand, once made: its parameter copy or its cast */
     ge2_status st = GE2_OK;
     for (int n = 0; n < g->n_nodes && st == GE2_OK; n++) {
-        const int operands = bf16_operands(g, &g->nodes[n]);
-        for (int slot = 0; slot < operands && slot < g->nodes[n].n_inputs && st == GE2_OK; slot++) {
+        for (int slot = 0; slot < g->nodes[n].n_inputs && st == GE2_OK; slot++) {
             const int t = g->nodes[n].inputs[slot];
-            if (t >= n_tensors || g->tensors[t]->dtype != GE2_F32)
+            if (!bf16_operand(g, &g->nodes[n], slot) || t >= n_tensors || g->tensors[t]->dtype != GE2_F32)
                 continue;
             if (bf16_of[t] < 0 && g->tensors[t]->role == GE2_ROLE_PARAMETER) {
                 st = ge2_graph_parameter_copy(g, t, &bf16_of[t]);

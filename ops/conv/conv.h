@@ -67,13 +67,16 @@ ge2_status ge2_cpu_conv2d_grad_input(const ge2_launch *l);
 ge2_status ge2_cpu_conv2d_grad_weight(const ge2_launch *l);
 
 /* The ops' CUDA kernels (cudnn.c): prepare builds a cuDNN plan for the
- * launch, or notes why not; launch runs it, or ge2's direct kernel. */
+ * launch, or notes why not; launch runs it, or ge2's direct kernel. Under
+ * precision BF16 the plan is cuDNN's bf16 convolution, with its bf16
+ * operands and result in ge2_launch.scratch (bf16_scratch_bytes). */
 ge2_status ge2_cuda_conv2d_prepare(ge2_launch *launch);
 ge2_status ge2_cuda_conv2d_grad_input_prepare(ge2_launch *launch);
 ge2_status ge2_cuda_conv2d_grad_weight_prepare(ge2_launch *launch);
 ge2_status ge2_cuda_conv2d_launch(const ge2_launch *launch);
 void ge2_cuda_conv2d_release(ge2_launch *launch);
 const char *ge2_cuda_conv2d_describe(const ge2_launch *launch);
+size_t ge2_cuda_conv2d_bf16_scratch_bytes(const ge2_launch *launch);
 
 /* cuda.cu (f32): ge2's direct kernels, and the bias kernels cuDNN's plans
  * need; enqueue on launch->stream, capturable */
@@ -81,7 +84,7 @@ ge2_status ge2_cuda_conv2d_direct(const ge2_launch *launch);
 ge2_status ge2_cuda_conv2d_grad_input_direct(const ge2_launch *launch);
 ge2_status ge2_cuda_conv2d_grad_weight_direct(const ge2_launch *launch);
 ge2_status ge2_cuda_conv2d_add_bias(const ge2_launch *launch);  /* y += b */
-ge2_status ge2_cuda_conv2d_grad_bias(const ge2_launch *launch); /* db = Σ dy */
+ge2_status ge2_cuda_conv2d_grad_bias(const ge2_launch *launch); /* db = Σ dy (dy f32 or bf16) */
 
 /* ops.c */
 extern const ge2_op_def ge2_op_def_conv2d;

@@ -1,9 +1,12 @@
 // CONV2D and its backward ops: ge2's own direct kernels, the fallback that
 // always applies (cudnn.c runs cuDNN's plans where it can), and the bias
-// kernels that go with cuDNN's convolutions. Each output element is computed by one thread (forward,
+// kernels that go with cuDNN's convolutions. Under precision BF16 they
+// multiply bf16 operands and round each convolution to bf16, as cuDNN's
+// bf16 engines and the CPU do. Each output element is computed by one thread (forward,
 // input gradient) or one block (weight gradient, a fixed-shape block
 // reduction), so every sum has one order: replay equals eager bitwise, and
 // no float atomics.
+#include "kernels/cuda/bf16_store.h"
 #include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/check.h"
 #include "ops/conv/conv.h"
@@ -12,18 +15,34 @@
 
 // ------------------------------------------------------------------- kernels
 
+// An operand as the multiply reads it: under precision BF16 rounded to bf16
+// (a bf16 tensor already is; an f32 one is rounded here), else as it is
+static __device__ __forceinline__ float ge2_conv_operand(const float *p, bool bf16)
+{
+    return bf16 ? __bfloat162float(__float2bfloat16_rn(*p)) : *p;
+}
+static __device__ __forceinline__ float ge2_conv_operand(const __nv_bfloat16 *p, bool) { return ge2_load(p); }
+
+// A convolution's sum as it is stored: under precision BF16 rounded to bf16,
+// as cuDNN's bf16 engines write it (the CPU rounds the same)
+static __device__ __forceinline__ float ge2_conv_result(float s, bool bf16)
+{
+    return bf16 ? __bfloat162float(__float2bfloat16_rn(s)) : s;
+}
+
 // y [N, O, OH, OW] = conv(x [N, C, H, W], w [O, Cg, KH, KW]) + b [O]
-__global__ void ge2_conv2d_kernel(ge2_conv2d_geom g, const float *x, const float *w, const float *b, float *y)
+template <typename T>
+__global__ void ge2_conv2d_kernel(ge2_conv2d_geom g, const T *x, const T *w, const float *b, float *y, bool bf16)
 {
     long long total = g.n * g.o * g.oh * g.ow;
     for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
          e += (long long)gridDim.x * blockDim.x) {
         long long ox = e % g.ow, oy = (e / g.ow) % g.oh, o = (e / (g.ow * g.oh)) % g.o, n = e / (g.ow * g.oh * g.o);
         long long c0 = (o / g.og) * g.cg;
-        float s = b ? b[o] : 0.0f;
+        float s = 0.0f;
         for (long long c = 0; c < g.cg; c++) {
-            const float *xc = x + ((n * g.c + c0 + c) * g.h) * g.w;
-            const float *wc = w + ((o * g.cg + c) * g.kh) * g.kw;
+            const T *xc = x + ((n * g.c + c0 + c) * g.h) * g.w;
+            const T *wc = w + ((o * g.cg + c) * g.kh) * g.kw;
             for (long long i = 0; i < g.kh; i++) {
                 long long iy = oy * g.sh - g.ph + i * g.dh;
                 if (iy < 0 || iy >= g.h)
@@ -31,16 +50,17 @@ __global__ void ge2_conv2d_kernel(ge2_conv2d_geom g, const float *x, const float
                 for (long long j = 0; j < g.kw; j++) {
                     long long ix = ox * g.sw - g.pw + j * g.dw;
                     if (ix >= 0 && ix < g.w)
-                        s += xc[iy * g.w + ix] * wc[i * g.kw + j];
+                        s += ge2_conv_operand(&xc[iy * g.w + ix], bf16) * ge2_conv_operand(&wc[i * g.kw + j], bf16);
                 }
             }
         }
-        y[e] = s;
+        y[e] = ge2_conv_result(s, bf16) + (b ? b[o] : 0.0f);
     }
 }
 
 // dx [N, C, H, W]: each input point gathers the outputs whose window covers it
-__global__ void ge2_conv2d_grad_input_kernel(ge2_conv2d_geom g, const float *dy, const float *w, float *dx)
+template <typename T>
+__global__ void ge2_conv2d_grad_input_kernel(ge2_conv2d_geom g, const T *dy, const T *w, float *dx, bool bf16)
 {
     long long total = g.n * g.c * g.h * g.w;
     for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
@@ -50,8 +70,8 @@ __global__ void ge2_conv2d_grad_input_kernel(ge2_conv2d_geom g, const float *dy,
         float s = 0.0f;
         for (long long ol = 0; ol < g.og; ol++) {
             long long o = grp * g.og + ol;
-            const float *dyo = dy + ((n * g.o + o) * g.oh) * g.ow;
-            const float *wc = w + ((o * g.cg + cl) * g.kh) * g.kw;
+            const T *dyo = dy + ((n * g.o + o) * g.oh) * g.ow;
+            const T *wc = w + ((o * g.cg + cl) * g.kh) * g.kw;
             for (long long i = 0; i < g.kh; i++) {
                 long long ty = iy + g.ph - i * g.dh;
                 if (ty < 0 || ty % g.sh)
@@ -65,17 +85,18 @@ __global__ void ge2_conv2d_grad_input_kernel(ge2_conv2d_geom g, const float *dy,
                         continue;
                     long long ox = tx / g.sw;
                     if (ox < g.ow)
-                        s += dyo[oy * g.ow + ox] * wc[i * g.kw + j];
+                        s += ge2_conv_operand(&dyo[oy * g.ow + ox], bf16) * ge2_conv_operand(&wc[i * g.kw + j], bf16);
                 }
             }
         }
-        dx[e] = s;
+        dx[e] = ge2_conv_result(s, bf16);
     }
 }
 
 // dw [O, Cg, KH, KW]: one block per weight, summing over samples and output
 // positions in a fixed order
-__global__ void ge2_conv2d_grad_weight_kernel(ge2_conv2d_geom g, const float *dy, const float *x, float *dw)
+template <typename T>
+__global__ void ge2_conv2d_grad_weight_kernel(ge2_conv2d_geom g, const T *dy, const T *x, float *dw, bool bf16)
 {
     long long widx = blockIdx.x;
     long long j = widx % g.kw, i = (widx / g.kw) % g.kh, cl = (widx / (g.kw * g.kh)) % g.cg,
@@ -86,20 +107,22 @@ __global__ void ge2_conv2d_grad_weight_kernel(ge2_conv2d_geom g, const float *dy
         long long n = p / pix, oy = (p % pix) / g.ow, ox = p % g.ow;
         long long iy = oy * g.sh - g.ph + i * g.dh, ix = ox * g.sw - g.pw + j * g.dw;
         if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w)
-            s += dy[(n * g.o + o) * pix + oy * g.ow + ox] * x[((n * g.c + c) * g.h + iy) * g.w + ix];
+            s += ge2_conv_operand(&dy[(n * g.o + o) * pix + oy * g.ow + ox], bf16) *
+                 ge2_conv_operand(&x[((n * g.c + c) * g.h + iy) * g.w + ix], bf16);
     }
     s = ge2_block_sum(s);
     if (threadIdx.x == 0)
-        dw[widx] = s;
+        dw[widx] = ge2_conv_result(s, bf16);
 }
 
-// db [O]: one block per output channel
-__global__ void ge2_conv2d_grad_bias_kernel(ge2_conv2d_geom g, const float *dy, float *db)
+// db [O]: one block per output channel; dy f32, or bf16 under precision
+// BF16 (the operand the weight gradient's convolution reads)
+template <typename T> __global__ void ge2_conv2d_grad_bias_kernel(ge2_conv2d_geom g, const T *dy, float *db)
 {
     long long o = blockIdx.x, pix = g.oh * g.ow;
     float s = 0.0f;
     for (long long p = threadIdx.x; p < g.n * pix; p += blockDim.x)
-        s += dy[((p / pix) * g.o + o) * pix + p % pix];
+        s += ge2_load(&dy[((p / pix) * g.o + o) * pix + p % pix]);
     s = ge2_block_sum(s);
     if (threadIdx.x == 0)
         db[o] = s;
@@ -127,46 +150,81 @@ extern "C" ge2_status ge2_cuda_conv2d_add_bias(const ge2_launch *l)
 extern "C" ge2_status ge2_cuda_conv2d_grad_bias(const ge2_launch *l)
 {
     ge2_conv2d_geom g = ge2_conv2d_geom_of(&l->node->attrs.conv2d, l->in[2].shape, l->in[1].shape);
-    ge2_conv2d_grad_bias_kernel<<<(unsigned)g.o, GE2_CONV_REDUCE_THREADS, 0, ge2_cuda_stream(l)>>>(
-        g, (const float *)l->in[0].data, (float *)l->out[1].data);
+    if (l->in[0].dtype == GE2_BF16)
+        ge2_conv2d_grad_bias_kernel<<<(unsigned)g.o, GE2_CONV_REDUCE_THREADS, 0, ge2_cuda_stream(l)>>>(
+            g, (const __nv_bfloat16 *)l->in[0].data, (float *)l->out[1].data);
+    else
+        ge2_conv2d_grad_bias_kernel<<<(unsigned)g.o, GE2_CONV_REDUCE_THREADS, 0, ge2_cuda_stream(l)>>>(
+            g, (const float *)l->in[0].data, (float *)l->out[1].data);
     return ge2_cuda_check_launch(l, "ge2_conv2d_grad_bias_kernel");
 }
 
+// The direct kernels' operands (inputs a and b): both f32 (rounded as they
+// are read under precision BF16) or both bf16 (the storage pass's tensors);
+// their outputs are f32
+static ge2_status check_operands(const ge2_launch *l, int a, int b)
+{
+    const ge2_dtype da = l->in[a].dtype, db = l->in[b].dtype;
+    if ((da != GE2_F32 && da != GE2_BF16) || da != db || l->out[0].dtype != GE2_F32)
+        return ge2_error(GE2_ERR_UNSUPPORTED,
+                         "ge2_%s (node %d): the direct kernel takes operands both f32 or both bf16 and an f32 output; "
+                         "inputs %d and %d are %s and %s, the output %s",
+                         ge2_cuda_op_name(l), l->node->id, a, b, ge2_dtype_name(da), ge2_dtype_name(db),
+                         ge2_dtype_name(l->out[0].dtype));
+    return GE2_OK;
+}
+
+#define GE2_BF16_IN(i) ((const __nv_bfloat16 *)l->in[i].data)
+#define GE2_F32_IN(i) ((const float *)l->in[i].data)
+
 extern "C" ge2_status ge2_cuda_conv2d_direct(const ge2_launch *l)
 {
-    GE2_TRY(ge2_cuda_require_f32(l, 0));
+    GE2_TRY(check_operands(l, 0, 1));
     if (!l->out[0].data)
         return GE2_OK;
     ge2_conv2d_geom g = ge2_conv2d_geom_of(&l->node->attrs.conv2d, l->in[0].shape, l->in[1].shape);
-    long long total = g.n * g.o * g.oh * g.ow;
-    ge2_conv2d_kernel<<<ge2_cuda_blocks(total, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(
-        g, (const float *)l->in[0].data, (const float *)l->in[1].data,
-        l->n_in > 2 ? (const float *)l->in[2].data : NULL, (float *)l->out[0].data);
+    const unsigned blocks = ge2_cuda_blocks(g.n * g.o * g.oh * g.ow, GE2_CUDA_THREADS);
+    const float *b = l->n_in > 2 ? GE2_F32_IN(2) : NULL;
+    float *y = (float *)l->out[0].data;
+    if (l->in[0].dtype == GE2_BF16) // x, w
+        ge2_conv2d_kernel<<<blocks, GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(g, GE2_BF16_IN(0), GE2_BF16_IN(1), b, y,
+                                                                             true);
+    else
+        ge2_conv2d_kernel<<<blocks, GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(g, GE2_F32_IN(0), GE2_F32_IN(1), b, y,
+                                                                             l->bf16_operands);
     return ge2_cuda_check_launch(l, "ge2_conv2d_kernel");
 }
 
 extern "C" ge2_status ge2_cuda_conv2d_grad_input_direct(const ge2_launch *l)
 {
-    GE2_TRY(ge2_cuda_require_f32(l, 0));
+    GE2_TRY(check_operands(l, 0, 2));
     if (!l->out[0].data)
         return GE2_OK;
     ge2_conv2d_geom g = ge2_conv2d_geom_of(&l->node->attrs.conv2d, l->in[1].shape, l->in[2].shape);
-    long long total = g.n * g.c * g.h * g.w;
-    ge2_conv2d_grad_input_kernel<<<ge2_cuda_blocks(total, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0,
-                                   ge2_cuda_stream(l)>>>(g, (const float *)l->in[0].data,
-                                                         (const float *)l->in[2].data, (float *)l->out[0].data);
+    const unsigned blocks = ge2_cuda_blocks(g.n * g.c * g.h * g.w, GE2_CUDA_THREADS);
+    float *dx = (float *)l->out[0].data;
+    if (l->in[0].dtype == GE2_BF16) // dy, w
+        ge2_conv2d_grad_input_kernel<<<blocks, GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(g, GE2_BF16_IN(0),
+                                                                                        GE2_BF16_IN(2), dx, true);
+    else
+        ge2_conv2d_grad_input_kernel<<<blocks, GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(
+            g, GE2_F32_IN(0), GE2_F32_IN(2), dx, l->bf16_operands);
     return ge2_cuda_check_launch(l, "ge2_conv2d_grad_input_kernel");
 }
 
 extern "C" ge2_status ge2_cuda_conv2d_grad_weight_direct(const ge2_launch *l)
 {
-    GE2_TRY(ge2_cuda_require_f32(l, 0));
+    GE2_TRY(check_operands(l, 0, 2));
     ge2_conv2d_geom g = ge2_conv2d_geom_of(&l->node->attrs.conv2d, l->in[2].shape, l->in[1].shape);
-    const float *dy = (const float *)l->in[0].data;
     if (l->out[0].data) {
-        unsigned blocks = (unsigned)(g.o * g.cg * g.kh * g.kw);
-        ge2_conv2d_grad_weight_kernel<<<blocks, GE2_CONV_REDUCE_THREADS, 0, ge2_cuda_stream(l)>>>(
-            g, dy, (const float *)l->in[2].data, (float *)l->out[0].data);
+        const unsigned blocks = (unsigned)(g.o * g.cg * g.kh * g.kw);
+        float *dw = (float *)l->out[0].data;
+        if (l->in[0].dtype == GE2_BF16) // dy, x
+            ge2_conv2d_grad_weight_kernel<<<blocks, GE2_CONV_REDUCE_THREADS, 0, ge2_cuda_stream(l)>>>(
+                g, GE2_BF16_IN(0), GE2_BF16_IN(2), dw, true);
+        else
+            ge2_conv2d_grad_weight_kernel<<<blocks, GE2_CONV_REDUCE_THREADS, 0, ge2_cuda_stream(l)>>>(
+                g, GE2_F32_IN(0), GE2_F32_IN(2), dw, l->bf16_operands);
         GE2_CUDA_CHECK(l, "ge2_conv2d_grad_weight_kernel");
     }
     if (l->n_out > 1 && l->out[1].data)

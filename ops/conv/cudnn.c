@@ -3,7 +3,14 @@
  * no engine the launch allows (deterministic, full fp32 unless TF32 is on);
  * the kernel report says which and why. Bias, which cuDNN's single
  * convolution operations lack, is ge2's kernel after (or, for its gradient,
- * beside) the plan. */
+ * beside) the plan.
+ *
+ * Under precision BF16 the plan is cuDNN's bf16 convolution: bf16 operands
+ * (the storage pass's tensors, or copies the launch rounds into its
+ * scratch), fp32 sums, a bf16 result in the scratch that ge2 widens into
+ * the f32 output. cuDNN 9.14 has no engine that writes f32 from bf16
+ * operands, so the CPU reference (cpu.c) and the direct kernels round
+ * their results the same way. */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,6 +19,7 @@
 
 #include "graph/alloc.h"
 #include "graph/error.h"
+#include "kernels/cuda/bf16_copy.h"
 #include "kernels/cuda/cudnn.h"
 #include "kernels/cuda/gemm_registry.h"
 #include "ops/conv/conv.h"
@@ -50,7 +58,46 @@ static void operands(const ge2_launch *l, ge2_shape *x, ge2_shape *w)
     }
 }
 
-/* The cuDNN operation of the launch's op over tensors x, w, y. */
+/* The input holding the launch's GEMM operand k (0 or 1): x and w of
+ * CONV2D, dy and w of CONV2D_GRAD_INPUT, dy and x of CONV2D_GRAD_WEIGHT
+ * (ops.c's operands) */
+static int operand_input(const ge2_launch *l, int k)
+{
+    return k == 0 ? 0 : l->node->op == GE2_OP_CONV2D ? 1 : 2;
+}
+
+/* Whether the launch multiplies bf16: precision BF16, or an operand that
+ * is a bf16 tensor */
+static bool multiplies_bf16(const ge2_launch *l)
+{
+    return l->bf16_operands || l->in[operand_input(l, 0)].dtype == GE2_BF16 ||
+           l->in[operand_input(l, 1)].dtype == GE2_BF16;
+}
+
+/* Where a bf16 launch keeps its bf16 tensors in ge2_launch.scratch (byte
+ * offsets): a rounded copy of each operand that is an f32 tensor, then the
+ * convolution's bf16 result, which the launch widens into output 0. */
+typedef struct bf16_layout {
+    size_t operand[2], result, bytes;
+} bf16_layout;
+
+static bf16_layout bf16_layout_of(const ge2_launch *l)
+{
+    bf16_layout s;
+    memset(&s, 0, sizeof s);
+    for (int k = 0; k < 2; k++) {
+        const ge2_view *v = &l->in[operand_input(l, k)];
+        s.operand[k] = s.bytes;
+        if (v->dtype != GE2_BF16)
+            s.bytes += ge2_bf16_copy_bytes(ge2_shape_numel(v->shape));
+    }
+    s.result = s.bytes;
+    s.bytes += ge2_bf16_copy_bytes(ge2_shape_numel(l->out[0].shape));
+    return s;
+}
+
+/* The cuDNN operation of the launch's op over tensors x, w, y: f32, or
+ * bf16 when the launch multiplies bf16. */
 static ge2_status make_op(const ge2_launch *l, conv_plan *p)
 {
     static const int types[3] = {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
@@ -72,8 +119,11 @@ static ge2_status make_op(const ge2_launch *l, conv_plan *p)
     operands(l, &xs, &ws);
     ge2_conv2d_geom g = ge2_conv2d_geom_of(&l->node->attrs.conv2d, xs, ws);
     const int64_t dims[3][4] = {{g.n, g.c, g.h, g.w}, {g.o, g.cg, g.kh, g.kw}, {g.n, g.o, g.oh, g.ow}};
-    for (int i = 0; i < 3; i++)
-        GE2_TRY(ge2_cudnn_tensor(UID_X + i, 4, dims[i], &p->tensors[i]));
+    const int type = multiplies_bf16(l) ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+    for (int i = 0; i < 3; i++) {
+        const ge2_cudnn_tensor_spec spec = {UID_X + i, type, 4, dims[i], NULL, false, false, 0};
+        GE2_TRY(ge2_cudnn_tensor_of(&spec, &p->tensors[i]));
+    }
     const int64_t stride[2] = {g.sh, g.sw}, padding[2] = {g.ph, g.pw}, dilation[2] = {g.dh, g.dw};
     GE2_TRY(ge2_cudnn_conv_desc(stride, padding, dilation, &p->conv));
     float alpha = 1.0f, beta = 0.0f;
@@ -86,28 +136,32 @@ static ge2_status make_op(const ge2_launch *l, conv_plan *p)
     return ge2_cudnn_finalize(p->op);
 }
 
-/* x, w, y of the launch in the plan's order, wherever the op keeps them;
- * false when the key does not need the op's output */
+/* x, w, y of the launch in the plan's order, wherever the op keeps them
+ * (a bf16 launch: its bf16 operands and its result in the scratch); false
+ * when the key does not need the op's output */
 static bool plan_pointers(const ge2_launch *l, void *ptrs[3])
 {
-    switch (l->node->op) {
-    case GE2_OP_CONV2D:
-        ptrs[0] = l->in[0].data, ptrs[1] = l->in[1].data, ptrs[2] = l->out[0].data;
-        return ptrs[2] != NULL;
-    case GE2_OP_CONV2D_GRAD_INPUT:
-        ptrs[0] = l->out[0].data, ptrs[1] = l->in[2].data, ptrs[2] = l->in[0].data;
-        return ptrs[0] != NULL;
-    default:
-        ptrs[0] = l->in[2].data, ptrs[1] = l->out[0].data, ptrs[2] = l->in[0].data;
-        return ptrs[1] != NULL;
+    /* the op's operand k and output sit at plan slots: */
+    static const int slot[3][3] = {{0, 1, 2} /* x, w, y */, {2, 1, 0} /* dy, w, dx */, {2, 0, 1} /* dy, x, dw */};
+    const int k = l->node->op == GE2_OP_CONV2D ? 0 : l->node->op == GE2_OP_CONV2D_GRAD_INPUT ? 1 : 2;
+    if (!l->out[0].data)
+        return false;
+    const bool bf16 = multiplies_bf16(l);
+    const bf16_layout s = bf16_layout_of(l);
+    char *scratch = l->scratch;
+    for (int i = 0; i < 2; i++) {
+        const ge2_view *v = &l->in[operand_input(l, i)];
+        ptrs[slot[k][i]] = bf16 && v->dtype != GE2_BF16 ? scratch + s.operand[i] : v->data;
     }
+    ptrs[slot[k][2]] = bf16 ? scratch + s.result : l->out[0].data;
+    return true;
 }
 
 static const int64_t uids[3] = {UID_X, UID_W, UID_Y};
 
 /* What the engine choice depends on, as a kernel-cache key (the GEMM
  * registry's file holds it beside the GEMM choices): the op, the shapes,
- * the geometry, TF32, the GPU and cuDNN's version. */
+ * the geometry, the arithmetic, the GPU and cuDNN's version. */
 static bool cache_key(const ge2_launch *l, char *key, size_t size)
 {
     static const char *const ops[3] = {"fwd", "bwd_data", "bwd_filter"};
@@ -135,8 +189,8 @@ static bool cache_key(const ge2_launch *l, char *key, size_t size)
                      "cudnn_conv2d:%s:x%lld.%lld.%lld.%lld:w%lld.%lld.%lld.%lld:s%lld.%lld:p%lld.%lld:d%lld.%lld:%s:%s:%s",
                      ops[k], (long long)g.n, (long long)g.c, (long long)g.h, (long long)g.w, (long long)g.o,
                      (long long)g.cg, (long long)g.kh, (long long)g.kw, (long long)g.sh, (long long)g.sw,
-                     (long long)g.ph, (long long)g.pw, (long long)g.dh, (long long)g.dw, l->tf32 ? "tf32" : "fp32",
-                     gpu, version);
+                     (long long)g.ph, (long long)g.pw, (long long)g.dh, (long long)g.dw,
+                     multiplies_bf16(l) ? "bf16" : l->tf32 ? "tf32" : "fp32", gpu, version);
     return n > 0 && (size_t)n < size;
 }
 
@@ -169,8 +223,11 @@ static void scratch_free(void *ptrs[3])
  * fastest remembered; without, the heuristics' first allowed engine. */
 static ge2_status plan(const ge2_launch *l, conv_plan *p, char *why, size_t why_size)
 {
+    const ge2_cudnn_numerics numerics = multiplies_bf16(l) ? GE2_CUDNN_FP32_SUMS
+                                        : l->tf32          ? GE2_CUDNN_ANY
+                                                           : GE2_CUDNN_FP32;
     if (!l->settings || !l->settings->autotune)
-        return ge2_cudnn_plan_new(&p->op, 1, l->tf32, NULL, -1, &p->plan, why, why_size);
+        return ge2_cudnn_plan_new(&p->op, 1, numerics, NULL, -1, &p->plan, why, why_size);
     char key[GE2_GEMM_KEY_MAX];
     bool keyed = cache_key(l, key, sizeof key);
     const char *path = l->settings->kernel_cache;
@@ -181,7 +238,8 @@ static ge2_status plan(const ge2_launch *l, conv_plan *p, char *why, size_t why_
     void *ptrs[3];
     bool scratch = prefer < 0 && scratch_new(l, ptrs);
     ge2_cudnn_timing timing = {l->stream, 3, uids, ptrs};
-    ge2_status st = ge2_cudnn_plan_new(&p->op, 1, l->tf32, scratch ? &timing : NULL, prefer, &p->plan, why, why_size);
+    ge2_status st =
+        ge2_cudnn_plan_new(&p->op, 1, numerics, scratch ? &timing : NULL, prefer, &p->plan, why, why_size);
     if (scratch) {
         /* the timing ran on the launch's stream: done before the scratch goes */
         cudaStreamSynchronize((cudaStream_t)l->stream);
@@ -201,22 +259,19 @@ static ge2_status plan(const ge2_launch *l, conv_plan *p, char *why, size_t why_
 
 /* Every launch gets a conv_plan (its report line lives there); a plan
  * only when cuDNN has an engine for it. A launch cuDNN cannot run is not an
- * error: the direct kernel always applies. */
+ * error: the direct kernel always applies, in bf16 too. */
 static ge2_status prepare(ge2_launch *l)
 {
-    if (l->bf16_operands) /* the CPU's convolutions round their operands; these kernels do not yet */
-        return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s (node %d): precision bf16 has no CUDA convolution yet; use fp32 "
-                                              "or tf32 (docs/mixed-precision.md)",
-                         ge2_op_name(l->node->op), l->node->id);
     conv_plan *p = ge2_calloc(1, sizeof *p);
     if (!p)
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_%s: out of host memory", ge2_op_name(l->node->op));
     l->backend_data = p;
+    const bool bf16 = multiplies_bf16(l);
     char why[160] = "";
     bool f32 = true;
     for (int i = 0; i < l->n_in; i++)
         f32 = f32 && l->in[i].dtype == GE2_F32;
-    if (!f32)
+    if (!f32 && !bf16)
         snprintf(why, sizeof why, "not f32");
     else if (ge2_cudnn_available() != GE2_OK)
         snprintf(why, sizeof why, "%s", ge2_last_error());
@@ -228,6 +283,9 @@ static ge2_status prepare(ge2_launch *l)
         snprintf(why, sizeof why, "no device memory for its %zu-byte workspace", p->plan.workspace_bytes);
         ge2_cudnn_plan_free(&p->plan);
     }
+    if (p->plan.plan && bf16 && (!l->scratch || l->scratch_bytes < bf16_layout_of(l).bytes))
+        return ge2_error(GE2_ERR_STATE, "ge2_%s (node %d): the bf16 scratch has %zu bytes, the launch needs %zu",
+                         ge2_op_name(l->node->op), l->node->id, l->scratch_bytes, bf16_layout_of(l).bytes);
     bool bias = (l->node->op == GE2_OP_CONV2D && l->n_in > 2) ||
                 (l->node->op == GE2_OP_CONV2D_GRAD_WEIGHT && l->n_out > 1);
     char timed[64] = "heuristics' first";
@@ -236,11 +294,13 @@ static ge2_status prepare(ge2_launch *l)
     else if (p->plan.timed)
         snprintf(timed, sizeof timed, "fastest of %d timed, %.1f us", p->plan.timed, (double)p->plan.us);
     if (p->plan.plan)
-        snprintf(p->describe, sizeof p->describe, "%s engine %lld%s%s%s, workspace %zu B, %s%s", ge2_cudnn_version(),
-                 (long long)p->plan.engine, p->plan.notes[0] ? " (" : "", p->plan.notes, p->plan.notes[0] ? ")" : "",
-                 p->plan.workspace_bytes, timed, bias ? " + ge2 bias kernel" : "");
+        snprintf(p->describe, sizeof p->describe, "%s%s engine %lld%s%s%s, workspace %zu B, %s%s",
+                 ge2_cudnn_version(), bf16 ? " bf16" : "", (long long)p->plan.engine, p->plan.notes[0] ? " (" : "",
+                 p->plan.notes, p->plan.notes[0] ? ")" : "", p->plan.workspace_bytes, timed,
+                 bias ? " + ge2 bias kernel" : "");
     else
-        snprintf(p->describe, sizeof p->describe, "ge2 direct kernel (cuDNN: %s)", why);
+        snprintf(p->describe, sizeof p->describe, "ge2 direct kernel%s (cuDNN: %s)", bf16 ? ", bf16 operands" : "",
+                 why);
     ge2_clear_error(); /* the fallback is no error: the report line says why */
     return GE2_OK;
 }
@@ -258,18 +318,42 @@ static ge2_status direct(const ge2_launch *l)
     }
 }
 
+/* A bf16 launch's f32 operands, rounded into the scratch */
+static ge2_status round_operands(const ge2_launch *l)
+{
+    const bf16_layout s = bf16_layout_of(l);
+    ge2_bf16_spans spans;
+    memset(&spans, 0, sizeof spans);
+    for (int k = 0; k < 2; k++) {
+        const ge2_view *v = &l->in[operand_input(l, k)];
+        if (v->dtype != GE2_BF16)
+            ge2_bf16_span_add(&spans, v->data, (char *)l->scratch + s.operand[k], ge2_shape_numel(v->shape));
+    }
+    return spans.n ? ge2_cuda_bf16_round(l, &spans) : GE2_OK;
+}
+
 ge2_status ge2_cuda_conv2d_launch(const ge2_launch *l)
 {
     const conv_plan *p = l->backend_data;
     if (!p || !p->plan.plan)
         return direct(l);
+    const bool bf16 = multiplies_bf16(l);
     void *ptrs[3];
     if (plan_pointers(l, ptrs)) {
+        if (bf16)
+            GE2_TRY(round_operands(l));
         ge2_status st = ge2_cudnn_execute(&p->plan, l->stream, 3, uids, ptrs, p->workspace);
         if (st != GE2_OK) {
             char cause[256]; /* ge2_error writes the buffer ge2_last_error reads */
             snprintf(cause, sizeof cause, "%s", ge2_last_error());
             return ge2_error(st, "ge2_%s (node %d): %s", ge2_op_name(l->node->op), l->node->id, cause);
+        }
+        if (bf16) {
+            ge2_bf16_spans result;
+            memset(&result, 0, sizeof result);
+            ge2_bf16_span_add(&result, (char *)l->scratch + bf16_layout_of(l).result, l->out[0].data,
+                              ge2_shape_numel(l->out[0].shape));
+            GE2_TRY(ge2_cuda_bf16_widen(l, &result));
         }
     }
     if (l->node->op == GE2_OP_CONV2D && l->n_in > 2 && l->out[0].data)
@@ -277,6 +361,11 @@ ge2_status ge2_cuda_conv2d_launch(const ge2_launch *l)
     if (l->node->op == GE2_OP_CONV2D_GRAD_WEIGHT && l->n_out > 1 && l->out[1].data)
         return ge2_cuda_conv2d_grad_bias(l);
     return GE2_OK;
+}
+
+size_t ge2_cuda_conv2d_bf16_scratch_bytes(const ge2_launch *l)
+{
+    return multiplies_bf16(l) ? bf16_layout_of(l).bytes : 0;
 }
 
 void ge2_cuda_conv2d_release(ge2_launch *l)

@@ -1,18 +1,22 @@
 /* The definitions of the convolution family's ops: one struct per op. */
 #include "ops/conv/conv.h"
 
+/* Under precision BF16 each op multiplies bf16 operands with fp32 sums and
+ * rounds its convolution to bf16, as cuDNN's bf16 engines write it
+ * (docs/mixed-precision.md); the bias and its gradient stay fp32. */
+
 /* x, w[, b] */
 const ge2_op_def ge2_op_def_conv2d = {
     .name = "conv2d",
     .min_inputs = 2,
     .max_inputs = 3,
     .max_outputs = 1,
-    .flags = 0,
+    .flags = GE2_OPF_BF16_OPERANDS,
     .infer = ge2_infer_CONV2D,
     .backward = ge2_backward_conv2d,
     .cpu = ge2_cpu_conv2d,
     .cuda = {ge2_cuda_conv2d_prepare, ge2_cuda_conv2d_launch, ge2_cuda_conv2d_release,
-             ge2_cuda_conv2d_describe},
+             ge2_cuda_conv2d_describe, ge2_cuda_conv2d_bf16_scratch_bytes},
 };
 
 /* dy, x (shape only), w */
@@ -21,12 +25,13 @@ const ge2_op_def ge2_op_def_conv2d_grad_input = {
     .min_inputs = 3,
     .max_inputs = 3,
     .max_outputs = 1,
-    .flags = GE2_OPF_LIKE1,
+    .flags = GE2_OPF_LIKE1 | GE2_OPF_BF16_OPERANDS,
+    .operands = 1u << 0 | 1u << 2,
     .infer = ge2_infer_CONV2D_GRAD_INPUT,
     .backward = NULL,
     .cpu = ge2_cpu_conv2d_grad_input,
     .cuda = {ge2_cuda_conv2d_grad_input_prepare, ge2_cuda_conv2d_launch, ge2_cuda_conv2d_release,
-             ge2_cuda_conv2d_describe},
+             ge2_cuda_conv2d_describe, ge2_cuda_conv2d_bf16_scratch_bytes},
 };
 
 /* dy, w (shape only), x -> dw[, db] */
@@ -35,10 +40,11 @@ const ge2_op_def ge2_op_def_conv2d_grad_weight = {
     .min_inputs = 3,
     .max_inputs = 3,
     .max_outputs = 2,
-    .flags = GE2_OPF_LIKE1,
+    .flags = GE2_OPF_LIKE1 | GE2_OPF_BF16_OPERANDS,
+    .operands = 1u << 0 | 1u << 2,
     .infer = ge2_infer_CONV2D_GRAD_WEIGHT,
     .backward = NULL,
     .cpu = ge2_cpu_conv2d_grad_weight,
     .cuda = {ge2_cuda_conv2d_grad_weight_prepare, ge2_cuda_conv2d_launch, ge2_cuda_conv2d_release,
-             ge2_cuda_conv2d_describe},
+             ge2_cuda_conv2d_describe, ge2_cuda_conv2d_bf16_scratch_bytes},
 };

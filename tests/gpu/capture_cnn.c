@@ -48,7 +48,7 @@ static ge2_tensor *dense(cnn *m, ge2_tensor *x, int index, int64_t out, ge2_acti
     return y;
 }
 
-void cnn_open(cnn *m, int batch, uint64_t seed, bool disable_capture)
+void cnn_open(cnn *m, int batch, uint64_t seed, bool disable_capture, ge2_precision precision)
 {
     memset(m, 0, sizeof *m);
     API(ge2_graph_new(&m->graph));
@@ -67,6 +67,7 @@ void cnn_open(cnn *m, int batch, uint64_t seed, bool disable_capture)
     API(ge2_context_new(GE2_DEVICE_CUDA, &m->ctx));
     ge2_compile_options options = ge2_compile_defaults();
     options.disable_capture = disable_capture;
+    options.precision = precision;
     API(ge2_compile(m->ctx, m->graph, &options, &m->program));
 }
 

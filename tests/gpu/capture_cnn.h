@@ -24,8 +24,9 @@ typedef struct cnn {
 } cnn;
 
 /* Builds (conv channels 8 and 16, fc 32, built batch `batch`, parameter
- * seed `seed`) and compiles for CUDA; disable_capture runs every step eagerly. */
-void cnn_open(cnn *m, int batch, uint64_t seed, bool disable_capture);
+ * seed `seed`) and compiles for CUDA in `precision`; disable_capture runs
+ * every step eagerly. */
+void cnn_open(cnn *m, int batch, uint64_t seed, bool disable_capture, ge2_precision precision);
 void cnn_close(cnn *m);
 /* One step of mode on capture_mlp's batch `index` of stream `data_seed`;
  * the loss when read_loss (synchronizes), else 0. */

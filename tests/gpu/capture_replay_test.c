@@ -259,15 +259,16 @@ static void expect_replay_equals_eager(const char *model, int n, int want_captur
     free(eager);
 }
 
-/* The CNN with an eval step after every fourth train step: two keys, each
+/* The CNN with an eval step after every fifth train step: two keys, each
  * captured once; eval steps read the running statistics the train key
  * writes. Replayed and eager runs give bitwise the same losses (train and
- * eval), parameters and buffers, and the state must have moved. */
-static unsigned char *cnn_run(bool disable_capture, int n, float *losses, int *captures, unsigned char **init,
-                              size_t *bytes)
+ * eval), parameters and buffers, and the state must have moved. In fp32,
+ * and in bf16 (cuDNN's bf16 convolutions, the storage pass's casts). */
+static unsigned char *cnn_run(ge2_precision precision, bool disable_capture, int n, float *losses, int *captures,
+                              unsigned char **init, size_t *bytes)
 {
     cnn m;
-    cnn_open(&m, 32, SEED, disable_capture);
+    cnn_open(&m, 32, SEED, disable_capture, precision);
     if (init)
         *init = cnn_state(&m, bytes);
     for (int i = 0; i < n; i++)
@@ -278,9 +279,27 @@ static unsigned char *cnn_run(bool disable_capture, int n, float *losses, int *c
     return state;
 }
 
+static unsigned char *cnn_fp32_run(bool disable_capture, int n, float *losses, int *captures, unsigned char **init,
+                                   size_t *bytes)
+{
+    return cnn_run(GE2_PRECISION_FP32, disable_capture, n, losses, captures, init, bytes);
+}
+
+static unsigned char *cnn_bf16_run(bool disable_capture, int n, float *losses, int *captures, unsigned char **init,
+                                   size_t *bytes)
+{
+    return cnn_run(GE2_PRECISION_BF16, disable_capture, n, losses, captures, init, bytes);
+}
+
 START_TEST(test_cnn_replay_equals_eager_with_eval_keys)
 {
-    expect_replay_equals_eager("CNN (eval at every fifth step)", steps(60), 2, cnn_run);
+    expect_replay_equals_eager("CNN (eval at every fifth step)", steps(60), 2, cnn_fp32_run);
+}
+END_TEST
+
+START_TEST(test_bf16_cnn_replay_equals_eager_with_eval_keys)
+{
+    expect_replay_equals_eager("bf16 CNN (eval at every fifth step)", steps(60), 2, cnn_bf16_run);
 }
 END_TEST
 
@@ -314,4 +333,5 @@ END_TEST
 GE2_GPU_SUITE_MAIN("capture_replay_test", 600,
                    test_replay_equals_eager_bitwise, test_same_seed_bitwise, test_zero_copy_equals_copying_bitwise,
                    test_replayed_metrics_equal_eager_reads, test_env_disables_capture,
-                   test_cnn_replay_equals_eager_with_eval_keys, test_gpt_replay_equals_eager_with_dropout_and_three_keys)
+                   test_cnn_replay_equals_eager_with_eval_keys, test_bf16_cnn_replay_equals_eager_with_eval_keys,
+                   test_gpt_replay_equals_eager_with_dropout_and_three_keys)

@@ -128,7 +128,7 @@ START_TEST(test_cnn_ten_thousand_replays_with_eval_keys)
 {
     const int n = soak_replays();
     cnn m;
-    cnn_open(&m, BATCH, SEED, false);
+    cnn_open(&m, BATCH, SEED, false, GE2_PRECISION_FP32);
     /* Warm-up: both keys made, captured and replayed once */
     for (int i = 0; i < 20; i++)
         cnn_step(&m, i % 10 == 9 ? GE2_MODE_EVAL : GE2_MODE_TRAIN, DATA_SEED, i % N_BATCHES, BATCH, i == 19);

@@ -41,6 +41,7 @@
 #include "tests/support/op_cases.h"
 #include "fusion/fusion.h"
 #include "ops/cast/cast.h"
+#include "ops/conv/conv.h"
 #include "ops/ops.h"
 
 #define RTOL 1e-5
@@ -61,6 +62,9 @@ static bool bf16_launches;
  * tensors (the casts' outputs, held to the CPU's bits) instead of rounding
  * f32 ones themselves; the tolerance is the same. */
 static bool bf16_storage;
+/* test_conv_op_agrees_direct_bf16: the convolution ops on ge2's direct
+ * kernels (the fallback where cuDNN has no engine) instead of cuDNN */
+static bool direct_conv;
 #define WORKSPACE_BYTES (32u << 20)
 #define SCRATCH_BYTES (16u << 20) /* ge2_launch.scratch: the bf16 GEMMs' operand copies */
 
@@ -148,8 +152,24 @@ static void from_device(void *host, const void *dev, size_t bytes)
         CK_CUDA(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost));
 }
 
+static bool conv_op(ge2_op op)
+{
+    return op == GE2_OP_CONV2D || op == GE2_OP_CONV2D_GRAD_INPUT || op == GE2_OP_CONV2D_GRAD_WEIGHT;
+}
+
+static ge2_status conv_direct(const ge2_launch *l)
+{
+    switch (l->node->op) {
+    case GE2_OP_CONV2D: return ge2_cuda_conv2d_direct(l);
+    case GE2_OP_CONV2D_GRAD_INPUT: return ge2_cuda_conv2d_grad_input_direct(l);
+    default: return ge2_cuda_conv2d_grad_weight_direct(l);
+    }
+}
+
 static void cuda_prepare(ge2_launch *l)
 {
+    if (direct_conv && conv_op(l->node->op))
+        return;
     const ge2_cuda_kernel *k = &ge2_op_def_of(l->node->op)->cuda;
     if (k->prepare)
         ck_assert_msg(k->prepare(l) == GE2_OK, "%s: CUDA prepare: %s", ge2_op_name(l->node->op),
@@ -159,12 +179,18 @@ static void cuda_prepare(ge2_launch *l)
 /* Enqueues only: no wait, so it can run under stream capture. */
 static void cuda_enqueue(const ge2_launch *l)
 {
+    if (direct_conv && conv_op(l->node->op)) {
+        ck_assert_msg(conv_direct(l) == GE2_OK, "%s: direct kernel: %s", ge2_op_name(l->node->op), ge2_last_error());
+        return;
+    }
     ck_assert_msg(ge2_op_def_of(l->node->op)->cuda.launch(l) == GE2_OK, "%s: CUDA launch: %s",
                   ge2_op_name(l->node->op), ge2_last_error());
 }
 
 static void cuda_release(ge2_launch *l)
 {
+    if (direct_conv && conv_op(l->node->op))
+        return;
     const ge2_cuda_kernel *k = &ge2_op_def_of(l->node->op)->cuda;
     if (k->release)
         k->release(l);
@@ -241,6 +267,22 @@ static void assert_close_bf16(const char *what, const uint16_t *got, const uint1
     assert_close(what, g, w, n, 1.0 / 128, RTOL_GEMM * scale);
     free(g);
     free(w);
+}
+
+/* A convolution's output under bf16: both sides sum exact products of
+ * bf16 operands in fp32 and round the sum to bf16, so they differ (by one
+ * bf16 step) only where the two sums straddle a rounding boundary, which
+ * is rare: nearly every element has the CPU's bits. A kernel that
+ * multiplied unrounded operands (TF32, fp32) or left its sums unrounded
+ * misses most of them. */
+static void assert_rounded_alike(const char *what, const float *got, const float *want, int64_t n, double scale)
+{
+    assert_close(what, got, want, n, 1.0 / 128, RTOL_GEMM * scale);
+    int64_t same = 0;
+    for (int64_t i = 0; i < n; i++)
+        same += memcmp(&got[i], &want[i], sizeof got[i]) == 0;
+    ck_assert_msg(same * 100 >= n * 99, "%s: %lld of %lld elements have the CPU's bits", what, (long long)same,
+                  (long long)n);
 }
 
 /* ----------------------------------------------------- every tensor op */
@@ -505,10 +547,12 @@ static void check_graph(const char *label, const ge2_graph *g, const ge2_feed *f
                 assert_same_bits(what, (const uint16_t *)got, cpu[y->id], numel);
             else if (y->dtype == GE2_BF16) /* stored rounded by its producer: f32 sums in another order */
                 assert_close_bf16(what, (const uint16_t *)got, cpu[y->id], numel, in_scale);
+            else if (bf16_launches && conv_op(node->op) && k == 0)
+                assert_rounded_alike(what, got, cpu[y->id], numel, in_scale);
             else
                 assert_close(what, got, cpu[y->id], numel,
                              bf16_launches && attention_op(node->op) ? RTOL_BF16_ATTENTION
-                             : gemm_op(node->op)                     ? RTOL_GEMM
+                             : gemm_op(node->op) || conv_op(node->op) ? RTOL_GEMM
                                                                      : RTOL,
                              in_scale);
             /* later nodes read the CPU's values on both sides, so one
@@ -601,7 +645,7 @@ END_TEST
  * into its scratch (docs/mixed-precision.md, step 3). */
 START_TEST(test_gemm_op_agrees_bf16)
 {
-    if (!gemm_op((ge2_op)_i))
+    if (!gemm_op((ge2_op)_i) && !conv_op((ge2_op)_i))
         return;
     bf16_launches = true; /* Check forks this test: the flag dies with it */
     op_agrees((ge2_op)_i);
@@ -611,9 +655,23 @@ END_TEST
 /* And with the storage pass's bf16 operand tensors (step 4) */
 START_TEST(test_gemm_op_agrees_bf16_storage)
 {
-    if (!gemm_op((ge2_op)_i))
+    if (!gemm_op((ge2_op)_i) && !conv_op((ge2_op)_i))
         return;
     bf16_launches = bf16_storage = true; /* Check forks this test: the flags die with it */
+    op_agrees((ge2_op)_i);
+}
+END_TEST
+
+/* The convolution ops in BF16 on ge2's direct kernels, the fallback where
+ * cuDNN has no bf16 engine: on f32 operands they round as they read, on
+ * the storage pass's bf16 tensors they read them as they are. */
+START_TEST(test_conv_op_agrees_direct_bf16)
+{
+    if (!conv_op((ge2_op)_i))
+        return;
+    direct_conv = bf16_launches = true; /* Check forks this test: the flags die with it */
+    op_agrees((ge2_op)_i);
+    bf16_storage = true;
     op_agrees((ge2_op)_i);
 }
 END_TEST
@@ -1554,6 +1612,7 @@ int main(void)
     tcase_add_loop_test(tc, test_gemm_op_agrees_tiled, 0, ge2_op_count());
     tcase_add_loop_test(tc, test_gemm_op_agrees_bf16, 0, ge2_op_count());
     tcase_add_loop_test(tc, test_gemm_op_agrees_bf16_storage, 0, ge2_op_count());
+    tcase_add_loop_test(tc, test_conv_op_agrees_direct_bf16, 0, ge2_op_count());
     tcase_add_test(tc, test_bf16_gemm_rounds_operands);
     tcase_add_test(tc, test_large_graphs_agree_tiled);
     tcase_add_test(tc, test_large_bias_gradients_bf16);

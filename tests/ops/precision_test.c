@@ -3,7 +3,8 @@
  * bias and the sums unrounded), and differs from the fp32 program's; its
  * weight gradient likewise; a linear layer trained in bf16 lands near its
  * fp32 twin without matching it; a convolution (its im2col GEMM) rounds
- * too; a precision out of range is refused. The storage pass gives each
+ * its operands too, and its results (y, dw) to bf16; a precision out of
+ * range is refused. The storage pass gives each
  * f32 tensor a GEMM reads one bf16 copy, on the program's own graph; a
  * bias gradient then sums the rounded output gradient, as PyTorch's
  * autocast does. (op_agreement_test holds CUDA to these on the GPU.) */
@@ -219,9 +220,25 @@ typedef struct dot_net {
     ge2_tensor *x, *w, *b;
 } dot_net;
 
+/* loss = sum(y * c), its backward, SGD at lr 1, compiled in precision
+ * BF16: one step moves each parameter by its gradient */
+static void compile_dot_loss(ge2_context *ctx, ge2_graph *g, ge2_tensor *y, ge2_tensor *c, ge2_program **program)
+{
+    ge2_tensor *m, *loss;
+    API(ge2_mul(g, y, c, &m));
+    API(ge2_sum_all(g, m, &loss));
+    API(ge2_backward(g, loss));
+    ge2_optimizer_config sgd = ge2_optimizer_defaults(GE2_OPT_SGD);
+    sgd.lr = 1.0;
+    API(ge2_optimizer(g, &sgd));
+    ge2_compile_options o = ge2_compile_defaults();
+    o.precision = GE2_PRECISION_BF16;
+    API(ge2_compile(ctx, g, &o, program));
+}
+
 static void dot_net_open(dot_net *d, bool bias, const float *cv /* [B, N] */)
 {
-    ge2_tensor *y, *c, *m, *loss;
+    ge2_tensor *y, *c;
     API(ge2_context_new(GE2_DEVICE_CPU, &d->ctx));
     API(ge2_graph_new(&d->graph));
     ge2_graph *g = d->graph;
@@ -233,15 +250,7 @@ static void dot_net_open(dot_net *d, bool bias, const float *cv /* [B, N] */)
         API(ge2_parameter(g, "b", GE2_F32, ge2_shape1(N), (ge2_init){GE2_INIT_UNIFORM, -1, 1, 0}, &d->b));
     API(ge2_constant(g, "c", GE2_F32, ge2_shape2(B, N), cv, &c));
     API(ge2_linear(g, d->x, d->w, d->b, GE2_ACT_NONE, 0, &y));
-    API(ge2_mul(g, y, c, &m));
-    API(ge2_sum_all(g, m, &loss));
-    API(ge2_backward(g, loss));
-    ge2_optimizer_config sgd = ge2_optimizer_defaults(GE2_OPT_SGD);
-    sgd.lr = 1.0;
-    API(ge2_optimizer(g, &sgd));
-    ge2_compile_options o = ge2_compile_defaults();
-    o.precision = GE2_PRECISION_BF16;
-    API(ge2_compile(d->ctx, g, &o, &d->program));
+    compile_dot_loss(d->ctx, g, y, c, &d->program);
 }
 
 /* Parameter p before and after one step on batch 0's x (xv) */
@@ -294,60 +303,196 @@ START_TEST(bf16_weight_gradient_is_the_rounded_product)
 }
 END_TEST
 
-/* conv2d's GEMM (im2col) rounds its operands too: x [1, 2, 5, 5], w [3, 2,
- * 3, 3], padding 1, against a float64 convolution of the rounded values */
+/* Whether got is exact rounded to bf16, within tol: the float64 reference
+ * and the kernel's fp32 sums may straddle a rounding boundary, so the
+ * roundings of exact ± tol count too */
+static bool is_rounded(double got, double exact, double tol)
+{
+    return fabs(got - ge2_ref_bf16(exact)) <= tol || fabs(got - ge2_ref_bf16(exact - tol)) <= tol ||
+           fabs(got - ge2_ref_bf16(exact + tol)) <= tol;
+}
+
+/* conv2d under BF16 multiplies rounded operands (its im2col GEMM) with
+ * fp32 sums and rounds each convolution to bf16, as cuDNN's bf16 engines
+ * write it: x [1, 2, 5, 5], w [3, 2, 3, 3], padding 1, bias. The forward
+ * y = bf16(conv) + b, against a float64 convolution of the rounded values;
+ * then loss = sum(y * c) with c exact in bf16 (so dy = c), and one SGD
+ * step at lr 1 moves w by bf16(Σ c · bf16(x)), the rounded weight
+ * gradient. */
 START_TEST(bf16_conv2d_is_the_rounded_convolution)
 {
     enum { C = 2, H = 5, O = 3, KS = 3 };
     ge2_context *ctx;
     ge2_graph *g;
     ge2_program *p;
-    ge2_tensor *x, *w, *b, *y, *t, *loss;
+    ge2_tensor *x, *w, *b, *y, *c;
+    float xv[C * H * H], cv[O * H * H], w0[O * C * KS * KS], w1[O * C * KS * KS], bv[O], yv[O * H * H];
+    for (int i = 0; i < C * H * H; i++)
+        xv[i] = (float)sin(0.913 * i) * 2.3f;
+    for (int i = 0; i < O * H * H; i++)
+        cv[i] = (float)((i * 5) % 9 - 4) / 8.0f; /* eighths: exact in bf16 */
     API(ge2_context_new(GE2_DEVICE_CPU, &ctx));
     API(ge2_graph_new(&g));
     API(ge2_graph_set_seed(g, 8));
     API(ge2_input(g, "x", GE2_F32, ge2_shape4(1, C, H, H), &x));
-    API(ge2_label(g, "t", GE2_F32, ge2_shape4(1, O, H, H), &t));
     API(ge2_parameter(g, "w", GE2_F32, ge2_shape4(O, C, KS, KS), (ge2_init){GE2_INIT_UNIFORM, -1, 1, 0}, &w));
     API(ge2_parameter(g, "b", GE2_F32, ge2_shape1(O), (ge2_init){GE2_INIT_UNIFORM, -1, 1, 0}, &b));
+    API(ge2_constant(g, "c", GE2_F32, ge2_shape4(1, O, H, H), cv, &c));
     ge2_conv2d_params cp = ge2_conv2d_defaults();
     cp.padding[0] = cp.padding[1] = 1;
     API(ge2_conv2d(g, x, w, b, &cp, &y));
     API(ge2_mark_output(g, y));
-    API(ge2_mse_loss(g, y, t, &loss));
-    ge2_compile_options o = ge2_compile_defaults();
-    o.precision = GE2_PRECISION_BF16;
-    API(ge2_compile(ctx, g, &o, &p));
-    float xv[C * H * H], tv[O * H * H] = {0}, wv[O * C * KS * KS], bv[O], yv[O * H * H];
-    for (int i = 0; i < C * H * H; i++)
-        xv[i] = (float)sin(0.913 * i) * 2.3f;
-    API(ge2_program_get_parameter(p, w, wv, sizeof wv));
+    compile_dot_loss(ctx, g, y, c, &p);
+    API(ge2_program_get_parameter(p, w, w0, sizeof w0));
     API(ge2_program_get_parameter(p, b, bv, sizeof bv));
-    ge2_feed f[2] = {{x, xv, x->shape}, {t, tv, t->shape}};
-    API(ge2_program_step(p, GE2_MODE_EVAL, f, 2));
+    ge2_feed f = {x, xv, x->shape};
+    API(ge2_program_step(p, GE2_MODE_EVAL, &f, 1));
     API(ge2_program_read_output(p, GE2_MODE_EVAL, y, yv, sizeof yv));
+    API(ge2_program_step(p, GE2_MODE_TRAIN, &f, 1));
+    API(ge2_program_sync(p));
+    API(ge2_program_get_parameter(p, w, w1, sizeof w1));
+    int rounded_y = 0, rounded_dw = 0;
     for (int o2 = 0; o2 < O; o2++)
         for (int r = 0; r < H; r++)
-            for (int c = 0; c < H; c++) {
-                double want = bv[o2], scale = fabs((double)bv[o2]);
+            for (int col = 0; col < H; col++) {
+                double conv = 0, scale = fabs((double)bv[o2]);
                 for (int ci = 0; ci < C; ci++)
                     for (int i = 0; i < KS; i++)
                         for (int j = 0; j < KS; j++) {
-                            const int iy = r + i - 1, ix = c + j - 1;
+                            const int iy = r + i - 1, ix = col + j - 1;
                             if (iy < 0 || iy >= H || ix < 0 || ix >= H)
                                 continue;
                             const double term = ge2_ref_bf16(xv[(ci * H + iy) * H + ix]) *
-                                                ge2_ref_bf16(wv[((o2 * C + ci) * KS + i) * KS + j]);
-                            want += term;
+                                                ge2_ref_bf16(w0[((o2 * C + ci) * KS + i) * KS + j]);
+                            conv += term;
                             scale += fabs(term);
                         }
-                const float got = yv[(o2 * H + r) * H + c];
-                ck_assert_msg(fabs(got - want) <= 1e-6 * scale, "y[%d,%d,%d] %.9g, rounded convolution %.9g", o2,
-                              r, c, (double)got, want);
+                const double got = yv[(o2 * H + r) * H + col], tol = 1e-6 * scale;
+                ck_assert_msg(is_rounded(got - bv[o2], conv, tol),
+                              "y[%d,%d,%d] %.9g, bf16(rounded convolution) + b %.9g", o2, r, col, got,
+                              ge2_ref_bf16(conv) + bv[o2]);
+                rounded_y += fabs(ge2_ref_bf16(conv) - conv) > 10 * tol;
             }
+    for (int o2 = 0; o2 < O; o2++)
+        for (int ci = 0; ci < C; ci++)
+            for (int i = 0; i < KS; i++)
+                for (int j = 0; j < KS; j++) {
+                    double dw = 0, scale = 0;
+                    for (int r = 0; r < H; r++)
+                        for (int col = 0; col < H; col++) {
+                            const int iy = r + i - 1, ix = col + j - 1;
+                            if (iy < 0 || iy >= H || ix < 0 || ix >= H)
+                                continue;
+                            const double term = cv[(o2 * H + r) * H + col] * ge2_ref_bf16(xv[(ci * H + iy) * H + ix]);
+                            dw += term;
+                            scale += fabs(term);
+                        }
+                    const int k = ((o2 * C + ci) * KS + i) * KS + j;
+                    const double moved = (double)w0[k] - w1[k], tol = 1e-6 * (scale + fabs(w0[k]));
+                    ck_assert_msg(is_rounded(moved, dw, tol), "w[%d,%d,%d,%d] moved %.9g, the rounded gradient is %.9g",
+                                  o2, ci, i, j, moved, ge2_ref_bf16(dw));
+                    rounded_dw += fabs(ge2_ref_bf16(dw) - dw) > 10 * tol;
+                }
+    /* the roundings are seen: most values are not bf16 values already */
+    ck_assert_msg(rounded_y > O * H * H / 2 && rounded_dw > O * C * KS * KS / 2,
+                  "only %d outputs and %d weight gradients tell the rounding apart", rounded_y, rounded_dw);
     ge2_program_free(p);
     ge2_graph_free(g);
     ge2_context_free(ctx);
+}
+END_TEST
+
+/* A small CNN under BF16 on the CPU (conv -> batch norm -> ReLU -> max
+ * pool, twice, then a linear head): every operand of the convolutions and
+ * their backward ops (x, w; dy, w; dy, x) is a bf16 tensor, a weight's
+ * through its copy, and 30 Adam steps train it as far as its fp32 twin,
+ * without landing on the same loss. */
+static float cnn_train(ge2_precision precision, bool check_operands)
+{
+    enum { NB = 8, HW = 8, CLASSES = 4, STEPS = 30 };
+    ge2_context *ctx;
+    ge2_graph *g;
+    ge2_program *p;
+    ge2_tensor *x, *labels, *h, *loss, *w1, *w2, *fw, *fb;
+    API(ge2_context_new(GE2_DEVICE_CPU, &ctx));
+    API(ge2_graph_new(&g));
+    API(ge2_graph_set_seed(g, 12));
+    API(ge2_input(g, "x", GE2_F32, ge2_shape4(NB, 1, HW, HW), &x));
+    API(ge2_label(g, "labels", GE2_I32, ge2_shape1(NB), &labels));
+    h = x;
+    for (int l = 0; l < 2; l++) {
+        const int64_t in = l ? 4 : 1, out = l ? 8 : 4;
+        ge2_tensor **w = l ? &w2 : &w1;
+        API(ge2_parameter(g, l ? "conv2.weight" : "conv1.weight", GE2_F32, ge2_shape4(out, in, 3, 3),
+                          (ge2_init){GE2_INIT_LINEAR_DEFAULT, 0, 0, in * 9}, w));
+        ge2_conv2d_params conv = ge2_conv2d_defaults();
+        conv.padding[0] = conv.padding[1] = 1;
+        API(ge2_conv2d(g, h, *w, NULL, &conv, &h));
+        API(ge2_batch_norm_layer(g, l ? "bn2" : "bn1", h, 0.1, 1e-5, &h));
+        API(ge2_activate(g, h, GE2_ACT_RELU, 0.0f, &h));
+        ge2_pool2d_params pool = ge2_pool2d_square(2, 2, 0);
+        API(ge2_max_pool2d(g, h, &pool, &h));
+    }
+    API(ge2_flatten(g, h, &h));
+    const int64_t features = ge2_tensor_shape(h).dim[1];
+    API(ge2_parameter(g, "fc.weight", GE2_F32, ge2_shape2(CLASSES, features),
+                      (ge2_init){GE2_INIT_LINEAR_DEFAULT, 0, 0, features}, &fw));
+    API(ge2_parameter(g, "fc.bias", GE2_F32, ge2_shape1(CLASSES), (ge2_init){GE2_INIT_LINEAR_DEFAULT, 0, 0, features},
+                      &fb));
+    API(ge2_linear(g, h, fw, fb, GE2_ACT_NONE, 0, &h));
+    API(ge2_cross_entropy(g, h, labels, 0.0f, &loss));
+    API(ge2_mark_output(g, loss));
+    API(ge2_backward(g, loss));
+    ge2_optimizer_config adam = ge2_optimizer_defaults(GE2_OPT_ADAM);
+    adam.lr = 1e-2;
+    API(ge2_optimizer(g, &adam));
+    ge2_compile_options o = ge2_compile_defaults();
+    o.precision = precision;
+    API(ge2_compile(ctx, g, &o, &p));
+    if (check_operands) {
+        const ge2_graph *pg = ge2_program_graph(p);
+        int convs = 0;
+        for (int n = 0; n < pg->n_nodes; n++) {
+            const ge2_node *node = &pg->nodes[n];
+            if (node->op != GE2_OP_CONV2D && node->op != GE2_OP_CONV2D_GRAD_INPUT &&
+                node->op != GE2_OP_CONV2D_GRAD_WEIGHT)
+                continue;
+            convs++;
+            /* the operands: x, w; dy, w; dy, x (input 1 of the backward ops is a shape) */
+            for (int k = 0; k < 2; k++) {
+                const int slot = k == 0 ? 0 : node->op == GE2_OP_CONV2D ? 1 : 2;
+                const ge2_tensor *in = pg->tensors[node->inputs[slot]];
+                const bool weight = in->copy_of == w1->id || in->copy_of == w2->id;
+                ck_assert_msg(in->dtype == GE2_BF16 && (weight || (in->producer >= 0 && in->producer < n)),
+                              "node %d (%s) operand %d '%s' is %s, not a bf16 tensor made before it", n,
+                              ge2_op_name(node->op), slot, in->name, ge2_dtype_name(in->dtype));
+                ck_assert_msg(in->role == GE2_ROLE_PARAMETER_COPY || !weight, "'%s' is no parameter copy", in->name);
+            }
+        }
+        ck_assert_int_eq(convs, 5); /* conv1 needs no input gradient */
+    }
+    float xv[NB * HW * HW], last = 0;
+    int32_t yv[NB];
+    for (int i = 0; i < NB * HW * HW; i++)
+        xv[i] = (float)sin(0.37 * i) + 0.5f * (float)((i / (HW * HW)) % CLASSES);
+    for (int i = 0; i < NB; i++)
+        yv[i] = i % CLASSES;
+    ge2_feed f[2] = {{x, xv, x->shape}, {labels, yv, labels->shape}};
+    for (int s = 0; s < STEPS; s++) {
+        API(ge2_program_step(p, GE2_MODE_TRAIN, f, 2));
+        API(ge2_program_read_output(p, GE2_MODE_TRAIN, loss, &last, sizeof last));
+    }
+    ge2_program_free(p);
+    ge2_graph_free(g);
+    ge2_context_free(ctx);
+    return last;
+}
+
+START_TEST(bf16_cnn_trains_on_bf16_operands)
+{
+    const float bf16 = cnn_train(GE2_PRECISION_BF16, true), fp32 = cnn_train(GE2_PRECISION_FP32, false);
+    ck_assert_msg(isfinite(bf16) && bf16 < 0.5f && fabsf(bf16 - fp32) < 0.1f && bf16 != fp32,
+                  "after 30 steps: bf16 loss %g, fp32 %g", (double)bf16, (double)fp32);
 }
 END_TEST
 
@@ -358,9 +503,8 @@ static int f32_gemm_operands(const ge2_graph *g)
     for (int t = 0; t < g->n_tensors; t++) {
         bool read = false;
         for (int n = 0; n < g->n_nodes && !read; n++)
-            if (ge2_op_flags(g->nodes[n].op) & GE2_OPF_BF16_OPERANDS)
-                for (int slot = 0; slot < 2 && slot < g->nodes[n].n_inputs; slot++)
-                    read |= g->nodes[n].inputs[slot] == t;
+            for (int slot = 0; slot < g->nodes[n].n_inputs; slot++)
+                read |= ge2_op_bf16_operand(g->nodes[n].op, slot) && g->nodes[n].inputs[slot] == t;
         count += read && g->tensors[t]->dtype == GE2_F32;
     }
     return count;
@@ -422,7 +566,7 @@ START_TEST(bf16_storage_rounds_each_operand_once)
             for (int r = 0; r < pg->n_nodes; r++)
                 for (int i = 0; i < pg->nodes[r].n_inputs; i++)
                     if (pg->nodes[r].inputs[i] == node->outputs[o])
-                        ck_assert_msg((i < 2 && (ge2_op_flags(pg->nodes[r].op) & GE2_OPF_BF16_OPERANDS)) ||
+                        ck_assert_msg(ge2_op_bf16_operand(pg->nodes[r].op, i) ||
                                           (pg->nodes[r].op == GE2_OP_LINEAR_GRAD_INPUT && i == 2),
                                       "bf16 '%s' is read by node %d (%s) input %d",
                                       pg->tensors[node->outputs[o]]->name, r, ge2_op_name(pg->nodes[r].op), i);
@@ -431,7 +575,9 @@ START_TEST(bf16_storage_rounds_each_operand_once)
         if (!(ge2_op_flags(node->op) & GE2_OPF_BF16_OPERANDS))
             continue;
         gemms++;
-        for (int slot = 0; slot < 2; slot++) {
+        for (int slot = 0; slot < node->n_inputs; slot++) {
+            if (!ge2_op_bf16_operand(node->op, slot))
+                continue;
             /* a bf16 tensor made before it, or a weight's bf16 copy (the optimizer writes it) */
             const ge2_tensor *in = pg->tensors[node->inputs[slot]];
             const bool copy = in->role == GE2_ROLE_PARAMETER_COPY && in->copy_of >= 0 &&
@@ -739,6 +885,7 @@ int main(void)
     tcase_add_test(tc, a_bf16_tensor_makes_a_bf16_linear);
     tcase_add_test(tc, a_layer_trains_in_bf16);
     tcase_add_test(tc, bf16_conv2d_is_the_rounded_convolution);
+    tcase_add_test(tc, bf16_cnn_trains_on_bf16_operands);
     tcase_add_test(tc, bf16_weight_gradient_is_the_rounded_product);
     tcase_add_test(tc, bf16_storage_rounds_each_operand_once);
     tcase_add_test(tc, bf16_bias_gradient_sums_the_rounded_gradient);
