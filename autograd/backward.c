@@ -7,7 +7,7 @@
 #include "graph/alloc.h"
 #include "graph/error.h"
 #include "graph/op_support.h"
-#include "ops/ops.h" /* ADD sums a gradient used twice, SCALE seeds the loss */
+#include "ops/ops.h" /* ADD sums a gradient used twice, LOSS_SCALE seeds the backward */
 
 bool ge2_ag_wants(const ge2_autograd *ag, int id) { return id >= 0 && id < ag->n_forward_tensors && ag->needs[id]; }
 
@@ -47,14 +47,15 @@ ge2_status ge2_ag_dy_tensor(ge2_autograd *ag, int dy, int *out)
         return GE2_OK;
     }
     if (ag->seed < 0) {
+        /* d loss / d loss: 1, times the loss scale under dynamic loss
+         * scaling (ge2_loss_scaling), so the seed is read from the control
+         * block every step */
         ge2_graph *g = ag->graph;
-        const ge2_tensor *loss = g->tensors[g->loss];
-        double one64 = 1.0;
-        float one32 = 1.0f;
-        ge2_tensor *t;
-        GE2_TRY(ge2_constant(g, "ge2_grad_seed", loss->dtype, ge2_shape0(),
-                             loss->dtype == GE2_F64 ? (const void *)&one64 : (const void *)&one32, &t));
-        ag->seed = t->id;
+        ge2_attrs a;
+        memset(&a, 0, sizeof a);
+        a.loss.dtype = g->tensors[g->loss]->dtype;
+        GE2_TRY(ge2_ag_emit(ag, GE2_OP_LOSS_SCALE, NULL, 0, &a, &ag->seed));
+        snprintf(g->tensors[ag->seed]->name, sizeof g->tensors[ag->seed]->name, "ge2_grad_seed");
     }
     *out = ag->seed;
     return GE2_OK;

@@ -186,7 +186,7 @@ static ge2_status init_control(ge2_program *program)
     memset(c, 0, sizeof *c);
     const ge2_optimizer_config *cfg = ge2_program_optimizer_config(program);
     c->base_lr = cfg ? (float)cfg->lr : 0.0f;
-    c->loss_scale = 1.0f;
+    c->loss_scale = cfg && cfg->loss_scaling.dynamic ? (float)cfg->loss_scaling.init_scale : 1.0f;
     c->clip_factor = 1.0f;
     c->rng_seed = program->graph->seed;
     c->ranks = program->options.o.collective ? program->options.o.collective->world : 1;

@@ -54,6 +54,18 @@ ge2_status ge2_program_step_count(ge2_program *program, int64_t *steps)
     return GE2_OK;
 }
 
+ge2_status ge2_program_loss_scale(ge2_program *program, double *scale, int64_t *skipped_steps)
+{
+    if (!program || !scale || !skipped_steps)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT,
+                         "ge2_program_loss_scale: program, scale and skipped_steps must not be NULL");
+    ge2_control c;
+    GE2_TRY(program->backend->download(program->bctx, &c, program->control, sizeof c));
+    *scale = c.loss_scale;
+    *skipped_steps = c.skipped_steps;
+    return GE2_OK;
+}
+
 /* ---------------------------------------------- parameters and buffers */
 
 /* Where t, a tensor of the persistent pool of `role`, lives on the device;

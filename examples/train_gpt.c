@@ -73,7 +73,7 @@ static int usage(FILE *to, int code)
             "  --save FILE              write a checkpoint (safetensors) when training stops\n"
             "  --resume FILE            continue from a checkpoint (its step, optimizer state and dropout stream)\n"
             "  --precision P            the GEMMs' arithmetic: fp32 (default), tf32 (CUDA) or bf16 (operands\n"
-            "                           rounded to bf16, fp32 sums; CUDA: not conv2d yet; docs/mixed-precision.md)\n"
+            "                           rounded to bf16, fp32 sums; docs/mixed-precision.md)\n"
             "  --plan-report            print the train step's memory plan (pools, and what is live at the arena's peak)\n"
             "  --kernel-report          print which kernel each node of the train step ran\n"
             "  --time-launches          time each launch (CUDA: eager steps); the kernel report gives their mean\n"

@@ -18,7 +18,11 @@
 typedef struct ge2_control {
     /* written by the host between steps (ge2_set_lr) */
     float base_lr;
-    float loss_scale;   /* 1 for fp32 training */
+    /* What the backward's seed (LOSS_SCALE) and the cross-entropy's
+     * gradient are multiplied by: 1, or under dynamic loss scaling
+     * (ge2_loss_scaling) its scale, which the program sets when it is made
+     * and the optimizer's commit moves (optim/optimizer_math.h) */
+    float loss_scale;
     uint64_t rng_seed;
     /* written once, when the program is made: the ranks of its process
      * group (ge2_compile_options.collective), whose summed gradients the
@@ -35,6 +39,12 @@ typedef struct ge2_control {
     float grad_norm;        /* global L2 norm of the gradients, before clipping */
     float clip_factor;      /* min(1, clip_norm / (grad_norm + 1e-6)); 1 without clipping */
     uint64_t rng_offset;    /* advanced by the optimizer's commit every train step; read by kernels that draw random numbers (dropout) */
+    /* dynamic loss scaling: GRAD_NORM sets found_inf when this step's
+     * gradients hold an inf or a NaN; the commit clears it, counts the
+     * clean steps since the scale last moved and the steps skipped */
+    int32_t found_inf;
+    int32_t scale_good_steps;
+    int64_t skipped_steps;
 
     /* scratch for kernels that finish a reduction across blocks in one launch */
     uint32_t blocks_done;

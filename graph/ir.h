@@ -91,6 +91,7 @@ typedef struct ge2_slice_attrs {
 
 typedef struct ge2_loss_attrs {
     float label_smoothing;
+    ge2_dtype dtype; /* LOSS_SCALE: the seed's, which is the loss's */
 } ge2_loss_attrs;
 
 typedef struct ge2_optim_attrs {

@@ -47,6 +47,10 @@ ge2_optimizer_config ge2_optimizer_defaults(ge2_optimizer_kind kind)
     c.schedule.kind = GE2_SCHEDULE_CONSTANT;
     c.schedule.gamma = 0.1;
     c.accumulation_steps = 1;
+    c.loss_scaling.init_scale = 65536.0;
+    c.loss_scaling.growth_factor = 2.0;
+    c.loss_scaling.backoff_factor = 0.5;
+    c.loss_scaling.growth_interval = 2000;
     return c;
 }
 
@@ -131,6 +135,17 @@ ge2_status ge2_opt_validate(const ge2_optimizer_config *c)
         return BAD("update_mode is unknown:", "%d", (int)c->update_mode);
     if (c->bucket_bytes < 0)
         return BAD("bucket_bytes must be >= 0 (0: 25 MiB), got", "%lld", (long long)c->bucket_bytes);
+    const ge2_loss_scaling *ls = &c->loss_scaling;
+    if (ls->dynamic) {
+        if (!(ls->init_scale > 0) || !isfinite(ls->init_scale) || ls->init_scale > 3.0e38)
+            return BAD("loss_scaling.init_scale must be > 0 and a finite float, got", "%g", ls->init_scale);
+        if (!(ls->growth_factor > 1) || !isfinite(ls->growth_factor))
+            return BAD("loss_scaling.growth_factor must be > 1, got", "%g", ls->growth_factor);
+        if (!(ls->backoff_factor > 0 && ls->backoff_factor < 1))
+            return BAD("loss_scaling.backoff_factor must be in (0, 1), got", "%g", ls->backoff_factor);
+        if (ls->growth_interval < 1 || ls->growth_interval > INT32_MAX)
+            return BAD("loss_scaling.growth_interval must be in [1, 2^31), got", "%lld", (long long)ls->growth_interval);
+    }
     return validate_schedule(c);
 }
 
@@ -154,6 +169,10 @@ static bool per_parameter_refused(const ge2_graph *g, const ge2_optimizer_config
 {
     if (c->clip_norm > 0) {
         snprintf(why, size, "clip_norm %g needs the global norm of every gradient before any update", c->clip_norm);
+        return true;
+    }
+    if (c->loss_scaling.dynamic) {
+        snprintf(why, size, "dynamic loss scaling checks every gradient for infs before any update");
         return true;
     }
     if (c->accumulation_steps > 1) {
@@ -391,7 +410,8 @@ ge2_status ge2_optimizer(ge2_graph *graph, const ge2_optimizer_config *config)
     } else {
         if (config->data_parallel)
             st = add_flat_all_reduces(graph, &attrs);
-        if (st == GE2_OK && config->clip_norm > 0)
+        /* the norm for clipping, and loss scaling's check for infs */
+        if (st == GE2_OK && (config->clip_norm > 0 || config->loss_scaling.dynamic))
             st = ge2_graph_add_node(graph, GE2_OP_GRAD_NORM, GE2_PHASE_OPTIMIZER, NULL, 0, 0, &attrs, NULL);
         if (st == GE2_OK)
             st = ge2_graph_add_node(graph, GE2_OP_OPTIMIZER_UPDATE, GE2_PHASE_OPTIMIZER, NULL, 0, 0, &attrs, NULL);

@@ -6,8 +6,9 @@
  * difference, never a formula difference.
  *
  * Control-block protocol (graph/control.h). One training step runs GRAD_NORM
- * (only when clip_norm > 0) then OPTIMIZER_UPDATE over the flat pools; or,
- * with per-parameter updates (no clipping, no accumulation), one
+ * (only when clip_norm > 0 or under dynamic loss scaling) then
+ * OPTIMIZER_UPDATE over the flat pools; or, with per-parameter updates (no
+ * clipping, no loss scaling, no accumulation), one
  * OPTIMIZER_UPDATE per layer, each right after that layer's gradients (every
  * one an "update node" below; attrs.optim.update_nodes counts them). The host writes only
  * control->base_lr (ge2_set_lr), between steps. Everything else is derived on
@@ -28,10 +29,13 @@
  *      during the update.
  *   3. GRAD_NORM (update steps only) reduces the squared effective gradient
  *      (the accumulated mean, see ge2_opt_effective_grad; the ranks' mean
- *      under data parallelism, ge2_opt_rank_average) into grad_norm and
- *      writes clip_factor = ge2_clip_factor(clip_norm, grad_norm). Without
- *      clipping nothing writes clip_factor; scalars use 1 then.
- *   4. OPTIMIZER_UPDATE, on an update step, runs ge2_opt_take_accum then
+ *      under data parallelism, ge2_opt_rank_average; unscaled under loss
+ *      scaling, ge2_opt_unscale) into grad_norm and writes clip_factor =
+ *      ge2_clip_factor(clip_norm, grad_norm), and under dynamic loss
+ *      scaling found_inf when the sum is not finite (it runs then even
+ *      without clipping). Without clipping scalars use a clip factor of 1.
+ *   4. OPTIMIZER_UPDATE, on an update step (not skipped, ge2_opt_skipped),
+ *      runs ge2_opt_take_accum then
  *      the kind's ge2_opt_sgd_element / ge2_opt_adam_element on every
  *      element of its spans (ops/optimizer/optimizer_spans.h: the flat pools, or
  *      its parameters); on a micro-step it only adds the gradients into the
@@ -202,6 +206,23 @@ static inline GE2_HD bool ge2_opt_is_update_step(const ge2_optimizer_config *cfg
     return ctl->micro_step + 1 >= cfg->accumulation_steps;
 }
 
+/* Dynamic loss scaling (cfg->loss_scaling, torch.amp.GradScaler): the
+ * factor that takes the scaled gradients back to the loss's own, 1 / scale
+ * (exact for the powers of two GradScaler's defaults keep the scale at);
+ * exactly 1 without scaling. */
+static inline GE2_HD float ge2_opt_unscale(const ge2_optimizer_config *cfg, const ge2_control *ctl)
+{
+    return cfg->loss_scaling.dynamic ? 1.0f / ctl->loss_scale : 1.0f;
+}
+
+/* Whether this update step is skipped: GRAD_NORM found an inf or a NaN in
+ * the scaled gradients. The update then leaves parameters and state alone
+ * (an accumulation slot is still cleared) and the commit backs the scale off. */
+static inline GE2_HD bool ge2_opt_skipped(const ge2_optimizer_config *cfg, const ge2_control *ctl)
+{
+    return cfg->loss_scaling.dynamic && ctl->found_inf != 0;
+}
+
 /* The per-update scalars every element of one update shares, with the
  * config's coefficients already in f32 (converted once per update, not per
  * element; the f32 values are what torch's f32 tensor ops use too). */
@@ -211,7 +232,7 @@ typedef struct ge2_opt_scalars {
     float bc1, bc2;      /* 1 - beta1^t, 1 - beta2^t */
     float step_size;     /* Adam: lr / bc1 */
     float bc2_sqrt;      /* Adam: sqrt(bc2) */
-    float grad_scale;    /* clip factor / ranks / accumulation_steps: applied to the raw (summed) gradient */
+    float grad_scale;    /* clip factor / ranks / accumulation_steps / loss scale: applied to the raw (summed) gradient */
     float decay;         /* AdamW: 1 - lr * weight_decay */
     float weight_decay;  /* SGD, Adam: coupled, g += weight_decay * p */
     float momentum, one_minus_dampening;
@@ -231,7 +252,7 @@ static inline GE2_HD ge2_opt_scalars ge2_opt_scalars_of(const ge2_optimizer_conf
     s.step_size = (float)((double)s.lr / bc1);
     s.bc2_sqrt = (float)sqrt(bc2);
     float clip = cfg->clip_norm > 0.0 ? ctl->clip_factor : 1.0f;
-    clip *= ge2_opt_rank_average(ctl);
+    clip *= ge2_opt_rank_average(ctl) * ge2_opt_unscale(cfg, ctl);
     s.grad_scale = cfg->accumulation_steps > 1 ? clip / (float)cfg->accumulation_steps : clip;
     s.decay = (float)(1.0 - (double)s.lr * cfg->weight_decay);
     s.weight_decay = cfg->kind == GE2_OPT_ADAMW ? 0.0f : (float)cfg->weight_decay;
@@ -332,10 +353,37 @@ static inline GE2_HD bool ge2_opt_node_done(ge2_control *ctl, int update_nodes)
     return true;
 }
 
-/* Step 5's commit; `update` says whether this step was an update step.
- * Every train step moves the random offset on, so the next one's dropout
- * masks (graph/philox.h) are fresh without the host. */
-static inline GE2_HD void ge2_opt_commit(ge2_control *ctl, bool update, const ge2_opt_scalars *s)
+/* Loss scaling's part of an update step's commit, GradScaler.update():
+ * after a skipped step the scale backs off and the clean-step count
+ * restarts; after growth_interval clean steps in a row it grows (unless
+ * that would overflow a float). True when the step was skipped. */
+static inline GE2_HD bool ge2_opt_scale_commit(const ge2_optimizer_config *cfg, ge2_control *ctl)
+{
+    const ge2_loss_scaling *ls = &cfg->loss_scaling;
+    const bool skipped = ctl->found_inf != 0;
+    ctl->found_inf = 0;
+    if (skipped) {
+        ctl->loss_scale *= (float)ls->backoff_factor;
+        ctl->scale_good_steps = 0;
+        ctl->skipped_steps += 1;
+        return true;
+    }
+    if (++ctl->scale_good_steps >= ls->growth_interval) {
+        const float grown = ctl->loss_scale * (float)ls->growth_factor;
+        if (isfinite(grown))
+            ctl->loss_scale = grown;
+        ctl->scale_good_steps = 0;
+    }
+    return false;
+}
+
+/* Step 5's commit; `update` says whether this step was an update step. A
+ * skipped one (loss scaling) leaves step, lr and bias corrections as they
+ * were, as a GradScaler that skips optimizer.step() does. Every train step
+ * moves the random offset on, so the next one's dropout masks
+ * (graph/philox.h) are fresh without the host. */
+static inline GE2_HD void ge2_opt_commit(ge2_control *ctl, const ge2_optimizer_config *cfg, bool update,
+                                         const ge2_opt_scalars *s)
 {
     ctl->rng_offset += 1;
     if (!update) {
@@ -343,6 +391,8 @@ static inline GE2_HD void ge2_opt_commit(ge2_control *ctl, bool update, const ge
         return;
     }
     ctl->micro_step = 0;
+    if (cfg->loss_scaling.dynamic && ge2_opt_scale_commit(cfg, ctl))
+        return;
     ctl->step = s->t;
     ctl->lr = s->lr;
     ctl->bias_correction1 = s->bc1;

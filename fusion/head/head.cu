@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(HEAD_WARPS *GE2_WARP)
     __shared__ float part[HEAD_WARPS][R][CMAX]; // [warp][row][class]
     __shared__ float row_logits[R][CMAX];
     const int lane = threadIdx.x % GE2_WARP, warp = threadIdx.x / GE2_WARP;
-    const float inv_rows = 1.0f / (float)rows;
+    const float inv_rows = 1.0f / (float)rows, dx_scale = inv_rows * ctl->loss_scale; // (ge2_loss_scaling)
     float my_loss = 0.0f;
     // The gradients kernel after this one may start launching now: it waits
     // for this grid's end before it reads dlogits.
@@ -96,7 +96,7 @@ __global__ void __launch_bounds__(HEAD_WARPS *GE2_WARP)
                 logits[(long long)r * cols + lane] = v;
             }
             __syncwarp();
-            my_loss += ge2_cross_entropy_row(row_logits[warp], cols, label, smoothing, inv_rows,
+            my_loss += ge2_cross_entropy_row(row_logits[warp], cols, label, smoothing, dx_scale,
                                              dlogits ? dlogits + (long long)r * cols : NULL);
         }
         __syncthreads(); // part and row_logits are the next rows'

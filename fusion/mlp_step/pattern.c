@@ -191,8 +191,8 @@ static bool check_loss_and_optimizer(finder *f)
         return refuse(f, "%lld classes (the loss epilogue holds a row in one tile of at most %d)",
                       (long long)p->out[p->n_layers - 1], GE2_MLP_STEP_MAX_WIDTH);
     const ge2_optimizer_config *cfg = &f->nodes[p->optimizer]->attrs.optim.config;
-    if (cfg->amsgrad || cfg->clip_norm > 0.0 || cfg->accumulation_steps > 1)
-        return refuse(f, "optimizer with amsgrad, clipping or accumulation");
+    if (cfg->amsgrad || cfg->clip_norm > 0.0 || cfg->accumulation_steps > 1 || cfg->loss_scaling.dynamic)
+        return refuse(f, "optimizer with amsgrad, clipping, accumulation or loss scaling");
     return true;
 }
 

@@ -210,8 +210,9 @@ typedef struct ge2_launch {
  * so the next copy starts 256-byte aligned. */
 static inline size_t ge2_bf16_copy_bytes(int64_t n) { return ((size_t)n * 2 + 255) / 256 * 256; }
 
-/* Whether a GEMM-class launch multiplies bf16 operands: under precision
- * BF16, or when one of its operands (inputs 0 and 1) is a bf16 tensor. */
+/* Whether a GEMM-class launch whose operands are inputs 0 and 1 (the
+ * linear family's) multiplies bf16 operands: under precision BF16, or when
+ * one of them is a bf16 tensor. */
 static inline bool ge2_launch_bf16_gemm(const ge2_launch *l)
 {
     return l->bf16_operands || (l->n_in > 1 && (l->in[0].dtype == GE2_BF16 || l->in[1].dtype == GE2_BF16));

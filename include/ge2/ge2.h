@@ -389,7 +389,8 @@ typedef enum ge2_update_mode {
     GE2_UPDATE_AUTO,
     GE2_UPDATE_FLAT,
     /* Allowed without clip_norm (the global norm needs every gradient before
-     * any update), without accumulation_steps > 1 (gradients outlive the
+     * any update), without dynamic loss scaling (likewise: every gradient
+     * is checked for infs first), without accumulation_steps > 1 (gradients outlive the
      * step), when every parameter has a gradient and none is a marked output
      * (ge2_mark_output before ge2_optimizer); ge2_optimizer refuses it
      * otherwise, saying which */
@@ -398,6 +399,23 @@ typedef enum ge2_update_mode {
 } ge2_update_mode;
 
 const char *ge2_update_mode_name(ge2_update_mode mode); /* "auto", "flat", "per_parameter" */
+
+/* Dynamic loss scaling with torch.amp.GradScaler's rules, all on the device
+ * (the scale lives in the control block: no host sync, no re-capture): the
+ * backward starts from the loss times the scale, and the update divides
+ * the gradients by it. An update step whose gradients hold an inf or a NaN
+ * is skipped (parameters, optimizer state and the step count untouched)
+ * and the scale multiplied by backoff_factor; after growth_interval clean
+ * steps in a row it is multiplied by growth_factor. What precision FP16
+ * needs, whose small gradients would flush to zero; in fp32 and bf16 a
+ * power-of-two scale changes no bit of a step that does not overflow. */
+typedef struct ge2_loss_scaling {
+    bool dynamic;          /* off by default */
+    double init_scale;     /* 65536, GradScaler's */
+    double growth_factor;  /* 2 */
+    double backoff_factor; /* 0.5 */
+    int64_t growth_interval; /* 2000 */
+} ge2_loss_scaling;
 
 /* torch.optim semantics. */
 typedef struct ge2_optimizer_config {
@@ -433,6 +451,9 @@ typedef struct ge2_optimizer_config {
      * default) or GE2_MAX_INPUTS gradients. With per-parameter updates each
      * update node's gradients are one bucket. */
     int64_t bucket_bytes;
+    /* Off by default; with it the update is FLAT (every gradient is checked
+     * before any update), and ge2_program_loss_scale reads the scale. */
+    ge2_loss_scaling loss_scaling;
 } ge2_optimizer_config;
 
 /* PyTorch's defaults for the kind (Adam: lr 1e-3, betas 0.9/0.999, eps 1e-8; SGD: lr 0.01). */
@@ -467,17 +488,17 @@ typedef enum ge2_gemm_kernels {
     GE2_GEMM_KERNELS_COUNT
 } ge2_gemm_kernels;
 
-/* The arithmetic of GEMM-class ops (linear, matmul, conv2d and their
- * backward GEMMs; attention not yet). Reductions, normalizations, losses and the optimizer stay fp32.
- * docs/mixed-precision.md is the plan for the rest of bf16. */
+/* The arithmetic of GEMM-class ops (linear, matmul, conv2d, attention and
+ * their backward GEMMs). Reductions, normalizations, losses and the
+ * optimizer stay fp32. docs/mixed-precision.md is the design. */
 typedef enum ge2_precision {
     GE2_PRECISION_FP32, /* fp32 GEMMs: CUDA matches the CPU */
     GE2_PRECISION_TF32, /* CUDA: TF32 tensor-core GEMMs; the CPU stays fp32 */
     /* operands rounded to bf16 (nearest even), products accumulated in fp32,
-     * as a bf16 tensor-core GEMM computes (PyTorch's autocast numbers). Both
-     * backends round every operand (CUDA into bf16 copies that cuBLASLt
-     * multiplies, in scratch the backend holds per key); CUDA convolutions
-     * refuse it (not yet); attention stays fp32 on both. */
+     * as a bf16 tensor-core GEMM computes (PyTorch's autocast numbers), and
+     * every tensor only GEMMs read stored in bf16. Convolutions round their
+     * results to bf16 too (cuDNN's bf16 engines write bf16); CUDA attention
+     * is cuDNN's bf16 flash attention, the CPU's stays fp32. */
     GE2_PRECISION_BF16,
     GE2_PRECISION_COUNT
 } ge2_precision;
@@ -633,6 +654,11 @@ ge2_status ge2_set_lr(ge2_program *program, double lr);
 ge2_status ge2_get_lr(ge2_program *program, double *lr);
 /* Optimizer steps taken. */
 ge2_status ge2_program_step_count(ge2_program *program, int64_t *steps);
+/* Dynamic loss scaling (ge2_optimizer_config.loss_scaling): the scale the
+ * next step's backward starts from, and the update steps skipped so far
+ * for gradients with an inf or a NaN. Without it: 1 and 0. Reads the
+ * device's control block (waits for the steps enqueued). */
+ge2_status ge2_program_loss_scale(ge2_program *program, double *scale, int64_t *skipped_steps);
 
 /* Parameter values, as host copies in the parameter's dtype. */
 ge2_status ge2_program_get_parameter(ge2_program *program, const ge2_tensor *param, void *dst, size_t bytes);

@@ -78,7 +78,7 @@ void ge2_cuda_conv2d_release(ge2_launch *launch);
 const char *ge2_cuda_conv2d_describe(const ge2_launch *launch);
 size_t ge2_cuda_conv2d_bf16_scratch_bytes(const ge2_launch *launch);
 
-/* cuda.cu (f32): ge2's direct kernels, and the bias kernels cuDNN's plans
+/* cuda.cu (f32, or bf16 operands): ge2's direct kernels, and the bias kernels cuDNN's plans
  * need; enqueue on launch->stream, capturable */
 ge2_status ge2_cuda_conv2d_direct(const ge2_launch *launch);
 ge2_status ge2_cuda_conv2d_grad_input_direct(const ge2_launch *launch);

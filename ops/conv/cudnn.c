@@ -1,6 +1,7 @@
 /* The convolution ops' CUDA kernels: a cuDNN plan per launch, made at
  * prepare, or ge2's direct kernels (cuda.cu) where cuDNN is missing or has
- * no engine the launch allows (deterministic, full fp32 unless TF32 is on);
+ * no engine the launch allows (deterministic; full fp32 unless TF32 is on,
+ * fp32 sums of bf16 products under BF16);
  * the kernel report says which and why. Bias, which cuDNN's single
  * convolution operations lack, is ge2's kernel after (or, for its gradient,
  * beside) the plan.
@@ -119,9 +120,12 @@ static ge2_status make_op(const ge2_launch *l, conv_plan *p)
     operands(l, &xs, &ws);
     ge2_conv2d_geom g = ge2_conv2d_geom_of(&l->node->attrs.conv2d, xs, ws);
     const int64_t dims[3][4] = {{g.n, g.c, g.h, g.w}, {g.o, g.cg, g.kh, g.kw}, {g.n, g.o, g.oh, g.ow}};
-    const int type = multiplies_bf16(l) ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+    const bool bf16 = multiplies_bf16(l);
+    const int type = bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
     for (int i = 0; i < 3; i++) {
-        const ge2_cudnn_tensor_spec spec = {UID_X + i, type, 4, dims[i], NULL, false, false, 0};
+        /* the bf16 tensors: 256-byte aligned scratch copies, or the arena's
+         * (the planner aligns every tensor to 256 bytes) */
+        const ge2_cudnn_tensor_spec spec = {UID_X + i, type, 4, dims[i], NULL, false, false, bf16 ? 16 : 4};
         GE2_TRY(ge2_cudnn_tensor_of(&spec, &p->tensors[i]));
     }
     const int64_t stride[2] = {g.sh, g.sw}, padding[2] = {g.ph, g.pw}, dilation[2] = {g.dh, g.dw};
@@ -269,8 +273,8 @@ static ge2_status prepare(ge2_launch *l)
     const bool bf16 = multiplies_bf16(l);
     char why[160] = "";
     bool f32 = true;
-    for (int i = 0; i < l->n_in; i++)
-        f32 = f32 && l->in[i].dtype == GE2_F32;
+    for (int i = 0; i < l->n_in; i++) /* (a backward op's input 1 is only a shape) */
+        f32 = f32 && (l->in[i].dtype == GE2_F32 || (i == 1 && l->node->op != GE2_OP_CONV2D));
     if (!f32 && !bf16)
         snprintf(why, sizeof why, "not f32");
     else if (ge2_cudnn_available() != GE2_OK)

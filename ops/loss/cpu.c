@@ -4,10 +4,12 @@
  * still divides by B), as on CUDA. */
 #include <math.h>
 
+#include "graph/control.h"
 #include "kernels/cpu/cpu_util.h"
 #include "ops/loss/loss.h"
 
-/* in: logits [B, C], labels [B] i32; out: loss [] (mean over B), dlogits [B, C] = d loss / d logits
+/* in: logits [B, C], labels [B] i32; out: loss [] (mean over B), dlogits [B, C] = d loss / d logits times the
+ * control block's loss_scale (1 unless the optimizer scales the loss)
  * With label smoothing eps the target is q = (1 - eps) onehot + eps / C (PyTorch). */
 #define CROSS_ENTROPY(T, SUF)                                                                                     \
     static ge2_status cross_entropy_##SUF(const ge2_launch *l)                                                  \
@@ -17,6 +19,7 @@
         T *loss = l->out[0].data, *dx = l->n_out > 1 ? l->out[1].data : NULL;                                   \
         int64_t rows = l->in[0].shape.dim[0], c = l->in[0].shape.dim[1];                                        \
         double eps = l->node->attrs.loss.label_smoothing, off = eps / (double)c, total = 0;                     \
+        const double scale = l->control ? l->control->loss_scale : 1.0; /* the loss scale's, ge2_loss_scaling */ \
         for (int64_t r = 0; r < rows; r++) {                                                                    \
             const T *xr = x + r * c;                                                                            \
             int32_t y = labels[r];                                                                              \
@@ -34,7 +37,7 @@
                 total += log(sum) - qx;                                                                         \
             for (int64_t i = 0; dx && i < c; i++) {                                                             \
                 double p = exp((double)(xr[i] - mx)) / sum, q = off + (i == y ? 1.0 - eps : 0.0);               \
-                dx[r * c + i] = valid ? (T)((p - q) / (double)rows) : (T)0;                                     \
+                dx[r * c + i] = valid ? (T)((p - q) / (double)rows * scale) : (T)0;                             \
             }                                                                                                   \
         }                                                                                                       \
         if (loss)                                                                                               \
@@ -85,3 +88,15 @@ GE2_CPU_DEFINE_BOTH(ACCURACY)
 ge2_status ge2_cpu_cross_entropy(const ge2_launch *l) { return GE2_CPU_DISPATCH(cross_entropy, l, l->in[0].dtype); }
 ge2_status ge2_cpu_mse_loss(const ge2_launch *l) { return GE2_CPU_DISPATCH(mse_loss, l, l->in[0].dtype); }
 ge2_status ge2_cpu_accuracy(const ge2_launch *l) { return GE2_CPU_DISPATCH(accuracy, l, l->in[0].dtype); }
+
+/* out: the seed [] = the control block's loss_scale (1 without one: a
+ * graph run outside a program) */
+ge2_status ge2_cpu_loss_scale(const ge2_launch *l)
+{
+    const double scale = l->control ? l->control->loss_scale : 1.0;
+    if (l->out[0].dtype == GE2_F64)
+        *(double *)l->out[0].data = scale;
+    else
+        *(float *)l->out[0].data = (float)scale;
+    return GE2_OK;
+}

@@ -1,5 +1,5 @@
 // Losses and metrics: CROSS_ENTROPY (softmax, mean loss and dlogits fused in
-// one kernel), MSE_LOSS and ACCURACY.
+// one kernel), MSE_LOSS and ACCURACY; LOSS_SCALE, the backward's seed.
 //
 // Each is one launch that ends in a scalar. No zero-fill kernel or memset
 // node precedes it: ge2_grid_sum (block_reduce.h) has every block write its
@@ -19,17 +19,19 @@
 
 // Row r is handled by warp (r % (gridDim.x * GE2_LOSS_WARPS)) of the launch.
 // A label outside [0, C) is never used as an index: its row contributes zero
-// loss and zero gradient (the mean still divides by B).
+// loss and zero gradient (the mean still divides by B). dlogits is the
+// gradient of the loss times the control block's loss_scale (1 unless the
+// optimizer scales the loss: ge2_loss_scaling).
 __global__ void ge2_cross_entropy_kernel(int rows, int cols, float smoothing, const float *logits /* [B, C] */,
                                          const int *labels /* [B] */, float *loss /* [] */,
                                          float *dlogits /* [B, C] or NULL */, ge2_control *ctl)
 {
     int lane = threadIdx.x % GE2_WARP, warp = threadIdx.x / GE2_WARP;
     int warps = gridDim.x * GE2_LOSS_WARPS;
-    float inv_rows = 1.0f / (float)rows;
+    float inv_rows = 1.0f / (float)rows, dx_scale = inv_rows * ctl->loss_scale;
     float my_loss = 0.0f;
     for (int r = blockIdx.x * GE2_LOSS_WARPS + warp; r < rows; r += warps)
-        my_loss += ge2_cross_entropy_row(logits + (long long)r * cols, cols, labels[r], smoothing, inv_rows,
+        my_loss += ge2_cross_entropy_row(logits + (long long)r * cols, cols, labels[r], smoothing, dx_scale,
                                          dlogits ? dlogits + (long long)r * cols : NULL);
     float total;
     if (!ge2_grid_sum(lane == 0 ? my_loss : 0.0f, ctl, &total))
@@ -74,6 +76,9 @@ __global__ void ge2_accuracy_kernel(int rows, int cols, const float *logits /* [
         *correct = total;
     ge2_ticket_reset(&ctl->blocks_done);
 }
+
+// The backward's seed: the control block's loss_scale (one thread)
+__global__ void ge2_loss_scale_kernel(const ge2_control *ctl, float *seed) { *seed = ctl->loss_scale; }
 
 // ----------------------------------------------------------------- launchers
 
@@ -132,4 +137,14 @@ extern "C" ge2_status ge2_cuda_accuracy_launch(const ge2_launch *l)
         (int)rows, (int)cols, (const float *)l->in[0].data, (const int *)l->in[1].data, (float *)l->out[0].data,
         l->control);
     return ge2_cuda_check_launch(l, "ge2_accuracy_kernel");
+}
+
+extern "C" ge2_status ge2_cuda_loss_scale_launch(const ge2_launch *l)
+{
+    GE2_TRY(ge2_cuda_require_f32(l, 0));
+    GE2_TRY(ge2_cuda_require_control(l));
+    if (!l->out[0].data)
+        return GE2_OK;
+    ge2_loss_scale_kernel<<<1, 1, 0, ge2_cuda_stream(l)>>>(l->control, (float *)l->out[0].data);
+    return ge2_cuda_check_launch(l, "ge2_loss_scale_kernel");
 }

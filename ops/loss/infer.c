@@ -46,3 +46,14 @@ ge2_status ge2_infer_MSE_LOSS(const ge2_node *node, const ge2_desc *in, ge2_desc
     out[0] = (ge2_desc){in[0].dtype, ge2_shape0(), NULL};
     return GE2_OK;
 }
+
+/* no inputs -> the seed [] in the loss's dtype (attrs.loss.dtype) */
+ge2_status ge2_infer_LOSS_SCALE(const ge2_node *node, const ge2_desc *in, ge2_desc *out)
+{
+    (void)in;
+    const ge2_dtype dtype = node->attrs.loss.dtype;
+    if (dtype != GE2_F32 && dtype != GE2_F64)
+        return ge2_error(GE2_ERR_DTYPE, GE2_OP_PREFIX "loss_scale: the seed is f32 or f64, not %s", ge2_dtype_name(dtype));
+    out[0] = (ge2_desc){dtype, ge2_shape0(), NULL};
+    return GE2_OK;
+}

@@ -1,5 +1,8 @@
 /* The loss family: CROSS_ENTROPY (mean over the batch, label smoothing,
- * its gradient as a second output), MSE_LOSS and the ACCURACY metric.
+ * its gradient as a second output), MSE_LOSS, the ACCURACY metric, and
+ * LOSS_SCALE, the backward's seed: d loss / d loss, a scalar that is the
+ * control block's loss_scale (1 unless the optimizer scales the loss,
+ * ge2_loss_scaling). CROSS_ENTROPY's gradient output is scaled by it too.
  * loss_row.h is one row's cross-entropy, shared with the fused head kernels.
  *
  * ops.c holds the definitions (registered by ops/builtin.def's line for
@@ -22,6 +25,7 @@ extern "C" {
 ge2_status ge2_infer_CROSS_ENTROPY(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
 ge2_status ge2_infer_MSE_LOSS(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
 ge2_status ge2_infer_ACCURACY(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
+ge2_status ge2_infer_LOSS_SCALE(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
 
 /* backward.c */
 ge2_status ge2_backward_cross_entropy(ge2_autograd *ag, const ge2_node *node, const int *dy);
@@ -32,16 +36,19 @@ ge2_status ge2_backward_mse_loss(ge2_autograd *ag, const ge2_node *node, const i
 ge2_status ge2_cpu_cross_entropy(const ge2_launch *l);
 ge2_status ge2_cpu_mse_loss(const ge2_launch *l);
 ge2_status ge2_cpu_accuracy(const ge2_launch *l);
+ge2_status ge2_cpu_loss_scale(const ge2_launch *l);
 
 /* CUDA launchers (f32): enqueue on launch->stream, capturable */
 ge2_status ge2_cuda_cross_entropy_launch(const ge2_launch *launch);
 ge2_status ge2_cuda_mse_loss_launch(const ge2_launch *launch);
 ge2_status ge2_cuda_accuracy_launch(const ge2_launch *launch);
+ge2_status ge2_cuda_loss_scale_launch(const ge2_launch *launch);
 
 /* ops.c */
 extern const ge2_op_def ge2_op_def_cross_entropy;
 extern const ge2_op_def ge2_op_def_mse_loss;
 extern const ge2_op_def ge2_op_def_accuracy;
+extern const ge2_op_def ge2_op_def_loss_scale;
 
 #ifdef __cplusplus
 }

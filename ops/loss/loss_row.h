@@ -9,11 +9,12 @@
 
 // Softmax cross-entropy of one row of logits x [cols] against label y,
 // smoothed: -(1-eps) log p_y - eps/C sum_c log p_c, with log p_c = x_c - lse.
-// Writes dx [cols] = (p - target) * inv_rows when dx is not NULL. A label
+// Writes dx [cols] = (p - target) * dx_scale when dx is not NULL: 1 / rows
+// for the mean loss's gradient, times the control block's loss_scale. A label
 // outside [0, cols) is never used as an index: the row gives zero loss and
 // zero gradient. The returned loss is the same in every lane.
 __device__ __forceinline__ float ge2_cross_entropy_row(const float *x /* [cols] */, int cols, int y, float smoothing,
-                                                       float inv_rows, float *dx /* [cols] or NULL */)
+                                                       float dx_scale, float *dx /* [cols] or NULL */)
 {
     const int lane = threadIdx.x % GE2_WARP;
     const float off_target = smoothing / (float)cols;      /* smoothed target of every class */
@@ -36,7 +37,7 @@ __device__ __forceinline__ float ge2_cross_entropy_row(const float *x /* [cols] 
         for (int c = lane; c < cols; c += GE2_WARP) {
             float p = expf(x[c] - m) * inv_s;
             float target = c == y ? on_target : off_target;
-            dx[c] = valid ? (p - target) * inv_rows : 0.0f;
+            dx[c] = valid ? (p - target) * dx_scale : 0.0f;
         }
     }
     return valid ? (1.0f - smoothing) * (lse - x[y]) + off_target * ((float)cols * lse - sx) : 0.0f;

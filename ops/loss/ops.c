@@ -38,3 +38,16 @@ const ge2_op_def ge2_op_def_accuracy = {
     .cpu = ge2_cpu_accuracy,
     .cuda = {NULL, ge2_cuda_accuracy_launch, NULL, NULL},
 };
+
+/* -> the seed [] (no inputs: the control block's loss_scale) */
+const ge2_op_def ge2_op_def_loss_scale = {
+    .name = "loss_scale",
+    .min_inputs = 0,
+    .max_inputs = 0,
+    .max_outputs = 1,
+    .flags = GE2_OPF_NO_GRAD,
+    .infer = ge2_infer_LOSS_SCALE,
+    .backward = NULL,
+    .cpu = ge2_cpu_loss_scale,
+    .cuda = {NULL, ge2_cuda_loss_scale_launch, NULL, NULL},
+};

@@ -44,6 +44,15 @@ static ge2_status case_mse_loss(ge2_case_ctx *c)
     return ge2_case_last_node(c);
 }
 
+/* The seed, a node of its own (only the backward emits it) */
+static ge2_status case_loss_scale(ge2_case_ctx *c)
+{
+    ge2_attrs a;
+    memset(&a, 0, sizeof a);
+    a.loss.dtype = c->dtype;
+    return ge2_case_direct(c, GE2_OP_LOSS_SCALE, NULL, 0, 1, &a);
+}
+
 /* ------------------------------------------------- float64 references */
 
 static void ref_cross_entropy(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
@@ -99,8 +108,17 @@ static void ref_accuracy_of(const ge2_node *node, const ref_tensor *in, ref_tens
     ref_accuracy(in, out);
 }
 
+/* Outside a program (no control block) the seed is 1 */
+static void ref_loss_scale(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
+{
+    (void)node;
+    (void)in;
+    out[0].v[0] = 1.0;
+}
+
 /* --------------------------------------------------------- registration */
 
 GE2_OP_TEST(cross_entropy, GE2_CASE_GRADIENT, case_cross_entropy, ref_cross_entropy)
 GE2_OP_TEST(mse_loss, GE2_CASE_GRADIENT, case_mse_loss, ref_mse_loss)
 GE2_OP_TEST(accuracy, GE2_CASE_FORWARD, case_accuracy, ref_accuracy_of)
+GE2_OP_TEST(loss_scale, GE2_CASE_FORWARD, case_loss_scale, ref_loss_scale)

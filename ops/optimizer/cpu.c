@@ -31,13 +31,16 @@ ge2_status ge2_cpu_grad_norm(const ge2_launch *l)
     const ge2_opt_span *all = &spans.span[0];
     int accum_slot = ge2_opt_slots_of(cfg).accum;
     const float *accum = accum_slot >= 0 ? all->state + accum_slot * spans.stride : NULL; /* [n] */
+    const float unscale = ge2_opt_unscale(cfg, ctl);
     double sum = 0.0;
     for (int64_t i = 0; i < all->n; i++) {
-        double e = ge2_opt_effective_grad(cfg, all->grads[i], accum ? accum[i] : 0.0f);
+        double e = ge2_opt_effective_grad(cfg, all->grads[i], accum ? accum[i] : 0.0f) * unscale;
         sum += e * e;
     }
     ctl->grad_norm = (float)(sqrt(sum) * ge2_opt_rank_average(ctl));
     ctl->clip_factor = ge2_clip_factor(cfg->clip_norm, ctl->grad_norm);
+    if (cfg->loss_scaling.dynamic)
+        ctl->found_inf = !isfinite(sum);
     return GE2_OK;
 }
 
@@ -97,21 +100,24 @@ ge2_status ge2_cpu_optimizer_update(const ge2_launch *l)
     const ge2_optimizer_config *cfg = &l->node->attrs.optim.config;
     const ge2_opt_slots slots = ge2_opt_slots_of(cfg);
     ge2_control *ctl = l->control;
-    const bool update = ge2_opt_is_update_step(cfg, ctl);
+    const bool update = ge2_opt_is_update_step(cfg, ctl), skipped = update && ge2_opt_skipped(cfg, ctl);
     const ge2_opt_scalars s = ge2_opt_scalars_of(cfg, ctl);
     for (int k = 0; k < spans.count; k++) {
         const ge2_opt_span *span = &spans.span[k];
-        if (update) {
+        float *accum = slots.accum >= 0 ? span->state + slots.accum * spans.stride : NULL; /* [n] */
+        if (skipped) { /* the step's gradients are dropped, the accumulated ones with them */
+            for (int64_t i = 0; accum && i < span->n; i++)
+                accum[i] = 0.0f;
+        } else if (update) {
             update_span(cfg, &slots, span, spans.stride, &s);
             for (int64_t i = 0; span->copies && i < span->n; i++)
                 span->copies[i] = ge2_bf16_from_f32(span->params[i]);
-        } else {
-            float *accum = span->state + slots.accum * spans.stride; /* [n]: a micro-step implies the slot */
+        } else { /* a micro-step implies the slot */
             for (int64_t i = 0; i < span->n; i++)
                 accum[i] += span->grads[i];
         }
     }
     if (ge2_opt_node_done(ctl, l->node->attrs.optim.update_nodes))
-        ge2_opt_commit(ctl, update, &s);
+        ge2_opt_commit(ctl, cfg, update, &s);
     return GE2_OK;
 }

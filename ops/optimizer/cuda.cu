@@ -29,6 +29,7 @@ __global__ void ge2_grad_norm_kernel(long long n, const float *grads /* [n] */, 
     /* uniform across the launch: nobody writes micro_step during it */
     if (!ge2_opt_is_update_step(&cfg, ctl))
         return;
+    const float unscale = ge2_opt_unscale(&cfg, ctl); /* 1, or 1 / the loss scale */
     float acc = 0.0f;
     long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     long long stride = (long long)gridDim.x * blockDim.x;
@@ -39,14 +40,16 @@ __global__ void ge2_grad_norm_kernel(long long n, const float *grads /* [n] */, 
         for (long long i = tid; i < n / 4; i += stride) {
             float4 g = g4[i];
             float4 a = accum ? a4[i] : make_float4(0.f, 0.f, 0.f, 0.f);
-            float e[4] = {ge2_opt_effective_grad(&cfg, g.x, a.x), ge2_opt_effective_grad(&cfg, g.y, a.y),
-                          ge2_opt_effective_grad(&cfg, g.z, a.z), ge2_opt_effective_grad(&cfg, g.w, a.w)};
+            float e[4] = {ge2_opt_effective_grad(&cfg, g.x, a.x) * unscale,
+                          ge2_opt_effective_grad(&cfg, g.y, a.y) * unscale,
+                          ge2_opt_effective_grad(&cfg, g.z, a.z) * unscale,
+                          ge2_opt_effective_grad(&cfg, g.w, a.w) * unscale};
             acc += e[0] * e[0] + e[1] * e[1] + e[2] * e[2] + e[3] * e[3];
         }
         head = n / 4 * 4;
     }
     for (long long i = head + tid; i < n; i += stride) {
-        float e = ge2_opt_effective_grad(&cfg, grads[i], accum ? accum[i] : 0.0f);
+        float e = ge2_opt_effective_grad(&cfg, grads[i], accum ? accum[i] : 0.0f) * unscale;
         acc += e * e;
     }
     float total;
@@ -56,6 +59,8 @@ __global__ void ge2_grad_norm_kernel(long long n, const float *grads /* [n] */, 
         float norm = sqrtf(total) * ge2_opt_rank_average(ctl);
         ctl->grad_norm = norm;
         ctl->clip_factor = ge2_clip_factor(cfg.clip_norm, norm);
+        if (cfg.loss_scaling.dynamic)
+            ctl->found_inf = !isfinite(total);
     }
     ge2_ticket_reset(&ctl->blocks_done);
 }
@@ -77,7 +82,8 @@ __global__ void ge2_grad_norm_kernel(long long n, const float *grads /* [n] */, 
 // tail. A micro-step (accumulating, not an update) touches only grads and
 // the accumulation slot.
 template <class R, bool VEC4>
-__device__ __forceinline__ void ge2_opt_sweep(const ge2_opt_scalars &s, bool nesterov, bool update, long long n,
+__device__ __forceinline__ void ge2_opt_sweep(const ge2_opt_scalars &s, bool nesterov, bool update, bool skipped,
+                                              long long n,
                                               float *params /* [n] */, const float *grads /* [n] */,
                                               float *state /* [R::SLOTS] x [n], slot k at state + k * sstride */,
                                               long long sstride, uint16_t *copies /* [n] or NULL */)
@@ -85,6 +91,12 @@ __device__ __forceinline__ void ge2_opt_sweep(const ge2_opt_scalars &s, bool nes
     const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const long long stride = (long long)gridDim.x * blockDim.x;
     const long long n4 = VEC4 ? n / 4 : 0, head = n4 * 4;
+    if (skipped) { // loss scaling found an inf: the step's gradients, and those accumulated, are dropped
+        if constexpr (R::ACCUM >= 0)
+            for (long long i = tid; i < n; i += stride)
+                state[R::ACCUM * sstride + i] = 0.0f;
+        return;
+    }
     if (!update) {
         if constexpr (R::ACCUM >= 0) {
             float *acc = state + R::ACCUM * sstride; /* [n] */
@@ -120,7 +132,7 @@ __global__ void ge2_optimizer_update_kernel(ge2_opt_spans spans, ge2_optimizer_c
     if (blockIdx.x == 0)
         for (int c = 0; c < copies.n; c++)
             ge2_copy_share(copies.copy[c], threadIdx.x, blockDim.x);
-    const bool update = ge2_opt_is_update_step(&cfg, ctl);
+    const bool update = ge2_opt_is_update_step(&cfg, ctl), skipped = update && ge2_opt_skipped(&cfg, ctl);
     // The step's scalars (lr, bias corrections: double pow calls) once per
     // block, not once per thread.
     __shared__ ge2_opt_scalars shared_scalars;
@@ -134,17 +146,17 @@ __global__ void ge2_optimizer_update_kernel(ge2_opt_spans spans, ge2_optimizer_c
             // the weight-decay group, then the rest (spans_vec4 took float4 only where that start is aligned)
             const ge2_opt_span sp = spans.span[k];
             const long long d = sp.decay_n;
-            ge2_opt_sweep<R, VEC4>(s, cfg.nesterov, update, d, sp.params, sp.grads, sp.state, spans.stride,
+            ge2_opt_sweep<R, VEC4>(s, cfg.nesterov, update, skipped, d, sp.params, sp.grads, sp.state, spans.stride,
                                    sp.copies);
             if (d < sp.n)
-                ge2_opt_sweep<R, VEC4>(nd, cfg.nesterov, update, sp.n - d, sp.params + d, sp.grads + d,
+                ge2_opt_sweep<R, VEC4>(nd, cfg.nesterov, update, skipped, sp.n - d, sp.params + d, sp.grads + d,
                                        sp.state ? sp.state + d : NULL, spans.stride,
                                        sp.copies ? sp.copies + d : NULL);
         }
     if (!ge2_ticket_is_last(&ctl->blocks_done))
         return;
     if (threadIdx.x == 0 && ge2_opt_node_done(ctl, update_nodes))
-        ge2_opt_commit(ctl, update, &s);
+        ge2_opt_commit(ctl, &cfg, update, &s);
     ge2_ticket_reset(&ctl->blocks_done);
 }
 
