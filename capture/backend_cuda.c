@@ -559,7 +559,7 @@ static bool group_has_bf16(const ge2_exec *exec, const ge2_fusion_group *fg)
 {
     for (int i = fg->first; i < fg->first + fg->count; i++) {
         const ge2_launch *l = &exec->launches[i];
-        if (ge2_launch_bf16_gemm(l))
+        if (ge2_launch_half_gemm(l))
             return true;
         for (int k = 0; k < l->n_in + l->n_out; k++)
             if ((k < l->n_in ? l->in[k].dtype : l->out[k - l->n_in].dtype) == GE2_BF16)
@@ -592,7 +592,8 @@ static ge2_status prepare_groups(ge2_backend_ctx *ctx, ge2_exec *exec, ge2_cuda_
         char why[256] = "";
         void *state = NULL;
         if (group_has_bf16(exec, fg)) /* a group's own kernels compute and store f32 */
-            snprintf(why, sizeof why, "precision bf16: fused groups run node by node (their own kernels compute in fp32)");
+            snprintf(why, sizeof why, "precision %s: fused groups run node by node (their own kernels compute in fp32)",
+                     exec->n_launches ? (exec->launches[0].f16_operands ? "fp16" : "bf16") : "bf16");
         else
             GE2_TRY(pattern->cuda->prepare(&exec->launches[fg->first], fg->count, &state, why, sizeof why));
         if (!state) {
@@ -628,14 +629,15 @@ static ge2_status open_side_stream(ge2_backend_ctx *ctx)
     return GE2_OK;
 }
 
-/* Whether launch l multiplies bf16: precision BF16, or one of its GEMM
- * operands (ge2_op_bf16_operand: not always inputs 0 and 1) is a bf16 tensor */
-static bool multiplies_bf16(const ge2_launch *l)
+/* Whether launch l multiplies 16-bit operands: precision BF16 or FP16, or
+ * one of its GEMM operands (ge2_op_bf16_operand: not always inputs 0 and 1)
+ * is a bf16 tensor */
+static bool multiplies_half(const ge2_launch *l)
 {
-    for (int i = 0; !l->bf16_operands && i < l->n_in; i++)
+    for (int i = 0; i < l->n_in; i++)
         if (l->in[i].dtype == GE2_BF16 && ge2_op_bf16_operand(l->node->op, i))
             return true;
-    return l->bf16_operands;
+    return l->bf16_operands || l->f16_operands;
 }
 
 /* The bf16 operand scratch a key needs (ge2_launch.scratch): what its
@@ -647,7 +649,7 @@ static size_t bf16_scratch_bytes(const ge2_exec *exec)
     for (int i = 0; i < exec->n_launches; i++) {
         const ge2_launch *l = &exec->launches[i];
         size_t (*need_of)(const ge2_launch *) = ge2_op_def_of(l->node->op)->cuda.bf16_scratch_bytes;
-        if (!multiplies_bf16(l) || !need_of || runs_beside(l))
+        if (!multiplies_half(l) || !need_of || runs_beside(l))
             continue;
         const size_t need = need_of(l);
         most = need > most ? need : most;

@@ -102,6 +102,7 @@ static void resolve_launches(const ge2_program *program, ge2_program_key *pk)
         l->pools = program->pools;
         l->tf32 = program->options.o.precision == GE2_PRECISION_TF32;
         l->bf16_operands = program->options.o.precision == GE2_PRECISION_BF16;
+        l->f16_operands = program->options.o.precision == GE2_PRECISION_FP16;
         l->settings = &program->options.settings;
         l->training = pk->key.mode == GE2_MODE_TRAIN;
         l->collective = program->options.o.collective;

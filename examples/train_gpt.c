@@ -72,8 +72,9 @@ static int usage(FILE *to, int code)
             "                           (lm_head.weight, tied to transformer.wte.weight, may be left out)\n"
             "  --save FILE              write a checkpoint (safetensors) when training stops\n"
             "  --resume FILE            continue from a checkpoint (its step, optimizer state and dropout stream)\n"
-            "  --precision P            the GEMMs' arithmetic: fp32 (default), tf32 (CUDA) or bf16 (operands\n"
-            "                           rounded to bf16, fp32 sums; docs/mixed-precision.md)\n"
+            "  --precision P            the GEMMs' arithmetic: fp32 (default), tf32 (CUDA), bf16 or fp16 (operands\n"
+            "                           rounded to bf16 or fp16, fp32 sums; fp16 with dynamic loss scaling;\n"
+            "                           docs/mixed-precision.md)\n"
             "  --plan-report            print the train step's memory plan (pools, and what is live at the arena's peak)\n"
             "  --kernel-report          print which kernel each node of the train step ran\n"
             "  --time-launches          time each launch (CUDA: eager steps); the kernel report gives their mean\n"
@@ -375,9 +376,14 @@ static int train(run *r, int64_t first)
             if (ge2_dist_sum(job, sums, 2) != GE2_OK)
                 return fail("metrics");
             if (is_rank0(o)) {
-                printf("iter %lld: loss %.4f, %.2f ms/step, %.0f tokens/s\n", (long long)(step + 1),
+                printf("iter %lld: loss %.4f, %.2f ms/step, %.0f tokens/s", (long long)(step + 1),
                        sums[1] > 0 ? sums[0] / sums[1] : NAN, 1e3 * dt / steps,
                        steps * (double)(B * T * o->world) / dt);
+                double scale;
+                int64_t skipped;
+                if (o->precision == GE2_PRECISION_FP16 && ge2_program_loss_scale(r->prog, &scale, &skipped) == GE2_OK)
+                    printf(", loss scale %g (%lld skipped)", scale, (long long)skipped);
+                printf("\n");
                 fflush(stdout);
             }
             t0 = ge2_now_s();
@@ -454,6 +460,8 @@ int main(int argc, char **argv)
     adamw.clip_norm = o.grad_clip;
     adamw.data_parallel = o.distributed;
     adamw.bucket_bytes = (int64_t)(o.bucket_mb * (double)(1 << 20));
+    /* fp16 trains with a GradScaler's dynamic loss scaling, as PyTorch's autocast-fp16 does */
+    adamw.loss_scaling.dynamic = o.precision == GE2_PRECISION_FP16;
     r.x = malloc(sizeof(int32_t) * (size_t)(o.model.batch * o.model.block_size));
     r.y = malloc(sizeof(int32_t) * (size_t)(o.model.batch * o.model.block_size));
     if (!r.x || !r.y) {

@@ -67,6 +67,17 @@ awk -v b="${bf:-9}" 'BEGIN { exit !(b < 3.3) }' && ! cmp -s <(evals "$tmp/bf16")
 rc=$?
 check "bf16 trains (best val ${bf:-?}, fp32 ${best:-?}) and its evaluations are not fp32's" "$rc"
 
+# --precision fp16: fp16 operands under dynamic loss scaling; it trains too,
+# on a path of its own, and its progress lines report the scale
+"$bin" "${tiny[@]}" --precision fp16 >"$tmp/fp16" 2>"$tmp/fp16err"
+rc=$?
+check "--precision fp16 runs ($(cat "$tmp/fp16err"))" "$rc"
+hf=$(sed -n 's/^best val loss: \([0-9.]*\)$/\1/p' "$tmp/fp16")
+awk -v b="${hf:-9}" 'BEGIN { exit !(b < 3.3) }' && ! cmp -s <(evals "$tmp/fp16") <(evals "$tmp/bf16") &&
+    grep -q '^iter [0-9]*: .*, loss scale [0-9.e+]* ([0-9]* skipped)$' "$tmp/fp16"
+rc=$?
+check "fp16 trains (best val ${hf:-?}) on its own path and reports its loss scale" "$rc"
+
 # 40 steps straight == 20 steps, save, resume, 20 steps (dropout on: its
 # stream resumes too): the same checkpoint, byte for byte
 short=("${tiny[@]}" --max-iters 40 --eval-interval 20 --sample 0)
@@ -83,7 +94,7 @@ expect_error "unknown flag" 2 --bogus
 expect_error "bad number" 2 --n-layer x
 expect_error "heads must divide the width" 2 --n-embd 30 --n-head 4
 expect_error "missing corpus" 1 --device cpu --data "$tmp/none.txt"
-expect_error "fp16 is not a precision" 2 --precision fp16
+expect_error "fp8 is not a precision" 2 --precision fp8
 expect_error "--init with --resume" 2 --init a --resume b
 
 trainer_test_summary

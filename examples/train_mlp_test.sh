@@ -55,10 +55,22 @@ check "--precision bf16 exits 0 ($(cat "$tmp/err5"))" "$rc"
 ! cmp -s "$tmp/a.safetensors" "$tmp/bf16.safetensors"
 rc=$?
 check "--precision bf16 lands elsewhere than fp32 after the same 20 steps" "$rc"
-"$bin" --device cpu --data "$data" --precision fp16 >/dev/null 2>"$tmp/err6"
-[ $? -eq 2 ] && grep -q 'expected fp32, tf32 or bf16' "$tmp/err6"
+# --precision fp16: fp16 operands under dynamic loss scaling; it trains, not
+# on bf16's path, and reports the scale (65536 after 20 clean steps)
+"$bin" --device cpu --data "$data" --hidden 16 --steps 20 --precision fp16 --save "$tmp/fp16.safetensors" \
+    >"$tmp/run6" 2>"$tmp/err6"
 rc=$?
-check "--precision fp16 is refused ($(cat "$tmp/err6"))" "$rc"
+check "--precision fp16 exits 0 ($(cat "$tmp/err6"))" "$rc"
+! cmp -s "$tmp/bf16.safetensors" "$tmp/fp16.safetensors" && ! cmp -s "$tmp/a.safetensors" "$tmp/fp16.safetensors"
+rc=$?
+check "--precision fp16 lands elsewhere than bf16 and fp32" "$rc"
+grep -q '^loss scale: 65536, 0 step(s) skipped' "$tmp/run6"
+rc=$?
+check "--precision fp16 reports its loss scale ($(grep 'loss scale' "$tmp/run6"))" "$rc"
+"$bin" --device cpu --data "$data" --precision fp8 >/dev/null 2>"$tmp/err7"
+[ $? -eq 2 ] && grep -q 'expected fp32, tf32, bf16 or fp16' "$tmp/err7"
+rc=$?
+check "--precision fp8 is refused ($(cat "$tmp/err7"))" "$rc"
 
 # 30 steps straight == 20 steps, save, resume, 10 steps: the same checkpoint, byte for byte
 common=(--device cpu --data "$data" --hidden 16 --optimizer sgd --momentum 0.9 --lr 0.05)

@@ -73,8 +73,9 @@ static void usage(const trainer_spec *spec, FILE *out)
             "  --plan-report            print the memory plan report and write plan.svg\n"
             "  --kernel-report          print which kernel each node of the train and eval steps ran\n"
             "                           (GPU GEMMs: cuBLASLt algorithm or ge2's tiled GEMM, tuned once per shape)\n"
-            "  --precision P            the GEMMs' arithmetic: fp32 (default), tf32 (CUDA) or bf16 (operands\n"
-            "                           rounded to bf16, fp32 sums; docs/mixed-precision.md)\n"
+            "  --precision P            the GEMMs' arithmetic: fp32 (default), tf32 (CUDA), bf16 or fp16 (operands\n"
+            "                           rounded to bf16 or fp16, fp32 sums; fp16 with dynamic loss scaling;\n"
+            "                           docs/mixed-precision.md)\n"
             "  --no-capture             CUDA: run every step eagerly instead of replaying a captured graph\n"
             "  --disable-fusions LIST   fusion patterns to leave out: %s (none)\n"
             "  --no-autotune            CUDA: take cuBLASLt's first heuristic GEMM instead of timing candidates\n"
@@ -128,6 +129,8 @@ static ge2_optimizer_config optimizer_config(const trainer_options *o, int64_t s
     c.momentum = o->momentum;
     c.data_parallel = o->distributed;
     c.bucket_bytes = (int64_t)(o->bucket_mb * (double)(1 << 20));
+    /* fp16 trains with a GradScaler's dynamic loss scaling, as PyTorch's autocast-fp16 does */
+    c.loss_scaling.dynamic = o->compile.precision == GE2_PRECISION_FP16;
     if (o->schedule == GE2_SCHEDULE_COSINE) {
         c.schedule.kind = GE2_SCHEDULE_COSINE;
         c.schedule.total_steps = o->epochs * steps_per_epoch;
@@ -296,7 +299,7 @@ static int parse_args(int argc, char **argv, const trainer_spec *spec, trainer_o
             break;
         case OPT_PRECISION:
             if (ge2_precision_parse(optarg, &o->compile.precision) != GE2_OK)
-                return trainer_fail(spec, 2, "--precision: expected fp32, tf32 or bf16, got '%s'", optarg);
+                return trainer_fail(spec, 2, "--precision: expected fp32, tf32, bf16 or fp16, got '%s'", optarg);
             break;
         case OPT_BUCKET_MB:
             if (!parse_double(optarg, &o->bucket_mb) || !(o->bucket_mb * 1048576.0 >= 1.0) || o->bucket_mb > 1e6)
@@ -615,6 +618,15 @@ static int train_and_test(const trainer_spec *spec, const trainer_options *o, ge
          ge2_program_kernel_report(program, GE2_MODE_EVAL, stdout) != GE2_OK)) {
         code = fail_ge2(spec);
         goto done;
+    }
+    if (oc.loss_scaling.dynamic) {
+        double scale;
+        int64_t skipped;
+        if (ge2_program_loss_scale(program, &scale, &skipped) != GE2_OK) {
+            code = fail_ge2(spec);
+            goto done;
+        }
+        printf("loss scale: %g, %lld step(s) skipped for inf or NaN gradients\n", scale, (long long)skipped);
     }
     int64_t correct = (int64_t)(em.metric_sum + 0.5);
     printf("test accuracy: %.4f (%lld/%lld)\n", (double)correct / (double)test_set->n, (long long)correct,

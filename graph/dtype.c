@@ -97,7 +97,8 @@ ge2_status ge2_activation_parse(const char *name, ge2_activation *out)
 }
 
 static const char *const precision_names[GE2_PRECISION_COUNT] = {
-    [GE2_PRECISION_FP32] = "fp32", [GE2_PRECISION_TF32] = "tf32", [GE2_PRECISION_BF16] = "bf16"};
+    [GE2_PRECISION_FP32] = "fp32", [GE2_PRECISION_TF32] = "tf32", [GE2_PRECISION_BF16] = "bf16",
+    [GE2_PRECISION_FP16] = "fp16"};
 
 const char *ge2_precision_name(ge2_precision precision)
 {
@@ -107,7 +108,7 @@ const char *ge2_precision_name(ge2_precision precision)
 ge2_status ge2_precision_parse(const char *name, ge2_precision *out)
 {
     int p;
-    GE2_TRY(parse_name("ge2_precision_parse", "precision", "fp32, tf32, bf16", precision_names, GE2_PRECISION_COUNT,
+    GE2_TRY(parse_name("ge2_precision_parse", "precision", "fp32, tf32, bf16, fp16", precision_names, GE2_PRECISION_COUNT,
                        name, &p));
     *out = (ge2_precision)p;
     return GE2_OK;

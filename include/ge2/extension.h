@@ -185,8 +185,12 @@ typedef struct ge2_launch {
     /* GEMM-class ops: round their operands to bf16 before multiplying,
      * accumulate in fp32 (ge2_compile_options.precision BF16). An operand
      * that is a bf16 tensor already (GE2_OPF_BF16_OPERANDS) is read as it
-     * is; ge2_launch_bf16_gemm says whether a launch multiplies in bf16. */
+     * is; ge2_launch_half_gemm says whether a launch multiplies in bf16. */
     bool bf16_operands;
+    /* The same in fp16 (ge2_compile_options.precision FP16): operands
+     * rounded to IEEE half, fp32 sums; convolutions round their results
+     * to fp16. Never set together with bf16_operands. */
+    bool f16_operands;
     const ge2_kernel_settings *settings; /* never NULL when a backend runs the launch */
     /* A train step (false: eval). Ops whose forward differs by mode read
      * it (batch norm: batch statistics and running-statistics updates in
@@ -211,11 +215,13 @@ typedef struct ge2_launch {
 static inline size_t ge2_bf16_copy_bytes(int64_t n) { return ((size_t)n * 2 + 255) / 256 * 256; }
 
 /* Whether a GEMM-class launch whose operands are inputs 0 and 1 (the
- * linear family's) multiplies bf16 operands: under precision BF16, or when
- * one of them is a bf16 tensor. */
-static inline bool ge2_launch_bf16_gemm(const ge2_launch *l)
+ * linear family's) multiplies 16-bit operands: under precision BF16 or
+ * FP16, or when one of them is a bf16 tensor. Kernels that compute in fp32
+ * only (ge2's tiled GEMM, the fused groups) decline such a launch. */
+static inline bool ge2_launch_half_gemm(const ge2_launch *l)
 {
-    return l->bf16_operands || (l->n_in > 1 && (l->in[0].dtype == GE2_BF16 || l->in[1].dtype == GE2_BF16));
+    return l->bf16_operands || l->f16_operands ||
+           (l->n_in > 1 && (l->in[0].dtype == GE2_BF16 || l->in[1].dtype == GE2_BF16));
 }
 
 struct ge2_cuda_kernel;

@@ -500,10 +500,18 @@ typedef enum ge2_precision {
      * results to bf16 too (cuDNN's bf16 engines write bf16); CUDA attention
      * is cuDNN's bf16 flash attention, the CPU's stays fp32. */
     GE2_PRECISION_BF16,
+    /* operands rounded to fp16 (IEEE half, nearest even: 5 exponent bits,
+     * 10 mantissa bits, largest 65504), products accumulated in fp32;
+     * convolutions round their results to fp16 too. Tensors stay f32 (no
+     * fp16 storage yet: every GEMM rounds its operands into scratch), and
+     * attention computes in fp32. Small gradients flush to zero in fp16:
+     * train with dynamic loss scaling (ge2_loss_scaling), as PyTorch's
+     * autocast-fp16 runs with a GradScaler. */
+    GE2_PRECISION_FP16,
     GE2_PRECISION_COUNT
 } ge2_precision;
 
-const char *ge2_precision_name(ge2_precision precision); /* "fp32", "tf32", "bf16" */
+const char *ge2_precision_name(ge2_precision precision); /* "fp32", "tf32", "bf16", "fp16" */
 /* Parses those names; GE2_ERR_INVALID_ARGUMENT otherwise. */
 ge2_status ge2_precision_parse(const char *name, ge2_precision *out);
 

@@ -10,6 +10,7 @@
 
 #include "graph/alloc.h"
 #include "graph/bf16.h"
+#include "graph/f16.h"
 #include "graph/error.h"
 #include "graph/ir.h"
 
@@ -28,41 +29,50 @@ static inline void ge2_cpu_gemm_f64(bool ta, bool tb, int64_t m, int64_t n, int6
                 alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
 }
 
-/* The same product for launch l: with l->bf16_operands (precision BF16: a
- * bf16 GEMM's operands, fp32 sums) a and b are rounded to bf16 first,
- * through rounded copies of their dense rows (rows x ld elements; the CPU
- * backend is the reference, not the fast path). GE2_ERR_OUT_OF_MEMORY,
+/* x rounded to launch l's 16-bit operand type: bf16 (l->bf16_operands) or
+ * fp16 (l->f16_operands), and widened back */
+static inline double ge2_cpu_half_value(const ge2_launch *l, double x)
+{
+    return l->f16_operands ? (double)ge2_f32_from_f16(ge2_f16_from_f32((float)x))
+                           : (double)ge2_f32_from_bf16(ge2_bf16_from_f32((float)x));
+}
+
+/* The same product for launch l: with l->bf16_operands or l->f16_operands
+ * (precision BF16 or FP16: 16-bit operands, fp32 sums) a and b are rounded
+ * first, through rounded copies of their dense rows (rows x ld elements;
+ * the CPU backend is the reference, not the fast path). GE2_ERR_OUT_OF_MEMORY,
  * nothing computed, when the copies find no host memory. */
 #define GE2_CPU_GEMM_LAUNCH(T, SUF)                                                                               \
-    static inline T *ge2_cpu_bf16_copy_##SUF(const T *src, int64_t count)                                       \
+    static inline T *ge2_cpu_half_copy_##SUF(const ge2_launch *l, const T *src, int64_t count)                  \
     {                                                                                                           \
         T *copy = ge2_malloc(sizeof(T) * (size_t)(count > 0 ? count : 1));                                      \
         for (int64_t i = 0; copy && i < count; i++)                                                            \
-            copy[i] = (T)ge2_f32_from_bf16(ge2_bf16_from_f32((float)src[i]));                                   \
+            copy[i] = (T)ge2_cpu_half_value(l, (double)src[i]);                                                 \
         return copy;                                                                                            \
     }                                                                                                           \
-    /* x rounded to bf16 where it is (a bf16 engine's output, widened) */                                       \
-    static inline void ge2_cpu_bf16_round_##SUF(T *x, int64_t count)                                            \
+    /* x rounded to the launch's 16-bit type where it is (a bf16 or fp16 engine's output, widened) */           \
+    static inline void ge2_cpu_half_round_##SUF(const ge2_launch *l, T *x, int64_t count)                       \
     {                                                                                                           \
         for (int64_t i = 0; i < count; i++)                                                                     \
-            x[i] = (T)ge2_f32_from_bf16(ge2_bf16_from_f32((float)x[i]));                                        \
+            x[i] = (T)ge2_cpu_half_value(l, (double)x[i]);                                                      \
     }                                                                                                           \
     static inline ge2_status ge2_cpu_gemm_launch_##SUF(const ge2_launch *l, bool ta, bool tb, int64_t m,        \
                                                        int64_t n, int64_t k, T alpha, const T *a, int64_t lda,  \
                                                        const T *b, int64_t ldb, T beta, T *c, int64_t ldc)      \
     {                                                                                                           \
-        if (!l->bf16_operands) {                                                                                \
+        if (!l->bf16_operands && !l->f16_operands) {                                                            \
             ge2_cpu_gemm_##SUF(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);                           \
             return GE2_OK;                                                                                      \
         }                                                                                                       \
-        T *ra = ge2_cpu_bf16_copy_##SUF(a, (ta ? k : m) * lda), *rb = ge2_cpu_bf16_copy_##SUF(b, (tb ? n : k) * ldb); \
+        T *ra = ge2_cpu_half_copy_##SUF(l, a, (ta ? k : m) * lda);                                              \
+        T *rb = ge2_cpu_half_copy_##SUF(l, b, (tb ? n : k) * ldb);                                              \
         if (ra && rb)                                                                                           \
             ge2_cpu_gemm_##SUF(ta, tb, m, n, k, alpha, ra, lda, rb, ldb, beta, c, ldc);                         \
         const bool ok = ra && rb;                                                                               \
         ge2_free(ra);                                                                                           \
         ge2_free(rb);                                                                                           \
         return ok ? GE2_OK                                                                                      \
-                  : ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_%s (node %d): no host memory for bf16 operands",      \
+                  : ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_%s (node %d): no host memory for 16-bit operands",    \
                               ge2_op_name(l->node->op), l->node->id);                                           \
     }
 GE2_CPU_GEMM_LAUNCH(float, f32)

@@ -1,8 +1,9 @@
-/* bf16 copies of f32 tensors on CUDA, for the kernels that take bf16
- * operands under precision BF16 (cuBLASLt's GEMMs, cuDNN's attention) and
- * for the cast op: round f32 to bf16 (nearest even, as graph/bf16.h and the
- * CPU backend round) or widen bf16 to f32 (exact), several spans in one
- * launch on the launch's stream. Capturable. */
+/* bf16 (and fp16) copies of f32 tensors on CUDA, for the kernels that take
+ * 16-bit operands under precision BF16 or FP16 (cuBLASLt's GEMMs, cuDNN's
+ * convolutions and attention) and for the cast op: round f32 to bf16 or
+ * fp16 (nearest even, as graph/bf16.h, graph/f16.h and the CPU backend
+ * round) or widen back to f32 (exact), several spans in one launch on the
+ * launch's stream. Capturable. */
 #ifndef GE2_KERNELS_CUDA_BF16_COPY_H
 #define GE2_KERNELS_CUDA_BF16_COPY_H
 
@@ -43,6 +44,11 @@ ge2_status ge2_cuda_bf16_round(const ge2_launch *launch, const ge2_bf16_spans *s
 ge2_status ge2_cuda_bf16_round_on(void *stream, uint16_t *dst, const float *src, int64_t n);
 /* bf16 src -> f32 dst */
 ge2_status ge2_cuda_bf16_widen(const ge2_launch *launch, const ge2_bf16_spans *spans);
+/* The launch's 16-bit operand type (fp16 with launch->f16_operands, else
+ * bf16): f32 src rounded to it (nearest even, as graph/f16.h and
+ * graph/bf16.h round), or widened from it */
+ge2_status ge2_cuda_half_round(const ge2_launch *launch, const ge2_bf16_spans *spans);
+ge2_status ge2_cuda_half_widen(const ge2_launch *launch, const ge2_bf16_spans *spans);
 
 #ifdef __cplusplus
 }

@@ -204,7 +204,7 @@ static bool problem_key(const ge2_launch *l, const ge2_kernel_candidate *const *
 {
     size_t used = 0;
     int w = snprintf(buf, size, "%s %s attrs:%016llx%s", device_name(), ge2_op_name(l->node->op),
-                     attrs_hash(l->node), l->bf16_operands ? " bf16" : l->tf32 ? " tf32" : "");
+                     attrs_hash(l->node), l->bf16_operands ? " bf16" : l->f16_operands ? " fp16" : l->tf32 ? " tf32" : "");
     for (int i = 0; i < l->n_in + l->n_out && w >= 0 && (used += (size_t)w) < size; i++) {
         const ge2_view *v = i < l->n_in ? &l->in[i] : &l->out[i - l->n_in];
         char s[96];

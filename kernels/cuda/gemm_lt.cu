@@ -179,7 +179,7 @@ static void describe_plan(ge2_gemm_plan *p, const ge2_launch *launch)
         n += snprintf(p->description + n, sizeof p->description - (size_t)n, " + %s", p->post_name);
     if ((p->tf32 || p->bf16) && n > 0 && (size_t)n < sizeof p->description)
         n += snprintf(p->description + n, sizeof p->description - (size_t)n,
-                      p->d_bf16 ? " bf16 in and out" : p->bf16 ? " bf16" : " tf32");
+                      p->d_bf16 ? " bf16 in and out" : p->f16 ? " fp16" : p->bf16 ? " bf16" : " tf32");
     if (n > 0 && (size_t)n < sizeof p->description)
         ge2_gemm_selection_str(&p->selection, p->description + n, sizeof p->description - (size_t)n);
 }
@@ -245,7 +245,8 @@ ge2_status ge2_gemm_make_layouts(const ge2_launch *launch, ge2_gemm_plan *p, ge2
 {
     const char *op = ge2_cuda_op_name(launch);
     const int node_id = launch->node->id;
-    p->bf16 = ge2_launch_bf16_gemm(launch);
+    p->bf16 = ge2_launch_half_gemm(launch);
+    p->f16 = launch->f16_operands;
     p->round_a = p->bf16 && launch->in[1].dtype != GE2_BF16;
     p->round_b = p->bf16 && launch->in[0].dtype != GE2_BF16;
     p->span_a = operand_span(a_lt, batch);
@@ -254,11 +255,12 @@ ge2_status ge2_gemm_make_layouts(const ge2_launch *launch, ge2_gemm_plan *p, ge2
         const size_t need = scratch_copies_bytes(p) + (p->d_scratch ? 2 * ge2_bf16_copy_bytes(operand_span(d, batch)) : 0);
         if (need > 0 && (!launch->scratch || launch->scratch_bytes < need))
             return ge2_error(GE2_ERR_STATE,
-                             "ge2_%s (node %d): precision bf16 needs %zu bytes of scratch for the operands' bf16 "
+                             "ge2_%s (node %d): precision %s needs %zu bytes of scratch for the operands' 16-bit "
                              "copies and the f32 result; the backend gave %zu",
-                             op, node_id, need, launch->scratch ? launch->scratch_bytes : (size_t)0);
+                             op, node_id, p->f16 ? "fp16" : "bf16", need,
+                             launch->scratch ? launch->scratch_bytes : (size_t)0);
     }
-    const cudaDataType_t operands = p->bf16 ? CUDA_R_16BF : CUDA_R_32F;
+    const cudaDataType_t operands = p->f16 ? CUDA_R_16F : p->bf16 ? CUDA_R_16BF : CUDA_R_32F;
     GE2_TRY(make_layout(op, node_id, a_lt, batch, operands, &p->la));
     GE2_TRY(make_layout(op, node_id, b_lt, batch, operands, &p->lb));
     return make_layout(op, node_id, d, batch, p->d_bf16 ? CUDA_R_16BF : CUDA_R_32F, &p->ld);
@@ -562,13 +564,13 @@ ge2_status ge2_gemm_enqueue(const ge2_launch *launch, const char *op)
     ge2_gemm_ptrs g = gemm_ptrs(p, launch);
     const float one = 1.0f, zero = 0.0f;
     if (g.d && (p->round_a || p->round_b)) {
-        // the f32 operands rounded into the launch's scratch (kernels/cuda/bf16_copy.h)
+        // the f32 operands rounded into the launch's scratch (kernels/cuda/bf16_copy.h), bf16 or fp16
         ge2_bf16_spans spans = {0};
         if (p->round_a)
             ge2_bf16_span_add(&spans, launch->in[1].data, (void *)g.a, p->span_a);
         if (p->round_b)
             ge2_bf16_span_add(&spans, launch->in[0].data, (void *)g.b, p->span_b);
-        GE2_TRY(ge2_cuda_bf16_round(launch, &spans));
+        GE2_TRY(ge2_cuda_half_round(launch, &spans));
     }
     if (g.d) {
         LT_CHECK(cublasLtMatmul((cublasLtHandle_t)launch->blas, p->desc, &one, g.a, p->la, g.b,

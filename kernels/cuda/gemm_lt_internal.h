@@ -49,7 +49,8 @@ struct ge2_gemm_plan {
     ge2_activation act;
     float slope;
     bool tf32;     // CUBLAS_COMPUTE_32F_FAST_TF32 instead of plain fp32
-    bool bf16;     // bf16 operands, fp32 sums (ge2_launch_bf16_gemm)
+    bool bf16;     // 16-bit operands, fp32 sums (ge2_launch_half_gemm): bf16, or fp16 when f16
+    bool f16;      // precision FP16: the operands are rounded to fp16 (CUDA_R_16F)
     // bf16: A or B is an f32 tensor, rounded into a bf16 copy in the launch's
     // scratch (A's first) before the GEMM; a bf16 tensor is read in place
     bool round_a, round_b;
@@ -95,7 +96,7 @@ const char *ge2_gemm_lt_status_name(cublasStatus_t s);
 
 void ge2_gemm_plan_free(ge2_gemm_plan *p);
 // The three layouts of one plan: cuBLASLt A (our in[1]), B (our in[0]), D;
-// bf16 (ge2_launch_bf16_gemm): A and B are bf16, the f32 ones copies in
+// bf16 (ge2_launch_half_gemm): A and B are bf16, the f32 ones copies in
 // launch->scratch; set p->d_scratch first.
 ge2_status ge2_gemm_make_layouts(const ge2_launch *launch, ge2_gemm_plan *p, ge2_gemm_operand a_lt,
                                  ge2_gemm_operand b_lt, ge2_gemm_operand d, int64_t batch);

@@ -51,7 +51,7 @@ ge2_status ge2_gemm_key_format(const ge2_gemm_key *key, char *buf, size_t size)
     fits &= strcmp(kernels, "lt") == 0 || strcmp(kernels, "tiled") == 0 || strcmp(kernels, "lt+tiled") == 0;
     int n = snprintf(buf, size, "%s:%s:%c%c:m%lld:n%lld:k%lld:b%lld:%s:%s:a%u.%u.%u:ws%llu:%s:sm%d:lt%d:%s", op, epi,
                      key->trans_a ? 'T' : 'N', key->trans_b ? 'T' : 'N', (long long)key->m, (long long)key->n,
-                     (long long)key->k, (long long)key->batch, dtype, key->bf16 ? "bf16in" : key->tf32 ? "tf32" : "fp32", key->align_a,
+                     (long long)key->k, (long long)key->batch, dtype, key->f16 ? "fp16in" : key->bf16 ? "bf16in" : key->tf32 ? "tf32" : "fp32", key->align_a,
                      key->align_b, key->align_d, (unsigned long long)key->workspace_bytes, gpu, key->sm_count,
                      key->lt_version, kernels);
     if (!fits || n < 0 || (size_t)n >= size || n >= GE2_GEMM_KEY_MAX) {

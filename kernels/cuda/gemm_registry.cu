@@ -129,7 +129,8 @@ static bool problem_key(const ge2_launch *launch, const ge2_gemm_problem *pb, co
     k.batch = layout_attr(pb->ld, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, 1);
     k.dtype = ge2_dtype_name(launch->out[0].dtype);
     k.tf32 = launch->tf32;
-    k.bf16 = ge2_launch_bf16_gemm(launch);
+    k.bf16 = ge2_launch_half_gemm(launch);
+    k.f16 = launch->f16_operands;
     k.align_a = pb->align_a;
     k.align_b = pb->align_b;
     k.align_d = pb->align_d;
@@ -433,8 +434,8 @@ ge2_status ge2_gemm_select(const ge2_launch *launch, const ge2_gemm_problem *pb,
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_%s (node %d): out of host memory choosing a GEMM kernel",
                          node_op(launch), launch->node->id);
     int n_lt = 0, n_tiled = 0;
-    // ge2's tiled GEMM sums fp32 operands: it does not round them as precision BF16 asks
-    const bool tiled_ok = tiled && pb->d && !ge2_launch_bf16_gemm(launch) && ge2_tiled_supports(tiled, NULL, 0);
+    // ge2's tiled GEMM sums fp32 operands: it does not round them as precision BF16 or FP16 asks
+    const bool tiled_ok = tiled && pb->d && !ge2_launch_half_gemm(launch) && ge2_tiled_supports(tiled, NULL, 0);
     if (n > 0 && (families != GE2_GEMM_KERNELS_TILED || !tiled_ok)) {
         cublasLtMatmulHeuristicResult_t lt[MAX_CANDIDATES];
         n_lt = autotune ? expand_candidates(pb, cands, n, lt) : 1;

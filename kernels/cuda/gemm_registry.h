@@ -24,7 +24,7 @@
  *
  * The lookup:
  *
- *   key (op, epilogue, transposes, m, n, k, batch, dtype, precision (fp32, tf32, bf16in), alignments,
+ *   key (op, epilogue, transposes, m, n, k, batch, dtype, precision (fp32, tf32, bf16in, fp16in), alignments,
  *        workspace, GPU name + SM count, cuBLASLt version, kernel families)
  *     -> in-memory cache -> disk cache -> time the candidates -> remember
  *
@@ -85,6 +85,7 @@ typedef struct ge2_gemm_key {
     const char *dtype; /* "f32" */
     bool tf32;
     bool bf16; /* precision BF16: bf16 copies of the operands ("bf16in" in the key) */
+    bool f16;  /* precision FP16: fp16 copies ("fp16in") */
     uint32_t align_a, align_b, align_d; /* bytes the heuristic was told it may assume */
     uint64_t workspace_bytes;
     const char *gpu; /* device name; anything outside [A-Za-z0-9._-] is written as '_' */

@@ -1,8 +1,8 @@
 /* CONV2D and its backward ops on the CPU: im2col (or col2im) per sample and
  * group, then one cblas GEMM each, so every multiply-add is in cblas. Under
- * precision BF16 the GEMMs multiply rounded operands and each op rounds its
- * convolution (y before the bias, dx, dw) to bf16, as the CUDA side's
- * cuDNN bf16 engines write them.
+ * precision BF16 (FP16) the GEMMs multiply rounded operands and each op
+ * rounds its convolution (y before the bias, dx, dw) to bf16 (fp16), as
+ * the CUDA side's cuDNN engines of that type write them.
  *
  * The column matrix of sample n, group g is [Cg·KH·KW, OH·OW]: row
  * (c·KH + i)·KW + j holds x[n, g·Cg + c] at the input point under kernel tap
@@ -69,8 +69,8 @@
                 T *yg = y + (n * g.o + gr * g.og) * pix;                                                        \
                 GE2_TRY(ge2_cpu_gemm_launch_##SUF(l, false, false, g.og, pix, k, 1,                             \
                         w + gr * g.og * k, k, col, pix, 0, yg, pix));                                           \
-                if (l->bf16_operands)                                                                           \
-                    ge2_cpu_bf16_round_##SUF(yg, g.og * pix);                                                   \
+                if (l->bf16_operands || l->f16_operands)                                                        \
+                    ge2_cpu_half_round_##SUF(l, yg, g.og * pix);                                                   \
                 for (int64_t o = 0; b && o < g.og; o++)                                                         \
                     for (int64_t p = 0; p < pix; p++)                                                           \
                         yg[o * pix + p] += b[gr * g.og + o];                                                    \
@@ -95,8 +95,8 @@
                         w + gr * g.og * k, k, dyg, pix, 0, col, pix));                                          \
                 col2im_##SUF(&g, col, dx + (n * g.c + gr * g.cg) * g.h * g.w);                                  \
             }                                                                                                   \
-        if (l->bf16_operands)                                                                                   \
-            ge2_cpu_bf16_round_##SUF(dx, g.n * g.c * g.h * g.w);                                                \
+        if (l->bf16_operands || l->f16_operands)                                                                \
+            ge2_cpu_half_round_##SUF(l, dx, g.n * g.c * g.h * g.w);                                                \
         return GE2_OK;                                                                                          \
     }
 
@@ -118,8 +118,8 @@
                     GE2_TRY(ge2_cpu_gemm_launch_##SUF(l, false, true, g.og, k, pix, 1,                          \
                             dyg, pix, col, pix, 1, dw + gr * g.og * k, k));                                     \
                 }                                                                                               \
-            if (l->bf16_operands)                                                                               \
-                ge2_cpu_bf16_round_##SUF(dw, g.o * k);                                                          \
+            if (l->bf16_operands || l->f16_operands)                                                            \
+                ge2_cpu_half_round_##SUF(l, dw, g.o * k);                                                          \
         }                                                                                                       \
         for (int64_t o = 0; db && o < g.o; o++) {                                                               \
             double s = 0;                                                                                       \

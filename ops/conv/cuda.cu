@@ -1,11 +1,13 @@
 // CONV2D and its backward ops: ge2's own direct kernels, the fallback that
 // always applies (cudnn.c runs cuDNN's plans where it can), and the bias
-// kernels that go with cuDNN's convolutions. Under precision BF16 they
-// multiply bf16 operands and round each convolution to bf16, as cuDNN's
-// bf16 engines and the CPU do. Each output element is computed by one thread (forward,
+// kernels that go with cuDNN's convolutions. Under precision BF16 (FP16)
+// they multiply bf16 (fp16) operands and round each convolution to that
+// type, as cuDNN's engines of that type and the CPU do. Each output element is computed by one thread (forward,
 // input gradient) or one block (weight gradient, a fixed-shape block
 // reduction), so every sum has one order: replay equals eager bitwise, and
 // no float atomics.
+#include <cuda_fp16.h>
+
 #include "kernels/cuda/bf16_store.h"
 #include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/check.h"
@@ -15,24 +17,32 @@
 
 // ------------------------------------------------------------------- kernels
 
-// An operand as the multiply reads it: under precision BF16 rounded to bf16
-// (a bf16 tensor already is; an f32 one is rounded here), else as it is
-static __device__ __forceinline__ float ge2_conv_operand(const float *p, bool bf16)
-{
-    return bf16 ? __bfloat162float(__float2bfloat16_rn(*p)) : *p;
-}
-static __device__ __forceinline__ float ge2_conv_operand(const __nv_bfloat16 *p, bool) { return ge2_load(p); }
+// What the multiply reads its operands as and the result is stored as:
+// fp32, or under precision BF16 / FP16 that 16-bit type's values
+enum ge2_conv_rounding { GE2_CONV_FP32, GE2_CONV_BF16, GE2_CONV_FP16 };
 
-// A convolution's sum as it is stored: under precision BF16 rounded to bf16,
-// as cuDNN's bf16 engines write it (the CPU rounds the same)
-static __device__ __forceinline__ float ge2_conv_result(float s, bool bf16)
+static __device__ __forceinline__ float ge2_conv_round(float x, int rounding)
 {
-    return bf16 ? __bfloat162float(__float2bfloat16_rn(s)) : s;
+    return rounding == GE2_CONV_BF16   ? __bfloat162float(__float2bfloat16_rn(x))
+           : rounding == GE2_CONV_FP16 ? __half2float(__float2half_rn(x))
+                                       : x;
 }
+
+// An operand as the multiply reads it: a bf16 tensor as it is, an f32 one
+// rounded as the precision asks
+static __device__ __forceinline__ float ge2_conv_operand(const float *p, int rounding)
+{
+    return ge2_conv_round(*p, rounding);
+}
+static __device__ __forceinline__ float ge2_conv_operand(const __nv_bfloat16 *p, int) { return ge2_load(p); }
+
+// A convolution's sum as it is stored: rounded to the precision's 16-bit
+// type, as cuDNN's bf16 and fp16 engines write it (the CPU rounds the same)
+static __device__ __forceinline__ float ge2_conv_result(float s, int rounding) { return ge2_conv_round(s, rounding); }
 
 // y [N, O, OH, OW] = conv(x [N, C, H, W], w [O, Cg, KH, KW]) + b [O]
 template <typename T>
-__global__ void ge2_conv2d_kernel(ge2_conv2d_geom g, const T *x, const T *w, const float *b, float *y, bool bf16)
+__global__ void ge2_conv2d_kernel(ge2_conv2d_geom g, const T *x, const T *w, const float *b, float *y, int rounding)
 {
     long long total = g.n * g.o * g.oh * g.ow;
     for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
@@ -50,17 +60,18 @@ __global__ void ge2_conv2d_kernel(ge2_conv2d_geom g, const T *x, const T *w, con
                 for (long long j = 0; j < g.kw; j++) {
                     long long ix = ox * g.sw - g.pw + j * g.dw;
                     if (ix >= 0 && ix < g.w)
-                        s += ge2_conv_operand(&xc[iy * g.w + ix], bf16) * ge2_conv_operand(&wc[i * g.kw + j], bf16);
+                        s += ge2_conv_operand(&xc[iy * g.w + ix], rounding) *
+                             ge2_conv_operand(&wc[i * g.kw + j], rounding);
                 }
             }
         }
-        y[e] = ge2_conv_result(s, bf16) + (b ? b[o] : 0.0f);
+        y[e] = ge2_conv_result(s, rounding) + (b ? b[o] : 0.0f);
     }
 }
 
 // dx [N, C, H, W]: each input point gathers the outputs whose window covers it
 template <typename T>
-__global__ void ge2_conv2d_grad_input_kernel(ge2_conv2d_geom g, const T *dy, const T *w, float *dx, bool bf16)
+__global__ void ge2_conv2d_grad_input_kernel(ge2_conv2d_geom g, const T *dy, const T *w, float *dx, int rounding)
 {
     long long total = g.n * g.c * g.h * g.w;
     for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
@@ -85,18 +96,19 @@ __global__ void ge2_conv2d_grad_input_kernel(ge2_conv2d_geom g, const T *dy, con
                         continue;
                     long long ox = tx / g.sw;
                     if (ox < g.ow)
-                        s += ge2_conv_operand(&dyo[oy * g.ow + ox], bf16) * ge2_conv_operand(&wc[i * g.kw + j], bf16);
+                        s += ge2_conv_operand(&dyo[oy * g.ow + ox], rounding) *
+                             ge2_conv_operand(&wc[i * g.kw + j], rounding);
                 }
             }
         }
-        dx[e] = ge2_conv_result(s, bf16);
+        dx[e] = ge2_conv_result(s, rounding);
     }
 }
 
 // dw [O, Cg, KH, KW]: one block per weight, summing over samples and output
 // positions in a fixed order
 template <typename T>
-__global__ void ge2_conv2d_grad_weight_kernel(ge2_conv2d_geom g, const T *dy, const T *x, float *dw, bool bf16)
+__global__ void ge2_conv2d_grad_weight_kernel(ge2_conv2d_geom g, const T *dy, const T *x, float *dw, int rounding)
 {
     long long widx = blockIdx.x;
     long long j = widx % g.kw, i = (widx / g.kw) % g.kh, cl = (widx / (g.kw * g.kh)) % g.cg,
@@ -107,12 +119,12 @@ __global__ void ge2_conv2d_grad_weight_kernel(ge2_conv2d_geom g, const T *dy, co
         long long n = p / pix, oy = (p % pix) / g.ow, ox = p % g.ow;
         long long iy = oy * g.sh - g.ph + i * g.dh, ix = ox * g.sw - g.pw + j * g.dw;
         if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w)
-            s += ge2_conv_operand(&dy[(n * g.o + o) * pix + oy * g.ow + ox], bf16) *
-                 ge2_conv_operand(&x[((n * g.c + c) * g.h + iy) * g.w + ix], bf16);
+            s += ge2_conv_operand(&dy[(n * g.o + o) * pix + oy * g.ow + ox], rounding) *
+                 ge2_conv_operand(&x[((n * g.c + c) * g.h + iy) * g.w + ix], rounding);
     }
     s = ge2_block_sum(s);
     if (threadIdx.x == 0)
-        dw[widx] = ge2_conv_result(s, bf16);
+        dw[widx] = ge2_conv_result(s, rounding);
 }
 
 // db [O]: one block per output channel; dy f32, or bf16 under precision
@@ -160,7 +172,7 @@ extern "C" ge2_status ge2_cuda_conv2d_grad_bias(const ge2_launch *l)
 }
 
 // The direct kernels' operands (inputs a and b): both f32 (rounded as they
-// are read under precision BF16) or both bf16 (the storage pass's tensors);
+// are read under precision BF16 or FP16) or both bf16 (the storage pass's tensors);
 // their outputs are f32
 static ge2_status check_operands(const ge2_launch *l, int a, int b)
 {
@@ -172,6 +184,12 @@ static ge2_status check_operands(const ge2_launch *l, int a, int b)
                          ge2_cuda_op_name(l), l->node->id, a, b, ge2_dtype_name(da), ge2_dtype_name(db),
                          ge2_dtype_name(l->out[0].dtype));
     return GE2_OK;
+}
+
+// How an f32 launch rounds (its precision's); bf16 tensors are read as they are
+static int rounding_of(const ge2_launch *l)
+{
+    return l->bf16_operands ? GE2_CONV_BF16 : l->f16_operands ? GE2_CONV_FP16 : GE2_CONV_FP32;
 }
 
 #define GE2_BF16_IN(i) ((const __nv_bfloat16 *)l->in[i].data)
@@ -188,10 +206,10 @@ extern "C" ge2_status ge2_cuda_conv2d_direct(const ge2_launch *l)
     float *y = (float *)l->out[0].data;
     if (l->in[0].dtype == GE2_BF16) // x, w
         ge2_conv2d_kernel<<<blocks, GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(g, GE2_BF16_IN(0), GE2_BF16_IN(1), b, y,
-                                                                             true);
+                                                                             GE2_CONV_BF16);
     else
         ge2_conv2d_kernel<<<blocks, GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(g, GE2_F32_IN(0), GE2_F32_IN(1), b, y,
-                                                                             l->bf16_operands);
+                                                                             rounding_of(l));
     return ge2_cuda_check_launch(l, "ge2_conv2d_kernel");
 }
 
@@ -204,11 +222,11 @@ extern "C" ge2_status ge2_cuda_conv2d_grad_input_direct(const ge2_launch *l)
     const unsigned blocks = ge2_cuda_blocks(g.n * g.c * g.h * g.w, GE2_CUDA_THREADS);
     float *dx = (float *)l->out[0].data;
     if (l->in[0].dtype == GE2_BF16) // dy, w
-        ge2_conv2d_grad_input_kernel<<<blocks, GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(g, GE2_BF16_IN(0),
-                                                                                        GE2_BF16_IN(2), dx, true);
+        ge2_conv2d_grad_input_kernel<<<blocks, GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(
+            g, GE2_BF16_IN(0), GE2_BF16_IN(2), dx, GE2_CONV_BF16);
     else
         ge2_conv2d_grad_input_kernel<<<blocks, GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(
-            g, GE2_F32_IN(0), GE2_F32_IN(2), dx, l->bf16_operands);
+            g, GE2_F32_IN(0), GE2_F32_IN(2), dx, rounding_of(l));
     return ge2_cuda_check_launch(l, "ge2_conv2d_grad_input_kernel");
 }
 
@@ -221,10 +239,10 @@ extern "C" ge2_status ge2_cuda_conv2d_grad_weight_direct(const ge2_launch *l)
         float *dw = (float *)l->out[0].data;
         if (l->in[0].dtype == GE2_BF16) // dy, x
             ge2_conv2d_grad_weight_kernel<<<blocks, GE2_CONV_REDUCE_THREADS, 0, ge2_cuda_stream(l)>>>(
-                g, GE2_BF16_IN(0), GE2_BF16_IN(2), dw, true);
+                g, GE2_BF16_IN(0), GE2_BF16_IN(2), dw, GE2_CONV_BF16);
         else
             ge2_conv2d_grad_weight_kernel<<<blocks, GE2_CONV_REDUCE_THREADS, 0, ge2_cuda_stream(l)>>>(
-                g, GE2_F32_IN(0), GE2_F32_IN(2), dw, l->bf16_operands);
+                g, GE2_F32_IN(0), GE2_F32_IN(2), dw, rounding_of(l));
         GE2_CUDA_CHECK(l, "ge2_conv2d_grad_weight_kernel");
     }
     if (l->n_out > 1 && l->out[1].data)

@@ -87,7 +87,7 @@ extern "C" bool ge2_conv2d_wgrad_small_applies(const ge2_launch *l, char *why, s
     const long long k = g.cg * g.kh * g.kw, positions = g.n * g.oh * g.ow;
     const long long chunks = (positions + GE2_WGRAD_CHUNK - 1) / GE2_WGRAD_CHUNK;
     const char *no = NULL;
-    if (l->in[0].dtype != GE2_F32 || l->in[2].dtype != GE2_F32 || l->bf16_operands)
+    if (l->in[0].dtype != GE2_F32 || l->in[2].dtype != GE2_F32 || l->bf16_operands || l->f16_operands)
         no = "f32 only";
     else if (g.groups != 1)
         no = "grouped convolution";

@@ -11,7 +11,8 @@
  * scratch), fp32 sums, a bf16 result in the scratch that ge2 widens into
  * the f32 output. cuDNN 9.14 has no engine that writes f32 from bf16
  * operands, so the CPU reference (cpu.c) and the direct kernels round
- * their results the same way. */
+ * their results the same way. Precision FP16 is the same with fp16
+ * (CUDNN_DATA_HALF). */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <string.h>
@@ -67,13 +68,16 @@ static int operand_input(const ge2_launch *l, int k)
     return k == 0 ? 0 : l->node->op == GE2_OP_CONV2D ? 1 : 2;
 }
 
-/* Whether the launch multiplies bf16: precision BF16, or an operand that
- * is a bf16 tensor */
-static bool multiplies_bf16(const ge2_launch *l)
+/* Whether the launch multiplies 16-bit operands: precision BF16 or FP16,
+ * or an operand that is a bf16 tensor */
+static bool multiplies_half(const ge2_launch *l)
 {
-    return l->bf16_operands || l->in[operand_input(l, 0)].dtype == GE2_BF16 ||
+    return l->bf16_operands || l->f16_operands || l->in[operand_input(l, 0)].dtype == GE2_BF16 ||
            l->in[operand_input(l, 1)].dtype == GE2_BF16;
 }
+
+/* The launch's 16-bit type: "fp16" under precision FP16, else "bf16" */
+static const char *half_name(const ge2_launch *l) { return l->f16_operands ? "fp16" : "bf16"; }
 
 /* Where a bf16 launch keeps its bf16 tensors in ge2_launch.scratch (byte
  * offsets): a rounded copy of each operand that is an f32 tensor, then the
@@ -120,8 +124,8 @@ static ge2_status make_op(const ge2_launch *l, conv_plan *p)
     operands(l, &xs, &ws);
     ge2_conv2d_geom g = ge2_conv2d_geom_of(&l->node->attrs.conv2d, xs, ws);
     const int64_t dims[3][4] = {{g.n, g.c, g.h, g.w}, {g.o, g.cg, g.kh, g.kw}, {g.n, g.o, g.oh, g.ow}};
-    const bool bf16 = multiplies_bf16(l);
-    const int type = bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+    const bool bf16 = multiplies_half(l);
+    const int type = !bf16 ? CUDNN_DATA_FLOAT : l->f16_operands ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16;
     for (int i = 0; i < 3; i++) {
         /* the bf16 tensors: 256-byte aligned scratch copies, or the arena's
          * (the planner aligns every tensor to 256 bytes) */
@@ -150,7 +154,7 @@ static bool plan_pointers(const ge2_launch *l, void *ptrs[3])
     const int k = l->node->op == GE2_OP_CONV2D ? 0 : l->node->op == GE2_OP_CONV2D_GRAD_INPUT ? 1 : 2;
     if (!l->out[0].data)
         return false;
-    const bool bf16 = multiplies_bf16(l);
+    const bool bf16 = multiplies_half(l);
     const bf16_layout s = bf16_layout_of(l);
     char *scratch = l->scratch;
     for (int i = 0; i < 2; i++) {
@@ -194,7 +198,7 @@ static bool cache_key(const ge2_launch *l, char *key, size_t size)
                      ops[k], (long long)g.n, (long long)g.c, (long long)g.h, (long long)g.w, (long long)g.o,
                      (long long)g.cg, (long long)g.kh, (long long)g.kw, (long long)g.sh, (long long)g.sw,
                      (long long)g.ph, (long long)g.pw, (long long)g.dh, (long long)g.dw,
-                     multiplies_bf16(l) ? "bf16" : l->tf32 ? "tf32" : "fp32", gpu, version);
+                     multiplies_half(l) ? half_name(l) : l->tf32 ? "tf32" : "fp32", gpu, version);
     return n > 0 && (size_t)n < size;
 }
 
@@ -227,7 +231,7 @@ static void scratch_free(void *ptrs[3])
  * fastest remembered; without, the heuristics' first allowed engine. */
 static ge2_status plan(const ge2_launch *l, conv_plan *p, char *why, size_t why_size)
 {
-    const ge2_cudnn_numerics numerics = multiplies_bf16(l) ? GE2_CUDNN_FP32_SUMS
+    const ge2_cudnn_numerics numerics = multiplies_half(l) ? GE2_CUDNN_FP32_SUMS
                                         : l->tf32          ? GE2_CUDNN_ANY
                                                            : GE2_CUDNN_FP32;
     if (!l->settings || !l->settings->autotune)
@@ -270,7 +274,7 @@ static ge2_status prepare(ge2_launch *l)
     if (!p)
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_%s: out of host memory", ge2_op_name(l->node->op));
     l->backend_data = p;
-    const bool bf16 = multiplies_bf16(l);
+    const bool bf16 = multiplies_half(l);
     char why[160] = "";
     bool f32 = true;
     for (int i = 0; i < l->n_in; i++) /* (a backward op's input 1 is only a shape) */
@@ -288,8 +292,9 @@ static ge2_status prepare(ge2_launch *l)
         ge2_cudnn_plan_free(&p->plan);
     }
     if (p->plan.plan && bf16 && (!l->scratch || l->scratch_bytes < bf16_layout_of(l).bytes))
-        return ge2_error(GE2_ERR_STATE, "ge2_%s (node %d): the bf16 scratch has %zu bytes, the launch needs %zu",
-                         ge2_op_name(l->node->op), l->node->id, l->scratch_bytes, bf16_layout_of(l).bytes);
+        return ge2_error(GE2_ERR_STATE, "ge2_%s (node %d): the %s scratch has %zu bytes, the launch needs %zu",
+                         ge2_op_name(l->node->op), l->node->id, half_name(l), l->scratch_bytes,
+                         bf16_layout_of(l).bytes);
     bool bias = (l->node->op == GE2_OP_CONV2D && l->n_in > 2) ||
                 (l->node->op == GE2_OP_CONV2D_GRAD_WEIGHT && l->n_out > 1);
     char timed[64] = "heuristics' first";
@@ -298,13 +303,13 @@ static ge2_status prepare(ge2_launch *l)
     else if (p->plan.timed)
         snprintf(timed, sizeof timed, "fastest of %d timed, %.1f us", p->plan.timed, (double)p->plan.us);
     if (p->plan.plan)
-        snprintf(p->describe, sizeof p->describe, "%s%s engine %lld%s%s%s, workspace %zu B, %s%s",
-                 ge2_cudnn_version(), bf16 ? " bf16" : "", (long long)p->plan.engine, p->plan.notes[0] ? " (" : "",
-                 p->plan.notes, p->plan.notes[0] ? ")" : "", p->plan.workspace_bytes, timed,
-                 bias ? " + ge2 bias kernel" : "");
+        snprintf(p->describe, sizeof p->describe, "%s%s%s engine %lld%s%s%s, workspace %zu B, %s%s",
+                 ge2_cudnn_version(), bf16 ? " " : "", bf16 ? half_name(l) : "", (long long)p->plan.engine,
+                 p->plan.notes[0] ? " (" : "", p->plan.notes, p->plan.notes[0] ? ")" : "", p->plan.workspace_bytes,
+                 timed, bias ? " + ge2 bias kernel" : "");
     else
-        snprintf(p->describe, sizeof p->describe, "ge2 direct kernel%s (cuDNN: %s)", bf16 ? ", bf16 operands" : "",
-                 why);
+        snprintf(p->describe, sizeof p->describe, "ge2 direct kernel%s%s%s (cuDNN: %s)", bf16 ? ", " : "",
+                 bf16 ? half_name(l) : "", bf16 ? " operands" : "", why);
     ge2_clear_error(); /* the fallback is no error: the report line says why */
     return GE2_OK;
 }
@@ -322,7 +327,7 @@ static ge2_status direct(const ge2_launch *l)
     }
 }
 
-/* A bf16 launch's f32 operands, rounded into the scratch */
+/* A 16-bit launch's f32 operands, rounded into the scratch */
 static ge2_status round_operands(const ge2_launch *l)
 {
     const bf16_layout s = bf16_layout_of(l);
@@ -333,7 +338,7 @@ static ge2_status round_operands(const ge2_launch *l)
         if (v->dtype != GE2_BF16)
             ge2_bf16_span_add(&spans, v->data, (char *)l->scratch + s.operand[k], ge2_shape_numel(v->shape));
     }
-    return spans.n ? ge2_cuda_bf16_round(l, &spans) : GE2_OK;
+    return spans.n ? ge2_cuda_half_round(l, &spans) : GE2_OK;
 }
 
 ge2_status ge2_cuda_conv2d_launch(const ge2_launch *l)
@@ -341,7 +346,7 @@ ge2_status ge2_cuda_conv2d_launch(const ge2_launch *l)
     const conv_plan *p = l->backend_data;
     if (!p || !p->plan.plan)
         return direct(l);
-    const bool bf16 = multiplies_bf16(l);
+    const bool bf16 = multiplies_half(l);
     void *ptrs[3];
     if (plan_pointers(l, ptrs)) {
         if (bf16)
@@ -357,7 +362,7 @@ ge2_status ge2_cuda_conv2d_launch(const ge2_launch *l)
             memset(&result, 0, sizeof result);
             ge2_bf16_span_add(&result, (char *)l->scratch + bf16_layout_of(l).result, l->out[0].data,
                               ge2_shape_numel(l->out[0].shape));
-            GE2_TRY(ge2_cuda_bf16_widen(l, &result));
+            GE2_TRY(ge2_cuda_half_widen(l, &result));
         }
     }
     if (l->node->op == GE2_OP_CONV2D && l->n_in > 2 && l->out[0].data)
@@ -369,7 +374,7 @@ ge2_status ge2_cuda_conv2d_launch(const ge2_launch *l)
 
 size_t ge2_cuda_conv2d_bf16_scratch_bytes(const ge2_launch *l)
 {
-    return multiplies_bf16(l) ? bf16_layout_of(l).bytes : 0;
+    return multiplies_half(l) ? bf16_layout_of(l).bytes : 0;
 }
 
 void ge2_cuda_conv2d_release(ge2_launch *l)

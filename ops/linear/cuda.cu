@@ -210,7 +210,7 @@ extern "C" bool ge2_cuda_linear_d_in_scratch(const ge2_launch *launch)
 // the f32 result on its way to a bf16 out[0]
 extern "C" size_t ge2_cuda_gemm_bf16_scratch_bytes(const ge2_launch *launch)
 {
-    if (launch->n_in < 2 || !ge2_launch_bf16_gemm(launch))
+    if (launch->n_in < 2 || !ge2_launch_half_gemm(launch))
         return 0;
     size_t bytes = 0;
     for (int i = 0; i < 2; i++)

@@ -392,7 +392,7 @@ extern "C" ge2_status ge2_cuda_linear_grad_weight_prepare(ge2_launch *launch)
     // rounded copy of an f32 dz, and db is a reduction of dz, which then
     // stays fp32 (the post kernel sums dz itself, as the CPU does). A bf16
     // dz tensor (the storage pass's) is what both sum.
-    const bool bgrad = want_db && (!ge2_launch_bf16_gemm(launch) || launch->in[0].dtype == GE2_BF16);
+    const bool bgrad = want_db && (!ge2_launch_half_gemm(launch) || launch->in[0].dtype == GE2_BF16);
     p->epilogue = bgrad ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_DEFAULT;
     p->bias_view = bgrad ? GE2_GEMM_OUT(1) : GE2_GEMM_NO_VIEW;
     // cuBLASLt A = x stored [B, in] (op N), B = dz stored [B, out] (op T), D = dw [out, in].

@@ -62,6 +62,9 @@ static bool bf16_launches;
  * tensors (the casts' outputs, held to the CPU's bits) instead of rounding
  * f32 ones themselves; the tolerance is the same. */
 static bool bf16_storage;
+/* test_gemm_op_agrees_fp16 and the other fp16 tests: every launch with
+ * precision FP16 (operands rounded to fp16; no storage pass) */
+static bool f16_launches;
 /* test_conv_op_agrees_direct_bf16: the convolution ops on ge2's direct
  * kernels (the fallback where cuDNN has no engine) instead of cuDNN */
 static bool direct_conv;
@@ -510,6 +513,7 @@ static void check_graph(const char *label, const ge2_graph *g, const ge2_feed *f
         }
         lc.control = &host_control;
         lc.bf16_operands = bf16_launches;
+        lc.f16_operands = f16_launches;
         lg = lc;
         device_fill(&d, &lg);
         for (int k = 0; k < node->n_inputs; k++)
@@ -529,7 +533,8 @@ static void check_graph(const char *label, const ge2_graph *g, const ge2_feed *f
         if (want_cudnn_conv && conv_op(node->op)) {
             const char *kernel = ge2_op_def_of(node->op)->cuda.describe(&lg);
             printf("%s: %s: %s\n", label, name, kernel);
-            ck_assert_msg(strncmp(kernel, "cuDNN", 5) == 0 && (!bf16_launches || strstr(kernel, " bf16 engine")),
+            const char *engine = f16_launches ? " fp16 engine" : bf16_launches ? " bf16 engine" : " engine";
+            ck_assert_msg(strncmp(kernel, "cuDNN", 5) == 0 && strstr(kernel, engine),
                           "%s: %s ran %s", label, name, kernel);
         }
         if (want_cudnn_attention && attention_op(node->op)) {
@@ -561,7 +566,7 @@ static void check_graph(const char *label, const ge2_graph *g, const ge2_feed *f
                 assert_same_bits(what, (const uint16_t *)got, cpu[y->id], numel);
             else if (y->dtype == GE2_BF16) /* stored rounded by its producer: f32 sums in another order */
                 assert_close_bf16(what, (const uint16_t *)got, cpu[y->id], numel, in_scale);
-            else if (bf16_launches && conv_op(node->op) && k == 0)
+            else if ((bf16_launches || f16_launches) && conv_op(node->op) && k == 0)
                 assert_rounded_alike(what, got, cpu[y->id], numel, in_scale);
             else
                 assert_close(what, got, cpu[y->id], numel,
@@ -676,6 +681,23 @@ START_TEST(test_gemm_op_agrees_bf16_storage)
 }
 END_TEST
 
+/* The GEMM and convolution ops with precision FP16 on both backends: the
+ * CPU's fp16-rounded operands against cuBLASLt and cuDNN on the fp16
+ * copies the launches round into their scratch, and ge2's direct
+ * convolutions rounding as they read. */
+START_TEST(test_gemm_op_agrees_fp16)
+{
+    if (!gemm_op((ge2_op)_i) && !conv_op((ge2_op)_i))
+        return;
+    f16_launches = true; /* Check forks this test: the flag dies with it */
+    op_agrees((ge2_op)_i);
+    if (conv_op((ge2_op)_i)) {
+        direct_conv = true;
+        op_agrees((ge2_op)_i);
+    }
+}
+END_TEST
+
 /* The convolution ops in BF16 on ge2's direct kernels, the fallback where
  * cuDNN has no bf16 engine: on f32 operands they round as they read, on
  * the storage pass's bf16 tensors they read them as they are. */
@@ -709,11 +731,11 @@ static float *random_f32(int64_t n, double lo, double hi)
  * bf16 values differ from their fp32 ones, on aligned buffers. The CUDA
  * product must match the CPU's rounded one within fp32 sum tolerances and
  * be farther from the CPU's fp32 one. */
-START_TEST(test_bf16_gemm_rounds_operands)
+static void gemm_rounds_operands(bool f16)
 {
     enum { D = 64 };
     float *x = random_f32(D * D, -1, 1), *w = random_f32(D * D, -1, 1);
-    float y_bf16[D * D], y_fp32[D * D], got[D * D];
+    float y_half[D * D], y_fp32[D * D], got[D * D];
     ge2_node node;
     memset(&node, 0, sizeof node);
     node.op = GE2_OP_LINEAR;
@@ -729,8 +751,9 @@ START_TEST(test_bf16_gemm_rounds_operands)
     lc.in[1] = (ge2_view){w, GE2_F32, ge2_shape2(D, D)};
     lc.out[0] = (ge2_view){y_fp32, GE2_F32, ge2_shape2(D, D)};
     ck_assert_int_eq(ge2_op_def_of(GE2_OP_LINEAR)->cpu(&lc), GE2_OK);
-    lc.bf16_operands = true;
-    lc.out[0].data = y_bf16;
+    lc.bf16_operands = !f16;
+    lc.f16_operands = f16;
+    lc.out[0].data = y_half;
     ck_assert_int_eq(ge2_op_def_of(GE2_OP_LINEAR)->cpu(&lc), GE2_OK);
     device d;
     device_open(&d);
@@ -741,22 +764,35 @@ START_TEST(test_bf16_gemm_rounds_operands)
     lg.out[0].data = to_device(NULL, sizeof got);
     cuda_run(&lg);
     from_device(got, lg.out[0].data, sizeof got);
-    int nearer_bf16 = 0;
+    int nearer_half = 0;
     double worst = 0;
     for (int i = 0; i < D * D; i++) {
-        const double to_bf16 = fabs(got[i] - y_bf16[i]), to_fp32 = fabs(got[i] - y_fp32[i]);
-        nearer_bf16 += to_bf16 < to_fp32;
-        worst = fmax(worst, to_bf16);
+        const double to_half = fabs(got[i] - y_half[i]), to_fp32 = fabs(got[i] - y_fp32[i]);
+        nearer_half += to_half < to_fp32;
+        worst = fmax(worst, to_half);
     }
-    ck_assert_msg(worst <= 1e-4 && nearer_bf16 > D * D * 9 / 10,
-                  "bf16 GEMM: worst |CUDA - CPU rounded| %.3g, nearer the rounded product in %d of %d (a TF32 or "
-                  "fp32 GEMM would be nearer the fp32 one)", worst, nearer_bf16, D * D);
+    ck_assert_msg(worst <= 1e-4 && nearer_half > D * D * 9 / 10,
+                  "%s GEMM: worst |CUDA - CPU rounded| %.3g, nearer the rounded product in %d of %d (a TF32 or "
+                  "fp32 GEMM would be nearer the fp32 one)", f16 ? "fp16" : "bf16", worst, nearer_half, D * D);
     device_close(&d);
     CK_CUDA(cudaFree(lg.in[0].data));
     CK_CUDA(cudaFree(lg.in[1].data));
     CK_CUDA(cudaFree(lg.out[0].data));
     free(x);
     free(w);
+}
+
+START_TEST(test_bf16_gemm_rounds_operands)
+{
+    gemm_rounds_operands(false);
+}
+END_TEST
+
+/* The same in fp16: cuBLASLt on CUDA_R_16F copies (an fp16 GEMM that
+ * rounded to bf16 instead would miss the CPU's fp16 product too) */
+START_TEST(test_fp16_gemm_rounds_operands)
+{
+    gemm_rounds_operands(true);
 }
 END_TEST
 
@@ -1068,6 +1104,13 @@ END_TEST
 START_TEST(test_large_convolutions_bf16)
 {
     bf16_launches = bf16_storage = true; /* Check forks this test: the flags die with it */
+    large_convolutions();
+}
+END_TEST
+
+START_TEST(test_large_convolutions_fp16)
+{
+    f16_launches = true; /* Check forks this test: the flag dies with it */
     large_convolutions();
 }
 END_TEST
@@ -1711,6 +1754,9 @@ int main(void)
     tcase_add_loop_test(tc, test_conv_op_agrees_direct_bf16, 0, ge2_op_count());
     tcase_add_test(tc, test_large_convolutions);
     tcase_add_test(tc, test_large_convolutions_bf16);
+    tcase_add_test(tc, test_large_convolutions_fp16);
+    tcase_add_loop_test(tc, test_gemm_op_agrees_fp16, 0, ge2_op_count());
+    tcase_add_test(tc, test_fp16_gemm_rounds_operands);
     tcase_add_test(tc, test_bf16_gemm_rounds_operands);
     tcase_add_test(tc, test_large_graphs_agree_tiled);
     tcase_add_test(tc, test_large_bias_gradients_bf16);

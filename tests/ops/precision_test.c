@@ -86,18 +86,19 @@ static void run(net *m, ge2_mode mode, int s)
     API(ge2_program_sync(m->program));
 }
 
-/* y [B, N] = bf16(x) · bf16(w)ᵀ + b, as a float64 product of the rounded
- * operands with the sums' fp32 tolerance; returns how many outputs differ
- * from the unrounded product by more than the tolerance (so tell bf16 from
- * fp32) */
-static int assert_rounded_product(const char *what, const float *x, const float *w, const float *b, const float *y)
+/* y [B, N] = round(x) · round(w)ᵀ + b (round: ge2_ref_bf16 or
+ * ge2_ref_f16), as a float64 product of the rounded operands with the
+ * sums' fp32 tolerance; returns how many outputs differ from the unrounded
+ * product by more than the tolerance (so tell the rounding from fp32) */
+static int assert_rounded_by(const char *what, double (*round)(double), const float *x, const float *w,
+                             const float *b, const float *y)
 {
     int differ = 0;
     for (int r = 0; r < B; r++)
         for (int c = 0; c < N; c++) {
             double rounded = b[c], exact = b[c], scale = fabs((double)b[c]);
             for (int k = 0; k < K; k++) {
-                rounded += ge2_ref_bf16(x[r * K + k]) * ge2_ref_bf16(w[c * K + k]);
+                rounded += round(x[r * K + k]) * round(w[c * K + k]);
                 exact += (double)x[r * K + k] * w[c * K + k];
                 scale += fabs((double)x[r * K + k] * w[c * K + k]);
             }
@@ -107,6 +108,11 @@ static int assert_rounded_product(const char *what, const float *x, const float 
             differ += fabs(rounded - exact) > 10 * tol;
         }
     return differ;
+}
+
+static int assert_rounded_product(const char *what, const float *x, const float *w, const float *b, const float *y)
+{
+    return assert_rounded_by(what, ge2_ref_bf16, x, w, b, y);
 }
 
 START_TEST(bf16_linear_is_the_rounded_product)
@@ -141,6 +147,37 @@ START_TEST(bf16_linear_is_the_rounded_product)
     net_close(&fp);
 }
 END_TEST
+
+/* Precision FP16: the operands rounded to fp16 (ge2_ref_f16's grid, 10
+ * mantissa bits), fp32 sums: the product of the fp16 operands, which for
+ * most outputs is neither fp32's nor bf16's */
+START_TEST(fp16_linear_is_the_rounded_product)
+{
+    net h;
+    net_open(&h, GE2_PRECISION_FP16);
+    float x[B * K], t[B * N], w[N * K], b[N], y[B * N];
+    batch(0, x, t);
+    API(ge2_program_get_parameter(h.program, h.w, w, sizeof w));
+    API(ge2_program_get_parameter(h.program, h.b, b, sizeof b));
+    run(&h, GE2_MODE_EVAL, 0);
+    API(ge2_program_read_output(h.program, GE2_MODE_EVAL, h.y, y, sizeof y));
+    const int from_fp32 = assert_rounded_by("fp16", ge2_ref_f16, x, w, b, y);
+    ck_assert_msg(from_fp32 > B * N / 2, "only %d of %d outputs tell fp16 from fp32", from_fp32, B * N);
+    int from_bf16 = 0;
+    for (int r = 0; r < B; r++)
+        for (int c = 0; c < N; c++) {
+            double bf = b[c], scale = fabs((double)b[c]);
+            for (int k = 0; k < K; k++) {
+                bf += ge2_ref_bf16(x[r * K + k]) * ge2_ref_bf16(w[c * K + k]);
+                scale += fabs((double)x[r * K + k] * w[c * K + k]);
+            }
+            from_bf16 += fabs(y[r * N + c] - bf) > 1e-5 * scale;
+        }
+    ck_assert_msg(from_bf16 > B * N / 2, "only %d of %d outputs tell fp16 from bf16", from_bf16, B * N);
+    net_close(&h);
+}
+END_TEST
+
 
 /* A user's bf16 tensor (ge2_cast) as a linear layer's input: inference sees
  * the f32 it stands for (ge2_infer_input_dtype), and the layer multiplies in
@@ -220,9 +257,10 @@ typedef struct dot_net {
     ge2_tensor *x, *w, *b;
 } dot_net;
 
-/* loss = sum(y * c), its backward, SGD at lr 1, compiled in precision
- * BF16: one step moves each parameter by its gradient */
-static void compile_dot_loss(ge2_context *ctx, ge2_graph *g, ge2_tensor *y, ge2_tensor *c, ge2_program **program)
+/* loss = sum(y * c), its backward, SGD at lr 1, compiled in precision:
+ * one step moves each parameter by its gradient */
+static void compile_dot_loss(ge2_context *ctx, ge2_graph *g, ge2_tensor *y, ge2_tensor *c, ge2_precision precision,
+                             ge2_program **program)
 {
     ge2_tensor *m, *loss;
     API(ge2_mul(g, y, c, &m));
@@ -232,7 +270,7 @@ static void compile_dot_loss(ge2_context *ctx, ge2_graph *g, ge2_tensor *y, ge2_
     sgd.lr = 1.0;
     API(ge2_optimizer(g, &sgd));
     ge2_compile_options o = ge2_compile_defaults();
-    o.precision = GE2_PRECISION_BF16;
+    o.precision = precision;
     API(ge2_compile(ctx, g, &o, program));
 }
 
@@ -250,7 +288,7 @@ static void dot_net_open(dot_net *d, bool bias, const float *cv /* [B, N] */)
         API(ge2_parameter(g, "b", GE2_F32, ge2_shape1(N), (ge2_init){GE2_INIT_UNIFORM, -1, 1, 0}, &d->b));
     API(ge2_constant(g, "c", GE2_F32, ge2_shape2(B, N), cv, &c));
     API(ge2_linear(g, d->x, d->w, d->b, GE2_ACT_NONE, 0, &y));
-    compile_dot_loss(d->ctx, g, y, c, &d->program);
+    compile_dot_loss(d->ctx, g, y, c, GE2_PRECISION_BF16, &d->program);
 }
 
 /* Parameter p before and after one step on batch 0's x (xv) */
@@ -303,23 +341,23 @@ START_TEST(bf16_weight_gradient_is_the_rounded_product)
 }
 END_TEST
 
-/* Whether got is exact rounded to bf16, within tol: the float64 reference
- * and the kernel's fp32 sums may straddle a rounding boundary, so the
- * roundings of exact ± tol count too */
-static bool is_rounded(double got, double exact, double tol)
+/* Whether got is exact rounded (to_half: ge2_ref_bf16 or ge2_ref_f16),
+ * within tol: the float64 reference and the kernel's fp32 sums may
+ * straddle a rounding boundary, so the roundings of exact ± tol count too */
+static bool is_rounded(double (*to_half)(double), double got, double exact, double tol)
 {
-    return fabs(got - ge2_ref_bf16(exact)) <= tol || fabs(got - ge2_ref_bf16(exact - tol)) <= tol ||
-           fabs(got - ge2_ref_bf16(exact + tol)) <= tol;
+    return fabs(got - to_half(exact)) <= tol || fabs(got - to_half(exact - tol)) <= tol ||
+           fabs(got - to_half(exact + tol)) <= tol;
 }
 
-/* conv2d under BF16 multiplies rounded operands (its im2col GEMM) with
- * fp32 sums and rounds each convolution to bf16, as cuDNN's bf16 engines
- * write it: x [1, 2, 5, 5], w [3, 2, 3, 3], padding 1, bias. The forward
- * y = bf16(conv) + b, against a float64 convolution of the rounded values;
- * then loss = sum(y * c) with c exact in bf16 (so dy = c), and one SGD
- * step at lr 1 moves w by bf16(Σ c · bf16(x)), the rounded weight
- * gradient. */
-START_TEST(bf16_conv2d_is_the_rounded_convolution)
+/* conv2d under BF16 (FP16) multiplies rounded operands (its im2col GEMM)
+ * with fp32 sums and rounds each convolution to bf16 (fp16), as cuDNN's
+ * engines of that type write it: x [1, 2, 5, 5], w [3, 2, 3, 3], padding
+ * 1, bias. The forward y = to_half(conv) + b, against a float64 convolution
+ * of the rounded values; then loss = sum(y * c) with c exact in both types
+ * (so dy = c), and one SGD step at lr 1 moves w by to_half(Σ c · to_half(x)),
+ * the rounded weight gradient. */
+static void check_rounded_convolution(ge2_precision precision, double (*to_half)(double))
 {
     enum { C = 2, H = 5, O = 3, KS = 3 };
     ge2_context *ctx;
@@ -342,7 +380,7 @@ START_TEST(bf16_conv2d_is_the_rounded_convolution)
     cp.padding[0] = cp.padding[1] = 1;
     API(ge2_conv2d(g, x, w, b, &cp, &y));
     API(ge2_mark_output(g, y));
-    compile_dot_loss(ctx, g, y, c, &p);
+    compile_dot_loss(ctx, g, y, c, precision, &p);
     API(ge2_program_get_parameter(p, w, w0, sizeof w0));
     API(ge2_program_get_parameter(p, b, bv, sizeof bv));
     ge2_feed f = {x, xv, x->shape};
@@ -362,16 +400,16 @@ START_TEST(bf16_conv2d_is_the_rounded_convolution)
                             const int iy = r + i - 1, ix = col + j - 1;
                             if (iy < 0 || iy >= H || ix < 0 || ix >= H)
                                 continue;
-                            const double term = ge2_ref_bf16(xv[(ci * H + iy) * H + ix]) *
-                                                ge2_ref_bf16(w0[((o2 * C + ci) * KS + i) * KS + j]);
+                            const double term = to_half(xv[(ci * H + iy) * H + ix]) *
+                                                to_half(w0[((o2 * C + ci) * KS + i) * KS + j]);
                             conv += term;
                             scale += fabs(term);
                         }
                 const double got = yv[(o2 * H + r) * H + col], tol = 1e-6 * scale;
-                ck_assert_msg(is_rounded(got - bv[o2], conv, tol),
-                              "y[%d,%d,%d] %.9g, bf16(rounded convolution) + b %.9g", o2, r, col, got,
-                              ge2_ref_bf16(conv) + bv[o2]);
-                rounded_y += fabs(ge2_ref_bf16(conv) - conv) > 10 * tol;
+                ck_assert_msg(is_rounded(to_half, got - bv[o2], conv, tol),
+                              "%s y[%d,%d,%d] %.9g, the rounded convolution + b %.9g", ge2_precision_name(precision),
+                              o2, r, col, got, to_half(conv) + bv[o2]);
+                rounded_y += fabs(to_half(conv) - conv) > 10 * tol;
             }
     for (int o2 = 0; o2 < O; o2++)
         for (int ci = 0; ci < C; ci++)
@@ -383,22 +421,29 @@ START_TEST(bf16_conv2d_is_the_rounded_convolution)
                             const int iy = r + i - 1, ix = col + j - 1;
                             if (iy < 0 || iy >= H || ix < 0 || ix >= H)
                                 continue;
-                            const double term = cv[(o2 * H + r) * H + col] * ge2_ref_bf16(xv[(ci * H + iy) * H + ix]);
+                            const double term = cv[(o2 * H + r) * H + col] * to_half(xv[(ci * H + iy) * H + ix]);
                             dw += term;
                             scale += fabs(term);
                         }
                     const int k = ((o2 * C + ci) * KS + i) * KS + j;
                     const double moved = (double)w0[k] - w1[k], tol = 1e-6 * (scale + fabs(w0[k]));
-                    ck_assert_msg(is_rounded(moved, dw, tol), "w[%d,%d,%d,%d] moved %.9g, the rounded gradient is %.9g",
-                                  o2, ci, i, j, moved, ge2_ref_bf16(dw));
-                    rounded_dw += fabs(ge2_ref_bf16(dw) - dw) > 10 * tol;
+                    ck_assert_msg(is_rounded(to_half, moved, dw, tol),
+                                  "%s w[%d,%d,%d,%d] moved %.9g, the rounded gradient is %.9g",
+                                  ge2_precision_name(precision), o2, ci, i, j, moved, to_half(dw));
+                    rounded_dw += fabs(to_half(dw) - dw) > 10 * tol;
                 }
-    /* the roundings are seen: most values are not bf16 values already */
+    /* the roundings are seen: most values are not 16-bit values already */
     ck_assert_msg(rounded_y > O * H * H / 2 && rounded_dw > O * C * KS * KS / 2,
                   "only %d outputs and %d weight gradients tell the rounding apart", rounded_y, rounded_dw);
     ge2_program_free(p);
     ge2_graph_free(g);
     ge2_context_free(ctx);
+}
+
+START_TEST(bf16_conv2d_is_the_rounded_convolution)
+{
+    check_rounded_convolution(GE2_PRECISION_BF16, ge2_ref_bf16);
+    check_rounded_convolution(GE2_PRECISION_FP16, ge2_ref_f16);
 }
 END_TEST
 
@@ -870,9 +915,10 @@ START_TEST(precision_names_parse_back)
         ck_assert_int_eq(back, p);
     }
     ck_assert_str_eq(ge2_precision_name(GE2_PRECISION_BF16), "bf16");
+    ck_assert_str_eq(ge2_precision_name(GE2_PRECISION_FP16), "fp16");
     ge2_precision out;
-    ck_assert_int_eq(ge2_precision_parse("fp16", &out), GE2_ERR_INVALID_ARGUMENT);
-    ck_assert_msg(strstr(ge2_last_error(), "fp16"), "%s", ge2_last_error());
+    ck_assert_int_eq(ge2_precision_parse("fp8", &out), GE2_ERR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(ge2_last_error(), "fp8") && strstr(ge2_last_error(), "fp16"), "%s", ge2_last_error());
     ck_assert_str_eq(ge2_precision_name(GE2_PRECISION_COUNT), "?");
 }
 END_TEST
@@ -885,6 +931,7 @@ int main(void)
     tcase_add_test(tc, a_bf16_tensor_makes_a_bf16_linear);
     tcase_add_test(tc, a_layer_trains_in_bf16);
     tcase_add_test(tc, bf16_conv2d_is_the_rounded_convolution);
+    tcase_add_test(tc, fp16_linear_is_the_rounded_product);
     tcase_add_test(tc, bf16_cnn_trains_on_bf16_operands);
     tcase_add_test(tc, bf16_weight_gradient_is_the_rounded_product);
     tcase_add_test(tc, bf16_storage_rounds_each_operand_once);

@@ -43,7 +43,7 @@ typedef struct net {
     bool mse;
 } net;
 
-static void net_open(net *n, bool mse, const ge2_loss_scaling *scaling, int accumulation)
+static void net_open_in(net *n, ge2_precision precision, bool mse, const ge2_loss_scaling *scaling, int accumulation)
 {
     memset(n, 0, sizeof *n);
     n->mse = mse;
@@ -79,7 +79,13 @@ static void net_open(net *n, bool mse, const ge2_loss_scaling *scaling, int accu
     /* the whole-step MLP kernel takes no loss scaling: neither run gets it,
      * so both run the same kernels */
     o.disable_fusions = "mlp_step";
+    o.precision = precision;
     API(ge2_compile(n->ctx, g, &o, &n->program));
+}
+
+static void net_open(net *n, bool mse, const ge2_loss_scaling *scaling, int accumulation)
+{
+    net_open_in(n, GE2_PRECISION_FP32, mse, scaling, accumulation);
 }
 
 static void net_close(net *n)
@@ -104,7 +110,8 @@ static float net_step(net *n, int batch, float big, bool poisoned)
         labels[r] = (r + batch) % OUT;
     if (poisoned)
         x[5] = NAN;
-    ge2_feed f[2] = {{n->x, x, ge2_tensor_shape(n->x)}, {n->y, n->mse ? (void *)t : (void *)labels, ge2_tensor_shape(n->y)}};
+    ge2_feed f[2] = {{n->x, x, ge2_tensor_shape(n->x)},
+                     {n->y, n->mse ? (void *)t : (void *)labels, ge2_tensor_shape(n->y)}};
     API(ge2_program_step(n->program, GE2_MODE_TRAIN, f, 2));
     API(ge2_program_read_output(n->program, GE2_MODE_TRAIN, n->loss, &loss, sizeof loss));
     return loss;
@@ -233,6 +240,30 @@ START_TEST(a_nan_step_is_skipped)
 }
 END_TEST
 
+/* Precision FP16 overflows past 65504: under a scale of 2^30 the output
+ * gradients the backward GEMMs round to fp16 become inf, though fp32 holds
+ * them; those steps are skipped and the scale backs off until they fit,
+ * and then the net trains. */
+START_TEST(fp16_overflow_backs_the_scale_off)
+{
+    const ge2_loss_scaling s = scaling_of(0x1p30, 1000);
+    net h;
+    net_open_in(&h, GE2_PRECISION_FP16, false, &s, 1);
+    float first = 0, last = 0;
+    for (int step = 0; step < 40; step++) {
+        last = net_step(&h, step % 4, 1.0f, false);
+        first = step == 0 ? last : first;
+    }
+    double scale;
+    int64_t skipped;
+    API(ge2_program_loss_scale(h.program, &scale, &skipped));
+    ck_assert_msg(skipped >= 3 && skipped < 30 && scale == ldexp(1.0, 30 - (int)skipped), "%lld skipped, scale %g",
+                  (long long)skipped, scale);
+    ck_assert_msg(isfinite(last) && last < 0.8f * first, "loss %g -> %g", (double)first, (double)last);
+    net_close(&h);
+}
+END_TEST
+
 /* Bad settings are refused naming the field; per-parameter updates, which
  * would update a layer before the others' gradients are checked, too. */
 START_TEST(bad_settings_are_refused)
@@ -276,6 +307,7 @@ int main(void)
     tcase_add_test(tc, a_finite_scaled_run_is_the_unscaled_run);
     tcase_add_test(tc, overflowing_steps_are_skipped_and_the_scale_backs_off);
     tcase_add_test(tc, a_nan_step_is_skipped);
+    tcase_add_test(tc, fp16_overflow_backs_the_scale_off);
     tcase_add_test(tc, bad_settings_are_refused);
     suite_add_tcase(s, tc);
     return ge2_check_run(s);

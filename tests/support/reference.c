@@ -126,3 +126,24 @@ double ge2_ref_bf16(double v)
         r = past_largest ? INFINITY : hi;
     return f < 0 ? -r : r;
 }
+
+double ge2_ref_f16(double v)
+{
+    const float f = (float)v;
+    if (isnan(f) || isinf(f) || f == 0)
+        return (double)f;
+    const double a = fabs((double)f);
+    if (a >= 65520.0)
+        return copysign(INFINITY, f);
+    /* the fp16 grid around a: steps of 2^(e - 10) in [2^e, 2^(e+1)), 2^-24 below 2^-14 */
+    int e = (int)floor(log2(a));
+    if (ldexp(1.0, e) > a) /* log2's rounding */
+        e--;
+    else if (ldexp(1.0, e + 1) <= a)
+        e++;
+    const double step = ldexp(1.0, (e < -14 ? -14 : e) - 10);
+    const double lo = floor(a / step) * step, hi = lo + step;
+    const bool lo_even = fmod(lo / step, 2.0) == 0.0;
+    const double r = a - lo < hi - a || (a - lo == hi - a && lo_even) ? lo : hi;
+    return copysign(r, f);
+}

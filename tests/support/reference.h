@@ -31,6 +31,9 @@ int64_t ge2_ref_numel(ge2_shape s);
  * unit, infinity; NaN stays NaN): rounding worked out on values, for
  * checking graph/bf16.h's bit arithmetic and the cast op. */
 double ge2_ref_bf16(double v);
+/* v as float, rounded to the nearest fp16 value (ties to even; 65520 and
+ * past to infinity), worked out on values in double */
+double ge2_ref_f16(double v);
 
 /* The random stream the node under test drew from (the control block's
  * seed and offset when it ran), set by the suite before ref_eval: the
