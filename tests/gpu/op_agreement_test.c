@@ -272,19 +272,21 @@ static void assert_close_bf16(const char *what, const uint16_t *got, const uint1
     free(w);
 }
 
-/* A convolution's output under bf16: both sides sum exact products of
- * bf16 operands in fp32 and round the sum to bf16, so they differ (by one
- * bf16 step) only where the two sums straddle a rounding boundary, which
- * is rare: nearly every element has the CPU's bits. A kernel that
- * multiplied unrounded operands (TF32, fp32) or left its sums unrounded
- * misses most of them. */
+/* A convolution's output under bf16 (fp16): both sides sum exact products
+ * of 16-bit operands in fp32 and round the sum to that type, so they
+ * differ (by one step) only where the two sums straddle a rounding
+ * boundary: rare in bf16 (at most 1% of the elements), about eight times
+ * as often in fp16, whose steps are eight times finer (on an H200 a
+ * 288-term input gradient had 3.8% straddles; at most 10% allowed). A
+ * kernel that multiplied unrounded operands (TF32, fp32), rounded to the
+ * other type, or left its sums unrounded misses most of them. */
 static void assert_rounded_alike(const char *what, const float *got, const float *want, int64_t n, double scale)
 {
     assert_close(what, got, want, n, 1.0 / 128, RTOL_GEMM * scale);
     int64_t same = 0;
     for (int64_t i = 0; i < n; i++)
         same += memcmp(&got[i], &want[i], sizeof got[i]) == 0;
-    const int64_t allowed = n / 100 > 1 ? n / 100 : 1; /* one straddle even in a small case */
+    const int64_t share = f16_launches ? n / 10 : n / 100, allowed = share > 1 ? share : 1; /* one even in a small case */
     ck_assert_msg(n - same <= allowed, "%s: %lld of %lld elements have the CPU's bits", what, (long long)same,
                   (long long)n);
 }
