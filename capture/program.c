@@ -304,6 +304,26 @@ static ge2_status check_collective(const ge2_program *program)
     return GE2_OK;
 }
 
+/* Precision FP16 rounds every GEMM operand to fp16 itself: a bf16 tensor
+ * (a ge2_cast the user made) there would be read in the other 16-bit
+ * format, so it is refused, naming the node and the tensor. */
+static ge2_status fp16_operands(const ge2_program *program)
+{
+    const ge2_graph *g = program->graph;
+    if (program->options.o.precision != GE2_PRECISION_FP16)
+        return GE2_OK;
+    for (int n = 0; n < g->n_nodes; n++)
+        for (int i = 0; i < g->nodes[n].n_inputs; i++) {
+            const ge2_tensor *t = g->tensors[g->nodes[n].inputs[i]];
+            if (t->dtype == GE2_BF16 && ge2_op_bf16_operand(g->nodes[n].op, i))
+                return ge2_error(GE2_ERR_UNSUPPORTED,
+                                 "ge2_compile: precision fp16 rounds GEMM operands to fp16, but ge2_%s (node %d) "
+                                 "multiplies the bf16 tensor '%s' (input %d): cast it to f32, or compile in bf16",
+                                 ge2_op_name(g->nodes[n].op), n, t->name, i);
+        }
+    return GE2_OK;
+}
+
 /* Precision BF16's storage pass (ops/cast: ge2_bf16_storage_pass) on the
  * program's own copy of the graph, so the user's stays f32 for a compile in
  * another precision; drawn ("bf16" DOT) when it changed anything. */
@@ -340,6 +360,7 @@ static ge2_status compile(ge2_program *program)
     GE2_TRY(ge2_graph_verify(program->graph));
     GE2_TRY(dump_graph(program));
     GE2_TRY(rewrite_graph(program));
+    GE2_TRY(fp16_operands(program));
     GE2_TRY(bf16_storage(program));
     for (int n = 0; n < program->graph->n_nodes; n++)
         if ((ge2_op_flags(program->graph->nodes[n].op) & GE2_OPF_UPDATE) && program->optimizer_node < 0)

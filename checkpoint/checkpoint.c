@@ -17,6 +17,7 @@
  * A file saved from a state_dict loads with ge2_checkpoint_load_parameters.
  */
 #include <errno.h>
+#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -185,9 +186,10 @@ ge2_status ge2_checkpoint_save(ge2_program *program, const char *path, const ge2
         const ge2_control *c = ge2_program_control_host(program);
         const ge2_optimizer_config *cfg = ge2_program_optimizer_config(program);
         ge2_resume_state r = resume ? *resume : (ge2_resume_state){0, 0, 0, 0};
-        ge2_st_kv meta[10] = {{"format", CK_FORMAT}, {"optimizer", ""}, {"step", ""}, {"micro_step", ""},
+        ge2_st_kv meta[13] = {{"format", CK_FORMAT}, {"optimizer", ""}, {"step", ""}, {"micro_step", ""},
                               {"base_lr", ""}, {"rng_offset", ""}, {"epoch", ""}, {"batch_in_epoch", ""},
-                              {"data_seed", ""}, {"examples_in_epoch", ""}};
+                              {"data_seed", ""}, {"examples_in_epoch", ""}, {"loss_scale", ""},
+                              {"scale_good_steps", ""}, {"skipped_steps", ""}};
         snprintf(meta[1].value, GE2_ST_MAX_VALUE, "%s", cfg ? ge2_optimizer_name(cfg->kind) : "none");
         snprintf(meta[2].value, GE2_ST_MAX_VALUE, "%" PRId64, c->step);
         snprintf(meta[3].value, GE2_ST_MAX_VALUE, "%" PRId32, c->micro_step);
@@ -197,7 +199,11 @@ ge2_status ge2_checkpoint_save(ge2_program *program, const char *path, const ge2
         snprintf(meta[7].value, GE2_ST_MAX_VALUE, "%" PRId64, r.batch_in_epoch);
         snprintf(meta[8].value, GE2_ST_MAX_VALUE, "%" PRIu64, r.data_seed);
         snprintf(meta[9].value, GE2_ST_MAX_VALUE, "%" PRId64, r.examples_in_epoch);
-        st = ge2_st_write(path, l.tensors, l.n, meta, 10);
+        /* dynamic loss scaling's state (GradScaler's state_dict): 1, 0, 0 without it */
+        snprintf(meta[10].value, GE2_ST_MAX_VALUE, "%.9g", (double)c->loss_scale);
+        snprintf(meta[11].value, GE2_ST_MAX_VALUE, "%" PRId32, c->scale_good_steps);
+        snprintf(meta[12].value, GE2_ST_MAX_VALUE, "%" PRId64, c->skipped_steps);
+        st = ge2_st_write(path, l.tensors, l.n, meta, 13);
     }
     ck_layout_free(&l);
     return st;
@@ -279,6 +285,9 @@ typedef struct ck_meta {
     int64_t step, micro_step, epoch, batch_in_epoch, examples_in_epoch;
     uint64_t rng_offset, data_seed;
     double base_lr;
+    bool has_scale; /* the loss scaling keys are there (files before them lack them) */
+    double loss_scale;
+    int64_t scale_good_steps, skipped_steps;
 } ck_meta;
 
 static ge2_status ck_read_meta(ge2_program *program, const ge2_st_file *f, const char *path, ck_meta *m)
@@ -310,7 +319,17 @@ static ge2_status ck_read_meta(ge2_program *program, const ge2_st_file *f, const
     if (!lr || !*lr || *end || !isfinite(m->base_lr) || m->base_lr < 0)
         return ge2_error(GE2_ERR_FORMAT, "%s: __metadata__ \"base_lr\" is %s, expected a finite lr >= 0", path,
                          lr ? lr : "missing");
-    return GE2_OK;
+    const char *scale = ge2_st_meta(f, "loss_scale");
+    m->has_scale = scale != NULL;
+    if (!m->has_scale)
+        return GE2_OK;
+    end = NULL;
+    m->loss_scale = strtod(scale, &end);
+    if (!*scale || *end || !(m->loss_scale > 0) || m->loss_scale > FLT_MAX)
+        return ge2_error(GE2_ERR_FORMAT, "%s: __metadata__ \"loss_scale\" is %s, expected a finite float > 0", path,
+                         scale);
+    GE2_TRY(ck_meta_int(f, path, "scale_good_steps", 0, INT32_MAX, &m->scale_good_steps));
+    return ck_meta_int(f, path, "skipped_steps", 0, INT64_MAX, &m->skipped_steps);
 }
 
 /* Most data bytes a usable file can hold: parameters, every state slot
@@ -350,6 +369,12 @@ ge2_status ge2_checkpoint_load(ge2_program *program, const char *path, ge2_resum
         c->micro_step = (int32_t)m.micro_step;
         c->base_lr = (float)m.base_lr;
         c->rng_offset = m.rng_offset;
+        const ge2_optimizer_config *cfg = ge2_program_optimizer_config(program);
+        if (m.has_scale && cfg && cfg->loss_scaling.dynamic) { /* GradScaler.load_state_dict */
+            c->loss_scale = (float)m.loss_scale;
+            c->scale_good_steps = (int32_t)m.scale_good_steps;
+            c->skipped_steps = m.skipped_steps;
+        }
         st = ge2_program_upload_control(program);
     }
     if (st == GE2_OK && resume)

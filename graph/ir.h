@@ -91,6 +91,11 @@ typedef struct ge2_slice_attrs {
 
 typedef struct ge2_loss_attrs {
     float label_smoothing;
+    /* CROSS_ENTROPY: the loss is this node's output itself (set by its
+     * backward rule), so its gradient output is the backward's start and
+     * carries the control block's loss_scale; else the rule multiplies it
+     * by an upstream gradient that carries the scale already */
+    bool seeds_backward;
     ge2_dtype dtype; /* LOSS_SCALE: the seed's, which is the loss's */
 } ge2_loss_attrs;
 

@@ -43,14 +43,15 @@ __global__ void __launch_bounds__(HEAD_WARPS *GE2_WARP)
                          const float4 *__restrict__ w /* [C, k4] */, const float *__restrict__ bias /* [C] or NULL */,
                          const int *__restrict__ labels /* [B] */, float smoothing,
                          float *__restrict__ logits /* [B, C] */, float *__restrict__ loss /* [] or NULL */,
-                         float *__restrict__ dlogits /* [B, C] or NULL */, ge2_control *ctl)
+                         float *__restrict__ dlogits /* [B, C] or NULL */, bool seeds, ge2_control *ctl)
 {
     constexpr int R = HEAD_LOSS_ROWS;
     static_assert(R <= HEAD_WARPS, "a warp per row finishes the rows");
     __shared__ float part[HEAD_WARPS][R][CMAX]; // [warp][row][class]
     __shared__ float row_logits[R][CMAX];
     const int lane = threadIdx.x % GE2_WARP, warp = threadIdx.x / GE2_WARP;
-    const float inv_rows = 1.0f / (float)rows, dx_scale = inv_rows * ctl->loss_scale; // (ge2_loss_scaling)
+    // dlogits carries the loss scale where the loss is the cross-entropy itself (ge2_loss_scaling)
+    const float inv_rows = 1.0f / (float)rows, dx_scale = seeds ? inv_rows * ctl->loss_scale : inv_rows;
     float my_loss = 0.0f;
     // The gradients kernel after this one may start launching now: it waits
     // for this grid's end before it reads dlogits.
@@ -359,7 +360,7 @@ template <int CMAX> static void loss_kernel(const ge2_launch *lin, const ge2_lau
         (int)x->shape.dim[0], (int)lin->in[1].shape.dim[0], x->shape.dim[1] / 4, (const float4 *)x->data,
         (const float4 *)lin->in[1].data, lin->n_in > 2 ? (const float *)lin->in[2].data : NULL,
         (const int *)ce->in[1].data, ce->node->attrs.loss.label_smoothing, (float *)lin->out[0].data,
-        out_or_null(ce, 0), out_or_null(ce, 1), ce->control);
+        out_or_null(ce, 0), out_or_null(ce, 1), ce->node->attrs.loss.seeds_backward, ce->control);
 }
 
 static ge2_status launch_loss(const ge2_launch *lin, const ge2_launch *ce)

@@ -185,7 +185,8 @@ typedef struct ge2_launch {
     /* GEMM-class ops: round their operands to bf16 before multiplying,
      * accumulate in fp32 (ge2_compile_options.precision BF16). An operand
      * that is a bf16 tensor already (GE2_OPF_BF16_OPERANDS) is read as it
-     * is; ge2_launch_half_gemm says whether a launch multiplies in bf16. */
+     * is; ge2_launch_half_gemm says whether a launch multiplies 16-bit
+     * operands (bf16 or, with f16_operands, fp16). */
     bool bf16_operands;
     /* The same in fp16 (ge2_compile_options.precision FP16): operands
      * rounded to IEEE half, fp32 sums; convolutions round their results
@@ -238,10 +239,10 @@ typedef struct ge2_cuda_kernel {
     ge2_status (*launch)(const ge2_launch *launch);
     void (*release)(ge2_launch *launch);
     const char *(*describe)(const ge2_launch *launch); /* which kernel/algorithm this node got */
-    /* Precision BF16 (launch->bf16_operands): the bytes of ge2_launch.scratch
-     * the launch needs (its operands' bf16 copies, say); the backend sizes
-     * each graph key's scratch for its largest launch before any prepare.
-     * NULL: none. */
+    /* Precision BF16 or FP16 (bf16_operands, f16_operands): the bytes of
+     * ge2_launch.scratch the launch needs (its operands' 16-bit copies,
+     * say); the backend sizes each graph key's scratch for its largest
+     * launch before any prepare. NULL: none. */
     size_t (*bf16_scratch_bytes)(const ge2_launch *launch);
 } ge2_cuda_kernel;
 
@@ -336,11 +337,15 @@ const char *ge2_node_op_name(const ge2_node *node);
 
 /* dy[i] a rule receives, besides a tensor id: */
 #define GE2_GRAD_NONE (-1) /* no gradient flows into this output */
-#define GE2_GRAD_SEED (-2) /* the implicit 1 of the loss itself (ge2_ag_dy_tensor makes it a tensor) */
+/* the loss itself: d loss / d loss, 1 times the loss scale under dynamic
+ * loss scaling (ge2_loss_scaling). A rule must not treat it as 1: take
+ * ge2_ag_dy_tensor, which makes it the LOSS_SCALE op's output. */
+#define GE2_GRAD_SEED (-2)
 
 /* Whether tensor wants a gradient (a rule skips the work otherwise). */
 bool ge2_ag_wants(const ge2_autograd *ag, int tensor);
-/* dy as a tensor id: the seed becomes a scalar constant 1. */
+/* dy as a tensor id: the seed becomes a scalar the LOSS_SCALE op writes
+ * each step (the control block's loss_scale: 1 without loss scaling). */
 ge2_status ge2_ag_dy_tensor(ge2_autograd *ag, int dy, int *out);
 /* Appends a backward node of op (any registered op: ge2's own through
  * ge2_op_find, or the user's backward op) over tensor ids; its outputs'

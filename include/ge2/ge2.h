@@ -408,7 +408,11 @@ const char *ge2_update_mode_name(ge2_update_mode mode); /* "auto", "flat", "per_
  * and the scale multiplied by backoff_factor; after growth_interval clean
  * steps in a row it is multiplied by growth_factor. What precision FP16
  * needs, whose small gradients would flush to zero; in fp32 and bf16 a
- * power-of-two scale changes no bit of a step that does not overflow. */
+ * power-of-two scale changes no bit of a step that neither overflows nor
+ * reaches the subnormals. "inf or NaN": the unscaled gradients' sum of
+ * squares is not finite in float. A skipped step does not advance the
+ * learning-rate schedule, which counts the updates taken. Checkpoints keep
+ * the scale, its clean-step count and the skips (GradScaler's state). */
 typedef struct ge2_loss_scaling {
     bool dynamic;          /* off by default */
     double init_scale;     /* 65536, GradScaler's */

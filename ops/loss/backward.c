@@ -1,6 +1,7 @@
 /* Backward of the losses. CROSS_ENTROPY's forward kernel already wrote the
  * gradient of the mean loss (dlogits), so its backward is that tensor —
- * times dy only when the loss is not itself the seed. */
+ * times dy only when the loss is not itself the seed (when it is, the
+ * kernel applies the loss scale the seed would have carried). */
 #include <string.h>
 
 #include "ops/loss/loss.h"
@@ -10,6 +11,10 @@ ge2_status ge2_backward_cross_entropy(ge2_autograd *ag, const ge2_node *node, co
     int g = node->outputs[1];
     if (dy[0] == GE2_GRAD_NONE)
         return GE2_OK; /* only dlogits was consumed: no second derivatives */
+    /* The loss itself: dlogits starts the backward, so the kernel multiplies
+     * it by the loss scale, as LOSS_SCALE would the seed (ge2_loss_scaling);
+     * otherwise dy carries the scale already */
+    ag->graph->nodes[node->id].attrs.loss.seeds_backward = dy[0] == GE2_GRAD_SEED;
     if (dy[0] != GE2_GRAD_SEED) {
         GE2_TRY(ge2_ag_emit2(ag, GE2_OP_MUL, g, dy[0], NULL, &g));
     }

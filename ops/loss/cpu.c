@@ -8,8 +8,8 @@
 #include "kernels/cpu/cpu_util.h"
 #include "ops/loss/loss.h"
 
-/* in: logits [B, C], labels [B] i32; out: loss [] (mean over B), dlogits [B, C] = d loss / d logits times the
- * control block's loss_scale (1 unless the optimizer scales the loss)
+/* in: logits [B, C], labels [B] i32; out: loss [] (mean over B), dlogits [B, C] = d loss / d logits, times the
+ * control block's loss_scale where the loss is this node's output (attrs.loss.seeds_backward)
  * With label smoothing eps the target is q = (1 - eps) onehot + eps / C (PyTorch). */
 #define CROSS_ENTROPY(T, SUF)                                                                                     \
     static ge2_status cross_entropy_##SUF(const ge2_launch *l)                                                  \
@@ -19,7 +19,8 @@
         T *loss = l->out[0].data, *dx = l->n_out > 1 ? l->out[1].data : NULL;                                   \
         int64_t rows = l->in[0].shape.dim[0], c = l->in[0].shape.dim[1];                                        \
         double eps = l->node->attrs.loss.label_smoothing, off = eps / (double)c, total = 0;                     \
-        const double scale = l->control ? l->control->loss_scale : 1.0; /* the loss scale's, ge2_loss_scaling */ \
+        const bool seeds = l->node->attrs.loss.seeds_backward && l->control; /* the loss: ge2_loss_scaling */     \
+        const double scale = seeds ? l->control->loss_scale : 1.0;                                              \
         for (int64_t r = 0; r < rows; r++) {                                                                    \
             const T *xr = x + r * c;                                                                            \
             int32_t y = labels[r];                                                                              \

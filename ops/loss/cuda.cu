@@ -20,15 +20,16 @@
 // Row r is handled by warp (r % (gridDim.x * GE2_LOSS_WARPS)) of the launch.
 // A label outside [0, C) is never used as an index: its row contributes zero
 // loss and zero gradient (the mean still divides by B). dlogits is the
-// gradient of the loss times the control block's loss_scale (1 unless the
-// optimizer scales the loss: ge2_loss_scaling).
+// gradient of the mean loss, times the control block's loss_scale when the
+// loss is this node's output (seeds: attrs.loss.seeds_backward;
+// ge2_loss_scaling).
 __global__ void ge2_cross_entropy_kernel(int rows, int cols, float smoothing, const float *logits /* [B, C] */,
                                          const int *labels /* [B] */, float *loss /* [] */,
-                                         float *dlogits /* [B, C] or NULL */, ge2_control *ctl)
+                                         float *dlogits /* [B, C] or NULL */, bool seeds, ge2_control *ctl)
 {
     int lane = threadIdx.x % GE2_WARP, warp = threadIdx.x / GE2_WARP;
     int warps = gridDim.x * GE2_LOSS_WARPS;
-    float inv_rows = 1.0f / (float)rows, dx_scale = inv_rows * ctl->loss_scale;
+    float inv_rows = 1.0f / (float)rows, dx_scale = seeds ? inv_rows * ctl->loss_scale : inv_rows;
     float my_loss = 0.0f;
     for (int r = blockIdx.x * GE2_LOSS_WARPS + warp; r < rows; r += warps)
         my_loss += ge2_cross_entropy_row(logits + (long long)r * cols, cols, labels[r], smoothing, dx_scale,
@@ -108,7 +109,8 @@ extern "C" ge2_status ge2_cuda_cross_entropy_launch(const ge2_launch *l)
     float *dlogits = l->n_out > 1 ? (float *)l->out[1].data : NULL;
     ge2_cross_entropy_kernel<<<row_blocks(rows), GE2_LOSS_WARPS * GE2_WARP, 0, ge2_cuda_stream(l)>>>(
         (int)rows, (int)cols, l->node->attrs.loss.label_smoothing, (const float *)l->in[0].data,
-        (const int *)l->in[1].data, (float *)l->out[0].data, dlogits, l->control);
+        (const int *)l->in[1].data, (float *)l->out[0].data, dlogits, l->node->attrs.loss.seeds_backward,
+        l->control);
     return ge2_cuda_check_launch(l, "ge2_cross_entropy_kernel");
 }
 

@@ -39,8 +39,8 @@ ge2_status ge2_cpu_grad_norm(const ge2_launch *l)
     }
     ctl->grad_norm = (float)(sqrt(sum) * ge2_opt_rank_average(ctl));
     ctl->clip_factor = ge2_clip_factor(cfg->clip_norm, ctl->grad_norm);
-    if (cfg->loss_scaling.dynamic)
-        ctl->found_inf = !isfinite(sum);
+    if (cfg->loss_scaling.dynamic) /* in float, as CUDA sums: a norm past a float's range counts too */
+        ctl->found_inf = !isfinite((float)sum);
     return GE2_OK;
 }
 

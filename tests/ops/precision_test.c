@@ -906,6 +906,36 @@ START_TEST(a_precision_out_of_range_is_refused)
 }
 END_TEST
 
+/* A bf16 tensor (the user's cast) as a GEMM operand: precision FP16,
+ * which rounds operands to fp16 itself, refuses it, naming the op and the
+ * tensor; BF16 takes it */
+START_TEST(fp16_refuses_bf16_operands)
+{
+    ge2_context *ctx;
+    ge2_graph *g;
+    ge2_program *p;
+    ge2_tensor *x, *xh, *w, *y, *loss;
+    API(ge2_context_new(GE2_DEVICE_CPU, &ctx));
+    API(ge2_graph_new(&g));
+    API(ge2_input(g, "x", GE2_F32, ge2_shape2(B, K), &x));
+    API(ge2_cast(g, x, GE2_BF16, &xh));
+    API(ge2_parameter(g, "w", GE2_F32, ge2_shape2(N, K), (ge2_init){GE2_INIT_UNIFORM, -1, 1, 0}, &w));
+    API(ge2_linear(g, xh, w, NULL, GE2_ACT_NONE, 0, &y));
+    API(ge2_sum_all(g, y, &loss));
+    ge2_compile_options o = ge2_compile_defaults();
+    o.precision = GE2_PRECISION_FP16;
+    ck_assert_int_eq(ge2_compile(ctx, g, &o, &p), GE2_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(ge2_last_error(), "fp16") && strstr(ge2_last_error(), "linear") &&
+                      strstr(ge2_last_error(), ge2_tensor_name(xh)),
+                  "%s", ge2_last_error());
+    o.precision = GE2_PRECISION_BF16;
+    API(ge2_compile(ctx, g, &o, &p));
+    ge2_program_free(p);
+    ge2_graph_free(g);
+    ge2_context_free(ctx);
+}
+END_TEST
+
 /* The names the trainers' --precision takes, both ways */
 START_TEST(precision_names_parse_back)
 {
@@ -932,6 +962,7 @@ int main(void)
     tcase_add_test(tc, a_layer_trains_in_bf16);
     tcase_add_test(tc, bf16_conv2d_is_the_rounded_convolution);
     tcase_add_test(tc, fp16_linear_is_the_rounded_product);
+    tcase_add_test(tc, fp16_refuses_bf16_operands);
     tcase_add_test(tc, bf16_cnn_trains_on_bf16_operands);
     tcase_add_test(tc, bf16_weight_gradient_is_the_rounded_product);
     tcase_add_test(tc, bf16_storage_rounds_each_operand_once);

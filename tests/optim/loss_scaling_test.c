@@ -10,7 +10,8 @@
  * A step whose gradients overflow or hold a NaN is skipped: parameters,
  * optimizer state and the step count stay, so the run is bit for bit the
  * unscaled run without that step. The scale's path (backoff, growth after
- * the interval, the skipped count) is computed here by GradScaler's rules.
+ * the interval, the skipped count) is computed here by GradScaler's rules,
+ * and a checkpoint keeps it.
  * loss_scaling_gpu_test runs the same on the CUDA backend, captured: the
  * scale, the check and the skip all happen on the device. */
 #include <check.h>
@@ -20,6 +21,7 @@
 #include <string.h>
 
 #include "ge2/ge2.h"
+#include "tests/data/testutil.h"
 #include "tests/support/check_main.h"
 
 #ifdef LOSS_SCALING_CUDA
@@ -33,8 +35,13 @@
 
 enum { B = 8, IN = 12, HID = 16, OUT = 4 };
 
-/* x -> relu(linear) -> linear -> cross-entropy against labels, or mse
- * against targets (whose backward starts from the seed) */
+/* x -> relu(linear) -> linear -> the loss: cross-entropy against labels
+ * (whose gradient output starts the backward), mse against targets (the
+ * backward starts from the seed, LOSS_SCALE), or half the cross-entropy
+ * (the cross-entropy's gradient is then scaled by the seed's, not its own) */
+typedef enum loss_kind { CROSS_ENTROPY, MSE, HALF_CROSS_ENTROPY, LOSS_KINDS } loss_kind;
+static const char *const loss_names[LOSS_KINDS] = {"cross-entropy", "mse", "half the cross-entropy"};
+
 typedef struct net {
     ge2_context *ctx;
     ge2_graph *graph;
@@ -43,9 +50,11 @@ typedef struct net {
     bool mse;
 } net;
 
-static void net_open_in(net *n, ge2_precision precision, bool mse, const ge2_loss_scaling *scaling, int accumulation)
+static void net_open_in(net *n, ge2_precision precision, loss_kind kind, const ge2_loss_scaling *scaling,
+                        int accumulation)
 {
     memset(n, 0, sizeof *n);
+    const bool mse = kind == MSE;
     n->mse = mse;
     API(ge2_context_new(DEVICE, &n->ctx));
     API(ge2_graph_new(&n->graph));
@@ -67,6 +76,8 @@ static void net_open_in(net *n, ge2_precision precision, bool mse, const ge2_los
         API(ge2_mse_loss(g, h, n->y, &n->loss));
     else
         API(ge2_cross_entropy(g, h, n->y, 0.0f, &n->loss));
+    if (kind == HALF_CROSS_ENTROPY)
+        API(ge2_scale(g, n->loss, 0.5, &n->loss));
     API(ge2_mark_output(g, n->loss));
     API(ge2_backward(g, n->loss));
     ge2_optimizer_config adam = ge2_optimizer_defaults(GE2_OPT_ADAM);
@@ -83,9 +94,9 @@ static void net_open_in(net *n, ge2_precision precision, bool mse, const ge2_los
     API(ge2_compile(n->ctx, g, &o, &n->program));
 }
 
-static void net_open(net *n, bool mse, const ge2_loss_scaling *scaling, int accumulation)
+static void net_open(net *n, loss_kind kind, const ge2_loss_scaling *scaling, int accumulation)
 {
-    net_open_in(n, GE2_PRECISION_FP32, mse, scaling, accumulation);
+    net_open_in(n, GE2_PRECISION_FP32, kind, scaling, accumulation);
 }
 
 static void net_close(net *n)
@@ -149,25 +160,25 @@ static void hand_scale(double *scale, int64_t *good, bool found_inf, int64_t int
     }
 }
 
-/* No overflow: the scaled run is bitwise the unscaled one (cross-entropy
- * and mse, whose backward starts from the seed); the scale grows by the
- * rules and nothing is skipped. */
+/* No overflow: the scaled run is bitwise the unscaled one, whichever way
+ * its backward starts (loss_kind); the scale grows by the rules and nothing
+ * is skipped. */
 START_TEST(a_finite_scaled_run_is_the_unscaled_run)
 {
-    for (int mse = 0; mse < 2; mse++) {
+    for (int kind = 0; kind < LOSS_KINDS; kind++) {
         const ge2_loss_scaling s = scaling_of(1024.0, 3);
         net plain, scaled;
-        net_open(&plain, mse, NULL, 1);
-        net_open(&scaled, mse, &s, 1);
+        net_open(&plain, (loss_kind)kind, NULL, 1);
+        net_open(&scaled, (loss_kind)kind, &s, 1);
         double scale = s.init_scale;
         int64_t good = 0;
         for (int step = 0; step < 8; step++) {
             const float lp = net_step(&plain, step, 1.0f, false), ls = net_step(&scaled, step, 1.0f, false);
-            ck_assert_msg(memcmp(&lp, &ls, sizeof lp) == 0, "%s step %d: loss %.9g, scaled %.9g",
-                          mse ? "mse" : "cross-entropy", step, (double)lp, (double)ls);
+            ck_assert_msg(memcmp(&lp, &ls, sizeof lp) == 0, "%s step %d: loss %.9g, scaled %.9g", loss_names[kind],
+                          step, (double)lp, (double)ls);
             hand_scale(&scale, &good, false, s.growth_interval);
         }
-        expect_same_w1(&plain, &scaled, mse ? "mse" : "cross-entropy");
+        expect_same_w1(&plain, &scaled, loss_names[kind]);
         double got;
         int64_t skipped, steps;
         API(ge2_program_loss_scale(scaled.program, &got, &skipped));
@@ -189,8 +200,8 @@ START_TEST(overflowing_steps_are_skipped_and_the_scale_backs_off)
 {
     const ge2_loss_scaling s = scaling_of(0x1p126, 1000);
     net plain, scaled;
-    net_open(&plain, true, NULL, 1);
-    net_open(&scaled, true, &s, 1);
+    net_open(&plain, MSE, NULL, 1);
+    net_open(&scaled, MSE, &s, 1);
     enum { STEPS = 24 };
     for (int step = 0; step < STEPS; step++)
         net_step(&scaled, 0, 1000.0f, false);
@@ -205,6 +216,23 @@ START_TEST(overflowing_steps_are_skipped_and_the_scale_backs_off)
     for (int step = 0; step < STEPS - skipped; step++)
         net_step(&plain, 0, 1000.0f, false);
     expect_same_w1(&plain, &scaled, "after the skipped steps");
+    /* a checkpoint keeps the scale's state (GradScaler's state_dict): a
+     * fresh program resumes at the same scale and count, and its next step
+     * is the first program's */
+    const char *path = tu_path("scaled.safetensors");
+    API(ge2_checkpoint_save(scaled.program, path, NULL));
+    net resumed;
+    net_open(&resumed, MSE, &s, 1);
+    API(ge2_checkpoint_load(resumed.program, path, NULL));
+    double scale_back;
+    int64_t skipped_back;
+    API(ge2_program_loss_scale(resumed.program, &scale_back, &skipped_back));
+    ck_assert_msg(scale_back == scale && skipped_back == skipped, "resumed at scale %g, %lld skipped; saved %g, %lld",
+                  scale_back, (long long)skipped_back, scale, (long long)skipped);
+    net_step(&scaled, 1, 1000.0f, false);
+    net_step(&resumed, 1, 1000.0f, false);
+    expect_same_w1(&scaled, &resumed, "resumed from the checkpoint");
+    net_close(&resumed);
     net_close(&plain);
     net_close(&scaled);
 }
@@ -218,8 +246,8 @@ START_TEST(a_nan_step_is_skipped)
     for (int accumulation = 1; accumulation <= 2; accumulation++) {
         const ge2_loss_scaling s = scaling_of(256.0, 1000);
         net plain, scaled;
-        net_open(&plain, false, NULL, accumulation);
-        net_open(&scaled, false, &s, accumulation);
+        net_open(&plain, CROSS_ENTROPY, NULL, accumulation);
+        net_open(&scaled, CROSS_ENTROPY, &s, accumulation);
         const int poisoned = 2 * accumulation + accumulation - 1; /* the last micro-batch of the third update */
         for (int b = 0; b < 5 * accumulation; b++) {
             net_step(&scaled, b, 1.0f, b == poisoned);
@@ -248,7 +276,7 @@ START_TEST(fp16_overflow_backs_the_scale_off)
 {
     const ge2_loss_scaling s = scaling_of(0x1p30, 1000);
     net h;
-    net_open_in(&h, GE2_PRECISION_FP16, false, &s, 1);
+    net_open_in(&h, GE2_PRECISION_FP16, CROSS_ENTROPY, &s, 1);
     float first = 0, last = 0;
     for (int step = 0; step < 40; step++) {
         last = net_step(&h, step % 4, 1.0f, false);
@@ -304,6 +332,7 @@ int main(void)
 #endif
     Suite *s = suite_create("loss_scaling");
     TCase *tc = tcase_create("loss_scaling");
+    tcase_add_checked_fixture(tc, tu_tmpdir_setup, tu_tmpdir_teardown);
     tcase_add_test(tc, a_finite_scaled_run_is_the_unscaled_run);
     tcase_add_test(tc, overflowing_steps_are_skipped_and_the_scale_backs_off);
     tcase_add_test(tc, a_nan_step_is_skipped);
