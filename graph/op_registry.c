@@ -127,6 +127,24 @@ bool ge2_stores_bf16_output0(const ge2_node *node, int output)
     return output == 0;
 }
 
+bool ge2_reads_bf16_input0(const ge2_node *node, int input)
+{
+    (void)node;
+    return input == 0;
+}
+
+bool ge2_reads_bf16_input1(const ge2_node *node, int input)
+{
+    (void)node;
+    return input == 1;
+}
+
+bool ge2_reads_bf16_input2(const ge2_node *node, int input)
+{
+    (void)node;
+    return input == 2;
+}
+
 /* Does the CPU kernel get input i of l as an f32 copy: a bf16 tensor the op
  * reads as such (a shape-only reference is never read: no copy)? */
 static bool widened(const ge2_launch *l, int i)

@@ -32,6 +32,11 @@ static inline bool ge2_dtype_is_float(ge2_dtype d) { return d == GE2_F32 || d ==
 /* ge2_op_def.stores_bf16 for an op whose CUDA kernel rounds output 0 at
  * its store when that output is a bf16 tensor */
 bool ge2_stores_bf16_output0(const ge2_node *node, int output);
+/* ge2_op_def.reads_bf16 for an op whose kernels read input 0 (1, 2) as f32
+ * or bf16 alike */
+bool ge2_reads_bf16_input0(const ge2_node *node, int input);
+bool ge2_reads_bf16_input1(const ge2_node *node, int input);
+bool ge2_reads_bf16_input2(const ge2_node *node, int input);
 
 /* Inference checks that report "ge2_<op>: <what> ..." and return the status. */
 ge2_status ge2_infer_need_float(const ge2_node *node, const ge2_desc *d, const char *what);

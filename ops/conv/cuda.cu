@@ -41,8 +41,8 @@ static __device__ __forceinline__ float ge2_conv_operand(const __nv_bfloat16 *p,
 static __device__ __forceinline__ float ge2_conv_result(float s, int rounding) { return ge2_conv_round(s, rounding); }
 
 // y [N, O, OH, OW] = conv(x [N, C, H, W], w [O, Cg, KH, KW]) + b [O]
-template <typename T>
-__global__ void ge2_conv2d_kernel(ge2_conv2d_geom g, const T *x, const T *w, const float *b, float *y, int rounding)
+template <typename T, typename Y>
+__global__ void ge2_conv2d_kernel(ge2_conv2d_geom g, const T *x, const T *w, const float *b, Y *y, int rounding)
 {
     long long total = g.n * g.o * g.oh * g.ow;
     for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
@@ -65,7 +65,7 @@ __global__ void ge2_conv2d_kernel(ge2_conv2d_geom g, const T *x, const T *w, con
                 }
             }
         }
-        y[e] = ge2_conv_result(s, rounding) + (b ? b[o] : 0.0f);
+        ge2_store(&y[e], ge2_conv_result(s, rounding) + (b ? b[o] : 0.0f));
     }
 }
 
@@ -140,13 +140,14 @@ template <typename T> __global__ void ge2_conv2d_grad_bias_kernel(ge2_conv2d_geo
         db[o] = s;
 }
 
-// y [N, O, OH, OW] += b [O], after cuDNN's convolution (which has no bias)
-__global__ void ge2_conv2d_add_bias_kernel(ge2_conv2d_geom g, const float *b, float *y)
+// y [N, O, OH, OW] += b [O], after cuDNN's convolution (which has no bias);
+// y f32, or bf16 (stored so: rounded again after the add, as the CPU rounds it)
+template <typename Y> __global__ void ge2_conv2d_add_bias_kernel(ge2_conv2d_geom g, const float *b, Y *y)
 {
     long long total = g.n * g.o * g.oh * g.ow, pix = g.oh * g.ow;
     for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
          e += (long long)gridDim.x * blockDim.x)
-        y[e] += b[(e / pix) % g.o];
+        ge2_store(&y[e], ge2_load(&y[e]) + b[(e / pix) % g.o]);
 }
 
 // ----------------------------------------------------------------- launchers
@@ -154,8 +155,13 @@ __global__ void ge2_conv2d_add_bias_kernel(ge2_conv2d_geom g, const float *b, fl
 extern "C" ge2_status ge2_cuda_conv2d_add_bias(const ge2_launch *l)
 {
     ge2_conv2d_geom g = ge2_conv2d_geom_of(&l->node->attrs.conv2d, l->in[0].shape, l->in[1].shape);
-    ge2_conv2d_add_bias_kernel<<<ge2_cuda_blocks(g.n * g.o * g.oh * g.ow, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0,
-                                 ge2_cuda_stream(l)>>>(g, (const float *)l->in[2].data, (float *)l->out[0].data);
+    const unsigned blocks = ge2_cuda_blocks(g.n * g.o * g.oh * g.ow, GE2_CUDA_THREADS);
+    if (l->out[0].dtype == GE2_BF16)
+        ge2_conv2d_add_bias_kernel<<<blocks, GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(
+            g, (const float *)l->in[2].data, (__nv_bfloat16 *)l->out[0].data);
+    else
+        ge2_conv2d_add_bias_kernel<<<blocks, GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(
+            g, (const float *)l->in[2].data, (float *)l->out[0].data);
     return ge2_cuda_check_launch(l, "ge2_conv2d_add_bias_kernel");
 }
 
@@ -177,9 +183,12 @@ extern "C" ge2_status ge2_cuda_conv2d_grad_bias(const ge2_launch *l)
 static ge2_status check_operands(const ge2_launch *l, int a, int b)
 {
     const ge2_dtype da = l->in[a].dtype, db = l->in[b].dtype;
-    if ((da != GE2_F32 && da != GE2_BF16) || da != db || l->out[0].dtype != GE2_F32)
+    const bool y_ok = l->out[0].dtype == GE2_F32 ||
+                      (l->out[0].dtype == GE2_BF16 && l->node->op == GE2_OP_CONV2D && da == GE2_BF16);
+    if ((da != GE2_F32 && da != GE2_BF16) || da != db || !y_ok)
         return ge2_error(GE2_ERR_UNSUPPORTED,
-                         "ge2_%s (node %d): the direct kernel takes operands both f32 or both bf16 and an f32 output; "
+                         "ge2_%s (node %d): the direct kernel takes operands both f32 or both bf16 and an f32 output "
+                         "(or conv2d's y in bf16); "
                          "inputs %d and %d are %s and %s, the output %s",
                          ge2_cuda_op_name(l), l->node->id, a, b, ge2_dtype_name(da), ge2_dtype_name(db),
                          ge2_dtype_name(l->out[0].dtype));
@@ -203,13 +212,18 @@ extern "C" ge2_status ge2_cuda_conv2d_direct(const ge2_launch *l)
     ge2_conv2d_geom g = ge2_conv2d_geom_of(&l->node->attrs.conv2d, l->in[0].shape, l->in[1].shape);
     const unsigned blocks = ge2_cuda_blocks(g.n * g.o * g.oh * g.ow, GE2_CUDA_THREADS);
     const float *b = l->n_in > 2 ? GE2_F32_IN(2) : NULL;
-    float *y = (float *)l->out[0].data;
-    if (l->in[0].dtype == GE2_BF16) // x, w
-        ge2_conv2d_kernel<<<blocks, GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(g, GE2_BF16_IN(0), GE2_BF16_IN(1), b, y,
-                                                                             GE2_CONV_BF16);
-    else
-        ge2_conv2d_kernel<<<blocks, GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(g, GE2_F32_IN(0), GE2_F32_IN(1), b, y,
-                                                                             rounding_of(l));
+    cudaStream_t stream = ge2_cuda_stream(l);
+    if (l->out[0].dtype == GE2_BF16) { // y stored in bf16 (the storage pass's): its x and w are too
+        __nv_bfloat16 *y = (__nv_bfloat16 *)l->out[0].data;
+        ge2_conv2d_kernel<<<blocks, GE2_CUDA_THREADS, 0, stream>>>(g, GE2_BF16_IN(0), GE2_BF16_IN(1), b, y,
+                                                                  GE2_CONV_BF16);
+    } else if (l->in[0].dtype == GE2_BF16) { // x, w
+        ge2_conv2d_kernel<<<blocks, GE2_CUDA_THREADS, 0, stream>>>(g, GE2_BF16_IN(0), GE2_BF16_IN(1), b,
+                                                                  (float *)l->out[0].data, GE2_CONV_BF16);
+    } else {
+        ge2_conv2d_kernel<<<blocks, GE2_CUDA_THREADS, 0, stream>>>(g, GE2_F32_IN(0), GE2_F32_IN(1), b,
+                                                                  (float *)l->out[0].data, rounding_of(l));
+    }
     return ge2_cuda_check_launch(l, "ge2_conv2d_kernel");
 }
 

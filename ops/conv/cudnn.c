@@ -81,7 +81,8 @@ static const char *half_name(const ge2_launch *l) { return l->f16_operands ? "fp
 
 /* Where a bf16 launch keeps its bf16 tensors in ge2_launch.scratch (byte
  * offsets): a rounded copy of each operand that is an f32 tensor, then the
- * convolution's bf16 result, which the launch widens into output 0. */
+ * convolution's 16-bit result, which the launch widens into output 0 (none
+ * when output 0 is a bf16 tensor itself: the plan writes it there). */
 typedef struct bf16_layout {
     size_t operand[2], result, bytes;
 } bf16_layout;
@@ -97,7 +98,8 @@ static bf16_layout bf16_layout_of(const ge2_launch *l)
             s.bytes += ge2_bf16_copy_bytes(ge2_shape_numel(v->shape));
     }
     s.result = s.bytes;
-    s.bytes += ge2_bf16_copy_bytes(ge2_shape_numel(l->out[0].shape));
+    if (l->out[0].dtype != GE2_BF16)
+        s.bytes += ge2_bf16_copy_bytes(ge2_shape_numel(l->out[0].shape));
     return s;
 }
 
@@ -161,7 +163,7 @@ static bool plan_pointers(const ge2_launch *l, void *ptrs[3])
         const ge2_view *v = &l->in[operand_input(l, i)];
         ptrs[slot[k][i]] = bf16 && v->dtype != GE2_BF16 ? scratch + s.operand[i] : v->data;
     }
-    ptrs[slot[k][2]] = bf16 ? scratch + s.result : l->out[0].data;
+    ptrs[slot[k][2]] = bf16 && l->out[0].dtype != GE2_BF16 ? scratch + s.result : l->out[0].data;
     return true;
 }
 
@@ -357,7 +359,7 @@ ge2_status ge2_cuda_conv2d_launch(const ge2_launch *l)
             snprintf(cause, sizeof cause, "%s", ge2_last_error());
             return ge2_error(st, "ge2_%s (node %d): %s", ge2_op_name(l->node->op), l->node->id, cause);
         }
-        if (bf16) {
+        if (bf16 && l->out[0].dtype != GE2_BF16) {
             ge2_bf16_spans result;
             memset(&result, 0, sizeof result);
             ge2_bf16_span_add(&result, (char *)l->scratch + bf16_layout_of(l).result, l->out[0].data,

@@ -17,6 +17,9 @@ const ge2_op_def ge2_op_def_conv2d = {
     .cpu = ge2_cpu_conv2d,
     .cuda = {ge2_cuda_conv2d_prepare, ge2_cuda_conv2d_launch, ge2_cuda_conv2d_release,
              ge2_cuda_conv2d_describe, ge2_cuda_conv2d_bf16_scratch_bytes},
+    /* y in bf16 where only bf16 readers read it (batch norm, the next
+     * convolution): cuDNN writes it there itself, the bias added after */
+    .stores_bf16 = ge2_stores_bf16_output0,
 };
 
 /* dy, x (shape only), w */

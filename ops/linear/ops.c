@@ -8,15 +8,6 @@ bool ge2_linear_stores_bf16(const ge2_node *node, int output)
     return (output == 0 && (!stash || z)) || (output == 1 && stash && z); /* (relu's bit-mask: y stays f32) */
 }
 
-/* Input 2 may be bf16: LINEAR's bias (the storage pass gives it so where
- * the GEMM writes bf16, ge2_linear_d_bf16) and LINEAR_GRAD_INPUT's saved z
- * or y (not relu's bit-mask) */
-static bool reads_bf16_input2(const ge2_node *node, int input)
-{
-    (void)node;
-    return input == 2;
-}
-
 /* x, w[, b] -> y[, stash] (ge2_linear_stash_of: z, or relu's bit-mask) */
 const ge2_op_def ge2_op_def_linear = {
     .name = "linear",
@@ -30,7 +21,7 @@ const ge2_op_def ge2_op_def_linear = {
     .cuda = {ge2_cuda_linear_prepare, ge2_cuda_linear_launch, ge2_cuda_linear_release, ge2_cuda_linear_describe,
              ge2_cuda_gemm_bf16_scratch_bytes},
     .stores_bf16 = ge2_linear_stores_bf16,
-    .reads_bf16 = reads_bf16_input2,
+    .reads_bf16 = ge2_reads_bf16_input2, /* the bias, where the GEMM writes bf16 */
 };
 
 /* a, b -> op(a)·op(b) */
@@ -66,7 +57,7 @@ const ge2_op_def ge2_op_def_linear_grad_input = {
     .cuda = {ge2_cuda_linear_grad_input_prepare, ge2_cuda_linear_grad_input_launch, ge2_cuda_linear_release, ge2_cuda_linear_describe,
              ge2_cuda_gemm_bf16_scratch_bytes},
     .stores_bf16 = grad_input_stores_bf16,
-    .reads_bf16 = reads_bf16_input2,
+    .reads_bf16 = ge2_reads_bf16_input2, /* the saved z or y (not relu's bit-mask) */
 };
 
 /* dz [B,out], x [B,in] -> dzᵀ·x [out,in][, column sums of dz [out]] */

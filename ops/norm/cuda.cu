@@ -7,7 +7,11 @@
 // that finishes last (kernels/cuda/block_reduce.h's ticket) combines every
 // channel's partials in chunk order. Fixed trees and a fixed order: replay
 // equals eager bitwise, with no float atomics. Normalizing and the input
-// gradient are elementwise.
+// gradient are elementwise. Under precision BF16 x may be a bf16 tensor (a
+// convolution's output the storage pass stored so), and the input gradient
+// may be stored in bf16 (only the convolution's backward GEMMs read it):
+// X and DX are float or __nv_bfloat16, computed in f32 either way.
+#include "kernels/cuda/bf16_store.h"
 #include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/check.h"
 #include "ops/norm/norm.h"
@@ -48,7 +52,8 @@ __device__ __forceinline__ void ge2_bn_chunk(const ge2_bn_index &g, unsigned b, 
 // Block (c, chunk) takes its chunk's mean and sum of squared deviations
 // (two passes over data it just read); the last block combines the chunks
 // of every channel in chunk order (Chan et al.'s pairwise update).
-__global__ void ge2_batch_norm_stats_kernel(ge2_bn_index g, float momentum, float eps, float unbias, const float *x,
+template <typename X>
+__global__ void ge2_batch_norm_stats_kernel(ge2_bn_index g, float momentum, float eps, float unbias, const X *x,
                                             float *run_mean, float *run_var, long long *batches, float *saved,
                                             float2 *partials /* [C·chunks] */, float *stat /* [2, C] */,
                                             ge2_control *ctl)
@@ -57,11 +62,11 @@ __global__ void ge2_batch_norm_stats_kernel(ge2_bn_index g, float momentum, floa
     ge2_bn_chunk(g, blockIdx.x, &c, &k0, &k1);
     float s = 0.0f;
     for (unsigned k = k0 + threadIdx.x; k < k1; k += blockDim.x)
-        s += x[ge2_bn_at(g, c, k)];
+        s += ge2_load(&x[ge2_bn_at(g, c, k)]);
     const float mean = ge2_block_sum(s) / (float)(k1 - k0);
     float ss = 0.0f;
     for (unsigned k = k0 + threadIdx.x; k < k1; k += blockDim.x) {
-        float d = x[ge2_bn_at(g, c, k)] - mean;
+        float d = ge2_load(&x[ge2_bn_at(g, c, k)]) - mean;
         ss += d * d;
     }
     ss = ge2_block_sum(ss);
@@ -97,7 +102,8 @@ __global__ void ge2_batch_norm_stats_kernel(ge2_bn_index g, float momentum, floa
 // y [N, C, inner] = (x - mean) · rstd · w + b (max(0, ·) with relu), with
 // (mean, rstd) the train step's stat [2, C], or in eval the running
 // statistics (then saved [2, C], when the key keeps it, gets them).
-__global__ void ge2_batch_norm_apply_kernel(ge2_bn_index g, unsigned total, float eps, bool relu, const float *x,
+template <typename X>
+__global__ void ge2_batch_norm_apply_kernel(ge2_bn_index g, unsigned total, float eps, bool relu, const X *x,
                                             const float *w, const float *b, const float *stat,
                                             const float *run_mean, const float *run_var, float *y, float *saved)
 {
@@ -106,7 +112,7 @@ __global__ void ge2_batch_norm_apply_kernel(ge2_bn_index g, unsigned total, floa
         const float mean = stat ? stat[c] : run_mean[c];
         const float rstd = stat ? stat[g.c + c] : rsqrtf(run_var[c] + eps);
         if (y) {
-            const float v = (x[e] - mean) * rstd * w[c] + b[c];
+            const float v = (ge2_load(&x[e]) - mean) * rstd * w[c] + b[c];
             y[e] = relu && !(v > 0.0f) ? 0.0f : v;
         }
         if (saved && !stat && e < g.c) {
@@ -125,7 +131,8 @@ __device__ __forceinline__ float ge2_bn_dy(const float *dy, const float *y, unsi
 // dweight [C] = Σ dy·x̂, dbias [C] = Σ dy, x̂ = (x - mean)·rstd from saved:
 // block (c, chunk) sums its chunk, the last block each channel's chunks in
 // order.
-__global__ void ge2_batch_norm_grad_params_kernel(ge2_bn_index g, const float *dy, const float *x,
+template <typename X>
+__global__ void ge2_batch_norm_grad_params_kernel(ge2_bn_index g, const float *dy, const X *x,
                                                   const float *saved, const float *y, float *dw, float *db,
                                                   float2 *partials /* [C·chunks] */, ge2_control *ctl)
 {
@@ -136,7 +143,7 @@ __global__ void ge2_batch_norm_grad_params_kernel(ge2_bn_index g, const float *d
     for (unsigned k = k0 + threadIdx.x; k < k1; k += blockDim.x) {
         const unsigned at = ge2_bn_at(g, c, k);
         const float d = ge2_bn_dy(dy, y, at);
-        sw += d * (x[at] - mean) * rstd;
+        sw += d * (ge2_load(&x[at]) - mean) * rstd;
         sb += d;
     }
     sw = ge2_block_sum(sw);
@@ -161,26 +168,28 @@ __global__ void ge2_batch_norm_grad_params_kernel(ge2_bn_index g, const float *d
 }
 
 // dx [N, C, inner] = weight · rstd / m · (m · dy - dbias - x̂ · dweight)
-__global__ void ge2_batch_norm_grad_input_kernel(ge2_bn_index g, unsigned total, const float *dy, const float *x,
+template <typename X, typename DX>
+__global__ void ge2_batch_norm_grad_input_kernel(ge2_bn_index g, unsigned total, const float *dy, const X *x,
                                                  const float *w, const float *saved, const float *dw,
-                                                 const float *db, const float *y, float *dx)
+                                                 const float *db, const float *y, DX *dx)
 {
     const float m = (float)g.m;
     for (unsigned e = blockIdx.x * blockDim.x + threadIdx.x; e < total; e += gridDim.x * blockDim.x) {
         const unsigned c = (e / g.inner) % g.c;
-        const float rstd = saved[g.c + c], xhat = (x[e] - saved[c]) * rstd;
-        dx[e] = w[c] * rstd / m * (m * ge2_bn_dy(dy, y, e) - db[c] - xhat * dw[c]);
+        const float rstd = saved[g.c + c], xhat = (ge2_load(&x[e]) - saved[c]) * rstd;
+        ge2_store(&dx[e], w[c] * rstd / m * (m * ge2_bn_dy(dy, y, e) - db[c] - xhat * dw[c]));
     }
 }
 
 // ----------------------------------------------------------------- launchers
 
-// Inputs [0, n_float) are f32, the rest (num_batches_tracked) i64.
-static ge2_status require_dtypes(const ge2_launch *l, int n_float)
+// Inputs [0, n_float) are f32 but x (input x_at) may be bf16, the rest
+// (num_batches_tracked) i64.
+static ge2_status require_dtypes(const ge2_launch *l, int n_float, int x_at)
 {
     for (int i = 0; i < l->n_in; i++) {
         ge2_dtype want = i < n_float ? GE2_F32 : GE2_I64;
-        if (l->in[i].dtype != want)
+        if (l->in[i].dtype != want && !(i == x_at && l->in[i].dtype == GE2_BF16))
             return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s: input %d is %s; the CUDA kernel takes %s",
                              ge2_cuda_op_name(l), i, ge2_dtype_name(l->in[i].dtype), ge2_dtype_name(want));
     }
@@ -208,60 +217,87 @@ static ge2_status bn_index(const ge2_launch *l, ge2_shape x, ge2_bn_index *out, 
     return GE2_OK;
 }
 
-extern "C" ge2_status ge2_cuda_batch_norm_launch(const ge2_launch *l)
+template <typename X> static ge2_status batch_norm(const ge2_launch *l, const ge2_bn_index &g, unsigned total)
 {
-    GE2_TRY(require_dtypes(l, 5));
-    GE2_TRY(ge2_cuda_require_control(l));
-    ge2_bn_index g;
-    unsigned total;
-    GE2_TRY(bn_index(l, l->in[0].shape, &g, &total));
     const ge2_batch_norm_attrs *a = &l->node->attrs.batch_norm;
-    const float *x = (const float *)l->in[0].data;
+    const X *x = (const X *)l->in[0].data;
     float *saved = l->n_out > 1 ? (float *)l->out[1].data : NULL;
     float2 *partials = (float2 *)l->workspace;
     float *stat = NULL;
     if (l->training) {
         stat = (float *)(partials + (size_t)g.c * g.chunks);
-        ge2_batch_norm_stats_kernel<<<g.c * g.chunks, GE2_BN_THREADS, 0, ge2_cuda_stream(l)>>>(
+        ge2_batch_norm_stats_kernel<X><<<g.c * g.chunks, GE2_BN_THREADS, 0, ge2_cuda_stream(l)>>>(
             g, (float)a->momentum, (float)a->eps, (float)ge2_bn_unbias(g.m), x, (float *)l->in[3].data,
             (float *)l->in[4].data, l->n_in > 5 ? (long long *)l->in[5].data : NULL, saved, partials, stat,
             l->control);
         GE2_TRY(ge2_cuda_check_launch(l, "ge2_batch_norm_stats_kernel"));
     }
-    ge2_batch_norm_apply_kernel<<<ge2_cuda_blocks(total, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0,
-                                  ge2_cuda_stream(l)>>>(g, total, (float)a->eps, a->relu, x, (const float *)l->in[1].data,
-                                                        (const float *)l->in[2].data, stat,
-                                                        (const float *)l->in[3].data, (const float *)l->in[4].data,
-                                                        (float *)l->out[0].data, l->training ? NULL : saved);
+    ge2_batch_norm_apply_kernel<X><<<ge2_cuda_blocks(total, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0,
+                                     ge2_cuda_stream(l)>>>(g, total, (float)a->eps, a->relu, x,
+                                                           (const float *)l->in[1].data, (const float *)l->in[2].data,
+                                                           stat, (const float *)l->in[3].data,
+                                                           (const float *)l->in[4].data, (float *)l->out[0].data,
+                                                           l->training ? NULL : saved);
     return ge2_cuda_check_launch(l, "ge2_batch_norm_apply_kernel");
+}
+
+extern "C" ge2_status ge2_cuda_batch_norm_launch(const ge2_launch *l)
+{
+    GE2_TRY(require_dtypes(l, 5, 0));
+    GE2_TRY(ge2_cuda_require_control(l));
+    ge2_bn_index g;
+    unsigned total;
+    GE2_TRY(bn_index(l, l->in[0].shape, &g, &total));
+    return l->in[0].dtype == GE2_BF16 ? batch_norm<__nv_bfloat16>(l, g, total) : batch_norm<float>(l, g, total);
+}
+
+template <typename X> static void grad_params(const ge2_launch *l, const ge2_bn_index &g)
+{
+    ge2_batch_norm_grad_params_kernel<X><<<g.c * g.chunks, GE2_BN_THREADS, 0, ge2_cuda_stream(l)>>>(
+        g, (const float *)l->in[0].data, (const X *)l->in[1].data, (const float *)l->in[2].data,
+        l->node->attrs.batch_norm.relu ? (const float *)l->in[3].data : NULL, (float *)l->out[0].data,
+        (float *)l->out[1].data, (float2 *)l->workspace, l->control);
 }
 
 extern "C" ge2_status ge2_cuda_batch_norm_grad_params_launch(const ge2_launch *l)
 {
-    GE2_TRY(require_dtypes(l, l->n_in));
+    GE2_TRY(require_dtypes(l, l->n_in, 1));
     GE2_TRY(ge2_cuda_require_control(l));
     ge2_bn_index g;
     unsigned total;
     GE2_TRY(bn_index(l, l->in[1].shape, &g, &total));
-    ge2_batch_norm_grad_params_kernel<<<g.c * g.chunks, GE2_BN_THREADS, 0, ge2_cuda_stream(l)>>>(
-        g, (const float *)l->in[0].data, (const float *)l->in[1].data, (const float *)l->in[2].data,
-        l->node->attrs.batch_norm.relu ? (const float *)l->in[3].data : NULL, (float *)l->out[0].data,
-        (float *)l->out[1].data, (float2 *)l->workspace, l->control);
+    if (l->in[1].dtype == GE2_BF16)
+        grad_params<__nv_bfloat16>(l, g);
+    else
+        grad_params<float>(l, g);
     return ge2_cuda_check_launch(l, "ge2_batch_norm_grad_params_kernel");
+}
+
+template <typename X, typename DX> static void grad_input(const ge2_launch *l, const ge2_bn_index &g, unsigned total)
+{
+    ge2_batch_norm_grad_input_kernel<X, DX><<<ge2_cuda_blocks(total, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0,
+                                              ge2_cuda_stream(l)>>>(
+        g, total, (const float *)l->in[0].data, (const X *)l->in[1].data, (const float *)l->in[2].data,
+        (const float *)l->in[3].data, (const float *)l->in[4].data, (const float *)l->in[5].data,
+        l->node->attrs.batch_norm.relu ? (const float *)l->in[6].data : NULL, (DX *)l->out[0].data);
 }
 
 extern "C" ge2_status ge2_cuda_batch_norm_grad_input_launch(const ge2_launch *l)
 {
-    GE2_TRY(require_dtypes(l, l->n_in));
+    GE2_TRY(require_dtypes(l, l->n_in, 1));
     if (!l->out[0].data)
         return GE2_OK;
     ge2_bn_index g;
     unsigned total;
     GE2_TRY(bn_index(l, l->in[1].shape, &g, &total));
-    ge2_batch_norm_grad_input_kernel<<<ge2_cuda_blocks(total, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0,
-                                       ge2_cuda_stream(l)>>>(
-        g, total, (const float *)l->in[0].data, (const float *)l->in[1].data, (const float *)l->in[2].data,
-        (const float *)l->in[3].data, (const float *)l->in[4].data, (const float *)l->in[5].data,
-        l->node->attrs.batch_norm.relu ? (const float *)l->in[6].data : NULL, (float *)l->out[0].data);
+    const bool x16 = l->in[1].dtype == GE2_BF16, dx16 = l->out[0].dtype == GE2_BF16;
+    if (x16 && dx16)
+        grad_input<__nv_bfloat16, __nv_bfloat16>(l, g, total);
+    else if (x16)
+        grad_input<__nv_bfloat16, float>(l, g, total);
+    else if (dx16)
+        grad_input<float, __nv_bfloat16>(l, g, total);
+    else
+        grad_input<float, float>(l, g, total);
     return ge2_cuda_check_launch(l, "ge2_batch_norm_grad_input_kernel");
 }

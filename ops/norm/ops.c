@@ -12,6 +12,7 @@ const ge2_op_def ge2_op_def_batch_norm = {
     .backward = ge2_backward_batch_norm,
     .cpu = ge2_cpu_batch_norm,
     .cuda = {NULL, ge2_cuda_batch_norm_launch, NULL, NULL},
+    .reads_bf16 = ge2_reads_bf16_input0, /* x: a convolution's output stored in bf16 */
 };
 
 /* dy, x, saved[, y with relu] -> dweight, dbias */
@@ -25,6 +26,7 @@ const ge2_op_def ge2_op_def_batch_norm_grad_params = {
     .backward = NULL,
     .cpu = ge2_cpu_batch_norm_grad_params,
     .cuda = {NULL, ge2_cuda_batch_norm_grad_params_launch, NULL, NULL},
+    .reads_bf16 = ge2_reads_bf16_input1, /* x */
 };
 
 /* dy, x, weight, saved, dweight, dbias[, y with relu] -> dx */
@@ -38,6 +40,8 @@ const ge2_op_def ge2_op_def_batch_norm_grad_input = {
     .backward = NULL,
     .cpu = ge2_cpu_batch_norm_grad_input,
     .cuda = {NULL, ge2_cuda_batch_norm_grad_input_launch, NULL, NULL},
+    .stores_bf16 = ge2_stores_bf16_output0, /* dx, when only the convolution's backward GEMMs read it */
+    .reads_bf16 = ge2_reads_bf16_input1,    /* x */
 };
 
 /* x, weight[, bias] -> y, saved */

@@ -316,6 +316,9 @@ static bool want_cudnn_attention;
 /* Set by large_convolutions: cuDNN must run every convolution op (its bf16
  * engines under bf16) */
 static bool want_cudnn_conv;
+/* Launches of a train step (ge2_launch.training: batch norm's batch
+ * statistics); false: an eval step's */
+static bool train_launches;
 /* Set by large_bias_gradients: its REDUCE_TO must take the two-pass column sums */
 static bool want_column_chunks;
 /* the storage pass must store some output in bf16 at its producer (a
@@ -516,6 +519,7 @@ static void check_graph(const char *label, const ge2_graph *g, const ge2_feed *f
         lc.control = &host_control;
         lc.bf16_operands = bf16_launches;
         lc.f16_operands = f16_launches;
+        lc.training = train_launches;
         lg = lc;
         device_fill(&d, &lg);
         for (int k = 0; k < node->n_inputs; k++)
@@ -1066,9 +1070,11 @@ END_TEST
  * the shape (check the kernel report's line in the log), the fp32 kernels
  * elsewhere, against the fp32 CPU reference at bf16's precision; replay
  * equals eager bitwise (check_capture), so the backward is deterministic. */
-/* A convolution of a CNN's size, stride 1 and 2, with bias, and its
- * backward, where cuDNN must run every op: in fp32, and in bf16 on its
- * bf16 engines, through the storage pass's operands. */
+/* A convolution of a CNN's size, stride 1 and 2, with bias, then batch
+ * norm in a train step, and their backward, where cuDNN must run every
+ * convolution op: in fp32, in bf16 on its bf16 engines through the storage
+ * pass (the convolution's y and batch norm's input gradient stored in
+ * bf16, which batch norm's kernels read and write), and in fp16. */
 static void large_convolutions(void)
 {
     for (int stride = 1; stride <= 2; stride++) {
@@ -1080,6 +1086,7 @@ static void large_convolutions(void)
         cp.padding[0] = cp.padding[1] = 1;
         cp.stride[0] = cp.stride[1] = stride;
         OK(ge2_conv2d(g, x, w, b, &cp, &y));
+        OK(ge2_batch_norm_layer(g, "bn", y, 0.1, 1e-5, &y));
         OK(ge2_input(g, "upstream", GE2_F32, y->shape, &up));
         OK(ge2_mul(g, y, up, &m));
         OK(ge2_sum_all(g, m, &loss));
@@ -1089,9 +1096,9 @@ static void large_convolutions(void)
         char label[64];
         snprintf(label, sizeof label, "convolution, stride %d", stride);
         maybe_storage_pass(g, label);
-        want_cudnn_conv = true;
+        want_cudnn_conv = train_launches = true;
         check_graph(label, g, feeds, 1);
-        want_cudnn_conv = false;
+        want_cudnn_conv = train_launches = false;
         free(ud);
         ge2_graph_free(g);
     }
@@ -1105,7 +1112,7 @@ END_TEST
 
 START_TEST(test_large_convolutions_bf16)
 {
-    bf16_launches = bf16_storage = true; /* Check forks this test: the flags die with it */
+    bf16_launches = bf16_storage = want_stored_bf16 = true; /* Check forks this test: the flags die with it */
     large_convolutions();
 }
 END_TEST

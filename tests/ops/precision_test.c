@@ -515,6 +515,17 @@ static float cnn_train(ge2_precision precision, bool check_operands)
             }
         }
         ck_assert_int_eq(convs, 5); /* conv1 needs no input gradient */
+        /* stored in bf16 by their producers, no cast: both convolutions' y
+         * (only batch norm reads them) and batch norm's input gradients
+         * (only the convolutions' backward GEMMs read them) */
+        int stored_y = 0, stored_dx = 0;
+        for (int n = 0; n < pg->n_nodes; n++) {
+            const ge2_tensor *out = pg->tensors[pg->nodes[n].outputs[0]];
+            stored_y += pg->nodes[n].op == GE2_OP_CONV2D && out->dtype == GE2_BF16;
+            stored_dx += pg->nodes[n].op == GE2_OP_BATCH_NORM_GRAD_INPUT && out->dtype == GE2_BF16;
+        }
+        ck_assert_msg(stored_y == 2 && stored_dx == 2, "%d convolution outputs and %d batch-norm input gradients in bf16",
+                      stored_y, stored_dx);
     }
     float xv[NB * HW * HW], last = 0;
     int32_t yv[NB];
