@@ -293,7 +293,9 @@ static ge2_status prepare(ge2_launch *l)
         snprintf(why, sizeof why, "no device memory for its %zu-byte workspace", p->plan.workspace_bytes);
         ge2_cudnn_plan_free(&p->plan);
     }
-    if (p->plan.plan && bf16 && (!l->scratch || l->scratch_bytes < bf16_layout_of(l).bytes))
+    /* (a launch whose operands and y are all bf16 tensors needs none: the key may have no scratch) */
+    if (p->plan.plan && bf16 && bf16_layout_of(l).bytes > 0 &&
+        (!l->scratch || l->scratch_bytes < bf16_layout_of(l).bytes))
         return ge2_error(GE2_ERR_STATE, "ge2_%s (node %d): the %s scratch has %zu bytes, the launch needs %zu",
                          ge2_op_name(l->node->op), l->node->id, half_name(l), l->scratch_bytes,
                          bf16_layout_of(l).bytes);
