@@ -68,8 +68,10 @@ ge2_status ge2_cpu_conv2d_grad_weight(const ge2_launch *l);
 
 /* The ops' CUDA kernels (cudnn.c): prepare builds a cuDNN plan for the
  * launch, or notes why not; launch runs it, or ge2's direct kernel. Under
- * precision BF16 the plan is cuDNN's bf16 convolution, with its bf16
- * operands and result in ge2_launch.scratch (bf16_scratch_bytes). */
+ * precision BF16 (FP16) the plan is cuDNN's bf16 (fp16) convolution, with
+ * its 16-bit operand copies and result in ge2_launch.scratch
+ * (bf16_scratch_bytes), or writing a y the storage pass stored in bf16
+ * itself (stores_bf16: only batch norm or another convolution reads it). */
 ge2_status ge2_cuda_conv2d_prepare(ge2_launch *launch);
 ge2_status ge2_cuda_conv2d_grad_input_prepare(ge2_launch *launch);
 ge2_status ge2_cuda_conv2d_grad_weight_prepare(ge2_launch *launch);
@@ -78,7 +80,7 @@ void ge2_cuda_conv2d_release(ge2_launch *launch);
 const char *ge2_cuda_conv2d_describe(const ge2_launch *launch);
 size_t ge2_cuda_conv2d_bf16_scratch_bytes(const ge2_launch *launch);
 
-/* cuda.cu (f32, or bf16 operands): ge2's direct kernels, and the bias kernels cuDNN's plans
+/* cuda.cu (f32, or 16-bit operands and a bf16 y): ge2's direct kernels, and the bias kernels cuDNN's plans
  * need; enqueue on launch->stream, capturable */
 ge2_status ge2_cuda_conv2d_direct(const ge2_launch *launch);
 ge2_status ge2_cuda_conv2d_grad_input_direct(const ge2_launch *launch);

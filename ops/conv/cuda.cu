@@ -178,8 +178,9 @@ extern "C" ge2_status ge2_cuda_conv2d_grad_bias(const ge2_launch *l)
 }
 
 // The direct kernels' operands (inputs a and b): both f32 (rounded as they
-// are read under precision BF16 or FP16) or both bf16 (the storage pass's tensors);
-// their outputs are f32
+// are read under precision BF16 or FP16) or both bf16 (the storage pass's
+// tensors); their outputs f32, but for CONV2D's y stored in bf16 (then its
+// operands are bf16 too)
 static ge2_status check_operands(const ge2_launch *l, int a, int b)
 {
     const ge2_dtype da = l->in[a].dtype, db = l->in[b].dtype;

@@ -8,8 +8,9 @@
  *
  * Under precision BF16 the plan is cuDNN's bf16 convolution: bf16 operands
  * (the storage pass's tensors, or copies the launch rounds into its
- * scratch), fp32 sums, a bf16 result in the scratch that ge2 widens into
- * the f32 output. cuDNN 9.14 has no engine that writes f32 from bf16
+ * scratch), fp32 sums, a bf16 result: written into a y the storage pass
+ * stored in bf16, else into the scratch, which ge2 widens into the f32
+ * output. cuDNN 9.14 has no engine that writes f32 from bf16
  * operands, so the CPU reference (cpu.c) and the direct kernels round
  * their results the same way. Precision FP16 is the same with fp16
  * (CUDNN_DATA_HALF). */

@@ -18,6 +18,11 @@
  * BATCH_NORM_GRAD_PARAMS (dy, x, saved, y), BATCH_NORM_GRAD_INPUT (dy, x,
  * weight, saved, dweight, dbias, y).
  *
+ * Under precision BF16 the three batch-norm ops read x as a bf16 tensor
+ * where the storage pass stored a convolution's output so, and
+ * BATCH_NORM_GRAD_INPUT stores dx in bf16 where only the convolution's
+ * backward GEMMs read it; they compute in f32 either way.
+ *
  * LAYER_NORM over the last dim of x [..., C] (PyTorch's LayerNorm): inputs
  * x, weight [C][, bias [C]], outputs y and saved [2, rows] (each row's mean
  * and 1/sqrt(var + eps)); its backward ops LAYER_NORM_GRAD_PARAMS (dy, x,
@@ -96,7 +101,7 @@ ge2_status ge2_cpu_layer_norm(const ge2_launch *l);
 ge2_status ge2_cpu_layer_norm_grad_params(const ge2_launch *l);
 ge2_status ge2_cpu_layer_norm_grad_input(const ge2_launch *l);
 
-/* CUDA launchers (f32): enqueue on launch->stream, capturable */
+/* CUDA launchers (f32, batch norm's x and dx also bf16): enqueue on launch->stream, capturable */
 ge2_status ge2_cuda_batch_norm_launch(const ge2_launch *launch);
 ge2_status ge2_cuda_batch_norm_grad_params_launch(const ge2_launch *launch);
 ge2_status ge2_cuda_batch_norm_grad_input_launch(const ge2_launch *launch);
