@@ -447,6 +447,22 @@ START_TEST(bf16_conv2d_is_the_rounded_convolution)
 }
 END_TEST
 
+/* logits -> mean cross-entropy (marked), its backward, Adam at lr 1e-2,
+ * compiled on ctx in precision */
+static void classify_and_compile(ge2_context *ctx, ge2_graph *g, ge2_tensor *logits, ge2_tensor *labels,
+                                 ge2_precision precision, ge2_tensor **loss, ge2_program **p)
+{
+    API(ge2_cross_entropy(g, logits, labels, 0.0f, loss));
+    API(ge2_mark_output(g, *loss));
+    API(ge2_backward(g, *loss));
+    ge2_optimizer_config adam = ge2_optimizer_defaults(GE2_OPT_ADAM);
+    adam.lr = 1e-2;
+    API(ge2_optimizer(g, &adam));
+    ge2_compile_options o = ge2_compile_defaults();
+    o.precision = precision;
+    API(ge2_compile(ctx, g, &o, p));
+}
+
 /* A small CNN under BF16 on the CPU (conv -> batch norm -> ReLU -> max
  * pool, twice, then a linear head): every operand of the convolutions and
  * their backward ops (x, w; dy, w; dy, x) is a bf16 tensor, a weight's
@@ -485,15 +501,7 @@ static float cnn_train(ge2_precision precision, bool check_operands)
     API(ge2_parameter(g, "fc.bias", GE2_F32, ge2_shape1(CLASSES), (ge2_init){GE2_INIT_LINEAR_DEFAULT, 0, 0, features},
                       &fb));
     API(ge2_linear(g, h, fw, fb, GE2_ACT_NONE, 0, &h));
-    API(ge2_cross_entropy(g, h, labels, 0.0f, &loss));
-    API(ge2_mark_output(g, loss));
-    API(ge2_backward(g, loss));
-    ge2_optimizer_config adam = ge2_optimizer_defaults(GE2_OPT_ADAM);
-    adam.lr = 1e-2;
-    API(ge2_optimizer(g, &adam));
-    ge2_compile_options o = ge2_compile_defaults();
-    o.precision = precision;
-    API(ge2_compile(ctx, g, &o, &p));
+    classify_and_compile(ctx, g, h, labels, precision, &loss, &p);
     if (check_operands) {
         const ge2_graph *pg = ge2_program_graph(p);
         int convs = 0;
@@ -580,15 +588,7 @@ static float bn_mlp_train(ge2_precision precision, bool check_stored)
     API(ge2_parameter(g, "fc2.bias", GE2_F32, ge2_shape1(CLASSES), (ge2_init){GE2_INIT_LINEAR_DEFAULT, 0, 0, HID},
                       &b2));
     API(ge2_linear(g, h, w2, b2, GE2_ACT_NONE, 0, &h));
-    API(ge2_cross_entropy(g, h, labels, 0.0f, &loss));
-    API(ge2_mark_output(g, loss));
-    API(ge2_backward(g, loss));
-    ge2_optimizer_config adam = ge2_optimizer_defaults(GE2_OPT_ADAM);
-    adam.lr = 1e-2;
-    API(ge2_optimizer(g, &adam));
-    ge2_compile_options o = ge2_compile_defaults();
-    o.precision = precision;
-    API(ge2_compile(ctx, g, &o, &p));
+    classify_and_compile(ctx, g, h, labels, precision, &loss, &p);
     if (check_stored) {
         const ge2_graph *pg = ge2_program_graph(p);
         ck_assert_msg(pg->tensors[z->id]->dtype == GE2_BF16, "the first linear's y (read only by batch norm) is %s",
