@@ -389,6 +389,16 @@ START_TEST(full_checkpoint_mismatches)
     expect_load_error(&a, pb, false, GE2_ERR_FORMAT, "\"step\" is \"9007199254740993\"");
     API(ge2_st_write(pb, t, k, meta_with(&f, "base_lr", "nan", meta), f.n_meta));
     expect_load_error(&a, pb, false, GE2_ERR_FORMAT, "\"base_lr\" is nan");
+    /* dynamic loss scaling's state: a finite float scale > 0, counts in range */
+    static const char *const bad_scales[] = {"nan", "0", "-2", "1e39", "inf", "65536x", ""};
+    for (size_t b = 0; b < sizeof bad_scales / sizeof bad_scales[0]; b++) {
+        API(ge2_st_write(pb, t, k, meta_with(&f, "loss_scale", bad_scales[b], meta), f.n_meta));
+        expect_load_error(&a, pb, false, GE2_ERR_FORMAT, "\"loss_scale\" is");
+    }
+    API(ge2_st_write(pb, t, k, meta_with(&f, "scale_good_steps", "-1", meta), f.n_meta));
+    expect_load_error(&a, pb, false, GE2_ERR_FORMAT, "\"scale_good_steps\" is \"-1\"");
+    API(ge2_st_write(pb, t, k, meta_with(&f, "skipped_steps", "1.5", meta), f.n_meta));
+    expect_load_error(&a, pb, false, GE2_ERR_FORMAT, "\"skipped_steps\" is \"1.5\"");
     API(ge2_st_write(pb, t, k, meta, 0));
     expect_load_error(&a, pb, false, GE2_ERR_FORMAT, "not a ge2 checkpoint");
     ge2_st_release(&f);
