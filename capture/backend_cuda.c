@@ -629,17 +629,6 @@ static ge2_status open_side_stream(ge2_backend_ctx *ctx)
     return GE2_OK;
 }
 
-/* Whether launch l multiplies 16-bit operands: precision BF16 or FP16, or
- * one of its GEMM operands (ge2_op_bf16_operand: not always inputs 0 and 1)
- * is a bf16 tensor */
-static bool multiplies_half(const ge2_launch *l)
-{
-    for (int i = 0; i < l->n_in; i++)
-        if (l->in[i].dtype == GE2_BF16 && ge2_op_bf16_operand(l->node->op, i))
-            return true;
-    return l->bf16_operands || l->f16_operands;
-}
-
 /* The bf16 operand scratch a key needs (ge2_launch.scratch): what its
  * largest launch asks through its op's bf16_scratch_bytes (under precision
  * BF16, or for a GEMM with a bf16 operand tensor); 0 when none asks. */
@@ -649,7 +638,7 @@ static size_t bf16_scratch_bytes(const ge2_exec *exec)
     for (int i = 0; i < exec->n_launches; i++) {
         const ge2_launch *l = &exec->launches[i];
         size_t (*need_of)(const ge2_launch *) = ge2_op_def_of(l->node->op)->cuda.bf16_scratch_bytes;
-        if (!multiplies_half(l) || !need_of || runs_beside(l))
+        if (!ge2_launch_multiplies_half(l) || !need_of || runs_beside(l))
             continue;
         const size_t need = need_of(l);
         most = need > most ? need : most;

@@ -250,6 +250,9 @@ ge2_status ge2_op_run_cpu(const ge2_launch *launch);
 /* Whether input `input` of op is one of its GEMM operands
  * (GE2_OPF_BF16_OPERANDS: inputs 0 and 1, or ge2_op_def.operands). */
 bool ge2_op_bf16_operand(ge2_op op, int input);
+/* Whether a GEMM-class launch multiplies 16-bit operands: precision BF16
+ * or FP16, or one of its operands (ge2_op_bf16_operand) is a bf16 tensor */
+bool ge2_launch_multiplies_half(const ge2_launch *launch);
 /* Whether node's input `input` may be a bf16 tensor where it was built f32:
  * a GEMM operand (ge2_op_bf16_operand), a shape-only
  * reference (GE2_OPF_LIKE1's input 1), or what the op's reads_bf16 allows. */

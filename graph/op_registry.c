@@ -103,6 +103,14 @@ bool ge2_op_bf16_operand(ge2_op op, int input)
     return (operands >> input) & 1u;
 }
 
+bool ge2_launch_multiplies_half(const ge2_launch *l)
+{
+    for (int i = 0; i < l->n_in; i++)
+        if (l->in[i].dtype == GE2_BF16 && ge2_op_bf16_operand(l->node->op, i))
+            return true;
+    return l->bf16_operands || l->f16_operands;
+}
+
 bool ge2_op_reads_bf16(const ge2_node *node, int input)
 {
     const ge2_op_def *def = ge2_op_def_of(node->op);

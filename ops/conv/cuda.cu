@@ -17,8 +17,9 @@
 
 // ------------------------------------------------------------------- kernels
 
-// What the multiply reads its operands as and the result is stored as:
-// fp32, or under precision BF16 / FP16 that 16-bit type's values
+// What the multiply reads its operands as and each convolution's sum is
+// stored as: fp32, or under precision BF16 / FP16 that 16-bit type's
+// values, as cuDNN's bf16 and fp16 engines write them (the CPU rounds the same)
 enum ge2_conv_rounding { GE2_CONV_FP32, GE2_CONV_BF16, GE2_CONV_FP16 };
 
 static __device__ __forceinline__ float ge2_conv_round(float x, int rounding)
@@ -35,10 +36,6 @@ static __device__ __forceinline__ float ge2_conv_operand(const float *p, int rou
     return ge2_conv_round(*p, rounding);
 }
 static __device__ __forceinline__ float ge2_conv_operand(const __nv_bfloat16 *p, int) { return ge2_load(p); }
-
-// A convolution's sum as it is stored: rounded to the precision's 16-bit
-// type, as cuDNN's bf16 and fp16 engines write it (the CPU rounds the same)
-static __device__ __forceinline__ float ge2_conv_result(float s, int rounding) { return ge2_conv_round(s, rounding); }
 
 // y [N, O, OH, OW] = conv(x [N, C, H, W], w [O, Cg, KH, KW]) + b [O]
 template <typename T, typename Y>
@@ -65,7 +62,7 @@ __global__ void ge2_conv2d_kernel(ge2_conv2d_geom g, const T *x, const T *w, con
                 }
             }
         }
-        ge2_store(&y[e], ge2_conv_result(s, rounding) + (b ? b[o] : 0.0f));
+        ge2_store(&y[e], ge2_conv_round(s, rounding) + (b ? b[o] : 0.0f));
     }
 }
 
@@ -101,7 +98,7 @@ __global__ void ge2_conv2d_grad_input_kernel(ge2_conv2d_geom g, const T *dy, con
                 }
             }
         }
-        dx[e] = ge2_conv_result(s, rounding);
+        dx[e] = ge2_conv_round(s, rounding);
     }
 }
 
@@ -124,7 +121,7 @@ __global__ void ge2_conv2d_grad_weight_kernel(ge2_conv2d_geom g, const T *dy, co
     }
     s = ge2_block_sum(s);
     if (threadIdx.x == 0)
-        dw[widx] = ge2_conv_result(s, rounding);
+        dw[widx] = ge2_conv_round(s, rounding);
 }
 
 // db [O]: one block per output channel; dy f32, or bf16 under precision

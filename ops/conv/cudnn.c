@@ -61,36 +61,32 @@ static void operands(const ge2_launch *l, ge2_shape *x, ge2_shape *w)
     }
 }
 
-/* The input holding the launch's GEMM operand k (0 or 1): x and w of
- * CONV2D, dy and w of CONV2D_GRAD_INPUT, dy and x of CONV2D_GRAD_WEIGHT
- * (ops.c's operands) */
+/* The input holding the launch's GEMM operand k (0 or 1): the k-th the op
+ * names (ops.c's operands: x and w of CONV2D, dy and w of
+ * CONV2D_GRAD_INPUT, dy and x of CONV2D_GRAD_WEIGHT) */
 static int operand_input(const ge2_launch *l, int k)
 {
-    return k == 0 ? 0 : l->node->op == GE2_OP_CONV2D ? 1 : 2;
-}
-
-/* Whether the launch multiplies 16-bit operands: precision BF16 or FP16,
- * or an operand that is a bf16 tensor */
-static bool multiplies_half(const ge2_launch *l)
-{
-    return l->bf16_operands || l->f16_operands || l->in[operand_input(l, 0)].dtype == GE2_BF16 ||
-           l->in[operand_input(l, 1)].dtype == GE2_BF16;
+    int i = 0;
+    for (; i < l->n_in; i++)
+        if (ge2_op_bf16_operand(l->node->op, i) && k-- == 0)
+            break;
+    return i;
 }
 
 /* The launch's 16-bit type: "fp16" under precision FP16, else "bf16" */
 static const char *half_name(const ge2_launch *l) { return l->f16_operands ? "fp16" : "bf16"; }
 
-/* Where a bf16 launch keeps its bf16 tensors in ge2_launch.scratch (byte
+/* Where a 16-bit launch keeps its 16-bit tensors in ge2_launch.scratch (byte
  * offsets): a rounded copy of each operand that is an f32 tensor, then the
  * convolution's 16-bit result, which the launch widens into output 0 (none
  * when output 0 is a bf16 tensor itself: the plan writes it there). */
-typedef struct bf16_layout {
+typedef struct half_layout {
     size_t operand[2], result, bytes;
-} bf16_layout;
+} half_layout;
 
-static bf16_layout bf16_layout_of(const ge2_launch *l)
+static half_layout half_layout_of(const ge2_launch *l)
 {
-    bf16_layout s;
+    half_layout s;
     memset(&s, 0, sizeof s);
     for (int k = 0; k < 2; k++) {
         const ge2_view *v = &l->in[operand_input(l, k)];
@@ -127,12 +123,12 @@ static ge2_status make_op(const ge2_launch *l, conv_plan *p)
     operands(l, &xs, &ws);
     ge2_conv2d_geom g = ge2_conv2d_geom_of(&l->node->attrs.conv2d, xs, ws);
     const int64_t dims[3][4] = {{g.n, g.c, g.h, g.w}, {g.o, g.cg, g.kh, g.kw}, {g.n, g.o, g.oh, g.ow}};
-    const bool bf16 = multiplies_half(l);
-    const int type = !bf16 ? CUDNN_DATA_FLOAT : l->f16_operands ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16;
+    const bool half = ge2_launch_multiplies_half(l);
+    const int type = !half ? CUDNN_DATA_FLOAT : l->f16_operands ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16;
     for (int i = 0; i < 3; i++) {
-        /* the bf16 tensors: 256-byte aligned scratch copies, or the arena's
+        /* the 16-bit tensors: 256-byte aligned scratch copies, or the arena's
          * (the planner aligns every tensor to 256 bytes) */
-        const ge2_cudnn_tensor_spec spec = {UID_X + i, type, 4, dims[i], NULL, false, false, bf16 ? 16 : 4};
+        const ge2_cudnn_tensor_spec spec = {UID_X + i, type, 4, dims[i], NULL, false, false, half ? 16 : 4};
         GE2_TRY(ge2_cudnn_tensor_of(&spec, &p->tensors[i]));
     }
     const int64_t stride[2] = {g.sh, g.sw}, padding[2] = {g.ph, g.pw}, dilation[2] = {g.dh, g.dw};
@@ -157,14 +153,14 @@ static bool plan_pointers(const ge2_launch *l, void *ptrs[3])
     const int k = l->node->op == GE2_OP_CONV2D ? 0 : l->node->op == GE2_OP_CONV2D_GRAD_INPUT ? 1 : 2;
     if (!l->out[0].data)
         return false;
-    const bool bf16 = multiplies_half(l);
-    const bf16_layout s = bf16_layout_of(l);
+    const bool half = ge2_launch_multiplies_half(l);
+    const half_layout s = half_layout_of(l);
     char *scratch = l->scratch;
     for (int i = 0; i < 2; i++) {
         const ge2_view *v = &l->in[operand_input(l, i)];
-        ptrs[slot[k][i]] = bf16 && v->dtype != GE2_BF16 ? scratch + s.operand[i] : v->data;
+        ptrs[slot[k][i]] = half && v->dtype != GE2_BF16 ? scratch + s.operand[i] : v->data;
     }
-    ptrs[slot[k][2]] = bf16 && l->out[0].dtype != GE2_BF16 ? scratch + s.result : l->out[0].data;
+    ptrs[slot[k][2]] = half && l->out[0].dtype != GE2_BF16 ? scratch + s.result : l->out[0].data;
     return true;
 }
 
@@ -201,7 +197,7 @@ static bool cache_key(const ge2_launch *l, char *key, size_t size)
                      ops[k], (long long)g.n, (long long)g.c, (long long)g.h, (long long)g.w, (long long)g.o,
                      (long long)g.cg, (long long)g.kh, (long long)g.kw, (long long)g.sh, (long long)g.sw,
                      (long long)g.ph, (long long)g.pw, (long long)g.dh, (long long)g.dw,
-                     multiplies_half(l) ? half_name(l) : l->tf32 ? "tf32" : "fp32", gpu, version);
+                     ge2_launch_multiplies_half(l) ? half_name(l) : l->tf32 ? "tf32" : "fp32", gpu, version);
     return n > 0 && (size_t)n < size;
 }
 
@@ -234,7 +230,7 @@ static void scratch_free(void *ptrs[3])
  * fastest remembered; without, the heuristics' first allowed engine. */
 static ge2_status plan(const ge2_launch *l, conv_plan *p, char *why, size_t why_size)
 {
-    const ge2_cudnn_numerics numerics = multiplies_half(l) ? GE2_CUDNN_FP32_SUMS
+    const ge2_cudnn_numerics numerics = ge2_launch_multiplies_half(l) ? GE2_CUDNN_FP32_SUMS
                                         : l->tf32          ? GE2_CUDNN_ANY
                                                            : GE2_CUDNN_FP32;
     if (!l->settings || !l->settings->autotune)
@@ -277,12 +273,12 @@ static ge2_status prepare(ge2_launch *l)
     if (!p)
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_%s: out of host memory", ge2_op_name(l->node->op));
     l->backend_data = p;
-    const bool bf16 = multiplies_half(l);
+    const bool half = ge2_launch_multiplies_half(l);
     char why[160] = "";
     bool f32 = true;
     for (int i = 0; i < l->n_in; i++) /* (a backward op's input 1 is only a shape) */
         f32 = f32 && (l->in[i].dtype == GE2_F32 || (i == 1 && l->node->op != GE2_OP_CONV2D));
-    if (!f32 && !bf16)
+    if (!f32 && !half)
         snprintf(why, sizeof why, "not f32");
     else if (ge2_cudnn_available() != GE2_OK)
         snprintf(why, sizeof why, "%s", ge2_last_error());
@@ -295,11 +291,11 @@ static ge2_status prepare(ge2_launch *l)
         ge2_cudnn_plan_free(&p->plan);
     }
     /* (a launch whose operands and y are all bf16 tensors needs none: the key may have no scratch) */
-    if (p->plan.plan && bf16 && bf16_layout_of(l).bytes > 0 &&
-        (!l->scratch || l->scratch_bytes < bf16_layout_of(l).bytes))
+    if (p->plan.plan && half && half_layout_of(l).bytes > 0 &&
+        (!l->scratch || l->scratch_bytes < half_layout_of(l).bytes))
         return ge2_error(GE2_ERR_STATE, "ge2_%s (node %d): the %s scratch has %zu bytes, the launch needs %zu",
                          ge2_op_name(l->node->op), l->node->id, half_name(l), l->scratch_bytes,
-                         bf16_layout_of(l).bytes);
+                         half_layout_of(l).bytes);
     bool bias = (l->node->op == GE2_OP_CONV2D && l->n_in > 2) ||
                 (l->node->op == GE2_OP_CONV2D_GRAD_WEIGHT && l->n_out > 1);
     char timed[64] = "heuristics' first";
@@ -309,12 +305,12 @@ static ge2_status prepare(ge2_launch *l)
         snprintf(timed, sizeof timed, "fastest of %d timed, %.1f us", p->plan.timed, (double)p->plan.us);
     if (p->plan.plan)
         snprintf(p->describe, sizeof p->describe, "%s%s%s engine %lld%s%s%s, workspace %zu B, %s%s",
-                 ge2_cudnn_version(), bf16 ? " " : "", bf16 ? half_name(l) : "", (long long)p->plan.engine,
+                 ge2_cudnn_version(), half ? " " : "", half ? half_name(l) : "", (long long)p->plan.engine,
                  p->plan.notes[0] ? " (" : "", p->plan.notes, p->plan.notes[0] ? ")" : "", p->plan.workspace_bytes,
                  timed, bias ? " + ge2 bias kernel" : "");
     else
-        snprintf(p->describe, sizeof p->describe, "ge2 direct kernel%s%s%s (cuDNN: %s)", bf16 ? ", " : "",
-                 bf16 ? half_name(l) : "", bf16 ? " operands" : "", why);
+        snprintf(p->describe, sizeof p->describe, "ge2 direct kernel%s%s%s (cuDNN: %s)", half ? ", " : "",
+                 half ? half_name(l) : "", half ? " operands" : "", why);
     ge2_clear_error(); /* the fallback is no error: the report line says why */
     return GE2_OK;
 }
@@ -335,7 +331,7 @@ static ge2_status direct(const ge2_launch *l)
 /* A 16-bit launch's f32 operands, rounded into the scratch */
 static ge2_status round_operands(const ge2_launch *l)
 {
-    const bf16_layout s = bf16_layout_of(l);
+    const half_layout s = half_layout_of(l);
     ge2_bf16_spans spans;
     memset(&spans, 0, sizeof spans);
     for (int k = 0; k < 2; k++) {
@@ -351,10 +347,10 @@ ge2_status ge2_cuda_conv2d_launch(const ge2_launch *l)
     const conv_plan *p = l->backend_data;
     if (!p || !p->plan.plan)
         return direct(l);
-    const bool bf16 = multiplies_half(l);
+    const bool half = ge2_launch_multiplies_half(l);
     void *ptrs[3];
     if (plan_pointers(l, ptrs)) {
-        if (bf16)
+        if (half)
             GE2_TRY(round_operands(l));
         ge2_status st = ge2_cudnn_execute(&p->plan, l->stream, 3, uids, ptrs, p->workspace);
         if (st != GE2_OK) {
@@ -362,10 +358,10 @@ ge2_status ge2_cuda_conv2d_launch(const ge2_launch *l)
             snprintf(cause, sizeof cause, "%s", ge2_last_error());
             return ge2_error(st, "ge2_%s (node %d): %s", ge2_op_name(l->node->op), l->node->id, cause);
         }
-        if (bf16 && l->out[0].dtype != GE2_BF16) {
+        if (half && l->out[0].dtype != GE2_BF16) {
             ge2_bf16_spans result;
             memset(&result, 0, sizeof result);
-            ge2_bf16_span_add(&result, (char *)l->scratch + bf16_layout_of(l).result, l->out[0].data,
+            ge2_bf16_span_add(&result, (char *)l->scratch + half_layout_of(l).result, l->out[0].data,
                               ge2_shape_numel(l->out[0].shape));
             GE2_TRY(ge2_cuda_half_widen(l, &result));
         }
@@ -379,7 +375,7 @@ ge2_status ge2_cuda_conv2d_launch(const ge2_launch *l)
 
 size_t ge2_cuda_conv2d_bf16_scratch_bytes(const ge2_launch *l)
 {
-    return multiplies_half(l) ? bf16_layout_of(l).bytes : 0;
+    return ge2_launch_multiplies_half(l) ? half_layout_of(l).bytes : 0;
 }
 
 void ge2_cuda_conv2d_release(ge2_launch *l)

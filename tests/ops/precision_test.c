@@ -463,6 +463,34 @@ static void classify_and_compile(ge2_context *ctx, ge2_graph *g, ge2_tensor *log
     API(ge2_compile(ctx, g, &o, p));
 }
 
+/* steps train steps of p on the feeds f (logits' labels), then an eval
+ * step (batch norm's running statistics) whose loss must be finite; frees
+ * p, g and ctx and returns the last train loss */
+static float train_and_free(ge2_context *ctx, ge2_graph *g, ge2_program *p, ge2_tensor *loss, const ge2_feed *f,
+                            int steps)
+{
+    float last = 0, eval = 0;
+    for (int s = 0; s < steps; s++) {
+        API(ge2_program_step(p, GE2_MODE_TRAIN, f, 2));
+        API(ge2_program_read_output(p, GE2_MODE_TRAIN, loss, &last, sizeof last));
+    }
+    API(ge2_program_step(p, GE2_MODE_EVAL, f, 2));
+    API(ge2_program_read_output(p, GE2_MODE_EVAL, loss, &eval, sizeof eval));
+    ck_assert_msg(isfinite(eval), "eval loss %g", (double)eval);
+    ge2_program_free(p);
+    ge2_graph_free(g);
+    ge2_context_free(ctx);
+    return last;
+}
+
+/* A bf16 model trained (its last train loss bf16) lands near its fp32
+ * twin's loss (fp32) without matching it */
+static void expect_near_fp32(float bf16, float fp32)
+{
+    ck_assert_msg(isfinite(bf16) && bf16 < 0.5f && fabsf(bf16 - fp32) < 0.1f && bf16 != fp32,
+                  "after 30 steps: bf16 loss %g, fp32 %g", (double)bf16, (double)fp32);
+}
+
 /* A small CNN under BF16 on the CPU (conv -> batch norm -> ReLU -> max
  * pool, twice, then a linear head): every operand of the convolutions and
  * their backward ops (x, w; dy, w; dy, x) is a bf16 tensor, a weight's
@@ -535,28 +563,19 @@ static float cnn_train(ge2_precision precision, bool check_operands)
         ck_assert_msg(stored_y == 2 && stored_dx == 2, "%d convolution outputs and %d batch-norm input gradients in bf16",
                       stored_y, stored_dx);
     }
-    float xv[NB * HW * HW], last = 0;
+    float xv[NB * HW * HW];
     int32_t yv[NB];
     for (int i = 0; i < NB * HW * HW; i++)
         xv[i] = (float)sin(0.37 * i) + 0.5f * (float)((i / (HW * HW)) % CLASSES);
     for (int i = 0; i < NB; i++)
         yv[i] = i % CLASSES;
-    ge2_feed f[2] = {{x, xv, x->shape}, {labels, yv, labels->shape}};
-    for (int s = 0; s < STEPS; s++) {
-        API(ge2_program_step(p, GE2_MODE_TRAIN, f, 2));
-        API(ge2_program_read_output(p, GE2_MODE_TRAIN, loss, &last, sizeof last));
-    }
-    ge2_program_free(p);
-    ge2_graph_free(g);
-    ge2_context_free(ctx);
-    return last;
+    const ge2_feed f[2] = {{x, xv, x->shape}, {labels, yv, labels->shape}};
+    return train_and_free(ctx, g, p, loss, f, STEPS);
 }
 
 START_TEST(bf16_cnn_trains_on_bf16_operands)
 {
-    const float bf16 = cnn_train(GE2_PRECISION_BF16, true), fp32 = cnn_train(GE2_PRECISION_FP32, false);
-    ck_assert_msg(isfinite(bf16) && bf16 < 0.5f && fabsf(bf16 - fp32) < 0.1f && bf16 != fp32,
-                  "after 30 steps: bf16 loss %g, fp32 %g", (double)bf16, (double)fp32);
+    expect_near_fp32(cnn_train(GE2_PRECISION_BF16, true), cnn_train(GE2_PRECISION_FP32, false));
 }
 END_TEST
 
@@ -594,32 +613,19 @@ static float bn_mlp_train(ge2_precision precision, bool check_stored)
         ck_assert_msg(pg->tensors[z->id]->dtype == GE2_BF16, "the first linear's y (read only by batch norm) is %s",
                       ge2_dtype_name(pg->tensors[z->id]->dtype));
     }
-    float xv[NB * IN], last = 0;
+    float xv[NB * IN];
     int32_t yv[NB];
     for (int i = 0; i < NB * IN; i++)
         xv[i] = (float)sin(0.53 * i) + 0.7f * (float)((i / IN) % CLASSES);
     for (int i = 0; i < NB; i++)
         yv[i] = i % CLASSES;
-    ge2_feed f[2] = {{x, xv, x->shape}, {labels, yv, labels->shape}};
-    for (int s = 0; s < STEPS; s++) {
-        API(ge2_program_step(p, GE2_MODE_TRAIN, f, 2));
-        API(ge2_program_read_output(p, GE2_MODE_TRAIN, loss, &last, sizeof last));
-    }
-    float eval = 0;
-    API(ge2_program_step(p, GE2_MODE_EVAL, f, 2));
-    API(ge2_program_read_output(p, GE2_MODE_EVAL, loss, &eval, sizeof eval));
-    ck_assert_msg(isfinite(eval), "eval loss %g", (double)eval);
-    ge2_program_free(p);
-    ge2_graph_free(g);
-    ge2_context_free(ctx);
-    return last;
+    const ge2_feed f[2] = {{x, xv, x->shape}, {labels, yv, labels->shape}};
+    return train_and_free(ctx, g, p, loss, f, STEPS);
 }
 
 START_TEST(bf16_linear_before_batch_norm_is_stored)
 {
-    const float bf16 = bn_mlp_train(GE2_PRECISION_BF16, true), fp32 = bn_mlp_train(GE2_PRECISION_FP32, false);
-    ck_assert_msg(isfinite(bf16) && bf16 < 0.5f && fabsf(bf16 - fp32) < 0.1f && bf16 != fp32,
-                  "after 30 steps: bf16 loss %g, fp32 %g", (double)bf16, (double)fp32);
+    expect_near_fp32(bn_mlp_train(GE2_PRECISION_BF16, true), bn_mlp_train(GE2_PRECISION_FP32, false));
 }
 END_TEST
 
