@@ -475,6 +475,11 @@ static void check_graph(const char *label, const ge2_graph *g, const ge2_feed *f
             ge2_init_fill(g, x, cpu[t]);
         else if (x->role == GE2_ROLE_CONSTANT && x->constant_data)
             memcpy(cpu[t], x->constant_data, bytes[t]);
+        else if (x->role == GE2_ROLE_BUFFER && x->dtype == GE2_F32)
+            /* persistent state such as batch norm's running variance, which
+             * an eval step takes the square root of: positive */
+            for (int64_t i = 0; i < numel; i++)
+                ((float *)cpu[t])[i] = (float)(0.5 + rng01());
         else if (x->producer < 0 && x->dtype == GE2_F32)
             for (int64_t i = 0; i < numel; i++)
                 ((float *)cpu[t])[i] = (float)(2.0 * rng01() - 1.0);
@@ -1066,13 +1071,9 @@ START_TEST(test_large_graphs_agree)
 }
 END_TEST
 
-/* Attention with precision BF16: cuDNN's fused attention where it takes
- * the shape (check the kernel report's line in the log), the fp32 kernels
- * elsewhere, against the fp32 CPU reference at bf16's precision; replay
- * equals eager bitwise (check_capture), so the backward is deterministic. */
 /* A convolution of a CNN's size, stride 1 and 2, with bias, then batch
- * norm in a train step, and their backward, where cuDNN must run every
- * convolution op: in fp32, in bf16 on its bf16 engines through the storage
+ * norm and their backward, in a train and an eval step, where cuDNN must
+ * run every convolution op: in fp32, in bf16 on its bf16 engines through the storage
  * pass (the convolution's y and batch norm's input gradient stored in
  * bf16, which batch norm's kernels read and write), and in fp16. */
 static void large_convolutions(void)
@@ -1096,8 +1097,14 @@ static void large_convolutions(void)
         char label[64];
         snprintf(label, sizeof label, "convolution, stride %d", stride);
         maybe_storage_pass(g, label);
-        want_cudnn_conv = train_launches = true;
-        check_graph(label, g, feeds, 1);
+        /* a train step (batch statistics), then an eval step (the running ones) */
+        want_cudnn_conv = true;
+        for (int train = 1; train >= 0; train--) {
+            train_launches = train;
+            char step_label[96];
+            snprintf(step_label, sizeof step_label, "%s, %s step", label, train ? "train" : "eval");
+            check_graph(step_label, g, feeds, 1);
+        }
         want_cudnn_conv = train_launches = false;
         free(ud);
         ge2_graph_free(g);
@@ -1124,6 +1131,10 @@ START_TEST(test_large_convolutions_fp16)
 }
 END_TEST
 
+/* Attention with precision BF16: cuDNN's fused attention where it takes
+ * the shape (check the kernel report's line in the log), the fp32 kernels
+ * elsewhere, against the fp32 CPU reference at bf16's precision; replay
+ * equals eager bitwise (check_capture), so the backward is deterministic. */
 START_TEST(test_large_attention_bf16)
 {
     bf16_launches = true; /* Check forks this test: the flag dies with it */
