@@ -19,6 +19,7 @@ ge2_compile_options ge2_compile_defaults(void)
     o.gemm_kernels = GE2_GEMM_KERNELS_ANY;
     o.time_epilogues = true;
     o.bf16_storage = true;
+    o.kernel_candidates = true;
     o.pdl = true;
     o.feed_ahead = true;
     return o;
@@ -63,6 +64,7 @@ ge2_status ge2_options_resolve(const ge2_compile_options *given, ge2_program_opt
     env_switch("GE2_AUTOTUNE_LOG", &o->autotune_log);
     env_switch("GE2_TIME_EPILOGUES", &o->time_epilogues);
     env_switch("GE2_BF16_STORAGE", &o->bf16_storage);
+    env_switch("GE2_KERNEL_CANDIDATES", &o->kernel_candidates);
     env_switch("GE2_PDL", &o->pdl);
     env_switch("GE2_FEED_AHEAD", &o->feed_ahead);
     env_switch("GE2_PRINT_KERNELS", &o->print_kernels);
@@ -117,6 +119,7 @@ ge2_status ge2_options_resolve(const ge2_compile_options *given, ge2_program_opt
         .autotune_log = o->autotune_log,
         .gemm_kernels = o->gemm_kernels,
         .time_epilogues = o->time_epilogues,
+        .kernel_candidates = o->kernel_candidates,
         .kernel_cache = out->kernel_cache[0] ? out->kernel_cache : NULL,
         .pdl = o->pdl,
         .profile = o->profile_fused,

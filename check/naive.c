@@ -102,7 +102,8 @@ ge2_status ge2_naive_exec(ge2_naive *n, bool backward)
         }
         l.control = &n->control;
         static const ge2_kernel_settings defaults = {
-        .autotune = true, .gemm_kernels = GE2_GEMM_KERNELS_ANY, .pdl = true, .time_epilogues = true};
+        .autotune = true, .gemm_kernels = GE2_GEMM_KERNELS_ANY, .pdl = true, .time_epilogues = true,
+        .kernel_candidates = true};
         l.settings = &defaults;
         l.training = n->mode == GE2_MODE_TRAIN;
         GE2_TRY(ge2_op_run_cpu(&l));

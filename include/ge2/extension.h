@@ -161,6 +161,7 @@ typedef struct ge2_kernel_settings {
     bool pdl;           /* programmatic dependent launch where a kernel supports it */
     bool profile;       /* fused kernels stamp their phases */
     bool time_epilogues; /* fused GEMM epilogue or plain GEMM + ge2 kernel, by time (autotune) */
+    bool kernel_candidates; /* ops' registered candidates timed against their own kernels (autotune) */
 } ge2_kernel_settings;
 
 typedef struct ge2_launch {

@@ -591,6 +591,12 @@ typedef struct ge2_compile_options {
      * each GEMM rounding its operands into scratch (GE2_BF16_STORAGE=0);
      * docs/mixed-precision.md, step 4 */
     bool bf16_storage;
+    /* CUDA, with autotune: time the kernel candidates registered for an op
+     * (ge2_kernel_candidate_register: yours, and ge2's own, such as
+     * attention's tensor-core kernels) against its own kernel and run the
+     * faster (true); false: every op runs its own kernel
+     * (GE2_KERNEL_CANDIDATES=0) */
+    bool kernel_candidates;
 } ge2_compile_options;
 
 ge2_compile_options ge2_compile_defaults(void);

@@ -363,9 +363,9 @@ ge2_status ge2_kernel_choose(ge2_launch *l)
         return GE2_OK;
     }
     const bool autotune = !l->settings || l->settings->autotune;
-    if (!autotune) {
-        snprintf(l->kernel_choice, sizeof l->kernel_choice, "own kernel; %d candidate%s not timed (autotune off)", n,
-                 n == 1 ? "" : "s");
+    if (!autotune || (l->settings && !l->settings->kernel_candidates)) {
+        snprintf(l->kernel_choice, sizeof l->kernel_choice, "own kernel; %d candidate%s not timed (%s off)", n,
+                 n == 1 ? "" : "s", autotune ? "kernel_candidates" : "autotune");
         return GE2_OK;
     }
     char key[KEY_MAX], path[4200];

@@ -121,6 +121,18 @@ ge2_status ge2_cuda_attention_grad_launch(const ge2_launch *launch);
  * for the fp32 kernels */
 size_t ge2_cuda_attention_scratch_bytes(const ge2_launch *launch);
 
+/* cuda.cu: the candidate "ge2_attention_tensor_cores" (candidates.c): the
+ * tiled kernels with their tiles multiplied on tensor cores, in one TF32
+ * pass under precision TF32 and BF16, in three (fp32's accuracy) under
+ * FP32 and FP16. It applies where the tiled kernels take the launch and
+ * cuDNN does not (applies reads the op's own prepare, which runs first);
+ * its scratch is the op's own. */
+bool ge2_cuda_attention_tc_applies(const ge2_launch *launch, char *why, size_t why_size);
+ge2_status ge2_cuda_attention_tc_prepare(ge2_launch *launch);
+const char *ge2_cuda_attention_tc_describe(const ge2_launch *launch);
+ge2_status ge2_cuda_attention_tc_launch(const ge2_launch *launch);
+ge2_status ge2_cuda_attention_grad_tc_launch(const ge2_launch *launch);
+
 /* ops.c: q, k, v and the backward's y may be bf16 tensors (ge2_op_def.reads_bf16) */
 bool ge2_attention_reads_bf16(const ge2_node *node, int input);
 

@@ -15,8 +15,21 @@
 // the row's D values in registers, the scores made one key at a time with a
 // warp reduction. Straightforward, and slow: every row reads all its keys.
 //
+// The tiled kernels multiply their 64x64 tiles one of two ways (MMA):
+// each thread a 4x4 piece with fp32 FMAs (the op's own kernel), or the
+// tensor cores, a warp per 16x32 block of the product, which it leaves in
+// a spare tile for the threads to take their 4x4 pieces from (the
+// candidate "ge2_attention_tensor_cores", candidates.c, which the kernel
+// registry keeps where it is faster). On tensor cores the products are
+// TF32 (under precision TF32 and BF16: TF32's rounding of both operands),
+// or three TF32 products per term, each operand split into its TF32 value
+// and the TF32 value of the rest (hi·hi + hi·lo + lo·hi, the lo·lo term
+// below fp32's rounding): fp32's accuracy, for precision FP32 and FP16.
+//
 // No T x T matrix is ever stored, every sum runs in a fixed order and no
 // kernel uses atomics, so replays repeat each other bitwise.
+#include <mma.h>
+
 #include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/bf16_copy.h"
 #include "kernels/cuda/check.h"
@@ -164,6 +177,99 @@ __device__ __forceinline__ void ge2_attn_mm_nn(float (&acc)[4][4], const float *
     }
 }
 
+// How a tiled kernel multiplies two tiles: fp32 FMAs, or tensor cores in
+// one TF32 pass or three (fp32's accuracy)
+#define GE2_ATTN_FMA 0
+#define GE2_ATTN_TF32 1
+#define GE2_ATTN_3XTF32 3
+
+template <bool K_MAJOR> struct ge2_attn_layout_a {
+    typedef nvcuda::wmma::row_major type;
+};
+template <> struct ge2_attn_layout_a<true> {
+    typedef nvcuda::wmma::col_major type;
+};
+
+// hi = TF32 of each value; with three passes lo = TF32 of what hi left out
+template <int MMA, typename FRAG> __device__ __forceinline__ void ge2_attn_split(FRAG &hi, FRAG &lo)
+{
+#pragma unroll
+    for (int e = 0; e < hi.num_elements; e++) {
+        const float x = hi.x[e], h = nvcuda::wmma::__float_to_tf32(x);
+        hi.x[e] = h;
+        if (MMA == GE2_ATTN_3XTF32)
+            lo.x[e] = nvcuda::wmma::__float_to_tf32(x - h);
+    }
+}
+
+// acc[r][c] += Σ_k A[row0 + r][k] · B[k][col0 + c] on the tensor cores, A
+// k-major (a[k][i], as ge2_attn_mm_tt reads it) or row-major (a[i][k], as
+// ge2_attn_mm_nn), B row-major. Warp w makes the product's rows
+// 16·(w/2) .. +15, columns 32·(w%2) .. +31, into the spare tile cs; then
+// every thread adds its 4x4 piece. A block-wide step: every thread calls
+// it, after a barrier that makes a and b whole.
+template <bool A_K_MAJOR, int MMA>
+__device__ __forceinline__ void ge2_attn_mm_tc(float (&acc)[4][4], const float *a, const float *b, float *cs, int row0,
+                                               int col0)
+{
+    namespace wmma = nvcuda::wmma;
+    typedef wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32,
+                           typename ge2_attn_layout_a<A_K_MAJOR>::type>
+        frag_a;
+    typedef wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major> frag_b;
+    const int warp = (int)threadIdx.x / GE2_WARP, i0 = warp / 2 * 16, j0 = warp % 2 * 32;
+    wmma::fragment<wmma::accumulator, 16, 16, 8, float> c[2];
+    wmma::fill_fragment(c[0], 0.0f);
+    wmma::fill_fragment(c[1], 0.0f);
+#pragma unroll
+    for (int k0 = 0; k0 < GE2_ATTN_TILE; k0 += 8) {
+        frag_a ah, al;
+        wmma::load_matrix_sync(ah, A_K_MAJOR ? a + k0 * GE2_ATTN_TS + i0 : a + i0 * GE2_ATTN_TS + k0, GE2_ATTN_TS);
+        ge2_attn_split<MMA>(ah, al);
+#pragma unroll
+        for (int n = 0; n < 2; n++) {
+            frag_b bh, bl;
+            wmma::load_matrix_sync(bh, b + k0 * GE2_ATTN_TS + j0 + 16 * n, GE2_ATTN_TS);
+            ge2_attn_split<MMA>(bh, bl);
+            if (MMA == GE2_ATTN_3XTF32) { // the small terms first
+                wmma::mma_sync(c[n], al, bh, c[n]);
+                wmma::mma_sync(c[n], ah, bl, c[n]);
+            }
+            wmma::mma_sync(c[n], ah, bh, c[n]);
+        }
+    }
+    wmma::store_matrix_sync(cs + i0 * GE2_ATTN_TS + j0, c[0], GE2_ATTN_TS, wmma::mem_row_major);
+    wmma::store_matrix_sync(cs + i0 * GE2_ATTN_TS + j0 + 16, c[1], GE2_ATTN_TS, wmma::mem_row_major);
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        const float4 v = *(const float4 *)&cs[(row0 + r) * GE2_ATTN_TS + col0];
+        acc[r][0] += v.x, acc[r][1] += v.y, acc[r][2] += v.z, acc[r][3] += v.w;
+    }
+    __syncthreads(); // cs is free for the next product
+}
+
+// The kernels' two products, by MMA (cs: the spare tile, tensor cores only)
+template <int MMA>
+__device__ __forceinline__ void ge2_attn_tt(float (&acc)[4][4], const float *a, const float *b, float *cs, int row0,
+                                            int col0)
+{
+    if (MMA == GE2_ATTN_FMA)
+        ge2_attn_mm_tt(acc, a, b, row0, col0);
+    else
+        ge2_attn_mm_tc<true, MMA>(acc, a, b, cs, row0, col0);
+}
+
+template <int MMA>
+__device__ __forceinline__ void ge2_attn_nn(float (&acc)[4][4], const float *a, const float *b, float *cs, int row0,
+                                            int col0)
+{
+    if (MMA == GE2_ATTN_FMA)
+        ge2_attn_mm_nn(acc, a, b, row0, col0);
+    else
+        ge2_attn_mm_tc<false, MMA>(acc, a, b, cs, row0, col0);
+}
+
 __device__ __forceinline__ void ge2_attn_store4(float *s, int at, const float (&v)[4])
 {
     *(float4 *)&s[at] = make_float4(v[0], v[1], v[2], v[3]);
@@ -192,12 +298,13 @@ __device__ __forceinline__ bool ge2_attn_sees(int i, int j, int t_count, bool ca
 
 // y, lse of 64 queries of head blockIdx.y; grid (query tiles, heads).
 // Causal query tiles run the longest first (the last tile has the most keys).
+template <int MMA>
 __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
     ge2_attention_tiled_kernel(int t_count, int d_count, int hpp, long long qld, float scale, bool causal,
                                const float *q, const float *k, const float *v, float *y, float *lse)
 {
-    extern __shared__ float smem[];
-    float *qt = smem, *kt = qt + GE2_ATTN_TF, *vs = kt + GE2_ATTN_TF, *ps = vs + GE2_ATTN_TF;
+    extern __shared__ __align__(128) float smem[];
+    float *qt = smem, *kt = qt + GE2_ATTN_TF, *vs = kt + GE2_ATTN_TF, *ps = vs + GE2_ATTN_TF, *cs = ps + GE2_ATTN_TF;
     const int q0 = (int)(gridDim.x - 1 - blockIdx.x) * GE2_ATTN_TILE;
     const long long rb = ge2_attn_head_row(blockIdx.y, t_count, hpp), base = rb * d_count,
                     ld = (long long)hpp * d_count, qb = ge2_attn_qkv_off(rb, hpp, qld, d_count);
@@ -214,7 +321,7 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
         ge2_attn_tile_load<false>(vs, v + qb, k0, t_count, d_count, qld, 1.0f);
         __syncthreads();
         float s[4][4] = {};
-        ge2_attn_mm_tt(s, qt, kt, row0, col0);
+        ge2_attn_tt<MMA>(s, qt, kt, cs, row0, col0);
 #pragma unroll
         for (int r = 0; r < 4; r++) {
             float mx = -INFINITY;
@@ -240,7 +347,7 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
             ge2_attn_store4(ps, (row0 + r) * GE2_ATTN_TS + col0, s[r]);
         }
         __syncthreads();
-        ge2_attn_mm_nn(o, ps, vs, row0, col0);
+        ge2_attn_nn<MMA>(o, ps, vs, cs, row0, col0);
     }
 #pragma unroll
     for (int r = 0; r < 4; r++) {
@@ -360,14 +467,15 @@ __global__ void ge2_attention_grad_kv_kernel(long long rows, int t_count, int d_
 }
 
 // dq of 64 queries of head blockIdx.y, key tiles in order; grid (query tiles, heads)
+template <int MMA>
 __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
     ge2_attention_grad_q_tiled_kernel(int t_count, int d_count, int hpp, long long qld, float scale, bool causal,
                                       const float *dy, const float *q, const float *k, const float *v,
                                       const float *lse, const float *delta, float *dq)
 {
-    extern __shared__ float smem[];
+    extern __shared__ __align__(128) float smem[];
     float *qt = smem, *dyt = qt + GE2_ATTN_TF, *kt = dyt + GE2_ATTN_TF, *vt = kt + GE2_ATTN_TF,
-          *ks = vt + GE2_ATTN_TF, *dss = ks + GE2_ATTN_TF;
+          *ks = vt + GE2_ATTN_TF, *dss = ks + GE2_ATTN_TF, *cs = dss + GE2_ATTN_TF;
     const int q0 = (int)(gridDim.x - 1 - blockIdx.x) * GE2_ATTN_TILE;
     const long long rb = ge2_attn_head_row(blockIdx.y, t_count, hpp), base = rb * d_count,
                     ld = (long long)hpp * d_count, qb = ge2_attn_qkv_off(rb, hpp, qld, d_count);
@@ -389,8 +497,8 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
         ge2_attn_tile_load<false>(ks, k + qb, k0, t_count, d_count, qld, 1.0f);
         __syncthreads();
         float s[4][4] = {}, dp[4][4] = {};
-        ge2_attn_mm_tt(s, qt, kt, row0, col0);  // scores, base 2
-        ge2_attn_mm_tt(dp, dyt, vt, row0, col0); // dy_i · v_j
+        ge2_attn_tt<MMA>(s, qt, kt, cs, row0, col0);   // scores, base 2
+        ge2_attn_tt<MMA>(dp, dyt, vt, cs, row0, col0); // dy_i · v_j
 #pragma unroll
         for (int r = 0; r < 4; r++) {
 #pragma unroll
@@ -403,7 +511,7 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
             ge2_attn_store4(dss, (row0 + r) * GE2_ATTN_TS + col0, s[r]);
         }
         __syncthreads();
-        ge2_attn_mm_nn(acc, dss, ks, row0, col0);
+        ge2_attn_nn<MMA>(acc, dss, ks, cs, row0, col0);
     }
 #pragma unroll
     for (int r = 0; r < 4; r++)
@@ -416,15 +524,16 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
 // dk, dv of 64 keys of head blockIdx.y, query tiles in order; grid (key
 // tiles, heads). The first key tiles have the most queries under a causal
 // mask, so they start first.
+template <int MMA>
 __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
     ge2_attention_grad_kv_tiled_kernel(int t_count, int d_count, int hpp, long long qld, float scale, bool causal,
                                        const float *dy, const float *q, const float *k, const float *v,
                                        const float *lse, const float *delta, float *dk, float *dv)
 {
-    extern __shared__ float smem[];
+    extern __shared__ __align__(128) float smem[];
     float *kt = smem, *vt = kt + GE2_ATTN_TF, *qt = vt + GE2_ATTN_TF, *qs = qt + GE2_ATTN_TF,
           *dyt = qs + GE2_ATTN_TF, *dys = dyt + GE2_ATTN_TF, *pt = dys + GE2_ATTN_TF, *dst = pt + GE2_ATTN_TF,
-          *lse2 = dst + GE2_ATTN_TF, *dl = lse2 + GE2_ATTN_TILE;
+          *lse2 = dst + GE2_ATTN_TF, *dl = lse2 + GE2_ATTN_TILE, *cs = dl + GE2_ATTN_TILE;
     const int k0 = (int)blockIdx.x * GE2_ATTN_TILE;
     const long long rb = ge2_attn_head_row(blockIdx.y, t_count, hpp), base = rb * d_count,
                     ld = (long long)hpp * d_count, qb = ge2_attn_qkv_off(rb, hpp, qld, d_count);
@@ -445,8 +554,8 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
         }
         __syncthreads();
         float s[4][4] = {}, dp[4][4] = {};
-        ge2_attn_mm_tt(s, kt, qt, row0, col0);   // scores (key j, query i), base 2
-        ge2_attn_mm_tt(dp, vt, dyt, row0, col0); // v_j · dy_i
+        ge2_attn_tt<MMA>(s, kt, qt, cs, row0, col0);   // scores (key j, query i), base 2
+        ge2_attn_tt<MMA>(dp, vt, dyt, cs, row0, col0); // v_j · dy_i
 #pragma unroll
         for (int r = 0; r < 4; r++) {
 #pragma unroll
@@ -459,8 +568,8 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
             ge2_attn_store4(dst, (row0 + r) * GE2_ATTN_TS + col0, dp[r]);
         }
         __syncthreads();
-        ge2_attn_mm_nn(dva, pt, dys, row0, col0); // dv_j += Σ_i p_ij dy_i
-        ge2_attn_mm_nn(dka, dst, qs, row0, col0); // dk_j += Σ_i ds_ij q_i
+        ge2_attn_nn<MMA>(dva, pt, dys, cs, row0, col0); // dv_j += Σ_i p_ij dy_i
+        ge2_attn_nn<MMA>(dka, dst, qs, cs, row0, col0); // dk_j += Σ_i ds_ij q_i
     }
 #pragma unroll
     for (int r = 0; r < 4; r++)
@@ -486,21 +595,28 @@ typedef struct attn_run {
     float scale;
     bool causal;
     unsigned blocks; // of the row kernels
+    int mma;         // how the tiled kernels multiply (GE2_ATTN_FMA, ...)
     bool tiled;      // the tiled kernels take it (attn_tiled)
 } attn_run;
 
-// Shared memory of the tiled kernels: 4, 6 and 8 tiles, and two rows of per-query values
+// Shared memory of the tiled kernels: 4, 6 and 8 tiles, and two rows of
+// per-query values; on tensor cores one spare tile more
 static const size_t attn_smem_forward = 4 * GE2_ATTN_TF * sizeof(float);
 static const size_t attn_smem_grad_q = 6 * GE2_ATTN_TF * sizeof(float);
 static const size_t attn_smem_grad_kv = (8 * GE2_ATTN_TF + 2 * GE2_ATTN_TILE) * sizeof(float);
 
+static size_t attn_smem_spare(int mma) { return mma == GE2_ATTN_FMA ? 0 : GE2_ATTN_TF * sizeof(float); }
+
 // the most a launch of op asks (the backward's dk, dv kernel asks more than its dq kernel)
-static size_t attn_smem_of(ge2_op op) { return op == GE2_OP_ATTENTION ? attn_smem_forward : attn_smem_grad_kv; }
+static size_t attn_smem_of(ge2_op op, int mma)
+{
+    return (op == GE2_OP_ATTENTION ? attn_smem_forward : attn_smem_grad_kv) + attn_smem_spare(mma);
+}
 
 // The tiled kernels take rows of up to one tile's width, a head per
 // blockIdx.y, and their shared memory must fit this GPU's blocks (an H100
 // grants 227 KiB; some GPUs under 140 KiB): otherwise the row kernels run.
-static bool attn_tiled(const ge2_launch *l, const ge2_attn_geom &g)
+static bool attn_tiled(const ge2_launch *l, const ge2_attn_geom &g, int mma)
 {
     int device = 0, optin = 0;
     if (g.d > GE2_ATTN_TILE || g.heads > 65535 || cudaGetDevice(&device) != cudaSuccess ||
@@ -508,10 +624,15 @@ static bool attn_tiled(const ge2_launch *l, const ge2_attn_geom &g)
         cudaGetLastError();
         return false;
     }
-    return attn_smem_of(l->node->op) <= (size_t)optin;
+    return attn_smem_of(l->node->op, mma) <= (size_t)optin;
 }
 
-static ge2_status attn_run_of(const ge2_launch *l, ge2_shape q, attn_run *r)
+// The tensor cores' passes for a launch: one where the precision rounds
+// products to TF32 or coarser anyway (TF32, BF16), three (fp32's accuracy)
+// for FP32 and FP16, whose attention is fp32
+static int attn_tensor_core_mma(const ge2_launch *l) { return l->tf32 || l->bf16_operands ? GE2_ATTN_TF32 : GE2_ATTN_3XTF32; }
+
+static ge2_status attn_run_of(const ge2_launch *l, ge2_shape q, int mma, attn_run *r)
 {
     const ge2_attention_attrs *a = &l->node->attrs.attention;
     const ge2_attn_geom g = ge2_attn_geom_of(q, a);
@@ -522,7 +643,7 @@ static ge2_status attn_run_of(const ge2_launch *l, ge2_shape q, attn_run *r)
     const long long per_block = GE2_ATTN_THREADS / GE2_WARP;
     *r = attn_run{g.heads, g.heads * g.t, (int)g.t, (int)g.d, (int)g.h, g.qkv_ld, ge2_attn_slots_of(l->node, g),
                   (float)ge2_attn_scale(a, g.d), a->causal, (unsigned)((g.heads * g.t + per_block - 1) / per_block),
-                  attn_tiled(l, g)};
+                  mma, attn_tiled(l, g, mma)};
     return GE2_OK;
 }
 
@@ -545,6 +666,18 @@ static dim3 attn_tiles(const attn_run &r)
             KERNEL<8><<<(r).blocks, GE2_ATTN_THREADS, 0, s_>>>(__VA_ARGS__);                                    \
     } while (0)
 
+// Runs the tiled KERNEL<MMA> for the run's MMA, with its shared memory
+#define GE2_ATTN_TILED(KERNEL, r, smem, stream, ...)                                                               \
+    do {                                                                                                        \
+        const size_t smem_ = (smem) + attn_smem_spare((r).mma);                                                 \
+        if ((r).mma == GE2_ATTN_TF32)                                                                           \
+            KERNEL<GE2_ATTN_TF32><<<attn_tiles(r), GE2_ATTN_TILE_THREADS, smem_, stream>>>(__VA_ARGS__);        \
+        else if ((r).mma == GE2_ATTN_3XTF32)                                                                    \
+            KERNEL<GE2_ATTN_3XTF32><<<attn_tiles(r), GE2_ATTN_TILE_THREADS, smem_, stream>>>(__VA_ARGS__);      \
+        else                                                                                                    \
+            KERNEL<GE2_ATTN_FMA><<<attn_tiles(r), GE2_ATTN_TILE_THREADS, smem_, stream>>>(__VA_ARGS__);         \
+    } while (0)
+
 #define IN(i) ((const float *)l->in[i].data)
 #define OUT(i) ((float *)l->out[i].data)
 
@@ -556,7 +689,11 @@ static ge2_shape attn_q_shape(const ge2_launch *l)
 
 static const char *attn_kernel_name(const attn_run &r)
 {
-    return r.tiled ? "ge2 tiled attention (64 x 64 tiles, fp32)" : "ge2 attention, a warp per row (fp32)";
+    if (!r.tiled)
+        return "ge2 attention, a warp per row (fp32)";
+    return r.mma == GE2_ATTN_TF32     ? "ge2 tiled attention (64 x 64 tiles, TF32 tensor cores)"
+           : r.mma == GE2_ATTN_3XTF32 ? "ge2 tiled attention (64 x 64 tiles, 3xTF32 tensor cores: fp32 accuracy)"
+                                      : "ge2 tiled attention (64 x 64 tiles, fp32)";
 }
 
 // A kernel's shared memory past the default 48 KiB
@@ -566,21 +703,34 @@ static ge2_status grant_smem(const ge2_launch *l, const void *kernel, size_t byt
                                "cudaFuncSetAttribute");
 }
 
+// The shared memory of the op's tiled kernels of one MMA
+template <int MMA> static ge2_status attn_grant_tiled(const ge2_launch *l)
+{
+    const size_t spare = attn_smem_spare(MMA);
+    if (l->node->op == GE2_OP_ATTENTION)
+        return grant_smem(l, (const void *)ge2_attention_tiled_kernel<MMA>, attn_smem_forward + spare);
+    GE2_TRY(grant_smem(l, (const void *)ge2_attention_grad_q_tiled_kernel<MMA>, attn_smem_grad_q + spare));
+    return grant_smem(l, (const void *)ge2_attention_grad_kv_tiled_kernel<MMA>, attn_smem_grad_kv + spare);
+}
+
+static ge2_status attn_grant(const ge2_launch *l, int mma)
+{
+    return mma == GE2_ATTN_TF32     ? attn_grant_tiled<GE2_ATTN_TF32>(l)
+           : mma == GE2_ATTN_3XTF32 ? attn_grant_tiled<GE2_ATTN_3XTF32>(l)
+                                    : attn_grant_tiled<GE2_ATTN_FMA>(l);
+}
+
 // Before warm-up and capture: under precision BF16 cuDNN's plan (cudnn.c),
 // else a tiled kernel's shared memory past the default 48 KiB is granted
 // here, once per graph key.
 extern "C" ge2_status ge2_cuda_attention_prepare(ge2_launch *l)
 {
     attn_run r;
-    GE2_TRY(attn_run_of(l, attn_q_shape(l), &r));
+    GE2_TRY(attn_run_of(l, attn_q_shape(l), GE2_ATTN_FMA, &r));
     GE2_TRY(ge2_cudnn_attention_prepare(l, attn_kernel_name(r)));
     if (!r.tiled || ge2_cudnn_attention_runs(l))
         return GE2_OK;
-    const bool forward = l->node->op == GE2_OP_ATTENTION;
-    ge2_status st = forward ? grant_smem(l, (const void *)ge2_attention_tiled_kernel, attn_smem_forward)
-                            : grant_smem(l, (const void *)ge2_attention_grad_q_tiled_kernel, attn_smem_grad_q);
-    if (st == GE2_OK && !forward)
-        st = grant_smem(l, (const void *)ge2_attention_grad_kv_tiled_kernel, attn_smem_grad_kv);
+    const ge2_status st = attn_grant(l, GE2_ATTN_FMA);
     if (st != GE2_OK)
         ge2_cudnn_attention_release(l); /* a failed prepare leaves nothing behind */
     return st;
@@ -592,7 +742,47 @@ extern "C" const char *ge2_cuda_attention_describe(const ge2_launch *l)
     attn_run r;
     if (bf16)
         return bf16;
-    return attn_run_of(l, attn_q_shape(l), &r) == GE2_OK ? attn_kernel_name(r) : "cuda kernel";
+    return attn_run_of(l, attn_q_shape(l), GE2_ATTN_FMA, &r) == GE2_OK ? attn_kernel_name(r) : "cuda kernel";
+}
+
+// ------------------------------------ the candidate: tiled, on tensor cores
+
+extern "C" bool ge2_cuda_attention_tc_applies(const ge2_launch *l, char *why, size_t why_size)
+{
+    attn_run r;
+    if (attn_run_of(l, attn_q_shape(l), attn_tensor_core_mma(l), &r) != GE2_OK) {
+        snprintf(why, why_size, "%s", ge2_last_error());
+        ge2_clear_error();
+        return false;
+    }
+    if (!r.tiled) {
+        snprintf(why, why_size, "rows of %d values (tiles take up to %d), %lld heads or shared memory", r.d,
+                 GE2_ATTN_TILE, r.heads);
+        return false;
+    }
+    if (ge2_cudnn_attention_runs(l)) { // the op's own kernel prepared first
+        snprintf(why, why_size, "cuDNN's attention takes it");
+        return false;
+    }
+    return true;
+}
+
+extern "C" ge2_status ge2_cuda_attention_tc_prepare(ge2_launch *l)
+{
+    attn_run r;
+    GE2_TRY(attn_run_of(l, attn_q_shape(l), attn_tensor_core_mma(l), &r));
+    if (!r.tiled)
+        return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s (node %d): the tensor-core attention takes rows of up to %d "
+                         "values in %zu bytes of shared memory a block; this launch has %d",
+                         ge2_cuda_op_name(l), l->node->id, GE2_ATTN_TILE, attn_smem_of(l->node->op, r.mma), r.d);
+    return attn_grant(l, r.mma);
+}
+
+extern "C" const char *ge2_cuda_attention_tc_describe(const ge2_launch *l)
+{
+    attn_run r;
+    return attn_run_of(l, attn_q_shape(l), attn_tensor_core_mma(l), &r) == GE2_OK ? attn_kernel_name(r)
+                                                                                  : "cuda kernel";
 }
 
 // The bf16 tensors (the storage pass's) among a launch's views that the fp32
@@ -657,17 +847,18 @@ static ge2_status attn_f32_views(const ge2_launch *l, ge2_launch *w)
     return ge2_cuda_bf16_widen(l, &spans);
 }
 
-static ge2_status attention_fp32(const ge2_launch *l);
-static ge2_status attention_grad_fp32(const ge2_launch *l);
+static ge2_status attention_fp32(const ge2_launch *l, int mma);
+static ge2_status attention_grad_fp32(const ge2_launch *l, int mma);
 
-// cuDNN's plan where prepare chose it, else the fp32 kernels (fp32) on f32 views
-static ge2_status attn_launch(const ge2_launch *l, ge2_status (*fp32)(const ge2_launch *))
+// cuDNN's plan where the op's own prepare chose it, else the fp32 kernels
+// (fp32, multiplying by mma) on f32 views
+static ge2_status attn_launch(const ge2_launch *l, ge2_status (*fp32)(const ge2_launch *, int), int mma)
 {
-    if (ge2_cudnn_attention_runs(l))
+    if (mma == GE2_ATTN_FMA && ge2_cudnn_attention_runs(l))
         return ge2_cudnn_attention_launch(l);
     ge2_launch w;
     GE2_TRY(attn_f32_views(l, &w));
-    GE2_TRY(fp32(&w));
+    GE2_TRY(fp32(&w, mma));
     if (w.out[0].data == l->out[0].data)
         return GE2_OK;
     ge2_bf16_spans spans = {0}; // the forward's bf16 y, from its f32 copy
@@ -675,8 +866,25 @@ static ge2_status attn_launch(const ge2_launch *l, ge2_status (*fp32)(const ge2_
     return ge2_cuda_bf16_round(l, &spans);
 }
 
-extern "C" ge2_status ge2_cuda_attention_launch(const ge2_launch *l) { return attn_launch(l, attention_fp32); }
-extern "C" ge2_status ge2_cuda_attention_grad_launch(const ge2_launch *l) { return attn_launch(l, attention_grad_fp32); }
+extern "C" ge2_status ge2_cuda_attention_launch(const ge2_launch *l)
+{
+    return attn_launch(l, attention_fp32, GE2_ATTN_FMA);
+}
+
+extern "C" ge2_status ge2_cuda_attention_grad_launch(const ge2_launch *l)
+{
+    return attn_launch(l, attention_grad_fp32, GE2_ATTN_FMA);
+}
+
+extern "C" ge2_status ge2_cuda_attention_tc_launch(const ge2_launch *l)
+{
+    return attn_launch(l, attention_fp32, attn_tensor_core_mma(l));
+}
+
+extern "C" ge2_status ge2_cuda_attention_grad_tc_launch(const ge2_launch *l)
+{
+    return attn_launch(l, attention_grad_fp32, attn_tensor_core_mma(l));
+}
 
 // View i's data from value at on (NULL stays NULL)
 static const float *attn_in(const ge2_launch *l, int i, int64_t at)
@@ -689,19 +897,19 @@ static float *attn_out(const ge2_launch *l, int i, int64_t at)
     return l->out[i].data ? (float *)l->out[i].data + at : NULL;
 }
 
-static ge2_status attention_fp32(const ge2_launch *l)
+static ge2_status attention_fp32(const ge2_launch *l, int mma)
 {
     GE2_TRY(ge2_cuda_require_f32(l, 0));
     attn_run r;
-    GE2_TRY(attn_run_of(l, l->in[0].shape, &r));
+    GE2_TRY(attn_run_of(l, l->in[0].shape, mma, &r));
     if (r.rows == 0)
         return GE2_OK;
     const ge2_attn_slots &o = r.slots;
     const float *q = attn_in(l, o.q, 0), *k = attn_in(l, o.k, o.k_at), *v = attn_in(l, o.v, o.v_at);
     float *lse = l->n_out > 1 ? OUT(1) : NULL;
     if (r.tiled) {
-        ge2_attention_tiled_kernel<<<attn_tiles(r), GE2_ATTN_TILE_THREADS, attn_smem_forward, ge2_cuda_stream(l)>>>(
-            r.t, r.d, r.hpp, r.qld, r.scale, r.causal, q, k, v, OUT(0), lse);
+        GE2_ATTN_TILED(ge2_attention_tiled_kernel, r, attn_smem_forward, ge2_cuda_stream(l), r.t, r.d, r.hpp, r.qld,
+                       r.scale, r.causal, q, k, v, OUT(0), lse);
         return ge2_cuda_check_launch(l, "ge2_attention_tiled_kernel");
     }
     GE2_ATTN_DISPATCH(ge2_attention_kernel, r, l, r.rows, r.t, r.d, r.hpp, r.qld, r.scale, r.causal, q, k, v, OUT(0),
@@ -724,11 +932,11 @@ static ge2_status attn_delta(const ge2_launch *l, const attn_run &r, float **del
 
 // dq, then dk and dv (each output whose data is NULL skipped), after the
 // rows' delta = dy·y, which both read
-static ge2_status attention_grad_fp32(const ge2_launch *l)
+static ge2_status attention_grad_fp32(const ge2_launch *l, int mma)
 {
     GE2_TRY(ge2_cuda_require_f32(l, 0));
     attn_run r;
-    GE2_TRY(attn_run_of(l, l->in[1].shape, &r));
+    GE2_TRY(attn_run_of(l, l->in[1].shape, mma, &r));
     const ge2_attn_slots &o = r.slots;
     float *dq = attn_out(l, o.dq, 0), *dk = attn_out(l, o.dk, o.k_at), *dv = attn_out(l, o.dv, o.v_at);
     if (r.rows == 0 || (!dq && !dk && !dv))
@@ -739,8 +947,8 @@ static ge2_status attention_grad_fp32(const ge2_launch *l)
     GE2_TRY(attn_delta(l, r, &delta));
     cudaStream_t stream = ge2_cuda_stream(l);
     if (dq && r.tiled) {
-        ge2_attention_grad_q_tiled_kernel<<<attn_tiles(r), GE2_ATTN_TILE_THREADS, attn_smem_grad_q, stream>>>(
-            r.t, r.d, r.hpp, r.qld, r.scale, r.causal, dy, q, k, v, lse, delta, dq);
+        GE2_ATTN_TILED(ge2_attention_grad_q_tiled_kernel, r, attn_smem_grad_q, stream, r.t, r.d, r.hpp, r.qld, r.scale,
+                       r.causal, dy, q, k, v, lse, delta, dq);
         GE2_TRY(ge2_cuda_check_launch(l, "ge2_attention_grad_q_tiled_kernel"));
     } else if (dq) {
         GE2_ATTN_DISPATCH(ge2_attention_grad_q_kernel, r, l, r.rows, r.t, r.d, r.hpp, r.qld, r.scale, r.causal, dy, q,
@@ -750,8 +958,8 @@ static ge2_status attention_grad_fp32(const ge2_launch *l)
     if (!dk && !dv)
         return GE2_OK;
     if (r.tiled) {
-        ge2_attention_grad_kv_tiled_kernel<<<attn_tiles(r), GE2_ATTN_TILE_THREADS, attn_smem_grad_kv, stream>>>(
-            r.t, r.d, r.hpp, r.qld, r.scale, r.causal, dy, q, k, v, lse, delta, dk, dv);
+        GE2_ATTN_TILED(ge2_attention_grad_kv_tiled_kernel, r, attn_smem_grad_kv, stream, r.t, r.d, r.hpp, r.qld, r.scale,
+                       r.causal, dy, q, k, v, lse, delta, dk, dv);
         return ge2_cuda_check_launch(l, "ge2_attention_grad_kv_tiled_kernel");
     }
     GE2_ATTN_DISPATCH(ge2_attention_grad_kv_kernel, r, l, r.rows, r.t, r.d, r.hpp, r.qld, r.scale, r.causal, dy, q, k,

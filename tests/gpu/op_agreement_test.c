@@ -40,6 +40,7 @@
 #include "tests/support/check_main.h"
 #include "tests/support/op_cases.h"
 #include "fusion/fusion.h"
+#include "kernels/cuda/candidates.h"
 #include "ops/cast/cast.h"
 #include "ops/conv/conv.h"
 #include "ops/ops.h"
@@ -50,6 +51,17 @@
  * (and the probabilities) where the CPU reference computes in fp32, so
  * they agree to bf16's precision, 2^-8, relative to the largest value */
 #define RTOL_BF16_ATTENTION 1e-2
+/* Attention on TF32 tensor cores: q, k, v, the probabilities and dy
+ * rounded to TF32 (2^-11) before each product, where the CPU keeps fp32 */
+#define RTOL_TF32_ATTENTION 1e-2
+
+/* Launches with precision TF32 (ge2_launch.tf32): GEMMs and attention's
+ * tensor-core candidate multiply TF32 values */
+static bool tf32_launches;
+/* Set by the candidate tests: a launch of an op with a registered
+ * candidate of this name runs the candidate where it applies (the kernel
+ * registry would time it against the op's own kernel and may run either) */
+static const char *use_candidate;
 
 /* test_gemm_op_agrees_bf16: every launch of the case with precision BF16.
  * Both backends round each GEMM operand to the same bf16 bits (nearest
@@ -118,7 +130,7 @@ static void device_fill(const device *d, ge2_launch *l)
     l->workspace_bytes = WORKSPACE_BYTES;
     l->scratch = d->scratch;
     l->scratch_bytes = SCRATCH_BYTES;
-    l->tf32 = false;
+    l->tf32 = tf32_launches;
     l->control = d->control;
 }
 
@@ -169,14 +181,46 @@ static ge2_status conv_direct(const ge2_launch *l)
     }
 }
 
+/* The candidate called use_candidate for l's op, when it has one that
+ * applies to l (after the op's own prepare, as the kernel registry asks) */
+static const ge2_kernel_candidate *candidate_for(const ge2_launch *l)
+{
+    int n;
+    const ge2_kernel_candidate *const *cs = ge2_kernel_candidates_of(l->node->op, &n);
+    char why[160];
+    for (int i = 0; use_candidate && i < n; i++)
+        if (strcmp(cs[i]->name, use_candidate) == 0 && (!cs[i]->applies || cs[i]->applies(l, why, sizeof why)))
+            return cs[i];
+    return NULL;
+}
+
+/* What runs l: what cuda_prepare chose, else (the optimizer tests
+ * enqueue unprepared launches) the op's own kernel */
+static const ge2_cuda_kernel *kernel_of(const ge2_launch *l)
+{
+    return l->kernel ? l->kernel : &ge2_op_def_of(l->node->op)->cuda;
+}
+
+/* Sets l->kernel: the op's own, or the candidate use_candidate names */
 static void cuda_prepare(ge2_launch *l)
 {
     if (direct_conv && conv_op(l->node->op))
         return;
     const ge2_cuda_kernel *k = &ge2_op_def_of(l->node->op)->cuda;
+    l->kernel = k;
     if (k->prepare)
         ck_assert_msg(k->prepare(l) == GE2_OK, "%s: CUDA prepare: %s", ge2_op_name(l->node->op),
                       ge2_last_error());
+    const ge2_kernel_candidate *c = candidate_for(l);
+    if (!c)
+        return;
+    if (k->release)
+        k->release(l);
+    l->backend_data = NULL;
+    l->kernel = &c->cuda;
+    if (c->cuda.prepare)
+        ck_assert_msg(c->cuda.prepare(l) == GE2_OK, "%s: candidate %s: prepare: %s", ge2_op_name(l->node->op),
+                      c->name, ge2_last_error());
 }
 
 /* Enqueues only: no wait, so it can run under stream capture. */
@@ -186,17 +230,17 @@ static void cuda_enqueue(const ge2_launch *l)
         ck_assert_msg(conv_direct(l) == GE2_OK, "%s: direct kernel: %s", ge2_op_name(l->node->op), ge2_last_error());
         return;
     }
-    ck_assert_msg(ge2_op_def_of(l->node->op)->cuda.launch(l) == GE2_OK, "%s: CUDA launch: %s",
-                  ge2_op_name(l->node->op), ge2_last_error());
+    const ge2_cuda_kernel *k = kernel_of(l);
+    ck_assert_msg(k->launch(l) == GE2_OK, "%s: CUDA launch (%s): %s", ge2_op_name(l->node->op),
+                  k->describe ? k->describe(l) : "", ge2_last_error());
 }
 
 static void cuda_release(ge2_launch *l)
 {
     if (direct_conv && conv_op(l->node->op))
         return;
-    const ge2_cuda_kernel *k = &ge2_op_def_of(l->node->op)->cuda;
-    if (k->release)
-        k->release(l);
+    if (kernel_of(l)->release)
+        kernel_of(l)->release(l);
 }
 
 /* Runs one launch through the CUDA table row: prepare, launch, wait, release. */
@@ -319,6 +363,9 @@ static bool want_cudnn_conv;
 /* Launches of a train step (ge2_launch.training: batch norm's batch
  * statistics); false: an eval step's */
 static bool train_launches;
+/* Set by the tensor-core attention tests: every attention launch must run
+ * the candidate, in TF32 (tf32_launches) or 3xTF32 */
+static bool want_tensor_cores;
 /* Set by large_bias_gradients: its REDUCE_TO must take the two-pass column sums */
 static bool want_column_chunks;
 /* the storage pass must store some output in bf16 at its producer (a
@@ -553,6 +600,11 @@ static void check_graph(const char *label, const ge2_graph *g, const ge2_feed *f
             printf("%s: %s: %s\n", label, name, kernel);
             ck_assert_msg(strncmp(kernel, "cuDNN", 5) == 0, "%s: %s ran %s", label, name, kernel);
         }
+        if (want_tensor_cores && attention_op(node->op)) {
+            const char *kernel = kernel_of(&lg)->describe(&lg);
+            const char *passes = tf32_launches ? "(64 x 64 tiles, TF32 tensor cores)" : "3xTF32 tensor cores";
+            ck_assert_msg(strstr(kernel, passes), "%s: %s ran %s", label, name, kernel);
+        }
         if (want_column_chunks && node->op == GE2_OP_REDUCE_TO) {
             const char *kernel = ge2_op_def_of(node->op)->cuda.describe(&lg);
             ck_assert_msg(strstr(kernel, "chunks"), "%s: %s ran %s", label, name, kernel);
@@ -581,7 +633,8 @@ static void check_graph(const char *label, const ge2_graph *g, const ge2_feed *f
                 assert_rounded_alike(what, got, cpu[y->id], numel, in_scale);
             else
                 assert_close(what, got, cpu[y->id], numel,
-                             bf16_launches && attention_op(node->op) ? RTOL_BF16_ATTENTION
+                             bf16_launches && attention_op(node->op)   ? RTOL_BF16_ATTENTION
+                             : tf32_launches && attention_op(node->op) ? RTOL_TF32_ATTENTION
                              : gemm_op(node->op) || conv_op(node->op) ? RTOL_GEMM
                                                                      : RTOL,
                              in_scale);
@@ -919,7 +972,7 @@ static void large_reductions(void)
  * kernels, D <= 64), causal and not, heads outside or inside the positions
  * ([B, H, T, D] or [B, T, H, D]), and with D = 100 (a warp per row), with
  * its backward; the upstream gradient is random. */
-static void large_attention(void)
+static void large_attention_cases(bool tiles_only)
 {
     static const struct {
         int64_t batch, heads, t, d;
@@ -929,6 +982,8 @@ static void large_attention(void)
                  /* shapes cuDNN's attention takes under bf16 (a multiple of 128 positions on cuDNN 9.14) */
                  {2, 3, 128, 64, true, true},  {2, 2, 256, 32, false, false}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        if (tiles_only && cases[c].d > 64)
+            continue; /* a warp per row: the tiled kernels' candidates do not apply */
         const ge2_shape s = cases[c].bthd ? ge2_shape4(cases[c].batch, cases[c].t, cases[c].heads, cases[c].d)
                                           : ge2_shape4(cases[c].batch, cases[c].heads, cases[c].t, cases[c].d);
         ge2_graph *g;
@@ -951,6 +1006,11 @@ static void large_attention(void)
         ge2_graph_free(g);
     }
 }
+
+static void large_attention(void) { large_attention_cases(false); }
+
+/* the cases the tiled kernels take (D <= 64) */
+static void large_attention_tiles(void) { large_attention_cases(true); }
 
 /* The GPT's data movement at sizes where the copies go 4 floats at a time:
  * heads split by a permute that keeps the last dim, q/k/v sliced from a
@@ -1139,6 +1199,39 @@ START_TEST(test_large_attention_bf16)
 {
     bf16_launches = true; /* Check forks this test: the flag dies with it */
     large_attention();
+}
+END_TEST
+
+/* Every op's registered candidates (ops/<family>/candidates.c) in place of
+ * its own kernel, where they apply, over the op's cases */
+START_TEST(test_candidates_agree)
+{
+    int n;
+    const ge2_kernel_candidate *const *cs = ge2_kernel_candidates_of((ge2_op)_i, &n);
+    for (int c = 0; c < n; c++) {
+        use_candidate = cs[c]->name; /* Check forks this test: it dies with it */
+        op_agrees((ge2_op)_i);
+    }
+}
+END_TEST
+
+/* Attention's tensor-core candidate at the large shapes it takes (D <= 64):
+ * three TF32 passes hold fp32's tolerance (one pass misses it by orders of
+ * magnitude) */
+START_TEST(test_large_attention_tensor_cores)
+{
+    use_candidate = "ge2_attention_tensor_cores"; /* Check forks this test: the flags die with it */
+    want_tensor_cores = true;
+    large_attention_tiles();
+}
+END_TEST
+
+/* ... and under precision TF32, one pass, to TF32's precision */
+START_TEST(test_large_attention_tensor_cores_tf32)
+{
+    use_candidate = "ge2_attention_tensor_cores";
+    want_tensor_cores = tf32_launches = true;
+    large_attention_tiles();
 }
 END_TEST
 
@@ -1783,6 +1876,9 @@ int main(void)
     tcase_add_test(tc, test_large_bias_gradients_bf16_storage);
     tcase_add_test(tc, test_large_attention_bf16);
     tcase_add_test(tc, test_large_attention_bf16_storage);
+    tcase_add_loop_test(tc, test_candidates_agree, 0, ge2_op_count());
+    tcase_add_test(tc, test_large_attention_tensor_cores);
+    tcase_add_test(tc, test_large_attention_tensor_cores_tf32);
     tcase_add_loop_test(tc, test_optimizer_agrees, 0, N_OPT_CASES);
     tcase_add_loop_test(tc, test_per_parameter_optimizer_agrees, 0, N_OPT_CASES);
     tcase_add_test(tc, test_cross_entropy_deterministic);
