@@ -15,7 +15,8 @@
  *
  * ops.c holds the definitions (registered by ops/builtin.def's lines); the
  * rest of the folder is their parts: infer.c, backward.c, api.c (the public
- * builder), cpu.c, cuda.cu and test.c (test cases and float64 references). */
+ * builder), cpu.c, cuda.cu (with cuda_tiles.h, tensor_cores.cu and
+ * candidates.c) and test.c (test cases and float64 references). */
 #ifndef GE2_OPS_ATTENTION_ATTENTION_H
 #define GE2_OPS_ATTENTION_ATTENTION_H
 
@@ -122,9 +123,8 @@ ge2_status ge2_cuda_attention_grad_launch(const ge2_launch *launch);
 size_t ge2_cuda_attention_scratch_bytes(const ge2_launch *launch);
 
 /* cuda.cu: the candidate "ge2_attention_tensor_cores" (candidates.c): the
- * tiled kernels with their tiles multiplied on tensor cores, in one TF32
- * pass under precision TF32 and BF16, in three (fp32's accuracy) under
- * FP32 and FP16. It applies where the tiled kernels take the launch and
+ * tiled kernels on tensor cores (tensor_cores.cu), in one TF32 pass under
+ * precision TF32 and BF16, in three (fp32's accuracy) under FP32 and FP16. It applies where the tiled kernels take the launch and
  * cuDNN does not (applies reads the op's own prepare, which runs first);
  * its scratch is the op's own. */
 bool ge2_cuda_attention_tc_applies(const ge2_launch *launch, char *why, size_t why_size);

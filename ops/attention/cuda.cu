@@ -15,44 +15,20 @@
 // the row's D values in registers, the scores made one key at a time with a
 // warp reduction. Straightforward, and slow: every row reads all its keys.
 //
-// The tiled kernels multiply their 64x64 tiles one of two ways (MMA):
-// each thread a 4x4 piece with fp32 FMAs (the op's own kernel), or the
-// tensor cores, a warp per 16x32 block of the product, which it leaves in
-// a spare tile for the threads to take their 4x4 pieces from (the
-// candidate "ge2_attention_tensor_cores", candidates.c, which the kernel
-// registry keeps where it is faster). On tensor cores the products are
-// TF32 (under precision TF32 and BF16: TF32's rounding of both operands),
-// or three TF32 products per term, each operand split into its TF32 value
-// and the TF32 value of the rest (hi·hi + hi·lo + lo·hi, the lo·lo term
-// below fp32's rounding): fp32's accuracy, for precision FP32 and FP16.
+// The same blocking on tensor cores is tensor_cores.cu's (the candidate
+// "ge2_attention_tensor_cores", candidates.c, which the kernel registry
+// keeps where it is faster); the launchers here serve both (attn_run.mma).
 //
 // No T x T matrix is ever stored, every sum runs in a fixed order and no
 // kernel uses atomics, so replays repeat each other bitwise.
-#include <mma.h>
-
 #include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/bf16_copy.h"
 #include "kernels/cuda/check.h"
 #include "ops/attention/attention.h"
+#include "ops/attention/cuda_tiles.h"
 
 #define GE2_ATTN_THREADS 128
 #define GE2_ATTN_MAX_D 256
-
-// q, k, v, y are dense rows of D values, head hd's position t at row
-// ge2_attn_row (attention.h): its first row here, then hpp rows (the heads
-// per position: 1, or H when the heads are inside the positions) apart.
-__device__ __forceinline__ long long ge2_attn_head_row(long long hd, int t_count, int hpp)
-{
-    return hd / hpp * t_count * hpp + hd % hpp;
-}
-
-// Where row r's values start in q, k, v and their gradients: r·D, or
-// packed, its position's qld values apart (ge2_attn_qkv_at); a head's
-// positions follow each other qld values apart.
-__device__ __forceinline__ long long ge2_attn_qkv_off(long long r, int hpp, long long qld, int d_count)
-{
-    return r / hpp * qld + r % hpp * d_count;
-}
 
 // ------------------------------------------------------------------- kernels
 
@@ -121,28 +97,7 @@ __global__ void ge2_attention_kernel(long long rows, int t_count, int d_count, i
 
 // ------------------------------------------------------------ tiled kernels
 
-#define GE2_ATTN_TILE 64                            // queries or keys per tile; also the padded D
-#define GE2_ATTN_TILE_THREADS 256                   // 16 x 16 threads, a 4x4 piece each
-#define GE2_ATTN_TS (GE2_ATTN_TILE + 4)             // row stride in shared memory: float4-aligned, and
-                                                    // rows 4 apart fall 16 banks apart
-#define GE2_ATTN_TF (GE2_ATTN_TILE * GE2_ATTN_TS)   // floats of one tile in shared memory
-#define GE2_ATTN_LOG2E 1.4426950408889634f
-#define GE2_ATTN_LN2 0.6931471805599453f
-
-// Positions r0 .. r0+63 of one head (x its first row, ld floats between
-// positions) into a shared tile, each value times mul; positions past T and
-// columns past D are zero. Row-major (s[i][d]) or transposed (s[d][i]), as
-// the product that reads it wants.
-template <bool TRANSPOSED>
-__device__ __forceinline__ void ge2_attn_tile_load(float *s, const float *x, int r0, int t_count, int d_count,
-                                                   long long ld, float mul)
-{
-    for (int e = threadIdx.x; e < GE2_ATTN_TILE * GE2_ATTN_TILE; e += GE2_ATTN_TILE_THREADS) {
-        const int i = e / GE2_ATTN_TILE, d = e % GE2_ATTN_TILE;
-        const float val = r0 + i < t_count && d < d_count ? mul * x[(long long)(r0 + i) * ld + d] : 0.0f;
-        s[TRANSPOSED ? d * GE2_ATTN_TS + i : i * GE2_ATTN_TS + d] = val;
-    }
-}
+#define GE2_ATTN_TILE_THREADS 256 // 16 x 16 threads, a 4x4 piece each
 
 // acc[r][c] += Σ_k a[k][row0 + r] · b[k][col0 + c]: both tiles transposed (k-major)
 __device__ __forceinline__ void ge2_attn_mm_tt(float (&acc)[4][4], const float *a, const float *b, int row0, int col0)
@@ -177,99 +132,6 @@ __device__ __forceinline__ void ge2_attn_mm_nn(float (&acc)[4][4], const float *
     }
 }
 
-// How a tiled kernel multiplies two tiles: fp32 FMAs, or tensor cores in
-// one TF32 pass or three (fp32's accuracy)
-#define GE2_ATTN_FMA 0
-#define GE2_ATTN_TF32 1
-#define GE2_ATTN_3XTF32 3
-
-template <bool K_MAJOR> struct ge2_attn_layout_a {
-    typedef nvcuda::wmma::row_major type;
-};
-template <> struct ge2_attn_layout_a<true> {
-    typedef nvcuda::wmma::col_major type;
-};
-
-// hi = TF32 of each value; with three passes lo = TF32 of what hi left out
-template <int MMA, typename FRAG> __device__ __forceinline__ void ge2_attn_split(FRAG &hi, FRAG &lo)
-{
-#pragma unroll
-    for (int e = 0; e < hi.num_elements; e++) {
-        const float x = hi.x[e], h = nvcuda::wmma::__float_to_tf32(x);
-        hi.x[e] = h;
-        if (MMA == GE2_ATTN_3XTF32)
-            lo.x[e] = nvcuda::wmma::__float_to_tf32(x - h);
-    }
-}
-
-// acc[r][c] += Σ_k A[row0 + r][k] · B[k][col0 + c] on the tensor cores, A
-// k-major (a[k][i], as ge2_attn_mm_tt reads it) or row-major (a[i][k], as
-// ge2_attn_mm_nn), B row-major. Warp w makes the product's rows
-// 16·(w/2) .. +15, columns 32·(w%2) .. +31, into the spare tile cs; then
-// every thread adds its 4x4 piece. A block-wide step: every thread calls
-// it, after a barrier that makes a and b whole.
-template <bool A_K_MAJOR, int MMA>
-__device__ __forceinline__ void ge2_attn_mm_tc(float (&acc)[4][4], const float *a, const float *b, float *cs, int row0,
-                                               int col0)
-{
-    namespace wmma = nvcuda::wmma;
-    typedef wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32,
-                           typename ge2_attn_layout_a<A_K_MAJOR>::type>
-        frag_a;
-    typedef wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major> frag_b;
-    const int warp = (int)threadIdx.x / GE2_WARP, i0 = warp / 2 * 16, j0 = warp % 2 * 32;
-    wmma::fragment<wmma::accumulator, 16, 16, 8, float> c[2];
-    wmma::fill_fragment(c[0], 0.0f);
-    wmma::fill_fragment(c[1], 0.0f);
-#pragma unroll
-    for (int k0 = 0; k0 < GE2_ATTN_TILE; k0 += 8) {
-        frag_a ah, al;
-        wmma::load_matrix_sync(ah, A_K_MAJOR ? a + k0 * GE2_ATTN_TS + i0 : a + i0 * GE2_ATTN_TS + k0, GE2_ATTN_TS);
-        ge2_attn_split<MMA>(ah, al);
-#pragma unroll
-        for (int n = 0; n < 2; n++) {
-            frag_b bh, bl;
-            wmma::load_matrix_sync(bh, b + k0 * GE2_ATTN_TS + j0 + 16 * n, GE2_ATTN_TS);
-            ge2_attn_split<MMA>(bh, bl);
-            if (MMA == GE2_ATTN_3XTF32) { // the small terms first
-                wmma::mma_sync(c[n], al, bh, c[n]);
-                wmma::mma_sync(c[n], ah, bl, c[n]);
-            }
-            wmma::mma_sync(c[n], ah, bh, c[n]);
-        }
-    }
-    wmma::store_matrix_sync(cs + i0 * GE2_ATTN_TS + j0, c[0], GE2_ATTN_TS, wmma::mem_row_major);
-    wmma::store_matrix_sync(cs + i0 * GE2_ATTN_TS + j0 + 16, c[1], GE2_ATTN_TS, wmma::mem_row_major);
-    __syncthreads();
-#pragma unroll
-    for (int r = 0; r < 4; r++) {
-        const float4 v = *(const float4 *)&cs[(row0 + r) * GE2_ATTN_TS + col0];
-        acc[r][0] += v.x, acc[r][1] += v.y, acc[r][2] += v.z, acc[r][3] += v.w;
-    }
-    __syncthreads(); // cs is free for the next product
-}
-
-// The kernels' two products, by MMA (cs: the spare tile, tensor cores only)
-template <int MMA>
-__device__ __forceinline__ void ge2_attn_tt(float (&acc)[4][4], const float *a, const float *b, float *cs, int row0,
-                                            int col0)
-{
-    if (MMA == GE2_ATTN_FMA)
-        ge2_attn_mm_tt(acc, a, b, row0, col0);
-    else
-        ge2_attn_mm_tc<true, MMA>(acc, a, b, cs, row0, col0);
-}
-
-template <int MMA>
-__device__ __forceinline__ void ge2_attn_nn(float (&acc)[4][4], const float *a, const float *b, float *cs, int row0,
-                                            int col0)
-{
-    if (MMA == GE2_ATTN_FMA)
-        ge2_attn_mm_nn(acc, a, b, row0, col0);
-    else
-        ge2_attn_mm_tc<false, MMA>(acc, a, b, cs, row0, col0);
-}
-
 __device__ __forceinline__ void ge2_attn_store4(float *s, int at, const float (&v)[4])
 {
     *(float4 *)&s[at] = make_float4(v[0], v[1], v[2], v[3]);
@@ -290,26 +152,19 @@ __device__ __forceinline__ float ge2_attn_row_sum(float v)
     return v;
 }
 
-// Does query i see key j?
-__device__ __forceinline__ bool ge2_attn_sees(int i, int j, int t_count, bool causal)
-{
-    return i < t_count && j < t_count && (!causal || j <= i);
-}
-
 // y, lse of 64 queries of head blockIdx.y; grid (query tiles, heads).
 // Causal query tiles run the longest first (the last tile has the most keys).
-template <int MMA>
 __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
     ge2_attention_tiled_kernel(int t_count, int d_count, int hpp, long long qld, float scale, bool causal,
                                const float *q, const float *k, const float *v, float *y, float *lse)
 {
-    extern __shared__ __align__(128) float smem[];
-    float *qt = smem, *kt = qt + GE2_ATTN_TF, *vs = kt + GE2_ATTN_TF, *ps = vs + GE2_ATTN_TF, *cs = ps + GE2_ATTN_TF;
+    extern __shared__ float smem[];
+    float *qt = smem, *kt = qt + GE2_ATTN_TF, *vs = kt + GE2_ATTN_TF, *ps = vs + GE2_ATTN_TF;
     const int q0 = (int)(gridDim.x - 1 - blockIdx.x) * GE2_ATTN_TILE;
     const long long rb = ge2_attn_head_row(blockIdx.y, t_count, hpp), base = rb * d_count,
                     ld = (long long)hpp * d_count, qb = ge2_attn_qkv_off(rb, hpp, qld, d_count);
     const int row0 = (int)threadIdx.x / 16 * 4, col0 = (int)threadIdx.x % 16 * 4;
-    ge2_attn_tile_load<true>(qt, q + qb, q0, t_count, d_count, qld, scale * GE2_ATTN_LOG2E);
+    ge2_attn_tile_load<true, GE2_ATTN_TILE_THREADS>(qt, q + qb, q0, t_count, d_count, qld, scale * GE2_ATTN_LOG2E);
     float o[4][4] = {}, m[4], l[4];
 #pragma unroll
     for (int r = 0; r < 4; r++)
@@ -317,11 +172,11 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
     const int end = causal ? min(q0 + GE2_ATTN_TILE, t_count) : t_count;
     for (int k0 = 0; k0 < end; k0 += GE2_ATTN_TILE) {
         __syncthreads(); // the last tile's readers are done
-        ge2_attn_tile_load<true>(kt, k + qb, k0, t_count, d_count, qld, 1.0f);
-        ge2_attn_tile_load<false>(vs, v + qb, k0, t_count, d_count, qld, 1.0f);
+        ge2_attn_tile_load<true, GE2_ATTN_TILE_THREADS>(kt, k + qb, k0, t_count, d_count, qld, 1.0f);
+        ge2_attn_tile_load<false, GE2_ATTN_TILE_THREADS>(vs, v + qb, k0, t_count, d_count, qld, 1.0f);
         __syncthreads();
         float s[4][4] = {};
-        ge2_attn_tt<MMA>(s, qt, kt, cs, row0, col0);
+        ge2_attn_mm_tt(s, qt, kt, row0, col0);
 #pragma unroll
         for (int r = 0; r < 4; r++) {
             float mx = -INFINITY;
@@ -347,7 +202,7 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
             ge2_attn_store4(ps, (row0 + r) * GE2_ATTN_TS + col0, s[r]);
         }
         __syncthreads();
-        ge2_attn_nn<MMA>(o, ps, vs, cs, row0, col0);
+        ge2_attn_mm_nn(o, ps, vs, row0, col0);
     }
 #pragma unroll
     for (int r = 0; r < 4; r++) {
@@ -467,21 +322,20 @@ __global__ void ge2_attention_grad_kv_kernel(long long rows, int t_count, int d_
 }
 
 // dq of 64 queries of head blockIdx.y, key tiles in order; grid (query tiles, heads)
-template <int MMA>
 __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
     ge2_attention_grad_q_tiled_kernel(int t_count, int d_count, int hpp, long long qld, float scale, bool causal,
                                       const float *dy, const float *q, const float *k, const float *v,
                                       const float *lse, const float *delta, float *dq)
 {
-    extern __shared__ __align__(128) float smem[];
+    extern __shared__ float smem[];
     float *qt = smem, *dyt = qt + GE2_ATTN_TF, *kt = dyt + GE2_ATTN_TF, *vt = kt + GE2_ATTN_TF,
-          *ks = vt + GE2_ATTN_TF, *dss = ks + GE2_ATTN_TF, *cs = dss + GE2_ATTN_TF;
+          *ks = vt + GE2_ATTN_TF, *dss = ks + GE2_ATTN_TF;
     const int q0 = (int)(gridDim.x - 1 - blockIdx.x) * GE2_ATTN_TILE;
     const long long rb = ge2_attn_head_row(blockIdx.y, t_count, hpp), base = rb * d_count,
                     ld = (long long)hpp * d_count, qb = ge2_attn_qkv_off(rb, hpp, qld, d_count);
     const int row0 = (int)threadIdx.x / 16 * 4, col0 = (int)threadIdx.x % 16 * 4;
-    ge2_attn_tile_load<true>(qt, q + qb, q0, t_count, d_count, qld, scale * GE2_ATTN_LOG2E);
-    ge2_attn_tile_load<true>(dyt, dy + base, q0, t_count, d_count, ld, 1.0f);
+    ge2_attn_tile_load<true, GE2_ATTN_TILE_THREADS>(qt, q + qb, q0, t_count, d_count, qld, scale * GE2_ATTN_LOG2E);
+    ge2_attn_tile_load<true, GE2_ATTN_TILE_THREADS>(dyt, dy + base, q0, t_count, d_count, ld, 1.0f);
     float lse2[4], dl[4], acc[4][4] = {};
 #pragma unroll
     for (int r = 0; r < 4; r++) {
@@ -492,13 +346,13 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
     const int end = causal ? min(q0 + GE2_ATTN_TILE, t_count) : t_count;
     for (int k0 = 0; k0 < end; k0 += GE2_ATTN_TILE) {
         __syncthreads();
-        ge2_attn_tile_load<true>(kt, k + qb, k0, t_count, d_count, qld, 1.0f);
-        ge2_attn_tile_load<true>(vt, v + qb, k0, t_count, d_count, qld, 1.0f);
-        ge2_attn_tile_load<false>(ks, k + qb, k0, t_count, d_count, qld, 1.0f);
+        ge2_attn_tile_load<true, GE2_ATTN_TILE_THREADS>(kt, k + qb, k0, t_count, d_count, qld, 1.0f);
+        ge2_attn_tile_load<true, GE2_ATTN_TILE_THREADS>(vt, v + qb, k0, t_count, d_count, qld, 1.0f);
+        ge2_attn_tile_load<false, GE2_ATTN_TILE_THREADS>(ks, k + qb, k0, t_count, d_count, qld, 1.0f);
         __syncthreads();
         float s[4][4] = {}, dp[4][4] = {};
-        ge2_attn_tt<MMA>(s, qt, kt, cs, row0, col0);   // scores, base 2
-        ge2_attn_tt<MMA>(dp, dyt, vt, cs, row0, col0); // dy_i · v_j
+        ge2_attn_mm_tt(s, qt, kt, row0, col0);   // scores, base 2
+        ge2_attn_mm_tt(dp, dyt, vt, row0, col0); // dy_i · v_j
 #pragma unroll
         for (int r = 0; r < 4; r++) {
 #pragma unroll
@@ -511,7 +365,7 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
             ge2_attn_store4(dss, (row0 + r) * GE2_ATTN_TS + col0, s[r]);
         }
         __syncthreads();
-        ge2_attn_nn<MMA>(acc, dss, ks, cs, row0, col0);
+        ge2_attn_mm_nn(acc, dss, ks, row0, col0);
     }
 #pragma unroll
     for (int r = 0; r < 4; r++)
@@ -524,29 +378,28 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
 // dk, dv of 64 keys of head blockIdx.y, query tiles in order; grid (key
 // tiles, heads). The first key tiles have the most queries under a causal
 // mask, so they start first.
-template <int MMA>
 __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
     ge2_attention_grad_kv_tiled_kernel(int t_count, int d_count, int hpp, long long qld, float scale, bool causal,
                                        const float *dy, const float *q, const float *k, const float *v,
                                        const float *lse, const float *delta, float *dk, float *dv)
 {
-    extern __shared__ __align__(128) float smem[];
+    extern __shared__ float smem[];
     float *kt = smem, *vt = kt + GE2_ATTN_TF, *qt = vt + GE2_ATTN_TF, *qs = qt + GE2_ATTN_TF,
           *dyt = qs + GE2_ATTN_TF, *dys = dyt + GE2_ATTN_TF, *pt = dys + GE2_ATTN_TF, *dst = pt + GE2_ATTN_TF,
-          *lse2 = dst + GE2_ATTN_TF, *dl = lse2 + GE2_ATTN_TILE, *cs = dl + GE2_ATTN_TILE;
+          *lse2 = dst + GE2_ATTN_TF, *dl = lse2 + GE2_ATTN_TILE;
     const int k0 = (int)blockIdx.x * GE2_ATTN_TILE;
     const long long rb = ge2_attn_head_row(blockIdx.y, t_count, hpp), base = rb * d_count,
                     ld = (long long)hpp * d_count, qb = ge2_attn_qkv_off(rb, hpp, qld, d_count);
     const int row0 = (int)threadIdx.x / 16 * 4, col0 = (int)threadIdx.x % 16 * 4; // rows: keys, columns: queries
-    ge2_attn_tile_load<true>(kt, k + qb, k0, t_count, d_count, qld, scale * GE2_ATTN_LOG2E);
-    ge2_attn_tile_load<true>(vt, v + qb, k0, t_count, d_count, qld, 1.0f);
+    ge2_attn_tile_load<true, GE2_ATTN_TILE_THREADS>(kt, k + qb, k0, t_count, d_count, qld, scale * GE2_ATTN_LOG2E);
+    ge2_attn_tile_load<true, GE2_ATTN_TILE_THREADS>(vt, v + qb, k0, t_count, d_count, qld, 1.0f);
     float dka[4][4] = {}, dva[4][4] = {};
     for (int q0 = causal ? k0 : 0; q0 < t_count; q0 += GE2_ATTN_TILE) {
         __syncthreads();
-        ge2_attn_tile_load<true>(qt, q + qb, q0, t_count, d_count, qld, 1.0f);
-        ge2_attn_tile_load<false>(qs, q + qb, q0, t_count, d_count, qld, 1.0f);
-        ge2_attn_tile_load<true>(dyt, dy + base, q0, t_count, d_count, ld, 1.0f);
-        ge2_attn_tile_load<false>(dys, dy + base, q0, t_count, d_count, ld, 1.0f);
+        ge2_attn_tile_load<true, GE2_ATTN_TILE_THREADS>(qt, q + qb, q0, t_count, d_count, qld, 1.0f);
+        ge2_attn_tile_load<false, GE2_ATTN_TILE_THREADS>(qs, q + qb, q0, t_count, d_count, qld, 1.0f);
+        ge2_attn_tile_load<true, GE2_ATTN_TILE_THREADS>(dyt, dy + base, q0, t_count, d_count, ld, 1.0f);
+        ge2_attn_tile_load<false, GE2_ATTN_TILE_THREADS>(dys, dy + base, q0, t_count, d_count, ld, 1.0f);
         if (threadIdx.x < GE2_ATTN_TILE) {
             const int i = q0 + (int)threadIdx.x;
             lse2[threadIdx.x] = i < t_count ? lse[rb + (long long)i * hpp] * GE2_ATTN_LOG2E : 0.0f;
@@ -554,8 +407,8 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
         }
         __syncthreads();
         float s[4][4] = {}, dp[4][4] = {};
-        ge2_attn_tt<MMA>(s, kt, qt, cs, row0, col0);   // scores (key j, query i), base 2
-        ge2_attn_tt<MMA>(dp, vt, dyt, cs, row0, col0); // v_j · dy_i
+        ge2_attn_mm_tt(s, kt, qt, row0, col0);   // scores (key j, query i), base 2
+        ge2_attn_mm_tt(dp, vt, dyt, row0, col0); // v_j · dy_i
 #pragma unroll
         for (int r = 0; r < 4; r++) {
 #pragma unroll
@@ -568,8 +421,8 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
             ge2_attn_store4(dst, (row0 + r) * GE2_ATTN_TS + col0, dp[r]);
         }
         __syncthreads();
-        ge2_attn_nn<MMA>(dva, pt, dys, cs, row0, col0); // dv_j += Σ_i p_ij dy_i
-        ge2_attn_nn<MMA>(dka, dst, qs, cs, row0, col0); // dk_j += Σ_i ds_ij q_i
+        ge2_attn_mm_nn(dva, pt, dys, row0, col0); // dv_j += Σ_i p_ij dy_i
+        ge2_attn_mm_nn(dka, dst, qs, row0, col0); // dk_j += Σ_i ds_ij q_i
     }
 #pragma unroll
     for (int r = 0; r < 4; r++)
@@ -599,18 +452,17 @@ typedef struct attn_run {
     bool tiled;      // the tiled kernels take it (attn_tiled)
 } attn_run;
 
-// Shared memory of the tiled kernels: 4, 6 and 8 tiles, and two rows of
-// per-query values; on tensor cores one spare tile more
+// Shared memory of the tiled kernels: 4, 6 and 8 tiles, and two rows of per-query values
 static const size_t attn_smem_forward = 4 * GE2_ATTN_TF * sizeof(float);
 static const size_t attn_smem_grad_q = 6 * GE2_ATTN_TF * sizeof(float);
 static const size_t attn_smem_grad_kv = (8 * GE2_ATTN_TF + 2 * GE2_ATTN_TILE) * sizeof(float);
 
-static size_t attn_smem_spare(int mma) { return mma == GE2_ATTN_FMA ? 0 : GE2_ATTN_TF * sizeof(float); }
-
 // the most a launch of op asks (the backward's dk, dv kernel asks more than its dq kernel)
 static size_t attn_smem_of(ge2_op op, int mma)
 {
-    return (op == GE2_OP_ATTENTION ? attn_smem_forward : attn_smem_grad_kv) + attn_smem_spare(mma);
+    if (mma != GE2_ATTN_FMA)
+        return ge2_attn_tc_smem();
+    return op == GE2_OP_ATTENTION ? attn_smem_forward : attn_smem_grad_kv;
 }
 
 // The tiled kernels take rows of up to one tile's width, a head per
@@ -666,18 +518,6 @@ static dim3 attn_tiles(const attn_run &r)
             KERNEL<8><<<(r).blocks, GE2_ATTN_THREADS, 0, s_>>>(__VA_ARGS__);                                    \
     } while (0)
 
-// Runs the tiled KERNEL<MMA> for the run's MMA, with its shared memory
-#define GE2_ATTN_TILED(KERNEL, r, smem, stream, ...)                                                               \
-    do {                                                                                                        \
-        const size_t smem_ = (smem) + attn_smem_spare((r).mma);                                                 \
-        if ((r).mma == GE2_ATTN_TF32)                                                                           \
-            KERNEL<GE2_ATTN_TF32><<<attn_tiles(r), GE2_ATTN_TILE_THREADS, smem_, stream>>>(__VA_ARGS__);        \
-        else if ((r).mma == GE2_ATTN_3XTF32)                                                                    \
-            KERNEL<GE2_ATTN_3XTF32><<<attn_tiles(r), GE2_ATTN_TILE_THREADS, smem_, stream>>>(__VA_ARGS__);      \
-        else                                                                                                    \
-            KERNEL<GE2_ATTN_FMA><<<attn_tiles(r), GE2_ATTN_TILE_THREADS, smem_, stream>>>(__VA_ARGS__);         \
-    } while (0)
-
 #define IN(i) ((const float *)l->in[i].data)
 #define OUT(i) ((float *)l->out[i].data)
 
@@ -703,21 +543,15 @@ static ge2_status grant_smem(const ge2_launch *l, const void *kernel, size_t byt
                                "cudaFuncSetAttribute");
 }
 
-// The shared memory of the op's tiled kernels of one MMA
-template <int MMA> static ge2_status attn_grant_tiled(const ge2_launch *l)
-{
-    const size_t spare = attn_smem_spare(MMA);
-    if (l->node->op == GE2_OP_ATTENTION)
-        return grant_smem(l, (const void *)ge2_attention_tiled_kernel<MMA>, attn_smem_forward + spare);
-    GE2_TRY(grant_smem(l, (const void *)ge2_attention_grad_q_tiled_kernel<MMA>, attn_smem_grad_q + spare));
-    return grant_smem(l, (const void *)ge2_attention_grad_kv_tiled_kernel<MMA>, attn_smem_grad_kv + spare);
-}
-
+// The shared memory of the op's tiled kernels that multiply by mma
 static ge2_status attn_grant(const ge2_launch *l, int mma)
 {
-    return mma == GE2_ATTN_TF32     ? attn_grant_tiled<GE2_ATTN_TF32>(l)
-           : mma == GE2_ATTN_3XTF32 ? attn_grant_tiled<GE2_ATTN_3XTF32>(l)
-                                    : attn_grant_tiled<GE2_ATTN_FMA>(l);
+    if (mma != GE2_ATTN_FMA)
+        return ge2_cuda_check_call(l, ge2_attn_tc_grant(mma), "cudaFuncSetAttribute");
+    if (l->node->op == GE2_OP_ATTENTION)
+        return grant_smem(l, (const void *)ge2_attention_tiled_kernel, attn_smem_forward);
+    GE2_TRY(grant_smem(l, (const void *)ge2_attention_grad_q_tiled_kernel, attn_smem_grad_q));
+    return grant_smem(l, (const void *)ge2_attention_grad_kv_tiled_kernel, attn_smem_grad_kv);
 }
 
 // Before warm-up and capture: under precision BF16 cuDNN's plan (cudnn.c),
@@ -908,8 +742,12 @@ static ge2_status attention_fp32(const ge2_launch *l, int mma)
     const float *q = attn_in(l, o.q, 0), *k = attn_in(l, o.k, o.k_at), *v = attn_in(l, o.v, o.v_at);
     float *lse = l->n_out > 1 ? OUT(1) : NULL;
     if (r.tiled) {
-        GE2_ATTN_TILED(ge2_attention_tiled_kernel, r, attn_smem_forward, ge2_cuda_stream(l), r.t, r.d, r.hpp, r.qld,
-                       r.scale, r.causal, q, k, v, OUT(0), lse);
+        if (r.mma != GE2_ATTN_FMA)
+            return ge2_cuda_check_call(l, ge2_attn_tc_forward(r.mma, attn_tiles(r), ge2_cuda_stream(l), r.t, r.d,
+                                                              r.hpp, r.qld, r.scale, r.causal, q, k, v, OUT(0), lse),
+                                       "ge2_attention_tc_kernel");
+        ge2_attention_tiled_kernel<<<attn_tiles(r), GE2_ATTN_TILE_THREADS, attn_smem_forward, ge2_cuda_stream(l)>>>(
+            r.t, r.d, r.hpp, r.qld, r.scale, r.causal, q, k, v, OUT(0), lse);
         return ge2_cuda_check_launch(l, "ge2_attention_tiled_kernel");
     }
     GE2_ATTN_DISPATCH(ge2_attention_kernel, r, l, r.rows, r.t, r.d, r.hpp, r.qld, r.scale, r.causal, q, k, v, OUT(0),
@@ -947,9 +785,15 @@ static ge2_status attention_grad_fp32(const ge2_launch *l, int mma)
     GE2_TRY(attn_delta(l, r, &delta));
     cudaStream_t stream = ge2_cuda_stream(l);
     if (dq && r.tiled) {
-        GE2_ATTN_TILED(ge2_attention_grad_q_tiled_kernel, r, attn_smem_grad_q, stream, r.t, r.d, r.hpp, r.qld, r.scale,
-                       r.causal, dy, q, k, v, lse, delta, dq);
-        GE2_TRY(ge2_cuda_check_launch(l, "ge2_attention_grad_q_tiled_kernel"));
+        if (r.mma != GE2_ATTN_FMA)
+            GE2_TRY(ge2_cuda_check_call(l, ge2_attn_tc_grad_q(r.mma, attn_tiles(r), stream, r.t, r.d, r.hpp, r.qld,
+                                                              r.scale, r.causal, dy, q, k, v, lse, delta, dq),
+                                        "ge2_attention_grad_q_tc_kernel"));
+        else {
+            ge2_attention_grad_q_tiled_kernel<<<attn_tiles(r), GE2_ATTN_TILE_THREADS, attn_smem_grad_q, stream>>>(
+                r.t, r.d, r.hpp, r.qld, r.scale, r.causal, dy, q, k, v, lse, delta, dq);
+            GE2_TRY(ge2_cuda_check_launch(l, "ge2_attention_grad_q_tiled_kernel"));
+        }
     } else if (dq) {
         GE2_ATTN_DISPATCH(ge2_attention_grad_q_kernel, r, l, r.rows, r.t, r.d, r.hpp, r.qld, r.scale, r.causal, dy, q,
                           k, v, lse, delta, dq);
@@ -958,8 +802,12 @@ static ge2_status attention_grad_fp32(const ge2_launch *l, int mma)
     if (!dk && !dv)
         return GE2_OK;
     if (r.tiled) {
-        GE2_ATTN_TILED(ge2_attention_grad_kv_tiled_kernel, r, attn_smem_grad_kv, stream, r.t, r.d, r.hpp, r.qld, r.scale,
-                       r.causal, dy, q, k, v, lse, delta, dk, dv);
+        if (r.mma != GE2_ATTN_FMA)
+            return ge2_cuda_check_call(l, ge2_attn_tc_grad_kv(r.mma, attn_tiles(r), stream, r.t, r.d, r.hpp, r.qld,
+                                                              r.scale, r.causal, dy, q, k, v, lse, delta, dk, dv),
+                                       "ge2_attention_grad_kv_tc_kernel");
+        ge2_attention_grad_kv_tiled_kernel<<<attn_tiles(r), GE2_ATTN_TILE_THREADS, attn_smem_grad_kv, stream>>>(
+            r.t, r.d, r.hpp, r.qld, r.scale, r.causal, dy, q, k, v, lse, delta, dk, dv);
         return ge2_cuda_check_launch(l, "ge2_attention_grad_kv_tiled_kernel");
     }
     GE2_ATTN_DISPATCH(ge2_attention_grad_kv_kernel, r, l, r.rows, r.t, r.d, r.hpp, r.qld, r.scale, r.causal, dy, q, k,

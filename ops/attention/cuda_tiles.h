@@ -1,0 +1,96 @@
+/* CUDA C++ only (cuda.cu, tensor_cores.cu): what attention's tiled kernels
+ * share. The tiled kernels take 64 queries or keys of one head a block and
+ * walk the other side 64 rows at a time through shared tiles; rows of up
+ * to 64 values (D), zero-padded to 64. */
+#ifndef GE2_OPS_ATTENTION_CUDA_TILES_H
+#define GE2_OPS_ATTENTION_CUDA_TILES_H
+
+#include <cuda_runtime.h>
+
+#define GE2_ATTN_TILE 64                          // queries or keys per tile; also the padded D
+#define GE2_ATTN_TS (GE2_ATTN_TILE + 4)           // row stride in shared memory: float4-aligned, and
+                                                  // rows 4 apart fall 16 banks apart
+#define GE2_ATTN_TF (GE2_ATTN_TILE * GE2_ATTN_TS) // floats of one tile in shared memory
+#define GE2_ATTN_LOG2E 1.4426950408889634f
+#define GE2_ATTN_LN2 0.6931471805599453f
+
+// How the tiled kernels multiply: fp32 FMAs (cuda.cu's kernels, the op's
+// own), or tensor cores (tensor_cores.cu, the candidate) in one TF32 pass
+// or three (fp32's accuracy)
+#define GE2_ATTN_FMA 0
+#define GE2_ATTN_TF32 1
+#define GE2_ATTN_3XTF32 3
+
+// q, k, v, y are dense rows of D values, head hd's position t at row
+// ge2_attn_row (attention.h): its first row here, then hpp rows (the heads
+// per position: 1, or H when the heads are inside the positions) apart.
+__device__ __forceinline__ long long ge2_attn_head_row(long long hd, int t_count, int hpp)
+{
+    return hd / hpp * t_count * hpp + hd % hpp;
+}
+
+// Where row r's values start in q, k, v and their gradients: r·D, or
+// packed, its position's qld values apart (ge2_attn_qkv_at); a head's
+// positions follow each other qld values apart.
+__device__ __forceinline__ long long ge2_attn_qkv_off(long long r, int hpp, long long qld, int d_count)
+{
+    return r / hpp * qld + r % hpp * d_count;
+}
+
+// Positions r0 .. r0+63 of one head (x its first row, ld floats between
+// positions) into a shared tile by a block of THREADS threads, each value
+// times mul; positions past T and columns past D are zero. Row-major
+// (s[i][d]) or transposed (s[d][i]), as the product that reads it wants.
+// Four values a load where rows start 16-byte aligned (D and ld multiples
+// of 4, x aligned: the same answer for every thread of the block).
+template <bool TRANSPOSED, int THREADS>
+__device__ __forceinline__ void ge2_attn_tile_load(float *s, const float *x, int r0, int t_count, int d_count,
+                                                   long long ld, float mul)
+{
+    if (d_count % 4 == 0 && ld % 4 == 0 && (reinterpret_cast<size_t>(x) & 15) == 0) {
+        for (int e = threadIdx.x; e < GE2_ATTN_TILE * GE2_ATTN_TILE / 4; e += THREADS) {
+            const int i = e / (GE2_ATTN_TILE / 4), d = e % (GE2_ATTN_TILE / 4) * 4;
+            float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (r0 + i < t_count && d < d_count) {
+                v = *reinterpret_cast<const float4 *>(x + (long long)(r0 + i) * ld + d);
+                v.x *= mul, v.y *= mul, v.z *= mul, v.w *= mul;
+            }
+            if (TRANSPOSED)
+                s[d * GE2_ATTN_TS + i] = v.x, s[(d + 1) * GE2_ATTN_TS + i] = v.y, s[(d + 2) * GE2_ATTN_TS + i] = v.z,
+                                    s[(d + 3) * GE2_ATTN_TS + i] = v.w;
+            else
+                *reinterpret_cast<float4 *>(s + i * GE2_ATTN_TS + d) = v;
+        }
+        return;
+    }
+    for (int e = threadIdx.x; e < GE2_ATTN_TILE * GE2_ATTN_TILE; e += THREADS) {
+        const int i = e / GE2_ATTN_TILE, d = e % GE2_ATTN_TILE;
+        const float val = r0 + i < t_count && d < d_count ? mul * x[(long long)(r0 + i) * ld + d] : 0.0f;
+        s[TRANSPOSED ? d * GE2_ATTN_TS + i : i * GE2_ATTN_TS + d] = val;
+    }
+}
+
+// Does query i see key j?
+__device__ __forceinline__ bool ge2_attn_sees(int i, int j, int t_count, bool causal)
+{
+    return i < t_count && j < t_count && (!causal || j <= i);
+}
+
+// tensor_cores.cu: the tiled kernels on tensor cores (mma: GE2_ATTN_TF32 or
+// GE2_ATTN_3XTF32), with cuda.cu's arguments and grid (query or key tiles,
+// heads); enqueue on stream. Shared memory past 48 KiB: grant once per mma
+// (ge2_attn_tc_grant) before the first launch; smem: the most a kernel asks.
+cudaError_t ge2_attn_tc_grant(int mma);
+size_t ge2_attn_tc_smem(void);
+cudaError_t ge2_attn_tc_forward(int mma, dim3 grid, cudaStream_t stream, int t_count, int d_count, int hpp,
+                                long long qld, float scale, bool causal, const float *q, const float *k,
+                                const float *v, float *y, float *lse);
+cudaError_t ge2_attn_tc_grad_q(int mma, dim3 grid, cudaStream_t stream, int t_count, int d_count, int hpp,
+                               long long qld, float scale, bool causal, const float *dy, const float *q,
+                               const float *k, const float *v, const float *lse, const float *delta, float *dq);
+cudaError_t ge2_attn_tc_grad_kv(int mma, dim3 grid, cudaStream_t stream, int t_count, int d_count, int hpp,
+                                long long qld, float scale, bool causal, const float *dy, const float *q,
+                                const float *k, const float *v, const float *lse, const float *delta, float *dk,
+                                float *dv);
+
+#endif /* GE2_OPS_ATTENTION_CUDA_TILES_H */
