@@ -590,8 +590,13 @@ extern "C" bool ge2_cuda_attention_tc_applies(const ge2_launch *l, char *why, si
         return false;
     }
     if (!r.tiled) {
-        snprintf(why, why_size, "rows of %d values (tiles take up to %d), %lld heads or shared memory", r.d,
-                 GE2_ATTN_TILE, r.heads);
+        if (r.d > GE2_ATTN_TILE)
+            snprintf(why, why_size, "rows of %d values; the tiles take up to %d", r.d, GE2_ATTN_TILE);
+        else if (r.heads > 65535)
+            snprintf(why, why_size, "%lld heads; the grid takes up to 65535", r.heads);
+        else
+            snprintf(why, why_size, "no CUDA device with %zu bytes of shared memory a block",
+                     attn_smem_of(l->node->op, r.mma));
         return false;
     }
     if (ge2_cudnn_attention_runs(l)) { // the op's own kernel prepared first

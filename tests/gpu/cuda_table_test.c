@@ -114,6 +114,39 @@ START_TEST(test_optimizer_slots_checked)
 }
 END_TEST
 
+/* Attention's tensor-core candidate registers with both attention ops and
+ * declines rows wider than its tiles, saying so. */
+START_TEST(test_attention_candidate_registered)
+{
+    const ge2_op ops[] = {GE2_OP_ATTENTION, GE2_OP_ATTENTION_GRAD};
+    for (int o = 0; o < 2; o++) {
+        int n = 0;
+        const ge2_kernel_candidate *const *cs = ge2_kernel_candidates_of(ops[o], &n);
+        const ge2_kernel_candidate *tc = NULL;
+        for (int i = 0; i < n; i++)
+            if (strcmp(cs[i]->name, "ge2_attention_tensor_cores") == 0)
+                tc = cs[i];
+        ck_assert_ptr_nonnull(tc);
+        ge2_node node;
+        memset(&node, 0, sizeof node);
+        node.op = ops[o];
+        node.attrs.attention = (ge2_attention_attrs){0};
+        node.attrs.attention.causal = true;
+        ge2_launch l;
+        memset(&l, 0, sizeof l);
+        l.node = &node;
+        const ge2_shape wide = ge2_shape4(2, 3, 50, 100); /* [B, H, T, D], D = 100 */
+        l.n_in = o == 0 ? 3 : 6;
+        l.n_out = o == 0 ? 2 : 3;
+        for (int i = 0; i < l.n_in; i++)
+            l.in[i] = (ge2_view){NULL, GE2_F32, wide};
+        char why[160] = "";
+        ck_assert(!tc->applies(&l, why, sizeof why));
+        ck_assert_msg(strstr(why, "rows of 100 values; the tiles take up to 64"), "why: %s", why);
+    }
+}
+END_TEST
+
 /* ge2's own candidates register with the ops (ops/<family>/candidates.c),
  * and the small-filter weight gradient takes a first layer's 1x3x3 filter
  * but not a 32x3x3 one or a grouped convolution. */
@@ -165,6 +198,7 @@ int main(void)
     tcase_add_test(tc, test_control_block_required);
     tcase_add_test(tc, test_optimizer_slots_checked);
     tcase_add_test(tc, test_builtin_candidates_registered);
+    tcase_add_test(tc, test_attention_candidate_registered);
     suite_add_tcase(s, tc);
     return ge2_check_run(s);
 }
