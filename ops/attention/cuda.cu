@@ -400,11 +400,7 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
         ge2_attn_tile_load<false, GE2_ATTN_TILE_THREADS>(qs, q + qb, q0, t_count, d_count, qld, 1.0f);
         ge2_attn_tile_load<true, GE2_ATTN_TILE_THREADS>(dyt, dy + base, q0, t_count, d_count, ld, 1.0f);
         ge2_attn_tile_load<false, GE2_ATTN_TILE_THREADS>(dys, dy + base, q0, t_count, d_count, ld, 1.0f);
-        if (threadIdx.x < GE2_ATTN_TILE) {
-            const int i = q0 + (int)threadIdx.x;
-            lse2[threadIdx.x] = i < t_count ? lse[rb + (long long)i * hpp] * GE2_ATTN_LOG2E : 0.0f;
-            dl[threadIdx.x] = i < t_count ? delta[rb + (long long)i * hpp] : 0.0f;
-        }
+        ge2_attn_query_stats(lse2, dl, lse, delta, rb, hpp, q0, t_count);
         __syncthreads();
         float s[4][4] = {}, dp[4][4] = {};
         ge2_attn_mm_tt(s, kt, qt, row0, col0);   // scores (key j, query i), base 2

@@ -70,6 +70,19 @@ __device__ __forceinline__ void ge2_attn_tile_load(float *s, const float *x, int
     }
 }
 
+// The base-2 log-sum-exp and delta of queries q0 .. q0+63 of the head whose
+// first row is rb into shared rows, by the block's first 64 threads (0
+// past T)
+__device__ __forceinline__ void ge2_attn_query_stats(float *lse2, float *dl, const float *lse, const float *delta,
+                                                     long long rb, int hpp, int q0, int t_count)
+{
+    if (threadIdx.x < GE2_ATTN_TILE) {
+        const int i = q0 + (int)threadIdx.x;
+        lse2[threadIdx.x] = i < t_count ? lse[rb + (long long)i * hpp] * GE2_ATTN_LOG2E : 0.0f;
+        dl[threadIdx.x] = i < t_count ? delta[rb + (long long)i * hpp] : 0.0f;
+    }
+}
+
 // Does query i see key j?
 __device__ __forceinline__ bool ge2_attn_sees(int i, int j, int t_count, bool causal)
 {

@@ -118,6 +118,29 @@ __device__ __forceinline__ void ge2_tc_pv(float (&acc)[8][4], const float (&p)[8
     }
 }
 
+// A warp's 16 x 64 fragments into rows r0 .. r0+15 of out (row r at out +
+// r·ld), row g (+8) times mul[0] (mul[1]); rows past T and columns past D
+// are not written
+__device__ __forceinline__ void ge2_tc_store(const float (&acc)[8][4], float *out, long long ld, int r0, int t_count,
+                                             int d_count, const float (&mul)[2])
+{
+    const int lane = (int)threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int r = r0 + g + 8 * h;
+        if (r >= t_count)
+            continue;
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int d = j * 8 + 2 * t + e;
+                if (d < d_count)
+                    out[r * ld + d] = mul[h] * acc[j][2 * h + e];
+            }
+    }
+}
+
 // max and sum over the 4 lanes that hold one row (t = 0..3)
 __device__ __forceinline__ float ge2_tc_row_max(float v)
 {
@@ -185,20 +208,14 @@ __global__ void __launch_bounds__(GE2_TC_THREADS)
         }
         ge2_tc_pv<MMA>(o, s, vs);
     }
+    if (y) {
+        const float inv[2] = {1.0f / l[0], 1.0f / l[1]};
+        ge2_tc_store(o, y + base, ld, q0 + r0, t_count, d_count, inv);
+    }
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         const int i = q0 + r0 + g + 8 * h;
-        if (i >= t_count)
-            continue;
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int d = j * 8 + 2 * t + e;
-                if (y && d < d_count)
-                    y[base + i * ld + d] = o[j][2 * h + e] / l[h];
-            }
-        if (lse && t == 0)
+        if (lse && t == 0 && i < t_count)
             lse[rb + (long long)i * hpp] = (m[h] + log2f(l[h])) * GE2_ATTN_LN2;
     }
 }
@@ -244,20 +261,8 @@ __global__ void __launch_bounds__(GE2_TC_THREADS)
             }
         ge2_tc_pv<MMA>(acc, s, ks); // dq_i += Σ_j ds_ij k_j
     }
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const int i = q0 + r0 + g + 8 * h;
-        if (i >= t_count)
-            continue;
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int d = j * 8 + 2 * t + e;
-                if (d < d_count)
-                    dq[qb + i * qld + d] = scale * acc[j][2 * h + e];
-            }
-    }
+    const float mul[2] = {scale, scale};
+    ge2_tc_store(acc, dq + qb, qld, q0 + r0, t_count, d_count, mul);
 }
 
 // dk, dv of 64 keys of head blockIdx.y, query tiles in order; grid (key
@@ -282,11 +287,7 @@ __global__ void __launch_bounds__(GE2_TC_THREADS)
         __syncthreads();
         ge2_attn_tile_load<false, GE2_TC_THREADS>(qs, q + qb, q0, t_count, d_count, qld, 1.0f);
         ge2_attn_tile_load<false, GE2_TC_THREADS>(dys, dy + base, q0, t_count, d_count, ld, 1.0f);
-        if (threadIdx.x < GE2_ATTN_TILE) {
-            const int i = q0 + (int)threadIdx.x;
-            lse2[threadIdx.x] = i < t_count ? lse[rb + (long long)i * hpp] * GE2_ATTN_LOG2E : 0.0f;
-            dl[threadIdx.x] = i < t_count ? delta[rb + (long long)i * hpp] : 0.0f;
-        }
+        ge2_attn_query_stats(lse2, dl, lse, delta, rb, hpp, q0, t_count);
         __syncthreads();
         float s[8][4] = {}, dp[8][4] = {};
         ge2_tc_abt<MMA>(s, ks, r0, qs);   // scores (key j, query i), base 2
@@ -304,24 +305,11 @@ __global__ void __launch_bounds__(GE2_TC_THREADS)
         ge2_tc_pv<MMA>(dva, s, dys); // dv_j += Σ_i p_ij dy_i
         ge2_tc_pv<MMA>(dka, dp, qs); // dk_j += Σ_i ds_ij q_i
     }
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const int key = k0 + r0 + g + 8 * h;
-        if (key >= t_count)
-            continue;
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int d = j * 8 + 2 * t + e;
-                if (d >= d_count)
-                    continue;
-                if (dk)
-                    dk[qb + key * qld + d] = scale * dka[j][2 * h + e];
-                if (dv)
-                    dv[qb + key * qld + d] = dva[j][2 * h + e];
-            }
-    }
+    const float mul_k[2] = {scale, scale}, one[2] = {1.0f, 1.0f};
+    if (dv)
+        ge2_tc_store(dva, dv + qb, qld, k0 + r0, t_count, d_count, one);
+    if (dk)
+        ge2_tc_store(dka, dk + qb, qld, k0 + r0, t_count, d_count, mul_k);
 }
 
 // ----------------------------------------------------------------- launchers
