@@ -259,8 +259,12 @@ typedef struct ge2_cuda_kernel {
  * reason, and the op's own kernel remains. */
 typedef struct ge2_kernel_candidate {
     const char *name; /* unique per op; in the kernel report and the cache */
-    /* Whether it takes this launch (shapes, dtypes, alignment); when not,
-     * why filled. NULL: every launch. */
+    /* Whether it takes this launch (shapes, dtypes, alignment, precision);
+     * when not, why filled. NULL: every launch. Called after the op's own
+     * kernel prepared the launch, so it may read what that prepare chose
+     * (launch->backend_data). A candidate must compute what the op's own
+     * kernel computes to the same precision: timing picks between them,
+     * never the numerics. */
     bool (*applies)(const ge2_launch *launch, char *why, size_t why_size);
     ge2_cuda_kernel cuda; /* as an op's: capturable */
 } ge2_kernel_candidate;

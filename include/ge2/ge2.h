@@ -497,7 +497,7 @@ typedef enum ge2_gemm_kernels {
  * optimizer stay fp32. docs/mixed-precision.md is the design. */
 typedef enum ge2_precision {
     GE2_PRECISION_FP32, /* fp32 GEMMs: CUDA matches the CPU */
-    GE2_PRECISION_TF32, /* CUDA: TF32 tensor-core GEMMs; the CPU stays fp32 */
+    GE2_PRECISION_TF32, /* CUDA: TF32 tensor-core GEMMs and attention; the CPU stays fp32 */
     /* operands rounded to bf16 (nearest even), products accumulated in fp32,
      * as a bf16 tensor-core GEMM computes (PyTorch's autocast numbers), and
      * every tensor only GEMMs read stored in bf16. Convolutions round their
@@ -593,7 +593,7 @@ typedef struct ge2_compile_options {
     bool bf16_storage;
     /* CUDA, with autotune: time the kernel candidates registered for an op
      * (ge2_kernel_candidate_register: yours, and ge2's own, such as
-     * attention's tensor-core kernels) against its own kernel and run the
+     * attention's 3xTF32 kernels) against its own kernel and run the
      * faster (true); false: every op runs its own kernel
      * (GE2_KERNEL_CANDIDATES=0) */
     bool kernel_candidates;

@@ -421,7 +421,8 @@ ge2_status ge2_gemm_select(const ge2_launch *launch, const ge2_gemm_problem *pb,
     memset(sel, 0, sizeof *sel);
     sel->source = GE2_GEMM_HEURISTIC;
     static const ge2_kernel_settings defaults = {
-        .autotune = true, .gemm_kernels = GE2_GEMM_KERNELS_ANY, .pdl = true, .time_epilogues = true};
+        .autotune = true, .gemm_kernels = GE2_GEMM_KERNELS_ANY, .pdl = true, .time_epilogues = true,
+        .kernel_candidates = true};
     const ge2_kernel_settings *settings = launch->settings ? launch->settings : &defaults;
     const ge2_gemm_kernels families = settings->gemm_kernels;
     const bool autotune = settings->autotune;

@@ -111,7 +111,8 @@ ge2_status ge2_cpu_attention(const ge2_launch *l);
 ge2_status ge2_cpu_attention_grad(const ge2_launch *l);
 
 /* cuda.cu (f32): enqueue on launch->stream, capturable. prepare grants the
- * tiled kernels their shared memory (and asks cudnn.c under bf16);
+ * tiled kernels their shared memory (and asks cudnn.c under bf16); under
+ * TF32 and BF16 the tiled kernels run on TF32 tensor cores;
  * describe names the kernel a launch runs (the kernel report). */
 ge2_status ge2_cuda_attention_prepare(ge2_launch *launch);
 const char *ge2_cuda_attention_describe(const ge2_launch *launch);
@@ -122,11 +123,10 @@ ge2_status ge2_cuda_attention_grad_launch(const ge2_launch *launch);
  * for the fp32 kernels */
 size_t ge2_cuda_attention_scratch_bytes(const ge2_launch *launch);
 
-/* cuda.cu: the candidate "ge2_attention_tensor_cores" (candidates.c): the
- * tiled kernels on tensor cores (tensor_cores.cu), in one TF32 pass under
- * precision TF32 and BF16, in three (fp32's accuracy) under FP32 and FP16. It applies where the tiled kernels take the launch and
- * cuDNN does not (applies reads the op's own prepare, which runs first);
- * its scratch is the op's own. */
+/* cuda.cu: the candidate "ge2_attention_3xtf32" (candidates.c): under
+ * precision FP32 and FP16 the tiled kernels on tensor cores in three TF32
+ * passes (tensor_cores.cu, fp32's accuracy). It applies where the tiled
+ * kernels take the launch; its scratch is the op's own. */
 bool ge2_cuda_attention_tc_applies(const ge2_launch *launch, char *why, size_t why_size);
 ge2_status ge2_cuda_attention_tc_prepare(ge2_launch *launch);
 const char *ge2_cuda_attention_tc_describe(const ge2_launch *launch);

@@ -15,9 +15,11 @@
 // the row's D values in registers, the scores made one key at a time with a
 // warp reduction. Straightforward, and slow: every row reads all its keys.
 //
-// The same blocking on tensor cores is tensor_cores.cu's (the candidate
-// "ge2_attention_tensor_cores", candidates.c, which the kernel registry
-// keeps where it is faster); the launchers here serve both (attn_run.mma).
+// The same blocking on tensor cores is tensor_cores.cu's: in one TF32 pass
+// the op's own kernel under precision TF32 and BF16 (where cuDNN declines),
+// in three (fp32's accuracy) the candidate "ge2_attention_3xtf32"
+// (candidates.c) under FP32 and FP16, which the kernel registry times
+// against the fp32 FMA kernels; the launchers here serve all (attn_run.mma).
 //
 // No T x T matrix is ever stored, every sum runs in a fixed order and no
 // kernel uses atomics, so replays repeat each other bitwise.
@@ -475,10 +477,18 @@ static bool attn_tiled(const ge2_launch *l, const ge2_attn_geom &g, int mma)
     return attn_smem_of(l->node->op, mma) <= (size_t)optin;
 }
 
-// The tensor cores' passes for a launch: one where the precision rounds
-// products to TF32 or coarser anyway (TF32, BF16), three (fp32's accuracy)
-// for FP32 and FP16, whose attention is fp32
-static int attn_tensor_core_mma(const ge2_launch *l) { return l->tf32 || l->bf16_operands ? GE2_ATTN_TF32 : GE2_ATTN_3XTF32; }
+// How the op's own tiled kernels multiply, by the precision (which picks
+// numerics; timing never does): TF32 tensor cores where the precision
+// rounds products to TF32 or coarser anyway (TF32, BF16 where cuDNN
+// declines), fp32 FMAs under FP32 and FP16, whose attention is fp32
+static int attn_own_mma(const ge2_launch *l)
+{
+    return l->tf32 || l->bf16_operands ? GE2_ATTN_TF32 : GE2_ATTN_FMA;
+}
+
+// The precisions the candidate serves (fp32 attention): where the own
+// kernels multiply with FMAs
+static bool attn_fp32_precision(const ge2_launch *l) { return attn_own_mma(l) == GE2_ATTN_FMA; }
 
 static ge2_status attn_run_of(const ge2_launch *l, ge2_shape q, int mma, attn_run *r)
 {
@@ -556,11 +566,11 @@ static ge2_status attn_grant(const ge2_launch *l, int mma)
 extern "C" ge2_status ge2_cuda_attention_prepare(ge2_launch *l)
 {
     attn_run r;
-    GE2_TRY(attn_run_of(l, attn_q_shape(l), GE2_ATTN_FMA, &r));
+    GE2_TRY(attn_run_of(l, attn_q_shape(l), attn_own_mma(l), &r));
     GE2_TRY(ge2_cudnn_attention_prepare(l, attn_kernel_name(r)));
     if (!r.tiled || ge2_cudnn_attention_runs(l))
         return GE2_OK;
-    const ge2_status st = attn_grant(l, GE2_ATTN_FMA);
+    const ge2_status st = attn_grant(l, r.mma);
     if (st != GE2_OK)
         ge2_cudnn_attention_release(l); /* a failed prepare leaves nothing behind */
     return st;
@@ -572,15 +582,20 @@ extern "C" const char *ge2_cuda_attention_describe(const ge2_launch *l)
     attn_run r;
     if (bf16)
         return bf16;
-    return attn_run_of(l, attn_q_shape(l), GE2_ATTN_FMA, &r) == GE2_OK ? attn_kernel_name(r) : "cuda kernel";
+    return attn_run_of(l, attn_q_shape(l), attn_own_mma(l), &r) == GE2_OK ? attn_kernel_name(r) : "cuda kernel";
 }
 
-// ------------------------------------ the candidate: tiled, on tensor cores
+// ------------------------- the candidate: fp32 attention on tensor cores
 
 extern "C" bool ge2_cuda_attention_tc_applies(const ge2_launch *l, char *why, size_t why_size)
 {
     attn_run r;
-    if (attn_run_of(l, attn_q_shape(l), attn_tensor_core_mma(l), &r) != GE2_OK) {
+    if (!attn_fp32_precision(l)) {
+        snprintf(why, why_size, "precision %s: the op's own kernels multiply TF32 values already",
+                 l->tf32 ? "TF32" : "BF16");
+        return false;
+    }
+    if (attn_run_of(l, attn_q_shape(l), GE2_ATTN_3XTF32, &r) != GE2_OK) {
         snprintf(why, why_size, "%s", ge2_last_error());
         ge2_clear_error();
         return false;
@@ -595,17 +610,13 @@ extern "C" bool ge2_cuda_attention_tc_applies(const ge2_launch *l, char *why, si
                      attn_smem_of(l->node->op, r.mma));
         return false;
     }
-    if (ge2_cudnn_attention_runs(l)) { // the op's own kernel prepared first
-        snprintf(why, why_size, "cuDNN's attention takes it");
-        return false;
-    }
     return true;
 }
 
 extern "C" ge2_status ge2_cuda_attention_tc_prepare(ge2_launch *l)
 {
     attn_run r;
-    GE2_TRY(attn_run_of(l, attn_q_shape(l), attn_tensor_core_mma(l), &r));
+    GE2_TRY(attn_run_of(l, attn_q_shape(l), GE2_ATTN_3XTF32, &r));
     if (!r.tiled)
         return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s (node %d): the tensor-core attention takes rows of up to %d "
                          "values in %zu bytes of shared memory a block; this launch has %d",
@@ -616,8 +627,7 @@ extern "C" ge2_status ge2_cuda_attention_tc_prepare(ge2_launch *l)
 extern "C" const char *ge2_cuda_attention_tc_describe(const ge2_launch *l)
 {
     attn_run r;
-    return attn_run_of(l, attn_q_shape(l), attn_tensor_core_mma(l), &r) == GE2_OK ? attn_kernel_name(r)
-                                                                                  : "cuda kernel";
+    return attn_run_of(l, attn_q_shape(l), GE2_ATTN_3XTF32, &r) == GE2_OK ? attn_kernel_name(r) : "cuda kernel";
 }
 
 // The bf16 tensors (the storage pass's) among a launch's views that the fp32
@@ -689,7 +699,7 @@ static ge2_status attention_grad_fp32(const ge2_launch *l, int mma);
 // (fp32, multiplying by mma) on f32 views
 static ge2_status attn_launch(const ge2_launch *l, ge2_status (*fp32)(const ge2_launch *, int), int mma)
 {
-    if (mma == GE2_ATTN_FMA && ge2_cudnn_attention_runs(l))
+    if (ge2_cudnn_attention_runs(l))
         return ge2_cudnn_attention_launch(l);
     ge2_launch w;
     GE2_TRY(attn_f32_views(l, &w));
@@ -703,22 +713,22 @@ static ge2_status attn_launch(const ge2_launch *l, ge2_status (*fp32)(const ge2_
 
 extern "C" ge2_status ge2_cuda_attention_launch(const ge2_launch *l)
 {
-    return attn_launch(l, attention_fp32, GE2_ATTN_FMA);
+    return attn_launch(l, attention_fp32, attn_own_mma(l));
 }
 
 extern "C" ge2_status ge2_cuda_attention_grad_launch(const ge2_launch *l)
 {
-    return attn_launch(l, attention_grad_fp32, GE2_ATTN_FMA);
+    return attn_launch(l, attention_grad_fp32, attn_own_mma(l));
 }
 
 extern "C" ge2_status ge2_cuda_attention_tc_launch(const ge2_launch *l)
 {
-    return attn_launch(l, attention_fp32, attn_tensor_core_mma(l));
+    return attn_launch(l, attention_fp32, GE2_ATTN_3XTF32);
 }
 
 extern "C" ge2_status ge2_cuda_attention_grad_tc_launch(const ge2_launch *l)
 {
-    return attn_launch(l, attention_grad_fp32, attn_tensor_core_mma(l));
+    return attn_launch(l, attention_grad_fp32, GE2_ATTN_3XTF32);
 }
 
 // View i's data from value at on (NULL stays NULL)
@@ -786,11 +796,11 @@ static ge2_status attention_grad_fp32(const ge2_launch *l, int mma)
     GE2_TRY(attn_delta(l, r, &delta));
     cudaStream_t stream = ge2_cuda_stream(l);
     if (dq && r.tiled) {
-        if (r.mma != GE2_ATTN_FMA)
+        if (r.mma != GE2_ATTN_FMA) {
             GE2_TRY(ge2_cuda_check_call(l, ge2_attn_tc_grad_q(r.mma, attn_tiles(r), stream, r.t, r.d, r.hpp, r.qld,
                                                               r.scale, r.causal, dy, q, k, v, lse, delta, dq),
                                         "ge2_attention_grad_q_tc_kernel"));
-        else {
+        } else {
             ge2_attention_grad_q_tiled_kernel<<<attn_tiles(r), GE2_ATTN_TILE_THREADS, attn_smem_grad_q, stream>>>(
                 r.t, r.d, r.hpp, r.qld, r.scale, r.causal, dy, q, k, v, lse, delta, dq);
             GE2_TRY(ge2_cuda_check_launch(l, "ge2_attention_grad_q_tiled_kernel"));

@@ -6,6 +6,7 @@
 #define GE2_OPS_ATTENTION_CUDA_TILES_H
 
 #include <cuda_runtime.h>
+#include <stdint.h>
 
 #define GE2_ATTN_TILE 64                          // queries or keys per tile; also the padded D
 #define GE2_ATTN_TS (GE2_ATTN_TILE + 4)           // row stride in shared memory: float4-aligned, and
@@ -14,9 +15,8 @@
 #define GE2_ATTN_LOG2E 1.4426950408889634f
 #define GE2_ATTN_LN2 0.6931471805599453f
 
-// How the tiled kernels multiply: fp32 FMAs (cuda.cu's kernels, the op's
-// own), or tensor cores (tensor_cores.cu, the candidate) in one TF32 pass
-// or three (fp32's accuracy)
+// How the tiled kernels multiply: fp32 FMAs (cuda.cu's kernels), or
+// tensor cores (tensor_cores.cu) in one TF32 pass or three (fp32's accuracy)
 #define GE2_ATTN_FMA 0
 #define GE2_ATTN_TF32 1
 #define GE2_ATTN_3XTF32 3
@@ -47,7 +47,7 @@ template <bool TRANSPOSED, int THREADS>
 __device__ __forceinline__ void ge2_attn_tile_load(float *s, const float *x, int r0, int t_count, int d_count,
                                                    long long ld, float mul)
 {
-    if (d_count % 4 == 0 && ld % 4 == 0 && (reinterpret_cast<size_t>(x) & 15) == 0) {
+    if (d_count % 4 == 0 && ld % 4 == 0 && (reinterpret_cast<uintptr_t>(x) & 15) == 0) {
         for (int e = threadIdx.x; e < GE2_ATTN_TILE * GE2_ATTN_TILE / 4; e += THREADS) {
             const int i = e / (GE2_ATTN_TILE / 4), d = e % (GE2_ATTN_TILE / 4) * 4;
             float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);

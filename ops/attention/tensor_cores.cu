@@ -1,5 +1,6 @@
-// Attention's tiled kernels on tensor cores (the candidate
-// "ge2_attention_tensor_cores", candidates.c), flash attention 2's way: a
+// Attention's tiled kernels on tensor cores (cuda.cu launches them: the
+// op's own under precision TF32 and BF16, the candidate
+// "ge2_attention_3xtf32" under FP32 and FP16), flash attention 2's way: a
 // block of 4 warps takes 64 queries (or, for dk and dv, 64 keys) of one
 // head, each warp 16 of them, and keeps its scores, probabilities and
 // output sums in registers, in the layout of the mma.sync m16n8k8 TF32
@@ -14,7 +15,7 @@
 // keys, ...) in that order too: every value stays in its thread.
 //
 // Operands are rounded to TF32 (round to nearest) before each product:
-// once under precision TF32 and BF16; under FP32 and FP16 each value is
+// once (GE2_ATTN_TF32); or (GE2_ATTN_3XTF32) each value is
 // split into its TF32 value and the TF32 value of the rest, and three
 // products (lo·hi + hi·lo + hi·hi; lo·lo is below fp32's rounding) give
 // fp32's accuracy, as CUTLASS's "fast fp32" does.
@@ -332,14 +333,13 @@ cudaError_t ge2_attn_tc_grant(int mma)
 
 size_t ge2_attn_tc_smem(void) { return ge2_tc_smem_grad_kv; }
 
-// KERNEL<MMA> for mma (one TF32 pass or three)
+// Enqueues KERNEL<MMA> for mma (one TF32 pass or three)
 #define GE2_TC_LAUNCH(KERNEL, mma, grid, smem, stream, ...)                                                        \
     do {                                                                                                        \
         if ((mma) == GE2_ATTN_3XTF32)                                                                           \
             KERNEL<GE2_ATTN_3XTF32><<<grid, GE2_TC_THREADS, smem, stream>>>(__VA_ARGS__);                       \
         else                                                                                                    \
             KERNEL<GE2_ATTN_TF32><<<grid, GE2_TC_THREADS, smem, stream>>>(__VA_ARGS__);                         \
-        return cudaGetLastError();                                                                              \
     } while (0)
 
 cudaError_t ge2_attn_tc_forward(int mma, dim3 grid, cudaStream_t stream, int t_count, int d_count, int hpp,
@@ -348,6 +348,7 @@ cudaError_t ge2_attn_tc_forward(int mma, dim3 grid, cudaStream_t stream, int t_c
 {
     GE2_TC_LAUNCH(ge2_attention_tc_kernel, mma, grid, ge2_tc_smem_forward, stream, t_count, d_count, hpp, qld, scale,
                   causal, q, k, v, y, lse);
+    return cudaGetLastError();
 }
 
 cudaError_t ge2_attn_tc_grad_q(int mma, dim3 grid, cudaStream_t stream, int t_count, int d_count, int hpp,
@@ -356,6 +357,7 @@ cudaError_t ge2_attn_tc_grad_q(int mma, dim3 grid, cudaStream_t stream, int t_co
 {
     GE2_TC_LAUNCH(ge2_attention_grad_q_tc_kernel, mma, grid, ge2_tc_smem_grad_q, stream, t_count, d_count, hpp, qld,
                   scale, causal, dy, q, k, v, lse, delta, dq);
+    return cudaGetLastError();
 }
 
 cudaError_t ge2_attn_tc_grad_kv(int mma, dim3 grid, cudaStream_t stream, int t_count, int d_count, int hpp,
@@ -365,4 +367,5 @@ cudaError_t ge2_attn_tc_grad_kv(int mma, dim3 grid, cudaStream_t stream, int t_c
 {
     GE2_TC_LAUNCH(ge2_attention_grad_kv_tc_kernel, mma, grid, ge2_tc_smem_grad_kv, stream, t_count, d_count, hpp,
                   qld, scale, causal, dy, q, k, v, lse, delta, dk, dv);
+    return cudaGetLastError();
 }

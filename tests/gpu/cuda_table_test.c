@@ -114,8 +114,9 @@ START_TEST(test_optimizer_slots_checked)
 }
 END_TEST
 
-/* Attention's tensor-core candidate registers with both attention ops and
- * declines rows wider than its tiles, saying so. */
+/* Attention's 3xTF32 candidate registers with both attention ops and
+ * declines rows wider than its tiles and precision TF32 (whose own kernel
+ * multiplies TF32 values), saying so. */
 START_TEST(test_attention_candidate_registered)
 {
     const ge2_op ops[] = {GE2_OP_ATTENTION, GE2_OP_ATTENTION_GRAD};
@@ -124,7 +125,7 @@ START_TEST(test_attention_candidate_registered)
         const ge2_kernel_candidate *const *cs = ge2_kernel_candidates_of(ops[o], &n);
         const ge2_kernel_candidate *tc = NULL;
         for (int i = 0; i < n; i++)
-            if (strcmp(cs[i]->name, "ge2_attention_tensor_cores") == 0)
+            if (strcmp(cs[i]->name, "ge2_attention_3xtf32") == 0)
                 tc = cs[i];
         ck_assert_ptr_nonnull(tc);
         ge2_node node;
@@ -143,6 +144,10 @@ START_TEST(test_attention_candidate_registered)
         char why[160] = "";
         ck_assert(!tc->applies(&l, why, sizeof why));
         ck_assert_msg(strstr(why, "rows of 100 values; the tiles take up to 64"), "why: %s", why);
+        l.tf32 = true;
+        ck_assert(!tc->applies(&l, why, sizeof why));
+        ck_assert_msg(strstr(why, "precision TF32: the op's own kernels multiply TF32 values already"), "why: %s",
+                      why);
     }
 }
 END_TEST
