@@ -591,8 +591,8 @@ extern "C" bool ge2_cuda_attention_tc_applies(const ge2_launch *l, char *why, si
 {
     attn_run r;
     if (!attn_fp32_precision(l)) {
-        snprintf(why, why_size, "precision %s: the op's own kernels multiply TF32 values already",
-                 l->tf32 ? "TF32" : "BF16");
+        snprintf(why, why_size, "%s", l->tf32 ? "precision TF32: the op's own kernels multiply TF32 values already"
+                                             : "precision BF16: the op's own kernel is cuDNN's or multiplies TF32 values");
         return false;
     }
     if (attn_run_of(l, attn_q_shape(l), GE2_ATTN_3XTF32, &r) != GE2_OK) {
