@@ -37,22 +37,13 @@ __device__ __forceinline__ long long ge2_attn_qkv_off(long long r, int hpp, long
     return r / hpp * qld + r % hpp * d_count;
 }
 
-// x rounded to TF32 (to nearest, ties away), as an fp32 value
-__device__ __forceinline__ float ge2_attn_tf32(float x)
-{
-    uint32_t r;
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-    return __uint_as_float(r);
-}
-
 // Positions r0 .. r0+63 of one head (x its first row, ld floats between
 // positions) into a shared tile by a block of THREADS threads, each value
-// times mul (then rounded to TF32 with TF32: once for every warp that
-// multiplies it); positions past T and columns past D are zero. Row-major
+// times mul; positions past T and columns past D are zero. Row-major
 // (s[i][d]) or transposed (s[d][i]), as the product that reads it wants.
 // Four values a load where rows start 16-byte aligned (D and ld multiples
 // of 4, x aligned: the same answer for every thread of the block).
-template <bool TRANSPOSED, int THREADS, bool TF32 = false>
+template <bool TRANSPOSED, int THREADS>
 __device__ __forceinline__ void ge2_attn_tile_load(float *s, const float *x, int r0, int t_count, int d_count,
                                                    long long ld, float mul)
 {
@@ -63,9 +54,6 @@ __device__ __forceinline__ void ge2_attn_tile_load(float *s, const float *x, int
             if (r0 + i < t_count && d < d_count) {
                 v = *reinterpret_cast<const float4 *>(x + (long long)(r0 + i) * ld + d);
                 v.x *= mul, v.y *= mul, v.z *= mul, v.w *= mul;
-                if (TF32)
-                    v.x = ge2_attn_tf32(v.x), v.y = ge2_attn_tf32(v.y), v.z = ge2_attn_tf32(v.z),
-                    v.w = ge2_attn_tf32(v.w);
             }
             if (TRANSPOSED)
                 s[d * GE2_ATTN_TS + i] = v.x, s[(d + 1) * GE2_ATTN_TS + i] = v.y, s[(d + 2) * GE2_ATTN_TS + i] = v.z,
@@ -78,7 +66,7 @@ __device__ __forceinline__ void ge2_attn_tile_load(float *s, const float *x, int
     for (int e = threadIdx.x; e < GE2_ATTN_TILE * GE2_ATTN_TILE; e += THREADS) {
         const int i = e / GE2_ATTN_TILE, d = e % GE2_ATTN_TILE;
         const float val = r0 + i < t_count && d < d_count ? mul * x[(long long)(r0 + i) * ld + d] : 0.0f;
-        s[TRANSPOSED ? d * GE2_ATTN_TS + i : i * GE2_ATTN_TS + d] = TF32 ? ge2_attn_tf32(val) : val;
+        s[TRANSPOSED ? d * GE2_ATTN_TS + i : i * GE2_ATTN_TS + d] = val;
     }
 }
 

@@ -36,7 +36,12 @@ static const size_t ge2_tc_smem_forward = 3 * GE2_ATTN_TF * sizeof(float);
 static const size_t ge2_tc_smem_grad_q = 4 * GE2_ATTN_TF * sizeof(float);
 static const size_t ge2_tc_smem_grad_kv = (4 * GE2_ATTN_TF + 2 * GE2_ATTN_TILE) * sizeof(float);
 
-__device__ __forceinline__ uint32_t ge2_tc_round(float x) { return __float_as_uint(ge2_attn_tf32(x)); }
+__device__ __forceinline__ uint32_t ge2_tc_round(float x)
+{
+    uint32_t r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return r;
+}
 
 // c += a · b on one m16n8k8 fragment triple
 __device__ __forceinline__ void ge2_tc_mma(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2])
@@ -48,24 +53,22 @@ __device__ __forceinline__ void ge2_tc_mma(float (&c)[4], const uint32_t (&a)[4]
 }
 
 // An operand fragment of N values, rounded: hi; with three passes also lo,
-// the rounded rest. TILE: the values come from a shared tile, which one
-// pass loads rounded already (ge2_tc_load)
-template <int MMA, int N, bool TILE> struct ge2_tc_frag {
+// the rounded rest
+template <int MMA, int N> struct ge2_tc_frag {
     uint32_t hi[N], lo[N];
     __device__ __forceinline__ explicit ge2_tc_frag(const float (&x)[N])
     {
 #pragma unroll
         for (int i = 0; i < N; i++) {
-            hi[i] = MMA == GE2_ATTN_TF32 && TILE ? __float_as_uint(x[i]) : ge2_tc_round(x[i]);
+            hi[i] = ge2_tc_round(x[i]);
             if (MMA == GE2_ATTN_3XTF32)
                 lo[i] = ge2_tc_round(x[i] - __uint_as_float(hi[i]));
         }
     }
 };
 
-template <int MMA, bool A_TILE>
-__device__ __forceinline__ void ge2_tc_mma(float (&c)[4], const ge2_tc_frag<MMA, 4, A_TILE> &a,
-                                           const ge2_tc_frag<MMA, 2, true> &b)
+template <int MMA>
+__device__ __forceinline__ void ge2_tc_mma(float (&c)[4], const ge2_tc_frag<MMA, 4> &a, const ge2_tc_frag<MMA, 2> &b)
 {
     if (MMA == GE2_ATTN_3XTF32) { // the small terms first
         ge2_tc_mma(c, a.lo, b.hi);
@@ -85,12 +88,12 @@ __device__ __forceinline__ void ge2_tc_abt(float (&acc)[8][4], const float *a, i
     for (int k0 = 0; k0 < GE2_ATTN_TILE; k0 += 8) {
         const float *ar = a + (r0 + g) * GE2_ATTN_TS + k0 + t;
         const float av[4] = {ar[0], ar[8 * GE2_ATTN_TS], ar[4], ar[8 * GE2_ATTN_TS + 4]};
-        const ge2_tc_frag<MMA, 4, true> af(av);
+        const ge2_tc_frag<MMA, 4> af(av);
 #pragma unroll
         for (int j = 0; j < 8; j++) {
             const float *xr = x + (j * 8 + g) * GE2_ATTN_TS + k0 + t;
             const float bv[2] = {xr[0], xr[4]};
-            ge2_tc_mma<MMA>(acc[j], af, ge2_tc_frag<MMA, 2, true>(bv));
+            ge2_tc_mma<MMA>(acc[j], af, ge2_tc_frag<MMA, 2>(bv));
         }
     }
 }
@@ -106,12 +109,12 @@ __device__ __forceinline__ void ge2_tc_pv(float (&acc)[8][4], const float (&p)[8
 #pragma unroll
     for (int kb = 0; kb < 8; kb++) {
         const float av[4] = {p[kb][0], p[kb][2], p[kb][1], p[kb][3]};
-        const ge2_tc_frag<MMA, 4, false> af(av);
+        const ge2_tc_frag<MMA, 4> af(av);
         const float *xr = x + (kb * 8 + 2 * t) * GE2_ATTN_TS + g;
 #pragma unroll
         for (int j = 0; j < 8; j++) {
             const float bv[2] = {xr[j * 8], xr[GE2_ATTN_TS + j * 8]};
-            ge2_tc_mma<MMA>(acc[j], af, ge2_tc_frag<MMA, 2, true>(bv));
+            ge2_tc_mma<MMA>(acc[j], af, ge2_tc_frag<MMA, 2>(bv));
         }
     }
 }
@@ -137,15 +140,6 @@ __device__ __forceinline__ void ge2_tc_store(const float (&acc)[8][4], float *ou
                     out[r * ld + d] = mul[h] * acc[j][2 * h + e];
             }
     }
-}
-
-// A row-major shared tile for the products: with one pass, rounded to TF32
-// as it lands
-template <int MMA>
-__device__ __forceinline__ void ge2_tc_load(float *s, const float *x, int r0, int t_count, int d_count, long long ld,
-                                            float mul)
-{
-    ge2_attn_tile_load<false, GE2_TC_THREADS, MMA == GE2_ATTN_TF32>(s, x, r0, t_count, d_count, ld, mul);
 }
 
 // max and sum over the 4 lanes that hold one row (t = 0..3)
@@ -174,13 +168,13 @@ __global__ void __launch_bounds__(GE2_TC_THREADS)
     const long long rb = ge2_attn_head_row(blockIdx.y, t_count, hpp), base = rb * d_count,
                     ld = (long long)hpp * d_count, qb = ge2_attn_qkv_off(rb, hpp, qld, d_count);
     const int lane = (int)threadIdx.x % 32, g = lane / 4, t = lane % 4, r0 = (int)threadIdx.x / 32 * GE2_TC_ROWS;
-    ge2_tc_load<MMA>(qs, q + qb, q0, t_count, d_count, qld, scale * GE2_ATTN_LOG2E);
+    ge2_attn_tile_load<false, GE2_TC_THREADS>(qs, q + qb, q0, t_count, d_count, qld, scale * GE2_ATTN_LOG2E);
     float o[8][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     const int end = causal ? min(q0 + GE2_ATTN_TILE, t_count) : t_count;
     for (int k0 = 0; k0 < end; k0 += GE2_ATTN_TILE) {
         __syncthreads(); // the last tile's readers are done
-        ge2_tc_load<MMA>(ks, k + qb, k0, t_count, d_count, qld, 1.0f);
-        ge2_tc_load<MMA>(vs, v + qb, k0, t_count, d_count, qld, 1.0f);
+        ge2_attn_tile_load<false, GE2_TC_THREADS>(ks, k + qb, k0, t_count, d_count, qld, 1.0f);
+        ge2_attn_tile_load<false, GE2_TC_THREADS>(vs, v + qb, k0, t_count, d_count, qld, 1.0f);
         __syncthreads();
         float s[8][4] = {};
         ge2_tc_abt<MMA>(s, qs, r0, ks);
@@ -240,8 +234,8 @@ __global__ void __launch_bounds__(GE2_TC_THREADS)
     const long long rb = ge2_attn_head_row(blockIdx.y, t_count, hpp), base = rb * d_count,
                     ld = (long long)hpp * d_count, qb = ge2_attn_qkv_off(rb, hpp, qld, d_count);
     const int lane = (int)threadIdx.x % 32, g = lane / 4, t = lane % 4, r0 = (int)threadIdx.x / 32 * GE2_TC_ROWS;
-    ge2_tc_load<MMA>(qs, q + qb, q0, t_count, d_count, qld, scale * GE2_ATTN_LOG2E);
-    ge2_tc_load<MMA>(dys, dy + base, q0, t_count, d_count, ld, 1.0f);
+    ge2_attn_tile_load<false, GE2_TC_THREADS>(qs, q + qb, q0, t_count, d_count, qld, scale * GE2_ATTN_LOG2E);
+    ge2_attn_tile_load<false, GE2_TC_THREADS>(dys, dy + base, q0, t_count, d_count, ld, 1.0f);
     float lse2[2], dl[2], acc[8][4] = {};
 #pragma unroll
     for (int h = 0; h < 2; h++) {
@@ -252,8 +246,8 @@ __global__ void __launch_bounds__(GE2_TC_THREADS)
     const int end = causal ? min(q0 + GE2_ATTN_TILE, t_count) : t_count;
     for (int k0 = 0; k0 < end; k0 += GE2_ATTN_TILE) {
         __syncthreads();
-        ge2_tc_load<MMA>(ks, k + qb, k0, t_count, d_count, qld, 1.0f);
-        ge2_tc_load<MMA>(vs, v + qb, k0, t_count, d_count, qld, 1.0f);
+        ge2_attn_tile_load<false, GE2_TC_THREADS>(ks, k + qb, k0, t_count, d_count, qld, 1.0f);
+        ge2_attn_tile_load<false, GE2_TC_THREADS>(vs, v + qb, k0, t_count, d_count, qld, 1.0f);
         __syncthreads();
         float s[8][4] = {}, dp[8][4] = {};
         ge2_tc_abt<MMA>(s, qs, r0, ks);   // scores, base 2
@@ -287,13 +281,13 @@ __global__ void __launch_bounds__(GE2_TC_THREADS)
     const long long rb = ge2_attn_head_row(blockIdx.y, t_count, hpp), base = rb * d_count,
                     ld = (long long)hpp * d_count, qb = ge2_attn_qkv_off(rb, hpp, qld, d_count);
     const int lane = (int)threadIdx.x % 32, g = lane / 4, t = lane % 4, r0 = (int)threadIdx.x / 32 * GE2_TC_ROWS;
-    ge2_tc_load<MMA>(ks, k + qb, k0, t_count, d_count, qld, scale * GE2_ATTN_LOG2E);
-    ge2_tc_load<MMA>(vs, v + qb, k0, t_count, d_count, qld, 1.0f);
+    ge2_attn_tile_load<false, GE2_TC_THREADS>(ks, k + qb, k0, t_count, d_count, qld, scale * GE2_ATTN_LOG2E);
+    ge2_attn_tile_load<false, GE2_TC_THREADS>(vs, v + qb, k0, t_count, d_count, qld, 1.0f);
     float dka[8][4] = {}, dva[8][4] = {};
     for (int q0 = causal ? k0 : 0; q0 < t_count; q0 += GE2_ATTN_TILE) {
         __syncthreads();
-        ge2_tc_load<MMA>(qs, q + qb, q0, t_count, d_count, qld, 1.0f);
-        ge2_tc_load<MMA>(dys, dy + base, q0, t_count, d_count, ld, 1.0f);
+        ge2_attn_tile_load<false, GE2_TC_THREADS>(qs, q + qb, q0, t_count, d_count, qld, 1.0f);
+        ge2_attn_tile_load<false, GE2_TC_THREADS>(dys, dy + base, q0, t_count, d_count, ld, 1.0f);
         ge2_attn_query_stats(lse2, dl, lse, delta, rb, hpp, q0, t_count);
         __syncthreads();
         float s[8][4] = {}, dp[8][4] = {};
