@@ -446,6 +446,23 @@ START_TEST(test_autotune_switch)
 }
 END_TEST
 
+/* kernel_candidates: on by default, off by the option or GE2_KERNEL_CANDIDATES=0 */
+START_TEST(test_candidates_switch)
+{
+    ge2_status st;
+    unsetenv("GE2_KERNEL_CANDIDATES");
+    ck_assert(settings_of(NULL, &st).kernel_candidates);
+    ge2_compile_options o = ge2_compile_defaults();
+    o.kernel_candidates = false;
+    ck_assert(!settings_of(&o, &st).kernel_candidates);
+    setenv("GE2_KERNEL_CANDIDATES", "1", 1);
+    ck_assert(settings_of(&o, &st).kernel_candidates);
+    setenv("GE2_KERNEL_CANDIDATES", "0", 1);
+    ck_assert(!settings_of(NULL, &st).kernel_candidates);
+    unsetenv("GE2_KERNEL_CANDIDATES");
+}
+END_TEST
+
 START_TEST(test_family_switch)
 {
     ge2_status st;
@@ -527,6 +544,7 @@ int main(void)
     tcase_add_test(tc, test_unwritable_cache_is_a_warning);
     tcase_add_test(tc, test_cache_path_option);
     tcase_add_test(tc, test_autotune_switch);
+    tcase_add_test(tc, test_candidates_switch);
     tcase_add_test(tc, test_family_switch);
     tcase_add_test(tc, test_fusion_switches);
     tcase_add_test(tc, test_stats_count);
