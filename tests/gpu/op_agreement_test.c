@@ -737,7 +737,7 @@ START_TEST(test_gemm_op_agrees_tiled)
 {
     if (!gemm_op((ge2_op)_i))
         return;
-    setenv("GE2_GEMM_KERNEL", "tiled", 1); /* Check forks this test: the setting dies with it */
+    setenv("GE2_GEMM_KERNEL", "tiled", 1);
     op_agrees((ge2_op)_i);
 }
 END_TEST
@@ -749,7 +749,7 @@ START_TEST(test_gemm_op_agrees_bf16)
 {
     if (!gemm_op((ge2_op)_i) && !conv_op((ge2_op)_i))
         return;
-    bf16_launches = true; /* Check forks this test: the flag dies with it */
+    bf16_launches = true;
     op_agrees((ge2_op)_i);
 }
 END_TEST
@@ -759,7 +759,7 @@ START_TEST(test_gemm_op_agrees_bf16_storage)
 {
     if (!gemm_op((ge2_op)_i) && !conv_op((ge2_op)_i))
         return;
-    bf16_launches = bf16_storage = true; /* Check forks this test: the flags die with it */
+    bf16_launches = bf16_storage = true;
     op_agrees((ge2_op)_i);
 }
 END_TEST
@@ -772,7 +772,7 @@ START_TEST(test_gemm_op_agrees_fp16)
 {
     if (!gemm_op((ge2_op)_i) && !conv_op((ge2_op)_i))
         return;
-    f16_launches = true; /* Check forks this test: the flag dies with it */
+    f16_launches = true;
     op_agrees((ge2_op)_i);
     if (conv_op((ge2_op)_i)) {
         direct_conv = true;
@@ -788,7 +788,7 @@ START_TEST(test_conv_op_agrees_direct_bf16)
 {
     if (!conv_op((ge2_op)_i))
         return;
-    direct_conv = bf16_launches = true; /* Check forks this test: the flags die with it */
+    direct_conv = bf16_launches = true;
     op_agrees((ge2_op)_i);
     bf16_storage = true;
     op_agrees((ge2_op)_i);
@@ -1198,14 +1198,14 @@ END_TEST
 
 START_TEST(test_large_convolutions_bf16)
 {
-    bf16_launches = bf16_storage = want_stored_bf16 = true; /* Check forks this test: the flags die with it */
+    bf16_launches = bf16_storage = want_stored_bf16 = true;
     large_convolutions();
 }
 END_TEST
 
 START_TEST(test_large_convolutions_fp16)
 {
-    f16_launches = true; /* Check forks this test: the flag dies with it */
+    f16_launches = true;
     large_convolutions();
 }
 END_TEST
@@ -1216,7 +1216,7 @@ END_TEST
  * equals eager bitwise (check_capture), so the backward is deterministic. */
 START_TEST(test_large_attention_bf16)
 {
-    bf16_launches = true; /* Check forks this test: the flag dies with it */
+    bf16_launches = true;
     large_attention();
 }
 END_TEST
@@ -1228,7 +1228,7 @@ START_TEST(test_candidates_agree)
     int n;
     const ge2_kernel_candidate *const *cs = ge2_kernel_candidates_of((ge2_op)_i, &n);
     for (int c = 0; c < n; c++) {
-        use_candidate = cs[c]->name; /* Check forks this test: it dies with it */
+        use_candidate = cs[c]->name;
         op_agrees((ge2_op)_i);
     }
 }
@@ -1238,7 +1238,7 @@ END_TEST
  * three TF32 passes hold fp32's tolerance of each output's own size */
 START_TEST(test_large_attention_tensor_cores)
 {
-    use_candidate = "ge2_attention_3xtf32"; /* Check forks this test: the flags die with it */
+    use_candidate = "ge2_attention_3xtf32";
     want_tensor_cores = true;
     large_attention_tiles();
 }
@@ -1298,7 +1298,7 @@ static void large_attention_from_slices(void)
 
 START_TEST(test_large_attention_bf16_storage)
 {
-    bf16_launches = bf16_storage = want_stored_bf16 = true; /* Check forks this test: the flags die with it */
+    bf16_launches = bf16_storage = want_stored_bf16 = true;
     large_attention_from_slices();
 }
 END_TEST
@@ -1307,7 +1307,7 @@ END_TEST
  * then comes from the column sums of the fp32 dz, not an epilogue. */
 START_TEST(test_large_bias_gradients_bf16)
 {
-    bf16_launches = true; /* Check forks this test: the flag dies with it */
+    bf16_launches = true;
     large_bias_gradients();
 }
 END_TEST
@@ -1317,7 +1317,7 @@ END_TEST
  * GEMM), as the CPU sums the same rounded values. */
 START_TEST(test_large_bias_gradients_bf16_storage)
 {
-    bf16_launches = bf16_storage = want_stored_bf16 = true; /* Check forks this test: the flags die with it */
+    bf16_launches = bf16_storage = want_stored_bf16 = true;
     large_bias_gradients();
 }
 END_TEST
@@ -1870,13 +1870,35 @@ START_TEST(test_cast_rounds_every_pattern_as_the_cpu)
 }
 END_TEST
 
+/* GE2_GEMM_KERNEL as the suite started (NULL: unset) */
+static char *initial_gemm_kernel;
+
+/* Every test starts from the harness's defaults: the flags and the GEMM
+ * family variable a test sets are cleared before the next, whether Check
+ * forks each test (its default) or runs them in one process (CK_FORK=no,
+ * as under the sanitizers). */
+static void reset_harness(void)
+{
+    tf32_launches = bf16_launches = bf16_storage = f16_launches = direct_conv = false;
+    want_cudnn_attention = want_cudnn_conv = train_launches = want_tensor_cores = false;
+    want_column_chunks = want_stored_bf16 = false;
+    use_candidate = NULL;
+    if (initial_gemm_kernel)
+        setenv("GE2_GEMM_KERNEL", initial_gemm_kernel, 1);
+    else
+        unsetenv("GE2_GEMM_KERNEL");
+}
+
 int main(void)
 {
     if (!ge2_test_require_gpu("op_agreement_test"))
         return 1;
+    const char *gemm = getenv("GE2_GEMM_KERNEL");
+    initial_gemm_kernel = gemm ? strdup(gemm) : NULL;
     Suite *s = suite_create("op_agreement");
     TCase *tc = tcase_create("cuda_vs_cpu");
     tcase_set_timeout(tc, 120);
+    tcase_add_checked_fixture(tc, reset_harness, NULL);
     tcase_add_loop_test(tc, test_op_agrees, 0, ge2_op_count());
     tcase_add_test(tc, test_large_graphs_agree);
     tcase_add_loop_test(tc, test_gemm_op_agrees_tiled, 0, ge2_op_count());
