@@ -135,7 +135,7 @@ ge2_status ge2_cudnn_tensor_of(const ge2_cudnn_tensor_spec *spec, ge2_cudnn_desc
     int64_t strides[8];
     const int ndim = spec->ndim;
     if (ndim < 1 || ndim > 8)
-        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_cudnn_tensor: %d dims", ndim);
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_cudnn_tensor_of: %d dims", ndim);
     strides[ndim - 1] = 1;
     for (int i = ndim - 2; i >= 0; i--)
         strides[i] = strides[i + 1] * spec->dims[i + 1];
@@ -156,12 +156,6 @@ ge2_status ge2_cudnn_tensor_of(const ge2_cudnn_tensor_spec *spec, ge2_cudnn_desc
     if (by_value)
         SET(d, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &by_value);
     return finalize_or_free(d, out);
-}
-
-ge2_status ge2_cudnn_tensor(int64_t uid, int ndim, const int64_t *dims, ge2_cudnn_desc *out)
-{
-    const ge2_cudnn_tensor_spec spec = {uid, CUDNN_DATA_FLOAT, ndim, dims, NULL, false, false, 4};
-    return ge2_cudnn_tensor_of(&spec, out);
 }
 
 ge2_status ge2_cudnn_conv_desc(const int64_t stride[2], const int64_t padding[2], const int64_t dilation[2],

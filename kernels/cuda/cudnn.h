@@ -30,10 +30,8 @@ ge2_status ge2_cudnn_available(void);
 /* "cuDNN 9.14.0" once loaded. */
 const char *ge2_cudnn_version(void);
 
-/* An f32 tensor of the operation: its unique id (what the variant pack
- * names), up to 8 dims, row-major contiguous strides. */
-ge2_status ge2_cudnn_tensor(int64_t uid, int ndim, const int64_t *dims, ge2_cudnn_desc *out);
-/* Any tensor of an operation graph: data_type a cudnnDataType_t; strides
+/* A tensor of an operation graph: its unique id (what the variant pack
+ * names), up to 8 dims; data_type a cudnnDataType_t; strides
  * NULL for row-major contiguous; a virtual tensor lives inside the fused
  * kernel (its uid must still be unique); a by-value one is a scalar whose
  * variant-pack pointer is host memory. */
