@@ -321,10 +321,7 @@ void ge2_scratch_launch_free(void **bufs)
     cudaGetLastError();
 }
 
-/* Runs launch l on candidate c from now on (the op's own kernel was
- * prepared on l); when c does not prepare on l, the op's own kernel again,
- * with the reason in the choice. */
-static ge2_status switch_to(ge2_launch *l, const ge2_kernel_candidate *c)
+ge2_status ge2_kernel_switch_to(ge2_launch *l, const ge2_kernel_candidate *c)
 {
     const ge2_cuda_kernel *own = l->kernel;
     if (own->release)
@@ -376,7 +373,7 @@ ge2_status ge2_kernel_choose(ge2_launch *l)
     for (int i = 0; cached && i < n; i++)
         if (strcmp(apply[i]->name, cached) == 0) {
             snprintf(l->kernel_choice, sizeof l->kernel_choice, "candidate %s (cached, of %d)", cached, n + 1);
-            return switch_to(l, apply[i]);
+            return ge2_kernel_switch_to(l, apply[i]);
         }
     if (cached && strcmp(cached, "-") == 0) {
         snprintf(l->kernel_choice, sizeof l->kernel_choice, "own kernel (cached, of %d)", n + 1);
@@ -421,5 +418,5 @@ ge2_status ge2_kernel_choose(ge2_launch *l)
              apply[best]->name, best_us, own_us, n + 1);
     if (keyed)
         store(file, key, apply[best]->name);
-    return switch_to(l, apply[best]);
+    return ge2_kernel_switch_to(l, apply[best]);
 }

@@ -26,6 +26,12 @@ const ge2_kernel_candidate *const *ge2_kernel_candidates_of(ge2_op op, int *n);
  * prepare. */
 ge2_status ge2_kernel_choose(ge2_launch *launch);
 
+/* Runs launch l on candidate c from now on (l->kernel, the op's own, was
+ * prepared on l): releases the own kernel's state and prepares c; when c
+ * does not prepare on l, the op's own kernel again, with the reason in
+ * l->kernel_choice. Errors only when the own kernel then fails to prepare. */
+ge2_status ge2_kernel_switch_to(ge2_launch *launch, const ge2_kernel_candidate *candidate);
+
 /* The cache file of candidate choices for a GEMM cache path (NULL: none):
  * "<dir>/candidates.txt" beside it, into buf. */
 bool ge2_kernel_candidate_cache_path(const char *gemm_cache, char *buf, size_t size);

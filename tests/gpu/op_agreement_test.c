@@ -214,13 +214,8 @@ static void cuda_prepare(ge2_launch *l)
     const ge2_kernel_candidate *c = candidate_for(l);
     if (!c)
         return;
-    if (k->release)
-        k->release(l);
-    l->backend_data = NULL;
-    l->kernel = &c->cuda;
-    if (c->cuda.prepare)
-        ck_assert_msg(c->cuda.prepare(l) == GE2_OK, "%s: candidate %s: prepare: %s", ge2_op_name(l->node->op),
-                      c->name, ge2_last_error());
+    ck_assert_int_eq(ge2_kernel_switch_to(l, c), GE2_OK);
+    ck_assert_msg(l->kernel == &c->cuda, "%s: %s", ge2_op_name(l->node->op), l->kernel_choice);
 }
 
 /* Enqueues only: no wait, so it can run under stream capture. */
@@ -603,14 +598,14 @@ static void check_graph(const char *label, const ge2_graph *g, const ge2_feed *f
         ck_assert_msg(ge2_op_run_cpu(&lc) == GE2_OK, "%s: CPU kernel: %s", name, ge2_last_error());
         cuda_prepare(&lg);
         if (want_cudnn_conv && conv_op(node->op)) {
-            const char *kernel = ge2_op_def_of(node->op)->cuda.describe(&lg);
+            const char *kernel = kernel_of(&lg)->describe(&lg);
             printf("%s: %s: %s\n", label, name, kernel);
             const char *engine = f16_launches ? " fp16 engine" : bf16_launches ? " bf16 engine" : " engine";
             ck_assert_msg(strncmp(kernel, "cuDNN", 5) == 0 && strstr(kernel, engine),
                           "%s: %s ran %s", label, name, kernel);
         }
         if (want_cudnn_attention && attention_op(node->op)) {
-            const char *kernel = ge2_op_def_of(node->op)->cuda.describe(&lg);
+            const char *kernel = kernel_of(&lg)->describe(&lg);
             printf("%s: %s: %s\n", label, name, kernel);
             ck_assert_msg(strncmp(kernel, "cuDNN", 5) == 0, "%s: %s ran %s", label, name, kernel);
         }
@@ -620,7 +615,7 @@ static void check_graph(const char *label, const ge2_graph *g, const ge2_feed *f
             ck_assert_msg(strstr(kernel, passes), "%s: %s ran %s", label, name, kernel);
         }
         if (want_column_chunks && node->op == GE2_OP_REDUCE_TO) {
-            const char *kernel = ge2_op_def_of(node->op)->cuda.describe(&lg);
+            const char *kernel = kernel_of(&lg)->describe(&lg);
             ck_assert_msg(strstr(kernel, "chunks"), "%s: %s ran %s", label, name, kernel);
         }
         cuda_enqueue(&lg);
