@@ -275,6 +275,22 @@ static ge2_status ck_meta_u64(const ge2_st_file *f, const char *path, const char
     return GE2_OK;
 }
 
+/* A __metadata__ number, finite, in [lo, hi]; nothing after it. */
+static ge2_status ck_meta_double(const ge2_st_file *f, const char *path, const char *key, double lo, double hi,
+                                 double *out)
+{
+    const char *v = ge2_st_meta(f, key);
+    if (!v)
+        return ge2_error(GE2_ERR_FORMAT, "%s: __metadata__ lacks \"%s\"", path, key);
+    char *end;
+    const double x = strtod(v, &end);
+    if (!*v || *end || !isfinite(x) || x < lo || x > hi)
+        return ge2_error(GE2_ERR_FORMAT, "%s: __metadata__ \"%s\" is %s, expected a finite number in [%g, %g]",
+                         path, key, v, lo, hi);
+    *out = x;
+    return GE2_OK;
+}
+
 /* Largest step a checkpoint may carry: the optimizer computes t = step + 1 in
  * int64 and uses t as a double exponent (bias correction), so an untrusted
  * step must leave room for the + 1 and stay exact in a double. */
@@ -313,21 +329,12 @@ static ge2_status ck_read_meta(ge2_program *program, const ge2_st_file *f, const
         GE2_TRY(ck_meta_int(f, path, "examples_in_epoch", 0, INT64_MAX, &m->examples_in_epoch));
     GE2_TRY(ck_meta_u64(f, path, "rng_offset", &m->rng_offset));
     GE2_TRY(ck_meta_u64(f, path, "data_seed", &m->data_seed));
-    const char *lr = ge2_st_meta(f, "base_lr");
-    char *end = NULL;
-    m->base_lr = lr ? strtod(lr, &end) : NAN;
-    if (!lr || !*lr || *end || !isfinite(m->base_lr) || m->base_lr < 0)
-        return ge2_error(GE2_ERR_FORMAT, "%s: __metadata__ \"base_lr\" is %s, expected a finite lr >= 0", path,
-                         lr ? lr : "missing");
-    const char *scale = ge2_st_meta(f, "loss_scale");
-    m->has_scale = scale != NULL;
+    GE2_TRY(ck_meta_double(f, path, "base_lr", 0.0, DBL_MAX, &m->base_lr));
+    m->has_scale = ge2_st_meta(f, "loss_scale") != NULL;
     if (!m->has_scale)
         return GE2_OK;
-    end = NULL;
-    m->loss_scale = strtod(scale, &end);
-    if (!*scale || *end || !(m->loss_scale > 0) || m->loss_scale > FLT_MAX)
-        return ge2_error(GE2_ERR_FORMAT, "%s: __metadata__ \"loss_scale\" is %s, expected a finite float > 0", path,
-                         scale);
+    /* a float scale: from its smallest positive value to its largest */
+    GE2_TRY(ck_meta_double(f, path, "loss_scale", FLT_TRUE_MIN, FLT_MAX, &m->loss_scale));
     GE2_TRY(ck_meta_int(f, path, "scale_good_steps", 0, INT32_MAX, &m->scale_good_steps));
     return ck_meta_int(f, path, "skipped_steps", 0, INT64_MAX, &m->skipped_steps);
 }
