@@ -108,12 +108,12 @@ static void ref_accuracy_of(const ge2_node *node, const ref_tensor *in, ref_tens
     ref_accuracy(in, out);
 }
 
-/* Outside a program (no control block) the seed is 1 */
+/* The seed: the control block's loss scale */
 static void ref_loss_scale(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
 {
     (void)node;
     (void)in;
-    out[0].v[0] = 1.0;
+    out[0].v[0] = ge2_ref_loss_scale;
 }
 
 /* --------------------------------------------------------- registration */

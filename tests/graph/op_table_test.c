@@ -59,7 +59,9 @@ static void check_forward(int op, ge2_dtype dtype, uint64_t seed)
     ge2_op_instance inst;
     ck_assert_int_eq(ge2_op_case_build(ge2_op_case_of(op), seed, dtype, &inst), GE2_OK);
     ge2_naive *n;
-    ck_assert_int_eq(ge2_naive_run(inst.graph, inst.feeds, inst.n_feeds, &n), GE2_OK);
+    ck_assert_int_eq(ge2_naive_new(inst.graph, inst.feeds, inst.n_feeds, &n), GE2_OK);
+    n->control.loss_scale = 4.0f; /* not 1: a kernel that ignores the control block's scale fails */
+    ck_assert_int_eq(ge2_naive_exec(n, true), GE2_OK);
     const ge2_node *node = &inst.graph->nodes[inst.node];
     ref_tensor in[GE2_MAX_INPUTS], out[GE2_MAX_OUTPUTS];
     for (int i = 0; i < node->n_inputs; i++)
@@ -70,6 +72,7 @@ static void check_forward(int op, ge2_dtype dtype, uint64_t seed)
     }
     ge2_ref_rng_seed = inst.graph->seed; /* the naive run's control block */
     ge2_ref_rng_offset = 0;
+    ge2_ref_loss_scale = n->control.loss_scale;
     ref_eval(node, in, out);
     double rtol = dtype == GE2_F64 ? 1e-9 : 2e-5, atol = dtype == GE2_F64 ? 1e-9 : 2e-6;
     for (int i = 0; i < node->n_outputs; i++) {

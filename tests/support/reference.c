@@ -88,6 +88,7 @@ int64_t ge2_ref_broadcast_index(const int64_t idx[GE2_MAX_DIMS], ge2_shape big, 
 int64_t ge2_ref_numel(ge2_shape s) { return ge2_shape_numel(s); }
 
 uint64_t ge2_ref_rng_seed, ge2_ref_rng_offset;
+double ge2_ref_loss_scale = 1.0;
 
 void ref_eval(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
 {

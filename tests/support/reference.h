@@ -39,5 +39,8 @@ double ge2_ref_f16(double v);
  * seed and offset when it ran), set by the suite before ref_eval: the
  * references of ops that draw (dropout) draw the same. */
 extern uint64_t ge2_ref_rng_seed, ge2_ref_rng_offset;
+/* ... and its loss scale (1 unless the suite sets it), for the references
+ * of ops that read it (loss_scale, the backward's seed) */
+extern double ge2_ref_loss_scale;
 
 #endif /* GE2_TESTS_SUPPORT_REFERENCE_H */
