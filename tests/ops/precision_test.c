@@ -86,6 +86,22 @@ static void run(net *m, ge2_mode mode, int s)
     API(ge2_program_sync(m->program));
 }
 
+static double unrounded(double v) { return v; }
+
+/* Output [r, c] of round(x) · round(w)ᵀ + b in float64 (x [B, K], w [N, K]);
+ * *scale: |b| + Σ |x·w|, the size an fp32 sum of the terms errs by */
+static double product_at(double (*round)(double), const float *x, const float *w, const float *b, int r, int c,
+                         double *scale)
+{
+    double sum = b[c];
+    *scale = fabs((double)b[c]);
+    for (int k = 0; k < K; k++) {
+        sum += round(x[r * K + k]) * round(w[c * K + k]);
+        *scale += fabs((double)x[r * K + k] * w[c * K + k]);
+    }
+    return sum;
+}
+
 /* y [B, N] = round(x) · round(w)ᵀ + b (round: ge2_ref_bf16 or
  * ge2_ref_f16), as a float64 product of the rounded operands with the
  * sums' fp32 tolerance; returns how many outputs differ from the unrounded
@@ -96,12 +112,9 @@ static int assert_rounded_by(const char *what, double (*round)(double), const fl
     int differ = 0;
     for (int r = 0; r < B; r++)
         for (int c = 0; c < N; c++) {
-            double rounded = b[c], exact = b[c], scale = fabs((double)b[c]);
-            for (int k = 0; k < K; k++) {
-                rounded += round(x[r * K + k]) * round(w[c * K + k]);
-                exact += (double)x[r * K + k] * w[c * K + k];
-                scale += fabs((double)x[r * K + k] * w[c * K + k]);
-            }
+            double scale;
+            const double rounded = product_at(round, x, w, b, r, c, &scale);
+            const double exact = product_at(unrounded, x, w, b, r, c, &scale);
             const double tol = 1e-6 * scale; /* fp32 sums of K terms */
             ck_assert_msg(fabs(y[r * N + c] - rounded) <= tol, "%s y[%d,%d] %.9g, rounded product %.9g", what, r, c,
                           (double)y[r * N + c], rounded);
@@ -132,11 +145,8 @@ START_TEST(bf16_linear_is_the_rounded_product)
     int differ = 0;
     for (int r = 0; r < B; r++)
         for (int c = 0; c < N; c++) {
-            double exact = b[c], scale = fabs((double)b[c]);
-            for (int k = 0; k < K; k++) {
-                exact += (double)x[r * K + k] * w[c * K + k];
-                scale += fabs((double)x[r * K + k] * w[c * K + k]);
-            }
+            double scale;
+            const double exact = product_at(unrounded, x, w, b, r, c, &scale);
             const double tol = 1e-6 * scale; /* fp32 sums of K terms */
             ck_assert_msg(fabs(y_fp[r * N + c] - exact) <= tol, "fp32 y[%d,%d] %.9g, product %.9g", r, c,
                           (double)y_fp[r * N + c], exact);
@@ -166,11 +176,8 @@ START_TEST(fp16_linear_is_the_rounded_product)
     int from_bf16 = 0;
     for (int r = 0; r < B; r++)
         for (int c = 0; c < N; c++) {
-            double bf = b[c], scale = fabs((double)b[c]);
-            for (int k = 0; k < K; k++) {
-                bf += ge2_ref_bf16(x[r * K + k]) * ge2_ref_bf16(w[c * K + k]);
-                scale += fabs((double)x[r * K + k] * w[c * K + k]);
-            }
+            double scale;
+            const double bf = product_at(ge2_ref_bf16, x, w, b, r, c, &scale);
             from_bf16 += fabs(y[r * N + c] - bf) > 1e-5 * scale;
         }
     ck_assert_msg(from_bf16 > B * N / 2, "only %d of %d outputs tell fp16 from bf16", from_bf16, B * N);
