@@ -35,6 +35,17 @@ static inline GE2_HD ge2_philox4 ge2_philox4x32_10(ge2_philox4 counter, uint32_t
     return out;
 }
 
+/* Draw `group` of random stream `stream` in the step whose random offset
+ * (ge2_control.rng_offset) is `offset`, under the graph's seed: the counter
+ * layout every op drawing inside a step uses (dropout, attention's
+ * dropout). A stream is an op's own (its node id when built), so two ops
+ * never share a counter, and a new offset gives every stream new bits. */
+static inline GE2_HD ge2_philox4 ge2_philox_step_draw(uint64_t seed, uint64_t offset, uint32_t stream, uint64_t group)
+{
+    ge2_philox4 counter = {{(uint32_t)group, (uint32_t)(group >> 32), stream, (uint32_t)offset}};
+    return ge2_philox4x32_10(counter, (uint32_t)seed, (uint32_t)(seed >> 32) ^ (uint32_t)(offset >> 32));
+}
+
 /* A uniform float in [0, 1) from 24 random bits: exact in f32, so every
  * backend compares the same value. */
 static inline GE2_HD float ge2_philox_uniform(uint32_t bits) { return (float)(bits >> 8) * (1.0f / 16777216.0f); }

@@ -24,7 +24,7 @@
         const uint64_t seed = l->control->rng_seed, offset = l->control->rng_offset;                            \
         const float p = (float)a->p, scale = ge2_dropout_scale(a->p);                                           \
         for (int64_t g = 0; 4 * g < n; g++) {                                                                   \
-            const ge2_philox4 r = ge2_dropout_draw(seed, offset, a->stream, (uint64_t)g);                       \
+            const ge2_philox4 r = ge2_philox_step_draw(seed, offset, a->stream, (uint64_t)g);                       \
             for (int64_t i = 4 * g; i < n && i < 4 * g + 4; i++) {                                              \
                 const T kept = ge2_dropout_kept(r.v[i % 4], p) ? (T)(x[i] * (T)scale) : (T)0;                  \
                 y[i] = plus ? plus[i] + kept : kept; /* the masked value rounded first, as alone */            \

@@ -29,7 +29,7 @@ __global__ void ge2_dropout_kernel(long long n, float p, float scale, unsigned s
     const long long groups = (n + 3) / 4;
     for (long long g = blockIdx.x * (long long)blockDim.x + threadIdx.x; g < groups;
          g += (long long)gridDim.x * blockDim.x) {
-        const ge2_philox4 r = ge2_dropout_draw(seed, offset, stream, (uint64_t)g);
+        const ge2_philox4 r = ge2_philox_step_draw(seed, offset, stream, (uint64_t)g);
         const long long i = 4 * g;
         if (VEC && i + 4 <= n) {
             const float4 v = *reinterpret_cast<const float4 *>(x + i);

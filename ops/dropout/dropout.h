@@ -3,10 +3,10 @@
  * DROPOUT_BACKWARD (dy -> dx through the same mask, drawn again).
  *
  * Element i of a dropout with stream s keeps when word i mod 4 of
- * Philox4x32-10 (graph/philox.h) at counter (i / 4, s, the step's
- * rng_offset) under the graph's seed, as a uniform in [0, 1), is at least
- * p: one draw serves four neighbouring elements, as PyTorch's dropout
- * kernels use theirs, which keeps the CUDA kernel at memory speed. Both
+ * draw i / 4 of stream s (ge2_philox_step_draw, graph/philox.h), as a
+ * uniform in [0, 1), is at least p: one draw serves four neighbouring
+ * elements, as PyTorch's dropout kernels use theirs, which keeps the CUDA
+ * kernel at memory speed. Both
  * backends compute exactly that, so one seed gives one mask on both.
  *
  * ops.c holds the definitions (registered by ops/builtin.def's lines); the
@@ -25,14 +25,6 @@ extern "C" {
 #include "graph/op_support.h"
 #include "graph/philox.h"
 #include "ops/ops.h"
-
-/* The draw of elements 4·group .. 4·group + 3 of dropout `stream` under
- * the control block's seed and offset: word k is element 4·group + k's. */
-static inline GE2_HD ge2_philox4 ge2_dropout_draw(uint64_t seed, uint64_t offset, uint32_t stream, uint64_t group)
-{
-    ge2_philox4 counter = {{(uint32_t)group, (uint32_t)(group >> 32), stream, (uint32_t)offset}};
-    return ge2_philox4x32_10(counter, (uint32_t)seed, (uint32_t)(seed >> 32) ^ (uint32_t)(offset >> 32));
-}
 
 /* Whether the element whose draw is word `bits` survives */
 static inline GE2_HD bool ge2_dropout_kept(uint32_t bits, float p) { return ge2_philox_uniform(bits) >= p; }
