@@ -15,6 +15,14 @@
 /* Most blocks a single-launch cross-block reduction may use (ge2_control.partials). */
 #define GE2_CONTROL_PARTIALS 1024
 
+/* How far each train step moves ge2_control.rng_offset. ge2's own draws
+ * need only a new value (the offset is part of every counter, graph/
+ * philox.h); cuDNN's attention dropout reads the offset as a position in
+ * its Philox streams, from which each of its threads takes consecutive
+ * numbers, so two steps' offsets must lie further apart than any thread
+ * draws in a step (TransformerEngine moves it 16 per launch). */
+#define GE2_RNG_OFFSET_STRIDE ((uint64_t)1 << 20)
+
 typedef struct ge2_control {
     /* written by the host between steps (ge2_set_lr) */
     float base_lr;

@@ -385,7 +385,7 @@ static inline GE2_HD bool ge2_opt_scale_commit(const ge2_optimizer_config *cfg, 
 static inline GE2_HD void ge2_opt_commit(ge2_control *ctl, const ge2_optimizer_config *cfg, bool update,
                                          const ge2_opt_scalars *s)
 {
-    ctl->rng_offset += 1;
+    ctl->rng_offset += GE2_RNG_OFFSET_STRIDE;
     if (!update) {
         ctl->micro_step += 1;
         return;
