@@ -17,8 +17,9 @@ warm-up, cosine decay to --min-lr over the run), AdamW with weight decay on
 the >= 2-dim parameters only, gradient clipping at 1.0, an evaluation of
 --eval-iters batches of each split every --eval-interval iterations in
 eval mode - on tests/torch/nanogpt.py's model with seed 2. By default with
-dropout on the attention weights as nanoGPT has it (ge2's model has none;
---no-attn-dropout leaves it out on PyTorch's side too).
+dropout on the attention weights as nanoGPT has it, and as ge2's model has
+it (ge2_attention_dropout); --no-attn-dropout leaves it out on PyTorch's
+side (for ge2 builds before attention dropout).
 Both sides are timed from their first evaluation's line to their last
 (training and the evaluations between; ge2's start-up, data load and
 compile come before). With two or more GPUs the two runs share the call,

@@ -75,6 +75,8 @@ static ge2_status attention(builder *b, int i, ge2_tensor *h, ge2_tensor **y)
     /* [B·T, 3C] -> [B, T, 3H, D]: q's heads, k's, v's, as c_attn's rows are */
     TRY(ge2_reshape(b->g, qkv, ge2_shape4(-1, c->block_size, 3 * c->n_head, C / c->n_head), &qkv));
     TRY(ge2_attention_qkv(b->g, qkv, true, &a)); /* [B, T, H, D] */
+    if (c->dropout > 0) /* nanoGPT's attn_dropout, on the attention weights */
+        TRY(ge2_attention_dropout(b->g, a, c->dropout));
     TRY(ge2_reshape(b->g, a, ge2_shape2(-1, C), &a));
     snprintf(name, sizeof name, "transformer.h.%d.attn.c_proj", i);
     TRY(linear(b, name, a, C, 0.02 / sqrt(2.0 * (double)c->n_layer), GE2_ACT_NONE, &a));

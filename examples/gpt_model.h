@@ -4,10 +4,9 @@
  * the token embedding; biases on. Parameters carry nanoGPT's state_dict
  * names (transformer.wte.weight, transformer.h.{i}.attn.c_attn.weight, ...)
  * and its initialisation: N(0, 0.02), the residual projections (c_proj)
- * N(0, 0.02/sqrt(2·n_layer)), zero biases, LayerNorm gains 1.
- *
- * One difference: nanoGPT's attention dropout (on the attention weights)
- * is not applied; residual and embedding dropout are. */
+ * N(0, 0.02/sqrt(2·n_layer)), zero biases, LayerNorm gains 1. Dropout
+ * where nanoGPT has it: the embeddings, the attention weights
+ * (ge2_attention_dropout) and the residual branches. */
 #ifndef GE2_EXAMPLES_GPT_MODEL_H
 #define GE2_EXAMPLES_GPT_MODEL_H
 

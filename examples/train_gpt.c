@@ -56,7 +56,7 @@ static int usage(FILE *to, int code)
             "  --data FILE              the corpus ($GE2_CORPUS_DIR/austen.txt; default /usr/local/share/ge2/austen.txt)\n"
             "  --n-layer N --n-head N --n-embd N --block-size N   the model (6, 6, 384, 256)\n"
             "  --batch N                sequences per step (64)\n"
-            "  --dropout X              residual and embedding dropout (0.2)\n"
+            "  --dropout X              dropout on the embeddings, attention weights and residual branches (0.2)\n"
             "  --lr X --min-lr X        peak and final learning rate (1e-3, 1e-4): linear warmup, then cosine\n"
             "  --warmup N               warmup steps (100)\n"
             "  --max-iters N            steps of the schedule (5000)\n"

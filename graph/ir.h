@@ -141,6 +141,8 @@ typedef struct ge2_attention_attrs {
     bool heads_inner;
     bool packed;
     double scale;
+    double dropout;  /* train steps zero each attention weight with this probability (ge2_attention_dropout) */
+    uint32_t stream; /* the dropout's random stream (ge2_philox_step_draw): the node's id when dropout was set */
 } ge2_attention_attrs;
 
 /* DROPOUT and DROPOUT_BACKWARD: the probability p of zeroing an element

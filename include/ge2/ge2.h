@@ -310,6 +310,16 @@ ge2_status ge2_attention_bthd(ge2_graph *graph, ge2_tensor *q, ge2_tensor *k, ge
  * qkv's shape, so none to join theirs either. */
 ge2_status ge2_attention_qkv(ge2_graph *graph, ge2_tensor *qkv, bool causal, ge2_tensor **y);
 
+/* Dropout on the attention weights of the attention that made y (any of
+ * the three above), as PyTorch's scaled_dot_product_attention(dropout_p=p):
+ * in a train step each weight softmax(...)_tj is zeroed with probability
+ * p and the rest scale by 1/(1 - p); eval steps use every weight. The
+ * masks are drawn again in the backward, never stored. The CPU and ge2's
+ * CUDA kernels draw the same masks (Philox, as ge2_dropout; p applied in
+ * steps of 1/65536); under precision BF16, cuDNN's attention draws its own
+ * from the same seed and step offset. Call it before ge2_backward. */
+ge2_status ge2_attention_dropout(ge2_graph *graph, ge2_tensor *y, double p);
+
 /* Dropout: in a train step each element of x is zeroed with probability p
  * (in [0, 1)) and the rest scale by 1/(1 - p); an eval step passes x
  * through. The draws are Philox counters of the graph's seed, the step's

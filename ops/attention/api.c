@@ -37,3 +37,24 @@ ge2_status ge2_attention_qkv(ge2_graph *graph, ge2_tensor *qkv, bool causal, ge2
     a.attention.packed = true;
     return ge2_graph_add_forward(graph, GE2_OP_ATTENTION, "ge2_attention_qkv", ts, what, 1, 2, &a, y);
 }
+
+ge2_status ge2_attention_dropout(ge2_graph *graph, ge2_tensor *y, double p)
+{
+    if (!graph || !y)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_attention_dropout: %s is NULL", graph ? "y" : "graph");
+    if (y->graph != graph)
+        return ge2_error(GE2_ERR_GRAPH, "ge2_attention_dropout: '%s' belongs to another graph", y->name);
+    ge2_node *node = y->producer >= 0 ? &graph->nodes[y->producer] : NULL;
+    if (!node || node->op != GE2_OP_ATTENTION || node->outputs[0] != y->id)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_attention_dropout: '%s' is not the output of ge2_attention, "
+                         "ge2_attention_bthd or ge2_attention_qkv", y->name);
+    if (!(p >= 0 && p < 1))
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_attention_dropout: '%s': p = %g; it must be in [0, 1)",
+                         y->name, p);
+    /* the backward copies the forward's attrs when it is built */
+    if (graph->loss >= 0)
+        return ge2_error(GE2_ERR_STATE, "ge2_attention_dropout: '%s': the graph already has its backward", y->name);
+    node->attrs.attention.dropout = p;
+    node->attrs.attention.stream = (uint32_t)node->id; /* unique in the graph, as a dropout's */
+    return GE2_OK;
+}

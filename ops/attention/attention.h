@@ -28,7 +28,9 @@ extern "C" {
 #include <math.h>
 
 #include "autograd/autograd.h"
+#include "graph/control.h"
 #include "graph/op_support.h"
+#include "graph/philox.h"
 #include "ops/ops.h"
 
 /* q seen as heads × T rows of D values. [..., T, D]: h = 1, each head's
@@ -97,6 +99,50 @@ static inline ge2_attn_slots ge2_attn_slots_of(const ge2_node *node, ge2_attn_ge
 static inline double ge2_attn_scale(const ge2_attention_attrs *a, int64_t d)
 {
     return a->scale != 0 ? a->scale : 1.0 / sqrt((double)d);
+}
+
+/* Dropout on the attention weights (attrs.dropout = p > 0, train steps
+ * only): weight p_tj of head hd (ge2_attn_geom's flattened index) is kept,
+ * scaled by 1/(1-p), where its 16-bit uniform u satisfies u / 65536 >= p,
+ * else zeroed. u is half j mod 2 (the low half first) of word (j mod 8) / 2
+ * of draw (hd·T + t)·ceil(T/8) + j/8 of the op's stream
+ * (ge2_philox_step_draw): one draw serves 8 neighbouring keys of a query,
+ * so the tensor-core kernels spend little on it. lse stays the softmax's.
+ * With m_tj the kept weight's factor (0 or 1/(1-p)), y_t = Σ_j p_tj m_tj v_j
+ * and, as delta_t = dy_t·y_t still holds,
+ *     dv_j = Σ_t p_tj m_tj dy_t,   ds_tj = p_tj (m_tj dy_t·v_j - delta_t).
+ * The CPU and ge2's CUDA kernels draw the same masks; cuDNN's bf16
+ * attention draws its own (cudnn.c). */
+typedef struct ge2_attn_dropout {
+    uint32_t threshold; /* u >= threshold keeps: ceil(p·65536); 0 keeps every weight (no dropout) */
+    uint32_t stream;
+    float scale;                /* 1/(1-p), rounded once to f32 */
+    const ge2_control *control; /* the seed and the step's offset (device memory on CUDA) */
+} ge2_attn_dropout;
+
+/* A launch's dropout: none in an eval step or at p = 0 */
+static inline ge2_attn_dropout ge2_attn_dropout_of(const ge2_launch *l)
+{
+    const ge2_attention_attrs *a = &l->node->attrs.attention;
+    ge2_attn_dropout d = {0, a->stream, 1.0f, l->control};
+    if (l->training && a->dropout > 0) {
+        d.threshold = (uint32_t)ceil(a->dropout * 65536.0);
+        d.scale = (float)(1.0 / (1.0 - a->dropout));
+    }
+    return d;
+}
+
+/* The draw of keys 8·(j/8) .. 8·(j/8) + 7 of head hd's query t, T positions */
+static inline GE2_HD ge2_philox4 ge2_attn_drop_draw(uint64_t seed, uint64_t offset, uint32_t stream, int64_t hd,
+                                                    int64_t t, int64_t j, int64_t T)
+{
+    return ge2_philox_step_draw(seed, offset, stream, (uint64_t)((hd * T + t) * ((T + 7) / 8) + j / 8));
+}
+
+/* Whether key j's weight survives, r its group's draw */
+static inline GE2_HD bool ge2_attn_drop_keeps(ge2_philox4 r, int64_t j, uint32_t threshold)
+{
+    return (r.v[(j & 7) >> 1] >> ((j & 1) * 16) & 0xffffu) >= threshold;
 }
 
 /* infer.c */

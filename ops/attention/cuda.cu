@@ -21,6 +21,10 @@
 // (candidates.c) under FP32 and FP16, which the kernel registry times
 // against the fp32 FMA kernels; the launchers here serve all (attn_run.mma).
 //
+// Dropout on the weights (attention.h): the tiled kernels draw each tile's
+// mask into shared memory as the tiles load (one draw a query and 8 keys,
+// whichever thread later reads them); the row kernels draw weight by weight.
+//
 // No T x T matrix is ever stored, every sum runs in a fixed order and no
 // kernel uses atomics, so replays repeat each other bitwise.
 #include "kernels/cuda/block_reduce.h"
@@ -59,7 +63,8 @@ __device__ __forceinline__ float ge2_attn_dot(const float (&a)[DPL], const float
 
 template <int DPL>
 __global__ void ge2_attention_kernel(long long rows, int t_count, int d_count, int hpp, long long qld, float scale,
-                                     bool causal, const float *q, const float *k, const float *v, float *y, float *lse)
+                                     bool causal, ge2_attn_dropout drop, const float *q, const float *k,
+                                     const float *v, float *y, float *lse)
 {
     const long long row = (long long)blockIdx.x * (blockDim.x / GE2_WARP) + threadIdx.x / GE2_WARP;
     const int lane = threadIdx.x % GE2_WARP;
@@ -75,15 +80,18 @@ __global__ void ge2_attention_kernel(long long rows, int t_count, int d_count, i
     for (int i = 0; i < DPL; i++)
         acc[i] = 0.0f;
     float m = -INFINITY, l = 0.0f;
+    uint64_t seed, offset;
+    ge2_attn_drop_key(drop, seed, offset);
     for (int j = 0; j <= last; j++) {
         const float s = scale * ge2_attn_dot<DPL>(qv, k + base + j * ld, d_count, lane);
         const float m2 = fmaxf(m, s), c = expf(m - m2), p = expf(s - m2);
+        const float pm = drop.threshold ? p * ge2_attn_drop_at(drop, seed, offset, row / t_count, t, j, t_count) : p;
         const float *vr = v + base + j * ld;
         l = l * c + p;
 #pragma unroll
         for (int i = 0; i < DPL; i++) {
             const int d = lane + GE2_WARP * i;
-            acc[i] = acc[i] * c + (d < d_count ? p * vr[d] : 0.0f);
+            acc[i] = acc[i] * c + (d < d_count ? pm * vr[d] : 0.0f);
         }
         m = m2;
     }
@@ -158,10 +166,14 @@ __device__ __forceinline__ float ge2_attn_row_sum(float v)
 // Causal query tiles run the longest first (the last tile has the most keys).
 __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
     ge2_attention_tiled_kernel(int t_count, int d_count, int hpp, long long qld, float scale, bool causal,
-                               const float *q, const float *k, const float *v, float *y, float *lse)
+                               ge2_attn_dropout drop, const float *q, const float *k, const float *v, float *y,
+                               float *lse)
 {
     extern __shared__ float smem[];
     float *qt = smem, *kt = qt + GE2_ATTN_TF, *vs = kt + GE2_ATTN_TF, *ps = vs + GE2_ATTN_TF;
+    unsigned char *kept = (unsigned char *)(ps + GE2_ATTN_TF);
+    uint64_t seed, offset;
+    ge2_attn_drop_key(drop, seed, offset);
     const int q0 = (int)(gridDim.x - 1 - blockIdx.x) * GE2_ATTN_TILE;
     const long long rb = ge2_attn_head_row(blockIdx.y, t_count, hpp), base = rb * d_count,
                     ld = (long long)hpp * d_count, qb = ge2_attn_qkv_off(rb, hpp, qld, d_count);
@@ -176,6 +188,8 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
         __syncthreads(); // the last tile's readers are done
         ge2_attn_tile_load<true, GE2_ATTN_TILE_THREADS>(kt, k + qb, k0, t_count, d_count, qld, 1.0f);
         ge2_attn_tile_load<false, GE2_ATTN_TILE_THREADS>(vs, v + qb, k0, t_count, d_count, qld, 1.0f);
+        if (drop.threshold)
+            ge2_attn_drop_tile<GE2_ATTN_TILE_THREADS>(kept, drop, seed, offset, blockIdx.y, q0, k0, t_count);
         __syncthreads();
         float s[4][4] = {};
         ge2_attn_mm_tt(s, qt, kt, row0, col0);
@@ -199,8 +213,11 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
             l[r] = l[r] * alpha + ge2_attn_row_sum(sum);
             m[r] = m2;
 #pragma unroll
-            for (int c = 0; c < 4; c++)
+            for (int c = 0; c < 4; c++) {
                 o[r][c] *= alpha;
+                if (drop.threshold) // the sum above is the softmax's; p·v sums the kept weights
+                    s[r][c] *= ge2_attn_drop_factor(kept, drop.scale, row0 + r, col0 + c);
+            }
             ge2_attn_store4(ps, (row0 + r) * GE2_ATTN_TS + col0, s[r]);
         }
         __syncthreads();
@@ -239,8 +256,9 @@ __global__ void ge2_attention_delta_kernel(long long rows, int d_count, const fl
 // dq_t = scale Σ_j p_tj (dy_t·v_j - delta_t) k_j, keys in order
 template <int DPL>
 __global__ void ge2_attention_grad_q_kernel(long long rows, int t_count, int d_count, int hpp, long long qld,
-                                            float scale, bool causal, const float *dy, const float *q, const float *k,
-                                            const float *v, const float *lse, const float *delta, float *dq)
+                                            float scale, bool causal, ge2_attn_dropout drop, const float *dy,
+                                            const float *q, const float *k, const float *v, const float *lse,
+                                            const float *delta, float *dq)
 {
     const long long row = (long long)blockIdx.x * (blockDim.x / GE2_WARP) + threadIdx.x / GE2_WARP;
     const int lane = threadIdx.x % GE2_WARP;
@@ -257,10 +275,14 @@ __global__ void ge2_attention_grad_q_kernel(long long rows, int t_count, int d_c
     for (int i = 0; i < DPL; i++)
         acc[i] = 0.0f;
     const float z = lse[at], dl = delta[at];
+    uint64_t seed, offset;
+    ge2_attn_drop_key(drop, seed, offset);
     for (int j = 0; j <= last; j++) {
         const float *kr = k + base + j * ld, *vr = v + base + j * ld;
         const float p = expf(scale * ge2_attn_dot<DPL>(qv, kr, d_count, lane) - z);
-        const float ds = p * (ge2_attn_dot<DPL>(dyv, vr, d_count, lane) - dl);
+        const float dp = ge2_attn_dot<DPL>(dyv, vr, d_count, lane);
+        const float ds =
+            p * ((drop.threshold ? dp * ge2_attn_drop_at(drop, seed, offset, row / t_count, t, j, t_count) : dp) - dl);
 #pragma unroll
         for (int i = 0; i < DPL; i++) {
             const int d = lane + GE2_WARP * i;
@@ -279,9 +301,9 @@ __global__ void ge2_attention_grad_q_kernel(long long rows, int t_count, int d_c
 // dv_j = Σ_t p_tj dy_t, dk_j = scale Σ_t p_tj (dy_t·v_j - delta_t) q_t, queries in order
 template <int DPL>
 __global__ void ge2_attention_grad_kv_kernel(long long rows, int t_count, int d_count, int hpp, long long qld,
-                                             float scale, bool causal, const float *dy, const float *q, const float *k,
-                                             const float *v, const float *lse, const float *delta, float *dk,
-                                             float *dv)
+                                             float scale, bool causal, ge2_attn_dropout drop, const float *dy,
+                                             const float *q, const float *k, const float *v, const float *lse,
+                                             const float *delta, float *dk, float *dv)
 {
     const long long row = (long long)blockIdx.x * (blockDim.x / GE2_WARP) + threadIdx.x / GE2_WARP;
     const int lane = threadIdx.x % GE2_WARP;
@@ -297,16 +319,21 @@ __global__ void ge2_attention_grad_kv_kernel(long long rows, int t_count, int d_
 #pragma unroll
     for (int i = 0; i < DPL; i++)
         sk[i] = sv[i] = 0.0f;
+    uint64_t seed, offset;
+    ge2_attn_drop_key(drop, seed, offset);
     for (int t = causal ? j : 0; t < t_count; t++) {
         const float *qr = q + qb + t * qld, *dyr = dy + base + t * ld;
         const long long at = rb + (long long)t * hpp;
         const float p = expf(scale * ge2_attn_dot<DPL>(kv, qr, d_count, lane) - lse[at]);
-        const float ds = p * (ge2_attn_dot<DPL>(vv, dyr, d_count, lane) - delta[at]);
+        const float m = ge2_attn_drop_at(drop, seed, offset, row / t_count, t, j, t_count);
+        const float dp = ge2_attn_dot<DPL>(vv, dyr, d_count, lane);
+        const float ds = p * ((drop.threshold ? dp * m : dp) - delta[at]);
+        const float pm = drop.threshold ? p * m : p;
 #pragma unroll
         for (int i = 0; i < DPL; i++) {
             const int d = lane + GE2_WARP * i;
             if (d < d_count) {
-                sv[i] += p * dyr[d];
+                sv[i] += pm * dyr[d];
                 sk[i] += ds * qr[d];
             }
         }
@@ -326,12 +353,15 @@ __global__ void ge2_attention_grad_kv_kernel(long long rows, int t_count, int d_
 // dq of 64 queries of head blockIdx.y, key tiles in order; grid (query tiles, heads)
 __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
     ge2_attention_grad_q_tiled_kernel(int t_count, int d_count, int hpp, long long qld, float scale, bool causal,
-                                      const float *dy, const float *q, const float *k, const float *v,
-                                      const float *lse, const float *delta, float *dq)
+                                      ge2_attn_dropout drop, const float *dy, const float *q, const float *k,
+                                      const float *v, const float *lse, const float *delta, float *dq)
 {
     extern __shared__ float smem[];
     float *qt = smem, *dyt = qt + GE2_ATTN_TF, *kt = dyt + GE2_ATTN_TF, *vt = kt + GE2_ATTN_TF,
           *ks = vt + GE2_ATTN_TF, *dss = ks + GE2_ATTN_TF;
+    unsigned char *kept = (unsigned char *)(dss + GE2_ATTN_TF);
+    uint64_t seed, offset;
+    ge2_attn_drop_key(drop, seed, offset);
     const int q0 = (int)(gridDim.x - 1 - blockIdx.x) * GE2_ATTN_TILE;
     const long long rb = ge2_attn_head_row(blockIdx.y, t_count, hpp), base = rb * d_count,
                     ld = (long long)hpp * d_count, qb = ge2_attn_qkv_off(rb, hpp, qld, d_count);
@@ -351,6 +381,8 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
         ge2_attn_tile_load<true, GE2_ATTN_TILE_THREADS>(kt, k + qb, k0, t_count, d_count, qld, 1.0f);
         ge2_attn_tile_load<true, GE2_ATTN_TILE_THREADS>(vt, v + qb, k0, t_count, d_count, qld, 1.0f);
         ge2_attn_tile_load<false, GE2_ATTN_TILE_THREADS>(ks, k + qb, k0, t_count, d_count, qld, 1.0f);
+        if (drop.threshold)
+            ge2_attn_drop_tile<GE2_ATTN_TILE_THREADS>(kept, drop, seed, offset, blockIdx.y, q0, k0, t_count);
         __syncthreads();
         float s[4][4] = {}, dp[4][4] = {};
         ge2_attn_mm_tt(s, qt, kt, row0, col0);   // scores, base 2
@@ -362,7 +394,9 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
                 const float p = ge2_attn_sees(q0 + row0 + r, k0 + col0 + c, t_count, causal)
                                     ? exp2f(s[r][c] - lse2[r])
                                     : 0.0f;
-                s[r][c] = p * (dp[r][c] - dl[r]);
+                const float dpm = drop.threshold ? dp[r][c] * ge2_attn_drop_factor(kept, drop.scale, row0 + r, col0 + c)
+                                                 : dp[r][c];
+                s[r][c] = p * (dpm - dl[r]);
             }
             ge2_attn_store4(dss, (row0 + r) * GE2_ATTN_TS + col0, s[r]);
         }
@@ -382,13 +416,16 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
 // mask, so they start first.
 __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
     ge2_attention_grad_kv_tiled_kernel(int t_count, int d_count, int hpp, long long qld, float scale, bool causal,
-                                       const float *dy, const float *q, const float *k, const float *v,
-                                       const float *lse, const float *delta, float *dk, float *dv)
+                                       ge2_attn_dropout drop, const float *dy, const float *q, const float *k,
+                                       const float *v, const float *lse, const float *delta, float *dk, float *dv)
 {
     extern __shared__ float smem[];
     float *kt = smem, *vt = kt + GE2_ATTN_TF, *qt = vt + GE2_ATTN_TF, *qs = qt + GE2_ATTN_TF,
           *dyt = qs + GE2_ATTN_TF, *dys = dyt + GE2_ATTN_TF, *pt = dys + GE2_ATTN_TF, *dst = pt + GE2_ATTN_TF,
           *lse2 = dst + GE2_ATTN_TF, *dl = lse2 + GE2_ATTN_TILE;
+    unsigned char *kept = (unsigned char *)(dl + GE2_ATTN_TILE);
+    uint64_t seed, offset;
+    ge2_attn_drop_key(drop, seed, offset);
     const int k0 = (int)blockIdx.x * GE2_ATTN_TILE;
     const long long rb = ge2_attn_head_row(blockIdx.y, t_count, hpp), base = rb * d_count,
                     ld = (long long)hpp * d_count, qb = ge2_attn_qkv_off(rb, hpp, qld, d_count);
@@ -403,6 +440,8 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
         ge2_attn_tile_load<true, GE2_ATTN_TILE_THREADS>(dyt, dy + base, q0, t_count, d_count, ld, 1.0f);
         ge2_attn_tile_load<false, GE2_ATTN_TILE_THREADS>(dys, dy + base, q0, t_count, d_count, ld, 1.0f);
         ge2_attn_query_stats(lse2, dl, lse, delta, rb, hpp, q0, t_count);
+        if (drop.threshold)
+            ge2_attn_drop_tile<GE2_ATTN_TILE_THREADS>(kept, drop, seed, offset, blockIdx.y, q0, k0, t_count);
         __syncthreads();
         float s[4][4] = {}, dp[4][4] = {};
         ge2_attn_mm_tt(s, kt, qt, row0, col0);   // scores (key j, query i), base 2
@@ -412,8 +451,11 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
 #pragma unroll
             for (int c = 0; c < 4; c++) {
                 const int i = col0 + c;
-                s[r][c] = ge2_attn_sees(q0 + i, k0 + row0 + r, t_count, causal) ? exp2f(s[r][c] - lse2[i]) : 0.0f;
-                dp[r][c] = s[r][c] * (dp[r][c] - dl[i]);
+                const float p =
+                    ge2_attn_sees(q0 + i, k0 + row0 + r, t_count, causal) ? exp2f(s[r][c] - lse2[i]) : 0.0f;
+                const float m = drop.threshold ? ge2_attn_drop_factor(kept, drop.scale, i, row0 + r) : 1.0f;
+                s[r][c] = drop.threshold ? p * m : p;
+                dp[r][c] = p * ((drop.threshold ? dp[r][c] * m : dp[r][c]) - dl[i]);
             }
             ge2_attn_store4(pt, (row0 + r) * GE2_ATTN_TS + col0, s[r]);
             ge2_attn_store4(dst, (row0 + r) * GE2_ATTN_TS + col0, dp[r]);
@@ -448,12 +490,14 @@ typedef struct attn_run {
     unsigned blocks; // of the row kernels
     int mma;         // how the tiled kernels multiply (GE2_ATTN_FMA, ...)
     bool tiled;      // the tiled kernels take it (attn_tiled)
+    ge2_attn_dropout drop;
 } attn_run;
 
-// Shared memory of the tiled kernels: 4, 6 and 8 tiles, and two rows of per-query values
-static const size_t attn_smem_forward = 4 * GE2_ATTN_TF * sizeof(float);
-static const size_t attn_smem_grad_q = 6 * GE2_ATTN_TF * sizeof(float);
-static const size_t attn_smem_grad_kv = (8 * GE2_ATTN_TF + 2 * GE2_ATTN_TILE) * sizeof(float);
+// Shared memory of the tiled kernels: 4, 6 and 8 tiles, and two rows of
+// per-query values; each then a tile's dropout mask
+static const size_t attn_smem_forward = 4 * GE2_ATTN_TF * sizeof(float) + GE2_ATTN_DROP_BYTES;
+static const size_t attn_smem_grad_q = 6 * GE2_ATTN_TF * sizeof(float) + GE2_ATTN_DROP_BYTES;
+static const size_t attn_smem_grad_kv = (8 * GE2_ATTN_TF + 2 * GE2_ATTN_TILE) * sizeof(float) + GE2_ATTN_DROP_BYTES;
 
 // the most a launch of op asks (the backward's dk, dv kernel asks more than its dq kernel)
 static size_t attn_smem_of(ge2_op op, int mma)
@@ -501,7 +545,10 @@ static ge2_status attn_run_of(const ge2_launch *l, ge2_shape q, int mma, attn_ru
     const long long per_block = GE2_ATTN_THREADS / GE2_WARP;
     *r = attn_run{g.heads, g.heads * g.t, (int)g.t, (int)g.d, (int)g.h, g.qkv_ld, ge2_attn_slots_of(l->node, g),
                   (float)ge2_attn_scale(a, g.d), a->causal, (unsigned)((g.heads * g.t + per_block - 1) / per_block),
-                  mma, attn_tiled(l, g, mma)};
+                  mma, attn_tiled(l, g, mma), ge2_attn_dropout_of(l)};
+    if (r->drop.threshold && !l->control)
+        return ge2_error(GE2_ERR_STATE, "ge2_%s (node %d): a train step with dropout without the control block",
+                         ge2_cuda_op_name(l), l->node->id);
     return GE2_OK;
 }
 
@@ -755,14 +802,15 @@ static ge2_status attention_fp32(const ge2_launch *l, int mma)
     if (r.tiled) {
         if (r.mma != GE2_ATTN_FMA)
             return ge2_cuda_check_call(l, ge2_attn_tc_forward(r.mma, attn_tiles(r), ge2_cuda_stream(l), r.t, r.d,
-                                                              r.hpp, r.qld, r.scale, r.causal, q, k, v, OUT(0), lse),
+                                                              r.hpp, r.qld, r.scale, r.causal, r.drop, q, k, v, OUT(0),
+                                                              lse),
                                        "ge2_attention_tc_kernel");
         ge2_attention_tiled_kernel<<<attn_tiles(r), GE2_ATTN_TILE_THREADS, attn_smem_forward, ge2_cuda_stream(l)>>>(
-            r.t, r.d, r.hpp, r.qld, r.scale, r.causal, q, k, v, OUT(0), lse);
+            r.t, r.d, r.hpp, r.qld, r.scale, r.causal, r.drop, q, k, v, OUT(0), lse);
         return ge2_cuda_check_launch(l, "ge2_attention_tiled_kernel");
     }
-    GE2_ATTN_DISPATCH(ge2_attention_kernel, r, l, r.rows, r.t, r.d, r.hpp, r.qld, r.scale, r.causal, q, k, v, OUT(0),
-                      lse);
+    GE2_ATTN_DISPATCH(ge2_attention_kernel, r, l, r.rows, r.t, r.d, r.hpp, r.qld, r.scale, r.causal, r.drop, q, k, v,
+                      OUT(0), lse);
     return ge2_cuda_check_launch(l, "ge2_attention_kernel");
 }
 
@@ -798,16 +846,16 @@ static ge2_status attention_grad_fp32(const ge2_launch *l, int mma)
     if (dq && r.tiled) {
         if (r.mma != GE2_ATTN_FMA) {
             GE2_TRY(ge2_cuda_check_call(l, ge2_attn_tc_grad_q(r.mma, attn_tiles(r), stream, r.t, r.d, r.hpp, r.qld,
-                                                              r.scale, r.causal, dy, q, k, v, lse, delta, dq),
+                                                              r.scale, r.causal, r.drop, dy, q, k, v, lse, delta, dq),
                                         "ge2_attention_grad_q_tc_kernel"));
         } else {
             ge2_attention_grad_q_tiled_kernel<<<attn_tiles(r), GE2_ATTN_TILE_THREADS, attn_smem_grad_q, stream>>>(
-                r.t, r.d, r.hpp, r.qld, r.scale, r.causal, dy, q, k, v, lse, delta, dq);
+                r.t, r.d, r.hpp, r.qld, r.scale, r.causal, r.drop, dy, q, k, v, lse, delta, dq);
             GE2_TRY(ge2_cuda_check_launch(l, "ge2_attention_grad_q_tiled_kernel"));
         }
     } else if (dq) {
-        GE2_ATTN_DISPATCH(ge2_attention_grad_q_kernel, r, l, r.rows, r.t, r.d, r.hpp, r.qld, r.scale, r.causal, dy, q,
-                          k, v, lse, delta, dq);
+        GE2_ATTN_DISPATCH(ge2_attention_grad_q_kernel, r, l, r.rows, r.t, r.d, r.hpp, r.qld, r.scale, r.causal, r.drop,
+                          dy, q, k, v, lse, delta, dq);
         GE2_TRY(ge2_cuda_check_launch(l, "ge2_attention_grad_q_kernel"));
     }
     if (!dk && !dv)
@@ -815,13 +863,14 @@ static ge2_status attention_grad_fp32(const ge2_launch *l, int mma)
     if (r.tiled) {
         if (r.mma != GE2_ATTN_FMA)
             return ge2_cuda_check_call(l, ge2_attn_tc_grad_kv(r.mma, attn_tiles(r), stream, r.t, r.d, r.hpp, r.qld,
-                                                              r.scale, r.causal, dy, q, k, v, lse, delta, dk, dv),
+                                                              r.scale, r.causal, r.drop, dy, q, k, v, lse, delta, dk,
+                                                              dv),
                                        "ge2_attention_grad_kv_tc_kernel");
         ge2_attention_grad_kv_tiled_kernel<<<attn_tiles(r), GE2_ATTN_TILE_THREADS, attn_smem_grad_kv, stream>>>(
-            r.t, r.d, r.hpp, r.qld, r.scale, r.causal, dy, q, k, v, lse, delta, dk, dv);
+            r.t, r.d, r.hpp, r.qld, r.scale, r.causal, r.drop, dy, q, k, v, lse, delta, dk, dv);
         return ge2_cuda_check_launch(l, "ge2_attention_grad_kv_tiled_kernel");
     }
-    GE2_ATTN_DISPATCH(ge2_attention_grad_kv_kernel, r, l, r.rows, r.t, r.d, r.hpp, r.qld, r.scale, r.causal, dy, q, k,
-                      v, lse, delta, dk, dv);
+    GE2_ATTN_DISPATCH(ge2_attention_grad_kv_kernel, r, l, r.rows, r.t, r.d, r.hpp, r.qld, r.scale, r.causal, r.drop,
+                      dy, q, k, v, lse, delta, dk, dv);
     return ge2_cuda_check_launch(l, "ge2_attention_grad_kv_kernel");
 }

@@ -8,6 +8,8 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "ops/attention/attention.h"
+
 #define GE2_ATTN_TILE 64                          // queries or keys per tile; also the padded D
 #define GE2_ATTN_TS (GE2_ATTN_TILE + 4)           // row stride in shared memory: float4-aligned, and
                                                   // rows 4 apart fall 16 banks apart
@@ -89,21 +91,74 @@ __device__ __forceinline__ bool ge2_attn_sees(int i, int j, int t_count, bool ca
     return i < t_count && j < t_count && (!causal || j <= i);
 }
 
+// ------------------------------------------------------------------ dropout
+
+#define GE2_ATTN_DROP_BYTES (GE2_ATTN_TILE * GE2_ATTN_TILE / 8) // a tile's dropout mask: a bit a weight
+
+// The seed and the step's offset a kernel draws with (0 without dropout:
+// the control block is not read then)
+__device__ __forceinline__ void ge2_attn_drop_key(const ge2_attn_dropout &d, uint64_t &seed, uint64_t &offset)
+{
+    seed = d.threshold ? d.control->rng_seed : 0;
+    offset = d.threshold ? d.control->rng_offset : 0;
+}
+
+// The dropout factor of head hd's weight (query i, key j), drawn alone
+// (the row kernels'): 1 without dropout, else 0 or the scale
+__device__ __forceinline__ float ge2_attn_drop_at(const ge2_attn_dropout &d, uint64_t seed, uint64_t offset,
+                                                  long long hd, int i, int j, int t_count)
+{
+    if (!d.threshold)
+        return 1.0f;
+    return ge2_attn_drop_keeps(ge2_attn_drop_draw(seed, offset, d.stream, hd, i, j, t_count), j, d.threshold)
+               ? d.scale
+               : 0.0f;
+}
+
+// The mask of the weights of queries q0 .. q0+63 and keys k0 .. k0+63 of
+// head hd into bits, by a block of THREADS threads: bit j mod 8 of byte
+// i·8 + j/8 set where weight (q0 + i, k0 + j) is kept. A byte is one draw
+// (8 keys of a query, attention.h), so a tile costs 512 draws however the
+// kernel's threads hold its weights.
+template <int THREADS>
+__device__ __forceinline__ void ge2_attn_drop_tile(unsigned char *bits, const ge2_attn_dropout &d, uint64_t seed,
+                                                   uint64_t offset, long long hd, int q0, int k0, int t_count)
+{
+    for (int at = threadIdx.x; at < GE2_ATTN_DROP_BYTES; at += THREADS) {
+        const int i = q0 + at / 8, j = k0 + at % 8 * 8;
+        unsigned b = 0;
+        if (i < t_count && j < t_count) {
+            const ge2_philox4 r = ge2_attn_drop_draw(seed, offset, d.stream, hd, i, j, t_count);
+#pragma unroll
+            for (int e = 0; e < 8; e++)
+                b |= (unsigned)ge2_attn_drop_keeps(r, e, d.threshold) << e;
+        }
+        bits[at] = (unsigned char)b;
+    }
+}
+
+// The factor of weight (q0 + i, k0 + j) of such a mask: 0 or the scale
+__device__ __forceinline__ float ge2_attn_drop_factor(const unsigned char *bits, float scale, int i, int j)
+{
+    return bits[i * 8 + j / 8] >> (j % 8) & 1 ? scale : 0.0f;
+}
+
 // tensor_cores.cu: the tiled kernels on tensor cores (mma: GE2_ATTN_TF32 or
-// GE2_ATTN_3XTF32), with cuda.cu's arguments and grid (query or key tiles,
+// GE2_ATTN_3XTF32), with cuda.cu's arguments (and its dropout) and grid (query or key tiles,
 // heads); enqueue on stream. Shared memory past 48 KiB: grant once per mma
 // (ge2_attn_tc_grant) before the first launch; smem: the most a kernel asks.
 cudaError_t ge2_attn_tc_grant(int mma);
 size_t ge2_attn_tc_smem(void);
 cudaError_t ge2_attn_tc_forward(int mma, dim3 grid, cudaStream_t stream, int t_count, int d_count, int hpp,
-                                long long qld, float scale, bool causal, const float *q, const float *k,
-                                const float *v, float *y, float *lse);
+                                long long qld, float scale, bool causal, ge2_attn_dropout drop, const float *q,
+                                const float *k, const float *v, float *y, float *lse);
 cudaError_t ge2_attn_tc_grad_q(int mma, dim3 grid, cudaStream_t stream, int t_count, int d_count, int hpp,
-                               long long qld, float scale, bool causal, const float *dy, const float *q,
-                               const float *k, const float *v, const float *lse, const float *delta, float *dq);
+                               long long qld, float scale, bool causal, ge2_attn_dropout drop, const float *dy,
+                               const float *q, const float *k, const float *v, const float *lse,
+                               const float *delta, float *dq);
 cudaError_t ge2_attn_tc_grad_kv(int mma, dim3 grid, cudaStream_t stream, int t_count, int d_count, int hpp,
-                                long long qld, float scale, bool causal, const float *dy, const float *q,
-                                const float *k, const float *v, const float *lse, const float *delta, float *dk,
-                                float *dv);
+                                long long qld, float scale, bool causal, ge2_attn_dropout drop, const float *dy,
+                                const float *q, const float *k, const float *v, const float *lse,
+                                const float *delta, float *dk, float *dv);
 
 #endif /* GE2_OPS_ATTENTION_CUDA_TILES_H */

@@ -10,6 +10,16 @@
  *             dS = scale·P ⊙ (dO·Vᵀ - softmax_sum), dK = dSᵀ·Q, dQ = dS·K
  *             written directly: the deterministic form (no fp32 dQ
  *             accumulator summed with atomics), so replays equal eager steps.
+ *   dropout (train steps with attrs.dropout p > 0), as cudnn-frontend
+ *             lowers it: a Bernoulli(1 - p) RNG mask M from device seed and
+ *             offset tensors, P·M·1/(1-p) into P·V and Pᵀ·dO, M ⊙ dO·Vᵀ in
+ *             dS, softmax_sum scaled by 1 - p and dS by 1/(1-p).
+ *
+ * cuDNN's masks are its own Philox numbers, not ge2's (attention.h): the
+ * seed it reads is the launch's own, the graph's seed mixed with the op's
+ * stream, so two layers draw different masks; the offset is the control
+ * block's, which the step advances on the device, so each replay draws
+ * new ones, and the backward (same seed, same offset) the forward's.
  *
  * Operands: bf16 copies of q, k, v (and dy, y) rounded into the launch's
  * scratch in their own layout, which the tensors' strides describe (heads
@@ -22,10 +32,12 @@
  * run (the kernel report says why). */
 #include <math.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
+#include <cuda_runtime_api.h>
 #include <cudnn_graph.h>
 
 #include "graph/alloc.h"
@@ -34,20 +46,39 @@
 #include "ops/attention/attention.h"
 
 /* The non-virtual tensors' ids (the variant pack's) */
-enum { U_Q = 1, U_K, U_V, U_O, U_STATS, U_DO, U_DQ, U_DK, U_DV, U_SCALE, U_NEG_INF, U_ONE, U_SOFTMAX_SUM };
+enum {
+    U_Q = 1,
+    U_K,
+    U_V,
+    U_O,
+    U_STATS,
+    U_DO,
+    U_DQ,
+    U_DK,
+    U_DV,
+    U_SCALE,
+    U_NEG_INF,
+    U_ONE,
+    U_SOFTMAX_SUM,
+    U_SEED,
+    U_OFFSET,
+    U_DROP_SCALE
+};
 
 /* One shape of attention: [b, h, t, d] with the heads h inside the
  * positions (ge2_attn_geom's h; 1 when outside, the batch then counting
- * every head); packed, q, k, v and their gradients 3·h·d values a position. */
+ * every head); packed, q, k, v and their gradients 3·h·d values a position;
+ * dropout p (0: none, as in every eval step). */
 typedef struct sdpa_key {
     bool backward, causal, packed;
     int64_t b, h, t, d;
+    double dropout;
 } sdpa_key;
 
 /* ------------------------------------------------------- the graphs */
 
-#define SDPA_MAX_DESCS 112
-#define SDPA_MAX_OPS 24
+#define SDPA_MAX_DESCS 176
+#define SDPA_MAX_OPS 40 /* the backward with dropout has 26 */
 
 typedef struct sdpa_graph {
     ge2_cudnn_desc owned[SDPA_MAX_DESCS]; /* every descriptor made, kept for the plan's life */
@@ -233,6 +264,37 @@ static ge2_cudnn_desc on_scores(sdpa_graph *g, const sdpa_dims *s, cudnnPointwis
     return y;
 }
 
+/* cuDNN reads the offset in place, as a tensor aligned as every other (16 bytes) */
+_Static_assert(offsetof(ge2_control, rng_offset) % 16 == 0, "ge2_control.rng_offset must be 16-byte aligned");
+
+/* The dropout mask [b, h, t, t]: 1 where a weight is kept (probability
+ * 1 - p), else 0, drawn from the device seed and offset (int64 scalars) */
+static ge2_cudnn_desc dropout_mask(sdpa_graph *g, const sdpa_dims *s, double p)
+{
+    ge2_cudnn_desc seed = tensor(g, U_SEED, CUDNN_DATA_INT64, s->scalar, s->scalar, false, false);
+    ge2_cudnn_desc offset = tensor(g, U_OFFSET, CUDNN_DATA_INT64, s->scalar, s->scalar, false, false);
+    const cudnnRngDistribution_t bernoulli = CUDNN_RNG_DISTRIBUTION_BERNOULLI;
+    const double keep = 1.0 - p;
+    const sdpa_attr rng[] = {{CUDNN_ATTR_RNG_DISTRIBUTION, CUDNN_TYPE_RNG_DISTRIBUTION, 1, &bernoulli},
+                             {CUDNN_ATTR_RNG_BERNOULLI_DIST_PROBABILITY, CUDNN_TYPE_DOUBLE, 1, &keep}};
+    ge2_cudnn_desc desc = described(g, CUDNN_BACKEND_RNG_DESCRIPTOR, rng, 2);
+    ge2_cudnn_desc mask = virtual_tensor(g, CUDNN_DATA_FLOAT, s->scores, s->score_strides);
+    const sdpa_attr op[] = {{CUDNN_ATTR_OPERATION_RNG_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &mask},
+                            {CUDNN_ATTR_OPERATION_RNG_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &desc},
+                            {CUDNN_ATTR_OPERATION_RNG_SEED, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &seed},
+                            {CUDNN_ATTR_OPERATION_RNG_OFFSET_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &offset}};
+    add_op(g, described(g, CUDNN_BACKEND_OPERATION_RNG_DESCRIPTOR, op, 4));
+    return mask;
+}
+
+/* x ⊙ mask · drop_scale (1/(1-p)) into y: the kept weights */
+static void dropped(sdpa_graph *g, const sdpa_dims *s, ge2_cudnn_desc x, ge2_cudnn_desc mask,
+                    ge2_cudnn_desc drop_scale, ge2_cudnn_desc y)
+{
+    ge2_cudnn_desc kept = on_scores(g, s, CUDNN_POINTWISE_MUL, x, mask);
+    pointwise(g, CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, kept, drop_scale, NULL, y, -1);
+}
+
 /* scale · q·kᵀ, fp32 [b, h, t, t] */
 static ge2_cudnn_desc scaled_scores(sdpa_graph *g, const sdpa_dims *s, ge2_cudnn_desc q, ge2_cudnn_desc kt,
                                     ge2_cudnn_desc scale)
@@ -262,7 +324,13 @@ static void build_forward(sdpa_graph *g, const sdpa_key *k)
     pointwise(g, CUDNN_POINTWISE_LOG, CUDNN_DATA_FLOAT, z, NULL, NULL, log_z, -1);
     pointwise(g, CUDNN_POINTWISE_ADD, CUDNN_DATA_FLOAT, m, log_z, NULL, stats, -1);
     ge2_cudnn_desc p = virtual_tensor(g, bf16, s.scores, s.score_strides); /* P·V multiplies bf16 */
-    pointwise(g, CUDNN_POINTWISE_DIV, CUDNN_DATA_FLOAT, e, z, NULL, p, -1);
+    if (k->dropout > 0) {
+        ge2_cudnn_desc p0 = virtual_tensor(g, f32, s.scores, s.score_strides);
+        pointwise(g, CUDNN_POINTWISE_DIV, CUDNN_DATA_FLOAT, e, z, NULL, p0, -1);
+        dropped(g, &s, p0, dropout_mask(g, &s, k->dropout), scalar(g, &s, U_DROP_SCALE), p);
+    } else {
+        pointwise(g, CUDNN_POINTWISE_DIV, CUDNN_DATA_FLOAT, e, z, NULL, p, -1);
+    }
     matmul(g, p, v, o);
 }
 
@@ -278,7 +346,7 @@ static void build_backward(sdpa_graph *g, const sdpa_key *k)
     ge2_cudnn_desc one = scalar(g, &s, U_ONE);
     ge2_cudnn_desc softmax_sum = tensor(g, U_SOFTMAX_SUM, f32, s.stats, s.sums_strides, false, false);
 
-    /* softmax_sum = rowsum(dO ⊙ O) */
+    /* softmax_sum = rowsum(dO ⊙ O) · one (1, or 1 - p under dropout) */
     ge2_cudnn_desc x0 = virtual_tensor(g, f32, s.rows, s.row_strides);
     pointwise(g, CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, d_o, o, NULL, x0, -1);
     ge2_cudnn_desc x1 = virtual_tensor(g, f32, s.stats, s.sums_strides);
@@ -288,15 +356,26 @@ static void build_backward(sdpa_graph *g, const sdpa_key *k)
     ge2_cudnn_desc s1 = scaled_scores(g, &s, q, kt, scale);
     ge2_cudnn_desc s2 = on_scores(g, &s, CUDNN_POINTWISE_SUB, s1, stats);
     ge2_cudnn_desc p = on_scores(g, &s, CUDNN_POINTWISE_EXP, k->causal ? causal_mask(g, &s, s2, neg_inf) : s2, NULL);
-    /* dV = Pᵀ·dO */
+    /* dV = Pᵀ·dO (P's kept weights, under dropout) */
+    ge2_cudnn_desc mask = k->dropout > 0 ? dropout_mask(g, &s, k->dropout) : NULL, pk = p;
+    ge2_cudnn_desc drop_scale = mask ? scalar(g, &s, U_DROP_SCALE) : NULL;
+    if (mask) {
+        pk = virtual_tensor(g, f32, s.scores, s.score_strides);
+        dropped(g, &s, p, mask, drop_scale, pk);
+    }
     ge2_cudnn_desc pt = virtual_tensor(g, bf16, s.scores, s.score_strides_t);
-    reshape(g, p, pt);
+    reshape(g, pk, pt);
     matmul(g, pt, d_o, dv);
-    /* dS = scale·P ⊙ (dO·Vᵀ - softmax_sum) */
+    /* dS = scale·P ⊙ (dO·Vᵀ - softmax_sum); under dropout
+     * scale/(1-p)·P ⊙ (M ⊙ dO·Vᵀ - softmax_sum), whose softmax_sum was scaled by 1 - p */
     ge2_cudnn_desc dp = virtual_tensor(g, f32, s.scores, s.score_strides);
     matmul(g, d_o, vt, dp);
-    ge2_cudnn_desc a1 = on_scores(g, &s, CUDNN_POINTWISE_SUB, dp, softmax_sum);
-    ge2_cudnn_desc ds = on_scores(g, &s, CUDNN_POINTWISE_MUL, on_scores(g, &s, CUDNN_POINTWISE_MUL, a1, p), scale);
+    ge2_cudnn_desc a1 = on_scores(g, &s, CUDNN_POINTWISE_SUB, mask ? on_scores(g, &s, CUDNN_POINTWISE_MUL, dp, mask) : dp,
+                                  softmax_sum);
+    ge2_cudnn_desc ds0 = on_scores(g, &s, CUDNN_POINTWISE_MUL, a1, p);
+    if (mask)
+        ds0 = on_scores(g, &s, CUDNN_POINTWISE_MUL, ds0, drop_scale);
+    ge2_cudnn_desc ds = on_scores(g, &s, CUDNN_POINTWISE_MUL, ds0, scale);
     /* dK = dSᵀ·Q */
     ge2_cudnn_desc dst = virtual_tensor(g, bf16, s.scores, s.score_strides_t);
     reshape(g, ds, dst);
@@ -328,7 +407,7 @@ static struct {
 static bool same_key(const sdpa_key *a, const sdpa_key *b)
 {
     return a->backward == b->backward && a->causal == b->causal && a->packed == b->packed && a->b == b->b &&
-           a->h == b->h && a->t == b->t && a->d == b->d;
+           a->h == b->h && a->t == b->t && a->d == b->d && a->dropout == b->dropout;
 }
 
 /* The plan of key, built on first use; NULL when out of room or memory. */
@@ -392,8 +471,9 @@ static bool key_of(const ge2_launch *l, sdpa_key *key, char *why, size_t why_siz
                  (long long)g.t);
         return false;
     }
-    *key = (sdpa_key){backward, l->node->attrs.attention.causal, l->node->attrs.attention.packed, g.heads / g.h, g.h,
-                      g.t, g.d};
+    const ge2_attention_attrs *a = &l->node->attrs.attention;
+    *key = (sdpa_key){backward, a->causal, a->packed, g.heads / g.h, g.h, g.t, g.d,
+                      l->training && a->dropout > 0 ? a->dropout : 0.0};
     return true;
 }
 
@@ -443,9 +523,34 @@ static sdpa_layout layout_of(const sdpa_key *key, size_t workspace_bytes, const 
 typedef struct sdpa_launch {
     const sdpa_plan *plan;
     sdpa_layout layout;
-    float scale, neg_inf, one; /* the by-value scalars: host memory the variant pack points to */
+    float scale, neg_inf, one, drop_scale; /* the by-value scalars: host memory the variant pack points to */
+    int64_t *seed; /* under dropout: the launch's seed in device memory (dropout_seed) */
     char description[224];
 } sdpa_launch;
+
+/* The seed a dropout launch's masks draw from: the graph's (the control
+ * block's) mixed with the op's stream (splitmix64's finalizer), so layers
+ * of one shape draw different masks; copied once into device memory of
+ * its own before capture */
+static ge2_status dropout_seed(const ge2_launch *l, sdpa_launch *s)
+{
+    uint64_t seed = 0;
+    cudaError_t e = cudaStreamSynchronize((cudaStream_t)l->stream);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(&seed, &l->control->rng_seed, sizeof seed, cudaMemcpyDeviceToHost);
+    uint64_t z = seed ^ (0x9E3779B97F4A7C15ull * (l->node->attrs.attention.stream + 1ull));
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    const int64_t mixed = (int64_t)(z ^ (z >> 31));
+    if (e == cudaSuccess)
+        e = cudaMalloc((void **)&s->seed, sizeof mixed);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(s->seed, &mixed, sizeof mixed, cudaMemcpyHostToDevice);
+    if (e != cudaSuccess)
+        return ge2_error(GE2_ERR_CUDA, "ge2_%s (node %d): the dropout seed: %s", ge2_op_name(l->node->op),
+                         l->node->id, cudaGetErrorString(e));
+    return GE2_OK;
+}
 
 /* The log-sum-exp cuDNN reads or writes as Stats (NULL: the forward's goes to the scratch) */
 static const void *lse_of(const ge2_launch *l)
@@ -519,10 +624,16 @@ ge2_status ge2_cudnn_attention_prepare(ge2_launch *l, const char *fallback)
         s->layout = layout;
         s->scale = (float)ge2_attn_scale(&l->node->attrs.attention, key.d);
         s->neg_inf = -INFINITY;
-        s->one = 1.0f;
+        s->one = (float)(1.0 - key.dropout);
+        s->drop_scale = key.dropout > 0 ? (float)(1.0 / (1.0 - key.dropout)) : 1.0f;
+        const ge2_status st = key.dropout > 0 ? dropout_seed(l, s) : GE2_OK;
+        if (st != GE2_OK)
+            ge2_cudnn_attention_release(l); /* a failed prepare leaves nothing behind */
+        if (st != GE2_OK)
+            return st;
         snprintf(s->description, sizeof s->description,
-                 "cuDNN flash attention (bf16 operands, fp32 softmax), engine %lld%s", (long long)p->plan.engine,
-                 key.backward ? ", deterministic dQ" : "");
+                 "cuDNN flash attention (bf16 operands, fp32 softmax), engine %lld%s%s", (long long)p->plan.engine,
+                 key.backward ? ", deterministic dQ" : "", key.dropout > 0 ? ", cuDNN's dropout masks" : "");
         return GE2_OK;
     }
     snprintf(s->description, sizeof s->description, "%s; not cuDNN under bf16: %s", fallback, why);
@@ -537,6 +648,9 @@ bool ge2_cudnn_attention_runs(const ge2_launch *l)
 
 void ge2_cudnn_attention_release(ge2_launch *l)
 {
+    const sdpa_launch *s = l->backend_data;
+    if (s && s->seed)
+        cudaFree(s->seed);
     ge2_free(l->backend_data);
     l->backend_data = NULL;
 }
@@ -560,8 +674,8 @@ ge2_status ge2_cudnn_attention_launch(const ge2_launch *l)
     for (int i = 0; i < s->layout.n_copies; i++)
         c[i] = scratch + s->layout.copy[i];
     ge2_bf16_spans in = {0}, out = {0};
-    int64_t uids[13];
-    void *ptrs[13];
+    int64_t uids[16];
+    void *ptrs[16];
     int m = 0;
 #define PACK(uid, ptr) (uids[m] = (uid), ptrs[m++] = (void *)(ptr))
     /* f32 tensors are rounded into their copies (outputs widened from
@@ -591,6 +705,8 @@ ge2_status ge2_cudnn_attention_launch(const ge2_launch *l)
     PACK(U_SCALE, &s->scale);
     if (key->causal)
         PACK(U_NEG_INF, &s->neg_inf);
+    if (key->dropout > 0) /* the offset the step advances on the device */
+        PACK(U_SEED, s->seed), PACK(U_OFFSET, &l->control->rng_offset), PACK(U_DROP_SCALE, &s->drop_scale);
 #undef PACK
     GE2_TRY(ge2_cuda_bf16_round(l, &in));
     ge2_status st = ge2_cudnn_execute(&s->plan->plan, l->stream, m, uids, ptrs, scratch + s->layout.workspace);

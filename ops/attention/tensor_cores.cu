@@ -22,6 +22,8 @@
 //
 // Scores are kept in base 2 (q or k pre-scaled by scale·log2 e), every sum
 // runs in a fixed order and nothing uses atomics: replays repeat bitwise.
+// Under dropout each 64 x 64 tile's mask is drawn into shared memory while
+// the tiles load (ge2_attn_drop_tile, cuda_tiles.h), one draw a byte.
 #include <stdint.h>
 
 #include "ops/attention/cuda_tiles.h"
@@ -31,10 +33,11 @@
 #define GE2_TC_ROWS 16 // a warp's queries or keys
 
 // Shared memory: the forward's q, k, v tiles; the dq kernel's q, dy, k, v;
-// the dk, dv kernel's k, v, q, dy and two rows of per-query values
-static const size_t ge2_tc_smem_forward = 3 * GE2_ATTN_TF * sizeof(float);
-static const size_t ge2_tc_smem_grad_q = 4 * GE2_ATTN_TF * sizeof(float);
-static const size_t ge2_tc_smem_grad_kv = (4 * GE2_ATTN_TF + 2 * GE2_ATTN_TILE) * sizeof(float);
+// the dk, dv kernel's k, v, q, dy and two rows of per-query values; each
+// then a tile's dropout mask
+static const size_t ge2_tc_smem_forward = 3 * GE2_ATTN_TF * sizeof(float) + GE2_ATTN_DROP_BYTES;
+static const size_t ge2_tc_smem_grad_q = 4 * GE2_ATTN_TF * sizeof(float) + GE2_ATTN_DROP_BYTES;
+static const size_t ge2_tc_smem_grad_kv = (4 * GE2_ATTN_TF + 2 * GE2_ATTN_TILE) * sizeof(float) + GE2_ATTN_DROP_BYTES;
 
 __device__ __forceinline__ uint32_t ge2_tc_round(float x)
 {
@@ -160,10 +163,14 @@ __device__ __forceinline__ float ge2_tc_row_sum(float v)
 template <int MMA>
 __global__ void __launch_bounds__(GE2_TC_THREADS)
     ge2_attention_tc_kernel(int t_count, int d_count, int hpp, long long qld, float scale, bool causal,
-                            const float *q, const float *k, const float *v, float *y, float *lse)
+                            ge2_attn_dropout drop, const float *q, const float *k, const float *v, float *y,
+                            float *lse)
 {
     extern __shared__ __align__(16) float smem[];
     float *qs = smem, *ks = qs + GE2_ATTN_TF, *vs = ks + GE2_ATTN_TF;
+    unsigned char *kept = (unsigned char *)(vs + GE2_ATTN_TF);
+    uint64_t seed, offset;
+    ge2_attn_drop_key(drop, seed, offset);
     const int q0 = (int)(gridDim.x - 1 - blockIdx.x) * GE2_ATTN_TILE;
     const long long rb = ge2_attn_head_row(blockIdx.y, t_count, hpp), base = rb * d_count,
                     ld = (long long)hpp * d_count, qb = ge2_attn_qkv_off(rb, hpp, qld, d_count);
@@ -175,6 +182,8 @@ __global__ void __launch_bounds__(GE2_TC_THREADS)
         __syncthreads(); // the last tile's readers are done
         ge2_attn_tile_load<false, GE2_TC_THREADS>(ks, k + qb, k0, t_count, d_count, qld, 1.0f);
         ge2_attn_tile_load<false, GE2_TC_THREADS>(vs, v + qb, k0, t_count, d_count, qld, 1.0f);
+        if (drop.threshold)
+            ge2_attn_drop_tile<GE2_TC_THREADS>(kept, drop, seed, offset, blockIdx.y, q0, k0, t_count);
         __syncthreads();
         float s[8][4] = {};
         ge2_tc_abt<MMA>(s, qs, r0, ks);
@@ -206,6 +215,12 @@ __global__ void __launch_bounds__(GE2_TC_THREADS)
 #pragma unroll
             for (int j = 0; j < 8; j++)
                 o[j][2 * h] *= alpha, o[j][2 * h + 1] *= alpha;
+            if (drop.threshold) // the sum above is the softmax's; p·v sums the kept weights
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+#pragma unroll
+                    for (int e = 0; e < 2; e++)
+                        s[j][2 * h + e] *= ge2_attn_drop_factor(kept, drop.scale, r0 + g + 8 * h, j * 8 + 2 * t + e);
         }
         ge2_tc_pv<MMA>(o, s, vs);
     }
@@ -225,11 +240,14 @@ __global__ void __launch_bounds__(GE2_TC_THREADS)
 template <int MMA>
 __global__ void __launch_bounds__(GE2_TC_THREADS)
     ge2_attention_grad_q_tc_kernel(int t_count, int d_count, int hpp, long long qld, float scale, bool causal,
-                                   const float *dy, const float *q, const float *k, const float *v,
-                                   const float *lse, const float *delta, float *dq)
+                                   ge2_attn_dropout drop, const float *dy, const float *q, const float *k,
+                                   const float *v, const float *lse, const float *delta, float *dq)
 {
     extern __shared__ __align__(16) float smem[];
     float *qs = smem, *dys = qs + GE2_ATTN_TF, *ks = dys + GE2_ATTN_TF, *vs = ks + GE2_ATTN_TF;
+    unsigned char *kept = (unsigned char *)(vs + GE2_ATTN_TF);
+    uint64_t seed, offset;
+    ge2_attn_drop_key(drop, seed, offset);
     const int q0 = (int)(gridDim.x - 1 - blockIdx.x) * GE2_ATTN_TILE;
     const long long rb = ge2_attn_head_row(blockIdx.y, t_count, hpp), base = rb * d_count,
                     ld = (long long)hpp * d_count, qb = ge2_attn_qkv_off(rb, hpp, qld, d_count);
@@ -248,6 +266,8 @@ __global__ void __launch_bounds__(GE2_TC_THREADS)
         __syncthreads();
         ge2_attn_tile_load<false, GE2_TC_THREADS>(ks, k + qb, k0, t_count, d_count, qld, 1.0f);
         ge2_attn_tile_load<false, GE2_TC_THREADS>(vs, v + qb, k0, t_count, d_count, qld, 1.0f);
+        if (drop.threshold)
+            ge2_attn_drop_tile<GE2_TC_THREADS>(kept, drop, seed, offset, blockIdx.y, q0, k0, t_count);
         __syncthreads();
         float s[8][4] = {}, dp[8][4] = {};
         ge2_tc_abt<MMA>(s, qs, r0, ks);   // scores, base 2
@@ -258,7 +278,9 @@ __global__ void __launch_bounds__(GE2_TC_THREADS)
             for (int c = 0; c < 4; c++) {
                 const int h = c / 2, i = q0 + r0 + g + 8 * h, key = k0 + j * 8 + 2 * t + c % 2;
                 const float p = ge2_attn_sees(i, key, t_count, causal) ? exp2f(s[j][c] - lse2[h]) : 0.0f;
-                s[j][c] = p * (dp[j][c] - dl[h]);
+                const float dpm =
+                    drop.threshold ? dp[j][c] * ge2_attn_drop_factor(kept, drop.scale, i - q0, key - k0) : dp[j][c];
+                s[j][c] = p * (dpm - dl[h]);
             }
         ge2_tc_pv<MMA>(acc, s, ks); // dq_i += Σ_j ds_ij k_j
     }
@@ -271,12 +293,15 @@ __global__ void __launch_bounds__(GE2_TC_THREADS)
 template <int MMA>
 __global__ void __launch_bounds__(GE2_TC_THREADS)
     ge2_attention_grad_kv_tc_kernel(int t_count, int d_count, int hpp, long long qld, float scale, bool causal,
-                                    const float *dy, const float *q, const float *k, const float *v,
-                                    const float *lse, const float *delta, float *dk, float *dv)
+                                    ge2_attn_dropout drop, const float *dy, const float *q, const float *k,
+                                    const float *v, const float *lse, const float *delta, float *dk, float *dv)
 {
     extern __shared__ __align__(16) float smem[];
     float *ks = smem, *vs = ks + GE2_ATTN_TF, *qs = vs + GE2_ATTN_TF, *dys = qs + GE2_ATTN_TF,
           *lse2 = dys + GE2_ATTN_TF, *dl = lse2 + GE2_ATTN_TILE;
+    unsigned char *kept = (unsigned char *)(dl + GE2_ATTN_TILE);
+    uint64_t seed, offset;
+    ge2_attn_drop_key(drop, seed, offset);
     const int k0 = (int)blockIdx.x * GE2_ATTN_TILE;
     const long long rb = ge2_attn_head_row(blockIdx.y, t_count, hpp), base = rb * d_count,
                     ld = (long long)hpp * d_count, qb = ge2_attn_qkv_off(rb, hpp, qld, d_count);
@@ -289,6 +314,8 @@ __global__ void __launch_bounds__(GE2_TC_THREADS)
         ge2_attn_tile_load<false, GE2_TC_THREADS>(qs, q + qb, q0, t_count, d_count, qld, 1.0f);
         ge2_attn_tile_load<false, GE2_TC_THREADS>(dys, dy + base, q0, t_count, d_count, ld, 1.0f);
         ge2_attn_query_stats(lse2, dl, lse, delta, rb, hpp, q0, t_count);
+        if (drop.threshold)
+            ge2_attn_drop_tile<GE2_TC_THREADS>(kept, drop, seed, offset, blockIdx.y, q0, k0, t_count);
         __syncthreads();
         float s[8][4] = {}, dp[8][4] = {};
         ge2_tc_abt<MMA>(s, ks, r0, qs);   // scores (key j, query i), base 2
@@ -300,8 +327,9 @@ __global__ void __launch_bounds__(GE2_TC_THREADS)
                 const int col = jb * 8 + 2 * t + c % 2, key = k0 + r0 + g + 8 * (c / 2);
                 const float p =
                     ge2_attn_sees(q0 + col, key, t_count, causal) ? exp2f(s[jb][c] - lse2[col]) : 0.0f;
-                s[jb][c] = p;
-                dp[jb][c] = p * (dp[jb][c] - dl[col]);
+                const float m = drop.threshold ? ge2_attn_drop_factor(kept, drop.scale, col, key - k0) : 1.0f;
+                s[jb][c] = drop.threshold ? p * m : p;
+                dp[jb][c] = p * ((drop.threshold ? dp[jb][c] * m : dp[jb][c]) - dl[col]);
             }
         ge2_tc_pv<MMA>(dva, s, dys); // dv_j += Σ_i p_ij dy_i
         ge2_tc_pv<MMA>(dka, dp, qs); // dk_j += Σ_i ds_ij q_i
@@ -343,29 +371,30 @@ size_t ge2_attn_tc_smem(void) { return ge2_tc_smem_grad_kv; }
     } while (0)
 
 cudaError_t ge2_attn_tc_forward(int mma, dim3 grid, cudaStream_t stream, int t_count, int d_count, int hpp,
-                                long long qld, float scale, bool causal, const float *q, const float *k,
-                                const float *v, float *y, float *lse)
+                                long long qld, float scale, bool causal, ge2_attn_dropout drop, const float *q,
+                                const float *k, const float *v, float *y, float *lse)
 {
     GE2_TC_LAUNCH(ge2_attention_tc_kernel, mma, grid, ge2_tc_smem_forward, stream, t_count, d_count, hpp, qld, scale,
-                  causal, q, k, v, y, lse);
+                  causal, drop, q, k, v, y, lse);
     return cudaGetLastError();
 }
 
 cudaError_t ge2_attn_tc_grad_q(int mma, dim3 grid, cudaStream_t stream, int t_count, int d_count, int hpp,
-                               long long qld, float scale, bool causal, const float *dy, const float *q,
-                               const float *k, const float *v, const float *lse, const float *delta, float *dq)
+                               long long qld, float scale, bool causal, ge2_attn_dropout drop, const float *dy,
+                               const float *q, const float *k, const float *v, const float *lse,
+                               const float *delta, float *dq)
 {
     GE2_TC_LAUNCH(ge2_attention_grad_q_tc_kernel, mma, grid, ge2_tc_smem_grad_q, stream, t_count, d_count, hpp, qld,
-                  scale, causal, dy, q, k, v, lse, delta, dq);
+                  scale, causal, drop, dy, q, k, v, lse, delta, dq);
     return cudaGetLastError();
 }
 
 cudaError_t ge2_attn_tc_grad_kv(int mma, dim3 grid, cudaStream_t stream, int t_count, int d_count, int hpp,
-                                long long qld, float scale, bool causal, const float *dy, const float *q,
-                                const float *k, const float *v, const float *lse, const float *delta, float *dk,
-                                float *dv)
+                                long long qld, float scale, bool causal, ge2_attn_dropout drop, const float *dy,
+                                const float *q, const float *k, const float *v, const float *lse,
+                                const float *delta, float *dk, float *dv)
 {
     GE2_TC_LAUNCH(ge2_attention_grad_kv_tc_kernel, mma, grid, ge2_tc_smem_grad_kv, stream, t_count, d_count, hpp,
-                  qld, scale, causal, dy, q, k, v, lse, delta, dk, dv);
+                  qld, scale, causal, drop, dy, q, k, v, lse, delta, dk, dv);
     return cudaGetLastError();
 }

@@ -1,6 +1,7 @@
 /* The attention family's test cases: random [heads..., T, D] instances,
  * causal or not, heads inside the positions or not, q, k, v packed in one
- * tensor or not, with float64 references written from the definitions
+ * tensor or not, dropout on the weights or not (p 0.5, so both branches
+ * occur; the table runs train steps), with float64 references written from the definitions
  * (attention.h) as plain loops. The gradient case checks the backward op
  * against central differences; its own case checks it on inputs that need
  * not come from a forward (y and lse random), against the formulas. */
@@ -28,6 +29,10 @@ static ge2_attrs random_attrs(ge2_case_ctx *c, ge2_shape s)
     a.attention.causal = ge2_case_coin(c);
     a.attention.heads_inner = s.ndim >= 3 && ge2_case_coin(c);
     a.attention.packed = a.attention.heads_inner && ge2_case_coin(c);
+    if (ge2_case_coin(c)) {
+        a.attention.dropout = 0.5;
+        a.attention.stream = (uint32_t)ge2_case_irange(c, 0, 1000);
+    }
     return a;
 }
 
@@ -46,13 +51,15 @@ static ge2_status case_attention(ge2_case_ctx *c)
     if (a.attention.packed) {
         GE2_TRY(ge2_case_operand(c, packed_shape(s), &q));
         GE2_TRY(ge2_attention_qkv(c->inst->graph, q, a.attention.causal, &y));
-        return ge2_case_last_node(c);
+    } else {
+        GE2_TRY(ge2_case_operand(c, s, &q));
+        GE2_TRY(ge2_case_operand(c, s, &k));
+        GE2_TRY(ge2_case_operand(c, s, &v));
+        GE2_TRY((a.attention.heads_inner ? ge2_attention_bthd : ge2_attention)(c->inst->graph, q, k, v,
+                                                                              a.attention.causal, &y));
     }
-    GE2_TRY(ge2_case_operand(c, s, &q));
-    GE2_TRY(ge2_case_operand(c, s, &k));
-    GE2_TRY(ge2_case_operand(c, s, &v));
-    GE2_TRY((a.attention.heads_inner ? ge2_attention_bthd : ge2_attention)(c->inst->graph, q, k, v,
-                                                                          a.attention.causal, &y));
+    if (a.attention.dropout > 0)
+        GE2_TRY(ge2_attention_dropout(c->inst->graph, y, a.attention.dropout));
     return ge2_case_last_node(c);
 }
 
@@ -128,6 +135,24 @@ static double dot(const double *a, const double *b, int64_t n)
 
 static bool sees(const ref_geom *g, int64_t t, int64_t j) { return !g->causal || j <= t; }
 
+/* The dropout factor of pair h's weight (t, j): 1, or 0 or 1/(1-p) by
+ * the 16-bit uniform that ops/attention/attention.h assigns it: half
+ * j mod 2 of word (j mod 8)/2 of Philox4x32-10 at counter (group, stream,
+ * offset) with group (h·T + t)·ceil(T/8) + j/8 */
+static double drop_factor(const ge2_node *node, const ref_geom *g, int64_t h, int64_t t, int64_t j)
+{
+    const double p = node->attrs.attention.dropout;
+    if (p == 0)
+        return 1;
+    const uint64_t seed = ge2_ref_rng_seed, offset = ge2_ref_rng_offset;
+    const uint64_t group = (uint64_t)((h * g->t + t) * ((g->t + 7) / 8) + j / 8);
+    ge2_philox4 counter = {{(uint32_t)group, (uint32_t)(group >> 32), node->attrs.attention.stream,
+                            (uint32_t)offset}};
+    ge2_philox4 r = ge2_philox4x32_10(counter, (uint32_t)seed, (uint32_t)(seed >> 32) ^ (uint32_t)(offset >> 32));
+    const uint32_t word = r.v[(j % 8) / 2], u = (j % 2 ? word >> 16 : word) & 0xffff;
+    return u / 65536.0 >= p ? 1 / (1 - p) : 0;
+}
+
 /* softmax over the keys query t sees, then the weighted sum of v */
 static void ref_attention(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
 {
@@ -147,7 +172,7 @@ static void ref_attention(const ge2_node *node, const ref_tensor *in, ref_tensor
                 for (int64_t j = 0; j < g.t; j++)
                     if (sees(&g, t, j))
                         y += exp(g.scale * dot(q, qkv_row(&g, in, 0, 1, h, j), g.d) - m) / z *
-                             qkv_row(&g, in, 0, 2, h, j)[d];
+                             drop_factor(node, &g, h, t, j) * qkv_row(&g, in, 0, 2, h, j)[d];
                 out[0].v[rrow(&g, h, t) * g.d + d] = y;
             }
             if (node->n_outputs > 1)
@@ -158,17 +183,21 @@ static void ref_attention(const ge2_node *node, const ref_tensor *in, ref_tensor
 /* Inputs of the backward: dy, q, k, v (or qkv), then y and lse */
 static int y_input(const ref_geom *g) { return g->packed ? 2 : 4; }
 
-/* p_tj = exp(scale q_t·k_j - lse_t), ds_tj = p_tj (dy_t·v_j - dy_t·y_t) */
-static void p_ds(const ref_geom *g, const ref_tensor *in, int64_t h, int64_t t, int64_t j, double *p, double *ds)
+/* p_tj = exp(scale q_t·k_j - lse_t), ds_tj = p_tj (m_tj dy_t·v_j - dy_t·y_t);
+ * *p is the weight y used, p_tj m_tj (m: the dropout factor) */
+static void p_ds(const ge2_node *node, const ref_geom *g, const ref_tensor *in, int64_t h, int64_t t, int64_t j,
+                 double *p, double *ds)
 {
     const double *dy = in[0].v + rrow(g, h, t) * g->d, *q = qkv_row(g, in, 1, 0, h, t);
     const double *k = qkv_row(g, in, 1, 1, h, j), *v = qkv_row(g, in, 1, 2, h, j);
     const double *y = in[y_input(g)].v + rrow(g, h, t) * g->d;
-    *p = exp(g->scale * dot(q, k, g->d) - in[y_input(g) + 1].v[rrow(g, h, t)]);
-    *ds = *p * (dot(dy, v, g->d) - dot(dy, y, g->d));
+    const double p0 = exp(g->scale * dot(q, k, g->d) - in[y_input(g) + 1].v[rrow(g, h, t)]);
+    const double m = drop_factor(node, g, h, t, j);
+    *p = p0 * m;
+    *ds = p0 * (m * dot(dy, v, g->d) - dot(dy, y, g->d));
 }
 
-/* dq_t = scale Σ_j ds_tj k_j; dk_j = scale Σ_t ds_tj q_t, dv_j = Σ_t p_tj dy_t */
+/* dq_t = scale Σ_j ds_tj k_j; dk_j = scale Σ_t ds_tj q_t, dv_j = Σ_t p_tj m_tj dy_t */
 static void ref_attention_grad(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
 {
     const ref_geom g = geom_of(node, in[0].shape);
@@ -178,11 +207,11 @@ static void ref_attention_grad(const ge2_node *node, const ref_tensor *in, ref_t
                 double sq = 0, sk = 0, sv = 0, p, ds;
                 for (int64_t j = 0; j < g.t; j++) {
                     if (sees(&g, t, j)) { /* t a query, j a key: dq_t */
-                        p_ds(&g, in, h, t, j, &p, &ds);
+                        p_ds(node, &g, in, h, t, j, &p, &ds);
                         sq += ds * qkv_row(&g, in, 1, 1, h, j)[d];
                     }
                     if (sees(&g, j, t)) { /* t a key, j a query: dk_t, dv_t */
-                        p_ds(&g, in, h, j, t, &p, &ds);
+                        p_ds(node, &g, in, h, j, t, &p, &ds);
                         sk += ds * qkv_row(&g, in, 1, 0, h, j)[d];
                         sv += p * in[0].v[rrow(&g, h, j) * g.d + d];
                     }

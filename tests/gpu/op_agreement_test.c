@@ -37,6 +37,7 @@
 #include "graph/ir.h"
 #include "optim/optimizer_math.h"
 #include "tests/gpu_probe.h"
+#include "tests/support/attention_probe.h"
 #include "tests/support/check_main.h"
 #include "tests/support/op_cases.h"
 #include "fusion/fusion.h"
@@ -375,6 +376,8 @@ static bool train_launches;
  * its own largest value, and in TF32 each (but lse) must miss that (so
  * the 3xTF32 check fails a kernel that took one pass) */
 static bool want_tensor_cores;
+/* Set by the dropout tests: large_attention's attentions drop weights with this probability */
+static double attention_dropout;
 /* Set by large_bias_gradients: its REDUCE_TO must take the two-pass column sums */
 static bool want_column_chunks;
 /* the storage pass must store some output in bf16 at its producer (a
@@ -1005,6 +1008,8 @@ static void large_attention_cases(bool tiles_only)
         ge2_tensor *y, *up, *m, *loss;
         OK((cases[c].bthd ? ge2_attention_bthd : ge2_attention)(g, param(g, "q", s), param(g, "k", s),
                                                                 param(g, "v", s), cases[c].causal, &y));
+        if (attention_dropout > 0)
+            OK(ge2_attention_dropout(g, y, attention_dropout));
         OK(ge2_input(g, "upstream", GE2_F32, s, &up));
         OK(ge2_mul(g, y, up, &m));
         OK(ge2_sum_all(g, m, &loss));
@@ -1245,6 +1250,111 @@ START_TEST(test_large_attention_tensor_cores_tf32)
 {
     want_tensor_cores = tf32_launches = true;
     large_attention_tiles();
+}
+END_TEST
+
+/* The same with dropout on the weights (a train step draws the masks, the
+ * backward draws them again): the fp32 kernels (tiled and a warp per row),
+ * the 3xTF32 candidate and the one-pass TF32 kernels draw the CPU's masks */
+START_TEST(test_large_attention_dropout)
+{
+    attention_dropout = 0.2;
+    large_attention_cases(false);
+}
+END_TEST
+
+START_TEST(test_large_attention_dropout_tensor_cores)
+{
+    attention_dropout = 0.2;
+    use_candidate = "ge2_attention_3xtf32";
+    want_tensor_cores = true;
+    large_attention_tiles();
+}
+END_TEST
+
+START_TEST(test_large_attention_dropout_tf32)
+{
+    attention_dropout = 0.2;
+    want_tensor_cores = tf32_launches = true;
+    large_attention_tiles();
+}
+END_TEST
+
+/* The attention probe's masks (tests/support/attention_probe.h), two train
+ * steps: under fp32 and TF32 CUDA draws the CPU's masks bit for bit; under
+ * bf16 cuDNN draws its own, which must keep at the rate 1 - p, differ from
+ * step to step, from head to head and from layer to layer (each layer's
+ * seed is its own), and be the same in replayed and eager steps. cuDNN's
+ * masks need not be independent Bernoulli draws weight by weight (one of
+ * its random words may serve several weights), so the rate is held to
+ * 0.02 a mask and 0.005 over all of them, not to 4 binomial deviations. */
+enum { PROBE_STEPS = 2, PROBE_N = GE2_PROBE_WEIGHTS, PROBE_HEAD = GE2_PROBE_T * GE2_PROBE_T };
+
+static void probe_masks(ge2_device device, ge2_precision precision, bool disable_capture,
+                        unsigned char out[PROBE_STEPS][PROBE_N])
+{
+    ge2_attn_probe p;
+    int64_t unclear;
+    OK(ge2_attn_probe_open(&p, device, precision, disable_capture, 21));
+    OK(ge2_attn_probe_train(&p, PROBE_STEPS, &out[0][0], &unclear));
+    ck_assert_msg(unclear == 0, "%s %s: %lld outputs neither kept nor dropped", ge2_device_name(device),
+                  ge2_precision_name(precision), (long long)unclear);
+    if (precision == GE2_PRECISION_BF16) { /* cuDNN must take every attention launch, with its masks */
+        char *report = NULL;
+        size_t size = 0;
+        FILE *f = open_memstream(&report, &size);
+        ck_assert_ptr_nonnull(f);
+        OK(ge2_program_kernel_report(p.prog, GE2_MODE_TRAIN, f));
+        fclose(f);
+        int taken = 0;
+        for (const char *at = report; (at = strstr(at, "cuDNN's dropout masks")); at++)
+            taken++;
+        ck_assert_msg(taken == 4, "bf16: %d of 4 attention launches on cuDNN's dropout:\n%s", taken, report);
+        free(report);
+    }
+    ge2_attn_probe_close(&p);
+}
+
+START_TEST(test_attention_dropout_masks)
+{
+    static unsigned char cpu[PROBE_STEPS][PROBE_N], cuda[PROBE_STEPS][PROBE_N], eager[PROBE_STEPS][PROBE_N];
+    probe_masks(GE2_DEVICE_CPU, GE2_PRECISION_FP32, false, cpu);
+    const ge2_precision same_masks[] = {GE2_PRECISION_FP32, GE2_PRECISION_TF32};
+    for (int k = 0; k < 2; k++) {
+        probe_masks(GE2_DEVICE_CUDA, same_masks[k], false, cuda);
+        for (int s = 0; s < PROBE_STEPS; s++) {
+            int differ = 0;
+            for (int i = 0; i < PROBE_N; i++)
+                differ += cpu[s][i] != cuda[s][i];
+            ck_assert_msg(differ == 0, "%s step %d: %d of %d weights masked unlike the CPU",
+                          ge2_precision_name(same_masks[k]), s, differ, PROBE_N);
+        }
+    }
+    probe_masks(GE2_DEVICE_CUDA, GE2_PRECISION_BF16, false, cuda);
+    probe_masks(GE2_DEVICE_CUDA, GE2_PRECISION_BF16, true, eager);
+    const double p = GE2_PROBE_P;
+    const int limit = (int)(PROBE_HEAD * 0.75); /* independent masks agree on p² + (1-p)² = 0.68 */
+    long long kept_all = 0;
+    for (int s = 0; s < PROBE_STEPS; s++) {
+        ck_assert_msg(memcmp(cuda[s], eager[s], PROBE_N) == 0, "bf16 step %d: replay's masks are not eager's", s);
+        for (int m = 0; m < PROBE_N / PROBE_HEAD; m++) {
+            int kept = 0;
+            for (int i = 0; i < PROBE_HEAD; i++)
+                kept += cuda[s][m * PROBE_HEAD + i];
+            printf("attention dropout, bf16 (cuDNN's masks): step %d mask %d kept %d of %d\n", s, m, kept,
+                   PROBE_HEAD);
+            kept_all += kept;
+            ck_assert_msg(fabs((double)kept / PROBE_HEAD - (1 - p)) < 0.02, "bf16 step %d mask %d kept %d of %d (p %g)",
+                          s, m, kept, PROBE_HEAD, p);
+            if (m > 0)
+                ck_assert_msg(ge2_attn_probe_agree(cuda[s] + m * PROBE_HEAD, cuda[s]) < limit,
+                              "bf16 step %d: mask %d repeats mask 0", s, m);
+        }
+        if (s > 0)
+            ck_assert_msg(ge2_attn_probe_agree(cuda[s], cuda[0]) < limit, "bf16 step %d repeats step 0's mask", s);
+    }
+    const double rate = (double)kept_all / (PROBE_STEPS * PROBE_N);
+    ck_assert_msg(fabs(rate - (1 - p)) < 0.005, "bf16: cuDNN kept %.4f of all weights, want %.4f", rate, 1 - p);
 }
 END_TEST
 
@@ -1877,6 +1987,7 @@ static void reset_harness(void)
     tf32_launches = bf16_launches = bf16_storage = f16_launches = direct_conv = false;
     want_cudnn_attention = want_cudnn_conv = train_launches = want_tensor_cores = false;
     want_column_chunks = want_stored_bf16 = false;
+    attention_dropout = 0;
     use_candidate = NULL;
     if (initial_gemm_kernel)
         setenv("GE2_GEMM_KERNEL", initial_gemm_kernel, 1);
@@ -1914,6 +2025,10 @@ int main(void)
     tcase_add_loop_test(tc, test_candidates_agree, 0, ge2_op_count());
     tcase_add_test(tc, test_large_attention_tensor_cores);
     tcase_add_test(tc, test_large_attention_tensor_cores_tf32);
+    tcase_add_test(tc, test_large_attention_dropout);
+    tcase_add_test(tc, test_large_attention_dropout_tensor_cores);
+    tcase_add_test(tc, test_large_attention_dropout_tf32);
+    tcase_add_test(tc, test_attention_dropout_masks);
     tcase_add_loop_test(tc, test_optimizer_agrees, 0, N_OPT_CASES);
     tcase_add_loop_test(tc, test_per_parameter_optimizer_agrees, 0, N_OPT_CASES);
     tcase_add_test(tc, test_cross_entropy_deterministic);
