@@ -1,12 +1,13 @@
 // EMBEDDING and its backward op. The forward copies rows (an id outside the
 // table gives a row of zeros: a kernel cannot return an error). The
-// backward cuts the positions into segments; a block per (table row,
+// backward cuts the positions into segments; a block per (8 table rows,
 // segment) scans its segment's ids in position order and adds the dy rows
-// of its id into a partial sum in the workspace, and a second kernel adds
+// of its ids into partial sums in the workspace, and a second kernel adds
 // each row's partials in segment order: every sum in a fixed order, no
 // atomics, the same bits as every other run, and as many blocks as table
-// rows times segments (a small vocabulary alone would leave most of the GPU
-// idle). Where the workspace cannot hold two partials per row, a block per
+// rows / 8 times segments (a small vocabulary alone would leave most of
+// the GPU idle; a block per row scanned each segment 8 times as often,
+// which was most of the op's time). Where the workspace cannot hold two partials per row, a block per
 // table row scans all the ids. Every block reads all the ids of its
 // segment, which suits character and small vocabularies; a large vocabulary
 // would want the positions sorted by id first.
@@ -16,6 +17,7 @@
 #define GE2_EMB_THREADS 256
 #define GE2_EMB_TILE 1024 // ids staged in shared memory at a time
 #define GE2_EMB_SEGMENT 256 // positions per segment of the segmented backward
+#define GE2_EMB_GROUP 8     // table rows a block of the segmented backward sums
 
 // ------------------------------------------------------------------- kernels
 
@@ -55,25 +57,37 @@ __global__ void ge2_embedding_backward_kernel(long long n, int c, const float *d
     }
 }
 
-// dy [n, c], ids [n] -> part [segments, rows, c]: block (v, s) sums the dy
-// rows of id v among positions s·GE2_EMB_SEGMENT ..., in order
+// dy [n, c], ids [n] -> part [segments, rows, c]: block (g, s) sums, for
+// each id v of rows 8g .. 8g+7, the dy rows of id v among positions
+// s·GE2_EMB_SEGMENT ..., in order (a row's sum only ever adds its own dy
+// rows, so the unrolled selection leaves each sum's order as it was)
 __global__ void ge2_embedding_backward_part_kernel(long long n, int rows, int c, const float *dy, const int *ids,
                                                    float *part)
 {
-    __shared__ int tile[GE2_EMB_SEGMENT];
-    const int v = blockIdx.x;
+    __shared__ unsigned tile[GE2_EMB_SEGMENT];
+    const int v0 = blockIdx.x * GE2_EMB_GROUP;
     const long long p0 = (long long)blockIdx.y * GE2_EMB_SEGMENT;
     const int len = n - p0 < GE2_EMB_SEGMENT ? (int)(n - p0) : GE2_EMB_SEGMENT;
     for (int k = threadIdx.x; k < len; k += blockDim.x)
-        tile[k] = ids[p0 + k];
+        tile[k] = (unsigned)ids[p0 + k] - (unsigned)v0; // its place in the group; 8 or more: not this group's
     __syncthreads();
-    float *out = part + ((long long)blockIdx.y * rows + v) * c;
+    float *out = part + ((long long)blockIdx.y * rows + v0) * c;
     for (int i = threadIdx.x; i < c; i += blockDim.x) {
-        float acc = 0.0f;
-        for (int k = 0; k < len; k++)
-            if (tile[k] == v)
-                acc += dy[(p0 + k) * c + i];
-        out[i] = acc;
+        float acc[GE2_EMB_GROUP] = {};
+        for (int k = 0; k < len; k++) {
+            const unsigned at = tile[k];
+            if (at >= GE2_EMB_GROUP)
+                continue;
+            const float d = dy[(p0 + k) * c + i];
+#pragma unroll
+            for (int j = 0; j < GE2_EMB_GROUP; j++)
+                if (at == (unsigned)j)
+                    acc[j] += d;
+        }
+#pragma unroll
+        for (int j = 0; j < GE2_EMB_GROUP; j++)
+            if (v0 + j < rows)
+                out[(long long)j * c + i] = acc[j];
     }
 }
 
@@ -131,8 +145,9 @@ extern "C" ge2_status ge2_cuda_embedding_backward_launch(const ge2_launch *l)
         return ge2_cuda_check_launch(l, "ge2_embedding_backward_kernel");
     }
     float *part = (float *)l->workspace;
-    ge2_embedding_backward_part_kernel<<<dim3((unsigned)rows, (unsigned)segments), GE2_EMB_THREADS, 0,
-                                         ge2_cuda_stream(l)>>>(n, (int)rows, (int)c, dy, ids, part);
+    const unsigned groups = (unsigned)((rows + GE2_EMB_GROUP - 1) / GE2_EMB_GROUP);
+    ge2_embedding_backward_part_kernel<<<dim3(groups, (unsigned)segments), GE2_EMB_THREADS, 0, ge2_cuda_stream(l)>>>(
+        n, (int)rows, (int)c, dy, ids, part);
     GE2_TRY(ge2_cuda_check_launch(l, "ge2_embedding_backward_part_kernel"));
     ge2_embedding_backward_sum_kernel<<<ge2_cuda_blocks(rows * c, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0,
                                         ge2_cuda_stream(l)>>>(rows * c, (int)segments, part, dt);
