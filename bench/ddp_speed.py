@@ -68,7 +68,7 @@ def main():
     else:
         from nanogpt import GPT, adamw
         vocab, block = 82, 256  # the Austen corpus's distinct bytes, train_gpt's block
-        net = GPT(vocab, block, 6, 6, 384, 0.2).cuda()
+        net = GPT(vocab, block, 6, 6, 384, 0.2, attn_dropout=True).cuda()  # as train_gpt's model
         opt = adamw(net, 1e-3)
         x = torch.randint(0, vocab, (batch, block), device="cuda")
         y = torch.randint(0, vocab, (batch, block), device="cuda").view(-1)

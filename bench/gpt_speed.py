@@ -59,7 +59,8 @@ def torch_ms(mode, precision, vocab, steps):
     torch.backends.cudnn.allow_tf32 = precision == "tf32"
     torch.manual_seed(1)
     dev = "cuda"
-    model = GPT(vocab, CFG["block"], CFG["n_layer"], CFG["n_head"], CFG["n_embd"], CFG["dropout"]).to(dev)
+    model = GPT(vocab, CFG["block"], CFG["n_layer"], CFG["n_head"], CFG["n_embd"], CFG["dropout"],
+                attn_dropout=True).to(dev)  # as train_gpt's model (ge2_attention_dropout)
     opt = adamw(model, 1e-3, capturable=(mode == "graph"))
     x = torch.randint(0, vocab, (CFG["batch"], CFG["block"]), device=dev)
     y = torch.randint(0, vocab, (CFG["batch"], CFG["block"]), device=dev)

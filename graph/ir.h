@@ -259,6 +259,9 @@ bool ge2_launch_multiplies_half(const ge2_launch *launch);
  * a GEMM operand (ge2_op_bf16_operand), a shape-only
  * reference (GE2_OPF_LIKE1's input 1), or what the op's reads_bf16 allows. */
 bool ge2_op_reads_bf16(const ge2_node *node, int input);
+/* Whether node draws from the step's random stream (GE2_OPF_RANDOM, or its
+ * op's draws_random) */
+bool ge2_node_draws_random(const ge2_node *node);
 /* Whether node's output `output` may be a bf16 tensor where it was built
  * f32 (ge2_op_def.stores_bf16). */
 bool ge2_op_stores_bf16(const ge2_node *node, int output);

@@ -123,6 +123,14 @@ bool ge2_op_reads_bf16(const ge2_node *node, int input)
     return def->reads_bf16 && def->reads_bf16(node, input);
 }
 
+bool ge2_node_draws_random(const ge2_node *node)
+{
+    const ge2_op_def *def = ge2_op_def_of(node->op);
+    if (!def)
+        return false;
+    return (def->flags & GE2_OPF_RANDOM) || (def->draws_random && def->draws_random(node));
+}
+
 bool ge2_op_stores_bf16(const ge2_node *node, int output)
 {
     const ge2_op_def *def = ge2_op_def_of(node->op);

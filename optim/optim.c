@@ -180,7 +180,7 @@ static bool per_parameter_refused(const ge2_graph *g, const ge2_optimizer_config
         return true;
     }
     for (int n = 0; n < g->n_nodes; n++)
-        if (ge2_op_flags(g->nodes[n].op) & GE2_OPF_RANDOM) {
+        if (ge2_node_draws_random(&g->nodes[n])) {
             snprintf(why, size,
                      "%s (node %d) draws from the step's random stream, which the last update moves on, and the "
                      "per-parameter schedule may run its backward after that",

@@ -54,7 +54,9 @@ enum {
     GE2_OPF_UPDATE = 1u << 5,      /* with OPTIMIZER: updates parameters (one or more nodes a step) */
     /* draws from the step's random stream (the control block's rng_offset,
      * which the optimizer's commit advances): its backward must run before
-     * the last update of the step, so such graphs take the flat update */
+     * the last update of the step, so such graphs take the flat update. An
+     * op that draws for some nodes only says so per node instead
+     * (ge2_op_def.draws_random). */
     GE2_OPF_RANDOM = 1u << 6,
     /* writes its inputs in place and makes no outputs (the data-parallel
      * all-reduce). The schedule runs it as soon as its inputs are made and
@@ -300,6 +302,10 @@ typedef struct ge2_op_def {
      * each (1u << input); 0 means inputs 0 and 1. A convolution's backward
      * ops multiply inputs 0 and 2 (input 1 is a shape). */
     unsigned operands;
+    /* Whether this node draws from the step's random stream, as
+     * GE2_OPF_RANDOM says of every node of an op (attention: where its
+     * dropout is on). NULL: the flag says. */
+    bool (*draws_random)(const ge2_node *node);
 } ge2_op_def;
 
 /* Adds def to the registry; its id in *op. The struct (and the strings it

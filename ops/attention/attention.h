@@ -103,12 +103,13 @@ static inline double ge2_attn_scale(const ge2_attention_attrs *a, int64_t d)
 
 /* Dropout on the attention weights (attrs.dropout = p > 0, train steps
  * only): weight p_tj of head hd (ge2_attn_geom's flattened index) is kept,
- * scaled by 1/(1-p), where its 16-bit uniform u satisfies u / 65536 >= p,
- * else zeroed. u is half j mod 2 (the low half first) of word (j mod 8) / 2
+ * scaled by 1/(1-p'), where its 16-bit uniform u satisfies u / 65536 >= p,
+ * else zeroed; p' = ceil(65536·p) / 65536 is the chance of zeroing, so the
+ * mean factor is 1. u is half j mod 2 (the low half first) of word (j mod 8) / 2
  * of draw (hd·T + t)·ceil(T/8) + j/8 of the op's stream
  * (ge2_philox_step_draw): one draw serves 8 neighbouring keys of a query,
  * so the tensor-core kernels spend little on it. lse stays the softmax's.
- * With m_tj the kept weight's factor (0 or 1/(1-p)), y_t = Σ_j p_tj m_tj v_j
+ * With m_tj the kept weight's factor (0 or 1/(1-p')), y_t = Σ_j p_tj m_tj v_j
  * and, as delta_t = dy_t·y_t still holds,
  *     dv_j = Σ_t p_tj m_tj dy_t,   ds_tj = p_tj (m_tj dy_t·v_j - delta_t).
  * The CPU and ge2's CUDA kernels draw the same masks; cuDNN's bf16
@@ -116,9 +117,12 @@ static inline double ge2_attn_scale(const ge2_attention_attrs *a, int64_t d)
 typedef struct ge2_attn_dropout {
     uint32_t threshold; /* u >= threshold keeps: ceil(p·65536); 0 keeps every weight (no dropout) */
     uint32_t stream;
-    float scale;                /* 1/(1-p), rounded once to f32 */
+    float scale;                /* 1/(1-p') (ge2_attn_drop_scale), rounded once to f32 */
     const ge2_control *control; /* the seed and the step's offset (device memory on CUDA) */
 } ge2_attn_dropout;
+
+/* The kept weights' factor 1/(1-p') = 65536 / (65536 - threshold) */
+static inline double ge2_attn_drop_scale(uint32_t threshold) { return 65536.0 / (65536.0 - threshold); }
 
 /* A launch's dropout: none in an eval step or at p = 0 */
 static inline ge2_attn_dropout ge2_attn_dropout_of(const ge2_launch *l)
@@ -127,7 +131,7 @@ static inline ge2_attn_dropout ge2_attn_dropout_of(const ge2_launch *l)
     ge2_attn_dropout d = {0, a->stream, 1.0f, l->control};
     if (l->training && a->dropout > 0) {
         d.threshold = (uint32_t)ceil(a->dropout * 65536.0);
-        d.scale = (float)(1.0 / (1.0 - a->dropout));
+        d.scale = (float)ge2_attn_drop_scale(d.threshold);
     }
     return d;
 }

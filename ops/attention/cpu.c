@@ -14,7 +14,7 @@ static double drop_factor(const ge2_attn_dropout *d, int64_t hd, int64_t t, int6
     if (d->threshold == 0)
         return 1.0;
     const ge2_philox4 r = ge2_attn_drop_draw(d->control->rng_seed, d->control->rng_offset, d->stream, hd, t, j, T);
-    return ge2_attn_drop_keeps(r, j, d->threshold) ? (double)d->scale : 0.0;
+    return ge2_attn_drop_keeps(r, j, d->threshold) ? ge2_attn_drop_scale(d->threshold) : 0.0;
 }
 
 /* Keys query t sees: 0..t when causal, else all; queries key j is seen by: j..T-1, or all. */

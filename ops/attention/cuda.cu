@@ -253,7 +253,8 @@ __global__ void ge2_attention_delta_kernel(long long rows, int d_count, const fl
         delta[row] = s;
 }
 
-// dq_t = scale Σ_j p_tj (dy_t·v_j - delta_t) k_j, keys in order
+// dq_t = scale Σ_j p_tj (m_tj dy_t·v_j - delta_t) k_j, keys in order (m: the
+// dropout factor, 1 without)
 template <int DPL>
 __global__ void ge2_attention_grad_q_kernel(long long rows, int t_count, int d_count, int hpp, long long qld,
                                             float scale, bool causal, ge2_attn_dropout drop, const float *dy,
@@ -298,7 +299,8 @@ __global__ void ge2_attention_grad_q_kernel(long long rows, int t_count, int d_c
     }
 }
 
-// dv_j = Σ_t p_tj dy_t, dk_j = scale Σ_t p_tj (dy_t·v_j - delta_t) q_t, queries in order
+// dv_j = Σ_t p_tj m_tj dy_t, dk_j = scale Σ_t p_tj (m_tj dy_t·v_j - delta_t) q_t,
+// queries in order
 template <int DPL>
 __global__ void ge2_attention_grad_kv_kernel(long long rows, int t_count, int d_count, int hpp, long long qld,
                                              float scale, bool causal, ge2_attn_dropout drop, const float *dy,

@@ -577,6 +577,15 @@ static bool cudnn_plans(const ge2_launch *l, sdpa_key *key, const sdpa_plan **p,
         snprintf(why, why_size, "cuDNN: %.140s", *p ? (*p)->why : "no room for another plan");
         return false;
     }
+    /* under dropout the forward and the backward must draw one mask: both
+     * run on cuDNN (its masks) or neither (ge2's) */
+    const sdpa_key pair = {!key->backward, key->causal, key->packed, key->b, key->h, key->t, key->d, key->dropout};
+    const sdpa_plan *other = key->dropout > 0 ? plan_of(&pair) : *p;
+    if (!other || other->status != GE2_OK) {
+        snprintf(why, why_size, "cuDNN has no plan for the %s with dropout: %.100s",
+                 key->backward ? "forward" : "backward", other ? other->why : "no room for another plan");
+        return false;
+    }
     *layout = layout_of(key, (*p)->plan.workspace_bytes, l);
     return true;
 }

@@ -19,6 +19,9 @@ static bool attention_grad_stores_bf16(const ge2_node *node, int output)
     return node->attrs.attention.packed && output == 0;
 }
 
+/* with dropout on, both ops draw the step's masks (attention.h) */
+static bool attention_draws_random(const ge2_node *node) { return node->attrs.attention.dropout > 0; }
+
 /* q, k, v (packed: qkv) -> y, lse */
 const ge2_op_def ge2_op_def_attention = {
     .name = "attention",
@@ -33,6 +36,7 @@ const ge2_op_def ge2_op_def_attention = {
              ge2_cuda_attention_describe, ge2_cuda_attention_scratch_bytes},
     .stores_bf16 = ge2_stores_bf16_output0, /* y: cuDNN writes bf16 anyway, the fp32 kernels round after */
     .reads_bf16 = ge2_attention_reads_bf16,
+    .draws_random = attention_draws_random,
 };
 
 /* dy, q, k, v, y, lse -> dq, dk, dv (packed: dy, qkv, y, lse -> dqkv) */
@@ -49,4 +53,5 @@ const ge2_op_def ge2_op_def_attention_grad = {
              ge2_cuda_attention_describe, ge2_cuda_attention_scratch_bytes},
     .stores_bf16 = attention_grad_stores_bf16,
     .reads_bf16 = ge2_attention_reads_bf16,
+    .draws_random = attention_draws_random,
 };

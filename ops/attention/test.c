@@ -1,7 +1,7 @@
 /* The attention family's test cases: random [heads..., T, D] instances,
  * causal or not, heads inside the positions or not, q, k, v packed in one
- * tensor or not, dropout on the weights or not (p 0.5, so both branches
- * occur; the table runs train steps), with float64 references written from the definitions
+ * tensor or not, dropout on the weights or not (p 0.3, so both branches
+ * occur and 1/(1-p') is no power of 2; the table runs train steps), with float64 references written from the definitions
  * (attention.h) as plain loops. The gradient case checks the backward op
  * against central differences; its own case checks it on inputs that need
  * not come from a forward (y and lse random), against the formulas. */
@@ -30,7 +30,7 @@ static ge2_attrs random_attrs(ge2_case_ctx *c, ge2_shape s)
     a.attention.heads_inner = s.ndim >= 3 && ge2_case_coin(c);
     a.attention.packed = a.attention.heads_inner && ge2_case_coin(c);
     if (ge2_case_coin(c)) {
-        a.attention.dropout = 0.5;
+        a.attention.dropout = 0.3;
         a.attention.stream = (uint32_t)ge2_case_irange(c, 0, 1000);
     }
     return a;
@@ -135,10 +135,11 @@ static double dot(const double *a, const double *b, int64_t n)
 
 static bool sees(const ref_geom *g, int64_t t, int64_t j) { return !g->causal || j <= t; }
 
-/* The dropout factor of pair h's weight (t, j): 1, or 0 or 1/(1-p) by
- * the 16-bit uniform that ops/attention/attention.h assigns it: half
+/* The dropout factor of pair h's weight (t, j): 1, or 0 or 1/(1-p') by
+ * the 16-bit uniform u that ops/attention/attention.h assigns it: half
  * j mod 2 of word (j mod 8)/2 of Philox4x32-10 at counter (group, stream,
- * offset) with group (h·T + t)·ceil(T/8) + j/8 */
+ * offset) with group (h·T + t)·ceil(T/8) + j/8, kept when u / 65536 >= p,
+ * whose chance is 1 - p', p' = ceil(65536 p) / 65536 */
 static double drop_factor(const ge2_node *node, const ref_geom *g, int64_t h, int64_t t, int64_t j)
 {
     const double p = node->attrs.attention.dropout;
@@ -150,7 +151,7 @@ static double drop_factor(const ge2_node *node, const ref_geom *g, int64_t h, in
                             (uint32_t)offset}};
     ge2_philox4 r = ge2_philox4x32_10(counter, (uint32_t)seed, (uint32_t)(seed >> 32) ^ (uint32_t)(offset >> 32));
     const uint32_t word = r.v[(j % 8) / 2], u = (j % 2 ? word >> 16 : word) & 0xffff;
-    return u / 65536.0 >= p ? 1 / (1 - p) : 0;
+    return u / 65536.0 >= p ? 1 / (1 - ceil(65536 * p) / 65536) : 0;
 }
 
 /* softmax over the keys query t sees, then the weighted sum of v */

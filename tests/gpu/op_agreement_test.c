@@ -555,10 +555,13 @@ static void check_graph(const char *label, const ge2_graph *g, const ge2_feed *f
     device d;
     device_open(&d);
     /* a loss scale of 4 on both sides: the backward's seed (LOSS_SCALE) and
-     * the cross-entropy's gradient carry it */
+     * the cross-entropy's gradient carry it; a seed and a random offset
+     * (some step's) that ops drawing random numbers read on both sides */
     ge2_control host_control;
     memset(&host_control, 0, sizeof host_control);
     host_control.loss_scale = 4.0f;
+    host_control.rng_seed = 0x9e3779b97f4a7c15ull;
+    host_control.rng_offset = 5 * GE2_RNG_OFFSET_STRIDE;
     h2d(d.control, &host_control, sizeof host_control);
     ge2_launch *lgs = calloc((size_t)g->n_nodes, sizeof *lgs); /* the CUDA launches, prepared, for the capture */
     ck_assert(lgs);
@@ -718,7 +721,11 @@ static void op_agrees(ge2_op op)
         char label[96];
         snprintf(label, sizeof label, "case %s seed %llu", name, (unsigned long long)seed);
         maybe_storage_pass(inst.graph, label);
+        /* a node that draws (dropout; attention with dropout) is checked in a
+         * train step, where it draws: both sides read the same control block */
+        train_launches = ge2_node_draws_random(&inst.graph->nodes[inst.node]);
         check_graph(label, inst.graph, inst.feeds, inst.n_feeds);
+        train_launches = false;
         ge2_op_instance_free(&inst);
     }
 }
@@ -1259,6 +1266,7 @@ END_TEST
 START_TEST(test_large_attention_dropout)
 {
     attention_dropout = 0.2;
+    train_launches = true; /* only a train step draws */
     large_attention_cases(false);
 }
 END_TEST
@@ -1266,6 +1274,7 @@ END_TEST
 START_TEST(test_large_attention_dropout_tensor_cores)
 {
     attention_dropout = 0.2;
+    train_launches = true;
     use_candidate = "ge2_attention_3xtf32";
     want_tensor_cores = true;
     large_attention_tiles();
@@ -1275,7 +1284,7 @@ END_TEST
 START_TEST(test_large_attention_dropout_tf32)
 {
     attention_dropout = 0.2;
-    want_tensor_cores = tf32_launches = true;
+    want_tensor_cores = tf32_launches = train_launches = true;
     large_attention_tiles();
 }
 END_TEST

@@ -4,7 +4,7 @@
  * 1/(1-p)) or zeroed, at the rate 1 - p within 4 standard deviations per
  * head; every train step draws fresh masks, the two layers and the heads
  * draw different ones, one seed draws the same ones again and an eval step
- * keeps every weight. The masks' bits against the documented draw are
+ * keeps every weight; such graphs take the flat update. The masks' bits against the documented draw are
  * op_table_test's (ops/attention/test.c); CUDA's against the CPU's are
  * op_agreement_test's. */
 #include <check.h>
@@ -63,8 +63,9 @@ START_TEST(eval_steps_keep_every_weight)
     int64_t unclear;
     API(ge2_attn_probe_open(&p, GE2_DEVICE_CPU, GE2_PRECISION_FP32, false, 5));
     API(ge2_attn_probe_step(&p, GE2_MODE_EVAL, kept, &unclear));
-    /* every weight 1/T unscaled: "neither" for the probe, which looks for 1/(1-p)/T */
-    ck_assert_int_eq(unclear, N);
+    /* every weight 1/T unscaled, so every output 3/T: no sum of weights
+     * scaled by 1/(1-p), which the probe looks for */
+    ck_assert_int_eq(unclear, N / 2);
     ge2_attn_probe_close(&p);
 }
 END_TEST
@@ -90,6 +91,34 @@ START_TEST(bad_calls_say_why)
 }
 END_TEST
 
+/* Attention with dropout draws from the step's random stream, which the
+ * last update moves on: its graphs refuse per-parameter updates (whose
+ * backward could run after that) and say why; without dropout they take them */
+START_TEST(dropout_graphs_take_the_flat_update)
+{
+    for (int with_dropout = 0; with_dropout < 2; with_dropout++) {
+        ge2_graph *g;
+        ge2_tensor *q, *y, *loss;
+        API(ge2_graph_new(&g));
+        API(ge2_parameter(g, "q", GE2_F32, ge2_shape3(2, 4, 8), (ge2_init){GE2_INIT_UNIFORM, -1, 1, 0}, &q));
+        API(ge2_attention(g, q, q, q, true, &y));
+        if (with_dropout)
+            API(ge2_attention_dropout(g, y, 0.1));
+        API(ge2_sum_all(g, y, &loss));
+        API(ge2_backward(g, loss));
+        ge2_optimizer_config c = ge2_optimizer_defaults(GE2_OPT_SGD);
+        c.update_mode = GE2_UPDATE_PER_PARAMETER;
+        if (with_dropout) {
+            ck_assert_int_eq(ge2_optimizer(g, &c), GE2_ERR_INVALID_ARGUMENT);
+            ck_assert_ptr_nonnull(strstr(ge2_last_error(), "random stream"));
+        } else {
+            API(ge2_optimizer(g, &c));
+        }
+        ge2_graph_free(g);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("attention_dropout");
@@ -98,6 +127,7 @@ int main(void)
     tcase_add_test(tc, masks_keep_at_the_rate_and_differ);
     tcase_add_test(tc, eval_steps_keep_every_weight);
     tcase_add_test(tc, bad_calls_say_why);
+    tcase_add_test(tc, dropout_graphs_take_the_flat_update);
     suite_add_tcase(s, tc);
     return ge2_check_run(s);
 }

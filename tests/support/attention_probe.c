@@ -9,8 +9,11 @@
 
 #define H GE2_PROBE_HEADS
 #define T GE2_PROBE_T
+#define D GE2_PROBE_D
 
-static ge2_shape probe_shape(void) { return ge2_shape4(1, H, T, T); }
+_Static_assert(GE2_PROBE_T == 2 * GE2_PROBE_D, "the probe's v tells two keys a column apart");
+
+static ge2_shape probe_shape(void) { return ge2_shape4(1, H, T, D); }
 
 ge2_status ge2_attn_probe_open(ge2_attn_probe *p, ge2_device device, ge2_precision precision, bool disable_capture,
                                uint64_t seed)
@@ -45,23 +48,27 @@ ge2_status ge2_attn_probe_open(ge2_attn_probe *p, ge2_device device, ge2_precisi
 
 ge2_status ge2_attn_probe_step(ge2_attn_probe *p, ge2_mode mode, unsigned char *kept, int64_t *unclear)
 {
-    const size_t n = (size_t)H * T * T;
+    const size_t n = (size_t)H * T * D;
     float *qk = calloc(n, sizeof(float)), *v = calloc(n, sizeof(float)), *y = malloc(n * sizeof(float));
     ge2_status st = qk && v && y ? GE2_OK : ge2_error(GE2_ERR_OUT_OF_MEMORY, "attention probe: %zu values", n);
     for (size_t h = 0; st == GE2_OK && h < H; h++)
-        for (size_t t = 0; t < T; t++)
-            v[(h * T + t) * T + t] = 1.0f;
+        for (size_t j = 0; j < T; j++)
+            v[(h * T + j) * D + j % D] = j < D ? 1.0f : 2.0f;
     ge2_feed f[3] = {{p->qk, qk, probe_shape()}, {p->v, v, probe_shape()}, {p->target, qk, probe_shape()}};
     if (st == GE2_OK)
         st = ge2_program_step(p->prog, mode, f, 3);
-    const double kept_value = 1.0 / (1.0 - GE2_PROBE_P); /* T·y where kept */
     *unclear = 0;
     for (int layer = 0; st == GE2_OK && layer < 2; layer++) {
         st = ge2_program_read_output(p->prog, mode, p->y[layer], y, n * sizeof(float));
+        unsigned char *mask = kept + (size_t)layer * H * T * T; /* [head][t][j] */
         for (size_t i = 0; st == GE2_OK && i < n; i++) {
-            const double ty = (double)T * y[i];
-            kept[layer * n + i] = fabs(ty - kept_value) < 1e-3;
-            *unclear += !kept[layer * n + i] && fabs(ty) >= 1e-3;
+            /* m_td + 2·m_t(d+D) over 1/(1-p): 0 to 3 (1/(1-p') of ge2's masks is within 2e-5 of it) */
+            const double units = (double)T * y[i] * (1.0 - GE2_PROBE_P), whole = round(units);
+            const size_t h = i / ((size_t)T * D), t = i / D % T, d = i % D;
+            const int bits = whole >= 0 && whole <= 3 && fabs(units - whole) < 1e-3 ? (int)whole : 0;
+            *unclear += bits != whole || fabs(units - whole) >= 1e-3;
+            mask[(h * T + t) * T + d] = bits & 1;
+            mask[(h * T + t) * T + d + D] = bits >> 1;
         }
     }
     free(qk);

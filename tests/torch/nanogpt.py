@@ -1,8 +1,8 @@
 """train_gpt's model in PyTorch: nanoGPT's GPT (model.py) with train_gpt's
 choices - GELU (tanh), biases, the LM head tied to the token embedding,
-residual and embedding dropout but none on the attention weights (unless
-attn_dropout, as nanoGPT has it) - under nanoGPT's parameter names, and
-nanoGPT's initialisation. Shared by tests/torch/gpt_parity.py,
+residual and embedding dropout, and with attn_dropout dropout on the
+attention weights too (as nanoGPT and train_gpt have it) - under nanoGPT's
+parameter names, and nanoGPT's initialisation. Shared by tests/torch/gpt_parity.py,
 tests/torch/gpt_bf16_curve.py, bench/gpt_speed.py, bench/gpt_quality.py and
 bench/ddp_speed.py, with nanoGPT's optimizer and learning-rate schedule."""
 import math
