@@ -94,6 +94,16 @@ typedef struct ge2_fusion_impl {
     const char *(*describe)(const void *state);
 } ge2_fusion_impl;
 
+/* A group of the two positions from its first, side by side in one phase
+ * (the pair patterns' groups); true, for a matcher to return */
+static inline bool ge2_fusion_pair_group(ge2_fusion_group *group)
+{
+    group->count = 2;
+    group->n_phases = 1;
+    group->phase_of[0] = group->phase_of[1] = 0;
+    return true;
+}
+
 /* --------------------------------------------------------------- patterns */
 
 typedef struct ge2_fusion_pattern {

@@ -16,6 +16,7 @@ extern const ge2_fusion_pattern ge2_fusion_add_into;
 extern const ge2_fusion_pattern ge2_fusion_bn_relu;
 extern const ge2_fusion_pattern ge2_fusion_mlp_step;
 extern const ge2_fusion_pattern ge2_fusion_head;
+extern const ge2_fusion_pattern ge2_fusion_ln_backward;
 extern const ge2_fusion_pattern ge2_fusion_tail_copies;
 
 static const ge2_fusion_pattern *const patterns[] = {
@@ -26,6 +27,7 @@ static const ge2_fusion_pattern *const patterns[] = {
     &ge2_fusion_bn_relu,
     &ge2_fusion_mlp_step,
     &ge2_fusion_head,
+    &ge2_fusion_ln_backward,
     &ge2_fusion_tail_copies,
 };
 

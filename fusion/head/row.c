@@ -11,10 +11,7 @@ static bool match(const ge2_fusion_key *key, int at, ge2_fusion_group *group, ch
             snprintf(why, why_size, "no LINEAR + CROSS_ENTROPY or pair of one dz's backward GEMMs in a row");
         return false;
     }
-    group->count = 2;
-    group->n_phases = 1;
-    group->phase_of[0] = group->phase_of[1] = 0;
-    return true;
+    return ge2_fusion_pair_group(group);
 }
 
 /* The state is the pair's kind, as a pointer into this table. */

@@ -548,7 +548,8 @@ typedef struct ge2_compile_options {
      * batch norm's relu and its derivative in the batch norm's kernels;
      * also a rewrite), "mlp_step" (a
      * small MLP's step in one kernel), "head" (a classifier head's launch
-     * pairs), "tail_copies" (the last optimizer update also copies the
+     * pairs), "ln_backward" (a layer norm's parameter and input gradients
+     * in one kernel), "tail_copies" (the last optimizer update also copies the
      * results back). An unknown name is an error. */
     const char *disable_fusions;
     /* CUDA kernel selection: time every applicable candidate once per GEMM

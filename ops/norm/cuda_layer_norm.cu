@@ -8,6 +8,7 @@
 #include "kernels/cuda/bf16_store.h"
 #include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/check.h"
+#include "ops/norm/cuda_layer_norm.h"
 #include "ops/norm/norm.h"
 
 #define GE2_LN_THREADS 256
@@ -62,15 +63,12 @@ __global__ void ge2_layer_norm_grad_input_kernel(long long rows, int c, const fl
     const float mean = saved[r], rstd = saved[rows + r];
     const float *xr = x + r * c, *dyr = dy + r * c;
     float sg = 0.0f, sgx = 0.0f;
-    for (int i = lane; i < c; i += GE2_WARP) {
-        const float g = dyr[i] * w[i];
-        sg += g;
-        sgx += g * (xr[i] - mean) * rstd;
-    }
+    for (int i = lane; i < c; i += GE2_WARP)
+        ge2_ln_grad_sums(dyr[i], xr[i], w[i], mean, rstd, sg, sgx);
     sg = ge2_warp_sum(sg) / (float)c;
     sgx = ge2_warp_sum(sgx) / (float)c;
     for (int i = lane; i < c; i += GE2_WARP) {
-        const float v = __fmul_rn(rstd, dyr[i] * w[i] - sg - (xr[i] - mean) * rstd * sgx);
+        const float v = ge2_ln_grad_dx(dyr[i], xr[i], w[i], mean, rstd, sg, sgx);
         dx[r * c + i] = plus ? plus[r * c + i] + v : v;
     }
 }

@@ -6,8 +6,9 @@
  * group's nodes: bitwise (the plan differs only in lifetimes). A rewrite on
  * the CPU: bitwise where its row says it is exact, else within fp32
  * rounding (the fused kernels sum in another order); anything on CUDA
- * (built with GE2_PATTERN_TEST_CUDA): within fp32 rounding. A new pattern is
- * tested the day it is added. */
+ * (built with GE2_PATTERN_TEST_CUDA): within fp32 rounding, and a group
+ * pattern with a CUDA implementation must run it (not its nodes) for some
+ * group. A new pattern is tested the day it is added. */
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
@@ -39,6 +40,7 @@ typedef struct run {
     int64_t numel[MAX_PARAMS];
     int n_params;
     int groups_of_pattern; /* in the train key's plan, or the fused nodes of a rewrite row */
+    int groups_run_fused;  /* of those groups, the ones the backend ran with the pattern's implementation */
 } run;
 
 static uint64_t rng;
@@ -90,9 +92,13 @@ static void train(ge2_graph *g, int pattern, const char *disable, run *r)
         for (int i = 0; i < n; i++)
             free(bufs[i]);
     }
-    const ge2_plan *plan = prog->keys[prog->last_key[GE2_MODE_TRAIN]]->plan;
-    for (int i = 0; i < plan->n_groups; i++)
+    const ge2_program_key *key = prog->keys[prog->last_key[GE2_MODE_TRAIN]];
+    const ge2_plan *plan = key->plan;
+    for (int i = 0; i < plan->n_groups; i++) {
         r->groups_of_pattern += plan->groups[i].pattern == pattern;
+        /* the backend names the implementation in a group's launches when it runs it */
+        r->groups_run_fused += plan->groups[i].pattern == pattern && key->exec.launches[plan->groups[i].first].fused_into;
+    }
     for (int i = 0; i < g->n_tensors && r->n_params < MAX_PARAMS; i++) {
         const ge2_tensor *t = g->tensors[i];
         if (t->role != GE2_ROLE_PARAMETER)
@@ -130,6 +136,11 @@ START_TEST(test_pattern_equals_its_nodes)
     train(plain, _i, p->name, &off);
     const double tolerance = bitwise(p) ? 0 : rounding;
     ck_assert_msg(on.groups_of_pattern > 0, "%s: its example formed no group", p->name);
+#ifdef GE2_PATTERN_TEST_CUDA
+    ck_assert_msg(!p->match || !p->cuda || on.groups_run_fused > 0,
+                  "%s: CUDA ran the nodes of all %d of its groups, never its implementation", p->name,
+                  on.groups_of_pattern);
+#endif
     ck_assert_msg(off.groups_of_pattern == 0, "%s: %d groups or fused nodes with it off (%d on)", p->name, off.groups_of_pattern, on.groups_of_pattern);
     for (int s = 0; s < STEPS; s++)
         ck_assert_msg(tolerance ? fabs(on.loss[s] - off.loss[s]) <= tolerance * fabs(off.loss[s])

@@ -1,0 +1,56 @@
+/* A layer norm's backward in one pass: LAYER_NORM_GRAD_PARAMS then
+ * LAYER_NORM_GRAD_INPUT of the same dy, x and saved statistics
+ * (consecutive in the schedule, as ops/norm/backward.c emits them), run as
+ * one kernel that reads dy and x once.
+ *
+ * Why: the two ops read the same two [rows, c] tensors; apart they read
+ * them twice, and the parameter gradients' column sums ran at half the
+ * memory's speed (bench/RESULTS.md has the launch times).
+ *
+ * The kernel: a warp per row, as LAYER_NORM_GRAD_INPUT's own kernel, whose
+ * arithmetic it repeats expression for expression (dx has its bits); each
+ * lane also keeps its columns' sums of dy·x̂ and dy over the block's rows
+ * (64, in row order), the block's warps add theirs in warp order, and a
+ * second kernel adds the blocks' partials per column in block order, a
+ * warp a column (a fixed tree across its lanes): dweight and dbias in a
+ * fixed order, bit-identical run to run (not to the unfused kernel's
+ * order). Rows of up to GE2_LN_BACKWARD_MAX_C values, in f32.
+ */
+#ifndef GE2_FUSION_LN_BACKWARD_LN_BACKWARD_H
+#define GE2_FUSION_LN_BACKWARD_LN_BACKWARD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "graph/ir.h"
+#include "ops/ops.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Values a row (c) the kernel takes: 24 a lane */
+#define GE2_LN_BACKWARD_MAX_C 768
+
+/* Whether nodes a then b are one layer norm's GRAD_PARAMS and GRAD_INPUT
+ * (the same dy, x and saved statistics); graph-level, for the matcher. */
+static inline bool ge2_ln_backward_pair(const ge2_node *a, const ge2_node *b)
+{
+    return a->op == GE2_OP_LAYER_NORM_GRAD_PARAMS && b->op == GE2_OP_LAYER_NORM_GRAD_INPUT && a->n_inputs == 3 &&
+           b->n_inputs >= 4 && a->inputs[0] == b->inputs[0] && a->inputs[1] == b->inputs[1] &&
+           a->inputs[2] == b->inputs[3];
+}
+
+/* Whether the CUDA kernel takes the pair's launches (f32 tensors, rows of
+ * up to GE2_LN_BACKWARD_MAX_C, dx wanted, room for the partials in the
+ * workspace), else why not. */
+bool ge2_ln_backward_takes(const ge2_launch *pair /* [2] */, char *why, size_t why_size);
+
+/* Enqueues the kernels on pair[0]'s stream. */
+ge2_status ge2_ln_backward_launch(const ge2_launch *pair /* [2] */);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GE2_FUSION_LN_BACKWARD_LN_BACKWARD_H */
