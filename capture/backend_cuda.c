@@ -553,13 +553,15 @@ static void print_kernels(const ge2_backend_ctx *ctx, const ge2_exec *exec)
     }
 }
 
-/* Does one of the group's launches multiply bf16 operands or read or write
- * a bf16 tensor? (The groups' own kernels are f32 throughout.) */
-static bool group_has_bf16(const ge2_exec *exec, const ge2_fusion_group *fg)
+/* Does one of the group's launches multiply bf16 operands (unless the
+ * implementation does any precision's arithmetic, GE2_FUSION_ANY_PRECISION)
+ * or read or write a bf16 tensor? (The groups' own kernels are f32
+ * throughout.) */
+static bool group_has_bf16(const ge2_exec *exec, const ge2_fusion_group *fg, unsigned does)
 {
     for (int i = fg->first; i < fg->first + fg->count; i++) {
         const ge2_launch *l = &exec->launches[i];
-        if (ge2_launch_half_gemm(l))
+        if (!(does & GE2_FUSION_ANY_PRECISION) && ge2_launch_half_gemm(l))
             return true;
         for (int k = 0; k < l->n_in + l->n_out; k++)
             if ((k < l->n_in ? l->in[k].dtype : l->out[k - l->n_in].dtype) == GE2_BF16)
@@ -591,7 +593,7 @@ static ge2_status prepare_groups(ge2_backend_ctx *ctx, ge2_exec *exec, ge2_cuda_
             continue;
         char why[256] = "";
         void *state = NULL;
-        if (group_has_bf16(exec, fg)) /* a group's own kernels compute and store f32 */
+        if (group_has_bf16(exec, fg, pattern->cuda->does)) /* a group's own kernels compute and store f32 */
             snprintf(why, sizeof why, "precision %s: fused groups run node by node (their own kernels compute in fp32)",
                      exec->n_launches ? (exec->launches[0].f16_operands ? "fp16" : "bf16") : "bf16");
         else

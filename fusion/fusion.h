@@ -79,6 +79,10 @@ typedef struct ge2_fusion_run {
 enum {
     GE2_FUSION_DOES_UPLOAD = 1u << 0,  /* starting a step, it does the feed upload too */
     GE2_FUSION_DOES_RESULTS = 1u << 1, /* ending a step, it does the result copies too */
+    /* its kernels do what the launches do under any precision, given f32
+     * tensors (no GEMM whose operands a precision rounds): the backend then
+     * declines its groups for bf16 tensors only, not for precision BF16 */
+    GE2_FUSION_ANY_PRECISION = 1u << 2,
 };
 
 typedef struct ge2_fusion_impl {

@@ -7,21 +7,21 @@
 
 #define GE2_LNB_THREADS 256
 #define GE2_LNB_WARPS (GE2_LNB_THREADS / GE2_WARP)
-#define GE2_LNB_ROWS 64 // rows a block: 8 a warp
+#define GE2_LNB_ROWS 16 // rows a block, 2 a warp: a GPT batch (16k rows) gives 1024 blocks
 #define GE2_LNB_MAX_CPL (GE2_LN_BACKWARD_MAX_C / GE2_WARP)
 
 // ------------------------------------------------------------------- kernels
 
 // dy, x [rows, c], w [c], saved [2, rows] (mean, rstd), plus [rows, c] or
 // NULL -> dx [rows, c]; part [blocks, c] (Σ dy·x̂, Σ dy over the block's
-// rows). Warp k takes rows k, k + 8, ... of the block's 64, in order; lane
-// l holds columns l, l + 32, ... (CPL of them).
+// rows). Warp k takes rows k, k + 8 of the block's 16, in order; lane l
+// holds columns l, l + 32, ... (CPL of them). Shared: [8 warps, c] float2.
 template <int CPL>
 __global__ void __launch_bounds__(GE2_LNB_THREADS)
     ge2_ln_backward_kernel(long long rows, int c, const float *dy, const float *x, const float *w, const float *saved,
                            const float *plus, float *dx, float2 *part)
 {
-    __shared__ float2 warp_part[GE2_LNB_WARPS][GE2_LN_BACKWARD_MAX_C];
+    extern __shared__ float2 warp_part[];
     const int lane = threadIdx.x % GE2_WARP, warp = threadIdx.x / GE2_WARP;
     float pw[CPL], pb[CPL];
 #pragma unroll
@@ -58,13 +58,13 @@ __global__ void __launch_bounds__(GE2_LNB_THREADS)
     for (int k = 0; k < CPL; k++) {
         const int col = lane + GE2_WARP * k;
         if (col < c)
-            warp_part[warp][col] = make_float2(pw[k], pb[k]);
+            warp_part[warp * c + col] = make_float2(pw[k], pb[k]);
     }
     __syncthreads();
     for (int col = threadIdx.x; col < c; col += GE2_LNB_THREADS) {
-        float2 t = warp_part[0][col];
+        float2 t = warp_part[col];
         for (int k = 1; k < GE2_LNB_WARPS; k++)
-            t = make_float2(t.x + warp_part[k][col].x, t.y + warp_part[k][col].y);
+            t = make_float2(t.x + warp_part[k * c + col].x, t.y + warp_part[k * c + col].y);
         part[(long long)blockIdx.x * c + col] = t;
     }
 }
@@ -128,18 +128,18 @@ extern "C" bool ge2_ln_backward_takes(const ge2_launch *pair, char *why, size_t 
 }
 
 // Runs KERNEL<CPL> for the least CPL of {4, 8, 12, 16, 24} with 32·CPL >= c
-#define GE2_LNB_DISPATCH(cpl_needed, grid, stream, ...)                                                          \
-    do {                                                                                                        \
-        if ((cpl_needed) <= 4)                                                                                  \
-            ge2_ln_backward_kernel<4><<<grid, GE2_LNB_THREADS, 0, stream>>>(__VA_ARGS__);                       \
-        else if ((cpl_needed) <= 8)                                                                             \
-            ge2_ln_backward_kernel<8><<<grid, GE2_LNB_THREADS, 0, stream>>>(__VA_ARGS__);                       \
-        else if ((cpl_needed) <= 12)                                                                            \
-            ge2_ln_backward_kernel<12><<<grid, GE2_LNB_THREADS, 0, stream>>>(__VA_ARGS__);                      \
-        else if ((cpl_needed) <= 16)                                                                            \
-            ge2_ln_backward_kernel<16><<<grid, GE2_LNB_THREADS, 0, stream>>>(__VA_ARGS__);                      \
-        else                                                                                                    \
-            ge2_ln_backward_kernel<GE2_LNB_MAX_CPL><<<grid, GE2_LNB_THREADS, 0, stream>>>(__VA_ARGS__);         \
+#define GE2_LNB_DISPATCH(cpl_needed, grid, smem, stream, ...)                                                       \
+    do {                                                                                                            \
+        if ((cpl_needed) <= 4)                                                                                      \
+            ge2_ln_backward_kernel<4><<<grid, GE2_LNB_THREADS, smem, stream>>>(__VA_ARGS__);                        \
+        else if ((cpl_needed) <= 8)                                                                                 \
+            ge2_ln_backward_kernel<8><<<grid, GE2_LNB_THREADS, smem, stream>>>(__VA_ARGS__);                        \
+        else if ((cpl_needed) <= 12)                                                                                \
+            ge2_ln_backward_kernel<12><<<grid, GE2_LNB_THREADS, smem, stream>>>(__VA_ARGS__);                       \
+        else if ((cpl_needed) <= 16)                                                                                \
+            ge2_ln_backward_kernel<16><<<grid, GE2_LNB_THREADS, smem, stream>>>(__VA_ARGS__);                       \
+        else                                                                                                        \
+            ge2_ln_backward_kernel<GE2_LNB_MAX_CPL><<<grid, GE2_LNB_THREADS, smem, stream>>>(__VA_ARGS__);          \
     } while (0)
 
 extern "C" ge2_status ge2_ln_backward_launch(const ge2_launch *pair)
@@ -149,7 +149,8 @@ extern "C" ge2_status ge2_ln_backward_launch(const ge2_launch *pair)
     const int c = (int)g.c, blocks = (int)lnb_blocks(g.rows), cpl = (c + GE2_WARP - 1) / GE2_WARP;
     cudaStream_t stream = ge2_cuda_stream(gp);
     float2 *part = (float2 *)gp->workspace;
-    GE2_LNB_DISPATCH(cpl, (unsigned)blocks, stream, g.rows, c, (const float *)gi->in[0].data,
+    const size_t smem = (size_t)GE2_LNB_WARPS * (size_t)c * sizeof(float2); // <= 48 KiB: c <= 768
+    GE2_LNB_DISPATCH(cpl, (unsigned)blocks, smem, stream, g.rows, c, (const float *)gi->in[0].data,
                      (const float *)gi->in[1].data, (const float *)gi->in[2].data, (const float *)gi->in[3].data,
                      gi->n_in > 4 ? (const float *)gi->in[4].data : NULL, (float *)gi->out[0].data, part);
     GE2_TRY(ge2_cuda_check_launch(gi, "ge2_ln_backward_kernel"));

@@ -10,7 +10,7 @@
  * The kernel: a warp per row, as LAYER_NORM_GRAD_INPUT's own kernel, whose
  * arithmetic it repeats expression for expression (dx has its bits); each
  * lane also keeps its columns' sums of dy·x̂ and dy over the block's rows
- * (64, in row order), the block's warps add theirs in warp order, and a
+ * (16, in row order), the block's warps add theirs in warp order, and a
  * second kernel adds the blocks' partials per column in block order, a
  * warp a column (a fixed tree across its lanes): dweight and dbias in a
  * fixed order, bit-identical run to run (not to the unfused kernel's
