@@ -7,15 +7,16 @@
 
 #define GE2_LNB_THREADS 256
 #define GE2_LNB_WARPS (GE2_LNB_THREADS / GE2_WARP)
-#define GE2_LNB_ROWS 16 // rows a block, 2 a warp: a GPT batch (16k rows) gives 1024 blocks
+#define GE2_LNB_ROWS GE2_LNB_WARPS // rows a block, one a warp: a GPT batch (16k rows) gives 2048 blocks
 #define GE2_LNB_MAX_CPL (GE2_LN_BACKWARD_MAX_C / GE2_WARP)
 
 // ------------------------------------------------------------------- kernels
 
 // dy, x [rows, c], w [c], saved [2, rows] (mean, rstd), plus [rows, c] or
-// NULL -> dx [rows, c]; part [blocks, c] (Σ dy·x̂, Σ dy over the block's
-// rows). Warp k takes rows k, k + 8 of the block's 16, in order; lane l
-// holds columns l, l + 32, ... (CPL of them). Shared: [8 warps, c] float2.
+// NULL -> dx [rows, c]; part [blocks, c] (Σ dy·x̂, Σ dy over the block's 8
+// rows, in row order). Warp k takes the block's row k; lane l holds
+// columns l, l + 32, ... (CPL of them), loading dy, x and plus at once.
+// Shared: [8 warps, c] float2.
 template <int CPL>
 __global__ void __launch_bounds__(GE2_LNB_THREADS)
     ge2_ln_backward_kernel(long long rows, int c, const float *dy, const float *x, const float *w, const float *saved,
@@ -23,24 +24,21 @@ __global__ void __launch_bounds__(GE2_LNB_THREADS)
 {
     extern __shared__ float2 warp_part[];
     const int lane = threadIdx.x % GE2_WARP, warp = threadIdx.x / GE2_WARP;
-    float pw[CPL], pb[CPL];
-#pragma unroll
-    for (int k = 0; k < CPL; k++)
-        pw[k] = pb[k] = 0.0f;
-    for (int i = warp; i < GE2_LNB_ROWS; i += GE2_LNB_WARPS) {
-        const long long r = (long long)blockIdx.x * GE2_LNB_ROWS + i;
-        if (r >= rows)
-            break;
+    const long long r = (long long)blockIdx.x * GE2_LNB_ROWS + warp;
+    if (r < rows) {
         const float mean = saved[r], rstd = saved[rows + r];
-        float d[CPL], xv[CPL], sg = 0.0f, sgx = 0.0f;
+        float d[CPL], xv[CPL], pl[CPL], sg = 0.0f, sgx = 0.0f;
 #pragma unroll
         for (int k = 0; k < CPL; k++) {
             const int col = lane + GE2_WARP * k;
             d[k] = col < c ? dy[r * c + col] : 0.0f;
             xv[k] = col < c ? x[r * c + col] : 0.0f;
-            if (col < c)
-                ge2_ln_grad_sums(d[k], xv[k], w[col], mean, rstd, sg, sgx);
+            pl[k] = col < c && plus ? plus[r * c + col] : 0.0f;
         }
+#pragma unroll
+        for (int k = 0; k < CPL; k++)
+            if (lane + GE2_WARP * k < c)
+                ge2_ln_grad_sums(d[k], xv[k], w[lane + GE2_WARP * k], mean, rstd, sg, sgx);
         sg = ge2_warp_sum(sg) / (float)c;
         sgx = ge2_warp_sum(sgx) / (float)c;
 #pragma unroll
@@ -49,16 +47,12 @@ __global__ void __launch_bounds__(GE2_LNB_THREADS)
             if (col >= c)
                 continue;
             const float v = ge2_ln_grad_dx(d[k], xv[k], w[col], mean, rstd, sg, sgx);
-            dx[r * c + col] = plus ? plus[r * c + col] + v : v;
-            pw[k] += d[k] * (xv[k] - mean) * rstd;
-            pb[k] += d[k];
+            dx[r * c + col] = plus ? pl[k] + v : v;
+            warp_part[warp * c + col] = make_float2(d[k] * (xv[k] - mean) * rstd, d[k]);
         }
-    }
-#pragma unroll
-    for (int k = 0; k < CPL; k++) {
-        const int col = lane + GE2_WARP * k;
-        if (col < c)
-            warp_part[warp * c + col] = make_float2(pw[k], pb[k]);
+    } else {
+        for (int col = lane; col < c; col += GE2_WARP) // past the last row: nothing to add
+            warp_part[warp * c + col] = make_float2(0.0f, 0.0f);
     }
     __syncthreads();
     for (int col = threadIdx.x; col < c; col += GE2_LNB_THREADS) {

@@ -7,10 +7,9 @@
  * them twice, and the parameter gradients' column sums ran at half the
  * memory's speed (bench/RESULTS.md has the launch times).
  *
- * The kernel: a warp per row, as LAYER_NORM_GRAD_INPUT's own kernel, whose
- * arithmetic it repeats expression for expression (dx has its bits); each
- * lane also keeps its columns' sums of dy·x̂ and dy over the block's rows
- * (16, in row order), the block's warps add theirs in warp order, and a
+ * The kernel: a warp per row, with LAYER_NORM_GRAD_INPUT's own arithmetic
+ * (ops/norm/cuda_layer_norm.h: dx has its bits); each lane also leaves its
+ * columns' dy·x̂ and dy, which the block's 8 rows add in row order, and a
  * second kernel adds the blocks' partials per column in block order, a
  * warp a column (a fixed tree across its lanes): dweight and dbias in a
  * fixed order, bit-identical run to run (not to the unfused kernel's
