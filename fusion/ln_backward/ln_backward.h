@@ -8,7 +8,8 @@
  * memory's speed (bench/RESULTS.md has the launch times).
  *
  * The kernel: a warp per row, with LAYER_NORM_GRAD_INPUT's own arithmetic
- * (ops/norm/cuda_layer_norm.h: dx has its bits); each lane also leaves its
+ * (ops/norm/cuda_layer_norm.h; fp32 rounding may differ where the compiler
+ * contracts differently); each lane also leaves its
  * columns' dy·x̂ and dy, which the block's 8 rows add in row order, and a
  * second kernel adds the blocks' partials per column in block order, a
  * warp a column (a fixed tree across its lanes): dweight and dbias in a

@@ -44,25 +44,29 @@ static const ge2_fusion_impl cuda = {
     .describe = describe,
 };
 
-/* x -> linear -> layer norm -> head: the layer norm's backward makes dx for
- * the first linear's weight gradient; rows of 72 (not a multiple of a
- * warp) and 100 rows (the last block's 16 not all there) */
+/* x -> linear -> h + layer_norm(h) -> head: the layer norm's backward
+ * makes dx for the first linear's weight gradient, with the residual's
+ * gradient as its addend (fusion/add_into); rows of 300 (not a multiple of
+ * a warp; 12 values a lane, as the GPT's 384) and 100 rows (the last
+ * block's 8 not all there) */
 static ge2_status example(ge2_graph **graph)
 {
     ge2_graph *g;
-    ge2_tensor *x, *labels, *w1, *h = NULL;
+    ge2_tensor *x, *labels, *w1, *h = NULL, *n = NULL;
     GE2_TRY(ge2_graph_new(&g));
     ge2_status st;
     st = ge2_input(g, "x", GE2_F32, ge2_shape2(100, 40), &x);
     if (st == GE2_OK)
         st = ge2_label(g, "labels", GE2_I32, ge2_shape1(100), &labels);
     if (st == GE2_OK)
-        st = ge2_parameter(g, "fc.weight", GE2_F32, ge2_shape2(72, 40), (ge2_init){GE2_INIT_UNIFORM, -0.2, 0.2, 0},
+        st = ge2_parameter(g, "fc.weight", GE2_F32, ge2_shape2(300, 40), (ge2_init){GE2_INIT_UNIFORM, -0.2, 0.2, 0},
                            &w1);
     if (st == GE2_OK)
         st = ge2_linear(g, x, w1, NULL, GE2_ACT_NONE, 0.0f, &h);
     if (st == GE2_OK)
-        st = ge2_layer_norm_layer(g, "ln", h, true, 1e-5, &h);
+        st = ge2_layer_norm_layer(g, "ln", h, true, 1e-5, &n);
+    if (st == GE2_OK)
+        st = ge2_add(g, h, n, &h);
     return ge2_fusion_example_head(g, st, h, 10, labels, graph);
 }
 
