@@ -101,9 +101,7 @@ ge2_status ge2_naive_exec(ge2_naive *n, bool backward)
             l.out[k] = (ge2_view){n->data[id], g->tensors[id]->dtype, n->shape[id]};
         }
         l.control = &n->control;
-        static const ge2_kernel_settings defaults = {
-        .autotune = true, .gemm_kernels = GE2_GEMM_KERNELS_ANY, .pdl = true, .time_epilogues = true,
-        .kernel_candidates = true};
+        static const ge2_kernel_settings defaults = GE2_KERNEL_SETTINGS_DEFAULTS;
         l.settings = &defaults;
         l.training = n->mode == GE2_MODE_TRAIN;
         GE2_TRY(ge2_op_run_cpu(&l));

@@ -166,6 +166,15 @@ typedef struct ge2_kernel_settings {
     bool kernel_candidates; /* ops' registered candidates timed against their own kernels (autotune) */
 } ge2_kernel_settings;
 
+/* The settings of ge2_compile_defaults(), as an initializer: what a launch
+ * made without a program (tests, the naive executor) chooses kernels by. */
+#define GE2_KERNEL_SETTINGS_DEFAULTS                                                                              \
+    {.autotune = true,                                                                                          \
+     .gemm_kernels = GE2_GEMM_KERNELS_ANY,                                                                      \
+     .pdl = true,                                                                                               \
+     .time_epilogues = true,                                                                                    \
+     .kernel_candidates = true}
+
 typedef struct ge2_launch {
     const ge2_node *node; /* op and attrs */
     int n_in, n_out;

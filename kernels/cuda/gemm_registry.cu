@@ -420,9 +420,7 @@ ge2_status ge2_gemm_select(const ge2_launch *launch, const ge2_gemm_problem *pb,
     static_assert(sizeof cands[0].algo == GE2_GEMM_ALGO_BYTES, "cublasLtMatmulAlgo_t changed size");
     memset(sel, 0, sizeof *sel);
     sel->source = GE2_GEMM_HEURISTIC;
-    static const ge2_kernel_settings defaults = {
-        .autotune = true, .gemm_kernels = GE2_GEMM_KERNELS_ANY, .pdl = true, .time_epilogues = true,
-        .kernel_candidates = true};
+    static const ge2_kernel_settings defaults = GE2_KERNEL_SETTINGS_DEFAULTS;
     const ge2_kernel_settings *settings = launch->settings ? launch->settings : &defaults;
     const ge2_gemm_kernels families = settings->gemm_kernels;
     const bool autotune = settings->autotune;

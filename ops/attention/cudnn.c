@@ -41,6 +41,7 @@
 #include <cudnn_graph.h>
 
 #include "graph/alloc.h"
+#include "graph/rng.h"
 #include "kernels/cuda/bf16_copy.h"
 #include "kernels/cuda/cudnn.h"
 #include "ops/attention/attention.h"
@@ -58,7 +59,7 @@ enum {
     U_DV,
     U_SCALE,
     U_NEG_INF,
-    U_ONE,
+    U_KEEP,
     U_SOFTMAX_SUM,
     U_SEED,
     U_OFFSET,
@@ -343,15 +344,15 @@ static void build_backward(sdpa_graph *g, const sdpa_key *k)
     ge2_cudnn_desc dq = operand(g, &s, U_DQ, false), dk = operand(g, &s, U_DK, false), dv = operand(g, &s, U_DV, false);
     ge2_cudnn_desc stats = tensor(g, U_STATS, f32, s.stats, s.stats_strides, false, false);
     ge2_cudnn_desc scale = scalar(g, &s, U_SCALE), neg_inf = k->causal ? scalar(g, &s, U_NEG_INF) : NULL;
-    ge2_cudnn_desc one = scalar(g, &s, U_ONE);
+    ge2_cudnn_desc keep = scalar(g, &s, U_KEEP);
     ge2_cudnn_desc softmax_sum = tensor(g, U_SOFTMAX_SUM, f32, s.stats, s.sums_strides, false, false);
 
-    /* softmax_sum = rowsum(dO ⊙ O) · one (1, or 1 - p under dropout) */
+    /* softmax_sum = rowsum(dO ⊙ O) · keep (1, or 1 - p under dropout) */
     ge2_cudnn_desc x0 = virtual_tensor(g, f32, s.rows, s.row_strides);
     pointwise(g, CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, d_o, o, NULL, x0, -1);
     ge2_cudnn_desc x1 = virtual_tensor(g, f32, s.stats, s.sums_strides);
     reduction(g, CUDNN_REDUCE_TENSOR_ADD, x0, x1);
-    pointwise(g, CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, x1, one, NULL, softmax_sum, -1);
+    pointwise(g, CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, x1, keep, NULL, softmax_sum, -1);
     /* P = exp(mask(scale·Q·Kᵀ - Stats)) */
     ge2_cudnn_desc s1 = scaled_scores(g, &s, q, kt, scale);
     ge2_cudnn_desc s2 = on_scores(g, &s, CUDNN_POINTWISE_SUB, s1, stats);
@@ -523,13 +524,15 @@ static sdpa_layout layout_of(const sdpa_key *key, size_t workspace_bytes, const 
 typedef struct sdpa_launch {
     const sdpa_plan *plan;
     sdpa_layout layout;
-    float scale, neg_inf, one, drop_scale; /* the by-value scalars: host memory the variant pack points to */
+    /* the by-value scalars, host memory the variant pack points to: keep is
+     * the chance a weight is kept (1 without dropout), drop_scale 1/keep */
+    float scale, neg_inf, keep, drop_scale;
     int64_t *seed; /* under dropout: the launch's seed in device memory (dropout_seed) */
     char description[224];
 } sdpa_launch;
 
 /* The seed a dropout launch's masks draw from: the graph's (the control
- * block's) mixed with the op's stream (splitmix64's finalizer), so layers
+ * block's) mixed with the op's stream (graph/rng.h's ge2_mix64), so layers
  * of one shape draw different masks; copied once into device memory of
  * its own before capture */
 static ge2_status dropout_seed(const ge2_launch *l, sdpa_launch *s)
@@ -538,10 +541,7 @@ static ge2_status dropout_seed(const ge2_launch *l, sdpa_launch *s)
     cudaError_t e = cudaStreamSynchronize((cudaStream_t)l->stream);
     if (e == cudaSuccess)
         e = cudaMemcpy(&seed, &l->control->rng_seed, sizeof seed, cudaMemcpyDeviceToHost);
-    uint64_t z = seed ^ (0x9E3779B97F4A7C15ull * (l->node->attrs.attention.stream + 1ull));
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    const int64_t mixed = (int64_t)(z ^ (z >> 31));
+    const int64_t mixed = (int64_t)ge2_mix64(seed ^ (GE2_MIX64_GAMMA * (l->node->attrs.attention.stream + 1ull)));
     if (e == cudaSuccess)
         e = cudaMalloc((void **)&s->seed, sizeof mixed);
     if (e == cudaSuccess)
@@ -633,7 +633,7 @@ ge2_status ge2_cudnn_attention_prepare(ge2_launch *l, const char *fallback)
         s->layout = layout;
         s->scale = (float)ge2_attn_scale(&l->node->attrs.attention, key.d);
         s->neg_inf = -INFINITY;
-        s->one = (float)(1.0 - key.dropout);
+        s->keep = (float)(1.0 - key.dropout);
         s->drop_scale = key.dropout > 0 ? (float)(1.0 / (1.0 - key.dropout)) : 1.0f;
         const ge2_status st = key.dropout > 0 ? dropout_seed(l, s) : GE2_OK;
         if (st != GE2_OK)
@@ -709,7 +709,7 @@ ge2_status ge2_cudnn_attention_launch(const ge2_launch *l)
         const int n_in = s->layout.n_inputs;
         PACK(U_DO, c[o.dy]), PACK(U_O, c[o.y]), PACK(U_STATS, l->in[o.lse].data);
         PACK(U_DQ, c[n_in + o.dq]), PACK(U_DK, c[n_in + o.dk] + k_at), PACK(U_DV, c[n_in + o.dv] + v_at);
-        PACK(U_SOFTMAX_SUM, scratch + s->layout.sums), PACK(U_ONE, &s->one);
+        PACK(U_SOFTMAX_SUM, scratch + s->layout.sums), PACK(U_KEEP, &s->keep);
     }
     PACK(U_SCALE, &s->scale);
     if (key->causal)

@@ -463,6 +463,27 @@ START_TEST(test_candidates_switch)
 }
 END_TEST
 
+/* GE2_KERNEL_SETTINGS_DEFAULTS (launches made without a program) chooses
+ * kernels as a program compiled with ge2_compile_defaults() does */
+START_TEST(test_settings_initializer_is_the_defaults)
+{
+    static const char *const env[] = {"GE2_AUTOTUNE", "GE2_AUTOTUNE_LOG", "GE2_GEMM_KERNEL", "GE2_PDL",
+                                      "GE2_TIME_EPILOGUES", "GE2_KERNEL_CANDIDATES", "GE2_MLP_STEP_PROFILE"};
+    for (size_t i = 0; i < sizeof env / sizeof env[0]; i++)
+        unsetenv(env[i]);
+    ge2_status st;
+    const ge2_kernel_settings want = settings_of(NULL, &st), got = GE2_KERNEL_SETTINGS_DEFAULTS;
+    ck_assert_int_eq(st, GE2_OK);
+    ck_assert_int_eq(got.autotune, want.autotune);
+    ck_assert_int_eq(got.autotune_log, want.autotune_log);
+    ck_assert_int_eq(got.gemm_kernels, want.gemm_kernels);
+    ck_assert_int_eq(got.pdl, want.pdl);
+    ck_assert_int_eq(got.profile, want.profile);
+    ck_assert_int_eq(got.time_epilogues, want.time_epilogues);
+    ck_assert_int_eq(got.kernel_candidates, want.kernel_candidates);
+}
+END_TEST
+
 START_TEST(test_family_switch)
 {
     ge2_status st;
@@ -544,6 +565,7 @@ int main(void)
     tcase_add_test(tc, test_unwritable_cache_is_a_warning);
     tcase_add_test(tc, test_cache_path_option);
     tcase_add_test(tc, test_autotune_switch);
+    tcase_add_test(tc, test_settings_initializer_is_the_defaults);
     tcase_add_test(tc, test_candidates_switch);
     tcase_add_test(tc, test_family_switch);
     tcase_add_test(tc, test_fusion_switches);

@@ -39,9 +39,7 @@ static inline void gpu_close(gpu *g)
 /* A launch's stream, cuBLASLt handle and workspace (fp32: tf32 off). */
 /* What the launches these suites make see of the compile options (a
  * program's launches get its own): the defaults, which a test may change. */
-static ge2_kernel_settings gpu_settings = {
-    .autotune = true, .gemm_kernels = GE2_GEMM_KERNELS_ANY, .pdl = true, .time_epilogues = true,
-    .kernel_candidates = true};
+static ge2_kernel_settings gpu_settings = GE2_KERNEL_SETTINGS_DEFAULTS;
 
 static inline void gpu_fill_launch(ge2_launch *l, const gpu *g)
 {
