@@ -80,6 +80,27 @@ __global__ void ge2_map_kernel(long long n, const float *a /* [n] */, const floa
         y[i] = f(a[i], b ? b[i] : 0.0f);
 }
 
+// y[i] = f(a[i % na], b[i % nb]): each operand is y's shape or its
+// trailing dims, repeated (a bias over rows, a position table over a
+// batch), so its index is a remainder, not a coordinate walk. VEC4: na and
+// nb multiples of 4 and every pointer 16-byte aligned, four a thread.
+template <bool VEC4, typename F>
+__global__ void ge2_repeat_kernel(long long n, const float *a, long long na, const float *b, long long nb, float *y,
+                                  F f)
+{
+    const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x, stride = (long long)gridDim.x * blockDim.x;
+    if (VEC4) {
+        for (long long i = 4 * first; i + 4 <= n; i += 4 * stride) {
+            const float4 va = *reinterpret_cast<const float4 *>(a + i % na);
+            const float4 vb = *reinterpret_cast<const float4 *>(b + i % nb);
+            *reinterpret_cast<float4 *>(y + i) = make_float4(f(va.x, vb.x), f(va.y, vb.y), f(va.z, vb.z), f(va.w, vb.w));
+        }
+        return; // n is a multiple of 4: na is, and divides it
+    }
+    for (long long i = first; i < n; i += stride)
+        y[i] = f(a[i % na], b[i % nb]);
+}
+
 // y[i] = f(a[ai], b[bi]) with ai, bi from the output coordinates of i.
 template <typename F>
 __global__ void ge2_broadcast_kernel(long long n, const float *a /* broadcastable to y */,
@@ -134,6 +155,44 @@ static ge2_status launch_map(const ge2_launch *l, const float *a, const float *b
     return ge2_cuda_check_launch(l, "ge2_map_kernel");
 }
 
+// Whether x broadcast to out is out's trailing dims repeated: x's dims,
+// leading 1s dropped, equal out's last ones (then element i of out takes
+// x's element i mod numel(x))
+static bool repeats(ge2_shape x, ge2_shape out)
+{
+    int first = 0;
+    while (first < x.ndim && x.dim[first] == 1)
+        first++;
+    const int kept = x.ndim - first;
+    if (kept > out.ndim)
+        return false;
+    for (int d = 0; d < kept; d++)
+        if (x.dim[first + d] != out.dim[out.ndim - kept + d])
+            return false;
+    return true;
+}
+
+// y = f(a, b) over y where each operand is y's shape or its trailing dims
+// repeated (ge2_repeat_kernel); false: not such a pair
+template <typename F>
+static bool launch_repeat(const ge2_launch *l, const ge2_view *a, const ge2_view *b, F f, ge2_status *st)
+{
+    const ge2_view *y = &l->out[0];
+    if (!repeats(a->shape, y->shape) || !repeats(b->shape, y->shape))
+        return false;
+    const long long n = ge2_shape_numel(y->shape), na = ge2_shape_numel(a->shape), nb = ge2_shape_numel(b->shape);
+    const bool vec = na % 4 == 0 && nb % 4 == 0 && ge2_cuda_aligned16(a->data) && ge2_cuda_aligned16(b->data) &&
+                     ge2_cuda_aligned16(y->data);
+    if (vec)
+        ge2_repeat_kernel<true><<<ge2_cuda_blocks(n / 4, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(
+            n, (const float *)a->data, na, (const float *)b->data, nb, (float *)y->data, f);
+    else
+        ge2_repeat_kernel<false><<<ge2_cuda_blocks(n, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(
+            n, (const float *)a->data, na, (const float *)b->data, nb, (float *)y->data, f);
+    *st = ge2_cuda_check_launch(l, "ge2_repeat_kernel");
+    return true;
+}
+
 template <typename F>
 static ge2_status launch_binary(const ge2_launch *l, F f)
 {
@@ -143,6 +202,9 @@ static ge2_status launch_binary(const ge2_launch *l, F f)
     long long n = ge2_shape_numel(y->shape);
     if (!y->data || n == 0)
         return GE2_OK;
+    ge2_status st;
+    if (launch_repeat(l, a, b, f, &st))
+        return st;
     ge2_broadcast_kernel<<<ge2_cuda_blocks(n, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(
         n, (const float *)a->data, (const float *)b->data, (float *)y->data, make_bcast(a->shape, b->shape, y->shape),
         f);
@@ -181,6 +243,9 @@ extern "C" ge2_status ge2_cuda_expand_launch(const ge2_launch *l)
     long long n = ge2_shape_numel(y->shape);
     if (!y->data || n == 0)
         return GE2_OK;
+    ge2_status st;
+    if (launch_repeat(l, x, x, f, &st)) // f reads the first operand only
+        return st;
     ge2_broadcast_kernel<<<ge2_cuda_blocks(n, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(
         n, (const float *)x->data, (const float *)x->data, (float *)y->data, make_bcast(x->shape, x->shape, y->shape),
         f);
@@ -214,8 +279,11 @@ extern "C" const char *ge2_cuda_elementwise_describe(const ge2_launch *l)
     bool flat = true;
     for (int i = 0; i < l->n_in; i++)
         flat = flat && same_shape(l->in[i].shape, l->out[0].shape);
+    bool repeated = true;
+    for (int i = 0; i < l->n_in; i++)
+        repeated = repeated && repeats(l->in[i].shape, l->out[0].shape);
     if (!flat)
-        return "strided broadcast";
+        return repeated ? "trailing dims repeated" : "strided broadcast";
     bool vec = ge2_cuda_aligned16(l->out[0].data);
     for (int i = 0; i < l->n_in; i++)
         vec = vec && ge2_cuda_aligned16(l->in[i].data);
