@@ -88,7 +88,7 @@ struct ge2_backend_ctx {
 /* A fused group the CUDA backend runs with its pattern's implementation. */
 typedef struct cuda_group {
     const ge2_fusion_impl *impl;
-    void *state; /* what impl->prepare made */
+    void *state; /* what impl->prepare made (stateless: impl) */
     int first, count;
 } cuda_group;
 
@@ -555,15 +555,15 @@ static void print_kernels(const ge2_backend_ctx *ctx, const ge2_exec *exec)
 
 /* Does one of the group's launches multiply bf16 operands (unless the
  * implementation does any precision's arithmetic, GE2_FUSION_ANY_PRECISION)
- * or read or write a bf16 tensor? (The groups' own kernels are f32
- * throughout.) */
+ * or read or write a bf16 tensor (unless it checks them itself,
+ * GE2_FUSION_TAKES_BF16)? (Other groups' own kernels are f32 throughout.) */
 static bool group_has_bf16(const ge2_exec *exec, const ge2_fusion_group *fg, unsigned does)
 {
     for (int i = fg->first; i < fg->first + fg->count; i++) {
         const ge2_launch *l = &exec->launches[i];
         if (!(does & GE2_FUSION_ANY_PRECISION) && ge2_launch_half_gemm(l))
             return true;
-        for (int k = 0; k < l->n_in + l->n_out; k++)
+        for (int k = 0; !(does & GE2_FUSION_TAKES_BF16) && k < l->n_in + l->n_out; k++)
             if ((k < l->n_in ? l->in[k].dtype : l->out[k - l->n_in].dtype) == GE2_BF16)
                 return true;
     }
@@ -596,8 +596,10 @@ static ge2_status prepare_groups(ge2_backend_ctx *ctx, ge2_exec *exec, ge2_cuda_
         if (group_has_bf16(exec, fg, pattern->cuda->does)) /* a group's own kernels compute and store f32 */
             snprintf(why, sizeof why, "precision %s: fused groups run node by node (their own kernels compute in fp32)",
                      exec->n_launches ? (exec->launches[0].f16_operands ? "fp16" : "bf16") : "bf16");
-        else
+        else if (pattern->cuda->prepare)
             GE2_TRY(pattern->cuda->prepare(&exec->launches[fg->first], fg->count, &state, why, sizeof why));
+        else if (pattern->cuda->takes(&exec->launches[fg->first], fg->count, why, sizeof why))
+            state = (void *)pattern->cuda; /* stateless: any non-NULL says it takes them */
         if (!state) {
             if (ctx->print_kernels)
                 fprintf(stderr, "ge2: %s group at node %d runs node by node: %s\n", pattern->name,
@@ -606,7 +608,7 @@ static ge2_status prepare_groups(ge2_backend_ctx *ctx, ge2_exec *exec, ge2_cuda_
         }
         ce->groups[ce->n_groups] = (cuda_group){pattern->cuda, state, fg->first, fg->count};
         ce->group_at[fg->first] = ce->n_groups++;
-        const char *what = pattern->cuda->describe ? pattern->cuda->describe(state) : NULL;
+        const char *what = pattern->cuda->describe ? pattern->cuda->describe(state) : pattern->cuda->what;
         for (int i = 0; i < fg->count; i++)
             exec->launches[fg->first + i].fused_into = what;
     }
@@ -792,7 +794,7 @@ static ge2_status enqueue_one(ge2_backend_ctx *ctx, const ge2_exec *exec, const 
         sc->results_done = true;
     }
     *done = g->count;
-    return g->impl->launch(g->state, &run);
+    return g->impl->launch ? g->impl->launch(g->state, &run) : g->impl->run(run.launches, run.n);
 }
 
 /* The in-place launches on the side stream not yet waited for by the

@@ -83,6 +83,10 @@ enum {
      * tensors (no GEMM whose operands a precision rounds): the backend then
      * declines its groups for bf16 tensors only, not for precision BF16 */
     GE2_FUSION_ANY_PRECISION = 1u << 2,
+    /* its prepare checks every tensor's dtype itself and takes the bf16
+     * tensors it says it does (a layer norm's bf16 result for a GEMM): the
+     * backend then does not decline its groups for bf16 tensors */
+    GE2_FUSION_TAKES_BF16 = 1u << 3,
 };
 
 typedef struct ge2_fusion_impl {
@@ -96,6 +100,14 @@ typedef struct ge2_fusion_impl {
     void (*release)(void *state);
     /* The kernel report's line for the group's launches ("in the ..."). */
     const char *(*describe)(const void *state);
+    /* Or, for an implementation whose launches carry all it needs (no
+     * state; neither upload nor results), these three where prepare,
+     * launch and describe are NULL: whether it takes the group's launches
+     * (else why), how it enqueues them (on their stream), and the kernel
+     * report's line. */
+    bool (*takes)(const ge2_launch *launches, int n, char *why, size_t why_size);
+    ge2_status (*run)(const ge2_launch *launches, int n);
+    const char *what;
 } ge2_fusion_impl;
 
 /* A group of the two positions from its first, side by side in one phase

@@ -17,6 +17,7 @@ extern const ge2_fusion_pattern ge2_fusion_bn_relu;
 extern const ge2_fusion_pattern ge2_fusion_mlp_step;
 extern const ge2_fusion_pattern ge2_fusion_head;
 extern const ge2_fusion_pattern ge2_fusion_ln_backward;
+extern const ge2_fusion_pattern ge2_fusion_dropout_ln;
 extern const ge2_fusion_pattern ge2_fusion_tail_copies;
 
 static const ge2_fusion_pattern *const patterns[] = {
@@ -28,6 +29,7 @@ static const ge2_fusion_pattern *const patterns[] = {
     &ge2_fusion_mlp_step,
     &ge2_fusion_head,
     &ge2_fusion_ln_backward,
+    &ge2_fusion_dropout_ln,
     &ge2_fusion_tail_copies,
 };
 

@@ -2,53 +2,88 @@
 #include "fusion/ln_backward/ln_backward.h"
 #include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/check.h"
+#include "ops/dropout/cuda_dropout.h"
 #include "ops/norm/cuda_layer_norm.h"
 #include "ops/norm/norm.h"
 
 #define GE2_LNB_THREADS 256
 #define GE2_LNB_WARPS (GE2_LNB_THREADS / GE2_WARP)
 #define GE2_LNB_ROWS GE2_LNB_WARPS // rows a block, one a warp: a GPT batch (16k rows) gives 2048 blocks
-#define GE2_LNB_MAX_CPL (GE2_LN_BACKWARD_MAX_C / GE2_WARP)
+
+// The DROPOUT_BACKWARD after the pair, when the group has one
+struct ge2_lnb_dropout {
+    float p, scale;
+    unsigned stream;
+    const ge2_control *ctl;
+};
 
 // ------------------------------------------------------------------- kernels
 
 // dy, x [rows, c], w [c], saved [2, rows] (mean, rstd), plus [rows, c] or
 // NULL -> dx [rows, c]; part [blocks, c] (Σ dy·x̂, Σ dy over the block's 8
-// rows, in row order). Warp k takes the block's row k; lane l holds
-// columns l, l + 32, ... (CPL of them), loading dy, x and plus at once.
-// Shared: [8 warps, c] float2.
-template <int CPL>
+// rows, in row order); dd [rows, c] or NULL: DROPOUT_BACKWARD of dx (its
+// mask drawn again, as DROPOUT's kernel draws it: element i is word i mod
+// 4 of draw i / 4). Warp k takes the block's row k in the row4 form (ops/
+// norm/cuda_layer_norm.h: lane l holds columns 4l + 128j .. + 3), loading
+// dy, x and plus 16 bytes at a time. Shared: [8 warps, c] float2.
+template <int Q, typename DD>
 __global__ void __launch_bounds__(GE2_LNB_THREADS)
     ge2_ln_backward_kernel(long long rows, int c, const float *dy, const float *x, const float *w, const float *saved,
-                           const float *plus, float *dx, float2 *part)
+                           const float *plus, float *dx, float2 *part, ge2_lnb_dropout drop, DD *dd)
 {
     extern __shared__ float2 warp_part[];
     const int lane = threadIdx.x % GE2_WARP, warp = threadIdx.x / GE2_WARP;
     const long long r = (long long)blockIdx.x * GE2_LNB_ROWS + warp;
     if (r < rows) {
         const float mean = saved[r], rstd = saved[rows + r];
-        float d[CPL], xv[CPL], pl[CPL], sg = 0.0f, sgx = 0.0f;
+        const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        float4 d[Q], xv[Q], pl[Q];
+        float sg = 0.0f, sgx = 0.0f;
 #pragma unroll
-        for (int k = 0; k < CPL; k++) {
-            const int col = lane + GE2_WARP * k;
-            d[k] = col < c ? dy[r * c + col] : 0.0f;
-            xv[k] = col < c ? x[r * c + col] : 0.0f;
-            pl[k] = col < c && plus ? plus[r * c + col] : 0.0f;
+        for (int k = 0; k < Q; k++) {
+            const int col = ge2_ln_row4_col(lane, k);
+            const bool in = col < c;
+            d[k] = in ? ge2_load4(dy + r * c + col) : zero;
+            xv[k] = in ? ge2_load4(x + r * c + col) : zero;
+            pl[k] = in && plus ? ge2_load4(plus + r * c + col) : zero;
         }
 #pragma unroll
-        for (int k = 0; k < CPL; k++)
-            if (lane + GE2_WARP * k < c)
-                ge2_ln_grad_sums(d[k], xv[k], w[lane + GE2_WARP * k], mean, rstd, sg, sgx);
-        sg = ge2_warp_sum(sg) / (float)c;
-        sgx = ge2_warp_sum(sgx) / (float)c;
-#pragma unroll
-        for (int k = 0; k < CPL; k++) {
-            const int col = lane + GE2_WARP * k;
+        for (int k = 0; k < Q; k++) {
+            const int col = ge2_ln_row4_col(lane, k);
             if (col >= c)
                 continue;
-            const float v = ge2_ln_grad_dx(d[k], xv[k], w[col], mean, rstd, sg, sgx);
-            dx[r * c + col] = plus ? pl[k] + v : v;
-            warp_part[warp * c + col] = make_float2(d[k] * (xv[k] - mean) * rstd, d[k]);
+            const float4 wk = ge2_load4(w + col);
+            ge2_ln_grad_sums(d[k].x, xv[k].x, wk.x, mean, rstd, sg, sgx);
+            ge2_ln_grad_sums(d[k].y, xv[k].y, wk.y, mean, rstd, sg, sgx);
+            ge2_ln_grad_sums(d[k].z, xv[k].z, wk.z, mean, rstd, sg, sgx);
+            ge2_ln_grad_sums(d[k].w, xv[k].w, wk.w, mean, rstd, sg, sgx);
+        }
+        sg = ge2_warp_sum(sg) / (float)c;
+        sgx = ge2_warp_sum(sgx) / (float)c;
+        const uint64_t seed = dd ? drop.ctl->rng_seed : 0, offset = dd ? drop.ctl->rng_offset : 0;
+#pragma unroll
+        for (int k = 0; k < Q; k++) {
+            const int col = ge2_ln_row4_col(lane, k);
+            if (col >= c)
+                continue;
+            const float4 wk = ge2_load4(w + col);
+            float4 v = make_float4(ge2_ln_grad_dx(d[k].x, xv[k].x, wk.x, mean, rstd, sg, sgx),
+                                   ge2_ln_grad_dx(d[k].y, xv[k].y, wk.y, mean, rstd, sg, sgx),
+                                   ge2_ln_grad_dx(d[k].z, xv[k].z, wk.z, mean, rstd, sg, sgx),
+                                   ge2_ln_grad_dx(d[k].w, xv[k].w, wk.w, mean, rstd, sg, sgx));
+            if (plus)
+                v = make_float4(pl[k].x + v.x, pl[k].y + v.y, pl[k].z + v.z, pl[k].w + v.w);
+            const long long i = r * c + col; // a multiple of 4: c is
+            ge2_store4(dx + i, v);
+            if (dd) {
+                const ge2_philox4 draw = ge2_philox_step_draw(seed, offset, drop.stream, (uint64_t)(i / 4));
+                ge2_store4(dd + i, ge2_dropout_four(draw, drop.p, drop.scale, v, NULL));
+            }
+            float2 *wp = &warp_part[warp * c + col];
+            wp[0] = make_float2(d[k].x * (xv[k].x - mean) * rstd, d[k].x);
+            wp[1] = make_float2(d[k].y * (xv[k].y - mean) * rstd, d[k].y);
+            wp[2] = make_float2(d[k].z * (xv[k].z - mean) * rstd, d[k].z);
+            wp[3] = make_float2(d[k].w * (xv[k].w - mean) * rstd, d[k].w);
         }
     } else {
         for (int col = lane; col < c; col += GE2_WARP) // past the last row: nothing to add
@@ -89,17 +124,39 @@ __global__ void ge2_ln_backward_params_kernel(int c, int blocks, const float2 *p
 
 static long long lnb_blocks(long long rows) { return (rows + GE2_LNB_ROWS - 1) / GE2_LNB_ROWS; }
 
-extern "C" bool ge2_ln_backward_takes(const ge2_launch *pair, char *why, size_t why_size)
+// Whether the group's DROPOUT_BACKWARD (launches[2]) can be done by the
+// kernel: it masks this dx into an f32 or bf16 tensor
+static bool dropout_takes(const ge2_launch *gi, const ge2_launch *db, char *why, size_t why_size)
 {
-    const ge2_launch *gp = &pair[0], *gi = &pair[1];
+    if (db->in[0].data != gi->out[0].data) {
+        snprintf(why, why_size, "the dropout's backward does not read this dx");
+        return false;
+    }
+    if (!db->control) {
+        snprintf(why, why_size, "no control block (the dropout's seed and offset)");
+        return false;
+    }
+    if (db->out[0].data && ((db->out[0].dtype != GE2_F32 && db->out[0].dtype != GE2_BF16) ||
+                            !ge2_cuda_aligned16(db->out[0].data))) {
+        snprintf(why, why_size, "the dropout's gradient is %s or not 16-byte aligned",
+                 ge2_dtype_name(db->out[0].dtype));
+        return false;
+    }
+    return true;
+}
+
+extern "C" bool ge2_ln_backward_takes(const ge2_launch *launches, int n, char *why, size_t why_size)
+{
+    const ge2_launch *gp = &launches[0], *gi = &launches[1];
     const ge2_ln_geom g = ge2_ln_geom_of(gi->in[1].shape);
     for (int i = 0; i < gi->n_in; i++)
-        if (gi->in[i].data && gi->in[i].dtype != GE2_F32) {
-            snprintf(why, why_size, "input %d of the input gradient is %s, not f32", i, ge2_dtype_name(gi->in[i].dtype));
+        if (gi->in[i].data && (gi->in[i].dtype != GE2_F32 || !ge2_cuda_aligned16(gi->in[i].data))) {
+            snprintf(why, why_size, "input %d of the input gradient is %s or not 16-byte aligned", i,
+                     ge2_dtype_name(gi->in[i].dtype));
             return false;
         }
-    if (!gi->out[0].data || gi->out[0].dtype != GE2_F32) {
-        snprintf(why, why_size, "no f32 input gradient to make");
+    if (!gi->out[0].data || gi->out[0].dtype != GE2_F32 || !ge2_cuda_aligned16(gi->out[0].data)) {
+        snprintf(why, why_size, "no 16-byte aligned f32 input gradient to make");
         return false;
     }
     for (int k = 0; k < gp->n_out; k++)
@@ -107,9 +164,9 @@ extern "C" bool ge2_ln_backward_takes(const ge2_launch *pair, char *why, size_t 
             snprintf(why, why_size, "parameter gradient %d is %s, not f32", k, ge2_dtype_name(gp->out[k].dtype));
             return false;
         }
-    if (g.c < 1 || g.c > GE2_LN_BACKWARD_MAX_C || g.rows < 1 || lnb_blocks(g.rows) > INT32_MAX) {
-        snprintf(why, why_size, "%lld rows of %lld values (the kernel takes rows of 1 to %d)", (long long)g.rows,
-                 (long long)g.c, GE2_LN_BACKWARD_MAX_C);
+    if (g.c < 1 || g.c > GE2_LN_BACKWARD_MAX_C || g.c % 4 != 0 || g.rows < 1 || lnb_blocks(g.rows) > INT32_MAX) {
+        snprintf(why, why_size, "%lld rows of %lld values (the kernel takes rows of a multiple of 4 up to %d)",
+                 (long long)g.rows, (long long)g.c, GE2_LN_BACKWARD_MAX_C);
         return false;
     }
     const size_t need = (size_t)lnb_blocks(g.rows) * (size_t)g.c * sizeof(float2);
@@ -118,39 +175,42 @@ extern "C" bool ge2_ln_backward_takes(const ge2_launch *pair, char *why, size_t 
                  gp->workspace ? gp->workspace_bytes : (size_t)0);
         return false;
     }
-    return true;
+    return n == 2 || (n == 3 && dropout_takes(gi, &launches[2], why, why_size));
 }
 
-// Runs KERNEL<CPL> for the least CPL of {4, 8, 12, 16, 24} with 32·CPL >= c
-#define GE2_LNB_DISPATCH(cpl_needed, grid, smem, stream, ...)                                                       \
-    do {                                                                                                            \
-        if ((cpl_needed) <= 4)                                                                                      \
-            ge2_ln_backward_kernel<4><<<grid, GE2_LNB_THREADS, smem, stream>>>(__VA_ARGS__);                        \
-        else if ((cpl_needed) <= 8)                                                                                 \
-            ge2_ln_backward_kernel<8><<<grid, GE2_LNB_THREADS, smem, stream>>>(__VA_ARGS__);                        \
-        else if ((cpl_needed) <= 12)                                                                                \
-            ge2_ln_backward_kernel<12><<<grid, GE2_LNB_THREADS, smem, stream>>>(__VA_ARGS__);                       \
-        else if ((cpl_needed) <= 16)                                                                                \
-            ge2_ln_backward_kernel<16><<<grid, GE2_LNB_THREADS, smem, stream>>>(__VA_ARGS__);                       \
-        else                                                                                                        \
-            ge2_ln_backward_kernel<GE2_LNB_MAX_CPL><<<grid, GE2_LNB_THREADS, smem, stream>>>(__VA_ARGS__);          \
-    } while (0)
-
-extern "C" ge2_status ge2_ln_backward_launch(const ge2_launch *pair)
+// The kernel for dd's type and c's fours a lane
+template <typename DD>
+static void lnb_enqueue(const ge2_launch *gi, const ge2_ln_geom &g, float2 *part, const ge2_lnb_dropout &drop, DD *dd)
 {
-    const ge2_launch *gp = &pair[0], *gi = &pair[1];
+    const int blocks = (int)lnb_blocks(g.rows);
+    const size_t smem = (size_t)GE2_LNB_WARPS * (size_t)g.c * sizeof(float2); // <= 48 KiB: c <= 768
+    GE2_LN_ROW4_DISPATCH(g.c, ge2_ln_backward_kernel, (unsigned)blocks, GE2_LNB_THREADS, smem,
+                              ge2_cuda_stream(gi), g.rows, (int)g.c, (const float *)gi->in[0].data,
+                              (const float *)gi->in[1].data, (const float *)gi->in[2].data,
+                              (const float *)gi->in[3].data, gi->n_in > 4 ? (const float *)gi->in[4].data : NULL,
+                              (float *)gi->out[0].data, part, drop, dd);
+}
+
+extern "C" ge2_status ge2_ln_backward_launch(const ge2_launch *launches, int n)
+{
+    const ge2_launch *gp = &launches[0], *gi = &launches[1], *db = n > 2 ? &launches[2] : NULL;
     const ge2_ln_geom g = ge2_ln_geom_of(gi->in[1].shape);
-    const int c = (int)g.c, blocks = (int)lnb_blocks(g.rows), cpl = (c + GE2_WARP - 1) / GE2_WARP;
-    cudaStream_t stream = ge2_cuda_stream(gp);
     float2 *part = (float2 *)gp->workspace;
-    const size_t smem = (size_t)GE2_LNB_WARPS * (size_t)c * sizeof(float2); // <= 48 KiB: c <= 768
-    GE2_LNB_DISPATCH(cpl, (unsigned)blocks, smem, stream, g.rows, c, (const float *)gi->in[0].data,
-                     (const float *)gi->in[1].data, (const float *)gi->in[2].data, (const float *)gi->in[3].data,
-                     gi->n_in > 4 ? (const float *)gi->in[4].data : NULL, (float *)gi->out[0].data, part);
+    ge2_lnb_dropout drop = {0.0f, 1.0f, 0u, NULL};
+    if (db && db->out[0].data) {
+        const double p = db->training ? db->node->attrs.dropout.p : 0.0;
+        drop = {(float)p, ge2_dropout_scale(p), db->node->attrs.dropout.stream, db->control};
+    }
+    if (drop.ctl && db->out[0].dtype == GE2_BF16)
+        lnb_enqueue(gi, g, part, drop, (__nv_bfloat16 *)db->out[0].data);
+    else
+        lnb_enqueue(gi, g, part, drop, drop.ctl ? (float *)db->out[0].data : (float *)NULL);
     GE2_TRY(ge2_cuda_check_launch(gi, "ge2_ln_backward_kernel"));
     if (!gp->out[0].data && !gp->out[1].data)
         return GE2_OK;
-    ge2_ln_backward_params_kernel<<<(unsigned)((c + GE2_LNB_WARPS - 1) / GE2_LNB_WARPS), GE2_LNB_THREADS, 0, stream>>>(
-        c, blocks, part, (float *)gp->out[0].data, (float *)gp->out[1].data);
+    const int c = (int)g.c;
+    ge2_ln_backward_params_kernel<<<(unsigned)((c + GE2_LNB_WARPS - 1) / GE2_LNB_WARPS), GE2_LNB_THREADS, 0,
+                                    ge2_cuda_stream(gp)>>>(c, (int)lnb_blocks(g.rows), part, (float *)gp->out[0].data,
+                                                           (float *)gp->out[1].data);
     return ge2_cuda_check_launch(gp, "ge2_ln_backward_params_kernel");
 }

@@ -4,18 +4,9 @@
 // draws a fresh mask with no host value in the graph.
 #include "kernels/cuda/bf16_store.h"
 #include "kernels/cuda/check.h"
-#include "ops/dropout/dropout.h"
+#include "ops/dropout/cuda_dropout.h"
 
 // ------------------------------------------------------------------- kernels
-
-// One element: x·scale where its word keeps it, else 0, rounded on its
-// own (no fused multiply-add into plus), then plus added when there is one:
-// the bits DROPOUT and an ADD after it give
-__device__ __forceinline__ float ge2_dropout_one(uint32_t bits, float p, float scale, float x, const float *plus)
-{
-    const float kept = ge2_dropout_kept(bits, p) ? __fmul_rn(x, scale) : 0.0f;
-    return plus ? *plus + kept : kept;
-}
 
 // y: f32, or bf16 (the storage pass's: only GEMMs read it) rounded at the
 // store; plus (the forward's addend, fusion/add_into) or NULL. A thread
@@ -34,10 +25,7 @@ __global__ void ge2_dropout_kernel(long long n, float p, float scale, unsigned s
         if (VEC && i + 4 <= n) {
             const float4 v = *reinterpret_cast<const float4 *>(x + i);
             const float4 a = plus ? *reinterpret_cast<const float4 *>(plus + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            ge2_store4(y + i, make_float4(ge2_dropout_one(r.v[0], p, scale, v.x, plus ? &a.x : NULL),
-                                          ge2_dropout_one(r.v[1], p, scale, v.y, plus ? &a.y : NULL),
-                                          ge2_dropout_one(r.v[2], p, scale, v.z, plus ? &a.z : NULL),
-                                          ge2_dropout_one(r.v[3], p, scale, v.w, plus ? &a.w : NULL)));
+            ge2_store4(y + i, ge2_dropout_four(r, p, scale, v, plus ? &a : NULL));
             continue;
         }
         for (int k = 0; k < 4 && i + k < n; k++)

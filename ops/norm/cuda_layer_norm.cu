@@ -51,6 +51,26 @@ __global__ void ge2_layer_norm_kernel(long long rows, int c, float eps, const fl
     }
 }
 
+// The same in the row4 form (ops/norm/cuda_layer_norm.h: c a multiple of
+// 4, pointers 16-byte aligned), each value loaded once into registers:
+// the row's three passes run from them, 16 bytes a lane at a time
+template <int Q, typename Y>
+__global__ void ge2_layer_norm_row4_kernel(long long rows, int c, float eps, const float *x, const float *w,
+                                           const float *b, Y *y, float *saved)
+{
+    const long long r = (long long)blockIdx.x * (blockDim.x / GE2_WARP) + threadIdx.x / GE2_WARP;
+    const int lane = threadIdx.x % GE2_WARP;
+    if (r >= rows)
+        return; // the whole warp: r is the warp's
+    float4 v[Q];
+#pragma unroll
+    for (int k = 0; k < Q; k++) {
+        const int col = ge2_ln_row4_col(lane, k);
+        v[k] = col < c ? ge2_load4(x + r * c + col) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    ge2_ln_row4_forward(v, c, lane, eps, w, b, y ? y + r * c : y, saved, r, rows);
+}
+
 // dx [rows, c] = rstd · (g - mean(g) - x̂ · mean(g·x̂)), g = dy·w; plus (an
 // addend, fusion/add_into) added to it after its own rounding, or NULL
 __global__ void ge2_layer_norm_grad_input_kernel(long long rows, int c, const float *dy, const float *x,
@@ -207,7 +227,16 @@ extern "C" ge2_status ge2_cuda_layer_norm_launch(const ge2_launch *l)
     const float *x = (const float *)l->in[0].data, *w = (const float *)l->in[1].data;
     const float *b = l->n_in > 2 ? (const float *)l->in[2].data : NULL;
     float *saved = l->n_out > 1 ? (float *)l->out[1].data : NULL;
-    if (l->out[0].dtype == GE2_BF16)
+    const bool row4 = ge2_ln_row4_takes(g.c) && ge2_cuda_aligned16(x) && ge2_cuda_aligned16(w) && ge2_cuda_aligned16(b) &&
+                      ge2_cuda_aligned16(l->out[0].data);
+    cudaStream_t stream = ge2_cuda_stream(l);
+    if (row4 && l->out[0].dtype == GE2_BF16)
+        GE2_LN_ROW4_DISPATCH(g.c, ge2_layer_norm_row4_kernel, warp_rows_blocks(g.rows), GE2_LN_THREADS, 0, stream, g.rows,
+                             (int)g.c, eps, x, w, b, (__nv_bfloat16 *)l->out[0].data, saved);
+    else if (row4)
+        GE2_LN_ROW4_DISPATCH(g.c, ge2_layer_norm_row4_kernel, warp_rows_blocks(g.rows), GE2_LN_THREADS, 0, stream, g.rows,
+                             (int)g.c, eps, x, w, b, (float *)l->out[0].data, saved);
+    else if (l->out[0].dtype == GE2_BF16)
         ge2_layer_norm_kernel<<<warp_rows_blocks(g.rows), GE2_LN_THREADS, 0, ge2_cuda_stream(l)>>>(
             g.rows, (int)g.c, eps, x, w, b, (__nv_bfloat16 *)l->out[0].data, saved);
     else
