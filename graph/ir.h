@@ -265,6 +265,9 @@ bool ge2_node_draws_random(const ge2_node *node);
 /* Whether node's output `output` may be a bf16 tensor where it was built
  * f32 (ge2_op_def.stores_bf16). */
 bool ge2_op_stores_bf16(const ge2_node *node, int output);
+/* The input whose memory the node's output 0 may take over where the node
+ * reads it last (ge2_op_def.output_over_input), -1 for none */
+int ge2_op_output_over_input(const ge2_graph *graph, const ge2_node *node);
 /* The dtype inference sees for a tensor of `dtype` at node's input `input`:
  * f32 for a bf16 tensor the op reads as such, else dtype itself. */
 static inline ge2_dtype ge2_infer_input_dtype(const ge2_node *node, int input, ge2_dtype dtype)

@@ -131,6 +131,16 @@ bool ge2_node_draws_random(const ge2_node *node)
     return (def->flags & GE2_OPF_RANDOM) || (def->draws_random && def->draws_random(node));
 }
 
+int ge2_op_output_over_input(const ge2_graph *graph, const ge2_node *node)
+{
+    const ge2_op_def *def = ge2_op_def_of(node->op);
+    if (!def)
+        return -1;
+    if (def->output_over_input)
+        return def->output_over_input(graph, node);
+    return (def->flags & GE2_OPF_ELEMENTWISE) && node->n_inputs > 0 ? 0 : -1;
+}
+
 bool ge2_op_stores_bf16(const ge2_node *node, int output)
 {
     const ge2_op_def *def = ge2_op_def_of(node->op);

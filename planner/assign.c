@@ -92,9 +92,10 @@ static void mark_written(const ge2_graph *graph, const ge2_plan *plan, bool *wri
  * last death in the chain (chain_last[head]).
  * - A view (GE2_OPF_VIEW: a reshape) joins its input's chain at once; both
  *   may live on, since neither is written again.
- * - An in-place takeover: output 0 of an elementwise node joins input 0's
- *   chain when everything on that memory dies at the node (input 0 and
- *   any view of it), since the node writes over it. */
+ * - An in-place takeover: output 0 of a node joins the chain of the input
+ *   its op lets it write over (ge2_op_output_over_input: input 0 of an
+ *   elementwise op) when everything on that memory dies at the node (the
+ *   input and any view of it), since the node writes over it. */
 static void merge_chains(const ge2_graph *graph, ge2_plan *plan, int *head, int *chain_last, const bool *written)
 {
     for (int t = 0; t < plan->n_tensors; t++)
@@ -102,9 +103,10 @@ static void merge_chains(const ge2_graph *graph, ge2_plan *plan, int *head, int 
     for (int p = 0; p < plan->n_steps; p++) {
         const ge2_node *node = &graph->nodes[plan->schedule[p]];
         const unsigned flags = ge2_op_flags(node->op);
-        if (!(flags & (GE2_OPF_ELEMENTWISE | GE2_OPF_VIEW)) || node->n_inputs < 1 || node->n_outputs < 1)
+        const int over = flags & GE2_OPF_VIEW ? 0 : ge2_op_output_over_input(graph, node);
+        if (over < 0 || over >= node->n_inputs || node->n_outputs < 1)
             continue;
-        int in = node->inputs[0], out = node->outputs[0], h = head[in];
+        int in = node->inputs[over], out = node->outputs[0], h = head[in];
         ge2_plan_tensor *ti = &plan->tensors[in], *to = &plan->tensors[out];
         if (ti->pool != GE2_POOL_ARENA || to->pool != GE2_POOL_ARENA || ti->bytes != to->bytes)
             continue;

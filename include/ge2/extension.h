@@ -315,6 +315,12 @@ typedef struct ge2_op_def {
      * GE2_OPF_RANDOM says of every node of an op (attention: where its
      * dropout is on). NULL: the flag says. */
     bool (*draws_random)(const ge2_node *node);
+    /* Which input's memory output 0 may take over where this node is that
+     * input's last reader (the planner then places output 0 there, as it
+     * does an elementwise op's over input 0): every kernel of the op reads
+     * each element of that input before it writes output 0's element over
+     * it. -1: none. NULL: input 0 for GE2_OPF_ELEMENTWISE ops, else none. */
+    int (*output_over_input)(const ge2_graph *graph, const ge2_node *node);
 } ge2_op_def;
 
 /* Adds def to the registry; its id in *op. The struct (and the strings it

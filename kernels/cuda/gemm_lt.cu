@@ -311,7 +311,7 @@ void *ge2_gemm_d(const ge2_gemm_plan *p, const ge2_launch *launch)
 {
     if (p->d_scratch)
         return (char *)launch->scratch + scratch_copies_bytes(p);
-    return p->gemm_writes_z ? launch->out[1].data : launch->out[0].data;
+    return p->gemm_writes_z ? launch->out[1].data : launch->out[p->d_out].data;
 }
 
 // Builds the descriptor for `epilogue` and asks the heuristic. *found == 0

@@ -62,6 +62,9 @@ struct ge2_gemm_plan {
     // out[0] or LINEAR's bf16 z stash itself; the act kernel and the post
     // step read it back from there
     bool d_bf16;
+    // D goes into out[d_out] rather than out[0] (0 unless set; gemm_writes_z
+    // wins): LINEAR_GRAD_INPUT's act(z) tensor when dx has z's memory
+    int d_out;
     int64_t span_a, span_b; // elements of A and B the GEMM reads (what the bf16 copies hold)
     int64_t n_out; // elements of y
     int bias_view;  // GE2_GEMM_IN/OUT: CUBLASLT_MATMUL_DESC_BIAS_POINTER (a bias, or a BGRAD epilogue's output)

@@ -88,7 +88,9 @@ GE2_CPU_DEFINE_BOTH(GEMM)
 
 /* in: dz [B, out], w [out, in], saved (optional): z or y [B, in], or the relu bit-mask [B, mask_row(in)];
  * out: dx [B, in] = (dz · w) ⊙ act'(saved), db [in] (optional) = column sums of dx, act(z) [B, in]
- * (recompute: the last) */
+ * (recompute: the last). With act(z), dz · w goes into its tensor first and
+ * each element of z is read before dx's is written: dx may be z's memory
+ * (ops.c, grad_input_over_z). */
 #define LINEAR_GRAD_INPUT(T, SUF)                                                                                 \
     static ge2_status linear_grad_input_##SUF(const ge2_launch *l)                                              \
     {                                                                                                           \
@@ -101,6 +103,16 @@ GE2_CPU_DEFINE_BOTH(GEMM)
         int64_t rows = l->in[0].shape.dim[0], k = l->in[0].shape.dim[1], n = l->in[1].shape.dim[1];            \
         int64_t mask_row = ge2_relu_mask_row_bytes(n);                                                          \
         const ge2_act_attrs *a = &l->node->attrs.act;                                                           \
+        if (again && dx) {                                                                                      \
+            GE2_TRY(gemm_##SUF(l, false, false, rows, n, k, dz, k, w, n, again));                               \
+            for (int64_t i = 0; i < rows * n; i++) {                                                            \
+                const T d = again[i], z = ((const T *)saved)[i];                                                \
+                again[i] = ge2_act_##SUF(a->act, z, a->slope);                                                  \
+                dx[i] = d * ge2_act_grad_##SUF(a->act, z, a->from_output, a->slope);                            \
+            }                                                                                                   \
+            column_sums_##SUF(dx, rows, n, db);                                                                 \
+            return GE2_OK;                                                                                      \
+        }                                                                                                       \
         for (int64_t i = 0; again && i < rows * n; i++)                                                         \
             again[i] = ge2_act_##SUF(a->act, ((const T *)saved)[i], a->slope);                                  \
         if (!dx)                                                                                                \

@@ -200,7 +200,7 @@ static ge2_status grad_input_post(const ge2_launch *launch, const ge2_gemm_plan 
     if (p->d_bf16) {
         __nv_bfloat16 *dx = (__nv_bfloat16 *)launch->out[0].data;
         if (launch->n_in > 2 && !dact_done && rows * n > 0)
-            GE2_TRY(dact(launch, (const __nv_bfloat16 *)dx, dx));
+            GE2_TRY(dact(launch, (const __nv_bfloat16 *)ge2_gemm_d(p, launch), dx));
         if (db && !has_bgrad(p->epilogue))
             GE2_TRY(ge2_cuda_column_sums(launch, dx, GE2_BF16, rows, n, db));
         return GE2_OK;
@@ -208,10 +208,11 @@ static ge2_status grad_input_post(const ge2_launch *launch, const ge2_gemm_plan 
     float *d = (float *)ge2_gemm_d(p, launch);
     if (p->d_scratch && !db)
         return rows * n == 0 ? GE2_OK : dact(launch, d, (__nv_bfloat16 *)launch->out[0].data);
+    float *dx = p->d_scratch ? d : (float *)launch->out[0].data; // the f32 dx (D itself unless D is act(z)'s tensor)
     if (launch->n_in > 2 && !dact_done && rows * n > 0)
-        GE2_TRY(dact(launch, d, d));
+        GE2_TRY(dact(launch, d, dx));
     if (db && !has_bgrad(p->epilogue)) // (no rows: zeros)
-        GE2_TRY(ge2_cuda_column_sums(launch, d, GE2_F32, rows, n, db));
+        GE2_TRY(ge2_cuda_column_sums(launch, dx, GE2_F32, rows, n, db));
     if (!p->d_scratch || rows * n == 0)
         return GE2_OK;
     ge2_bf16_spans spans = {0};
@@ -331,6 +332,20 @@ static ge2_status grad_input_prepare(ge2_launch *launch, bool fuse)
     if (again_of(launch) && !launch->out[0].data)
         return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_linear_grad_input (node %d): act(z) is asked for without dx; "
                          "the CUDA kernels make it beside dx", launch->node->id);
+    // dx on z's memory (the planner's takeover, ops.c): the GEMM must not
+    // write over z before the post step reads it, so D goes into act(z)'s
+    // tensor (same type), which the post step then overwrites element by
+    // element; an f32 D in the scratch needs no such room
+    const int again_at = ge2_linear_grad_input_again(launch->node);
+    int d_out = 0;
+    if (again_at >= 0 && launch->n_in > 2 && launch->out[0].data == launch->in[2].data &&
+        !ge2_cuda_linear_d_in_scratch(launch)) {
+        if (launch->out[again_at].dtype != launch->out[0].dtype)
+            return ge2_error(GE2_ERR_STATE, "ge2_linear_grad_input (node %d): dx has z's memory but act(z) is %s, "
+                             "dx %s: no room for the GEMM's result", launch->node->id,
+                             ge2_dtype_name(launch->out[again_at].dtype), ge2_dtype_name(launch->out[0].dtype));
+        d_out = again_at;
+    }
     ge2_gemm_plan *p;
     GE2_TRY(new_plan(launch, "dz", "w", &p));
     const int64_t rows = launch->in[0].shape.dim[0], k = launch->in[0].shape.dim[1], n = launch->in[1].shape.dim[1];
@@ -351,6 +366,7 @@ static ge2_status grad_input_prepare(ge2_launch *launch, bool fuse)
     // bench/RESULTS.md)
     p->d_bf16 = ge2_cuda_linear_d_bf16(launch);
     p->d_scratch = ge2_cuda_linear_d_in_scratch(launch);
+    p->d_out = d_out;
     fuse = fuse && !p->d_scratch && !p->d_bf16;
     if (launch->n_in > 2 || want_db || p->d_scratch) {
         p->post = grad_input_post;

@@ -44,6 +44,23 @@ static bool grad_input_stores_bf16(const ge2_node *node, int output)
     return output == 0 || output == ge2_linear_grad_input_again(node);
 }
 
+/* Under recompute, dx may take over z's memory where z is read last: the
+ * kernels write dz·w into act(z)'s tensor first (the CPU's and cuBLASLt's
+ * GEMM; the CUDA kernel's f32 result in the scratch when dx is a bf16
+ * rounding of it), then read z, dz·w beside it, and write dx and act(z)
+ * element by element. The three must share a dtype (one size, and the
+ * GEMM's result fits act(z)'s tensor). In a GPT this is the MLP's widest
+ * tensor, live at the backward's peak. */
+static int grad_input_over_z(const ge2_graph *graph, const ge2_node *node)
+{
+    const int again = ge2_linear_grad_input_again(node);
+    if (again < 0 || node->n_inputs < 3)
+        return -1;
+    const ge2_dtype dx = graph->tensors[node->outputs[0]]->dtype;
+    const bool same = graph->tensors[node->inputs[2]]->dtype == dx && graph->tensors[node->outputs[again]]->dtype == dx;
+    return same ? 2 : -1;
+}
+
 /* dz [B,out], w [out,in][, saved] -> (dz·w) ⊙ act'(saved) [B,in][, its column sums [in][, act(saved)]] */
 const ge2_op_def ge2_op_def_linear_grad_input = {
     .name = "linear_grad_input",
@@ -58,6 +75,7 @@ const ge2_op_def ge2_op_def_linear_grad_input = {
              ge2_cuda_gemm_bf16_scratch_bytes},
     .stores_bf16 = grad_input_stores_bf16,
     .reads_bf16 = ge2_reads_bf16_input2, /* the saved z or y (not relu's bit-mask) */
+    .output_over_input = grad_input_over_z,
 };
 
 /* dz [B,out], x [B,in] -> dzᵀ·x [out,in][, column sums of dz [out]] */
