@@ -54,8 +54,12 @@
 #include "kernels/cuda/step_copy.h"
 /* cuBLASLt workspace shared by every GEMM of the program (one stream, so one
  * GEMM at a time); 32 MiB covers the split-K and stream-K configurations the
- * heuristic returns for the sizes ge2 trains. */
+ * heuristic returns for the sizes ge2 trains in fp32 and TF32 (with 16 the
+ * fp32 GPT's step took 4% longer on an H100). Programs of 16-bit GEMMs
+ * (precision BF16 or FP16) get 16 MiB: the bf16 GPT's step kept its speed
+ * (bench/RESULTS.md), and its memory target needs the room. */
 #define GE2_CUDA_WORKSPACE_BYTES ((size_t)32 << 20)
+#define GE2_CUDA_WORKSPACE_BYTES_16BIT ((size_t)16 << 20)
 
 struct ge2_backend_ctx {
     int device;
@@ -74,7 +78,7 @@ struct ge2_backend_ctx {
     int wait_rank; /* the group's rank of this process, for the timeout's message */
     cudaEvent_t wait_mark;
     cublasLtHandle_t lt;
-    void *workspace; /* [GE2_CUDA_WORKSPACE_BYTES] */
+    void *workspace; /* [workspace_bytes]: GE2_CUDA_WORKSPACE_BYTES, or the 16-bit programs' size */
     size_t workspace_bytes;
     size_t scratch_bytes_live; /* the bf16 operand scratch of every prepared key (ge2_launch.scratch) */
     bool tf32;
@@ -183,7 +187,6 @@ static ge2_status open_resources(ge2_backend_ctx *ctx)
         ctx->lt = NULL;
         return ge2_error(GE2_ERR_CUDA, "ge2 cuda backend: cublasLtCreate failed: cuBLAS status %d", (int)s);
     }
-    ctx->workspace_bytes = GE2_CUDA_WORKSPACE_BYTES;
     CUDA_TRY(cudaMalloc(&ctx->workspace, ctx->workspace_bytes));
     return GE2_OK;
 }
@@ -195,6 +198,8 @@ static ge2_status cuda_open(const ge2_program_options *options, ge2_backend_ctx 
     if (!ctx)
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 cuda backend: out of host memory");
     ctx->tf32 = options->o.precision == GE2_PRECISION_TF32;
+    const bool half = options->o.precision == GE2_PRECISION_BF16 || options->o.precision == GE2_PRECISION_FP16;
+    ctx->workspace_bytes = half ? GE2_CUDA_WORKSPACE_BYTES_16BIT : GE2_CUDA_WORKSPACE_BYTES;
     ctx->disable_capture = options->o.disable_capture;
     ctx->print_kernels = options->o.print_kernels;
     ctx->time_launches = options->o.time_launches;
