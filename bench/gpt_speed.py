@@ -14,8 +14,7 @@ eager, the whole step captured in one CUDA graph (capturable AdamW, static
 inputs), and torch.compile of the model; CUDA events around blocks of 10
 steps after a warm-up, the median block; the peak device memory (ge2: the
 train step's planned pools, arena, inputs and workspace, as train_gpt
-prints them; PyTorch: torch.cuda.max_memory_allocated above what the rows
-measured before it left allocated, so each row's peak is its own).
+prints them; PyTorch: torch.cuda.max_memory_allocated).
 --precisions takes bf16 too: ge2's --precision bf16 (GEMM operands
 rounded to bf16 copies, fp32 storage and fp32 attention so far:
 docs/mixed-precision.md)
@@ -26,7 +25,6 @@ against the GPU's bf16 dense peak, and ge2's ratio to each;
 exits 1 when any row failed.
 """
 import argparse
-import gc
 import math
 import os
 import re
@@ -57,12 +55,6 @@ def ge2_ms(binary, data, precision, steps):
 
 
 def torch_ms(mode, precision, vocab, steps):
-    # what earlier modes left (compiled graphs, a CUDA graph's pool) must not
-    # count in this mode's peak: one process measures every row
-    torch._dynamo.reset()
-    gc.collect()
-    torch.cuda.empty_cache()
-    base = torch.cuda.memory_allocated()  # what they left that no collection frees
     torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
     torch.backends.cudnn.allow_tf32 = precision == "tf32"
     torch.manual_seed(1)
@@ -110,7 +102,7 @@ def torch_ms(mode, precision, vocab, steps):
         b.record()
         torch.cuda.synchronize()
         times.append(a.elapsed_time(b) / 10)
-    return statistics.median(times), (torch.cuda.max_memory_allocated() - base) / 2**20
+    return statistics.median(times), torch.cuda.max_memory_allocated() / 2**20
 
 
 # Dense bf16 tensor-core peaks (NVIDIA's datasheets, SXM, without sparsity),
