@@ -603,7 +603,7 @@ static ge2_status prepare_groups(ge2_backend_ctx *ctx, ge2_exec *exec, ge2_cuda_
                      exec->n_launches ? (exec->launches[0].f16_operands ? "fp16" : "bf16") : "bf16");
         else if (pattern->cuda->prepare)
             GE2_TRY(pattern->cuda->prepare(&exec->launches[fg->first], fg->count, &state, why, sizeof why));
-        else if (pattern->cuda->takes(&exec->launches[fg->first], fg->count, why, sizeof why))
+        else if (pattern->cuda->takes && pattern->cuda->takes(&exec->launches[fg->first], fg->count, why, sizeof why))
             state = (void *)pattern->cuda; /* stateless: any non-NULL says it takes them */
         if (!state) {
             if (ctx->print_kernels)

@@ -83,9 +83,9 @@ enum {
      * tensors (no GEMM whose operands a precision rounds): the backend then
      * declines its groups for bf16 tensors only, not for precision BF16 */
     GE2_FUSION_ANY_PRECISION = 1u << 2,
-    /* its prepare checks every tensor's dtype itself and takes the bf16
-     * tensors it says it does (a layer norm's bf16 result for a GEMM): the
-     * backend then does not decline its groups for bf16 tensors */
+    /* its prepare (or takes) checks every tensor's dtype itself and takes
+     * the bf16 tensors it says it does (a layer norm's bf16 result for a
+     * GEMM): the backend then does not decline its groups for bf16 tensors */
     GE2_FUSION_TAKES_BF16 = 1u << 3,
 };
 

@@ -1,9 +1,10 @@
 /* Arena offsets: greedy by size, best fit.
  *
  * First, chains of tensors on one memory (merge_chains): a reshape's output
- * is a view of its input, and an elementwise node whose input 0 dies at
- * that node (with every view of it) and has output 0's byte size writes its
- * output over the input. Each chain becomes one block (one buffer over the
+ * is a view of its input, and a node whose input dies at that node (with
+ * every view of it) and has output 0's byte size writes its output over the
+ * input where its op allows it (ge2_op_output_over_input: input 0 of an
+ * elementwise op). Each chain becomes one block (one buffer over the
  * union of their intervals), so every later step sees blocks, not tensors.
  *
  * Then blocks are placed largest first (ties by lowest tensor id, so the
@@ -87,6 +88,17 @@ static void mark_written(const ge2_graph *graph, const ge2_plan *plan, bool *wri
     }
 }
 
+/* Whether every output of node has memory in this key: an op that writes
+ * output 0 over an input may need its other outputs as room meanwhile
+ * (LINEAR_GRAD_INPUT's GEMM result goes into act(z)'s tensor) */
+static bool outputs_placed(const ge2_plan *plan, const ge2_node *node)
+{
+    for (int o = 0; o < node->n_outputs; o++)
+        if (plan->tensors[node->outputs[o]].pool == GE2_POOL_NONE)
+            return false;
+    return true;
+}
+
 /* Chains of tensors on one memory. head[t] is the first tensor of t's
  * chain; only heads become blocks, living from the head's birth to the
  * last death in the chain (chain_last[head]).
@@ -104,7 +116,8 @@ static void merge_chains(const ge2_graph *graph, ge2_plan *plan, int *head, int 
         const ge2_node *node = &graph->nodes[plan->schedule[p]];
         const unsigned flags = ge2_op_flags(node->op);
         const int over = flags & GE2_OPF_VIEW ? 0 : ge2_op_output_over_input(graph, node);
-        if (over < 0 || over >= node->n_inputs || node->n_outputs < 1)
+        if (over < 0 || over >= node->n_inputs || node->n_outputs < 1 ||
+            (!(flags & (GE2_OPF_ELEMENTWISE | GE2_OPF_VIEW)) && !outputs_placed(plan, node)))
             continue;
         int in = node->inputs[over], out = node->outputs[0], h = head[in];
         ge2_plan_tensor *ti = &plan->tensors[in], *to = &plan->tensors[out];

@@ -20,7 +20,8 @@
  * kernel adds the blocks' partials per column in block order, a warp a
  * column (a fixed tree across its lanes): dweight and dbias in a fixed
  * order, bit-identical run to run (not to the unfused kernel's order).
- * Rows of a multiple of 4 values up to GE2_LN_BACKWARD_MAX_C, in f32.
+ * Rows of a multiple of 4 values up to GE2_LN_BACKWARD_MAX_C, in f32 (the
+ * dropout's gradient may be bf16, a GEMM's operand).
  */
 #ifndef GE2_FUSION_LN_BACKWARD_LN_BACKWARD_H
 #define GE2_FUSION_LN_BACKWARD_LN_BACKWARD_H

@@ -45,12 +45,12 @@ static bool grad_input_stores_bf16(const ge2_node *node, int output)
 }
 
 /* Under recompute, dx may take over z's memory where z is read last: the
- * kernels write dz·w into act(z)'s tensor first (the CPU's and cuBLASLt's
- * GEMM; the CUDA kernel's f32 result in the scratch when dx is a bf16
- * rounding of it), then read z, dz·w beside it, and write dx and act(z)
+ * kernels write dz·w into act(z)'s tensor first (the CPU's GEMM and
+ * cuBLASLt's), then read z, dz·w beside it, and write dx and act(z)
  * element by element. The three must share a dtype (one size, and the
- * GEMM's result fits act(z)'s tensor). In a GPT this is the MLP's widest
- * tensor, live at the backward's peak. */
+ * GEMM's result fits act(z)'s tensor), and act(z) must have memory in the
+ * key (the planner checks). In a GPT this is the MLP's widest tensor, live
+ * at the backward's peak. */
 static int grad_input_over_z(const ge2_graph *graph, const ge2_node *node)
 {
     const int again = ge2_linear_grad_input_again(node);
