@@ -4,6 +4,7 @@
 #include "fusion/dropout_ln/dropout_ln.h"
 #include "fusion/fusion.h"
 #include "graph/error.h"
+#include "ops/norm/norm.h"
 
 /* RESHAPEs allowed between the two: a block's input is a view of the
  * embeddings' [B, T, C] as [B·T, C] */
@@ -25,6 +26,13 @@ static bool match(const ge2_fusion_key *key, int at, ge2_fusion_group *group, ch
         if (why && why_size)
             snprintf(why, why_size, "the DROPOUT's result (through up to %d RESHAPEs) is not the next LAYER_NORM's x",
                      MAX_VIEWS);
+        return false;
+    }
+    const ge2_ln_geom g = ge2_ln_geom_of(key->shape_of(key->ctx, t));
+    if (!ge2_ln_row4_takes(g.c)) {
+        if (why && why_size)
+            snprintf(why, why_size, "rows of %lld values (the kernel takes a multiple of 4 up to %d)", (long long)g.c,
+                     GE2_LN_ROW4_MAX_C);
         return false;
     }
     group->count = next - at + 1;

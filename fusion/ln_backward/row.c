@@ -5,12 +5,20 @@
 #include "fusion/fusion.h"
 #include "fusion/ln_backward/ln_backward.h"
 #include "graph/error.h"
+#include "ops/norm/norm.h"
 
 static bool match(const ge2_fusion_key *key, int at, ge2_fusion_group *group, char *why, size_t why_size)
 {
     if (at + 1 >= key->n || !ge2_ln_backward_pair(key->nodes[at], key->nodes[at + 1])) {
         if (why && why_size)
             snprintf(why, why_size, "no LAYER_NORM_GRAD_PARAMS then LAYER_NORM_GRAD_INPUT of one dy and x in a row");
+        return false;
+    }
+    const ge2_ln_geom g = ge2_ln_geom_of(key->shape_of(key->ctx, key->nodes[at + 1]->inputs[1]));
+    if (g.c < 1 || g.c % 4 != 0 || g.c > GE2_LN_BACKWARD_MAX_C) {
+        if (why && why_size)
+            snprintf(why, why_size, "rows of %lld values (the kernel takes a multiple of 4 up to %d)", (long long)g.c,
+                     GE2_LN_BACKWARD_MAX_C);
         return false;
     }
     ge2_fusion_pair_group(group);

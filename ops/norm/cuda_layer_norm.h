@@ -20,6 +20,7 @@
 
 #include "kernels/cuda/bf16_store.h"
 #include "kernels/cuda/block_reduce.h"
+#include "ops/norm/norm.h"
 
 // One value's part of the row sums Σ g and Σ g·x̂
 __device__ __forceinline__ void ge2_ln_grad_sums(float d, float x, float w, float mean, float rstd, float &sg,
@@ -39,12 +40,10 @@ __device__ __forceinline__ float ge2_ln_grad_dx(float d, float x, float w, float
 // ---------------------------------------------------------------- row4
 // A row of c values (c a multiple of 4) in a warp, lane l holding columns
 // 4l + 128k .. 4l + 128k + 3 for k < Q (those below c) as v[k]: each lane
-// moves 16 bytes at a time. Rows of up to 128·GE2_LN_ROW4_MAX_Q values.
-#define GE2_LN_ROW4_MAX_Q 8
-
-// Whether the row4 form takes rows of c values (the pointers must also be
-// 16-byte aligned at every row: ge2_cuda_aligned16 of the bases, c % 4 == 0)
-static inline bool ge2_ln_row4_takes(long long c) { return c > 0 && c % 4 == 0 && c <= 128 * GE2_LN_ROW4_MAX_Q; }
+// moves 16 bytes at a time. Rows ge2_ln_row4_takes (ops/norm/norm.h), with
+// the pointers 16-byte aligned (ge2_cuda_aligned16 of the bases: c % 4 == 0
+// keeps every row so).
+#define GE2_LN_ROW4_MAX_Q (GE2_LN_ROW4_MAX_C / 128)
 
 // The column of a lane's k-th four, and whether the row has it
 __device__ __forceinline__ int ge2_ln_row4_col(int lane, int k) { return 4 * lane + 128 * k; }

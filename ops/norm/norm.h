@@ -83,6 +83,13 @@ static inline ge2_ln_geom ge2_ln_geom_of(ge2_shape x)
     return g;
 }
 
+/* The "row4" form of a layer norm's rows on CUDA (ops/norm/cuda_layer_norm.h:
+ * four neighbouring values a lane) takes rows of c values, c a multiple of
+ * 4 up to GE2_LN_ROW4_MAX_C; the fusions' matchers ask it too, so a group
+ * their kernels cannot run is not planned */
+#define GE2_LN_ROW4_MAX_C 1024
+static inline bool ge2_ln_row4_takes(int64_t c) { return c > 0 && c % 4 == 0 && c <= GE2_LN_ROW4_MAX_C; }
+
 /* infer.c */
 ge2_status ge2_infer_LAYER_NORM(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
 ge2_status ge2_infer_LAYER_NORM_GRAD_PARAMS(const ge2_node *node, const ge2_desc *in, ge2_desc *out);

@@ -17,6 +17,7 @@
 
 #include "capture/program_internal.h"
 #include "fusion/fusion.h"
+#include "ops/ops.h"
 #include "tests/support/check_main.h"
 #ifdef GE2_PATTERN_TEST_CUDA
 #include "tests/gpu_probe.h"
@@ -157,6 +158,113 @@ START_TEST(test_pattern_equals_its_nodes)
 }
 END_TEST
 
+#ifndef GE2_PATTERN_TEST_CUDA
+/* g compiled with every pattern on the CPU, after one train step on random
+ * feeds: its train key's plan is made */
+static ge2_program *after_a_step(ge2_graph *g, ge2_context **ctx)
+{
+    ge2_program *prog;
+    ge2_compile_options o = ge2_compile_defaults();
+    ck_assert_int_eq(ge2_context_new(GE2_DEVICE_CPU, ctx), GE2_OK);
+    ck_assert_msg(ge2_compile(*ctx, g, &o, &prog) == GE2_OK, "%s", ge2_last_error());
+    rng = 0x5eed;
+    ge2_feed feeds[4];
+    void *bufs[4];
+    const int n_feeds = make_feeds(g, feeds, bufs);
+    ck_assert_msg(ge2_program_step(prog, GE2_MODE_TRAIN, feeds, n_feeds) == GE2_OK, "%s", ge2_last_error());
+    for (int i = 0; i < n_feeds; i++)
+        free(bufs[i]);
+    return prog;
+}
+
+static const ge2_plan *train_plan(const ge2_program *prog)
+{
+    return prog->keys[prog->last_key[GE2_MODE_TRAIN]]->plan;
+}
+
+/* x -> linear -> h + dropout(h) -> layer_norm -> head, rows of `width`:
+ * the train key's groups of dropout_ln, and of ln_backward with three
+ * nodes (the dropout's backward of its dx taken in) */
+static void layer_norm_groups(int64_t width, int *dropout_ln, int *ln_backward_of3)
+{
+    ge2_graph *g;
+    ge2_tensor *x, *labels, *w, *h = NULL, *d = NULL, *n = NULL;
+    ck_assert_int_eq(ge2_graph_new(&g), GE2_OK);
+    ge2_status st = ge2_input(g, "x", GE2_F32, ge2_shape2(100, 40), &x);
+    if (st == GE2_OK)
+        st = ge2_label(g, "labels", GE2_I32, ge2_shape1(100), &labels);
+    if (st == GE2_OK)
+        st = ge2_parameter(g, "fc.weight", GE2_F32, ge2_shape2(width, 40),
+                           (ge2_init){GE2_INIT_UNIFORM, -0.2, 0.2, 0}, &w);
+    if (st == GE2_OK)
+        st = ge2_linear(g, x, w, NULL, GE2_ACT_NONE, 0.0f, &h);
+    if (st == GE2_OK)
+        st = ge2_dropout(g, h, 0.3, &d);
+    if (st == GE2_OK)
+        st = ge2_add(g, h, d, &d);
+    if (st == GE2_OK)
+        st = ge2_layer_norm_layer(g, "ln", d, true, 1e-5, &n);
+    ck_assert_msg(ge2_fusion_example_head(g, st, n, 10, labels, &g) == GE2_OK, "%s", ge2_last_error());
+    int at_dropout_ln, at_ln_backward;
+    ck_assert_int_eq(ge2_fusion_pattern_find("dropout_ln", &at_dropout_ln), GE2_OK);
+    ck_assert_int_eq(ge2_fusion_pattern_find("ln_backward", &at_ln_backward), GE2_OK);
+    ge2_context *ctx;
+    ge2_program *prog = after_a_step(g, &ctx);
+    const ge2_plan *plan = train_plan(prog);
+    *dropout_ln = *ln_backward_of3 = 0;
+    for (int i = 0; i < plan->n_groups; i++) {
+        *dropout_ln += plan->groups[i].pattern == at_dropout_ln;
+        *ln_backward_of3 += plan->groups[i].pattern == at_ln_backward && plan->groups[i].count == 3;
+    }
+    ge2_program_free(prog);
+    ge2_context_free(ctx);
+    ge2_graph_free(g);
+}
+
+/* The layer-norm fusions plan groups only for rows their CUDA kernels take
+ * (a multiple of 4 values: four a lane), so a group that would run node by
+ * node does not stretch its tensors' lifetimes; and ln_backward takes in a
+ * residual branch's dropout backward, as a pre-LN transformer has one
+ * after every layer norm's */
+START_TEST(test_layer_norm_groups_follow_their_kernels_rows)
+{
+    int dropout_ln, ln_backward_of3;
+    layer_norm_groups(300, &dropout_ln, &ln_backward_of3);
+    ck_assert_int_eq(dropout_ln, 1);
+    ck_assert_int_eq(ln_backward_of3, 1);
+    layer_norm_groups(302, &dropout_ln, &ln_backward_of3);
+    ck_assert_int_eq(dropout_ln, 0);
+    ck_assert_int_eq(ln_backward_of3, 0);
+}
+END_TEST
+
+/* Under recompute_act the input gradient's dx takes over z's memory where
+ * z is read last (ge2_op_def.output_over_input): its example's train plan
+ * puts some LINEAR_GRAD_INPUT's dx on its z (test_pattern_equals_its_nodes
+ * holds that plan to the unfused one bit for bit on the CPU) */
+START_TEST(test_recompute_puts_dx_over_z)
+{
+    int at;
+    ck_assert_int_eq(ge2_fusion_pattern_find("recompute_act", &at), GE2_OK);
+    ge2_graph *g;
+    ck_assert_msg(ge2_fusion_pattern_at(at)->example(&g) == GE2_OK, "%s", ge2_last_error());
+    ge2_context *ctx;
+    ge2_program *prog = after_a_step(g, &ctx);
+    const ge2_plan *plan = train_plan(prog);
+    int over_z = 0;
+    for (int p = 0; p < plan->n_steps; p++) {
+        const ge2_node *node = &g->nodes[plan->schedule[p]];
+        over_z += node->op == GE2_OP_LINEAR_GRAD_INPUT && node->attrs.act.recompute &&
+                  plan->tensors[node->outputs[0]].reuses == node->inputs[2];
+    }
+    ck_assert_int_ge(over_z, 1);
+    ge2_program_free(prog);
+    ge2_context_free(ctx);
+    ge2_graph_free(g);
+}
+END_TEST
+#endif
+
 int main(void)
 {
 #ifdef GE2_PATTERN_TEST_CUDA
@@ -170,6 +278,10 @@ int main(void)
     TCase *tc = tcase_create("patterns");
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, test_pattern_equals_its_nodes, 0, ge2_fusion_pattern_count());
+#ifndef GE2_PATTERN_TEST_CUDA
+    tcase_add_test(tc, test_layer_norm_groups_follow_their_kernels_rows);
+    tcase_add_test(tc, test_recompute_puts_dx_over_z);
+#endif
     suite_add_tcase(s, tc);
     return ge2_check_run(s);
 }
