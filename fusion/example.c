@@ -27,6 +27,25 @@ ge2_status ge2_fusion_example_train(ge2_graph *g, ge2_status st, ge2_tensor *log
     return GE2_OK;
 }
 
+ge2_status ge2_fusion_example_rows(int64_t width, ge2_graph **g, ge2_tensor **labels, ge2_tensor **h)
+{
+    ge2_tensor *x, *w;
+    GE2_TRY(ge2_graph_new(g));
+    ge2_status st = ge2_input(*g, "x", GE2_F32, ge2_shape2(100, 40), &x);
+    if (st == GE2_OK)
+        st = ge2_label(*g, "labels", GE2_I32, ge2_shape1(100), labels);
+    if (st == GE2_OK)
+        st = ge2_parameter(*g, "fc.weight", GE2_F32, ge2_shape2(width, 40),
+                           (ge2_init){GE2_INIT_UNIFORM, -0.2, 0.2, 0}, &w);
+    if (st == GE2_OK)
+        st = ge2_linear(*g, x, w, NULL, GE2_ACT_NONE, 0.0f, h);
+    if (st != GE2_OK) {
+        ge2_graph_free(*g);
+        *g = NULL;
+    }
+    return st;
+}
+
 ge2_status ge2_fusion_example_head(ge2_graph *g, ge2_status st, ge2_tensor *h, int64_t classes, ge2_tensor *labels,
                                    ge2_graph **graph)
 {

@@ -157,6 +157,12 @@ typedef unsigned ge2_fusion_set;
  * for none); an unknown name is an error naming the known ones. */
 ge2_status ge2_fusion_set_parse(const char *disabled, ge2_fusion_set *out);
 
+/* The start the layer-norm patterns' examples share: a new graph with
+ * input "x" [100, 40], "labels" [100] and h = linear(x) of "fc.weight"
+ * [width, 40], no bias (rows of `width` values, 100 rows: a last block of
+ * 8 rows not all there); on failure the graph is freed */
+ge2_status ge2_fusion_example_rows(int64_t width, ge2_graph **g, ge2_tensor **labels, ge2_tensor **h);
+
 /* ge2_fusion_example_train after a linear head [classes, h's last dim]
  * ("head.weight", "head.bias") on h. */
 ge2_status ge2_fusion_example_head(ge2_graph *g, ge2_status st, ge2_tensor *h, int64_t classes, ge2_tensor *labels,

@@ -28,13 +28,8 @@ static bool match(const ge2_fusion_key *key, int at, ge2_fusion_group *group, ch
                      MAX_VIEWS);
         return false;
     }
-    const ge2_ln_geom g = ge2_ln_geom_of(key->shape_of(key->ctx, t));
-    if (!ge2_ln_row4_takes(g.c)) {
-        if (why && why_size)
-            snprintf(why, why_size, "rows of %lld values (the kernel takes a multiple of 4 up to %d)", (long long)g.c,
-                     GE2_LN_ROW4_MAX_C);
+    if (!ge2_ln_row4_fits(ge2_ln_geom_of(key->shape_of(key->ctx, t)).c, GE2_LN_ROW4_MAX_C, why, why_size))
         return false;
-    }
     group->count = next - at + 1;
     group->n_phases = 1;
     for (int i = 0; i < group->count; i++)
@@ -59,19 +54,9 @@ static const ge2_fusion_impl cuda = {
 static ge2_status example(ge2_graph **graph)
 {
     ge2_graph *g;
-    ge2_tensor *x, *labels, *w1, *h = NULL, *d = NULL, *s = NULL, *v = NULL, *n = NULL;
-    GE2_TRY(ge2_graph_new(&g));
-    ge2_status st;
-    st = ge2_input(g, "x", GE2_F32, ge2_shape2(100, 40), &x);
-    if (st == GE2_OK)
-        st = ge2_label(g, "labels", GE2_I32, ge2_shape1(100), &labels);
-    if (st == GE2_OK)
-        st = ge2_parameter(g, "fc.weight", GE2_F32, ge2_shape2(300, 40), (ge2_init){GE2_INIT_UNIFORM, -0.2, 0.2, 0},
-                           &w1);
-    if (st == GE2_OK)
-        st = ge2_linear(g, x, w1, NULL, GE2_ACT_NONE, 0.0f, &h);
-    if (st == GE2_OK)
-        st = ge2_dropout(g, h, 0.3, &d);
+    ge2_tensor *labels, *h, *d = NULL, *s = NULL, *v = NULL, *n = NULL;
+    GE2_TRY(ge2_fusion_example_rows(300, &g, &labels, &h));
+    ge2_status st = ge2_dropout(g, h, 0.3, &d);
     if (st == GE2_OK)
         st = ge2_add(g, h, d, &s);
     if (st == GE2_OK)

@@ -14,13 +14,9 @@ static bool match(const ge2_fusion_key *key, int at, ge2_fusion_group *group, ch
             snprintf(why, why_size, "no LAYER_NORM_GRAD_PARAMS then LAYER_NORM_GRAD_INPUT of one dy and x in a row");
         return false;
     }
-    const ge2_ln_geom g = ge2_ln_geom_of(key->shape_of(key->ctx, key->nodes[at + 1]->inputs[1]));
-    if (g.c < 1 || g.c % 4 != 0 || g.c > GE2_LN_BACKWARD_MAX_C) {
-        if (why && why_size)
-            snprintf(why, why_size, "rows of %lld values (the kernel takes a multiple of 4 up to %d)", (long long)g.c,
-                     GE2_LN_BACKWARD_MAX_C);
+    const int64_t c = ge2_ln_geom_of(key->shape_of(key->ctx, key->nodes[at + 1]->inputs[1])).c;
+    if (!ge2_ln_row4_fits(c, GE2_LN_BACKWARD_MAX_C, why, why_size))
         return false;
-    }
     ge2_fusion_pair_group(group);
     if (at + 2 < key->n && ge2_ln_backward_then_dropout(key->nodes[at + 1], key->nodes[at + 2])) {
         group->count = 3;
@@ -46,19 +42,9 @@ static const ge2_fusion_impl cuda = {
 static ge2_status example(ge2_graph **graph)
 {
     ge2_graph *g;
-    ge2_tensor *x, *labels, *w1, *a = NULL, *h = NULL, *n = NULL;
-    GE2_TRY(ge2_graph_new(&g));
-    ge2_status st;
-    st = ge2_input(g, "x", GE2_F32, ge2_shape2(100, 40), &x);
-    if (st == GE2_OK)
-        st = ge2_label(g, "labels", GE2_I32, ge2_shape1(100), &labels);
-    if (st == GE2_OK)
-        st = ge2_parameter(g, "fc.weight", GE2_F32, ge2_shape2(300, 40), (ge2_init){GE2_INIT_UNIFORM, -0.2, 0.2, 0},
-                           &w1);
-    if (st == GE2_OK)
-        st = ge2_linear(g, x, w1, NULL, GE2_ACT_NONE, 0.0f, &a);
-    if (st == GE2_OK)
-        st = ge2_dropout(g, a, 0.3, &h);
+    ge2_tensor *labels, *a, *h = NULL, *n = NULL;
+    GE2_TRY(ge2_fusion_example_rows(300, &g, &labels, &a));
+    ge2_status st = ge2_dropout(g, a, 0.3, &h);
     if (st == GE2_OK)
         st = ge2_layer_norm_layer(g, "ln", h, true, 1e-5, &n);
     if (st == GE2_OK)

@@ -41,6 +41,8 @@
 extern "C" {
 #endif
 
+#include <stdio.h>
+
 #include "autograd/autograd.h"
 #include "graph/op_support.h"
 #include "ops/ops.h"
@@ -89,6 +91,18 @@ static inline ge2_ln_geom ge2_ln_geom_of(ge2_shape x)
  * their kernels cannot run is not planned */
 #define GE2_LN_ROW4_MAX_C 1024
 static inline bool ge2_ln_row4_takes(int64_t c) { return c > 0 && c % 4 == 0 && c <= GE2_LN_ROW4_MAX_C; }
+
+/* For a fusion's matcher: whether its row4 kernel, taking rows of up to
+ * max_c values, takes rows of c, else why not (why NULL-safe) */
+static inline bool ge2_ln_row4_fits(int64_t c, int max_c, char *why, size_t why_size)
+{
+    if (ge2_ln_row4_takes(c) && c <= max_c)
+        return true;
+    if (why && why_size)
+        snprintf(why, why_size, "rows of %lld values (the kernel takes a multiple of 4 up to %d)", (long long)c,
+                 max_c);
+    return false;
+}
 
 /* infer.c */
 ge2_status ge2_infer_LAYER_NORM(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
