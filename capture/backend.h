@@ -14,6 +14,14 @@
 #include "planner/plan.h"
 
 typedef struct ge2_backend_ctx ge2_backend_ctx; /* a backend's per-program state */
+
+/* Launch timing beside the step's stream, µs (backend.side_stream_us). */
+typedef struct ge2_side_stream_us {
+    double waited; /* the step's stream waited this long for the side stream before the launch (in launch_us) */
+    bool beside;   /* the launch ran on the side stream: */
+    double run;    /* from when the side stream reached it to its end */
+    double start;  /* when it started there, after the step's first launch began */
+} ge2_side_stream_us;
 struct ge2_program_options; /* capture/program_internal.h */
 
 /* Feed staging slots per graph key: the host fills one while the device may
@@ -116,6 +124,10 @@ typedef struct ge2_backend {
      * rest) over *steps timed steps; -1 when not timed. Optional: NULL
      * means not timed. */
     double (*launch_us)(const ge2_backend_ctx *ctx, const ge2_exec *exec, int i, int *steps);
+    /* With time_launches, where launch i met the side stream (the
+     * data-parallel all-reduces run there), means per timed step; false when
+     * it did not (or nothing was timed). Optional: NULL means never. */
+    bool (*side_stream_us)(const ge2_backend_ctx *ctx, const ge2_exec *exec, int i, ge2_side_stream_us *out);
     /* Optional fences, so the program can reuse a pinned buffer an earlier
      * copy reads or writes without waiting for the whole device: fence_record
      * marks the point after the work enqueued so far, fence_wait blocks until

@@ -101,7 +101,14 @@ typedef struct launch_timing {
     cudaEvent_t *marks; /* [n_launches + 1]: before launch (or group) i; marks[n] after the last */
     int *next;          /* [n_launches] the launch after the one or group started at i; 0: none starts at i */
     double *ms;         /* [n_launches] summed over the timed steps */
-    int steps;          /* steps run; the first (lazy module loading, plan warm-up) is not timed */
+    /* Data parallel: where the side stream's work went. joined[i] is
+     * recorded on the step's stream after launch i's wait for the side
+     * stream, when it waited (waits[i]); beside[2i], beside[2i + 1] on the
+     * side stream around side launch i (NULL for the others). */
+    cudaEvent_t *joined, *beside;
+    bool *waits;
+    double *wait_ms, *beside_ms, *beside_at_ms; /* [n_launches] summed like ms */
+    int steps; /* steps run; the first (lazy module loading, plan warm-up) is not timed */
 } launch_timing;
 
 /* Per key, in ge2_exec.backend_data. */
@@ -409,55 +416,97 @@ static const char *node_op_name(const ge2_launch *launch)
 
 static ge2_cuda_copy cuda_copy_of(const ge2_copy *c) { return (ge2_cuda_copy){c->dst, c->src, c->bytes}; }
 
+static void destroy_events(cudaEvent_t *events, int n)
+{
+    for (int i = 0; events && i < n; i++)
+        if (events[i])
+            cudaEventDestroy(events[i]);
+    ge2_free(events);
+}
+
 static void timing_free(launch_timing *t, int n_launches)
 {
     if (!t)
         return;
-    for (int i = 0; t->marks && i <= n_launches; i++)
-        if (t->marks[i])
-            cudaEventDestroy(t->marks[i]);
-    ge2_free(t->marks);
+    destroy_events(t->marks, n_launches + 1);
+    destroy_events(t->joined, n_launches);
+    destroy_events(t->beside, 2 * n_launches);
     ge2_free(t->next);
     ge2_free(t->ms);
+    ge2_free(t->waits);
+    ge2_free(t->wait_ms);
+    ge2_free(t->beside_ms);
+    ge2_free(t->beside_at_ms);
     ge2_free(t);
 }
 
-static ge2_status timing_new(int n_launches, launch_timing **out)
+static bool goes_beside(const ge2_exec *exec, int i);
+
+static ge2_status timing_new(const ge2_exec *exec, launch_timing **out)
 {
+    const int n_launches = exec->n_launches;
     launch_timing *t = ge2_calloc(1, sizeof *t);
-    const size_t n = (size_t)n_launches;
+    const size_t n = (size_t)n_launches + 1;
     if (t) {
-        t->marks = ge2_calloc(n + 1, sizeof *t->marks);
-        t->next = ge2_calloc(n + 1, sizeof *t->next);
-        t->ms = ge2_calloc(n + 1, sizeof *t->ms);
+        t->marks = ge2_calloc(n, sizeof *t->marks);
+        t->next = ge2_calloc(n, sizeof *t->next);
+        t->ms = ge2_calloc(n, sizeof *t->ms);
+        t->joined = ge2_calloc(n, sizeof *t->joined);
+        t->beside = ge2_calloc(2 * n, sizeof *t->beside);
+        t->waits = ge2_calloc(n, sizeof *t->waits);
+        t->wait_ms = ge2_calloc(n, sizeof *t->wait_ms);
+        t->beside_ms = ge2_calloc(n, sizeof *t->beside_ms);
+        t->beside_at_ms = ge2_calloc(n, sizeof *t->beside_at_ms);
     }
-    if (!t || !t->marks || !t->next || !t->ms) {
+    if (!t || !t->marks || !t->next || !t->ms || !t->joined || !t->beside || !t->waits || !t->wait_ms ||
+        !t->beside_ms || !t->beside_at_ms) {
         timing_free(t, -1);
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 cuda backend: launch timing for %d launches", n_launches);
     }
-    for (int i = 0; i <= n_launches; i++) {
-        cudaError_t e = cudaEventCreate(&t->marks[i]);
-        if (e != cudaSuccess) {
-            timing_free(t, n_launches);
-            return cuda_fail(e, "cudaEventCreate");
+    cudaError_t e = cudaSuccess;
+    for (int i = 0; i <= n_launches && e == cudaSuccess; i++)
+        e = cudaEventCreate(&t->marks[i]);
+    for (int i = 0; i < n_launches && e == cudaSuccess; i++) {
+        e = cudaEventCreate(&t->joined[i]);
+        if (e == cudaSuccess && goes_beside(exec, i)) {
+            e = cudaEventCreate(&t->beside[2 * i]);
+            if (e == cudaSuccess)
+                e = cudaEventCreate(&t->beside[2 * i + 1]);
         }
+    }
+    if (e != cudaSuccess) {
+        timing_free(t, n_launches);
+        return cuda_fail(e, "cudaEventCreate");
     }
     *out = t;
     return GE2_OK;
 }
 
-/* Adds the step just enqueued to the sums, once the GPU has run it. */
+/* Adds ms from a to b to *sum. */
+static ge2_status add_elapsed(cudaEvent_t a, cudaEvent_t b, double *sum)
+{
+    float ms = 0.0f;
+    CUDA_TRY(cudaEventElapsedTime(&ms, a, b));
+    *sum += ms;
+    return GE2_OK;
+}
+
+/* Adds the step just enqueued to the sums, once the GPU has run it (the
+ * side stream too: the step's last mark follows its join). */
 static ge2_status timing_collect(launch_timing *t, int n_launches)
 {
     CUDA_TRY(cudaEventSynchronize(t->marks[n_launches]));
     if (t->steps++ == 0)
         return GE2_OK;
     for (int i = 0; i < n_launches; i++) {
-        if (!t->next[i])
-            continue;
-        float ms = 0.0f;
-        CUDA_TRY(cudaEventElapsedTime(&ms, t->marks[i], t->marks[t->next[i]]));
-        t->ms[i] += ms;
+        if (t->next[i])
+            GE2_TRY(add_elapsed(t->marks[i], t->marks[t->next[i]], &t->ms[i]));
+        if (t->waits[i])
+            GE2_TRY(add_elapsed(t->marks[i], t->joined[i], &t->wait_ms[i]));
+        if (t->beside[2 * i] && t->next[i]) {
+            GE2_TRY(add_elapsed(t->beside[2 * i], t->beside[2 * i + 1], &t->beside_ms[i]));
+            GE2_TRY(add_elapsed(t->marks[0], t->beside[2 * i], &t->beside_at_ms[i]));
+        }
     }
     return GE2_OK;
 }
@@ -533,6 +582,19 @@ static double cuda_launch_us(const ge2_backend_ctx *ctx, const ge2_exec *exec, i
     if (!*steps || i < 0 || i >= exec->n_launches)
         return -1.0;
     return 1000.0 * t->ms[i] / *steps;
+}
+
+static bool cuda_side_stream_us(const ge2_backend_ctx *ctx, const ge2_exec *exec, int i, ge2_side_stream_us *out)
+{
+    int steps;
+    if (cuda_launch_us(ctx, exec, i, &steps) < 0)
+        return false;
+    const launch_timing *t = ((const ge2_cuda_exec *)exec->backend_data)->timing;
+    *out = (ge2_side_stream_us){.waited = 1000.0 * t->wait_ms[i] / steps,
+                                .beside = t->beside[2 * i] != NULL,
+                                .run = 1000.0 * t->beside_ms[i] / steps,
+                                .start = 1000.0 * t->beside_at_ms[i] / steps};
+    return out->beside || out->waited > 0;
 }
 
 static void cuda_describe(const ge2_backend_ctx *ctx, const ge2_launch *launch, char *buf, size_t size)
@@ -628,6 +690,14 @@ static bool runs_beside(const ge2_launch *l)
     return (ge2_op_flags(l->node->op) & GE2_OPF_IN_PLACE) != 0;
 }
 
+/* Whether launch i of a prepared key goes on the side stream: runs_beside,
+ * and not taken into a fused group */
+static bool goes_beside(const ge2_exec *exec, int i)
+{
+    const ge2_cuda_exec *ce = exec->backend_data;
+    return ce->group_at[i] < 0 && runs_beside(&exec->launches[i]);
+}
+
 static ge2_status open_side_stream(ge2_backend_ctx *ctx)
 {
     if (ctx->side_stream)
@@ -721,7 +791,7 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
             st = new_event(&ce->staged[s]);
     if (st == GE2_OK && ctx->time_launches) {
         ce->eager = true; /* events between launches: no capture */
-        st = timing_new(exec->n_launches, &ce->timing);
+        st = timing_new(exec, &ce->timing);
     }
     if (st != GE2_OK) {
         for (int s = 0; s < GE2_STAGING_BUFFERS; s++)
@@ -870,19 +940,29 @@ static ge2_status enqueue_all(ge2_backend_ctx *ctx, ge2_exec *exec, step_copies 
     for (int i = 0, done = 1; i < exec->n_launches; i += done) {
         if (t)
             CUDA_TRY(cudaEventRecord(t->marks[i], ctx->stream));
-        const bool beside = ce->group_at[i] < 0 && runs_beside(&exec->launches[i]);
+        const bool beside = goes_beside(exec, i);
         const int count = ce->group_at[i] < 0 ? 1 : ce->groups[ce->group_at[i]].count;
+        if (t)
+            t->waits[i] = false;
         if (beside) {
             CUDA_TRY(cudaEventRecord(ctx->side_fork, ctx->stream));
             CUDA_TRY(cudaStreamWaitEvent(ctx->side_stream, ctx->side_fork, 0));
             side_record(pending, exec->launches[i].node); /* forked: joined on every way out */
+            if (t)
+                CUDA_TRY(cudaEventRecord(t->beside[2 * i], ctx->side_stream));
         } else if (must_join(exec, i, count, pending)) {
             GE2_TRY(join_side(ctx));
             *pending = (side_pending){.n = 0, .any = false};
+            if (t) {
+                t->waits[i] = true;
+                CUDA_TRY(cudaEventRecord(t->joined[i], ctx->stream));
+            }
         }
         ge2_status st = enqueue_one(ctx, exec, ce, i, sc, &done);
         if (t)
             t->next[i] = i + done;
+        if (t && beside && st == GE2_OK)
+            CUDA_TRY(cudaEventRecord(t->beside[2 * i + 1], ctx->side_stream));
         if (capturing) {
             enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
             cudaError_t e = cudaStreamIsCapturing(ctx->stream, &cs);
@@ -1131,4 +1211,5 @@ const ge2_backend ge2_backend_cuda = {
     .workspace_bytes = cuda_workspace_bytes,
     .describe = cuda_describe,
     .launch_us = cuda_launch_us,
+    .side_stream_us = cuda_side_stream_us,
 };

@@ -363,9 +363,18 @@ void ge2_program_print_kernels(const ge2_program *program, const ge2_program_key
             program->backend->describe(program->bctx, l, what, sizeof what);
         int steps = 0;
         const double us = program->backend->launch_us ? program->backend->launch_us(program->bctx, exec, i, &steps) : -1;
-        if (us >= 0)
-            fprintf(out, "node %3d %-20s %9.1f us %5.1f%%  %s: %s\n", l->node->id, ge2_op_name(l->node->op), us,
-                    100.0 * us / step_us(program, exec), shapes, what);
+        ge2_side_stream_us side;
+        const bool met_side = program->backend->side_stream_us &&
+                              program->backend->side_stream_us(program->bctx, exec, i, &side);
+        char waited[64] = "";
+        if (met_side && !side.beside)
+            snprintf(waited, sizeof waited, " (%.1f us of it waiting for the side stream)", side.waited);
+        if (met_side && side.beside)
+            fprintf(out, "node %3d %-20s %9.1f us beside, %.1f-%.1f us into the step  %s: %s\n", l->node->id,
+                    ge2_op_name(l->node->op), side.run, side.start, side.start + side.run, shapes, what);
+        else if (us >= 0)
+            fprintf(out, "node %3d %-20s %9.1f us %5.1f%%  %s: %s%s\n", l->node->id, ge2_op_name(l->node->op), us,
+                    100.0 * us / step_us(program, exec), shapes, what, waited);
         else
             fprintf(out, "node %3d %-20s %s: %s\n", l->node->id, ge2_op_name(l->node->op), shapes, what);
     }

@@ -739,7 +739,10 @@ ge2_status ge2_program_plan_svg(ge2_program *program, ge2_mode mode, const char 
  * description (CUDA GEMMs: cuBLASLt epilogue, algorithm, tile, split-K and
  * whether the kernel registry tuned it; CPU: "cpu <op>"); with
  * ge2_compile_options.time_launches, each launch's mean µs per step and its
- * share, and the step's sum. GE2_ERR_STATE before the first step of mode:
+ * share, and the step's sum; on CUDA with data parallel, each all-reduce's
+ * time on the side stream and when it ran (µs into the step), and how long
+ * a launch that needed the side stream's result waited for it (the
+ * communication the step did not hide). GE2_ERR_STATE before the first step of mode:
  * kernels are chosen when a key first runs. */
 ge2_status ge2_program_kernel_report(ge2_program *program, ge2_mode mode, FILE *out);
 
