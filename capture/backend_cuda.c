@@ -126,6 +126,10 @@ typedef struct ge2_cuda_exec {
     /* feeds_ahead: recorded on the feed stream after the slot's stage copy,
      * waited for by the step stream before the slot's step */
     cudaEvent_t staged[GE2_STAGING_BUFFERS];
+    /* side_after[i]: recorded on the side stream after side launch i (NULL
+     * for the others), so a launch that needs only its result waits for it
+     * and not for the side launches after it */
+    cudaEvent_t *side_after;
     launch_timing *timing; /* NULL unless time_launches */
     void *scratch;         /* ge2_launch.scratch of the key's bf16 GEMMs; NULL: none needed */
     size_t scratch_bytes;
@@ -564,6 +568,7 @@ static void cuda_exec_release(ge2_backend_ctx *ctx, ge2_exec *exec)
     }
     free_groups(ce);
     if (ce) {
+        destroy_events(ce->side_after, exec->n_launches);
         timing_free(ce->timing, exec->n_launches);
         free_scratch(ctx, ce);
     }
@@ -789,6 +794,14 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
     for (int s = 0; st == GE2_OK && s < GE2_STAGING_BUFFERS; s++)
         if (exec->io[s].stage.bytes)
             st = new_event(&ce->staged[s]);
+    if (st == GE2_OK && ctx->side_stream) {
+        ce->side_after = ge2_calloc((size_t)exec->n_launches, sizeof *ce->side_after);
+        if (!ce->side_after)
+            st = ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 cuda backend: out of host memory");
+        for (int i = 0; st == GE2_OK && i < exec->n_launches; i++)
+            if (goes_beside(exec, i))
+                st = new_event(&ce->side_after[i]);
+    }
     if (st == GE2_OK && ctx->time_launches) {
         ce->eager = true; /* events between launches: no capture */
         st = timing_new(exec, &ce->timing);
@@ -797,6 +810,7 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
         for (int s = 0; s < GE2_STAGING_BUFFERS; s++)
             if (ce->staged[s])
                 cudaEventDestroy(ce->staged[s]);
+        destroy_events(ce->side_after, exec->n_launches);
         free_groups(ce);
         release_launches(exec, exec->n_launches);
         free_scratch(ctx, ce);
@@ -873,42 +887,53 @@ static ge2_status enqueue_one(ge2_backend_ctx *ctx, const ge2_exec *exec, const 
 }
 
 /* The in-place launches on the side stream not yet waited for by the
- * step's stream, by the tensors they write (their inputs). */
+ * step's stream: the tensors they write (their inputs), each with the
+ * launch that writes it, in launch order. */
 typedef struct side_pending {
     int tensors[4 * GE2_MAX_INPUTS];
-    int n;
-    bool any;
+    int writer[4 * GE2_MAX_INPUTS];
+    int n;    /* -1: too many to list */
+    bool any; /* any side launch not waited for */
 } side_pending;
 
-/* Whether launches [i, i + count) must wait for the side stream first:
- * they are optimizer ops (which read every gradient through the pools) or
- * read a tensor a pending side launch writes; or the record is full. */
-static bool must_join(const ge2_exec *exec, int i, int count, const side_pending *p)
+/* What launches [i, i + count) must wait for on the side stream first:
+ * SIDE_ALL for everything on it (an optimizer op without inputs reads
+ * every gradient through the pools; or the record is full), else the last
+ * pending side launch that writes a tensor they read (its event covers
+ * the ones before it, the side stream being in order), or SIDE_NONE. A
+ * per-parameter update reads only its inputs, so it waits for its own
+ * bucket's all-reduce and runs while later buckets are still summed. */
+enum { SIDE_NONE = -1, SIDE_ALL = -2 };
+
+static int side_wait_for(const ge2_exec *exec, int i, int count, const side_pending *p)
 {
     if (!p->any)
-        return false;
+        return SIDE_NONE;
     if (p->n < 0)
-        return true;
+        return SIDE_ALL;
+    int last = SIDE_NONE;
     for (int k = i; k < i + count; k++) {
         const ge2_node *node = exec->launches[k].node;
-        if (ge2_op_flags(node->op) & GE2_OPF_OPTIMIZER)
-            return true;
+        if ((ge2_op_flags(node->op) & GE2_OPF_OPTIMIZER) && node->n_inputs == 0)
+            return SIDE_ALL;
         for (int in = 0; in < node->n_inputs; in++)
             for (int t = 0; t < p->n; t++)
-                if (node->inputs[in] == p->tensors[t])
-                    return true;
+                if (node->inputs[in] == p->tensors[t] && p->writer[t] > last)
+                    last = p->writer[t];
     }
-    return false;
+    return last;
 }
 
-static void side_record(side_pending *p, const ge2_node *node)
+static void side_record(side_pending *p, const ge2_node *node, int launch)
 {
     p->any = true;
     for (int in = 0; in < node->n_inputs && p->n >= 0; in++) {
-        if (p->n == (int)(sizeof p->tensors / sizeof p->tensors[0]))
+        if (p->n == (int)(sizeof p->tensors / sizeof p->tensors[0])) {
             p->n = -1; /* too many to list: the next launch joins */
-        else
-            p->tensors[p->n++] = node->inputs[in];
+        } else {
+            p->tensors[p->n] = node->inputs[in];
+            p->writer[p->n++] = launch;
+        }
     }
 }
 
@@ -917,6 +942,22 @@ static ge2_status join_side(ge2_backend_ctx *ctx)
 {
     CUDA_TRY(cudaEventRecord(ctx->side_done, ctx->side_stream));
     CUDA_TRY(cudaStreamWaitEvent(ctx->stream, ctx->side_done, 0));
+    return GE2_OK;
+}
+
+/* The step's stream waits for side launch `upto` and those before it;
+ * the pending record keeps the ones after it. */
+static ge2_status join_side_upto(ge2_backend_ctx *ctx, const ge2_cuda_exec *ce, int upto, side_pending *p)
+{
+    CUDA_TRY(cudaStreamWaitEvent(ctx->stream, ce->side_after[upto], 0));
+    int kept = 0;
+    for (int t = 0; t < p->n; t++)
+        if (p->writer[t] > upto) {
+            p->tensors[kept] = p->tensors[t];
+            p->writer[kept++] = p->writer[t];
+        }
+    p->n = kept;
+    p->any = kept > 0;
     return GE2_OK;
 }
 
@@ -944,15 +985,20 @@ static ge2_status enqueue_all(ge2_backend_ctx *ctx, ge2_exec *exec, step_copies 
         const int count = ce->group_at[i] < 0 ? 1 : ce->groups[ce->group_at[i]].count;
         if (t)
             t->waits[i] = false;
+        const int wait_for = beside ? SIDE_NONE : side_wait_for(exec, i, count, pending);
         if (beside) {
             CUDA_TRY(cudaEventRecord(ctx->side_fork, ctx->stream));
             CUDA_TRY(cudaStreamWaitEvent(ctx->side_stream, ctx->side_fork, 0));
-            side_record(pending, exec->launches[i].node); /* forked: joined on every way out */
+            side_record(pending, exec->launches[i].node, i); /* forked: joined on every way out */
             if (t)
                 CUDA_TRY(cudaEventRecord(t->beside[2 * i], ctx->side_stream));
-        } else if (must_join(exec, i, count, pending)) {
-            GE2_TRY(join_side(ctx));
-            *pending = (side_pending){.n = 0, .any = false};
+        } else if (wait_for != SIDE_NONE) {
+            if (wait_for == SIDE_ALL) {
+                GE2_TRY(join_side(ctx));
+                *pending = (side_pending){.n = 0, .any = false};
+            } else {
+                GE2_TRY(join_side_upto(ctx, ce, wait_for, pending));
+            }
             if (t) {
                 t->waits[i] = true;
                 CUDA_TRY(cudaEventRecord(t->joined[i], ctx->stream));
@@ -961,8 +1007,11 @@ static ge2_status enqueue_all(ge2_backend_ctx *ctx, ge2_exec *exec, step_copies 
         ge2_status st = enqueue_one(ctx, exec, ce, i, sc, &done);
         if (t)
             t->next[i] = i + done;
-        if (t && beside && st == GE2_OK)
-            CUDA_TRY(cudaEventRecord(t->beside[2 * i + 1], ctx->side_stream));
+        if (beside && st == GE2_OK) {
+            CUDA_TRY(cudaEventRecord(ce->side_after[i], ctx->side_stream));
+            if (t)
+                CUDA_TRY(cudaEventRecord(t->beside[2 * i + 1], ctx->side_stream));
+        }
         if (capturing) {
             enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
             cudaError_t e = cudaStreamIsCapturing(ctx->stream, &cs);

@@ -279,13 +279,12 @@ static ge2_status choose_per_parameter(const ge2_graph *g, const ge2_optimizer_c
         *per_parameter = true;
         return GE2_OK;
     default: {
-        /* Data parallel: the flat update, whose gradients stay in the pool
-         * while the buckets' all-reduces run beside the rest of the
-         * backward; a per-parameter update would wait for its bucket's
-         * all-reduce at once, leaving the communication exposed. */
+        /* Large layers: one update node each. Data parallel, each after an
+         * all-reduce of its layer's gradients, at the backward's end
+         * (planner/schedule.c), so the first layers' updates run while the
+         * last layers' gradients are summed. */
         int nodes = gradient_producers(g);
-        *per_parameter = !refused && !c->data_parallel && nodes > 0 &&
-                         gradient_bytes(g) / (size_t)nodes >= PER_PARAMETER_MIN_BYTES_PER_NODE;
+        *per_parameter = !refused && nodes > 0 && gradient_bytes(g) / (size_t)nodes >= PER_PARAMETER_MIN_BYTES_PER_NODE;
         return GE2_OK;
     }
     }

@@ -16,10 +16,14 @@
  * all-reduces go first, then the rest in creation order):
  * - A per-parameter OPTIMIZER_UPDATE (one with inputs), created after the
  *   whole backward, runs right after the later of the nodes producing its
- *   gradients, the all-reduce summing them, and the last other node reading
- *   the parameters it overwrites (or their bf16 copies, which it rewrites). Its gradients then die there, so the arena
+ *   gradients and the last other node reading the parameters it overwrites
+ *   (or their bf16 copies, which it rewrites). Its gradients then die there, so the arena
  *   reuses them while the backward goes on; run at the end, every gradient
- *   would be live at once.
+ *   would be live at once. Data parallel, it runs after the whole backward
+ *   instead (after its all-reduce): right after the all-reduce it would wait
+ *   for the sum at once with nothing else to do, leaving the communication
+ *   exposed, while at the end the updates of the first buckets run as the
+ *   last buckets are still being summed.
  * - A data-parallel ALL_REDUCE (GE2_OPF_IN_PLACE) runs right after its
  *   gradients are made, so the ranks sum a bucket while the backward goes
  *   on; and after every node made before it that reads what it overwrites
@@ -136,16 +140,24 @@ static bool must_follow(const ge2_graph *graph, int u, int m)
  * earlier in-place node), so one pass in creation order sees their anchors. */
 static void find_anchors(const ge2_graph *graph, const bool *node_needed, const bool *early, int *anchor)
 {
+    int last_in_order = -1; /* the last needed creation-order node: the backward's end */
+    for (int n = 0; n < graph->n_nodes; n++)
+        if (node_needed[n] && !early[n])
+            last_in_order = n;
     for (int u = 0; u < graph->n_nodes; u++) {
         anchor[u] = -1;
         if (!early[u])
             continue;
+        bool after_all_reduce = false;
         for (int m = 0; m < graph->n_nodes; m++) {
             if (m == u || !node_needed[m] || !must_follow(graph, u, m))
                 continue;
             const int bound = early[m] ? anchor[m] : m;
             anchor[u] = bound > anchor[u] ? bound : anchor[u];
+            after_all_reduce = after_all_reduce || writes_inputs(&graph->nodes[m]);
         }
+        if (updates_in_place(&graph->nodes[u]) && after_all_reduce)
+            anchor[u] = last_in_order;
     }
 }
 

@@ -324,19 +324,23 @@ START_TEST(auto_picks_per_parameter_for_large_gradients_only)
     ge2_optimizer_config flat = adam;
     flat.update_mode = GE2_UPDATE_FLAT;
     ck_assert(!auto_picks_per_parameter(large, 4, &flat));
-    /* data parallel: AUTO keeps the flat update (its all-reduces overlap the
-     * backward), a bucket closing at the gradient that brings it to 25
-     * MiB, layers last first: {fc4.w, fc4.b, fc3.w (64 MiB)}, {fc3.b,
-     * fc2.w (64 MiB)}, {fc2.b, fc1.w (12 MiB), fc1.b} */
+    /* data parallel: AUTO picks per-parameter updates there too, each
+     * after an all-reduce of its layer's gradients (they run at the
+     * backward's end, so the first layers' updates overlap the last
+     * layers' sums); with FLAT a bucket closes at the gradient that brings
+     * it to 25 MiB, layers last first: {fc4.w, fc4.b, fc3.w (64 MiB)},
+     * {fc3.b, fc2.w (64 MiB)}, {fc2.b, fc1.w (12 MiB), fc1.b} */
     ge2_optimizer_config dp = adam;
     dp.data_parallel = true;
-    ck_assert(!auto_picks_per_parameter(large, 4, &dp));
+    ck_assert(auto_picks_per_parameter(large, 4, &dp));
+    ck_assert(!auto_picks_per_parameter(medium, 3, &dp));
     mlp m;
+    dp.update_mode = GE2_UPDATE_FLAT;
     mlp_build(&m, large, 4, 4, -1);
     API(ge2_optimizer(m.graph, &dp));
     ck_assert_int_eq(count_op(m.graph, GE2_OP_ALL_REDUCE), 3);
     ge2_graph_free(m.graph);
-    /* forced per-parameter: one all-reduce per update node */
+    /* per-parameter: one all-reduce per update node */
     dp.update_mode = GE2_UPDATE_PER_PARAMETER;
     mlp_build(&m, large, 4, 4, -1);
     API(ge2_optimizer(m.graph, &dp));

@@ -194,9 +194,16 @@ static void check_all_reduce_places(const ge2_graph *g, const ge2_plan *plan, co
 /* A per-parameter update (inputs: parameter, gradient pairs) runs after its
  * gradients' producers and after every other reader of its parameters (it
  * overwrites them), and right after the last of those: only other updates
- * in between. Its gradients are arena tensors, live until it has run. */
+ * in between. Data parallel (its gradients summed by an all-reduce), after
+ * the last node in creation order instead, so it does not wait for its sum
+ * while the backward could go on. Its gradients are arena tensors, live
+ * until it has run. */
 static void check_update_places(const ge2_graph *g, const ge2_plan *plan, const int *pos)
 {
+    int last_in_order = -1;
+    for (int p = 0; p < plan->n_steps; p++)
+        if (!placed_early(&g->nodes[plan->schedule[p]]))
+            last_in_order = p;
     int updates = 0;
     for (int p = 0; p < plan->n_steps; p++) {
         const ge2_node *u = &g->nodes[plan->schedule[p]];
@@ -212,10 +219,12 @@ static void check_update_places(const ge2_graph *g, const ge2_plan *plan, const 
             ck_assert_int_ge(plan->tensors[grad->id].last, p);
             if (pos[grad->producer] > must_follow)
                 must_follow = pos[grad->producer];
-            for (int q = 0; q < p; q++) /* the all-reduce summing it */
-                if (is_all_reduce(&g->nodes[plan->schedule[q]]) && reads(&g->nodes[plan->schedule[q]], grad->id) &&
-                    q > must_follow)
-                    must_follow = q;
+            for (int q = 0; q < p; q++) /* the all-reduce summing it, then the backward's end */
+                if (is_all_reduce(&g->nodes[plan->schedule[q]]) && reads(&g->nodes[plan->schedule[q]], grad->id)) {
+                    ck_assert_int_gt(p, last_in_order);
+                    must_follow = q > must_follow ? q : must_follow;
+                    must_follow = last_in_order > must_follow ? last_in_order : must_follow;
+                }
             for (int q = 0; q < plan->n_steps; q++) {
                 const ge2_node *r = &g->nodes[plan->schedule[q]];
                 if (r != u && !is_update(r) && !is_all_reduce(r) && reads(r, param->id)) {
