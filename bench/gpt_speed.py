@@ -15,14 +15,14 @@ inputs), and torch.compile of the model; CUDA events around blocks of 10
 steps after a warm-up, the median block; the peak device memory (ge2: the
 train step's planned pools, arena, inputs and workspace, as train_gpt
 prints them; PyTorch: torch.cuda.max_memory_allocated).
---precisions takes bf16 too: ge2's --precision bf16 (GEMM operands
-rounded to bf16 copies, fp32 storage and fp32 attention so far:
-docs/mixed-precision.md)
-against PyTorch autocast-bf16 (bf16 activations and attention too), so
-that row is not like for like yet.
+Each PyTorch row runs in a process of its own (this script again, with
+--torch-row), so its peak is its own: in one process the caching
+allocator keeps what earlier rows freed and counts it in later peaks.
+--precisions takes bf16 too: ge2's --precision bf16 against PyTorch
+autocast-bf16.
 Prints a markdown table last: ms/step, tokens/s, model FLOPs utilisation
-against the GPU's bf16 dense peak, and ge2's ratio to each;
-exits 1 when any row failed.
+against the GPU's bf16 dense peak, the peak MiB, and ge2's ratio to each
+(time and memory); exits 1 when any row failed.
 """
 import argparse
 import math
@@ -105,6 +105,17 @@ def torch_ms(mode, precision, vocab, steps):
     return statistics.median(times), torch.cuda.max_memory_allocated() / 2**20
 
 
+def torch_row(mode, precision, vocab, steps):
+    """torch_ms in a fresh process (see the top): (ms, MiB)."""
+    args = [sys.executable, os.path.abspath(__file__), "--torch-row", mode, precision, "--vocab", str(vocab),
+            "--steps", str(steps)]
+    out = subprocess.run(args, capture_output=True, text=True)
+    m = re.search(r"^torch row: ([0-9.]+) ms, ([0-9.]+) MiB$", out.stdout, re.M)
+    if out.returncode != 0 or not m:
+        raise RuntimeError(f"exit {out.returncode}: {(out.stderr or out.stdout).strip()[-400:]}")
+    return float(m.group(1)), float(m.group(2))
+
+
 # Dense bf16 tensor-core peaks (NVIDIA's datasheets, SXM, without sparsity),
 # by the name torch reports: the MFU column's denominator.
 BF16_PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0}
@@ -122,11 +133,19 @@ def train_flops_per_step(vocab):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--train-gpt", required=True)
-    ap.add_argument("--data", required=True)
+    ap.add_argument("--train-gpt")
+    ap.add_argument("--data")
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--precisions", default="fp32,tf32")
+    ap.add_argument("--torch-row", nargs=2, metavar=("MODE", "PRECISION"), help=argparse.SUPPRESS)
+    ap.add_argument("--vocab", type=int, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.torch_row:  # one PyTorch row, for torch_row in the parent
+        ms, mib = torch_ms(a.torch_row[0], a.torch_row[1], a.vocab, a.steps)
+        print(f"torch row: {ms:.4f} ms, {mib:.1f} MiB")
+        return
+    if not a.train_gpt or not a.data:
+        ap.error("--train-gpt and --data are required")
     vocab = len(set(open(a.data, "rb").read()))
     tokens = CFG["batch"] * CFG["block"]
     rows = []
@@ -139,7 +158,7 @@ def main():
         rows.append((precision, "ge2 replay", g, g_mib))
         for mode in ("eager", "graph", "compile"):  # compile: torch.compile(model), default mode
             try:
-                ms, mib = torch_ms(mode, precision, vocab, a.steps)
+                ms, mib = torch_row(mode, precision, vocab, a.steps)
             except Exception as e:
                 print(f"torch {mode} {precision}: {e}", file=sys.stderr)
                 ms, mib = float("nan"), float("nan")
@@ -149,13 +168,13 @@ def main():
     flops = train_flops_per_step(vocab)
     print(f"GPU: {name}, torch {torch.__version__}; model {CFG}, vocab {vocab}; "
           f"{flops / 1e12:.3f} TFLOP a step; MFU against the bf16 dense peak ({peak:.0f} TFLOP/s)")
-    print("| precision | impl | ms/step | tokens/s | MFU | peak MiB | ge2 / this |")
-    print("|---|---|---|---|---|---|---|")
+    print("| precision | impl | ms/step | tokens/s | MFU | peak MiB | ge2 / this: time | memory |")
+    print("|---|---|---|---|---|---|---|---|")
     for precision, impl, ms, mib in rows:
-        ge2 = next(r[2] for r in rows if r[0] == precision and r[1] == "ge2 replay")
+        ge2 = next(r for r in rows if r[0] == precision and r[1] == "ge2 replay")
         mfu = flops / (ms * 1e-3) / (peak * 1e12)
         print(f"| {precision} | {impl} | {ms:.2f} | {tokens / ms * 1e3:.0f} | {100 * mfu:.1f}% | {mib:.0f} | "
-              f"{ge2 / ms:.2f}x |")
+              f"{ge2[2] / ms:.2f}x | {ge2[3] / mib:.2f}x |")
     sys.exit(1 if any(math.isnan(r[2]) for r in rows) else 0)
 
 

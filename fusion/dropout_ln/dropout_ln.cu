@@ -21,7 +21,7 @@ __global__ void __launch_bounds__(GE2_DLN_THREADS)
                           const float *x, const float *plus, float *h, const float *w, const float *b, float eps, Y *y,
                           float *saved)
 {
-    const long long r = (long long)blockIdx.x * (GE2_DLN_THREADS / GE2_WARP) + threadIdx.x / GE2_WARP;
+    const long long r = ge2_grid_warp();
     const int lane = threadIdx.x % GE2_WARP;
     if (r >= rows)
         return; // the whole warp: r is the warp's
@@ -89,7 +89,7 @@ extern "C" ge2_status ge2_dropout_ln_launch(const ge2_launch *launches, int n)
 {
     const ge2_launch *d = &launches[0], *ln = &launches[n - 1];
     const ge2_ln_geom g = ge2_ln_geom_of(ln->in[0].shape);
-    const double p = d->training ? d->node->attrs.dropout.p : 0.0; // an eval step keeps every value
+    const double p = ge2_dropout_step_p(d);
     const unsigned stream_id = d->node->attrs.dropout.stream;
     const float eps = (float)ln->node->attrs.layer_norm.eps;
     const float *x = (const float *)d->in[0].data, *plus = d->n_in > 1 ? (const float *)d->in[1].data : NULL;

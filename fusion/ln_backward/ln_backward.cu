@@ -19,6 +19,15 @@ struct ge2_lnb_dropout {
 
 // ------------------------------------------------------------------- kernels
 
+// A row's part of dw and db at four columns: (dy·x̂, dy) each
+__device__ __forceinline__ void put_parts(float2 *to, float4 d, float4 x, float mean, float rstd)
+{
+    to[0] = make_float2(d.x * (x.x - mean) * rstd, d.x);
+    to[1] = make_float2(d.y * (x.y - mean) * rstd, d.y);
+    to[2] = make_float2(d.z * (x.z - mean) * rstd, d.z);
+    to[3] = make_float2(d.w * (x.w - mean) * rstd, d.w);
+}
+
 // dy, x [rows, c], w [c], saved [2, rows] (mean, rstd), plus [rows, c] or
 // NULL -> dx [rows, c]; part [blocks, c] (Σ dy·x̂, Σ dy over the block's 8
 // rows, in row order); dd [rows, c] or NULL: DROPOUT_BACKWARD of dx (its
@@ -33,7 +42,7 @@ __global__ void __launch_bounds__(GE2_LNB_THREADS)
 {
     extern __shared__ float2 warp_part[];
     const int lane = threadIdx.x % GE2_WARP, warp = threadIdx.x / GE2_WARP;
-    const long long r = (long long)blockIdx.x * GE2_LNB_ROWS + warp;
+    const long long r = ge2_grid_warp();
     if (r < rows) {
         const float mean = saved[r], rstd = saved[rows + r];
         const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -52,11 +61,7 @@ __global__ void __launch_bounds__(GE2_LNB_THREADS)
             const int col = ge2_ln_row4_col(lane, k);
             if (col >= c)
                 continue;
-            const float4 wk = ge2_load4(w + col);
-            ge2_ln_grad_sums(d[k].x, xv[k].x, wk.x, mean, rstd, sg, sgx);
-            ge2_ln_grad_sums(d[k].y, xv[k].y, wk.y, mean, rstd, sg, sgx);
-            ge2_ln_grad_sums(d[k].z, xv[k].z, wk.z, mean, rstd, sg, sgx);
-            ge2_ln_grad_sums(d[k].w, xv[k].w, wk.w, mean, rstd, sg, sgx);
+            ge2_ln_grad_sums4(d[k], xv[k], ge2_load4(w + col), mean, rstd, sg, sgx);
         }
         sg = ge2_warp_sum(sg) / (float)c;
         sgx = ge2_warp_sum(sgx) / (float)c;
@@ -66,11 +71,7 @@ __global__ void __launch_bounds__(GE2_LNB_THREADS)
             const int col = ge2_ln_row4_col(lane, k);
             if (col >= c)
                 continue;
-            const float4 wk = ge2_load4(w + col);
-            float4 v = make_float4(ge2_ln_grad_dx(d[k].x, xv[k].x, wk.x, mean, rstd, sg, sgx),
-                                   ge2_ln_grad_dx(d[k].y, xv[k].y, wk.y, mean, rstd, sg, sgx),
-                                   ge2_ln_grad_dx(d[k].z, xv[k].z, wk.z, mean, rstd, sg, sgx),
-                                   ge2_ln_grad_dx(d[k].w, xv[k].w, wk.w, mean, rstd, sg, sgx));
+            float4 v = ge2_ln_grad_dx4(d[k], xv[k], ge2_load4(w + col), mean, rstd, sg, sgx);
             if (plus)
                 v = make_float4(pl[k].x + v.x, pl[k].y + v.y, pl[k].z + v.z, pl[k].w + v.w);
             const long long i = r * c + col; // a multiple of 4: c is
@@ -79,11 +80,7 @@ __global__ void __launch_bounds__(GE2_LNB_THREADS)
                 const ge2_philox4 draw = ge2_philox_step_draw(seed, offset, drop.stream, (uint64_t)(i / 4));
                 ge2_store4(dd + i, ge2_dropout_four(draw, drop.p, drop.scale, v, NULL));
             }
-            float2 *wp = &warp_part[warp * c + col];
-            wp[0] = make_float2(d[k].x * (xv[k].x - mean) * rstd, d[k].x);
-            wp[1] = make_float2(d[k].y * (xv[k].y - mean) * rstd, d[k].y);
-            wp[2] = make_float2(d[k].z * (xv[k].z - mean) * rstd, d[k].z);
-            wp[3] = make_float2(d[k].w * (xv[k].w - mean) * rstd, d[k].w);
+            put_parts(&warp_part[warp * c + col], d[k], xv[k], mean, rstd);
         }
     } else {
         for (int col = lane; col < c; col += GE2_WARP) // past the last row: nothing to add
@@ -198,7 +195,7 @@ extern "C" ge2_status ge2_ln_backward_launch(const ge2_launch *launches, int n)
     float2 *part = (float2 *)gp->workspace;
     ge2_lnb_dropout drop = {0.0f, 1.0f, 0u, NULL};
     if (db && db->out[0].data) {
-        const double p = db->training ? db->node->attrs.dropout.p : 0.0;
+        const double p = ge2_dropout_step_p(db);
         drop = {(float)p, ge2_dropout_scale(p), db->node->attrs.dropout.stream, db->control};
     }
     if (drop.ctl && db->out[0].dtype == GE2_BF16)

@@ -18,6 +18,13 @@
 
 #define GE2_WARP 32
 
+/* This warp's index over the grid: the row (or output) a warp-per-row
+ * kernel gives it, rows going to a block's warps in order */
+__device__ __forceinline__ long long ge2_grid_warp(void)
+{
+    return (long long)blockIdx.x * (blockDim.x / GE2_WARP) + threadIdx.x / GE2_WARP;
+}
+
 __device__ __forceinline__ float ge2_warp_sum(float v)
 {
     for (int off = GE2_WARP / 2; off > 0; off /= 2)

@@ -66,7 +66,7 @@ __global__ void ge2_attention_kernel(long long rows, int t_count, int d_count, i
                                      bool causal, ge2_attn_dropout drop, const float *q, const float *k,
                                      const float *v, float *y, float *lse)
 {
-    const long long row = (long long)blockIdx.x * (blockDim.x / GE2_WARP) + threadIdx.x / GE2_WARP;
+    const long long row = ge2_grid_warp();
     const int lane = threadIdx.x % GE2_WARP;
     if (row >= rows)
         return; // the whole warp
@@ -241,7 +241,7 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
 __global__ void ge2_attention_delta_kernel(long long rows, int d_count, const float *dy, const float *y,
                                            float *delta)
 {
-    const long long row = (long long)blockIdx.x * (blockDim.x / GE2_WARP) + threadIdx.x / GE2_WARP;
+    const long long row = ge2_grid_warp();
     const int lane = threadIdx.x % GE2_WARP;
     if (row >= rows)
         return;
@@ -261,7 +261,7 @@ __global__ void ge2_attention_grad_q_kernel(long long rows, int t_count, int d_c
                                             const float *q, const float *k, const float *v, const float *lse,
                                             const float *delta, float *dq)
 {
-    const long long row = (long long)blockIdx.x * (blockDim.x / GE2_WARP) + threadIdx.x / GE2_WARP;
+    const long long row = ge2_grid_warp();
     const int lane = threadIdx.x % GE2_WARP;
     if (row >= rows)
         return;
@@ -307,7 +307,7 @@ __global__ void ge2_attention_grad_kv_kernel(long long rows, int t_count, int d_
                                              const float *q, const float *k, const float *v, const float *lse,
                                              const float *delta, float *dk, float *dv)
 {
-    const long long row = (long long)blockIdx.x * (blockDim.x / GE2_WARP) + threadIdx.x / GE2_WARP;
+    const long long row = ge2_grid_warp();
     const int lane = threadIdx.x % GE2_WARP;
     if (row >= rows)
         return;

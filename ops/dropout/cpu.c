@@ -14,7 +14,7 @@
         const ge2_dropout_attrs *a = &l->node->attrs.dropout;                                                   \
         if (!y)                                                                                                 \
             return GE2_OK;                                                                                      \
-        if (!l->training || a->p == 0) {                                                                        \
+        if (ge2_dropout_step_p(l) == 0) {                                                                       \
             for (int64_t i = 0; plus && i < n; i++)                                                             \
                 y[i] = plus[i] + x[i];                                                                          \
             if (!plus && y != x)                                                                                \

@@ -55,14 +55,13 @@ extern "C" ge2_status ge2_cuda_dropout_launch(const ge2_launch *l)
     if (!l->out[0].data)
         return GE2_OK;
     GE2_TRY(ge2_cuda_require_control(l));
-    const ge2_dropout_attrs *a = &l->node->attrs.dropout;
     const long long n = ge2_shape_numel(l->in[0].shape);
     const float *plus = l->n_in > 1 ? (const float *)l->in[1].data : NULL;
-    if (!plus && l->out[0].data == l->in[0].data && (!l->training || a->p == 0))
+    const double p = ge2_dropout_step_p(l);
+    if (!plus && l->out[0].data == l->in[0].data && p == 0)
         return GE2_OK;
     /* an eval step copies: p 0 keeps every element, scale 1 leaves it be
      * (a kernel, not a memcpy node: switching engines costs replay time) */
-    const double p = l->training ? a->p : 0.0;
     const float *x = (const float *)l->in[0].data;
     if (l->out[0].dtype == GE2_BF16)
         dropout_enqueue(l, n, p, x, plus, (__nv_bfloat16 *)l->out[0].data);

@@ -29,6 +29,10 @@ extern "C" {
 /* Whether the element whose draw is word `bits` survives */
 static inline GE2_HD bool ge2_dropout_kept(uint32_t bits, float p) { return ge2_philox_uniform(bits) >= p; }
 
+/* The probability launch l drops with: its node's p in a train step, 0 in
+ * an eval step (which keeps every value). */
+static inline double ge2_dropout_step_p(const ge2_launch *l) { return l->training ? l->node->attrs.dropout.p : 0.0; }
+
 /* The kept elements' scale, 1/(1-p), rounded once to f32 for both backends. */
 static inline float ge2_dropout_scale(double p) { return (float)(1.0 / (1.0 - p)); }
 

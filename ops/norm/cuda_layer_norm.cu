@@ -28,7 +28,7 @@ template <typename Y>
 __global__ void ge2_layer_norm_kernel(long long rows, int c, float eps, const float *x, const float *w,
                                       const float *b, Y *y, float *saved)
 {
-    const long long r = (long long)blockIdx.x * (blockDim.x / GE2_WARP) + threadIdx.x / GE2_WARP;
+    const long long r = ge2_grid_warp();
     const int lane = threadIdx.x % GE2_WARP;
     if (r >= rows)
         return; // the whole warp: r is the warp's
@@ -58,7 +58,7 @@ template <int Q, typename Y>
 __global__ void ge2_layer_norm_row4_kernel(long long rows, int c, float eps, const float *x, const float *w,
                                            const float *b, Y *y, float *saved)
 {
-    const long long r = (long long)blockIdx.x * (blockDim.x / GE2_WARP) + threadIdx.x / GE2_WARP;
+    const long long r = ge2_grid_warp();
     const int lane = threadIdx.x % GE2_WARP;
     if (r >= rows)
         return; // the whole warp: r is the warp's
@@ -76,7 +76,7 @@ __global__ void ge2_layer_norm_row4_kernel(long long rows, int c, float eps, con
 __global__ void ge2_layer_norm_grad_input_kernel(long long rows, int c, const float *dy, const float *x,
                                                  const float *w, const float *saved, const float *plus, float *dx)
 {
-    const long long r = (long long)blockIdx.x * (blockDim.x / GE2_WARP) + threadIdx.x / GE2_WARP;
+    const long long r = ge2_grid_warp();
     const int lane = threadIdx.x % GE2_WARP;
     if (r >= rows)
         return;

@@ -37,6 +37,25 @@ __device__ __forceinline__ float ge2_ln_grad_dx(float d, float x, float w, float
     return __fmul_rn(rstd, d * w - mg - (x - mean) * rstd * mgx);
 }
 
+// The same for four neighbouring values (a row4 lane's), .x to .w in order
+__device__ __forceinline__ void ge2_ln_grad_sums4(float4 d, float4 x, float4 w, float mean, float rstd, float &sg,
+                                                  float &sgx)
+{
+    ge2_ln_grad_sums(d.x, x.x, w.x, mean, rstd, sg, sgx);
+    ge2_ln_grad_sums(d.y, x.y, w.y, mean, rstd, sg, sgx);
+    ge2_ln_grad_sums(d.z, x.z, w.z, mean, rstd, sg, sgx);
+    ge2_ln_grad_sums(d.w, x.w, w.w, mean, rstd, sg, sgx);
+}
+
+__device__ __forceinline__ float4 ge2_ln_grad_dx4(float4 d, float4 x, float4 w, float mean, float rstd, float mg,
+                                                  float mgx)
+{
+    return make_float4(ge2_ln_grad_dx(d.x, x.x, w.x, mean, rstd, mg, mgx),
+                       ge2_ln_grad_dx(d.y, x.y, w.y, mean, rstd, mg, mgx),
+                       ge2_ln_grad_dx(d.z, x.z, w.z, mean, rstd, mg, mgx),
+                       ge2_ln_grad_dx(d.w, x.w, w.w, mean, rstd, mg, mgx));
+}
+
 // ---------------------------------------------------------------- row4
 // A row of c values (c a multiple of 4) in a warp, lane l holding columns
 // 4l + 128k .. 4l + 128k + 3 for k < Q (those below c) as v[k]: each lane

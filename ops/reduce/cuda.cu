@@ -98,7 +98,7 @@ __global__ void ge2_reduce_warp_kernel(long long n_out, const float *x /* [x dim
                                        ge2_reduce_geom g, float scale)
 {
     int lane = threadIdx.x % GE2_WARP;
-    long long o = (long long)blockIdx.x * (blockDim.x / GE2_WARP) + threadIdx.x / GE2_WARP;
+    long long o = ge2_grid_warp();
     if (o >= n_out)
         return;
     const float *base = x + ge2_reduce_base(g, o);
