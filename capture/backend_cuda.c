@@ -716,16 +716,20 @@ static ge2_status open_side_stream(ge2_backend_ctx *ctx)
 /* The bf16 operand scratch a key needs (ge2_launch.scratch): what its
  * largest launch asks through its op's bf16_scratch_bytes (under precision
  * BF16, or for a GEMM with a bf16 operand tensor); 0 when none asks. */
-static size_t bf16_scratch_bytes(const ge2_exec *exec)
+static size_t bf16_scratch_bytes(const ge2_exec *exec, int *largest)
 {
     size_t most = 0;
+    *largest = -1;
     for (int i = 0; i < exec->n_launches; i++) {
         const ge2_launch *l = &exec->launches[i];
         size_t (*need_of)(const ge2_launch *) = ge2_op_def_of(l->node->op)->cuda.bf16_scratch_bytes;
         if (!ge2_launch_multiplies_half(l) || !need_of || runs_beside(l))
             continue;
         const size_t need = need_of(l);
-        most = need > most ? need : most;
+        if (need > most) {
+            most = need;
+            *largest = i;
+        }
     }
     return most;
 }
@@ -739,7 +743,12 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
     if (!ce)
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 cuda backend: out of host memory");
     ce->eager = ctx->disable_capture;
-    const size_t scratch_bytes = bf16_scratch_bytes(exec);
+    int largest;
+    const size_t scratch_bytes = bf16_scratch_bytes(exec, &largest);
+    if (ctx->print_kernels && scratch_bytes)
+        fprintf(stderr, "ge2: the key's bf16 scratch: %.2f MiB, as node %d %s asks\n",
+                (double)scratch_bytes / (1 << 20), exec->launches[largest].node->id,
+                node_op_name(&exec->launches[largest]));
     if (scratch_bytes) {
         /* zeroed on the step's stream: the kernel registry times GEMM
          * candidates on it there before any step */

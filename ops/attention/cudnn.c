@@ -641,8 +641,10 @@ ge2_status ge2_cudnn_attention_prepare(ge2_launch *l, const char *fallback)
         if (st != GE2_OK)
             return st;
         snprintf(s->description, sizeof s->description,
-                 "cuDNN flash attention (bf16 operands, fp32 softmax), engine %lld%s%s", (long long)p->plan.engine,
-                 key.backward ? ", deterministic dQ" : "", key.dropout > 0 ? ", cuDNN's dropout masks" : "");
+                 "cuDNN flash attention (bf16 operands, fp32 softmax), engine %lld%s%s; scratch %.2f MiB, cuDNN's "
+                 "workspace %.2f of it", (long long)p->plan.engine, key.backward ? ", deterministic dQ" : "",
+                 key.dropout > 0 ? ", cuDNN's dropout masks" : "", (double)layout.total / (1 << 20),
+                 (double)(layout.total - layout.workspace) / (1 << 20));
         return GE2_OK;
     }
     snprintf(s->description, sizeof s->description, "%s; not cuDNN under bf16: %s", fallback, why);
