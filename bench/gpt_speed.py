@@ -16,8 +16,9 @@ steps after a warm-up, the median block; the peak device memory (ge2: the
 train step's planned pools, arena, inputs and workspace, as train_gpt
 prints them; PyTorch: torch.cuda.max_memory_allocated).
 Each PyTorch row runs in a process of its own (this script again, with
---torch-row), so its peak is its own: in one process the caching
-allocator keeps what earlier rows freed and counts it in later peaks.
+--torch-row), so its peak is its own: in one process what earlier rows
+still hold (their models and optimizer states until collected, a CUDA
+graph's memory pool) counts in later rows' peaks.
 --precisions takes bf16 too: ge2's --precision bf16 against PyTorch
 autocast-bf16.
 Prints a markdown table last: ms/step, tokens/s, model FLOPs utilisation

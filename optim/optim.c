@@ -281,8 +281,9 @@ static ge2_status choose_per_parameter(const ge2_graph *g, const ge2_optimizer_c
     default: {
         /* Large layers: one update node each. Data parallel, each after an
          * all-reduce of its layer's gradients, at the backward's end
-         * (planner/schedule.c), so the first layers' updates run while the
-         * last layers' gradients are summed. */
+         * (planner/schedule.c): the updates of the layers the backward
+         * finished first run while the last all-reduces are summing the
+         * rest. */
         int nodes = gradient_producers(g);
         *per_parameter = !refused && nodes > 0 && gradient_bytes(g) / (size_t)nodes >= PER_PARAMETER_MIN_BYTES_PER_NODE;
         return GE2_OK;
@@ -306,7 +307,8 @@ static ge2_status add_all_reduce(ge2_graph *g, const int *pairs, int n, ge2_attr
  * gradient) for each of the layer's parameters in input order; data
  * parallel, each after an ALL_REDUCE of its gradients (its bucket).
  * Created after the backward; the planner runs each right after its
- * gradients and the last read of its parameters (planner/schedule.c). */
+ * gradients and the last read of its parameters, or, data parallel, after
+ * the whole backward (planner/schedule.c). */
 static ge2_status add_per_parameter_updates(ge2_graph *g, ge2_attrs *attrs)
 {
     attrs->optim.update_nodes = gradient_producers(g);

@@ -20,10 +20,11 @@
  *   (or their bf16 copies, which it rewrites). Its gradients then die there, so the arena
  *   reuses them while the backward goes on; run at the end, every gradient
  *   would be live at once. Data parallel, it runs after the whole backward
- *   instead (after its all-reduce): right after the all-reduce it would wait
- *   for the sum at once with nothing else to do, leaving the communication
- *   exposed, while at the end the updates of the first buckets run as the
- *   last buckets are still being summed.
+ *   instead (after its all-reduce), its gradients live until then: right
+ *   after the all-reduce it would wait for the sum at once with nothing
+ *   else to do, leaving the communication exposed, while at the end the
+ *   updates of the first buckets run as the last buckets are still being
+ *   summed.
  * - A data-parallel ALL_REDUCE (GE2_OPF_IN_PLACE) runs right after its
  *   gradients are made, so the ranks sum a bucket while the backward goes
  *   on; and after every node made before it that reads what it overwrites

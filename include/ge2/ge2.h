@@ -396,8 +396,8 @@ typedef enum ge2_update_mode {
      * 24 MiB of gradients per update node (optim/optim.c says why), so the
      * extra launches cost under 1% of a step; FLAT otherwise. With
      * data_parallel each layer's gradients then get an all-reduce of their
-     * own, and the updates run after the whole backward, so the first
-     * layers' updates overlap the last layers' all-reduces */
+     * own, and the updates run after the whole backward, so the updates of
+     * the layers the backward finished first overlap the last all-reduces */
     GE2_UPDATE_AUTO,
     GE2_UPDATE_FLAT,
     /* Allowed without clip_norm (the global norm needs every gradient before

@@ -326,7 +326,7 @@ START_TEST(auto_picks_per_parameter_for_large_gradients_only)
     ck_assert(!auto_picks_per_parameter(large, 4, &flat));
     /* data parallel: AUTO picks per-parameter updates there too, each
      * after an all-reduce of its layer's gradients (they run at the
-     * backward's end, so the first layers' updates overlap the last
+     * backward's end, so the last layers' updates overlap the first
      * layers' sums); with FLAT a bucket closes at the gradient that brings
      * it to 25 MiB, layers last first: {fc4.w, fc4.b, fc3.w (64 MiB)},
      * {fc3.b, fc2.w (64 MiB)}, {fc2.b, fc1.w (12 MiB), fc1.b} */
