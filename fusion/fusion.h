@@ -110,15 +110,20 @@ typedef struct ge2_fusion_impl {
     const char *what;
 } ge2_fusion_impl;
 
-/* A group of the two positions from its first, side by side in one phase
- * (the pair patterns' groups); true, for a matcher to return */
-static inline bool ge2_fusion_pair_group(ge2_fusion_group *group)
+/* A group of `count` positions from its first, side by side in one phase
+ * (one kernel does them all at once); true, for a matcher to return */
+static inline bool ge2_fusion_one_phase(ge2_fusion_group *group, int count)
 {
-    group->count = 2;
+    group->count = count;
     group->n_phases = 1;
-    group->phase_of[0] = group->phase_of[1] = 0;
+    for (int i = 0; i < count; i++)
+        group->phase_of[i] = 0;
     return true;
 }
+
+/* A matcher's "no": why's text (fmt as printf's; why NULL or why_size 0:
+ * none asked), and false, for the matcher to return */
+bool ge2_fusion_no(char *why, size_t why_size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* --------------------------------------------------------------- patterns */
 

@@ -3,6 +3,7 @@
  * graph, then the groups over each key. Order matters: an earlier group
  * pattern takes its nodes first, so the whole-step kernel, which takes a
  * key whole, comes before the pairs it would contain. */
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +20,17 @@ extern const ge2_fusion_pattern ge2_fusion_head;
 extern const ge2_fusion_pattern ge2_fusion_ln_backward;
 extern const ge2_fusion_pattern ge2_fusion_dropout_ln;
 extern const ge2_fusion_pattern ge2_fusion_tail_copies;
+
+bool ge2_fusion_no(char *why, size_t why_size, const char *fmt, ...)
+{
+    if (why && why_size) {
+        va_list args;
+        va_start(args, fmt);
+        vsnprintf(why, why_size, fmt, args);
+        va_end(args);
+    }
+    return false;
+}
 
 static const ge2_fusion_pattern *const patterns[] = {
     /* rewrites: before any key, so the groups see their fused nodes */

@@ -13,28 +13,19 @@
 static bool match(const ge2_fusion_key *key, int at, ge2_fusion_group *group, char *why, size_t why_size)
 {
     const ge2_node *d = key->nodes[at];
-    if (d->op != GE2_OP_DROPOUT || d->n_outputs < 1) {
-        if (why && why_size)
-            snprintf(why, why_size, "not a DROPOUT");
-        return false;
-    }
+    if (d->op != GE2_OP_DROPOUT || d->n_outputs < 1)
+        return ge2_fusion_no(why, why_size, "not a DROPOUT");
     int t = d->outputs[0], next = at + 1;
     while (next < key->n && next - at <= MAX_VIEWS && key->nodes[next]->op == GE2_OP_RESHAPE &&
            key->nodes[next]->inputs[0] == t)
         t = key->nodes[next++]->outputs[0];
-    if (next >= key->n || key->nodes[next]->op != GE2_OP_LAYER_NORM || key->nodes[next]->inputs[0] != t) {
-        if (why && why_size)
-            snprintf(why, why_size, "the DROPOUT's result (through up to %d RESHAPEs) is not the next LAYER_NORM's x",
-                     MAX_VIEWS);
-        return false;
-    }
+    if (next >= key->n || key->nodes[next]->op != GE2_OP_LAYER_NORM || key->nodes[next]->inputs[0] != t)
+        return ge2_fusion_no(why, why_size,
+                             "the DROPOUT's result (through up to %d RESHAPEs) is not the next LAYER_NORM's x",
+                             MAX_VIEWS);
     if (!ge2_ln_row4_fits(ge2_ln_geom_of(key->shape_of(key->ctx, t)).c, GE2_LN_ROW4_MAX_C, why, why_size))
         return false;
-    group->count = next - at + 1;
-    group->n_phases = 1;
-    for (int i = 0; i < group->count; i++)
-        group->phase_of[i] = 0;
-    return true;
+    return ge2_fusion_one_phase(group, next - at + 1);
 }
 
 static const ge2_fusion_impl cuda = {

@@ -6,12 +6,9 @@
 
 static bool match(const ge2_fusion_key *key, int at, ge2_fusion_group *group, char *why, size_t why_size)
 {
-    if (at + 1 >= key->n || ge2_head_pair_of(key->nodes[at], key->nodes[at + 1]) == GE2_HEAD_NONE) {
-        if (why && why_size)
-            snprintf(why, why_size, "no LINEAR + CROSS_ENTROPY or pair of one dz's backward GEMMs in a row");
-        return false;
-    }
-    return ge2_fusion_pair_group(group);
+    if (at + 1 >= key->n || ge2_head_pair_of(key->nodes[at], key->nodes[at + 1]) == GE2_HEAD_NONE)
+        return ge2_fusion_no(why, why_size, "no LINEAR + CROSS_ENTROPY or pair of one dz's backward GEMMs in a row");
+    return ge2_fusion_one_phase(group, 2);
 }
 
 /* The state is the pair's kind, as a pointer into this table. */

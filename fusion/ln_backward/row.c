@@ -9,20 +9,14 @@
 
 static bool match(const ge2_fusion_key *key, int at, ge2_fusion_group *group, char *why, size_t why_size)
 {
-    if (at + 1 >= key->n || !ge2_ln_backward_pair(key->nodes[at], key->nodes[at + 1])) {
-        if (why && why_size)
-            snprintf(why, why_size, "no LAYER_NORM_GRAD_PARAMS then LAYER_NORM_GRAD_INPUT of one dy and x in a row");
-        return false;
-    }
+    if (at + 1 >= key->n || !ge2_ln_backward_pair(key->nodes[at], key->nodes[at + 1]))
+        return ge2_fusion_no(why, why_size,
+                             "no LAYER_NORM_GRAD_PARAMS then LAYER_NORM_GRAD_INPUT of one dy and x in a row");
     const int64_t c = ge2_ln_geom_of(key->shape_of(key->ctx, key->nodes[at + 1]->inputs[1])).c;
     if (!ge2_ln_row4_fits(c, GE2_LN_BACKWARD_MAX_C, why, why_size))
         return false;
-    ge2_fusion_pair_group(group);
-    if (at + 2 < key->n && ge2_ln_backward_then_dropout(key->nodes[at + 1], key->nodes[at + 2])) {
-        group->count = 3;
-        group->phase_of[2] = 0;
-    }
-    return true;
+    const bool then_dropout = at + 2 < key->n && ge2_ln_backward_then_dropout(key->nodes[at + 1], key->nodes[at + 2]);
+    return ge2_fusion_one_phase(group, then_dropout ? 3 : 2);
 }
 
 static const ge2_fusion_impl cuda = {

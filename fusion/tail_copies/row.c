@@ -11,15 +11,9 @@ static bool is_update(const ge2_node *node) { return node->op == GE2_OP_OPTIMIZE
 
 static bool match(const ge2_fusion_key *key, int at, ge2_fusion_group *group, char *why, size_t why_size)
 {
-    if (at != key->n - 1 || !is_update(key->nodes[at])) {
-        if (why && why_size)
-            snprintf(why, why_size, "the step does not end with an optimizer update");
-        return false;
-    }
-    group->count = 1;
-    group->n_phases = 1;
-    group->phase_of[0] = 0;
-    return true;
+    if (at != key->n - 1 || !is_update(key->nodes[at]))
+        return ge2_fusion_no(why, why_size, "the step does not end with an optimizer update");
+    return ge2_fusion_one_phase(group, 1);
 }
 
 static ge2_status prepare(const ge2_launch *launches, int n, void **state, char *why, size_t why_size)
