@@ -92,7 +92,17 @@ typedef struct ge2_backend {
     ge2_status (*round_bf16)(ge2_backend_ctx *ctx, uint16_t *dst, const float *src, int64_t n);
     /* Device -> host, waits for all earlier work. */
     ge2_status (*download)(ge2_backend_ctx *ctx, void *dst, const void *src, size_t bytes);
-    /* Per key: fill launch resources (stream, blas handle, workspace), kernel prepare. */
+    /* The bytes of ge2_launch.scratch launch l needs while it runs (a bf16
+     * GEMM's operand copies, cuDNN's workspace); the program places them in
+     * the key's arena (ge2_plan_set_scratch) and resolves l.scratch there.
+     * Asked before the arena exists, whose size waits on the answers, so
+     * l's arena views point at a provisional base: non-NULL where the key
+     * computes a tensor and aligned as they will be, never to be read or
+     * written. Optional: NULL means no launch needs scratch. */
+    size_t (*launch_scratch_bytes)(const ge2_backend_ctx *ctx, const ge2_launch *l);
+    /* Per key: fill launch resources (stream, blas handle, workspace), kernel
+     * prepare. A launch that needs scratch and has none resolved (a key
+     * made by hand) gets it from the backend. */
     ge2_status (*exec_prepare)(ge2_backend_ctx *ctx, ge2_exec *exec);
     /* Whether each staging slot gets a device staging too (alloc'd by the
      * program, GE2_STAGING_BUFFERS x the feed region per key): see

@@ -80,7 +80,7 @@ struct ge2_backend_ctx {
     cublasLtHandle_t lt;
     void *workspace; /* [workspace_bytes]: GE2_CUDA_WORKSPACE_BYTES, or the 16-bit programs' size */
     size_t workspace_bytes;
-    size_t scratch_bytes_live; /* the bf16 operand scratch of every prepared key (ge2_launch.scratch) */
+    size_t scratch_bytes_live; /* the scratch of every prepared key the backend gave its own (free_scratch) */
     bool tf32;
     bool disable_capture;
     bool print_kernels; /* describe every launch at prepare */
@@ -130,6 +130,9 @@ typedef struct ge2_cuda_exec {
      * for the others), so a launch that needs only its result waits for it
      * and not for the side launches after it */
     cudaEvent_t *side_after;
+    /* enqueue_launches' side_pending record: [pending_room] each */
+    int *pending_tensors, *pending_writer;
+    int pending_room;
     launch_timing *timing; /* NULL unless time_launches */
     void *scratch;         /* ge2_launch.scratch of the key's bf16 GEMMs; NULL: none needed */
     size_t scratch_bytes;
@@ -428,6 +431,14 @@ static void destroy_events(cudaEvent_t *events, int n)
     ge2_free(events);
 }
 
+static void free_pending(ge2_cuda_exec *ce)
+{
+    ge2_free(ce->pending_tensors);
+    ge2_free(ce->pending_writer);
+    ce->pending_tensors = ce->pending_writer = NULL;
+    ce->pending_room = 0;
+}
+
 static void timing_free(launch_timing *t, int n_launches)
 {
     if (!t)
@@ -547,9 +558,15 @@ static void free_groups(ge2_cuda_exec *ce)
     ce->n_groups = 0;
 }
 
-/* A key's bf16 operand scratch, given back */
-static void free_scratch(ge2_backend_ctx *ctx, ge2_cuda_exec *ce)
+/* The scratch the backend gave a key's launches (unresolved_scratch_bytes),
+ * given back, and the launches that pointed at it unresolved again */
+static void free_scratch(ge2_backend_ctx *ctx, ge2_exec *exec, ge2_cuda_exec *ce)
 {
+    for (int i = 0; ce->scratch && i < exec->n_launches; i++)
+        if (exec->launches[i].scratch == ce->scratch) {
+            exec->launches[i].scratch = NULL;
+            exec->launches[i].scratch_bytes = 0;
+        }
     cudaFree(ce->scratch); /* NULL: nothing */
     ctx->scratch_bytes_live -= ce->scratch_bytes;
     ce->scratch = NULL;
@@ -569,8 +586,9 @@ static void cuda_exec_release(ge2_backend_ctx *ctx, ge2_exec *exec)
     free_groups(ce);
     if (ce) {
         destroy_events(ce->side_after, exec->n_launches);
+        free_pending(ce);
         timing_free(ce->timing, exec->n_launches);
-        free_scratch(ctx, ce);
+        free_scratch(ctx, exec, ce);
     }
     ge2_free(ce);
     exec->backend_data = NULL;
@@ -713,19 +731,33 @@ static ge2_status open_side_stream(ge2_backend_ctx *ctx)
     return GE2_OK;
 }
 
-/* The bf16 operand scratch a key needs (ge2_launch.scratch): what its
- * largest launch asks through its op's bf16_scratch_bytes (under precision
- * BF16, or for a GEMM with a bf16 operand tensor); 0 when none asks. */
-static size_t bf16_scratch_bytes(const ge2_exec *exec, int *largest)
+/* The scratch launch l needs (ge2_launch.scratch): what its op's
+ * bf16_scratch_bytes asks under precision BF16 or FP16, or for a GEMM with
+ * a bf16 operand tensor; 0 for a launch on the side stream, which has
+ * none, and for every other. */
+static size_t launch_scratch_need(const ge2_launch *l)
+{
+    size_t (*need_of)(const ge2_launch *) = ge2_op_def_of(l->node->op)->cuda.bf16_scratch_bytes;
+    return ge2_launch_multiplies_half(l) && need_of && !runs_beside(l) ? need_of(l) : 0;
+}
+
+static size_t cuda_launch_scratch_bytes(const ge2_backend_ctx *ctx, const ge2_launch *l)
+{
+    (void)ctx;
+    return launch_scratch_need(l);
+}
+
+/* The scratch the backend gives a key's launches that need some and have
+ * none resolved (keys made by hand; the program's come with theirs in the
+ * arena): its largest such launch's need, shared by all of them on the
+ * step stream; 0 when there are none. */
+static size_t unresolved_scratch_bytes(const ge2_exec *exec, int *largest)
 {
     size_t most = 0;
     *largest = -1;
     for (int i = 0; i < exec->n_launches; i++) {
         const ge2_launch *l = &exec->launches[i];
-        size_t (*need_of)(const ge2_launch *) = ge2_op_def_of(l->node->op)->cuda.bf16_scratch_bytes;
-        if (!ge2_launch_multiplies_half(l) || !need_of || runs_beside(l))
-            continue;
-        const size_t need = need_of(l);
+        const size_t need = l->scratch ? 0 : launch_scratch_need(l);
         if (need > most) {
             most = need;
             *largest = i;
@@ -744,9 +776,9 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 cuda backend: out of host memory");
     ce->eager = ctx->disable_capture;
     int largest;
-    const size_t scratch_bytes = bf16_scratch_bytes(exec, &largest);
+    const size_t scratch_bytes = unresolved_scratch_bytes(exec, &largest);
     if (ctx->print_kernels && scratch_bytes)
-        fprintf(stderr, "ge2: the key's bf16 scratch: %.2f MiB, as node %d %s asks\n",
+        fprintf(stderr, "ge2: the key's own scratch (none in its arena): %.2f MiB, as node %d %s asks\n",
                 (double)scratch_bytes / (1 << 20), exec->launches[largest].node->id,
                 node_op_name(&exec->launches[largest]));
     if (scratch_bytes) {
@@ -759,7 +791,7 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
             e = cudaMemsetAsync(ce->scratch, 0, scratch_bytes, ctx->stream);
         }
         if (e != cudaSuccess) {
-            free_scratch(ctx, ce);
+            free_scratch(ctx, exec, ce);
             ge2_free(ce);
             cudaGetLastError();
             return ge2_error(GE2_ERR_CUDA, "ge2 cuda backend: %zu bytes of scratch for the bf16 operand copies: %s",
@@ -773,8 +805,10 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
         l->blas = ctx->lt;
         l->workspace = ctx->workspace;
         l->workspace_bytes = ctx->workspace_bytes;
-        l->scratch = runs_beside(l) ? NULL : ce->scratch;
-        l->scratch_bytes = l->scratch ? scratch_bytes : 0;
+        if (!l->scratch && ce->scratch && launch_scratch_need(l)) {
+            l->scratch = ce->scratch;
+            l->scratch_bytes = scratch_bytes;
+        }
         l->tf32 = ctx->tf32;
         l->backend_data = NULL;
         l->kernel = NULL;
@@ -785,7 +819,7 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
             st = ge2_kernel_choose(l); /* the op's own kernel, or a registered candidate that beat it */
         if (st != GE2_OK) {
             release_launches(exec, i);
-            free_scratch(ctx, ce);
+            free_scratch(ctx, exec, ce);
             ge2_free(ce);
             return st;
         }
@@ -805,7 +839,11 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
             st = new_event(&ce->staged[s]);
     if (st == GE2_OK && ctx->side_stream) {
         ce->side_after = ge2_calloc((size_t)exec->n_launches, sizeof *ce->side_after);
-        if (!ce->side_after)
+        for (int i = 0; i < exec->n_launches; i++)
+            ce->pending_room += goes_beside(exec, i) ? exec->launches[i].n_in : 0;
+        ce->pending_tensors = ge2_malloc(sizeof(int) * (size_t)(ce->pending_room > 0 ? ce->pending_room : 1));
+        ce->pending_writer = ge2_malloc(sizeof(int) * (size_t)(ce->pending_room > 0 ? ce->pending_room : 1));
+        if (!ce->side_after || !ce->pending_tensors || !ce->pending_writer)
             st = ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 cuda backend: out of host memory");
         for (int i = 0; st == GE2_OK && i < exec->n_launches; i++)
             if (goes_beside(exec, i))
@@ -820,9 +858,10 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
             if (ce->staged[s])
                 cudaEventDestroy(ce->staged[s]);
         destroy_events(ce->side_after, exec->n_launches);
+        free_pending(ce);
         free_groups(ce);
         release_launches(exec, exec->n_launches);
-        free_scratch(ctx, ce);
+        free_scratch(ctx, exec, ce);
         ge2_free(ce);
         exec->backend_data = NULL;
         return st;
@@ -897,10 +936,12 @@ static ge2_status enqueue_one(ge2_backend_ctx *ctx, const ge2_exec *exec, const 
 
 /* The in-place launches on the side stream not yet waited for by the
  * step's stream: the tensors they write (their inputs), each with the
- * launch that writes it, in launch order. */
+ * launch that writes it, in launch order. Room for every input of every
+ * side launch of the key (pending_room), so a step with many per-layer
+ * all-reduces keeps listing them instead of joining everything. */
 typedef struct side_pending {
-    int tensors[4 * GE2_MAX_INPUTS];
-    int writer[4 * GE2_MAX_INPUTS];
+    int *tensors, *writer; /* [room] */
+    int room;
     int n;    /* -1: too many to list */
     bool any; /* any side launch not waited for */
 } side_pending;
@@ -937,7 +978,7 @@ static void side_record(side_pending *p, const ge2_node *node, int launch)
 {
     p->any = true;
     for (int in = 0; in < node->n_inputs && p->n >= 0; in++) {
-        if (p->n == (int)(sizeof p->tensors / sizeof p->tensors[0])) {
+        if (p->n == p->room) {
             p->n = -1; /* too many to list: the next launch joins */
         } else {
             p->tensors[p->n] = node->inputs[in];
@@ -1004,7 +1045,8 @@ static ge2_status enqueue_all(ge2_backend_ctx *ctx, ge2_exec *exec, step_copies 
         } else if (wait_for != SIDE_NONE) {
             if (wait_for == SIDE_ALL) {
                 GE2_TRY(join_side(ctx));
-                *pending = (side_pending){.n = 0, .any = false};
+                pending->n = 0;
+                pending->any = false;
             } else {
                 GE2_TRY(join_side_upto(ctx, ce, wait_for, pending));
             }
@@ -1017,9 +1059,12 @@ static ge2_status enqueue_all(ge2_backend_ctx *ctx, ge2_exec *exec, step_copies 
         if (t)
             t->next[i] = i + done;
         if (beside && st == GE2_OK) {
-            CUDA_TRY(cudaEventRecord(ce->side_after[i], ctx->side_stream));
+            /* the timing mark first: a launch that waits for side_after[i]
+             * then waits for the mark too, and when that wait was the
+             * last, the step's end (timing_collect) comes after both */
             if (t)
                 CUDA_TRY(cudaEventRecord(t->beside[2 * i + 1], ctx->side_stream));
+            CUDA_TRY(cudaEventRecord(ce->side_after[i], ctx->side_stream));
         }
         if (capturing) {
             enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
@@ -1042,14 +1087,15 @@ static ge2_status enqueue_all(ge2_backend_ctx *ctx, ge2_exec *exec, step_copies 
 static ge2_status enqueue_launches(ge2_backend_ctx *ctx, ge2_exec *exec, step_copies *sc, bool capturing,
                                    int *broke)
 {
-    side_pending pending = {.n = 0, .any = false};
+    ge2_cuda_exec *ce = exec->backend_data;
+    side_pending pending = {ce->pending_tensors, ce->pending_writer, ce->pending_room, 0, false};
     ge2_status st = enqueue_all(ctx, exec, sc, capturing, broke, &pending);
     if (pending.any) {
         ge2_status joined = join_side(ctx);
         if (st == GE2_OK)
             st = joined;
     }
-    launch_timing *t = capturing ? NULL : ((const ge2_cuda_exec *)exec->backend_data)->timing;
+    launch_timing *t = capturing ? NULL : ce->timing;
     if (st == GE2_OK && t)
         CUDA_TRY(cudaEventRecord(t->marks[exec->n_launches], ctx->stream));
     return st;
@@ -1255,6 +1301,7 @@ const ge2_backend ge2_backend_cuda = {
     .round_bf16 = cuda_round_bf16,
     .download = cuda_download,
     .feeds_ahead = cuda_feeds_ahead,
+    .launch_scratch_bytes = cuda_launch_scratch_bytes,
     .exec_prepare = cuda_exec_prepare,
     .exec_run = cuda_exec_run,
     .exec_release = cuda_exec_release,

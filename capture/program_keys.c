@@ -10,16 +10,25 @@
  * once per distinct larger size, typically once (the first train key is the
  * largest), so the simple, obviously correct choice is kept.
  */
+#include <stdint.h>
 #include <string.h>
 
 #include "capture/program_internal.h"
 #include "graph/alloc.h"
 #include "graph/error.h"
 
+/* Where a new key's arena tensors are while its launches are asked for
+ * their scratch (plan_launch_scratch), before the arena exists: a base no
+ * one reads or writes through, aligned as the arena will be, so a launch
+ * sees which tensors the key computes (non-NULL) and their alignment. */
+static _Alignas(GE2_ARENA_ALIGN) unsigned char provisional_arena[GE2_ARENA_ALIGN];
+
 void *ge2_program_tensor_data(const ge2_program *program, const ge2_program_key *pk, int tensor_id)
 {
     const ge2_plan_tensor *pt = &pk->plan->tensors[tensor_id];
     unsigned char *base = NULL;
+    if (pt->pool == GE2_POOL_ARENA && !pk->exec.arena)
+        return (void *)((uintptr_t)provisional_arena + pt->offset);
     switch (pt->pool) {
     case GE2_POOL_PARAMS: base = (unsigned char *)program->pools.params; break;
     case GE2_POOL_GRADS: base = (unsigned char *)program->pools.grads; break;
@@ -106,8 +115,41 @@ static void resolve_launches(const ge2_program *program, ge2_program_key *pk)
         l->settings = &program->options.settings;
         l->training = pk->key.mode == GE2_MODE_TRAIN;
         l->collective = program->options.o.collective;
+        if (plan->scratch_bytes && plan->scratch_bytes[p] && pk->exec.arena) {
+            l->scratch = (unsigned char *)pk->exec.arena + plan->scratch_offset[p];
+            l->scratch_bytes = plan->scratch_bytes[p];
+        }
     }
     resolve_step_io(program, pk);
+}
+
+/* Asks the backend what scratch each of a new key's launches needs while it
+ * runs, and plans it into the key's arena (ge2_plan_set_scratch), before
+ * the arena is allocated: the launches see the provisional arena. */
+static ge2_status plan_launch_scratch(ge2_program *program, ge2_program_key *pk)
+{
+    const ge2_backend *b = program->backend;
+    ge2_plan *plan = pk->plan;
+    if (!b->launch_scratch_bytes || plan->n_steps <= 0)
+        return GE2_OK;
+    size_t *bytes = ge2_calloc((size_t)plan->n_steps, sizeof *bytes);
+    if (!bytes)
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_program_step: scratch of %d launches", plan->n_steps);
+    bool any = false;
+    pk->exec.arena = NULL;
+    resolve_launches(program, pk);
+    for (int p = 0; p < plan->n_steps; p++) {
+        bytes[p] = b->launch_scratch_bytes(program->bctx, &pk->exec.launches[p]);
+        any |= bytes[p] > 0;
+    }
+    ge2_status st = any ? ge2_plan_set_scratch(program->graph, plan, bytes) : GE2_OK;
+    ge2_free(bytes);
+    FILE *dump = program->options.o.dump;
+    if (st == GE2_OK && any && dump) {
+        fprintf(dump, "-- pass launch scratch\n");
+        ge2_plan_report(plan, program->graph, dump);
+    }
+    return st;
 }
 
 static void release_exec(ge2_program *program, ge2_program_key *pk)
@@ -192,6 +234,11 @@ static ge2_status make_key(ge2_program *program, ge2_program_key *pk, const ge2_
     snprintf(key_name, sizeof key_name, "key%d", program->n_keys);
     GE2_TRY(ge2_program_dump_dot(program, key_name, pk->plan));
     const ge2_plan *plan = pk->plan;
+    pk->exec.plan = plan;
+    pk->exec.n_launches = plan->n_steps;
+    pk->exec.launches = ge2_calloc((size_t)(plan->n_steps > 0 ? plan->n_steps : 1), sizeof *pk->exec.launches);
+    if (!pk->exec.launches)
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_program_step: %d launches", plan->n_steps);
     pk->staging_bytes = ge2_program_feed_region_bytes(plan);
     pk->batch = key->n_feeds > 0 && key->feed_shapes[0].ndim > 0 ? key->feed_shapes[0].dim[0] : 1;
     GE2_TRY(b->alloc(program->bctx, plan->input_bytes ? plan->input_bytes : 1, &pk->inputs));
@@ -208,6 +255,7 @@ static ge2_status make_key(ge2_program *program, ge2_program_key *pk, const ge2_
     if (!pk->result_copies)
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_program_step: %zu result copies", results);
 
+    GE2_TRY(plan_launch_scratch(program, pk));
     size_t arena_bytes = plan->arena_bytes ? plan->arena_bytes : 1;
     if (program->options.o.separate_arenas) {
         GE2_TRY(b->alloc(program->bctx, arena_bytes, &pk->arena_own));
@@ -217,12 +265,6 @@ static ge2_status make_key(ge2_program *program, ge2_program_key *pk, const ge2_
             GE2_TRY(grow_shared_arena(program, arena_bytes));
         pk->exec.arena = program->arena;
     }
-
-    pk->exec.plan = plan;
-    pk->exec.n_launches = plan->n_steps;
-    pk->exec.launches = ge2_calloc((size_t)(plan->n_steps > 0 ? plan->n_steps : 1), sizeof *pk->exec.launches);
-    if (!pk->exec.launches)
-        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_program_step: %d launches", plan->n_steps);
     resolve_launches(program, pk);
     return prepare_exec(program, pk);
 }

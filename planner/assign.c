@@ -16,6 +16,9 @@
  * random graphs that takes the 90th-percentile arena/lower-bound ratio from
  * 1.03 to 1.00. The lower bound is the most bytes of blocks live at any one
  * schedule position: no placement can beat it.
+ *
+ * A launch's scratch (scratch.c) is one more block, live over its span.
+ * Placing again (ge2_plan_set_scratch) starts over from the lifetimes.
  */
 #include <stdlib.h>
 
@@ -24,7 +27,7 @@
 #include "planner/plan_internal.h"
 
 typedef struct block {
-    int head;     /* lowest tensor id: the tie-break, and the block's name */
+    int head;     /* lowest tensor id (n_tensors + p: launch p's scratch): the tie-break, and the block's name */
     int first, last;
     size_t bytes; /* aligned */
     size_t offset;
@@ -204,14 +207,16 @@ ge2_status ge2_plan_assign(const ge2_graph *graph, ge2_plan *plan)
 {
     int n = plan->n_tensors;
     size_t cells = (size_t)(n > 0 ? n : 1);
+    /* a block per arena chain, and one per launch with scratch */
+    size_t block_cells = cells + (plan->scratch_bytes ? (size_t)plan->n_steps : 0);
     int *block_of = ge2_malloc(cells * sizeof *block_of);
     int *head = ge2_malloc(cells * sizeof *head);
     int *chain_last = ge2_malloc(cells * sizeof *chain_last);
     bool *written = ge2_calloc(cells, sizeof *written);
-    block *blocks = ge2_calloc(cells, sizeof *blocks);
-    block **order = ge2_malloc(cells * sizeof *order);
-    block **scratch = ge2_malloc(cells * sizeof *scratch);
-    size_t *best = ge2_malloc(cells * sizeof *best);
+    block *blocks = ge2_calloc(block_cells, sizeof *blocks);
+    block **order = ge2_malloc(block_cells * sizeof *order);
+    block **scratch = ge2_malloc(block_cells * sizeof *scratch);
+    size_t *best = ge2_malloc(block_cells * sizeof *best);
     size_t *delta = ge2_malloc(((size_t)plan->n_steps + 1) * sizeof *delta);
     ge2_status st = GE2_OK;
     if (!block_of || !head || !chain_last || !written || !blocks || !order || !scratch || !best || !delta) {
@@ -222,6 +227,7 @@ ge2_status ge2_plan_assign(const ge2_graph *graph, ge2_plan *plan)
     plan->naive_bytes = 0;
     for (int t = 0; t < n; t++) {
         head[t] = t;
+        plan->tensors[t].reuses = plan->tensors[t].view_of = -1;
         if (plan->tensors[t].pool == GE2_POOL_ARENA)
             plan->naive_bytes += ge2_plan_align(plan->tensors[t].bytes ? plan->tensors[t].bytes : 1, GE2_ARENA_ALIGN);
     }
@@ -243,6 +249,15 @@ ge2_status ge2_plan_assign(const ge2_graph *graph, ge2_plan *plan)
         blocks[n_blocks] = (block){t, pt->first, chain_last[t], bytes, 0};
         block_of[t] = n_blocks++;
     }
+    const int n_tensor_blocks = n_blocks;
+    for (int p = 0; plan->scratch_bytes && p < plan->n_steps; p++) {
+        if (!plan->scratch_bytes[p])
+            continue;
+        block *b = &blocks[n_blocks++];
+        *b = (block){n + p, 0, 0, ge2_plan_align(plan->scratch_bytes[p], GE2_ARENA_ALIGN), 0};
+        ge2_plan_scratch_span(plan, p, &b->first, &b->last);
+        plan->naive_bytes += b->bytes;
+    }
 
     /* Greedy by size first; another order is kept only if strictly smaller. */
     static int (*const orders[])(const void *, const void *) = {cmp_size_desc, cmp_area_desc, cmp_lifetime_desc,
@@ -261,6 +276,8 @@ ge2_status ge2_plan_assign(const ge2_graph *graph, ge2_plan *plan)
     for (int t = 0; t < n; t++)
         if (block_of[t] >= 0)
             plan->tensors[t].offset = blocks[block_of[t]].offset;
+    for (int i = n_tensor_blocks; i < n_blocks; i++)
+        plan->scratch_offset[blocks[i].head - n] = blocks[i].offset;
     plan->lower_bound_bytes = lower_bound(blocks, n_blocks, plan->n_steps, delta, &plan->peak_position);
 
 done:

@@ -80,6 +80,11 @@ typedef struct ge2_plan {
     size_t input_bytes; /* the GE2_POOL_INPUTS buffer: feeds, then outputs */
     ge2_fusion_group *groups; /* [n_groups] the fuse pass's, in schedule order */
     int n_groups;
+    /* Launch scratch (ge2_plan_set_scratch): [n_steps] the bytes of the
+     * arena launch p may use while it runs, and their offset; NULL when no
+     * launch asked for any. */
+    size_t *scratch_bytes;
+    size_t *scratch_offset;
 } ge2_plan;
 
 ge2_status ge2_plan_new(const ge2_graph *graph, const ge2_layout *layout, const ge2_key *key, ge2_plan **out);
@@ -88,6 +93,18 @@ ge2_status ge2_plan_new(const ge2_graph *graph, const ge2_layout *layout, const 
 ge2_status ge2_plan_new_dumped(const ge2_graph *graph, const ge2_layout *layout, const ge2_key *key, FILE *dump,
                                ge2_plan **out);
 void ge2_plan_free(ge2_plan *plan);
+
+/* Gives the launch at schedule position p scratch_bytes[p] bytes of the
+ * arena ([n_steps]; 0: none) for while it runs, as the backend asks (a bf16
+ * GEMM's operand copies, cuDNN's workspace), and places the arena again
+ * around them. A launch's scratch lives at its position only, or over the
+ * whole span of the fused group it is in (whose kernel may run it at any
+ * point of the group), so it takes room that tensors live across it do
+ * not, and the arena grows only by what does not fit in its gaps. The
+ * schedule, lifetimes and groups stay as they were. */
+ge2_status ge2_plan_set_scratch(const ge2_graph *graph, ge2_plan *plan, const size_t *scratch_bytes);
+/* Schedule positions [*lo, *hi] over which launch p's scratch is live. */
+void ge2_plan_scratch_span(const ge2_plan *plan, int p, int *lo, int *hi);
 
 /* Keys. ge2_key_init lists the graph's inputs and labels (tensor-id order) at
  * their built shapes; a caller changes feed_shapes, then ge2_key_rehash. */

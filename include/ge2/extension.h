@@ -186,9 +186,9 @@ typedef struct ge2_launch {
     size_t workspace_bytes;
     /* CUDA, precision BF16: device scratch for the bf16 copies of its
      * operands a kernel makes while it runs (at least what its
-     * ge2_cuda_kernel.bf16_scratch_bytes asked); shared by the key's
-     * launches on the step stream, so valid from the launch's start to its
-     * end only. NULL otherwise. */
+     * ge2_cuda_kernel.bf16_scratch_bytes asked): room in the key's arena
+     * that other launches use before and after, so valid from the
+     * launch's start to its end only. NULL otherwise. */
     void *scratch;
     size_t scratch_bytes;
     void *stream;       /* CUDA: cudaStream_t the step runs on */
@@ -253,8 +253,9 @@ typedef struct ge2_cuda_kernel {
     const char *(*describe)(const ge2_launch *launch); /* which kernel/algorithm this node got */
     /* Precision BF16 or FP16 (bf16_operands, f16_operands): the bytes of
      * ge2_launch.scratch the launch needs (its operands' 16-bit copies,
-     * say); the backend sizes each graph key's scratch for its largest
-     * launch before any prepare. NULL: none. */
+     * say), asked before the key's arena exists (its views point at a
+     * provisional base then: see capture/backend.h); the planner places it
+     * in the arena, live at the launch. NULL: none. */
     size_t (*bf16_scratch_bytes)(const ge2_launch *launch);
 } ge2_cuda_kernel;
 

@@ -26,8 +26,8 @@
  * inside or outside the positions); cuDNN writes bf16 y (dq, dk, dv) there,
  * widened into the fp32 outputs, and Stats straight into lse. Plans are
  * built once per shape for the whole process (the six layers of a GPT
- * share one) before capture, and their workspace is part of the scratch
- * the backend sizes per graph key (bf16_scratch_bytes). Where cuDNN or an
+ * share one) before capture, and their workspace is part of the launch's
+ * scratch in the arena (bf16_scratch_bytes). Where cuDNN or an
  * engine is missing, or the shape is not one it takes, the fp32 kernels
  * run (the kernel report says why). */
 #include <math.h>

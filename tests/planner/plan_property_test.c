@@ -308,11 +308,14 @@ static void check_assignment(const ge2_graph *g, const ge2_plan *plan)
     }
 }
 
+static void scratch_span(const ge2_plan *plan, int p, int *lo, int *hi);
+
 /* Live aligned bytes per position, each memory once: the tensors of a
  * chain (takeovers and views) share theirs, and an in-place output is the
  * same buffer as its input at its birth position, so it counts from the
- * next one. */
-static size_t independent_lower_bound(const ge2_plan *plan, size_t *naive)
+ * next one. scratch: [n_steps] launch scratch bytes live over their spans
+ * (NULL: none). */
+static size_t independent_lower_bound(const ge2_plan *plan, size_t *naive, const size_t *scratch)
 {
     size_t most = 0;
     *naive = 0;
@@ -331,6 +334,11 @@ static size_t independent_lower_bound(const ge2_plan *plan, size_t *naive)
                 counted[root] = true;
                 live += align256(pt->bytes);
             }
+        }
+        for (int q = 0; scratch && q < plan->n_steps; q++) {
+            int lo, hi;
+            scratch_span(plan, q, &lo, &hi);
+            live += scratch[q] && lo <= p && p <= hi ? align256(scratch[q]) : 0;
         }
         if (live > most)
             most = live;
@@ -351,6 +359,87 @@ static bool plans_equal(const ge2_plan *a, const ge2_plan *b)
             a->tensors[t].reuses != b->tensors[t].reuses || a->tensors[t].view_of != b->tensors[t].view_of)
             return false;
     return true;
+}
+
+/* Launch p's scratch span as the rule says: its position, or the whole of
+ * the fused group it is in. */
+static void scratch_span(const ge2_plan *plan, int p, int *lo, int *hi)
+{
+    *lo = *hi = p;
+    for (int k = 0; k < plan->n_groups; k++)
+        if (plan->groups[k].first <= p && p < plan->groups[k].first + plan->groups[k].count) {
+            *lo = plan->groups[k].first;
+            *hi = plan->groups[k].first + plan->groups[k].count - 1;
+        }
+}
+
+/* Launch scratch (ge2_plan_set_scratch) on a seeded quarter of the
+ * launches: the tensors are still placed as check_assignment wants, no
+ * scratch shares a byte with a tensor or another scratch live over any
+ * position of its span, the lower bound counts it, and placing again with
+ * none gives the plan without scratch back. */
+static void check_scratch(const ge2_graph *g, ge2_plan *plan, uint64_t seed)
+{
+    ge2_plan *before = malloc(sizeof *before);
+    ck_assert(before);
+    *before = *plan;
+    ge2_plan_tensor *tensors = malloc(sizeof *tensors * (size_t)plan->n_tensors);
+    ck_assert(tensors);
+    memcpy(tensors, plan->tensors, sizeof *tensors * (size_t)plan->n_tensors);
+    before->tensors = tensors;
+    const size_t n = (size_t)(plan->n_steps > 0 ? plan->n_steps : 1);
+    size_t *bytes = calloc(n, sizeof *bytes);
+    ck_assert(bytes);
+    uint64_t state = seed * 7919u + 17u;
+    size_t total = 0, total_aligned = 0; /* total: whether any */
+    for (int p = 0; p < plan->n_steps; p++)
+        if (rg_below(&state, 4) == 0) {
+            bytes[p] = 1 + (size_t)rg_below(&state, 1 << 16);
+            total += bytes[p];
+            total_aligned += align256(bytes[p]);
+        }
+    ck_assert_int_eq(ge2_plan_set_scratch(g, plan, bytes), GE2_OK);
+    check_assignment(g, plan);
+    size_t naive, lb = independent_lower_bound(plan, &naive, bytes);
+    ck_assert_uint_eq(plan->naive_bytes, naive + total_aligned);
+    ck_assert_uint_eq(plan->lower_bound_bytes, lb);
+    ck_assert_uint_ge(plan->arena_bytes, plan->lower_bound_bytes);
+    for (int p = 0; p < plan->n_steps && total; p++) {
+        ck_assert_uint_eq(plan->scratch_bytes[p], bytes[p]);
+        if (!bytes[p])
+            continue;
+        int lo, hi;
+        scratch_span(plan, p, &lo, &hi);
+        const size_t at = plan->scratch_offset[p], end = at + bytes[p];
+        ck_assert_uint_eq(at % 256, 0);
+        ck_assert_uint_le(end, plan->arena_bytes);
+        for (int t = 0; t < plan->n_tensors; t++) {
+            const ge2_plan_tensor *pt = &plan->tensors[t];
+            if (pt->pool != GE2_POOL_ARENA || pt->first > hi || pt->last < lo)
+                continue;
+            ck_assert_msg(end <= pt->offset || pt->offset + pt->bytes <= at,
+                          "seed %llu: the scratch of position %d [%d,%d] @%zu+%zu and %s [%d,%d] @%zu+%zu overlap",
+                          (unsigned long long)seed, p, lo, hi, at, bytes[p], g->tensors[t]->name, pt->first, pt->last,
+                          pt->offset, pt->bytes);
+        }
+        for (int q = p + 1; q < plan->n_steps; q++) {
+            int qlo, qhi;
+            scratch_span(plan, q, &qlo, &qhi);
+            if (!bytes[q] || qlo > hi || qhi < lo)
+                continue;
+            ck_assert_msg(end <= plan->scratch_offset[q] || plan->scratch_offset[q] + bytes[q] <= at,
+                          "seed %llu: the scratch of positions %d and %d overlap", (unsigned long long)seed, p, q);
+        }
+    }
+    memset(bytes, 0, n * sizeof *bytes);
+    ck_assert_int_eq(ge2_plan_set_scratch(g, plan, bytes), GE2_OK);
+    ck_assert_ptr_null(plan->scratch_bytes);
+    ck_assert_msg(plans_equal(plan, before), "seed %llu: placing again without scratch changed the plan",
+                  (unsigned long long)seed);
+    ck_assert_uint_eq(plan->lower_bound_bytes, before->lower_bound_bytes);
+    free(bytes);
+    free(tensors);
+    free(before);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -415,12 +504,13 @@ static void check_graph_plans(uint64_t seed, variant v, double *ratio, int *in_p
         check_creation_order(g, plan);
         check_all_reduce_count(g, plan, v);
         check_assignment(g, plan);
-        size_t naive, lb = independent_lower_bound(plan, &naive);
+        size_t naive, lb = independent_lower_bound(plan, &naive, NULL);
         ck_assert_uint_eq(plan->lower_bound_bytes, lb);
         ck_assert_uint_eq(plan->naive_bytes, naive);
         ck_assert_uint_ge(plan->arena_bytes, plan->lower_bound_bytes);
         ck_assert_uint_le(plan->arena_bytes, plan->naive_bytes);
         ck_assert_msg(plans_equal(plan, again), "seed %llu: same graph, different plan", (unsigned long long)seed);
+        check_scratch(g, plan, seed * GE2_MODE_COUNT + (uint64_t)m);
         if (m == GE2_MODE_TRAIN) {
             *ratio = lb ? (double)plan->arena_bytes / (double)lb : 1.0;
             for (int t = 0; t < plan->n_tensors; t++)

@@ -1,0 +1,57 @@
+/* Launch scratch in the arena.
+ *
+ * Some launches need device memory only while they run: a bf16 GEMM's
+ * copies of its f32 operands, cuDNN attention's workspace. Each such
+ * launch's bytes become one more block of the arena, live at the launch's
+ * schedule position, so the planner places them in the gaps that the
+ * tensors live across that launch leave, instead of the backend holding a
+ * separate buffer the size of the largest launch's need for the whole key.
+ * A fused group's kernel may run any of its launches at any point of the
+ * group, so the scratch of a launch in a group lives over the whole group.
+ */
+#include <string.h>
+
+#include "graph/alloc.h"
+#include "graph/error.h"
+#include "planner/plan_internal.h"
+
+void ge2_plan_scratch_span(const ge2_plan *plan, int p, int *lo, int *hi)
+{
+    *lo = *hi = p;
+    for (int g = 0; g < plan->n_groups; g++) {
+        const ge2_fusion_group *fg = &plan->groups[g];
+        if (fg->first <= p && p < fg->first + fg->count) {
+            *lo = fg->first;
+            *hi = fg->first + fg->count - 1;
+        }
+    }
+}
+
+ge2_status ge2_plan_set_scratch(const ge2_graph *graph, ge2_plan *plan, const size_t *scratch_bytes)
+{
+    if (!graph || !plan || !scratch_bytes)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_plan_set_scratch: graph, plan and scratch_bytes must not be NULL");
+    bool any = false;
+    for (int p = 0; p < plan->n_steps; p++) {
+        if (scratch_bytes[p] > SIZE_MAX / 4)
+            return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_plan_set_scratch: %zu bytes of scratch for node %d %s",
+                             scratch_bytes[p], plan->schedule[p], ge2_op_name(graph->nodes[plan->schedule[p]].op));
+        any |= scratch_bytes[p] > 0;
+    }
+    ge2_free(plan->scratch_bytes);
+    ge2_free(plan->scratch_offset);
+    plan->scratch_bytes = plan->scratch_offset = NULL;
+    if (any) {
+        const size_t n = (size_t)plan->n_steps;
+        plan->scratch_bytes = ge2_malloc(n * sizeof *plan->scratch_bytes);
+        plan->scratch_offset = ge2_calloc(n, sizeof *plan->scratch_offset);
+        if (!plan->scratch_bytes || !plan->scratch_offset) {
+            ge2_free(plan->scratch_bytes);
+            ge2_free(plan->scratch_offset);
+            plan->scratch_bytes = plan->scratch_offset = NULL;
+            return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_plan_set_scratch: %d launches", plan->n_steps);
+        }
+        memcpy(plan->scratch_bytes, scratch_bytes, n * sizeof *plan->scratch_bytes);
+    }
+    return ge2_plan_assign(graph, plan);
+}
