@@ -731,14 +731,24 @@ static ge2_status open_side_stream(ge2_backend_ctx *ctx)
     return GE2_OK;
 }
 
-/* The scratch launch l needs (ge2_launch.scratch): what its op's
- * bf16_scratch_bytes asks under precision BF16 or FP16, or for a GEMM with
- * a bf16 operand tensor; 0 for a launch on the side stream, which has
- * none, and for every other. */
+/* The scratch launch l needs (ge2_launch.scratch): the most that its op's
+ * own kernel and any registered candidate ask through bf16_scratch_bytes
+ * (each decides from the launch's precision and dtypes; a candidate that
+ * wins, or is only timed, runs with the op's scratch), asked before the
+ * kernel is chosen; 0 on the side stream, whose launches have none. */
 static size_t launch_scratch_need(const ge2_launch *l)
 {
-    size_t (*need_of)(const ge2_launch *) = ge2_op_def_of(l->node->op)->cuda.bf16_scratch_bytes;
-    return ge2_launch_multiplies_half(l) && need_of && !runs_beside(l) ? need_of(l) : 0;
+    if (runs_beside(l))
+        return 0;
+    const ge2_cuda_kernel *own = &ge2_op_def_of(l->node->op)->cuda;
+    size_t need = own->bf16_scratch_bytes ? own->bf16_scratch_bytes(l) : 0;
+    int n;
+    const ge2_kernel_candidate *const *candidates = ge2_kernel_candidates_of(l->node->op, &n);
+    for (int i = 0; i < n; i++) {
+        const size_t asks = candidates[i]->cuda.bf16_scratch_bytes ? candidates[i]->cuda.bf16_scratch_bytes(l) : 0;
+        need = asks > need ? asks : need;
+    }
+    return need;
 }
 
 static size_t cuda_launch_scratch_bytes(const ge2_backend_ctx *ctx, const ge2_launch *l)
@@ -782,8 +792,8 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
                 (double)scratch_bytes / (1 << 20), exec->launches[largest].node->id,
                 node_op_name(&exec->launches[largest]));
     if (scratch_bytes) {
-        /* zeroed on the step's stream: the kernel registry times GEMM
-         * candidates on it there before any step */
+        /* zeroed on the step's stream, as the arena is: the kernel
+         * registry times GEMM candidates on it there before any step */
         cudaError_t e = cudaMalloc(&ce->scratch, scratch_bytes);
         if (e == cudaSuccess) {
             ce->scratch_bytes = scratch_bytes;

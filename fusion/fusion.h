@@ -95,7 +95,10 @@ typedef struct ge2_fusion_impl {
      * launches: *state, or NULL with why filled when these buffers or
      * shapes are not its (the backend then runs the nodes). */
     ge2_status (*prepare)(const ge2_launch *launches, int n, void **state, char *why, size_t why_size);
-    /* Enqueues the group; capturable like any kernel launch. */
+    /* Enqueues the group; capturable like any kernel launch. Its kernels
+     * use none of the launches' ge2_launch.scratch: the planner gives each
+     * launch's scratch room at the launch's own position only
+     * (planner/scratch.c), which the group's other positions may reuse. */
     ge2_status (*launch)(const void *state, const ge2_fusion_run *run);
     void (*release)(void *state);
     /* The kernel report's line for the group's launches ("in the ..."). */

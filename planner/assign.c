@@ -17,7 +17,7 @@
  * 1.03 to 1.00. The lower bound is the most bytes of blocks live at any one
  * schedule position: no placement can beat it.
  *
- * A launch's scratch (scratch.c) is one more block, live over its span.
+ * A launch's scratch (scratch.c) is one more block, live at its position.
  * Placing again (ge2_plan_set_scratch) starts over from the lifetimes.
  */
 #include <stdlib.h>
@@ -254,8 +254,7 @@ ge2_status ge2_plan_assign(const ge2_graph *graph, ge2_plan *plan)
         if (!plan->scratch_bytes[p])
             continue;
         block *b = &blocks[n_blocks++];
-        *b = (block){n + p, 0, 0, ge2_plan_align(plan->scratch_bytes[p], GE2_ARENA_ALIGN), 0};
-        ge2_plan_scratch_span(plan, p, &b->first, &b->last);
+        *b = (block){n + p, p, p, ge2_plan_align(plan->scratch_bytes[p], GE2_ARENA_ALIGN), 0};
         plan->naive_bytes += b->bytes;
     }
 

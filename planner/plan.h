@@ -97,14 +97,12 @@ void ge2_plan_free(ge2_plan *plan);
 /* Gives the launch at schedule position p scratch_bytes[p] bytes of the
  * arena ([n_steps]; 0: none) for while it runs, as the backend asks (a bf16
  * GEMM's operand copies, cuDNN's workspace), and places the arena again
- * around them. A launch's scratch lives at its position only, or over the
- * whole span of the fused group it is in (whose kernel may run it at any
- * point of the group), so it takes room that tensors live across it do
- * not, and the arena grows only by what does not fit in its gaps. The
- * schedule, lifetimes and groups stay as they were. */
+ * around them. A launch's scratch lives at its position only (only its own
+ * kernel uses it: planner/scratch.c), so it takes room that the tensors
+ * live across that position leave, and the arena grows only by what does
+ * not fit in its gaps. The schedule, lifetimes and groups stay as they
+ * were; on failure the plan stays as it was without scratch. */
 ge2_status ge2_plan_set_scratch(const ge2_graph *graph, ge2_plan *plan, const size_t *scratch_bytes);
-/* Schedule positions [*lo, *hi] over which launch p's scratch is live. */
-void ge2_plan_scratch_span(const ge2_plan *plan, int p, int *lo, int *hi);
 
 /* Keys. ge2_key_init lists the graph's inputs and labels (tensor-id order) at
  * their built shapes; a caller changes feed_shapes, then ge2_key_rehash. */

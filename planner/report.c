@@ -66,22 +66,14 @@ static void report_peak(const ge2_plan *plan, const ge2_graph *graph, FILE *out)
         most += bytes;
         largest[n_live++] = (peak_tensor){pt->bytes, t};
     }
-    size_t scratch_most = 0; /* launch scratch live there (scratch.c) */
-    int n_scratch = 0;
-    for (int p = 0; plan->scratch_bytes && p < plan->n_steps; p++) {
-        int lo, hi;
-        ge2_plan_scratch_span(plan, p, &lo, &hi);
-        if (plan->scratch_bytes[p] && lo <= at && at <= hi) {
-            scratch_most += ge2_plan_align(plan->scratch_bytes[p], GE2_ARENA_ALIGN);
-            n_scratch++;
-        }
-    }
-    most += scratch_most;
+    /* the scratch of the launch there (scratch.c) */
+    const size_t scratch = plan->scratch_bytes ? ge2_plan_align(plan->scratch_bytes[at], GE2_ARENA_ALIGN) : 0;
+    most += scratch;
     const ge2_node *node = &graph->nodes[plan->schedule[at]];
-    fprintf(out, "  peak: %.1f MiB (%zu B) in %d tensors live at schedule position %d (%s, node %d); by producer:\n",
-            mib(most), most, n_live, at, ge2_op_name(node->op), node->id);
-    if (n_scratch)
-        fprintf(out, "    %-24s %-4s %3d launch(es) %8.1f MiB\n", "(launch scratch)", "", n_scratch, mib(scratch_most));
+    fprintf(out, "  peak: %.1f MiB (%zu B) in %d tensors%s live at schedule position %d (%s, node %d); by producer:\n",
+            mib(most), most, n_live, scratch ? " and the launch's scratch" : "", at, ge2_op_name(node->op), node->id);
+    if (scratch)
+        fprintf(out, "    %-24s %-4s %21.1f MiB\n", "(launch scratch)", "", mib(scratch));
     size_t n_kinds = (size_t)n_ops * GE2_DTYPE_COUNT;
     qsort(kinds, n_kinds, sizeof *kinds, by_bytes_desc);
     for (size_t k = 0; k < n_kinds && kinds[k].count > 0; k++)
@@ -231,17 +223,15 @@ ge2_status ge2_plan_svg(const ge2_plan *plan, const ge2_graph *graph, FILE *out)
     for (int p = 0; plan->scratch_bytes && p < plan->n_steps; p++) {
         if (!plan->scratch_bytes[p])
             continue;
-        int lo, hi;
-        ge2_plan_scratch_span(plan, p, &lo, &hi);
         size_t bytes = ge2_plan_align(plan->scratch_bytes[p], GE2_ARENA_ALIGN);
-        double x = SVG_LEFT + col * lo, w = col * (hi - lo + 1);
+        double x = SVG_LEFT + col * p, w = col;
         double h = (double)bytes * scale, y = SVG_TOP + SVG_HEIGHT - (double)(plan->scratch_offset[p] + bytes) * scale;
         fprintf(out,
-                "<g><title>scratch of node %d %s: %zu B @%zu, steps %d..%d</title><rect x=\"%.1f\" y=\"%.1f\" "
+                "<g><title>scratch of node %d %s: %zu B @%zu, step %d</title><rect x=\"%.1f\" y=\"%.1f\" "
                 "width=\"%.1f\" height=\"%.1f\" fill=\"#999\" fill-opacity=\"0.7\" stroke=\"#333\" "
                 "stroke-width=\"0.5\"/></g>\n",
                 plan->schedule[p], ge2_op_name(graph->nodes[plan->schedule[p]].op), plan->scratch_bytes[p],
-                plan->scratch_offset[p], lo, hi, x, y, w, h);
+                plan->scratch_offset[p], p, x, y, w, h);
     }
     fprintf(out, "</svg>\n");
     return ferror(out) ? ge2_error(GE2_ERR_IO, "ge2_plan_svg: write failed") : GE2_OK;

@@ -6,26 +6,16 @@
  * schedule position, so the planner places them in the gaps that the
  * tensors live across that launch leave, instead of the backend holding a
  * separate buffer the size of the largest launch's need for the whole key.
- * A fused group's kernel may run any of its launches at any point of the
- * group, so the scratch of a launch in a group lives over the whole group.
+ * Only the launch's own kernel uses its scratch: a fused group that an
+ * implementation takes runs that implementation's kernels, which use none
+ * (fusion/fusion.h), and one it declines runs node by node, each launch at
+ * its own position. So the block lives at that position only.
  */
 #include <string.h>
 
 #include "graph/alloc.h"
 #include "graph/error.h"
 #include "planner/plan_internal.h"
-
-void ge2_plan_scratch_span(const ge2_plan *plan, int p, int *lo, int *hi)
-{
-    *lo = *hi = p;
-    for (int g = 0; g < plan->n_groups; g++) {
-        const ge2_fusion_group *fg = &plan->groups[g];
-        if (fg->first <= p && p < fg->first + fg->count) {
-            *lo = fg->first;
-            *hi = fg->first + fg->count - 1;
-        }
-    }
-}
 
 ge2_status ge2_plan_set_scratch(const ge2_graph *graph, ge2_plan *plan, const size_t *scratch_bytes)
 {
@@ -53,5 +43,11 @@ ge2_status ge2_plan_set_scratch(const ge2_graph *graph, ge2_plan *plan, const si
         }
         memcpy(plan->scratch_bytes, scratch_bytes, n * sizeof *plan->scratch_bytes);
     }
-    return ge2_plan_assign(graph, plan);
+    ge2_status st = ge2_plan_assign(graph, plan);
+    if (st != GE2_OK) { /* assign fails before it places anything: the plan without scratch stands */
+        ge2_free(plan->scratch_bytes);
+        ge2_free(plan->scratch_offset);
+        plan->scratch_bytes = plan->scratch_offset = NULL;
+    }
+    return st;
 }

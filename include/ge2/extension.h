@@ -251,11 +251,13 @@ typedef struct ge2_cuda_kernel {
     ge2_status (*launch)(const ge2_launch *launch);
     void (*release)(ge2_launch *launch);
     const char *(*describe)(const ge2_launch *launch); /* which kernel/algorithm this node got */
-    /* Precision BF16 or FP16 (bf16_operands, f16_operands): the bytes of
-     * ge2_launch.scratch the launch needs (its operands' 16-bit copies,
-     * say), asked before the key's arena exists (its views point at a
-     * provisional base then: see capture/backend.h); the planner places it
-     * in the arena, live at the launch. NULL: none. */
+    /* The bytes of ge2_launch.scratch the launch needs, 0 for none: its
+     * operands' 16-bit copies under precision BF16 or FP16 (bf16_operands,
+     * f16_operands), say. Asked for every launch of the op (a candidate's
+     * before its applies) before the key's arena exists, so the launch's
+     * views point at a provisional base (capture/backend.h); the planner
+     * places the most any of the op's kernels asks in the arena, live at
+     * the launch. NULL: none. */
     size_t (*bf16_scratch_bytes)(const ge2_launch *launch);
 } ge2_cuda_kernel;
 

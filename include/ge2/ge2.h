@@ -724,8 +724,9 @@ typedef struct ge2_plan_stats {
     int fused_groups, fused_nodes;
     /* What the key takes on the device, planned: the pools (parameters,
      * their copies, gradients, optimizer state), the arena, the inputs, the device
-     * staging and the backend's workspace (CUDA: cuBLASLt's and the bf16
-     * operand scratch); what PyTorch's max_memory_allocated compares with */
+     * staging and the backend's workspace (CUDA: cuBLASLt's; the launches'
+     * bf16 operand scratch is in the arena); what PyTorch's
+     * max_memory_allocated compares with */
     size_t device_bytes;
 } ge2_plan_stats;
 

@@ -288,7 +288,8 @@ static double time_kernel(const ge2_cuda_kernel *k, ge2_launch *t, char *why, si
 /* t = l with every view on a scratch buffer of its own, inputs zeroed:
  * before the first step the real buffers hold nothing meaningful, and a
  * kernel that reads indices (labels, token ids) must not be handed garbage;
- * the real buffers are never touched. False when memory lacks. */
+ * the tensors' buffers are never touched (the launch's ge2_launch.scratch
+ * is, which holds nothing between launches). False when memory lacks. */
 bool ge2_scratch_launch_new(const ge2_launch *l, ge2_launch *t, void **bufs)
 {
     *t = *l;

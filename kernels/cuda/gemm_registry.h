@@ -17,7 +17,7 @@
  * their buffers hold then (fresh allocations, or a previous key's values in
  * the shared arena). Shapes, layouts, alignments, epilogue and workspace are
  * the step's, and those select and pace a GEMM kernel (fp32, TF32, or bf16
- * on the launch's zeroed operand scratch under precision BF16); values
+ * on the launch's operand scratch in the arena under precision BF16); values
  * only move second-order effects (all-zero operands draw less power, so may
  * clock higher). Timing on real operands would mean tuning inside the first
  * (eager) step: not done.

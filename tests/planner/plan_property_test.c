@@ -308,13 +308,11 @@ static void check_assignment(const ge2_graph *g, const ge2_plan *plan)
     }
 }
 
-static void scratch_span(const ge2_plan *plan, int p, int *lo, int *hi);
-
 /* Live aligned bytes per position, each memory once: the tensors of a
  * chain (takeovers and views) share theirs, and an in-place output is the
  * same buffer as its input at its birth position, so it counts from the
- * next one. scratch: [n_steps] launch scratch bytes live over their spans
- * (NULL: none). */
+ * next one. scratch: [n_steps] launch scratch bytes, each live at its own
+ * position (NULL: none). */
 static size_t independent_lower_bound(const ge2_plan *plan, size_t *naive, const size_t *scratch)
 {
     size_t most = 0;
@@ -335,11 +333,7 @@ static size_t independent_lower_bound(const ge2_plan *plan, size_t *naive, const
                 live += align256(pt->bytes);
             }
         }
-        for (int q = 0; scratch && q < plan->n_steps; q++) {
-            int lo, hi;
-            scratch_span(plan, q, &lo, &hi);
-            live += scratch[q] && lo <= p && p <= hi ? align256(scratch[q]) : 0;
-        }
+        live += scratch ? align256(scratch[p]) : 0;
         if (live > most)
             most = live;
     }
@@ -361,23 +355,12 @@ static bool plans_equal(const ge2_plan *a, const ge2_plan *b)
     return true;
 }
 
-/* Launch p's scratch span as the rule says: its position, or the whole of
- * the fused group it is in. */
-static void scratch_span(const ge2_plan *plan, int p, int *lo, int *hi)
-{
-    *lo = *hi = p;
-    for (int k = 0; k < plan->n_groups; k++)
-        if (plan->groups[k].first <= p && p < plan->groups[k].first + plan->groups[k].count) {
-            *lo = plan->groups[k].first;
-            *hi = plan->groups[k].first + plan->groups[k].count - 1;
-        }
-}
-
 /* Launch scratch (ge2_plan_set_scratch) on a seeded quarter of the
  * launches: the tensors are still placed as check_assignment wants, no
- * scratch shares a byte with a tensor or another scratch live over any
- * position of its span, the lower bound counts it, and placing again with
- * none gives the plan without scratch back. */
+ * scratch shares a byte with a tensor live at its launch's position (a
+ * fused group's other positions may reuse it: only its own kernel uses
+ * it), the lower bound counts it, and placing again with none gives the
+ * plan without scratch back. */
 static void check_scratch(const ge2_graph *g, ge2_plan *plan, uint64_t seed)
 {
     ge2_plan *before = malloc(sizeof *before);
@@ -408,27 +391,17 @@ static void check_scratch(const ge2_graph *g, ge2_plan *plan, uint64_t seed)
         ck_assert_uint_eq(plan->scratch_bytes[p], bytes[p]);
         if (!bytes[p])
             continue;
-        int lo, hi;
-        scratch_span(plan, p, &lo, &hi);
         const size_t at = plan->scratch_offset[p], end = at + bytes[p];
         ck_assert_uint_eq(at % 256, 0);
         ck_assert_uint_le(end, plan->arena_bytes);
         for (int t = 0; t < plan->n_tensors; t++) {
             const ge2_plan_tensor *pt = &plan->tensors[t];
-            if (pt->pool != GE2_POOL_ARENA || pt->first > hi || pt->last < lo)
+            if (pt->pool != GE2_POOL_ARENA || pt->first > p || pt->last < p)
                 continue;
             ck_assert_msg(end <= pt->offset || pt->offset + pt->bytes <= at,
-                          "seed %llu: the scratch of position %d [%d,%d] @%zu+%zu and %s [%d,%d] @%zu+%zu overlap",
-                          (unsigned long long)seed, p, lo, hi, at, bytes[p], g->tensors[t]->name, pt->first, pt->last,
+                          "seed %llu: the scratch of position %d @%zu+%zu and %s [%d,%d] @%zu+%zu overlap",
+                          (unsigned long long)seed, p, at, bytes[p], g->tensors[t]->name, pt->first, pt->last,
                           pt->offset, pt->bytes);
-        }
-        for (int q = p + 1; q < plan->n_steps; q++) {
-            int qlo, qhi;
-            scratch_span(plan, q, &qlo, &qhi);
-            if (!bytes[q] || qlo > hi || qhi < lo)
-                continue;
-            ck_assert_msg(end <= plan->scratch_offset[q] || plan->scratch_offset[q] + bytes[q] <= at,
-                          "seed %llu: the scratch of positions %d and %d overlap", (unsigned long long)seed, p, q);
         }
     }
     memset(bytes, 0, n * sizeof *bytes);

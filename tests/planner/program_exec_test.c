@@ -155,6 +155,95 @@ START_TEST(test_random_graphs_match_naive)
 }
 END_TEST
 
+/* The CPU backend behind a wrapper that asks for launch scratch as CUDA's
+ * bf16 GEMMs and attention do (here every launch with inputs, their bytes
+ * and a little more). The program must plan it into the arena and resolve
+ * each launch's ge2_launch.scratch at the planned offset; the wrapper's
+ * step writes NaN over a launch's scratch before and after the launch
+ * runs, so scratch that shares a byte with a tensor live there spoils the
+ * loss or a gradient, which must still equal the naive run's bit for bit. */
+static int scratch_launches; /* launches that asked for scratch, over a test */
+
+static size_t asking_scratch_bytes(const ge2_backend_ctx *ctx, const ge2_launch *l)
+{
+    (void)ctx;
+    size_t bytes = 0;
+    for (int i = 0; i < l->n_in; i++)
+        if (l->in[i].data)
+            bytes += (size_t)ge2_shape_numel(l->in[i].shape) * ge2_dtype_size(l->in[i].dtype);
+    return bytes ? bytes + 100 : 0;
+}
+
+static ge2_status asking_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
+{
+    const ge2_plan *plan = exec->plan;
+    for (int p = 0; p < exec->n_launches; p++) {
+        const ge2_launch *l = &exec->launches[p];
+        const size_t asked = asking_scratch_bytes(ctx, l);
+        ck_assert_uint_eq(l->scratch_bytes, asked);
+        if (!asked) {
+            ck_assert_ptr_null(l->scratch);
+            continue;
+        }
+        ck_assert_ptr_nonnull(plan->scratch_bytes);
+        ck_assert_ptr_eq(l->scratch, (char *)exec->arena + plan->scratch_offset[p]);
+        ck_assert_uint_le(plan->scratch_offset[p] + asked, plan->arena_bytes);
+        scratch_launches++;
+    }
+    return ge2_backend_cpu.exec_prepare(ctx, exec);
+}
+
+static void spoil_scratch(const ge2_launch *l)
+{
+    if (l->scratch)
+        memset(l->scratch, 0xff, l->scratch_bytes); /* NaN in every f32 */
+}
+
+static ge2_status spoiling_exec_run(ge2_backend_ctx *ctx, ge2_exec *exec, int slot)
+{
+    (void)ctx;
+    const ge2_step_io *io = &exec->io[slot];
+    ck_assert_uint_eq(io->stage.bytes, 0); /* the CPU stages nothing ahead */
+    memcpy(io->upload.dst, io->upload.src, io->upload.bytes);
+    for (int i = 0; i < exec->n_launches; i++) {
+        spoil_scratch(&exec->launches[i]);
+        GE2_TRY(ge2_op_run_cpu(&exec->launches[i]));
+        spoil_scratch(&exec->launches[i]);
+    }
+    for (int r = 0; r < io->n_results; r++)
+        memcpy(io->results[r].dst, io->results[r].src, io->results[r].bytes);
+    return GE2_OK;
+}
+
+/* The corpus of test_random_graphs_match_naive on the asking backend: the
+ * shared arena's growth (its keys resolved again) and separate arenas too. */
+START_TEST(test_launch_scratch_in_the_arena)
+{
+    scratch_launches = 0;
+    for (int i = 0; i < CORPUS / 4; i++) {
+        uint64_t seed = 1000 + (uint64_t)i, rng = seed;
+        rg_graph rg;
+        ck_assert_int_eq(rg_build(seed, true, &rg), GE2_OK);
+        ge2_context *ctx;
+        ge2_program *prog = compile_cpu(rg.graph, i % 4 == 3, &ctx);
+        ge2_backend asking = *prog->backend;
+        asking.launch_scratch_bytes = asking_scratch_bytes;
+        asking.exec_prepare = asking_exec_prepare;
+        asking.exec_run = spoiling_exec_run;
+        prog->backend = &asking;
+        int64_t batches[4] = {rg.batch, rg.batch + 5, rg.batch > 2 ? rg.batch - 1 : 1, rg.batch};
+        for (int k = 0; k < 4; k++)
+            check_step_matches_naive(prog, &rg, batches[k], &rng);
+        check_keys_share_pools(prog);
+        prog->backend = &ge2_backend_cpu;
+        ge2_program_free(prog);
+        ge2_context_free(ctx);
+        rg_free(&rg);
+    }
+    ck_assert_int_gt(scratch_launches, CORPUS / 4);
+}
+END_TEST
+
 /* A small classifier with SGD for the step-path tests. */
 typedef struct net {
     ge2_graph *graph;
@@ -658,6 +747,7 @@ int main(void)
 {
     const TTest *tests[] = {
         test_random_graphs_match_naive,
+        test_launch_scratch_in_the_arena,
         test_no_host_allocation_after_first_step,
         test_dump_passes,
         test_metrics_sum_outputs,
