@@ -175,8 +175,7 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
     uint64_t seed, offset;
     ge2_attn_drop_key(drop, seed, offset);
     const int q0 = (int)(gridDim.x - 1 - blockIdx.x) * GE2_ATTN_TILE;
-    const long long rb = ge2_attn_head_row(blockIdx.y, t_count, hpp), base = rb * d_count,
-                    ld = (long long)hpp * d_count, qb = ge2_attn_qkv_off(rb, hpp, qld, d_count);
+    const auto [rb, base, ld, qb] = ge2_attn_head_rows_of(blockIdx.y, t_count, hpp, qld, d_count);
     const int row0 = (int)threadIdx.x / 16 * 4, col0 = (int)threadIdx.x % 16 * 4;
     ge2_attn_tile_load<true, GE2_ATTN_TILE_THREADS>(qt, q + qb, q0, t_count, d_count, qld, scale * GE2_ATTN_LOG2E);
     float o[4][4] = {}, m[4], l[4];
@@ -365,8 +364,7 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
     uint64_t seed, offset;
     ge2_attn_drop_key(drop, seed, offset);
     const int q0 = (int)(gridDim.x - 1 - blockIdx.x) * GE2_ATTN_TILE;
-    const long long rb = ge2_attn_head_row(blockIdx.y, t_count, hpp), base = rb * d_count,
-                    ld = (long long)hpp * d_count, qb = ge2_attn_qkv_off(rb, hpp, qld, d_count);
+    const auto [rb, base, ld, qb] = ge2_attn_head_rows_of(blockIdx.y, t_count, hpp, qld, d_count);
     const int row0 = (int)threadIdx.x / 16 * 4, col0 = (int)threadIdx.x % 16 * 4;
     ge2_attn_tile_load<true, GE2_ATTN_TILE_THREADS>(qt, q + qb, q0, t_count, d_count, qld, scale * GE2_ATTN_LOG2E);
     ge2_attn_tile_load<true, GE2_ATTN_TILE_THREADS>(dyt, dy + base, q0, t_count, d_count, ld, 1.0f);
@@ -429,8 +427,7 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
     uint64_t seed, offset;
     ge2_attn_drop_key(drop, seed, offset);
     const int k0 = (int)blockIdx.x * GE2_ATTN_TILE;
-    const long long rb = ge2_attn_head_row(blockIdx.y, t_count, hpp), base = rb * d_count,
-                    ld = (long long)hpp * d_count, qb = ge2_attn_qkv_off(rb, hpp, qld, d_count);
+    const auto [rb, base, ld, qb] = ge2_attn_head_rows_of(blockIdx.y, t_count, hpp, qld, d_count);
     const int row0 = (int)threadIdx.x / 16 * 4, col0 = (int)threadIdx.x % 16 * 4; // rows: keys, columns: queries
     ge2_attn_tile_load<true, GE2_ATTN_TILE_THREADS>(kt, k + qb, k0, t_count, d_count, qld, scale * GE2_ATTN_LOG2E);
     ge2_attn_tile_load<true, GE2_ATTN_TILE_THREADS>(vt, v + qb, k0, t_count, d_count, qld, 1.0f);

@@ -39,6 +39,21 @@ __device__ __forceinline__ long long ge2_attn_qkv_off(long long r, int hpp, long
     return r / hpp * qld + r % hpp * d_count;
 }
 
+// Where a tiled kernel's block finds its head hd (blockIdx.y): the head's
+// first row (rb: of lse, delta and y; ge2_attn_head_row), where its rows
+// start in y and dy (base, ld floats between positions) and in q, k, v and
+// their gradients (qb, qld apart; ge2_attn_qkv_off).
+struct ge2_attn_head_rows {
+    long long rb, base, ld, qb;
+};
+
+__device__ __forceinline__ ge2_attn_head_rows ge2_attn_head_rows_of(long long hd, int t_count, int hpp, long long qld,
+                                                                    int d_count)
+{
+    const long long rb = ge2_attn_head_row(hd, t_count, hpp);
+    return {rb, rb * d_count, (long long)hpp * d_count, ge2_attn_qkv_off(rb, hpp, qld, d_count)};
+}
+
 // Positions r0 .. r0+63 of one head (x its first row, ld floats between
 // positions) into a shared tile by a block of THREADS threads, each value
 // times mul; positions past T and columns past D are zero. Row-major

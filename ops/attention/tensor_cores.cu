@@ -172,8 +172,7 @@ __global__ void __launch_bounds__(GE2_TC_THREADS)
     uint64_t seed, offset;
     ge2_attn_drop_key(drop, seed, offset);
     const int q0 = (int)(gridDim.x - 1 - blockIdx.x) * GE2_ATTN_TILE;
-    const long long rb = ge2_attn_head_row(blockIdx.y, t_count, hpp), base = rb * d_count,
-                    ld = (long long)hpp * d_count, qb = ge2_attn_qkv_off(rb, hpp, qld, d_count);
+    const auto [rb, base, ld, qb] = ge2_attn_head_rows_of(blockIdx.y, t_count, hpp, qld, d_count);
     const int lane = (int)threadIdx.x % 32, g = lane / 4, t = lane % 4, r0 = (int)threadIdx.x / 32 * GE2_TC_ROWS;
     ge2_attn_tile_load<false, GE2_TC_THREADS>(qs, q + qb, q0, t_count, d_count, qld, scale * GE2_ATTN_LOG2E);
     float o[8][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
@@ -249,8 +248,7 @@ __global__ void __launch_bounds__(GE2_TC_THREADS)
     uint64_t seed, offset;
     ge2_attn_drop_key(drop, seed, offset);
     const int q0 = (int)(gridDim.x - 1 - blockIdx.x) * GE2_ATTN_TILE;
-    const long long rb = ge2_attn_head_row(blockIdx.y, t_count, hpp), base = rb * d_count,
-                    ld = (long long)hpp * d_count, qb = ge2_attn_qkv_off(rb, hpp, qld, d_count);
+    const auto [rb, base, ld, qb] = ge2_attn_head_rows_of(blockIdx.y, t_count, hpp, qld, d_count);
     const int lane = (int)threadIdx.x % 32, g = lane / 4, t = lane % 4, r0 = (int)threadIdx.x / 32 * GE2_TC_ROWS;
     ge2_attn_tile_load<false, GE2_TC_THREADS>(qs, q + qb, q0, t_count, d_count, qld, scale * GE2_ATTN_LOG2E);
     ge2_attn_tile_load<false, GE2_TC_THREADS>(dys, dy + base, q0, t_count, d_count, ld, 1.0f);
@@ -303,8 +301,7 @@ __global__ void __launch_bounds__(GE2_TC_THREADS)
     uint64_t seed, offset;
     ge2_attn_drop_key(drop, seed, offset);
     const int k0 = (int)blockIdx.x * GE2_ATTN_TILE;
-    const long long rb = ge2_attn_head_row(blockIdx.y, t_count, hpp), base = rb * d_count,
-                    ld = (long long)hpp * d_count, qb = ge2_attn_qkv_off(rb, hpp, qld, d_count);
+    const auto [rb, base, ld, qb] = ge2_attn_head_rows_of(blockIdx.y, t_count, hpp, qld, d_count);
     const int lane = (int)threadIdx.x % 32, g = lane / 4, t = lane % 4, r0 = (int)threadIdx.x / 32 * GE2_TC_ROWS;
     ge2_attn_tile_load<false, GE2_TC_THREADS>(ks, k + qb, k0, t_count, d_count, qld, scale * GE2_ATTN_LOG2E);
     ge2_attn_tile_load<false, GE2_TC_THREADS>(vs, v + qb, k0, t_count, d_count, qld, 1.0f);
