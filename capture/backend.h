@@ -101,8 +101,9 @@ typedef struct ge2_backend {
      * written. Optional: NULL means no launch needs scratch. */
     size_t (*launch_scratch_bytes)(const ge2_backend_ctx *ctx, const ge2_launch *l);
     /* Per key: fill launch resources (stream, blas handle, workspace), kernel
-     * prepare. A launch that needs scratch and has none resolved (a key
-     * made by hand) gets it from the backend. */
+     * prepare. Launches come with their scratch resolved (a key made by
+     * hand brings its own): a bf16 GEMM without it fails at launch, and
+     * attention runs its fp32 kernels. */
     ge2_status (*exec_prepare)(ge2_backend_ctx *ctx, ge2_exec *exec);
     /* Whether each staging slot gets a device staging too (alloc'd by the
      * program, GE2_STAGING_BUFFERS x the feed region per key): see

@@ -67,8 +67,9 @@ struct ge2_backend_ctx {
     cudaStream_t feed_stream; /* feeds_ahead: host staging -> device staging, beside the steps */
     /* in-place ops (the data-parallel all-reduce) run here, beside the
      * step's stream, made with the first key that has one: side_fork is
-     * recorded on the step's stream before each, side_done after each on
-     * this one (see enqueue_launches) */
+     * recorded on the step's stream before each; side_done on this one
+     * when a step ends, for the step's stream to join it (see
+     * enqueue_launches) */
     cudaStream_t side_stream;
     cudaEvent_t side_fork, side_done;
     /* > 0 with a process group (its timeout_s): host waits for the device
@@ -80,7 +81,6 @@ struct ge2_backend_ctx {
     cublasLtHandle_t lt;
     void *workspace; /* [workspace_bytes]: GE2_CUDA_WORKSPACE_BYTES, or the 16-bit programs' size */
     size_t workspace_bytes;
-    size_t scratch_bytes_live; /* the scratch of every prepared key the backend gave its own (free_scratch) */
     bool tf32;
     bool disable_capture;
     bool print_kernels; /* describe every launch at prepare */
@@ -103,10 +103,9 @@ typedef struct launch_timing {
     double *ms;         /* [n_launches] summed over the timed steps */
     /* Data parallel: where the side stream's work went. joined[i] is
      * recorded on the step's stream after launch i's wait for the side
-     * stream, when it waited (waits[i]); beside[2i], beside[2i + 1] on the
-     * side stream around side launch i (NULL for the others). */
+     * stream (NULL where it has none: side_wait); beside[2i], beside[2i + 1]
+     * on the side stream around side launch i (NULL for the others). */
     cudaEvent_t *joined, *beside;
-    bool *waits;
     double *wait_ms, *beside_ms, *beside_at_ms; /* [n_launches] summed like ms */
     int steps; /* steps run; the first (lazy module loading, plan warm-up) is not timed */
 } launch_timing;
@@ -130,12 +129,11 @@ typedef struct ge2_cuda_exec {
      * for the others), so a launch that needs only its result waits for it
      * and not for the side launches after it */
     cudaEvent_t *side_after;
-    /* enqueue_launches' side_pending record: [pending_room] each */
-    int *pending_tensors, *pending_writer;
-    int pending_room;
+    /* side_wait[i]: the side launch that launch (or group) i waits for
+     * first, which covers the ones before it on that in-order stream;
+     * SIDE_NONE: none. The same every step, so found once (find_side_waits). */
+    int *side_wait;
     launch_timing *timing; /* NULL unless time_launches */
-    void *scratch;         /* ge2_launch.scratch of the key's bf16 GEMMs; NULL: none needed */
-    size_t scratch_bytes;
 } ge2_cuda_exec;
 
 static ge2_status cuda_fail(cudaError_t e, const char *call)
@@ -431,12 +429,12 @@ static void destroy_events(cudaEvent_t *events, int n)
     ge2_free(events);
 }
 
-static void free_pending(ge2_cuda_exec *ce)
+static void free_side(ge2_cuda_exec *ce, int n_launches)
 {
-    ge2_free(ce->pending_tensors);
-    ge2_free(ce->pending_writer);
-    ce->pending_tensors = ce->pending_writer = NULL;
-    ce->pending_room = 0;
+    destroy_events(ce->side_after, n_launches);
+    ge2_free(ce->side_wait);
+    ce->side_after = NULL;
+    ce->side_wait = NULL;
 }
 
 static void timing_free(launch_timing *t, int n_launches)
@@ -448,7 +446,6 @@ static void timing_free(launch_timing *t, int n_launches)
     destroy_events(t->beside, 2 * n_launches);
     ge2_free(t->next);
     ge2_free(t->ms);
-    ge2_free(t->waits);
     ge2_free(t->wait_ms);
     ge2_free(t->beside_ms);
     ge2_free(t->beside_at_ms);
@@ -456,6 +453,14 @@ static void timing_free(launch_timing *t, int n_launches)
 }
 
 static bool goes_beside(const ge2_exec *exec, int i);
+
+/* ce's side_wait[i], SIDE_NONE without a side stream */
+enum { SIDE_NONE = -1 };
+static int side_wait_of(const ge2_exec *exec, int i)
+{
+    const ge2_cuda_exec *ce = exec->backend_data;
+    return ce->side_wait ? ce->side_wait[i] : SIDE_NONE;
+}
 
 static ge2_status timing_new(const ge2_exec *exec, launch_timing **out)
 {
@@ -468,13 +473,12 @@ static ge2_status timing_new(const ge2_exec *exec, launch_timing **out)
         t->ms = ge2_calloc(n, sizeof *t->ms);
         t->joined = ge2_calloc(n, sizeof *t->joined);
         t->beside = ge2_calloc(2 * n, sizeof *t->beside);
-        t->waits = ge2_calloc(n, sizeof *t->waits);
         t->wait_ms = ge2_calloc(n, sizeof *t->wait_ms);
         t->beside_ms = ge2_calloc(n, sizeof *t->beside_ms);
         t->beside_at_ms = ge2_calloc(n, sizeof *t->beside_at_ms);
     }
-    if (!t || !t->marks || !t->next || !t->ms || !t->joined || !t->beside || !t->waits || !t->wait_ms ||
-        !t->beside_ms || !t->beside_at_ms) {
+    if (!t || !t->marks || !t->next || !t->ms || !t->joined || !t->beside || !t->wait_ms || !t->beside_ms ||
+        !t->beside_at_ms) {
         timing_free(t, -1);
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 cuda backend: launch timing for %d launches", n_launches);
     }
@@ -482,7 +486,8 @@ static ge2_status timing_new(const ge2_exec *exec, launch_timing **out)
     for (int i = 0; i <= n_launches && e == cudaSuccess; i++)
         e = cudaEventCreate(&t->marks[i]);
     for (int i = 0; i < n_launches && e == cudaSuccess; i++) {
-        e = cudaEventCreate(&t->joined[i]);
+        if (side_wait_of(exec, i) != SIDE_NONE)
+            e = cudaEventCreate(&t->joined[i]);
         if (e == cudaSuccess && goes_beside(exec, i)) {
             e = cudaEventCreate(&t->beside[2 * i]);
             if (e == cudaSuccess)
@@ -516,7 +521,7 @@ static ge2_status timing_collect(launch_timing *t, int n_launches)
     for (int i = 0; i < n_launches; i++) {
         if (t->next[i])
             GE2_TRY(add_elapsed(t->marks[i], t->marks[t->next[i]], &t->ms[i]));
-        if (t->waits[i])
+        if (t->joined[i] && t->next[i])
             GE2_TRY(add_elapsed(t->marks[i], t->joined[i], &t->wait_ms[i]));
         if (t->beside[2 * i] && t->next[i]) {
             GE2_TRY(add_elapsed(t->beside[2 * i], t->beside[2 * i + 1], &t->beside_ms[i]));
@@ -558,21 +563,6 @@ static void free_groups(ge2_cuda_exec *ce)
     ce->n_groups = 0;
 }
 
-/* The scratch the backend gave a key's launches (unresolved_scratch_bytes),
- * given back, and the launches that pointed at it unresolved again */
-static void free_scratch(ge2_backend_ctx *ctx, ge2_exec *exec, ge2_cuda_exec *ce)
-{
-    for (int i = 0; ce->scratch && i < exec->n_launches; i++)
-        if (exec->launches[i].scratch == ce->scratch) {
-            exec->launches[i].scratch = NULL;
-            exec->launches[i].scratch_bytes = 0;
-        }
-    cudaFree(ce->scratch); /* NULL: nothing */
-    ctx->scratch_bytes_live -= ce->scratch_bytes;
-    ce->scratch = NULL;
-    ce->scratch_bytes = 0;
-}
-
 static void cuda_exec_release(ge2_backend_ctx *ctx, ge2_exec *exec)
 {
     (void)ctx;
@@ -585,10 +575,8 @@ static void cuda_exec_release(ge2_backend_ctx *ctx, ge2_exec *exec)
     }
     free_groups(ce);
     if (ce) {
-        destroy_events(ce->side_after, exec->n_launches);
-        free_pending(ce);
+        free_side(ce, exec->n_launches);
         timing_free(ce->timing, exec->n_launches);
-        free_scratch(ctx, exec, ce);
     }
     ge2_free(ce);
     exec->backend_data = NULL;
@@ -617,7 +605,7 @@ static bool cuda_side_stream_us(const ge2_backend_ctx *ctx, const ge2_exec *exec
                                 .beside = t->beside[2 * i] != NULL,
                                 .run = 1000.0 * t->beside_ms[i] / steps,
                                 .start = 1000.0 * t->beside_at_ms[i] / steps};
-    return out->beside || out->waited > 0;
+    return out->beside || t->joined[i];
 }
 
 static void cuda_describe(const ge2_backend_ctx *ctx, const ge2_launch *launch, char *buf, size_t size)
@@ -731,13 +719,15 @@ static ge2_status open_side_stream(ge2_backend_ctx *ctx)
     return GE2_OK;
 }
 
-/* The scratch launch l needs (ge2_launch.scratch): the most that its op's
+/* The scratch launch l needs (ge2_launch.scratch; the program plans it in
+ * the key's arena): the most that its op's
  * own kernel and any registered candidate ask through bf16_scratch_bytes
  * (each decides from the launch's precision and dtypes; a candidate that
  * wins, or is only timed, runs with the op's scratch), asked before the
  * kernel is chosen; 0 on the side stream, whose launches have none. */
-static size_t launch_scratch_need(const ge2_launch *l)
+static size_t cuda_launch_scratch_bytes(const ge2_backend_ctx *ctx, const ge2_launch *l)
 {
+    (void)ctx;
     if (runs_beside(l))
         return 0;
     const ge2_cuda_kernel *own = &ge2_op_def_of(l->node->op)->cuda;
@@ -751,29 +741,60 @@ static size_t launch_scratch_need(const ge2_launch *l)
     return need;
 }
 
-static size_t cuda_launch_scratch_bytes(const ge2_backend_ctx *ctx, const ge2_launch *l)
+
+/* Whether node reads a tensor that side launch `side` writes (its inputs, in place) */
+static bool reads_what_side_writes(const ge2_node *node, const ge2_node *side)
 {
-    (void)ctx;
-    return launch_scratch_need(l);
+    for (int in = 0; in < node->n_inputs; in++)
+        for (int w = 0; w < side->n_inputs; w++)
+            if (node->inputs[in] == side->inputs[w])
+                return true;
+    return false;
 }
 
-/* The scratch the backend gives a key's launches that need some and have
- * none resolved (keys made by hand; the program's come with theirs in the
- * arena): its largest such launch's need, shared by all of them on the
- * step stream; 0 when there are none. */
-static size_t unresolved_scratch_bytes(const ge2_exec *exec, int *largest)
+/* ce->side_wait and side_after of a prepared key that has side launches,
+ * walking its launches and groups as enqueue_all does. A launch that reads
+ * what a side launch not yet waited for writes waits for the last such
+ * side launch; an optimizer op without inputs reads every gradient through
+ * the pools, so it waits for the last side launch so far. A per-parameter
+ * update reads only its inputs, so it waits for its own bucket's
+ * all-reduce and runs while later buckets are still summed. */
+static ge2_status find_side_waits(const ge2_exec *exec, ge2_cuda_exec *ce)
 {
-    size_t most = 0;
-    *largest = -1;
-    for (int i = 0; i < exec->n_launches; i++) {
-        const ge2_launch *l = &exec->launches[i];
-        const size_t need = l->scratch ? 0 : launch_scratch_need(l);
-        if (need > most) {
-            most = need;
-            *largest = i;
+    const int n = exec->n_launches;
+    bool any = false;
+    for (int i = 0; i < n && !any; i += ce->group_at[i] < 0 ? 1 : ce->groups[ce->group_at[i]].count)
+        any = goes_beside(exec, i);
+    if (!any)
+        return GE2_OK;
+    ce->side_after = ge2_calloc((size_t)n, sizeof *ce->side_after);
+    ce->side_wait = ge2_malloc(sizeof *ce->side_wait * (size_t)n);
+    if (!ce->side_after || !ce->side_wait)
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 cuda backend: out of host memory");
+    int joined = SIDE_NONE, last_side = SIDE_NONE; /* side launches up to `joined` are waited for */
+    for (int i = 0, count = 1; i < n; i += count) {
+        count = ce->group_at[i] < 0 ? 1 : ce->groups[ce->group_at[i]].count;
+        ce->side_wait[i] = SIDE_NONE;
+        if (goes_beside(exec, i)) {
+            GE2_TRY(new_event(&ce->side_after[i]));
+            last_side = i;
+            continue;
+        }
+        int wait = SIDE_NONE;
+        for (int k = i; k < i + count; k++) {
+            const ge2_node *node = exec->launches[k].node;
+            if ((ge2_op_flags(node->op) & GE2_OPF_OPTIMIZER) && node->n_inputs == 0)
+                wait = last_side;
+            for (int j = last_side; j > joined && j > wait; j--)
+                if (ce->side_after[j] && reads_what_side_writes(node, exec->launches[j].node))
+                    wait = j;
+        }
+        if (wait > joined) {
+            ce->side_wait[i] = wait;
+            joined = wait;
         }
     }
-    return most;
+    return GE2_OK;
 }
 
 static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
@@ -785,29 +806,6 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
     if (!ce)
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 cuda backend: out of host memory");
     ce->eager = ctx->disable_capture;
-    int largest;
-    const size_t scratch_bytes = unresolved_scratch_bytes(exec, &largest);
-    if (ctx->print_kernels && scratch_bytes)
-        fprintf(stderr, "ge2: the key's own scratch (none in its arena): %.2f MiB, as node %d %s asks\n",
-                (double)scratch_bytes / (1 << 20), exec->launches[largest].node->id,
-                node_op_name(&exec->launches[largest]));
-    if (scratch_bytes) {
-        /* zeroed on the step's stream, as the arena is: the kernel
-         * registry times GEMM candidates on it there before any step */
-        cudaError_t e = cudaMalloc(&ce->scratch, scratch_bytes);
-        if (e == cudaSuccess) {
-            ce->scratch_bytes = scratch_bytes;
-            ctx->scratch_bytes_live += scratch_bytes;
-            e = cudaMemsetAsync(ce->scratch, 0, scratch_bytes, ctx->stream);
-        }
-        if (e != cudaSuccess) {
-            free_scratch(ctx, exec, ce);
-            ge2_free(ce);
-            cudaGetLastError();
-            return ge2_error(GE2_ERR_CUDA, "ge2 cuda backend: %zu bytes of scratch for the bf16 operand copies: %s",
-                             scratch_bytes, cudaGetErrorString(e));
-        }
-    }
     for (int i = 0; i < exec->n_launches; i++) {
         ge2_launch *l = &exec->launches[i];
         ge2_status st = GE2_OK;
@@ -815,10 +813,6 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
         l->blas = ctx->lt;
         l->workspace = ctx->workspace;
         l->workspace_bytes = ctx->workspace_bytes;
-        if (!l->scratch && ce->scratch && launch_scratch_need(l)) {
-            l->scratch = ce->scratch;
-            l->scratch_bytes = scratch_bytes;
-        }
         l->tf32 = ctx->tf32;
         l->backend_data = NULL;
         l->kernel = NULL;
@@ -829,7 +823,6 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
             st = ge2_kernel_choose(l); /* the op's own kernel, or a registered candidate that beat it */
         if (st != GE2_OK) {
             release_launches(exec, i);
-            free_scratch(ctx, exec, ce);
             ge2_free(ce);
             return st;
         }
@@ -847,18 +840,8 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
     for (int s = 0; st == GE2_OK && s < GE2_STAGING_BUFFERS; s++)
         if (exec->io[s].stage.bytes)
             st = new_event(&ce->staged[s]);
-    if (st == GE2_OK && ctx->side_stream) {
-        ce->side_after = ge2_calloc((size_t)exec->n_launches, sizeof *ce->side_after);
-        for (int i = 0; i < exec->n_launches; i++)
-            ce->pending_room += goes_beside(exec, i) ? exec->launches[i].n_in : 0;
-        ce->pending_tensors = ge2_malloc(sizeof(int) * (size_t)(ce->pending_room > 0 ? ce->pending_room : 1));
-        ce->pending_writer = ge2_malloc(sizeof(int) * (size_t)(ce->pending_room > 0 ? ce->pending_room : 1));
-        if (!ce->side_after || !ce->pending_tensors || !ce->pending_writer)
-            st = ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 cuda backend: out of host memory");
-        for (int i = 0; st == GE2_OK && i < exec->n_launches; i++)
-            if (goes_beside(exec, i))
-                st = new_event(&ce->side_after[i]);
-    }
+    if (st == GE2_OK)
+        st = find_side_waits(exec, ce);
     if (st == GE2_OK && ctx->time_launches) {
         ce->eager = true; /* events between launches: no capture */
         st = timing_new(exec, &ce->timing);
@@ -867,11 +850,9 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
         for (int s = 0; s < GE2_STAGING_BUFFERS; s++)
             if (ce->staged[s])
                 cudaEventDestroy(ce->staged[s]);
-        destroy_events(ce->side_after, exec->n_launches);
-        free_pending(ce);
+        free_side(ce, exec->n_launches);
         free_groups(ce);
         release_launches(exec, exec->n_launches);
-        free_scratch(ctx, exec, ce);
         ge2_free(ce);
         exec->backend_data = NULL;
         return st;
@@ -944,59 +925,6 @@ static ge2_status enqueue_one(ge2_backend_ctx *ctx, const ge2_exec *exec, const 
     return g->impl->launch ? g->impl->launch(g->state, &run) : g->impl->run(run.launches, run.n);
 }
 
-/* The in-place launches on the side stream not yet waited for by the
- * step's stream: the tensors they write (their inputs), each with the
- * launch that writes it, in launch order. Room for every input of every
- * side launch of the key (pending_room), so a step with many per-layer
- * all-reduces keeps listing them instead of joining everything. */
-typedef struct side_pending {
-    int *tensors, *writer; /* [room] */
-    int room;
-    int n;    /* -1: too many to list */
-    bool any; /* any side launch not waited for */
-} side_pending;
-
-/* What launches [i, i + count) must wait for on the side stream first:
- * SIDE_ALL for everything on it (an optimizer op without inputs reads
- * every gradient through the pools; or the record is full), else the last
- * pending side launch that writes a tensor they read (its event covers
- * the ones before it, the side stream being in order), or SIDE_NONE. A
- * per-parameter update reads only its inputs, so it waits for its own
- * bucket's all-reduce and runs while later buckets are still summed. */
-enum { SIDE_NONE = -1, SIDE_ALL = -2 };
-
-static int side_wait_for(const ge2_exec *exec, int i, int count, const side_pending *p)
-{
-    if (!p->any)
-        return SIDE_NONE;
-    if (p->n < 0)
-        return SIDE_ALL;
-    int last = SIDE_NONE;
-    for (int k = i; k < i + count; k++) {
-        const ge2_node *node = exec->launches[k].node;
-        if ((ge2_op_flags(node->op) & GE2_OPF_OPTIMIZER) && node->n_inputs == 0)
-            return SIDE_ALL;
-        for (int in = 0; in < node->n_inputs; in++)
-            for (int t = 0; t < p->n; t++)
-                if (node->inputs[in] == p->tensors[t] && p->writer[t] > last)
-                    last = p->writer[t];
-    }
-    return last;
-}
-
-static void side_record(side_pending *p, const ge2_node *node, int launch)
-{
-    p->any = true;
-    for (int in = 0; in < node->n_inputs && p->n >= 0; in++) {
-        if (p->n == p->room) {
-            p->n = -1; /* too many to list: the next launch joins */
-        } else {
-            p->tensors[p->n] = node->inputs[in];
-            p->writer[p->n++] = launch;
-        }
-    }
-}
-
 /* The step's stream waits for everything on the side stream so far. */
 static ge2_status join_side(ge2_backend_ctx *ctx)
 {
@@ -1005,31 +933,15 @@ static ge2_status join_side(ge2_backend_ctx *ctx)
     return GE2_OK;
 }
 
-/* The step's stream waits for side launch `upto` and those before it;
- * the pending record keeps the ones after it. */
-static ge2_status join_side_upto(ge2_backend_ctx *ctx, const ge2_cuda_exec *ce, int upto, side_pending *p)
-{
-    CUDA_TRY(cudaStreamWaitEvent(ctx->stream, ce->side_after[upto], 0));
-    int kept = 0;
-    for (int t = 0; t < p->n; t++)
-        if (p->writer[t] > upto) {
-            p->tensors[kept] = p->tensors[t];
-            p->writer[kept++] = p->writer[t];
-        }
-    p->n = kept;
-    p->any = kept > 0;
-    return GE2_OK;
-}
-
-/* The launches of a step. An in-place launch (runs_beside) goes on the
- * side stream after the step's stream so far (side_fork); the step's
- * stream waits for the side stream's latest work (side_done, which covers
- * all before it on that in-order stream) before the first launch that
- * needs it and at the end. Data parallel: a bucket's all-reduce then
- * overlaps the rest of the backward. During capture, *broke is the index
- * of the launch after which the capture was invalidated. */
+/* The launches of a step. An in-place launch (goes_beside) goes on the
+ * side stream after the step's stream so far (side_fork); a launch waits
+ * for the side launch side_wait names (side_after). Data parallel: a
+ * bucket's all-reduce then overlaps the rest of the backward. *unjoined:
+ * whether a side launch was forked that no wait has covered. During
+ * capture, *broke is the index of the launch after which the capture was
+ * invalidated. */
 static ge2_status enqueue_all(ge2_backend_ctx *ctx, ge2_exec *exec, step_copies *sc, bool capturing, int *broke,
-                              side_pending *pending)
+                              bool *unjoined)
 {
     const ge2_cuda_exec *ce = exec->backend_data;
     launch_timing *t = capturing ? NULL : ce->timing;
@@ -1038,32 +950,24 @@ static ge2_status enqueue_all(ge2_backend_ctx *ctx, ge2_exec *exec, step_copies 
         GE2_TRY(ge2_cuda_hold(ctx->stream, 2000u + 100u * (unsigned)exec->n_launches));
         memset(t->next, 0, sizeof *t->next * (size_t)exec->n_launches);
     }
+    int last_forked = SIDE_NONE;
     for (int i = 0, done = 1; i < exec->n_launches; i += done) {
         if (t)
             CUDA_TRY(cudaEventRecord(t->marks[i], ctx->stream));
         const bool beside = goes_beside(exec, i);
-        const int count = ce->group_at[i] < 0 ? 1 : ce->groups[ce->group_at[i]].count;
-        if (t)
-            t->waits[i] = false;
-        const int wait_for = beside ? SIDE_NONE : side_wait_for(exec, i, count, pending);
+        const int wait_for = side_wait_of(exec, i);
         if (beside) {
             CUDA_TRY(cudaEventRecord(ctx->side_fork, ctx->stream));
             CUDA_TRY(cudaStreamWaitEvent(ctx->side_stream, ctx->side_fork, 0));
-            side_record(pending, exec->launches[i].node, i); /* forked: joined on every way out */
+            *unjoined = true; /* forked: joined on every way out */
+            last_forked = i;
             if (t)
                 CUDA_TRY(cudaEventRecord(t->beside[2 * i], ctx->side_stream));
         } else if (wait_for != SIDE_NONE) {
-            if (wait_for == SIDE_ALL) {
-                GE2_TRY(join_side(ctx));
-                pending->n = 0;
-                pending->any = false;
-            } else {
-                GE2_TRY(join_side_upto(ctx, ce, wait_for, pending));
-            }
-            if (t) {
-                t->waits[i] = true;
+            CUDA_TRY(cudaStreamWaitEvent(ctx->stream, ce->side_after[wait_for], 0));
+            *unjoined = last_forked > wait_for;
+            if (t)
                 CUDA_TRY(cudaEventRecord(t->joined[i], ctx->stream));
-            }
         }
         ge2_status st = enqueue_one(ctx, exec, ce, i, sc, &done);
         if (t)
@@ -1098,9 +1002,9 @@ static ge2_status enqueue_launches(ge2_backend_ctx *ctx, ge2_exec *exec, step_co
                                    int *broke)
 {
     ge2_cuda_exec *ce = exec->backend_data;
-    side_pending pending = {ce->pending_tensors, ce->pending_writer, ce->pending_room, 0, false};
-    ge2_status st = enqueue_all(ctx, exec, sc, capturing, broke, &pending);
-    if (pending.any) {
+    bool unjoined = false;
+    ge2_status st = enqueue_all(ctx, exec, sc, capturing, broke, &unjoined);
+    if (unjoined) {
         ge2_status joined = join_side(ctx);
         if (st == GE2_OK)
             st = joined;
@@ -1161,10 +1065,10 @@ static int count_kernel_nodes(cudaGraph_t graph)
     return kernels;
 }
 
-/* the cuBLASLt workspace and every prepared key's bf16 operand scratch */
+/* the cuBLASLt workspace (the launches' scratch is in the arenas) */
 static size_t cuda_workspace_bytes(const ge2_backend_ctx *ctx)
 {
-    return ctx ? ctx->workspace_bytes + ctx->scratch_bytes_live : 0;
+    return ctx ? ctx->workspace_bytes : 0;
 }
 
 static int cuda_graph_kernel_count(const ge2_backend_ctx *ctx, const ge2_exec *exec)

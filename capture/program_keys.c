@@ -10,25 +10,16 @@
  * once per distinct larger size, typically once (the first train key is the
  * largest), so the simple, obviously correct choice is kept.
  */
-#include <stdint.h>
 #include <string.h>
 
 #include "capture/program_internal.h"
 #include "graph/alloc.h"
 #include "graph/error.h"
 
-/* Where a new key's arena tensors are while its launches are asked for
- * their scratch (plan_launch_scratch), before the arena exists: a base no
- * one reads or writes through, aligned as the arena will be, so a launch
- * sees which tensors the key computes (non-NULL) and their alignment. */
-static _Alignas(GE2_ARENA_ALIGN) unsigned char provisional_arena[GE2_ARENA_ALIGN];
-
 void *ge2_program_tensor_data(const ge2_program *program, const ge2_program_key *pk, int tensor_id)
 {
     const ge2_plan_tensor *pt = &pk->plan->tensors[tensor_id];
     unsigned char *base = NULL;
-    if (pt->pool == GE2_POOL_ARENA && !pk->exec.arena)
-        return (void *)((uintptr_t)provisional_arena + pt->offset);
     switch (pt->pool) {
     case GE2_POOL_PARAMS: base = (unsigned char *)program->pools.params; break;
     case GE2_POOL_GRADS: base = (unsigned char *)program->pools.grads; break;
@@ -115,7 +106,7 @@ static void resolve_launches(const ge2_program *program, ge2_program_key *pk)
         l->settings = &program->options.settings;
         l->training = pk->key.mode == GE2_MODE_TRAIN;
         l->collective = program->options.o.collective;
-        if (plan->scratch_bytes && plan->scratch_bytes[p] && pk->exec.arena) {
+        if (plan->scratch_bytes && plan->scratch_bytes[p]) {
             l->scratch = (unsigned char *)pk->exec.arena + plan->scratch_offset[p];
             l->scratch_bytes = plan->scratch_bytes[p];
         }
@@ -123,9 +114,16 @@ static void resolve_launches(const ge2_program *program, ge2_program_key *pk)
     resolve_step_io(program, pk);
 }
 
+/* Where a new key's arena is while its launches are asked for their
+ * scratch (plan_launch_scratch), before the arena exists, whose size waits
+ * on the answers: a base no one reads or writes through, aligned as the
+ * arena will be, so a launch sees which tensors the key computes (non-NULL)
+ * and their alignment. */
+static _Alignas(GE2_ARENA_ALIGN) unsigned char provisional_arena[GE2_ARENA_ALIGN];
+
 /* Asks the backend what scratch each of a new key's launches needs while it
  * runs, and plans it into the key's arena (ge2_plan_set_scratch), before
- * the arena is allocated: the launches see the provisional arena. */
+ * the arena is allocated. */
 static ge2_status plan_launch_scratch(ge2_program *program, ge2_program_key *pk)
 {
     const ge2_backend *b = program->backend;
@@ -136,12 +134,13 @@ static ge2_status plan_launch_scratch(ge2_program *program, ge2_program_key *pk)
     if (!bytes)
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_program_step: scratch of %d launches", plan->n_steps);
     bool any = false;
-    pk->exec.arena = NULL;
+    pk->exec.arena = provisional_arena;
     resolve_launches(program, pk);
     for (int p = 0; p < plan->n_steps; p++) {
         bytes[p] = b->launch_scratch_bytes(program->bctx, &pk->exec.launches[p]);
         any |= bytes[p] > 0;
     }
+    pk->exec.arena = NULL;
     ge2_status st = any ? ge2_plan_set_scratch(program->graph, plan, bytes) : GE2_OK;
     ge2_free(bytes);
     FILE *dump = program->options.o.dump;

@@ -29,6 +29,7 @@
 #ifndef GE2_FUSION_FUSION_H
 #define GE2_FUSION_FUSION_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -124,9 +125,19 @@ static inline bool ge2_fusion_one_phase(ge2_fusion_group *group, int count)
     return true;
 }
 
-/* A matcher's "no": why's text (fmt as printf's; why NULL or why_size 0:
- * none asked), and false, for the matcher to return */
-bool ge2_fusion_no(char *why, size_t why_size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A matcher's or an implementation's "no": why's text (fmt as printf's;
+ * why NULL or why_size 0: none asked), and false, for it to return */
+__attribute__((format(printf, 3, 4))) static inline bool ge2_fusion_no(char *why, size_t why_size, const char *fmt,
+                                                                       ...)
+{
+    if (why && why_size) {
+        va_list args;
+        va_start(args, fmt);
+        vsnprintf(why, why_size, fmt, args);
+        va_end(args);
+    }
+    return false;
+}
 
 /* --------------------------------------------------------------- patterns */
 

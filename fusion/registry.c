@@ -21,17 +21,6 @@ extern const ge2_fusion_pattern ge2_fusion_ln_backward;
 extern const ge2_fusion_pattern ge2_fusion_dropout_ln;
 extern const ge2_fusion_pattern ge2_fusion_tail_copies;
 
-bool ge2_fusion_no(char *why, size_t why_size, const char *fmt, ...)
-{
-    if (why && why_size) {
-        va_list args;
-        va_start(args, fmt);
-        vsnprintf(why, why_size, fmt, args);
-        va_end(args);
-    }
-    return false;
-}
-
 static const ge2_fusion_pattern *const patterns[] = {
     /* rewrites: before any key, so the groups see their fused nodes */
     &ge2_fusion_backward_gemm,

@@ -160,7 +160,11 @@ ge2_status ge2_opt_validate(const ge2_optimizer_config *c)
  * grows with the layer's parameters: at the threshold's gradient size one
  * more launch is under 1% of that layer's share of the step, while models
  * with small gradients would pay a few percent for a few MiB, and keep the
- * flat update (bench/RESULTS.md, "measurements from source comments"). */
+ * flat update (bench/RESULTS.md, "measurements from source comments").
+ * Data parallel the same threshold holds: there the gradients live until
+ * the backward's end either way, and a layer's update waiting for its own
+ * all-reduce, not for every bucket, is what the extra launches buy
+ * (bench/RESULTS.md, fourteenth session). */
 #define PER_PARAMETER_MIN_BYTES_PER_NODE ((size_t)24 << 20)
 
 /* Why per-parameter updates cannot run on this graph and config (into why),
@@ -285,7 +289,8 @@ static ge2_status choose_per_parameter(const ge2_graph *g, const ge2_optimizer_c
          * finished first run while the last all-reduces are summing the
          * rest. */
         int nodes = gradient_producers(g);
-        *per_parameter = !refused && nodes > 0 && gradient_bytes(g) / (size_t)nodes >= PER_PARAMETER_MIN_BYTES_PER_NODE;
+        *per_parameter =
+            !refused && nodes > 0 && gradient_bytes(g) / (size_t)nodes >= PER_PARAMETER_MIN_BYTES_PER_NODE;
         return GE2_OK;
     }
     }

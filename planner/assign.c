@@ -142,23 +142,23 @@ static void merge_chains(const ge2_graph *graph, ge2_plan *plan, int *head, int 
 }
 
 /* Smallest gap free over [b->first, b->last] among placed blocks, else on top. */
-static size_t best_fit(const block *b, block **placed, int n_placed, block **scratch)
+static size_t best_fit(const block *b, block **placed, int n_placed, block **by_offset)
 {
     int n = 0;
     for (int i = 0; i < n_placed; i++)
         if (placed[i]->first <= b->last && b->first <= placed[i]->last)
-            scratch[n++] = placed[i];
-    qsort(scratch, (size_t)n, sizeof *scratch, cmp_offset);
+            by_offset[n++] = placed[i];
+    qsort(by_offset, (size_t)n, sizeof *by_offset, cmp_offset);
     size_t cursor = 0, best = 0, best_gap = SIZE_MAX;
     for (int i = 0; i < n; i++) {
-        if (scratch[i]->offset > cursor) {
-            size_t gap = scratch[i]->offset - cursor;
+        if (by_offset[i]->offset > cursor) {
+            size_t gap = by_offset[i]->offset - cursor;
             if (gap >= b->bytes && gap < best_gap) {
                 best_gap = gap;
                 best = cursor;
             }
         }
-        size_t end = scratch[i]->offset + scratch[i]->bytes;
+        size_t end = by_offset[i]->offset + by_offset[i]->bytes;
         if (end > cursor)
             cursor = end;
     }
@@ -166,7 +166,7 @@ static size_t best_fit(const block *b, block **placed, int n_placed, block **scr
 }
 
 /* Places the blocks in the given order, each at its best fit; the arena size. */
-static size_t place(block *blocks, int n_blocks, int (*cmp)(const void *, const void *), block **order, block **scratch)
+static size_t place(block *blocks, int n_blocks, int (*cmp)(const void *, const void *), block **order, block **by_offset)
 {
     for (int i = 0; i < n_blocks; i++)
         order[i] = &blocks[i];
@@ -174,7 +174,7 @@ static size_t place(block *blocks, int n_blocks, int (*cmp)(const void *, const 
     size_t arena = 0;
     for (int i = 0; i < n_blocks; i++) {
         block *b = order[i];
-        b->offset = best_fit(b, order, i, scratch);
+        b->offset = best_fit(b, order, i, by_offset);
         if (b->offset + b->bytes > arena)
             arena = b->offset + b->bytes;
     }
@@ -215,11 +215,11 @@ ge2_status ge2_plan_assign(const ge2_graph *graph, ge2_plan *plan)
     bool *written = ge2_calloc(cells, sizeof *written);
     block *blocks = ge2_calloc(block_cells, sizeof *blocks);
     block **order = ge2_malloc(block_cells * sizeof *order);
-    block **scratch = ge2_malloc(block_cells * sizeof *scratch);
+    block **by_offset = ge2_malloc(block_cells * sizeof *by_offset);
     size_t *best = ge2_malloc(block_cells * sizeof *best);
     size_t *delta = ge2_malloc(((size_t)plan->n_steps + 1) * sizeof *delta);
     ge2_status st = GE2_OK;
-    if (!block_of || !head || !chain_last || !written || !blocks || !order || !scratch || !best || !delta) {
+    if (!block_of || !head || !chain_last || !written || !blocks || !order || !by_offset || !best || !delta) {
         st = ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_plan: assigning %d tensors", n);
         goto done;
     }
@@ -263,7 +263,7 @@ ge2_status ge2_plan_assign(const ge2_graph *graph, ge2_plan *plan)
                                                                 cmp_first_asc};
     plan->arena_bytes = SIZE_MAX;
     for (size_t k = 0; k < sizeof orders / sizeof orders[0]; k++) {
-        size_t arena = place(blocks, n_blocks, orders[k], order, scratch);
+        size_t arena = place(blocks, n_blocks, orders[k], order, by_offset);
         if (arena < plan->arena_bytes) {
             plan->arena_bytes = arena;
             for (int i = 0; i < n_blocks; i++)
@@ -286,7 +286,7 @@ done:
     ge2_free(written);
     ge2_free(blocks);
     ge2_free(order);
-    ge2_free(scratch);
+    ge2_free(by_offset);
     ge2_free(best);
     ge2_free(delta);
     return st;

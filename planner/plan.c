@@ -65,7 +65,6 @@ void ge2_plan_free(ge2_plan *plan)
     ge2_free(plan->schedule);
     ge2_fusion_groups_free(plan->groups, plan->n_groups);
     ge2_free(plan->tensors);
-    ge2_free(plan->scratch_bytes);
-    ge2_free(plan->scratch_offset);
+    ge2_plan_drop_scratch(plan);
     ge2_free(plan);
 }

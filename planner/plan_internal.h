@@ -66,6 +66,9 @@ ge2_status ge2_plan_liveness(const ge2_graph *graph, const ge2_layout *layout, g
  * of the groups that use it. log: as ge2_fusion_find's (NULL: none). */
 ge2_status ge2_plan_groups(const ge2_graph *graph, ge2_plan *plan, FILE *log);
 
+/* Frees the plan's launch scratch (scratch.c): none is asked for. */
+void ge2_plan_drop_scratch(ge2_plan *plan);
+
 /* Arena offsets (greedy by size, best fit, in place where allowed) and
  * arena/lower-bound/naive bytes. */
 ge2_status ge2_plan_assign(const ge2_graph *graph, ge2_plan *plan);

@@ -17,6 +17,13 @@
 #include "graph/error.h"
 #include "planner/plan_internal.h"
 
+void ge2_plan_drop_scratch(ge2_plan *plan)
+{
+    ge2_free(plan->scratch_bytes);
+    ge2_free(plan->scratch_offset);
+    plan->scratch_bytes = plan->scratch_offset = NULL;
+}
+
 ge2_status ge2_plan_set_scratch(const ge2_graph *graph, ge2_plan *plan, const size_t *scratch_bytes)
 {
     if (!graph || !plan || !scratch_bytes)
@@ -28,26 +35,19 @@ ge2_status ge2_plan_set_scratch(const ge2_graph *graph, ge2_plan *plan, const si
                              scratch_bytes[p], plan->schedule[p], ge2_op_name(graph->nodes[plan->schedule[p]].op));
         any |= scratch_bytes[p] > 0;
     }
-    ge2_free(plan->scratch_bytes);
-    ge2_free(plan->scratch_offset);
-    plan->scratch_bytes = plan->scratch_offset = NULL;
+    ge2_plan_drop_scratch(plan);
     if (any) {
         const size_t n = (size_t)plan->n_steps;
         plan->scratch_bytes = ge2_malloc(n * sizeof *plan->scratch_bytes);
         plan->scratch_offset = ge2_calloc(n, sizeof *plan->scratch_offset);
         if (!plan->scratch_bytes || !plan->scratch_offset) {
-            ge2_free(plan->scratch_bytes);
-            ge2_free(plan->scratch_offset);
-            plan->scratch_bytes = plan->scratch_offset = NULL;
+            ge2_plan_drop_scratch(plan);
             return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_plan_set_scratch: %d launches", plan->n_steps);
         }
         memcpy(plan->scratch_bytes, scratch_bytes, n * sizeof *plan->scratch_bytes);
     }
     ge2_status st = ge2_plan_assign(graph, plan);
-    if (st != GE2_OK) { /* assign fails before it places anything: the plan without scratch stands */
-        ge2_free(plan->scratch_bytes);
-        ge2_free(plan->scratch_offset);
-        plan->scratch_bytes = plan->scratch_offset = NULL;
-    }
+    if (st != GE2_OK) /* assign fails before it places anything: the plan without scratch stands */
+        ge2_plan_drop_scratch(plan);
     return st;
 }

@@ -1,5 +1,6 @@
 // The fused dropout-then-layer-norm (dropout_ln.h): kernel, then launchers.
 #include "fusion/dropout_ln/dropout_ln.h"
+#include "fusion/fusion.h"
 #include "kernels/cuda/check.h"
 #include "ops/dropout/cuda_dropout.h"
 #include "ops/norm/cuda_layer_norm.h"
@@ -44,44 +45,38 @@ __global__ void __launch_bounds__(GE2_DLN_THREADS)
 
 // ----------------------------------------------------------------- launchers
 
-static bool refuse(char *why, size_t why_size, const char *fmt, const char *detail)
-{
-    snprintf(why, why_size, fmt, detail);
-    return false;
-}
-
 extern "C" bool ge2_dropout_ln_takes(const ge2_launch *launches, int n, char *why, size_t why_size)
 {
     const ge2_launch *d = &launches[0], *ln = &launches[n - 1];
     if (n < 2 || d->node->op != GE2_OP_DROPOUT || ln->node->op != GE2_OP_LAYER_NORM)
-        return refuse(why, why_size, "%s", "not a DROPOUT ... LAYER_NORM group");
+        return ge2_fusion_no(why, why_size, "not a DROPOUT ... LAYER_NORM group");
     for (int i = 0; i < d->n_in; i++)
         if (d->in[i].dtype != GE2_F32)
-            return refuse(why, why_size, "the dropout's input %s is not f32", i ? "addend" : "x");
+            return ge2_fusion_no(why, why_size, "the dropout's input %s is not f32", i ? "addend" : "x");
     if (!d->out[0].data || d->out[0].dtype != GE2_F32)
-        return refuse(why, why_size, "%s", "the dropout's result is not an f32 tensor this key keeps");
+        return ge2_fusion_no(why, why_size, "the dropout's result is not an f32 tensor this key keeps");
     if (!d->control)
-        return refuse(why, why_size, "%s", "no control block (the dropout's seed and offset)");
+        return ge2_fusion_no(why, why_size, "no control block (the dropout's seed and offset)");
     if (ln->in[0].data != d->out[0].data || ln->in[0].dtype != GE2_F32)
-        return refuse(why, why_size, "%s", "the layer norm does not read the dropout's f32 result");
+        return ge2_fusion_no(why, why_size, "the layer norm does not read the dropout's f32 result");
     if (ln->n_in < 2 || !ln->in[1].data || ln->in[1].dtype != GE2_F32 || (ln->n_in > 2 && ln->in[2].data &&
                                                                           ln->in[2].dtype != GE2_F32))
-        return refuse(why, why_size, "%s", "the layer norm has no f32 weight (or a bias that is not f32)");
+        return ge2_fusion_no(why, why_size, "the layer norm has no f32 weight (or a bias that is not f32)");
     if (ln->out[0].data && ln->out[0].dtype != GE2_F32 && ln->out[0].dtype != GE2_BF16)
-        return refuse(why, why_size, "the layer norm's result is %s", ge2_dtype_name(ln->out[0].dtype));
+        return ge2_fusion_no(why, why_size, "the layer norm's result is %s", ge2_dtype_name(ln->out[0].dtype));
     if (ln->n_out > 1 && ln->out[1].data && ln->out[1].dtype != GE2_F32)
-        return refuse(why, why_size, "the layer norm's mean and rstd are %s", ge2_dtype_name(ln->out[1].dtype));
+        return ge2_fusion_no(why, why_size, "the layer norm's mean and rstd are %s", ge2_dtype_name(ln->out[1].dtype));
     const ge2_ln_geom g = ge2_ln_geom_of(ln->in[0].shape);
-    if (!ge2_ln_row4_takes(g.c) || g.rows < 1 || g.rows * g.c != ge2_shape_numel(d->in[0].shape)) {
-        char rows[96];
-        snprintf(rows, sizeof rows, "%lld rows of %lld values", (long long)g.rows, (long long)g.c);
-        return refuse(why, why_size, "%s (the kernel takes rows of a multiple of 4 up to 1024 values)", rows);
-    }
+    if (!ge2_ln_row4_fits(g.c, GE2_LN_ROW4_MAX_C, why, why_size))
+        return false;
+    if (g.rows < 1 || g.rows * g.c != ge2_shape_numel(d->in[0].shape))
+        return ge2_fusion_no(why, why_size, "%lld rows of %lld values, not the dropout's", (long long)g.rows,
+                             (long long)g.c);
     const void *ptrs[] = {d->in[0].data, d->n_in > 1 ? d->in[1].data : NULL, d->out[0].data, ln->in[1].data,
                           ln->n_in > 2 ? ln->in[2].data : NULL, ln->out[0].data};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
         if (!ge2_cuda_aligned16(ptrs[i]))
-            return refuse(why, why_size, "%s", "a tensor is not 16-byte aligned");
+            return ge2_fusion_no(why, why_size, "a tensor is not 16-byte aligned");
     return true;
 }
 

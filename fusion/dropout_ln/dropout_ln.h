@@ -13,7 +13,8 @@
  * (ops/dropout/cuda_dropout.h, DROPOUT's kernel's own arithmetic): the
  * same masks and the same expressions as the two ops' kernels (the
  * compiler may still contract them differently in each). Rows of c
- * values, c a multiple of 4 up to 1024; the dropout's tensors in f32.
+ * values, c a multiple of 4 up to GE2_LN_ROW4_MAX_C (ops/norm/norm.h); the
+ * dropout's tensors in f32.
  */
 #ifndef GE2_FUSION_DROPOUT_LN_DROPOUT_LN_H
 #define GE2_FUSION_DROPOUT_LN_DROPOUT_LN_H

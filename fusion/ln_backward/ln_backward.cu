@@ -1,5 +1,6 @@
 // The fused layer-norm backward (ln_backward.h): kernels, then launchers.
 #include "fusion/ln_backward/ln_backward.h"
+#include "fusion/fusion.h"
 #include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/check.h"
 #include "ops/dropout/cuda_dropout.h"
@@ -125,20 +126,14 @@ static long long lnb_blocks(long long rows) { return (rows + GE2_LNB_ROWS - 1) /
 // kernel: it masks this dx into an f32 or bf16 tensor
 static bool dropout_takes(const ge2_launch *gi, const ge2_launch *db, char *why, size_t why_size)
 {
-    if (db->in[0].data != gi->out[0].data) {
-        snprintf(why, why_size, "the dropout's backward does not read this dx");
-        return false;
-    }
-    if (!db->control) {
-        snprintf(why, why_size, "no control block (the dropout's seed and offset)");
-        return false;
-    }
+    if (db->in[0].data != gi->out[0].data)
+        return ge2_fusion_no(why, why_size, "the dropout's backward does not read this dx");
+    if (!db->control)
+        return ge2_fusion_no(why, why_size, "no control block (the dropout's seed and offset)");
     if (db->out[0].data && ((db->out[0].dtype != GE2_F32 && db->out[0].dtype != GE2_BF16) ||
-                            !ge2_cuda_aligned16(db->out[0].data))) {
-        snprintf(why, why_size, "the dropout's gradient is %s or not 16-byte aligned",
-                 ge2_dtype_name(db->out[0].dtype));
-        return false;
-    }
+                            !ge2_cuda_aligned16(db->out[0].data)))
+        return ge2_fusion_no(why, why_size, "the dropout's gradient is %s or not 16-byte aligned",
+                             ge2_dtype_name(db->out[0].dtype));
     return true;
 }
 
@@ -147,31 +142,23 @@ extern "C" bool ge2_ln_backward_takes(const ge2_launch *launches, int n, char *w
     const ge2_launch *gp = &launches[0], *gi = &launches[1];
     const ge2_ln_geom g = ge2_ln_geom_of(gi->in[1].shape);
     for (int i = 0; i < gi->n_in; i++)
-        if (gi->in[i].data && (gi->in[i].dtype != GE2_F32 || !ge2_cuda_aligned16(gi->in[i].data))) {
-            snprintf(why, why_size, "input %d of the input gradient is %s or not 16-byte aligned", i,
-                     ge2_dtype_name(gi->in[i].dtype));
-            return false;
-        }
-    if (!gi->out[0].data || gi->out[0].dtype != GE2_F32 || !ge2_cuda_aligned16(gi->out[0].data)) {
-        snprintf(why, why_size, "no 16-byte aligned f32 input gradient to make");
-        return false;
-    }
+        if (gi->in[i].data && (gi->in[i].dtype != GE2_F32 || !ge2_cuda_aligned16(gi->in[i].data)))
+            return ge2_fusion_no(why, why_size, "input %d of the input gradient is %s or not 16-byte aligned", i,
+                                 ge2_dtype_name(gi->in[i].dtype));
+    if (!gi->out[0].data || gi->out[0].dtype != GE2_F32 || !ge2_cuda_aligned16(gi->out[0].data))
+        return ge2_fusion_no(why, why_size, "no 16-byte aligned f32 input gradient to make");
     for (int k = 0; k < gp->n_out; k++)
-        if (gp->out[k].data && gp->out[k].dtype != GE2_F32) {
-            snprintf(why, why_size, "parameter gradient %d is %s, not f32", k, ge2_dtype_name(gp->out[k].dtype));
-            return false;
-        }
-    if (g.c < 1 || g.c > GE2_LN_BACKWARD_MAX_C || g.c % 4 != 0 || g.rows < 1 || lnb_blocks(g.rows) > INT32_MAX) {
-        snprintf(why, why_size, "%lld rows of %lld values (the kernel takes rows of a multiple of 4 up to %d)",
-                 (long long)g.rows, (long long)g.c, GE2_LN_BACKWARD_MAX_C);
+        if (gp->out[k].data && gp->out[k].dtype != GE2_F32)
+            return ge2_fusion_no(why, why_size, "parameter gradient %d is %s, not f32", k,
+                                 ge2_dtype_name(gp->out[k].dtype));
+    if (!ge2_ln_row4_fits(g.c, GE2_LN_BACKWARD_MAX_C, why, why_size))
         return false;
-    }
+    if (g.rows < 1 || lnb_blocks(g.rows) > INT32_MAX)
+        return ge2_fusion_no(why, why_size, "%lld rows", (long long)g.rows);
     const size_t need = (size_t)lnb_blocks(g.rows) * (size_t)g.c * sizeof(float2);
-    if (!gp->workspace || gp->workspace_bytes < need) {
-        snprintf(why, why_size, "the partial sums need %zu bytes of workspace, the launch has %zu", need,
-                 gp->workspace ? gp->workspace_bytes : (size_t)0);
-        return false;
-    }
+    if (!gp->workspace || gp->workspace_bytes < need)
+        return ge2_fusion_no(why, why_size, "the partial sums need %zu bytes of workspace, the launch has %zu", need,
+                             gp->workspace ? gp->workspace_bytes : (size_t)0);
     return n == 2 || (n == 3 && dropout_takes(gi, &launches[2], why, why_size));
 }
 

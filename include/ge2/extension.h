@@ -184,11 +184,11 @@ typedef struct ge2_launch {
     ge2_flat_pools pools;          /* optimizer ops */
     void *workspace;               /* CUDA: cuBLASLt workspace, allocated before capture */
     size_t workspace_bytes;
-    /* CUDA, precision BF16: device scratch for the bf16 copies of its
-     * operands a kernel makes while it runs (at least what its
-     * ge2_cuda_kernel.bf16_scratch_bytes asked): room in the key's arena
-     * that other launches use before and after, so valid from the
-     * launch's start to its end only. NULL otherwise. */
+    /* CUDA: device memory a kernel uses while it runs (its operands'
+     * 16-bit copies under precision BF16 or FP16, cuDNN's workspace): at
+     * least what its ge2_cuda_kernel.bf16_scratch_bytes asked, room in the
+     * key's arena that other launches use before and after, so valid from
+     * the launch's start to its end only. NULL when none was asked. */
     void *scratch;
     size_t scratch_bytes;
     void *stream;       /* CUDA: cudaStream_t the step runs on */

@@ -389,7 +389,8 @@ typedef struct ge2_schedule {
  * gradient-producing node (a layer's weight and bias together); the gradients
  * then live in the activation arena only until their update, so the gradient
  * pool is not allocated (ge2_plan_stats.gradient_bytes 0) and the planner
- * reuses their bytes. The results are bitwise the same (same update math,
+ * reuses their bytes. Data parallel, each update runs after its layer's
+ * all-reduce, at the backward's end (the gradients live until then). The results are bitwise the same (same update math,
  * same step counter and bias corrections for every node). */
 typedef enum ge2_update_mode {
     /* PER_PARAMETER where it is allowed and the gradients are large: at least

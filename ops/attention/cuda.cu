@@ -310,8 +310,7 @@ __global__ void ge2_attention_grad_kv_kernel(long long rows, int t_count, int d_
     const int lane = threadIdx.x % GE2_WARP;
     if (row >= rows)
         return;
-    const long long rb = ge2_attn_head_row(row / t_count, t_count, hpp), base = rb * d_count,
-                    ld = (long long)hpp * d_count, qb = ge2_attn_qkv_off(rb, hpp, qld, d_count);
+    const auto [rb, base, ld, qb] = ge2_attn_head_rows_of(row / t_count, t_count, hpp, qld, d_count);
     const int j = (int)(row % t_count);
     const long long kj = rb + (long long)j * hpp, ka = ge2_attn_qkv_off(kj, hpp, qld, d_count); // this key's row
     float kv[DPL], vv[DPL], sk[DPL], sv[DPL];

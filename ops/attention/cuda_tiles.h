@@ -39,7 +39,7 @@ __device__ __forceinline__ long long ge2_attn_qkv_off(long long r, int hpp, long
     return r / hpp * qld + r % hpp * d_count;
 }
 
-// Where a tiled kernel's block finds its head hd (blockIdx.y): the head's
+// Where a kernel finds head hd (a tiled kernel's blockIdx.y): the head's
 // first row (rb: of lse, delta and y; ge2_attn_head_row), where its rows
 // start in y and dy (base, ld floats between positions) and in q, k, v and
 // their gradients (qb, qld apart; ge2_attn_qkv_off).

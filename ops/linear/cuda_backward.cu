@@ -189,9 +189,9 @@ static ge2_status dact(const ge2_launch *launch, const D *d, DX *dx)
 // LINEAR_GRAD_INPUT's unfused rest: act' unless the epilogue applied it, db
 // unless it summed it. A bf16 D the GEMM wrote (p->d_bf16: into dx, or into
 // act(z)'s tensor when dx has z's memory): act' from it into dx, then db
-// sums the rounded dx (what the weight gradient's GEMM reads as its dz). A bf16 dx through the scratch (p->d_scratch): the f32
-// result takes act' and gives db, then is rounded into dx (one pass when no
-// db is wanted).
+// sums the rounded dx (what the weight gradient's GEMM reads as its dz). A
+// bf16 dx through the scratch (p->d_scratch): the f32 result takes act' and
+// gives db, then is rounded into dx (one pass when no db is wanted).
 static ge2_status grad_input_post(const ge2_launch *launch, const ge2_gemm_plan *p)
 {
     float *db = db_of(launch);

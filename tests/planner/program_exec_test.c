@@ -185,9 +185,10 @@ static ge2_status asking_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
             ck_assert_ptr_null(l->scratch);
             continue;
         }
-        ck_assert_ptr_nonnull(plan->scratch_bytes);
-        ck_assert_ptr_eq(l->scratch, (char *)exec->arena + plan->scratch_offset[p]);
-        ck_assert_uint_le(plan->scratch_offset[p] + asked, plan->arena_bytes);
+        /* inside the key's arena; where in it, the NaN the step writes there tells */
+        ck_assert_ptr_nonnull(l->scratch);
+        ck_assert((char *)l->scratch >= (char *)exec->arena &&
+                  (char *)l->scratch + asked <= (char *)exec->arena + plan->arena_bytes);
         scratch_launches++;
     }
     return ge2_backend_cpu.exec_prepare(ctx, exec);
