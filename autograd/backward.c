@@ -61,11 +61,36 @@ ge2_status ge2_ag_dy_tensor(ge2_autograd *ag, int dy, int *out)
     return GE2_OK;
 }
 
-ge2_status ge2_ag_accumulate(ge2_autograd *ag, int id, int grad)
+/* A rule's gradient must be the tensor's own shape and dtype: the planner
+ * writes a parameter's gradient into its slot of the gradient pool, so a
+ * larger one would spill into the next parameter's and a smaller one would
+ * leave part of the parameter untrained. A rule that broadcasts reduces its
+ * gradient itself before handing it in. */
+static ge2_status check_gradient(const ge2_autograd *ag, int id, int grad)
 {
-    if (grad < 0 || grad >= ag->graph->n_tensors)
+    const ge2_graph *g = ag->graph;
+    if (grad < 0 || grad >= g->n_tensors)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_ag_accumulate: gradient %d is not a tensor of the graph (pass a "
                          "tensor id, not GE2_GRAD_NONE or GE2_GRAD_SEED)", grad);
+    if (id < 0 || id >= ag->n_forward_tensors)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT,
+                         "ge2_ag_accumulate: tensor %d is not a tensor of the forward graph (ids 0..%d); its gradient "
+                         "'%s' would go nowhere", id, ag->n_forward_tensors - 1, g->tensors[grad]->name);
+    const ge2_tensor *t = g->tensors[id], *d = g->tensors[grad];
+    if (!ge2_shape_equal(t->shape, d->shape) || t->dtype != d->dtype) {
+        char ts[64], ds[64];
+        return ge2_error(t->dtype != d->dtype ? GE2_ERR_DTYPE : GE2_ERR_SHAPE,
+                         "ge2_ag_accumulate: the gradient of '%s' (%s %s) is '%s' (%s %s): a rule must hand in a "
+                         "gradient of its tensor's shape and dtype (reduce a broadcast one first)",
+                         t->name, ge2_dtype_name(t->dtype), ge2_shape_str(t->shape, ts, sizeof ts), d->name,
+                         ge2_dtype_name(d->dtype), ge2_shape_str(d->shape, ds, sizeof ds));
+    }
+    return GE2_OK;
+}
+
+ge2_status ge2_ag_accumulate(ge2_autograd *ag, int id, int grad)
+{
+    GE2_TRY(check_gradient(ag, id, grad));
     if (!ge2_ag_wants(ag, id))
         return GE2_OK;
     if (ag->grad[id] == GE2_GRAD_NONE) {
@@ -206,8 +231,50 @@ static void roll_back(ge2_graph *g, int n_nodes, int n_tensors, ge2_tensor *loss
     loss->is_output = was_output;
 }
 
+/* Lists the parameters the walk gave no gradient, as options ask. */
+static ge2_status report_unused(const ge2_autograd *ag, const ge2_backward_options *o)
+{
+    if (o->unused_parameters == GE2_UNUSED_PARAMETERS_ALLOW)
+        return GE2_OK;
+    const ge2_graph *g = ag->graph;
+    char names[768];
+    size_t used = 0;
+    int n = 0;
+    names[0] = '\0';
+    for (int i = 0; i < ag->n_forward_tensors; i++) {
+        const ge2_tensor *t = g->tensors[i];
+        if (t->role != GE2_ROLE_PARAMETER || ag->grad[i] >= 0)
+            continue;
+        if (used < sizeof names - 1) {
+            int k = snprintf(names + used, sizeof names - used, "%s'%s'", n ? ", " : "", t->name);
+            used = k < 0 ? sizeof names - 1 : used + (size_t)k;
+            if (used >= sizeof names - 1) /* cut: end on an ellipsis */
+                memcpy(names + sizeof names - 5, "...", 4);
+        }
+        n++;
+    }
+    if (n == 0)
+        return GE2_OK;
+    if (o->unused_parameters == GE2_UNUSED_PARAMETERS_ERROR)
+        return ge2_error(GE2_ERR_GRAPH, "ge2_backward: loss '%s' does not depend on %d parameter(s), which would "
+                         "never train: %s", g->tensors[g->loss]->name, n, names);
+    fprintf(stderr, "ge2: warning: ge2_backward: loss '%s' does not depend on %d parameter(s), which will not "
+            "train: %s\n", g->tensors[g->loss]->name, n, names);
+    return GE2_OK;
+}
+
 ge2_status ge2_backward(ge2_graph *graph, ge2_tensor *loss)
 {
+    return ge2_backward_with(graph, loss, NULL);
+}
+
+ge2_status ge2_backward_with(ge2_graph *graph, ge2_tensor *loss, const ge2_backward_options *options)
+{
+    const ge2_backward_options defaults = {.unused_parameters = GE2_UNUSED_PARAMETERS_WARN};
+    const ge2_backward_options *o = options ? options : &defaults;
+    if ((unsigned)o->unused_parameters >= GE2_UNUSED_PARAMETERS_COUNT)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_backward: unused_parameters is %d, not a "
+                         "ge2_unused_parameters", (int)o->unused_parameters);
     GE2_TRY(check_loss(graph, loss));
     ge2_autograd ag = {.graph = graph, .n_forward_tensors = graph->n_tensors, .seed = -1};
     int n_nodes = graph->n_nodes;
@@ -233,6 +300,8 @@ ge2_status ge2_backward(ge2_graph *graph, ge2_tensor *loss)
         goto done;
     for (int i = 0; i < ag.n_forward_tensors && st == GE2_OK; i++) /* leaves' parts */
         st = ge2_ag_settle(&ag, i);
+    if (st == GE2_OK)
+        st = report_unused(&ag, o);
     for (int i = 0; i < ag.n_forward_tensors && st == GE2_OK; i++) {
         ge2_tensor *t = graph->tensors[i];
         bool leaf = t->role == GE2_ROLE_PARAMETER || (t->role == GE2_ROLE_INPUT && t->requires_grad);

@@ -71,11 +71,12 @@ typedef struct ge2_program_key {
     /* device: [staging_bytes] each, where a feeds_ahead backend copies the
      * slot's staging ahead of its step (ge2_step_io); NULL elsewhere */
     void *device_staging[GE2_STAGING_BUFFERS];
-    /* host (pinned): [GE2_STAGING_BUFFERS][program->n_results] each
-     * result's raw value (f32 or f64 bits) as each slot's latest step
-     * copied it back */
+    /* host (pinned): [GE2_STAGING_BUFFERS][ge2_program_slot_results]
+     * each result's raw value (f32 or f64 bits) as each slot's latest step
+     * copied it back, then the control block's count of out-of-range
+     * labels and ids (int64 bits) */
     double *results;
-    ge2_copy *result_copies; /* [GE2_STAGING_BUFFERS][program->n_results]: the slots' io.results */
+    ge2_copy *result_copies; /* [GE2_STAGING_BUFFERS][ge2_program_slot_results]: the slots' io.results */
     void *fence[GE2_STAGING_BUFFERS]; /* NULL when the backend has no fences */
     /* the slot's latest step may still run: wait on its fence before
      * writing its staging, and add its results to the sums once it is done
@@ -132,6 +133,9 @@ struct ge2_program {
      * is the first of those. [n_results] tensor ids. */
     int *result_ids;
     int n_results;
+    /* The control block's bad_index.count as far as a finished step has
+     * shown it: a step that shows more fails (graph/control.h). */
+    int64_t bad_index_seen;
 
     ge2_key feed_key;      /* the graph's feeds at built shapes: each step's key starts from it */
     ge2_program_key **keys; /* [n_keys], each its own block: an exec's address never moves */
@@ -145,6 +149,10 @@ struct ge2_program {
      * over the steps the last ge2_program_take_metrics took */
     double *result_sums[GE2_MODE_COUNT], *taken_sums[GE2_MODE_COUNT];
 };
+
+/* What each step copies back per slot: the n_results results, then the
+ * control block's count of out-of-range labels and ids. */
+static inline int ge2_program_slot_results(const ge2_program *program) { return program->n_results + 1; }
 
 /* --- for the other capture/ files (checkpoint, backends) --------------- */
 

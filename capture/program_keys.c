@@ -57,13 +57,15 @@ static ge2_copy result_copy(const ge2_program *program, const ge2_program_key *p
 }
 
 /* Each slot's copies: its staging to the feed region, and the results
- * (loss, metrics) to its result area. */
+ * (loss, metrics, the count of out-of-range labels and ids) to its result
+ * area. */
 static void resolve_step_io(const ge2_program *program, ge2_program_key *pk)
 {
+    const int per_slot = ge2_program_slot_results(program);
     for (int s = 0; s < GE2_STAGING_BUFFERS; s++) {
         ge2_step_io *io = &pk->exec.io[s];
-        double *results = &pk->results[s * program->n_results];
-        ge2_copy *copies = &pk->result_copies[s * program->n_results];
+        double *results = &pk->results[s * per_slot];
+        ge2_copy *copies = &pk->result_copies[s * per_slot];
         if (pk->device_staging[s]) {
             io->stage = (ge2_copy){pk->device_staging[s], pk->staging[s], pk->staging_bytes};
             io->upload = (ge2_copy){pk->inputs, pk->device_staging[s], pk->staging_bytes};
@@ -73,8 +75,10 @@ static void resolve_step_io(const ge2_program *program, ge2_program_key *pk)
         }
         for (int r = 0; r < program->n_results; r++)
             copies[r] = result_copy(program, pk, program->result_ids[r], &results[r]);
+        copies[program->n_results] = (ge2_copy){&results[program->n_results], &program->control->bad_index.count,
+                                                sizeof program->control->bad_index.count};
         io->results = copies;
-        io->n_results = program->n_results;
+        io->n_results = per_slot;
     }
 }
 
@@ -248,7 +252,7 @@ static ge2_status make_key(ge2_program *program, ge2_program_key *pk, const ge2_
         if (ge2_program_feeds_ahead(program) && pk->staging_bytes)
             GE2_TRY(b->alloc(program->bctx, pk->staging_bytes, &pk->device_staging[i]));
     }
-    const size_t results = (size_t)GE2_STAGING_BUFFERS * (size_t)(program->n_results > 0 ? program->n_results : 1);
+    const size_t results = (size_t)GE2_STAGING_BUFFERS * (size_t)ge2_program_slot_results(program);
     GE2_TRY(b->alloc_host(program->bctx, results * sizeof(double), (void **)&pk->results));
     pk->result_copies = ge2_calloc(results, sizeof *pk->result_copies);
     if (!pk->result_copies)

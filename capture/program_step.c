@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "capture/program_internal.h"
+#include "graph/control.h"
 #include "graph/error.h"
 
 static const char *const mode_names[GE2_MODE_COUNT] = {"train", "eval"};
@@ -112,15 +113,40 @@ static double raw_value(const double *slot, ge2_dtype dtype)
     return f;
 }
 
+/* A finished step counted out-of-range labels or ids on the device
+ * (graph/control.h): the step fails with the first one the program met,
+ * said as the CPU kernels say it. */
+static ge2_status bad_index_found(ge2_program *program, int64_t count)
+{
+    const int64_t before = program->bad_index_seen;
+    program->bad_index_seen = count;
+    GE2_TRY(ge2_program_download_control(program));
+    const ge2_bad_index *b = &program->control_host->bad_index;
+    const ge2_graph *g = program->graph;
+    const char *op = b->node >= 0 && b->node < g->n_nodes ? ge2_op_name(g->nodes[b->node].op) : "unknown op";
+    ge2_bad_index_error(op, b->node, (ge2_bad_index_kind)b->kind, b->position, b->value, b->bound);
+    char first[512];
+    snprintf(first, sizeof first, "%s", ge2_last_error());
+    return ge2_error(GE2_ERR_INVALID_ARGUMENT,
+                     "%s (%s; %lld out-of-range read(s) counted on the device by this step, each taken as no class "
+                     "or a zero row)",
+                     first, before > 0 ? "an earlier step's first" : "the first", (long long)(count - before));
+}
+
 /* Slot s's step is done: its results are final. Adds them to the sums of
- * the key's mode, once (the slot is no longer in flight after). */
-static void fold_slot(ge2_program *program, ge2_program_key *pk, int s)
+ * the key's mode, once (the slot is no longer in flight after); fails when
+ * the step read a label or id out of range. */
+static ge2_status fold_slot(ge2_program *program, ge2_program_key *pk, int s)
 {
     pk->in_flight[s] = false;
+    const double *results = &pk->results[s * ge2_program_slot_results(program)];
+    int64_t bad;
+    memcpy(&bad, &results[program->n_results], sizeof bad);
+    if (bad > program->bad_index_seen)
+        return bad_index_found(program, bad);
     if (program->loss_id < 0)
-        return;
+        return GE2_OK;
     const ge2_graph *g = program->graph;
-    const double *results = &pk->results[s * program->n_results];
     ge2_metrics *sums = &program->metrics[pk->key.mode];
     double *each = program->result_sums[pk->key.mode];
     sums->steps++;
@@ -134,6 +160,7 @@ static void fold_slot(ge2_program *program, ge2_program_key *pk, int s)
         else if (id == program->metric_id)
             sums->metric_sum += v;
     }
+    return GE2_OK;
 }
 
 /* Folds the key's slots whose step is done, oldest first, without waiting.
@@ -149,7 +176,7 @@ static ge2_status fold_done(ge2_program *program, ge2_program_key *pk)
         GE2_TRY(ge2_program_source_done(program, pk->fence[s], &done));
         if (!done)
             return GE2_OK;
-        fold_slot(program, pk, s);
+        GE2_TRY(fold_slot(program, pk, s));
     }
     return GE2_OK;
 }
@@ -162,8 +189,7 @@ static ge2_status staging_wait(ge2_program *program, ge2_program_key *pk, int s)
     if (!pk->in_flight[s])
         return GE2_OK;
     GE2_TRY(ge2_program_source_wait(program, pk->fence[s]));
-    fold_slot(program, pk, s);
-    return GE2_OK;
+    return fold_slot(program, pk, s);
 }
 
 /* Sums of the steps known done: none is waited for. */

@@ -12,6 +12,8 @@
 
 #include <stdint.h>
 
+#include "ge2/ge2.h"
+
 /* Most blocks a single-launch cross-block reduction may use (ge2_control.partials). */
 #define GE2_CONTROL_PARTIALS 1024
 
@@ -22,6 +24,33 @@
  * numbers, so two steps' offsets must lie further apart than any thread
  * draws in a step (TransformerEngine moves it 16 per launch). */
 #define GE2_RNG_OFFSET_STRIDE ((uint64_t)1 << 20)
+
+/* Untrusted per-step values that index memory: a class label (cross-
+ * entropy, accuracy) or a token id (embedding). One outside its range is
+ * never used as an index. A CPU kernel fails the step at once; a CUDA
+ * kernel cannot, so it counts it here and records the first, and each step
+ * copies the count back with its results: the host fails the step's
+ * program when the count has grown (capture/program_step.c). */
+typedef enum ge2_bad_index_kind { GE2_BAD_LABEL, GE2_BAD_ID, GE2_BAD_INDEX_KIND_COUNT } ge2_bad_index_kind;
+
+typedef struct ge2_bad_index {
+    int64_t count;    /* out-of-range values read since the program was made; never reset */
+    int64_t position; /* the first one's element in its tensor */
+    int64_t bound;    /* the range it missed: [0, bound) */
+    int32_t node;     /* the node that read it */
+    int32_t kind;     /* ge2_bad_index_kind */
+    int32_t value;
+    int32_t unused;
+} ge2_bad_index;
+
+/* The message for an out-of-range value: "ge2_<op> (node N): labels[37] is 7,
+ * outside [0, 5)". The CPU kernels and the program's check of the CUDA
+ * count say it alike. Returns GE2_ERR_INVALID_ARGUMENT. */
+#ifdef __cplusplus
+extern "C"
+#endif
+ge2_status ge2_bad_index_error(const char *op_name, int node, ge2_bad_index_kind kind, int64_t position, int32_t value,
+                        int64_t bound);
 
 typedef struct ge2_control {
     /* written by the host between steps (ge2_set_lr) */
@@ -53,6 +82,9 @@ typedef struct ge2_control {
     int32_t found_inf;
     int32_t scale_good_steps;
     int64_t skipped_steps;
+
+    /* labels and ids outside their range, counted by the CUDA kernels that read them */
+    ge2_bad_index bad_index;
 
     /* scratch for kernels that finish a reduction across blocks in one launch */
     uint32_t blocks_done;

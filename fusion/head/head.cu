@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 
+#include "kernels/cuda/bad_index.h"
 #include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/check.h"
 #include "ops/loss/loss_row.h"
@@ -43,7 +44,8 @@ __global__ void __launch_bounds__(HEAD_WARPS *GE2_WARP)
                          const float4 *__restrict__ w /* [C, k4] */, const float *__restrict__ bias /* [C] or NULL */,
                          const int *__restrict__ labels /* [B] */, float smoothing,
                          float *__restrict__ logits /* [B, C] */, float *__restrict__ loss /* [] or NULL */,
-                         float *__restrict__ dlogits /* [B, C] or NULL */, bool seeds, ge2_control *ctl)
+                         float *__restrict__ dlogits /* [B, C] or NULL */, bool seeds, ge2_control *ctl,
+                         int ce_node)
 {
     constexpr int R = HEAD_LOSS_ROWS;
     static_assert(R <= HEAD_WARPS, "a warp per row finishes the rows");
@@ -97,6 +99,8 @@ __global__ void __launch_bounds__(HEAD_WARPS *GE2_WARP)
                 logits[(long long)r * cols + lane] = v;
             }
             __syncwarp();
+            if (lane == 0)
+                ge2_index_ok(ctl, ce_node, GE2_BAD_LABEL, r, label, cols);
             my_loss += ge2_cross_entropy_row(row_logits[warp], cols, label, smoothing, dx_scale,
                                              dlogits ? dlogits + (long long)r * cols : NULL);
         }
@@ -360,7 +364,8 @@ template <int CMAX> static void loss_kernel(const ge2_launch *lin, const ge2_lau
         (int)x->shape.dim[0], (int)lin->in[1].shape.dim[0], x->shape.dim[1] / 4, (const float4 *)x->data,
         (const float4 *)lin->in[1].data, lin->n_in > 2 ? (const float *)lin->in[2].data : NULL,
         (const int *)ce->in[1].data, ce->node->attrs.loss.label_smoothing, (float *)lin->out[0].data,
-        out_or_null(ce, 0), out_or_null(ce, 1), ce->node->attrs.loss.seeds_backward, ce->control);
+        out_or_null(ce, 0), out_or_null(ce, 1), ce->node->attrs.loss.seeds_backward, ce->control,
+        ce->node->id);
 }
 
 static ge2_status launch_loss(const ge2_launch *lin, const ge2_launch *ce)

@@ -109,6 +109,7 @@ static bool bind_loss_and_optimizer(matcher *m, ge2_mlp_step_desc *d)
         !ce->out[0].data)
         return refuse(m, "cross_entropy: labels are not i32 [B] or the loss is not computed");
     d->labels = ce->in[1].data;
+    d->loss_node = ce->node->id;
     d->label_smoothing = ce->node->attrs.loss.label_smoothing;
     d->loss = ce->out[0].data;
     if (p->accuracy >= 0)

@@ -20,6 +20,7 @@
 // every item inside one block: no partial-sum traffic, no extra barrier.
 #include <cooperative_groups.h>
 
+#include "kernels/cuda/bad_index.h"
 #include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/cp_async.h"
@@ -80,6 +81,8 @@ struct mlp_job {
     long long mask_row_bytes;
     // LOSS
     const int32_t *labels; // [M]
+    ge2_control *ctl;      // where an out-of-range label is counted (kernels/cuda/bad_index.h)
+    int label_node;        // ... under the cross-entropy's node id
     float smoothing, inv_rows;
     float *dlogits;        // [M, N]
     float *loss_partials;  // [items]
@@ -310,6 +313,8 @@ __device__ void mlp_loss_rows(const mlp_job &jb, int item, int m0, const float *
     float loss = 0.0f, hits = 0.0f;
     for (int r = warp; r < jb.tm && m0 + r < jb.M; r += MLP_WARPS) {
         const int m = m0 + r, label = r == warp ? first_label : jb.labels[m];
+        if (threadIdx.x % GE2_WARP == 0)
+            ge2_index_ok(jb.ctl, jb.label_node, GE2_BAD_LABEL, m, label, jb.N);
         const float *row = logits + r * jb.tn;
         loss += ge2_cross_entropy_row(row, jb.N, label, jb.smoothing, jb.inv_rows, jb.dlogits + (long long)m * jb.N);
         if (jb.correct_partials)
@@ -735,6 +740,8 @@ __device__ void mlp_head_item(const mlp_params &p, const mlp_job &fwd, const mlp
     mlp_job_stamp(p, fwd, item, 2);
     float loss = 0.0f, hits = 0.0f;
     if (row) {
+        if (lane == 0)
+            ge2_index_ok(fwd.ctl, fwd.label_node, GE2_BAD_LABEL, m, label, C);
         loss = ge2_cross_entropy_row(logits, C, label, fwd.smoothing, fwd.inv_rows, dlogits);
         if (fwd.correct_partials)
             hits = ge2_argmax_row(logits, C) == label ? 1.0f : 0.0f;
@@ -1037,6 +1044,8 @@ static mlp_job forward_job(const ge2_mlp_step_desc *d, int l, float *loss_partia
     jb.mask_row_bytes = ly->mask_row_bytes;
     if (last) {
         jb.labels = d->labels;
+        jb.ctl = d->control;
+        jb.label_node = d->loss_node;
         jb.smoothing = d->label_smoothing;
         jb.inv_rows = 1.0f / (float)d->batch;
         jb.dlogits = ly->dz;

@@ -68,6 +68,7 @@ typedef struct ge2_mlp_step_desc {
     int chain_from;        /* first layer of the row chain (fusion/mlp_step/pattern.h) */
     int64_t batch;
     const int32_t *labels; /* [B] */
+    int loss_node;         /* the cross-entropy's node id: an out-of-range label is counted under it */
     float label_smoothing;
     float *loss;           /* [] mean cross-entropy */
     float *correct;        /* [] ACCURACY's count of right argmaxes; NULL without */

@@ -230,7 +230,17 @@ ge2_status ge2_permute(ge2_graph *graph, ge2_tensor *x, const int *perm, int n, 
 ge2_status ge2_concat(ge2_graph *graph, ge2_tensor *const *xs, int n, int axis, ge2_tensor **y);
 ge2_status ge2_slice(ge2_graph *graph, ge2_tensor *x, int axis, int64_t start, int64_t end, ge2_tensor **y);
 
-/* Mean cross-entropy of logits [B, C] f32 against labels [B] i32; scalar. */
+/* Mean cross-entropy of logits [B, C] f32 against labels [B] i32; scalar.
+ *
+ * Labels (and ge2_embedding's ids) are untrusted per-step values: one
+ * outside [0, C) is never used as an index. On the CPU the step fails at
+ * once, GE2_ERR_INVALID_ARGUMENT with "ge2_cross_entropy (node 7):
+ * labels[37] is 12, outside [0, 10)". On CUDA a kernel cannot fail: it
+ * reads such a row as no class (zero loss, zero gradient), counts it in the
+ * control block, and the count comes back with the step's results, without
+ * a sync; when the host next folds that step (ge2_program_take_metrics, or
+ * a step reusing its staging slot, two steps later) the call fails with the
+ * same message. ge2_accuracy checks its labels alike. */
 ge2_status ge2_cross_entropy(ge2_graph *graph, ge2_tensor *logits, ge2_tensor *labels, float label_smoothing,
                              ge2_tensor **loss);
 /* Mean of (pred - target)^2; scalar. */
@@ -339,8 +349,9 @@ ge2_status ge2_cast(ge2_graph *graph, ge2_tensor *x, ge2_dtype to, ge2_tensor **
 /* Rows of table [V, C] picked by ids (i32, any shape, each in [0, V)): y
  * [ids..., C], as PyTorch's F.embedding(ids, table). The table's gradient
  * adds each position's dy into its row in position order, the same bits
- * every run. An id outside [0, V) is an error on the CPU and gives a row of
- * zeros on CUDA. */
+ * every run. An id outside [0, V) fails the step on the CPU; on CUDA it
+ * gives a row of zeros, is counted and fails the program's next call that
+ * folds the step, as ge2_cross_entropy's labels do. */
 ge2_status ge2_embedding(ge2_graph *graph, ge2_tensor *ids, ge2_tensor *table, ge2_tensor **y);
 
 /* Layer normalization over the last dim of x [..., C], as PyTorch's
@@ -357,8 +368,23 @@ ge2_status ge2_layer_norm_layer(ge2_graph *graph, const char *prefix, ge2_tensor
 
 /* Ask for the gradient of an input tensor too (call before ge2_backward). */
 ge2_status ge2_require_grad(ge2_graph *graph, ge2_tensor *input);
-/* Appends gradient nodes for every parameter (and required inputs). loss must be a scalar. */
+/* Appends gradient nodes for every parameter (and required inputs). loss must be a scalar.
+ * A parameter the loss does not depend on gets no gradient and never
+ * trains: ge2_backward warns on stderr naming them (ge2_backward_with
+ * chooses). */
 ge2_status ge2_backward(ge2_graph *graph, ge2_tensor *loss);
+/* What ge2_backward does about parameters that receive no gradient. */
+typedef enum ge2_unused_parameters {
+    GE2_UNUSED_PARAMETERS_WARN,  /* one "ge2: warning:" line on stderr listing them (ge2_backward's choice) */
+    GE2_UNUSED_PARAMETERS_ERROR, /* GE2_ERR_GRAPH naming them; the graph is left as it was */
+    GE2_UNUSED_PARAMETERS_ALLOW, /* silent: they are frozen on purpose */
+    GE2_UNUSED_PARAMETERS_COUNT
+} ge2_unused_parameters;
+typedef struct ge2_backward_options {
+    ge2_unused_parameters unused_parameters;
+} ge2_backward_options;
+/* ge2_backward with options (NULL: ge2_backward's). */
+ge2_status ge2_backward_with(ge2_graph *graph, ge2_tensor *loss, const ge2_backward_options *options);
 /* Gradient of t after ge2_backward; NULL if it has none. */
 ge2_tensor *ge2_grad(const ge2_tensor *t);
 
@@ -675,7 +701,9 @@ typedef struct ge2_metrics {
  * mode that the GPU has finished, not taken before; resets the sums. The
  * latest steps may still be missing (a later call includes them); after
  * ge2_program_sync every step is included, each exactly once. Programs
- * without a loss count nothing. */
+ * without a loss count nothing. Fails (GE2_ERR_INVALID_ARGUMENT, naming the
+ * op, the position and the value) when a step it folds read a label or an
+ * id out of range on CUDA (ge2_cross_entropy says how). */
 ge2_status ge2_program_take_metrics(ge2_program *program, ge2_mode mode, ge2_metrics *out);
 /* Every step copies back the loss and every one-element tensor marked with
  * ge2_mark_output, however many; this is one's sum over the steps the last

@@ -1,13 +1,13 @@
 /* EMBEDDING and its backward op on the CPU. */
 #include <string.h>
 
+#include "graph/control.h"
 #include "kernels/cpu/cpu_util.h"
 #include "ops/embedding/embedding.h"
 
 static ge2_status bad_id(const ge2_launch *l, int64_t at, int32_t id, int64_t rows)
 {
-    return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_%s (node %d): ids[%lld] is %d, outside the table's %lld rows",
-                     ge2_op_name(l->node->op), l->node->id, (long long)at, (int)id, (long long)rows);
+    return ge2_bad_index_error(ge2_op_name(l->node->op), l->node->id, GE2_BAD_ID, at, id, rows);
 }
 
 /* in: table [V, C], ids [n] i32; out: y [n, C] */

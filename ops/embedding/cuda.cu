@@ -1,5 +1,5 @@
 // EMBEDDING and its backward op. The forward copies rows (an id outside the
-// table gives a row of zeros: a kernel cannot return an error). The
+// table gives a row of zeros and is counted: a kernel cannot fail). The
 // backward cuts the positions into segments; a block per (8 table rows,
 // segment) scans its segment's ids in position order and adds the dy rows
 // of its ids into partial sums in the workspace, and a second kernel adds
@@ -11,6 +11,7 @@
 // table row scans all the ids. Every block reads all the ids of its
 // segment, which suits character and small vocabularies; a large vocabulary
 // would want the positions sorted by id first.
+#include "kernels/cuda/bad_index.h"
 #include "kernels/cuda/check.h"
 #include "ops/embedding/embedding.h"
 
@@ -21,15 +22,19 @@
 
 // ------------------------------------------------------------------- kernels
 
-// table [rows, c], ids [n] -> y [n, c]
-__global__ void ge2_embedding_kernel(long long n, int rows, int c, const float *table, const int *ids, float *y)
+// table [rows, c], ids [n] -> y [n, c]. An id outside [0, rows) gives a
+// row of zeros and is counted in the control block, by the thread of the
+// position's first column (the program then fails the step).
+__global__ void ge2_embedding_kernel(long long n, int rows, int c, const float *table, const int *ids, float *y,
+                                     ge2_control *ctl, int node)
 {
     const long long total = n * c;
     for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
          e += (long long)gridDim.x * blockDim.x) {
         const long long p = e / c;
         const int id = ids[p], i = (int)(e - p * c);
-        y[e] = id >= 0 && id < rows ? table[(long long)id * c + i] : 0.0f;
+        const bool ok = i == 0 ? ge2_index_ok(ctl, node, GE2_BAD_ID, p, id, rows) : id >= 0 && id < rows;
+        y[e] = ok ? table[(long long)id * c + i] : 0.0f;
     }
 }
 
@@ -108,6 +113,7 @@ __global__ void ge2_embedding_backward_sum_kernel(long long total, int segments,
 extern "C" ge2_status ge2_cuda_embedding_launch(const ge2_launch *l)
 {
     GE2_TRY(ge2_cuda_require_f32(l, 1u << 1));
+    GE2_TRY(ge2_cuda_require_control(l));
     if (!l->out[0].data)
         return GE2_OK;
     const long long rows = l->in[0].shape.dim[0], c = l->in[0].shape.dim[1], n = ge2_shape_numel(l->in[1].shape);
@@ -116,7 +122,8 @@ extern "C" ge2_status ge2_cuda_embedding_launch(const ge2_launch *l)
                          "fewer than 2^31 rows and columns",
                          l->node->id, rows, c);
     ge2_embedding_kernel<<<ge2_cuda_blocks(n * c, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(
-        n, (int)rows, (int)c, (const float *)l->in[0].data, (const int *)l->in[1].data, (float *)l->out[0].data);
+        n, (int)rows, (int)c, (const float *)l->in[0].data, (const int *)l->in[1].data, (float *)l->out[0].data,
+        l->control, l->node->id);
     return ge2_cuda_check_launch(l, "ge2_embedding_kernel");
 }
 

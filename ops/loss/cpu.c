@@ -1,12 +1,17 @@
 /* Losses and metrics: CROSS_ENTROPY (softmax, mean loss and its gradient in
- * one pass), MSE_LOSS and ACCURACY. A label outside [0, C) is never used as an
- * index: its row contributes zero loss, zero gradient and no hit (the mean
- * still divides by B), as on CUDA. */
+ * one pass), MSE_LOSS and ACCURACY. A label outside [0, C) fails the step,
+ * naming the node, the row and the value (graph/control.h); CUDA counts it
+ * and the program fails the same way. */
 #include <math.h>
 
 #include "graph/control.h"
 #include "kernels/cpu/cpu_util.h"
 #include "ops/loss/loss.h"
+
+static ge2_status bad_label(const ge2_launch *l, int64_t row, int32_t label, int64_t classes)
+{
+    return ge2_bad_index_error(ge2_op_name(l->node->op), l->node->id, GE2_BAD_LABEL, row, label, classes);
+}
 
 /* in: logits [B, C], labels [B] i32; out: loss [] (mean over B), dlogits [B, C] = d loss / d logits, times the
  * control block's loss_scale where the loss is this node's output (attrs.loss.seeds_backward)
@@ -21,10 +26,12 @@
         double eps = l->node->attrs.loss.label_smoothing, off = eps / (double)c, total = 0;                     \
         const bool seeds = l->node->attrs.loss.seeds_backward && l->control; /* the loss: ge2_loss_scaling */     \
         const double scale = seeds ? l->control->loss_scale : 1.0;                                              \
+        for (int64_t r = 0; r < rows; r++)                                                                      \
+            if (labels[r] < 0 || labels[r] >= c)                                                                \
+                return bad_label(l, r, labels[r], c);                                                           \
         for (int64_t r = 0; r < rows; r++) {                                                                    \
             const T *xr = x + r * c;                                                                            \
             int32_t y = labels[r];                                                                              \
-            bool valid = y >= 0 && y < c;                                                                       \
             T mx = xr[0];                                                                                       \
             for (int64_t i = 1; i < c; i++)                                                                     \
                 mx = xr[i] > mx ? xr[i] : mx;                                                                   \
@@ -34,11 +41,10 @@
                 qx += (off + (i == y ? 1.0 - eps : 0.0)) * (double)(xr[i] - mx);                                \
             }                                                                                                   \
             /* -sum q log p = lse - sum q x, with the max shifted out of both */                                \
-            if (valid)                                                                                          \
-                total += log(sum) - qx;                                                                         \
+            total += log(sum) - qx;                                                                             \
             for (int64_t i = 0; dx && i < c; i++) {                                                             \
                 double p = exp((double)(xr[i] - mx)) / sum, q = off + (i == y ? 1.0 - eps : 0.0);               \
-                dx[r * c + i] = valid ? (T)((p - q) / (double)rows * scale) : (T)0;                             \
+                dx[r * c + i] = (T)((p - q) / (double)rows * scale);                                            \
             }                                                                                                   \
         }                                                                                                       \
         if (loss)                                                                                               \
@@ -69,6 +75,9 @@
         const int32_t *labels = l->in[1].data;                                                                  \
         float *correct = l->out[0].data;                                                                        \
         int64_t rows = l->in[0].shape.dim[0], c = l->in[0].shape.dim[1], hits = 0;                              \
+        for (int64_t r = 0; r < rows; r++)                                                                      \
+            if (labels[r] < 0 || labels[r] >= c)                                                                \
+                return bad_label(l, r, labels[r], c);                                                           \
         for (int64_t r = 0; correct && r < rows; r++) {                                                         \
             int64_t arg = c; /* a row of NaNs matches no label */                                               \
             T best = (T)-INFINITY;                                                                              \

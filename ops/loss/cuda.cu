@@ -7,6 +7,7 @@
 // sums the partials in block order, writes the scalar and resets the ticket.
 // Rows are dealt to blocks by a fixed rule, so for a given shape the sum's
 // order — hence its bits — is the same on every run and every replay.
+#include "kernels/cuda/bad_index.h"
 #include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/check.h"
 #include "ops/loss/loss_row.h"
@@ -18,22 +19,28 @@
 // ------------------------------------------------------------------- kernels
 
 // Row r is handled by warp (r % (gridDim.x * GE2_LOSS_WARPS)) of the launch.
-// A label outside [0, C) is never used as an index: its row contributes zero
-// loss and zero gradient (the mean still divides by B). dlogits is the
+// A label outside [0, C) is never used as an index: it is counted in the
+// control block (the program then fails the step, graph/control.h) and its
+// row contributes zero loss and zero gradient. dlogits is the
 // gradient of the mean loss, times the control block's loss_scale when the
 // loss is this node's output (seeds: attrs.loss.seeds_backward;
 // ge2_loss_scaling).
 __global__ void ge2_cross_entropy_kernel(int rows, int cols, float smoothing, const float *logits /* [B, C] */,
                                          const int *labels /* [B] */, float *loss /* [] */,
-                                         float *dlogits /* [B, C] or NULL */, bool seeds, ge2_control *ctl)
+                                         float *dlogits /* [B, C] or NULL */, bool seeds, ge2_control *ctl,
+                                         int node)
 {
     int lane = threadIdx.x % GE2_WARP, warp = threadIdx.x / GE2_WARP;
     int warps = gridDim.x * GE2_LOSS_WARPS;
     float inv_rows = 1.0f / (float)rows, dx_scale = seeds ? inv_rows * ctl->loss_scale : inv_rows;
     float my_loss = 0.0f;
-    for (int r = blockIdx.x * GE2_LOSS_WARPS + warp; r < rows; r += warps)
-        my_loss += ge2_cross_entropy_row(logits + (long long)r * cols, cols, labels[r], smoothing, dx_scale,
+    for (int r = blockIdx.x * GE2_LOSS_WARPS + warp; r < rows; r += warps) {
+        const int y = labels[r];
+        if (lane == 0)
+            ge2_index_ok(ctl, node, GE2_BAD_LABEL, r, y, cols);
+        my_loss += ge2_cross_entropy_row(logits + (long long)r * cols, cols, y, smoothing, dx_scale,
                                          dlogits ? dlogits + (long long)r * cols : NULL);
+    }
     float total;
     if (!ge2_grid_sum(lane == 0 ? my_loss : 0.0f, ctl, &total))
         return;
@@ -61,15 +68,19 @@ __global__ void ge2_mse_kernel(long long n, const float *pred /* [n] */, const f
 
 // A row is correct when its first maximum (lowest index among equal maxima,
 // as a serial argmax finds it) is the label. Counts are integers, exact in
-// f32 up to 2^24 rows.
+// f32 up to 2^24 rows. A label outside [0, C) is counted as the loss's is.
 __global__ void ge2_accuracy_kernel(int rows, int cols, const float *logits /* [B, C] */,
-                                    const int *labels /* [B] */, float *correct /* [] */, ge2_control *ctl)
+                                    const int *labels /* [B] */, float *correct /* [] */, ge2_control *ctl, int node)
 {
     int lane = threadIdx.x % GE2_WARP, warp = threadIdx.x / GE2_WARP;
     int warps = gridDim.x * GE2_LOSS_WARPS;
     int hits = 0;
-    for (int r = blockIdx.x * GE2_LOSS_WARPS + warp; r < rows; r += warps)
-        hits += ge2_argmax_row(logits + (long long)r * cols, cols) == labels[r];
+    for (int r = blockIdx.x * GE2_LOSS_WARPS + warp; r < rows; r += warps) {
+        const int y = labels[r];
+        if (lane == 0)
+            ge2_index_ok(ctl, node, GE2_BAD_LABEL, r, y, cols);
+        hits += ge2_argmax_row(logits + (long long)r * cols, cols) == y;
+    }
     float total;
     if (!ge2_grid_sum(lane == 0 ? (float)hits : 0.0f, ctl, &total))
         return;
@@ -110,7 +121,7 @@ extern "C" ge2_status ge2_cuda_cross_entropy_launch(const ge2_launch *l)
     ge2_cross_entropy_kernel<<<row_blocks(rows), GE2_LOSS_WARPS * GE2_WARP, 0, ge2_cuda_stream(l)>>>(
         (int)rows, (int)cols, l->node->attrs.loss.label_smoothing, (const float *)l->in[0].data,
         (const int *)l->in[1].data, (float *)l->out[0].data, dlogits, l->node->attrs.loss.seeds_backward,
-        l->control);
+        l->control, l->node->id);
     return ge2_cuda_check_launch(l, "ge2_cross_entropy_kernel");
 }
 
@@ -137,7 +148,7 @@ extern "C" ge2_status ge2_cuda_accuracy_launch(const ge2_launch *l)
         return GE2_OK;
     ge2_accuracy_kernel<<<row_blocks(rows), GE2_LOSS_WARPS * GE2_WARP, 0, ge2_cuda_stream(l)>>>(
         (int)rows, (int)cols, (const float *)l->in[0].data, (const int *)l->in[1].data, (float *)l->out[0].data,
-        l->control);
+        l->control, l->node->id);
     return ge2_cuda_check_launch(l, "ge2_accuracy_kernel");
 }
 

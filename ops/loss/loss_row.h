@@ -12,7 +12,8 @@
 // Writes dx [cols] = (p - target) * dx_scale when dx is not NULL: 1 / rows
 // for the mean loss's gradient, times the control block's loss_scale. A label
 // outside [0, cols) is never used as an index: the row gives zero loss and
-// zero gradient. The returned loss is the same in every lane.
+// zero gradient (the caller counts it, kernels/cuda/bad_index.h). The
+// returned loss is the same in every lane.
 __device__ __forceinline__ float ge2_cross_entropy_row(const float *x /* [cols] */, int cols, int y, float smoothing,
                                                        float dx_scale, float *dx /* [cols] or NULL */)
 {

@@ -1,6 +1,6 @@
 /* Properties of the CPU kernels the planner relies on: outputs with NULL data
- * are skipped, elementwise ops may run in place, out-of-range labels are
- * never used as indices. Values are checked against hand-computed numbers. */
+ * are skipped, elementwise ops may run in place, out-of-range labels fail
+ * the step before anything is written. Values are checked against hand-computed numbers. */
 #include <check.h>
 #include <math.h>
 #include <string.h>
@@ -24,9 +24,12 @@ static ge2_launch launch_of(const ge2_node *node)
 
 static ge2_view view(void *data, ge2_dtype dt, ge2_shape s) { return (ge2_view){data, dt, s}; }
 
-START_TEST(cross_entropy_skips_out_of_range_labels)
+/* A label outside [0, C) fails the step naming the op, the row and the
+ * value; nothing is written (the loss kept its old value before, with the
+ * row skipped and the mean still divided by B). */
+START_TEST(cross_entropy_refuses_out_of_range_labels)
 {
-    ge2_node node = {.op = GE2_OP_CROSS_ENTROPY, .n_inputs = 2, .n_outputs = 2};
+    ge2_node node = {.op = GE2_OP_CROSS_ENTROPY, .n_inputs = 2, .n_outputs = 2, .id = 4};
     float logits[3 * 2] = {0, 0, 1, 1, 2, 0};
     int32_t labels[3] = {1, -7, 2}; /* row 1 below 0, row 2 past C */
     float loss = -1, dlogits[6];
@@ -35,21 +38,29 @@ START_TEST(cross_entropy_skips_out_of_range_labels)
     l.in[1] = view(labels, GE2_I32, ge2_shape1(3));
     l.out[0] = view(&loss, GE2_F32, ge2_shape0());
     l.out[1] = view(dlogits, GE2_F32, ge2_shape2(3, 2));
-    ck_assert_int_eq(ge2_cpu_cross_entropy(&l), GE2_OK);
-    /* only row 0 counts: -log(1/2), divided by B = 3 */
-    ck_assert_float_eq_tol(loss, (float)(log(2.0) / 3), 1e-6f);
-    ck_assert_float_eq_tol(dlogits[0], 0.5f / 3, 1e-7f);
-    ck_assert_float_eq_tol(dlogits[1], -0.5f / 3, 1e-7f);
-    for (int i = 2; i < 6; i++)
-        ck_assert(dlogits[i] == 0.0f);
+    ck_assert_int_eq(ge2_cpu_cross_entropy(&l), GE2_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(ge2_last_error(), "ge2_cross_entropy (node 4): labels[1] is -7, outside [0, 2)");
+    ck_assert(loss == -1);
+    labels[1] = 0;
+    ck_assert_int_eq(ge2_cpu_cross_entropy(&l), GE2_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(ge2_last_error(), "ge2_cross_entropy (node 4): labels[2] is 2, outside [0, 2)");
 
-    ge2_node acc = {.op = GE2_OP_ACCURACY, .n_inputs = 2, .n_outputs = 1};
+    ge2_node acc = {.op = GE2_OP_ACCURACY, .n_inputs = 2, .n_outputs = 1, .id = 5};
     float correct = -1;
     ge2_launch la = launch_of(&acc);
     la.in[0] = l.in[0], la.in[1] = l.in[1];
     la.out[0] = view(&correct, GE2_F32, ge2_shape0());
+    ck_assert_int_eq(ge2_cpu_accuracy(&la), GE2_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(ge2_last_error(), "ge2_accuracy (node 5): labels[2] is 2, outside [0, 2)");
+    ck_assert(correct == -1);
+
+    /* in range: every row counts, the mean divides by B = 3 */
+    labels[2] = 1;
+    ck_assert_int_eq(ge2_cpu_cross_entropy(&l), GE2_OK);
+    const double want = (log(2.0) + log(2.0) + log(1 + exp(2.0))) / 3; /* -log p_label of each row */
+    ck_assert_float_eq_tol(loss, (float)want, 1e-6f);
     ck_assert_int_eq(ge2_cpu_accuracy(&la), GE2_OK);
-    ck_assert(correct == 0.0f); /* row 0's argmax is 0 (first of a tie), the others have no valid label */
+    ck_assert(correct == 1.0f); /* argmaxes 0 (first of a tie), 0, 0 against labels 1, 0, 1: row 1 */
 }
 END_TEST
 
@@ -129,7 +140,7 @@ int main(void)
 {
     Suite *s = suite_create("cpu_kernels");
     TCase *tc = tcase_create("cpu_kernels");
-    tcase_add_test(tc, cross_entropy_skips_out_of_range_labels);
+    tcase_add_test(tc, cross_entropy_refuses_out_of_range_labels);
     tcase_add_test(tc, null_outputs_are_not_written);
     tcase_add_test(tc, elementwise_ops_run_in_place);
     tcase_add_test(tc, unsupported_dtype_is_an_error_not_a_crash);
