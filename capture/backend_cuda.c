@@ -840,6 +840,18 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
     for (int s = 0; st == GE2_OK && s < GE2_STAGING_BUFFERS; s++)
         if (exec->io[s].stage.bytes)
             st = new_event(&ce->staged[s]);
+    /* The key's device staging was zeroed on the step stream when it was
+     * allocated (cuda_alloc), behind the steps the host has run ahead of;
+     * the feed stream's first stage copy must land after that, not be
+     * zeroed by it. */
+    if (st == GE2_OK && ctx->feed_stream && ce->staged[0]) {
+        cudaError_t e = cudaEventRecord(ce->staged[0], ctx->stream);
+        if (e == cudaSuccess)
+            e = cudaStreamWaitEvent(ctx->feed_stream, ce->staged[0], 0);
+        if (e != cudaSuccess)
+            st = ge2_error(GE2_ERR_CUDA, "ge2 cuda backend: ordering the feed stream after the key's allocations: %s",
+                           cudaGetErrorString(e));
+    }
     if (st == GE2_OK)
         st = find_side_waits(exec, ce);
     if (st == GE2_OK && ctx->time_launches) {

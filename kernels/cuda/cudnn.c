@@ -212,6 +212,47 @@ static void notes_string(unsigned notes, char *buf, size_t size)
             used += (size_t)snprintf(buf + used, size - used, "%s%s", used ? ", " : "", names[i]);
 }
 
+/* The fingerprint of a configuration's knob choices (FNV-1a over each
+ * knob's type and value, in cuDNN's order); never 0, so 0 can mean "any". */
+static uint64_t knobs_of(ge2_cudnn_desc cfg)
+{
+    enum { MAX_KNOBS = 32 };
+    ge2_cudnn_desc knobs[MAX_KNOBS] = {0};
+    uint64_t h = 0xcbf29ce484222325ull;
+    int64_t n = 0;
+    int made = 0;
+    while (made < MAX_KNOBS && ge2_cudnn_new(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, &knobs[made]) == GE2_OK)
+        made++;
+    if (made == MAX_KNOBS && cudnn.get_attribute(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                                 MAX_KNOBS, &n, knobs) == CUDNN_STATUS_SUCCESS) {
+        for (int64_t i = 0; i < n && i < MAX_KNOBS; i++) {
+            cudnnBackendKnobType_t type = 0;
+            int64_t value = 0, got = 0;
+            if (cudnn.get_attribute(knobs[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &got, &type) !=
+                    CUDNN_STATUS_SUCCESS ||
+                cudnn.get_attribute(knobs[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &got, &value) !=
+                    CUDNN_STATUS_SUCCESS)
+                continue;
+            const int64_t pair[2] = {(int64_t)type, value};
+            const unsigned char *b = (const unsigned char *)pair;
+            for (size_t k = 0; k < sizeof pair; k++)
+                h = (h ^ b[k]) * 0x100000001b3ull;
+        }
+    }
+    for (int i = 0; i < made; i++)
+        ge2_cudnn_free(knobs[i]);
+    return h ? h : 1;
+}
+
+static ge2_cudnn_timer test_timer;
+static void *test_timer_user;
+
+void ge2_cudnn_set_timer(ge2_cudnn_timer timer, void *user)
+{
+    test_timer = timer;
+    test_timer_user = user;
+}
+
 /* Median-free best of a few runs of plan on the timing buffers, in µs;
  * negative when a run fails (the plan is then left out). */
 static float time_plan(const ge2_cudnn_plan *plan, const ge2_cudnn_timing *t, void *workspace)
@@ -255,6 +296,8 @@ static void choose(ge2_cudnn_plan *cands, int n, const ge2_cudnn_timing *t, ge2_
         best = -1;
         for (int i = 0; i < n; i++) {
             cands[i].us = time_plan(&cands[i], t, workspace);
+            if (test_timer && cands[i].us >= 0)
+                cands[i].us = test_timer(test_timer_user, cands, n, i, cands[i].us);
             if (cands[i].us >= 0 && (best < 0 || cands[i].us < cands[best].us))
                 best = i;
         }
@@ -288,8 +331,8 @@ static unsigned refused_notes(ge2_cudnn_numerics numerics)
 }
 
 ge2_status ge2_cudnn_plan_new(const ge2_cudnn_desc *ops, int n_ops, ge2_cudnn_numerics numerics,
-                              const ge2_cudnn_timing *timing, int64_t prefer, ge2_cudnn_plan *out, char *why,
-                              size_t why_size)
+                              const ge2_cudnn_timing *timing, const ge2_cudnn_choice *prefer, ge2_cudnn_plan *out,
+                              char *why, size_t why_size)
 {
     memset(out, 0, sizeof *out);
     snprintf(why, why_size, "no engine");
@@ -323,9 +366,9 @@ ge2_status ge2_cudnn_plan_new(const ge2_cudnn_desc *ops, int n_ops, ge2_cudnn_nu
     const unsigned refused = refused_notes(numerics);
     ge2_cudnn_plan cands[GE2_CUDNN_TIMED];
     int n = 0, skipped = 0, broken = 0;
-    /* pass 0: the preferred engine alone; pass 1 (when it is not there):
-     * the heuristics' order */
-    for (int pass = prefer >= 0 ? 0 : 1; pass < 2 && n == 0; pass++) {
+    /* pass 0: the preferred configuration alone; pass 1 (when it is not
+     * there): the heuristics' order */
+    for (int pass = prefer ? 0 : 1; pass < 2 && n == 0; pass++) {
         const int wanted = pass == 0 || !timing ? 1 : GE2_CUDNN_TIMED;
         skipped = broken = 0;
         for (int64_t i = 0; st == GE2_OK && i < count && n < wanted; i++) {
@@ -335,7 +378,9 @@ ge2_status ge2_cudnn_plan_new(const ge2_cudnn_desc *ops, int n_ops, ge2_cudnn_nu
                 broken++;
                 continue;
             }
-            if ((pass == 0 && index != prefer) || (notes & refused)) {
+            const uint64_t knobs = knobs_of(cfgs[i]);
+            if ((pass == 0 && (index != prefer->engine || (prefer->knobs && knobs != prefer->knobs))) ||
+                (notes & refused)) {
                 skipped++;
                 continue;
             }
@@ -359,6 +404,7 @@ ge2_status ge2_cudnn_plan_new(const ge2_cudnn_desc *ops, int n_ops, ge2_cudnn_nu
             c->plan = plan;
             c->workspace_bytes = (size_t)ws;
             c->engine = index;
+            c->knobs = knobs;
             notes_string(notes, c->notes, sizeof c->notes);
         }
     }

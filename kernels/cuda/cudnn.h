@@ -60,6 +60,10 @@ typedef struct ge2_cudnn_plan {
     ge2_cudnn_desc plan;
     size_t workspace_bytes;
     int64_t engine;      /* the engine's global index */
+    /* a fingerprint of its configuration's knob choices (never 0): one
+     * engine comes in several configurations (tiles, split-K), which sum in
+     * other orders, so engine and knobs together name what ran */
+    uint64_t knobs;
     char notes[96];      /* its numerical notes, for the kernel report */
     int timed;           /* engines timed to choose it (0: the heuristics' first, or `prefer`) */
     float us;            /* its time when timed */
@@ -84,18 +88,34 @@ typedef enum ge2_cudnn_numerics {
     GE2_CUDNN_ANY,       /* every deterministic engine (TF32) */
 } ge2_cudnn_numerics;
 
+/* A configuration remembered from an earlier timing: the engine and its
+ * knobs (0: the engine's first configuration, as caches written before
+ * knobs were kept say). */
+typedef struct ge2_cudnn_choice {
+    int64_t engine;
+    uint64_t knobs;
+} ge2_cudnn_choice;
+
 /* Builds the plan of the graph of n_ops operations (in topological order):
- * heuristics mode A, then the engines in their order, skipping those the
- * numerics exclude. Without timing the first that finalizes wins; with it,
- * up to GE2_CUDNN_TIMED of them are each run a few times on the timing
- * buffers and the fastest wins. prefer >= 0 (a choice remembered from an
- * earlier timing) takes that engine when it is allowed and finalizes,
- * untimed. On failure why says what (no engine, or the first one's
- * reason). */
+ * heuristics mode A, then the configurations in their order, skipping those
+ * the numerics exclude. Without timing the first that finalizes wins; with
+ * it, up to GE2_CUDNN_TIMED of them are each run a few times on the timing
+ * buffers and the fastest wins. prefer (a choice remembered from an earlier
+ * timing; NULL for none) takes exactly that configuration when it is there,
+ * allowed and finalizes, untimed, so every key and every later run of the
+ * problem runs what was timed. On failure why says what (no engine, or the
+ * first one's reason). */
 #define GE2_CUDNN_TIMED 8
 ge2_status ge2_cudnn_plan_new(const ge2_cudnn_desc *ops, int n_ops, ge2_cudnn_numerics numerics,
-                              const ge2_cudnn_timing *timing, int64_t prefer, ge2_cudnn_plan *out, char *why,
-                              size_t why_size);
+                              const ge2_cudnn_timing *timing, const ge2_cudnn_choice *prefer, ge2_cudnn_plan *out,
+                              char *why, size_t why_size);
+
+/* Tests only: a function that replaces each timed configuration's
+ * measured µs (the n candidates of one choice, this one at index i), so a
+ * test can make the timing pick any winner, as a busy or instrumented GPU
+ * may; NULL (the default) keeps the measurements. */
+typedef float (*ge2_cudnn_timer)(void *user, const ge2_cudnn_plan *candidates, int n, int i, float measured_us);
+void ge2_cudnn_set_timer(ge2_cudnn_timer timer, void *user);
 void ge2_cudnn_plan_free(ge2_cudnn_plan *plan);
 
 /* Runs the plan on stream over n tensors (uids[i] at ptrs[i]) with the

@@ -425,7 +425,7 @@ static const sdpa_plan *plan_of(const sdpa_key *key)
         (key->backward ? build_backward : build_forward)(&found->graph, key);
         found->status = found->graph.st;
         if (found->status == GE2_OK)
-            found->status = ge2_cudnn_plan_new(found->graph.ops, found->graph.n_ops, GE2_CUDNN_ANY, NULL, -1,
+            found->status = ge2_cudnn_plan_new(found->graph.ops, found->graph.n_ops, GE2_CUDNN_ANY, NULL, NULL,
                                                &found->plan, found->why, sizeof found->why);
         else
             snprintf(found->why, sizeof found->why, "%s", ge2_last_error());

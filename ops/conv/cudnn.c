@@ -225,38 +225,44 @@ static void scratch_free(void *ptrs[3])
             cudaFree(ptrs[i]);
 }
 
-/* The plan: with autotune, the engine remembered for this problem (memory,
- * then the kernel cache file), else engines timed on scratch and the
- * fastest remembered; without, the heuristics' first allowed engine. */
+/* The plan: with autotune, the configuration remembered for this problem
+ * (memory, then the kernel cache file: the engine's index, then its knobs'
+ * fingerprint), else configurations timed on scratch and the fastest
+ * remembered; without, the heuristics' first allowed one. */
 static ge2_status plan(const ge2_launch *l, conv_plan *p, char *why, size_t why_size)
 {
     const ge2_cudnn_numerics numerics = ge2_launch_multiplies_half(l) ? GE2_CUDNN_FP32_SUMS
                                         : l->tf32          ? GE2_CUDNN_ANY
                                                            : GE2_CUDNN_FP32;
     if (!l->settings || !l->settings->autotune)
-        return ge2_cudnn_plan_new(&p->op, 1, numerics, NULL, -1, &p->plan, why, why_size);
+        return ge2_cudnn_plan_new(&p->op, 1, numerics, NULL, NULL, &p->plan, why, why_size);
     char key[GE2_GEMM_KEY_MAX];
     bool keyed = cache_key(l, key, sizeof key);
     const char *path = l->settings->kernel_cache;
     ge2_gemm_choice remembered;
-    int64_t prefer = -1;
-    if (keyed && ge2_gemm_registry_lookup(path, key, &remembered) && !remembered.tiled)
-        memcpy(&prefer, remembered.algo, sizeof prefer);
+    ge2_cudnn_choice prefer = {-1, 0};
+    if (keyed && ge2_gemm_registry_lookup(path, key, &remembered) && !remembered.tiled) {
+        memcpy(&prefer.engine, remembered.algo, sizeof prefer.engine);
+        memcpy(&prefer.knobs, remembered.algo + sizeof prefer.engine, sizeof prefer.knobs);
+    }
+    const bool preferred = prefer.engine >= 0;
     void *ptrs[3];
-    bool scratch = prefer < 0 && scratch_new(l, ptrs);
+    bool scratch = !preferred && scratch_new(l, ptrs);
     ge2_cudnn_timing timing = {l->stream, 3, uids, ptrs};
-    ge2_status st =
-        ge2_cudnn_plan_new(&p->op, 1, numerics, scratch ? &timing : NULL, prefer, &p->plan, why, why_size);
+    ge2_status st = ge2_cudnn_plan_new(&p->op, 1, numerics, scratch ? &timing : NULL, preferred ? &prefer : NULL,
+                                       &p->plan, why, why_size);
     if (scratch) {
         /* the timing ran on the launch's stream: done before the scratch goes */
         cudaStreamSynchronize((cudaStream_t)l->stream);
         scratch_free(ptrs);
     }
-    p->cached = st == GE2_OK && prefer >= 0 && p->plan.engine == prefer;
+    p->cached = st == GE2_OK && preferred && p->plan.engine == prefer.engine &&
+                (!prefer.knobs || p->plan.knobs == prefer.knobs);
     if (st == GE2_OK && keyed && p->plan.timed) {
         ge2_gemm_choice choice;
         memset(&choice, 0, sizeof choice);
         memcpy(choice.algo, &p->plan.engine, sizeof p->plan.engine);
+        memcpy(choice.algo + sizeof p->plan.engine, &p->plan.knobs, sizeof p->plan.knobs);
         choice.us = p->plan.us;
         choice.n_candidates = p->plan.timed;
         ge2_gemm_registry_store(path, key, &choice);
@@ -304,9 +310,9 @@ static ge2_status prepare(ge2_launch *l)
     else if (p->plan.timed)
         snprintf(timed, sizeof timed, "fastest of %d timed, %.1f us", p->plan.timed, (double)p->plan.us);
     if (p->plan.plan)
-        snprintf(p->describe, sizeof p->describe, "%s%s%s engine %lld%s%s%s, workspace %zu B, %s%s",
+        snprintf(p->describe, sizeof p->describe, "%s%s%s engine %lld knobs %08llx%s%s%s, workspace %zu B, %s%s",
                  ge2_cudnn_version(), half ? " " : "", half ? half_name(l) : "", (long long)p->plan.engine,
-                 p->plan.notes[0] ? " (" : "", p->plan.notes, p->plan.notes[0] ? ")" : "", p->plan.workspace_bytes,
+                 (unsigned long long)(p->plan.knobs & 0xffffffffu), p->plan.notes[0] ? " (" : "", p->plan.notes, p->plan.notes[0] ? ")" : "", p->plan.workspace_bytes,
                  timed, bias ? " + ge2 bias kernel" : "");
     else
         snprintf(p->describe, sizeof p->describe, "ge2 direct kernel%s%s%s (cuDNN: %s)", half ? ", " : "",

@@ -11,13 +11,22 @@
  *       step by step, each step once, with feed_ahead on and off; the
  *       host is never more than two steps per key ahead of what it has
  *       summed.
+ *   (5) the CNNs with eval keys, and the bf16 one from an empty kernel cache
+ *       with cuDNN's timings rigged: the eager run reuses exactly what the
+ *       replayed run timed.
  *   GE2_DISABLE_CAPTURE=1 runs eagerly (no graph instantiated).
  *
  * GE2_TEST_SHORT=1 (the sanitizer run) cuts the step counts.
  */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "kernels/cuda/candidates.h"
+#include "kernels/cuda/cudnn.h"
+#include "kernels/cuda/gemm_registry.h"
 
 #include "tests/gpu/capture_cnn.h"
 #include "tests/gpu/capture_gpt.h"
@@ -303,6 +312,66 @@ START_TEST(test_bf16_cnn_replay_equals_eager_with_eval_keys)
 }
 END_TEST
 
+/* A timer for cuDNN's autotuning that makes the winner a configuration
+ * whose engine also comes earlier among the candidates with other knobs
+ * (else the last one): what a busy GPU, or the sanitizer, may pick, and
+ * what a choice remembered by its engine alone does not bring back. */
+static int rigged_choices, not_first_of_engine;
+
+static int rigged_winner(const ge2_cudnn_plan *c, int n)
+{
+    for (int j = n - 1; j > 0; j--)
+        for (int k = 0; k < j; k++)
+            if (c[k].engine == c[j].engine)
+                return j;
+    return n - 1;
+}
+
+static float rigged_timer(void *user, const ge2_cudnn_plan *c, int n, int i, float measured_us)
+{
+    (void)user;
+    (void)measured_us;
+    const int winner = rigged_winner(c, n);
+    if (i == n - 1) {
+        rigged_choices++;
+        for (int k = 0; k < winner; k++)
+            if (c[k].engine == c[winner].engine) {
+                not_first_of_engine++;
+                break;
+            }
+    }
+    return i == winner ? 1.0f : 1000.0f + (float)i;
+}
+
+/* From an empty kernel cache, with the timings rigged: the replayed run
+ * times every convolution (first program), the eager run takes the
+ * remembered choices (second program), and each key of each must run what
+ * was timed, so the two stay bitwise equal. Remembering a cuDNN choice by
+ * its engine alone gave the eager run another configuration of the same
+ * engine (the sanitizer-only failure of the test above). */
+START_TEST(test_bf16_cnn_replay_equals_eager_whatever_the_timing)
+{
+    char dir[] = "/tmp/ge2_rigged_XXXXXX", path[64];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/kernels.txt", dir);
+    setenv("GE2_KERNEL_CACHE", path, 1);
+    ge2_gemm_registry_reset();
+    ge2_kernel_candidates_reset();
+    ge2_cudnn_set_timer(rigged_timer, NULL);
+    expect_replay_equals_eager("bf16 CNN, rigged cuDNN timings", steps(20), 2, cnn_bf16_run);
+    ge2_cudnn_set_timer(NULL, NULL);
+    unsetenv("GE2_KERNEL_CACHE");
+    char cand[80];
+    snprintf(cand, sizeof cand, "%s/candidates.txt", dir);
+    remove(path);
+    remove(cand);
+    rmdir(dir);
+    printf("rigged cuDNN timings: %d choices, %d of them not the first configuration of their engine\n",
+           rigged_choices, not_first_of_engine);
+    ck_assert_int_gt(rigged_choices, 0);
+}
+END_TEST
+
 /* The GPT with dropout on, its three keys interleaved: train steps, an eval
  * step every fifth, a generate step (batch 1) every seventh. Each key is
  * captured once; the dropout masks come from the control block's offset on
@@ -334,4 +403,5 @@ GE2_GPU_SUITE_MAIN("capture_replay_test", 600,
                    test_replay_equals_eager_bitwise, test_same_seed_bitwise, test_zero_copy_equals_copying_bitwise,
                    test_replayed_metrics_equal_eager_reads, test_env_disables_capture,
                    test_cnn_replay_equals_eager_with_eval_keys, test_bf16_cnn_replay_equals_eager_with_eval_keys,
+                   test_bf16_cnn_replay_equals_eager_whatever_the_timing,
                    test_gpt_replay_equals_eager_with_dropout_and_three_keys)

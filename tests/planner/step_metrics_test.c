@@ -17,6 +17,8 @@
 #include <string.h>
 
 #include "capture/program_internal.h"
+#include "ge2/extension.h"
+#include "graph/control.h"
 #include "graph/error.h"
 #include "tests/planner/random_graph.h"
 #include "tests/planner/suite.h"
@@ -423,10 +425,147 @@ START_TEST(test_failed_step_not_counted)
 }
 END_TEST
 
+/* The message a label of value at row makes, read by node (cross-entropy
+ * or accuracy, whichever the schedule runs first): the CPU kernels and the
+ * program's check of the CUDA count say the same. */
+static bool names_bad_label(const char *msg, const ge2_graph *g, const ge2_tensor *from, int row, int value)
+{
+    char want[160];
+    const ge2_node *n = &g->nodes[from->producer];
+    snprintf(want, sizeof want, "ge2_%s (node %d): labels[%d] is %d, outside [0, %d)", ge2_op_name(n->op), n->id,
+             row, value, CLASSES);
+    return strncmp(msg, want, strlen(want)) == 0;
+}
+
+/* A label outside [0, C) is never trained on silently: on the CPU the step
+ * fails at once; on CUDA the kernels count it, the count comes back with
+ * the step's results, and the call that folds the step fails, with the
+ * same message. Steps after it train and count as before. */
+START_TEST(test_out_of_range_label_fails)
+{
+    classifier c;
+    classifier_build(&c);
+    ge2_context *ctx;
+    ck_assert_int_eq(ge2_context_new(RESULTS_DEVICE, &ctx), GE2_OK);
+    ge2_program *prog = compile_cpu(ctx, &c, false);
+    uint64_t rng = 5;
+    batch in;
+    for (int s = 0; s < 3; s++) {
+        batch_fill(&c, BATCH, &rng, &in);
+        step(prog, GE2_MODE_TRAIN, &in, false);
+    }
+    batch_fill(&c, BATCH, &rng, &in);
+    in.labels[5] = CLASSES + 3;
+    ge2_status st = ge2_program_step(prog, GE2_MODE_TRAIN, in.feeds, 2);
+    ge2_metrics m;
+    if (RESULTS_DEVICE == GE2_DEVICE_CUDA) {
+        ck_assert_msg(st == GE2_OK, "%s", ge2_last_error()); /* a kernel cannot fail: counted on the device */
+        ck_assert_int_eq(ge2_program_sync(prog), GE2_OK);
+        st = ge2_program_take_metrics(prog, GE2_MODE_TRAIN, &m);
+    }
+    ck_assert_int_eq(st, GE2_ERR_INVALID_ARGUMENT);
+    const char *msg = ge2_last_error();
+    ck_assert_msg(names_bad_label(msg, c.graph, c.loss, 5, CLASSES + 3) ||
+                      names_bad_label(msg, c.graph, c.correct, 5, CLASSES + 3),
+                  "%s", msg);
+    /* good batches again: trained and counted, no error repeated */
+    ck_assert_int_eq(ge2_program_take_metrics(prog, GE2_MODE_TRAIN, &m), GE2_OK);
+    for (int s = 0; s < 3; s++) {
+        batch_fill(&c, BATCH, &rng, &in);
+        step(prog, GE2_MODE_TRAIN, &in, false);
+    }
+    ck_assert_int_eq(ge2_program_sync(prog), GE2_OK);
+    ck_assert_msg(ge2_program_take_metrics(prog, GE2_MODE_TRAIN, &m) == GE2_OK, "%s", ge2_last_error());
+    ck_assert_int_eq(m.steps, 3);
+    ge2_program_free(prog);
+    ge2_context_free(ctx);
+    ge2_graph_free(c.graph);
+}
+END_TEST
+
+#ifndef STEP_METRICS_CUDA
+/* The host half of the CUDA path on the CPU backend: an op whose CPU kernel
+ * counts out-of-range labels in the control block as the CUDA kernels do,
+ * instead of failing. The fold that meets a grown count fails naming the
+ * first one; a step that adds none folds as usual. */
+static ge2_status count_labels_cpu(const ge2_launch *l)
+{
+    const int32_t *labels = l->in[0].data;
+    const int64_t n = ge2_shape_numel(l->in[0].shape);
+    for (int64_t i = 0; i < n; i++) {
+        if (labels[i] >= 0 && labels[i] < CLASSES)
+            continue;
+        ge2_bad_index *b = &l->control->bad_index;
+        if (b->count++ == 0)
+            *b = (ge2_bad_index){1, i, CLASSES, l->node->id, GE2_BAD_LABEL, labels[i], 0};
+    }
+    *(float *)l->out[0].data = 0.0f;
+    return GE2_OK;
+}
+
+static ge2_status count_labels_infer(const ge2_node *node, const ge2_desc *in, ge2_desc *out)
+{
+    (void)node, (void)in;
+    out[0] = (ge2_desc){GE2_F32, ge2_shape0(), NULL};
+    return GE2_OK;
+}
+
+START_TEST(test_device_count_fails_the_fold)
+{
+    static const ge2_op_def def = {.name = "count_labels", .min_inputs = 1, .max_inputs = 1, .max_outputs = 1,
+                                   .flags = GE2_OPF_NO_GRAD, .infer = count_labels_infer, .cpu = count_labels_cpu};
+    ge2_op op;
+    ck_assert_int_eq(ge2_op_register(&def, &op), GE2_OK);
+    ge2_graph *g;
+    ge2_tensor *labels, *x, *w, *y, *loss, *counted;
+    ck_assert_int_eq(ge2_graph_new(&g), GE2_OK);
+    ck_assert_int_eq(ge2_input(g, "x", GE2_F32, ge2_shape1(BATCH), &x), GE2_OK);
+    ck_assert_int_eq(ge2_label(g, "labels", GE2_I32, ge2_shape1(BATCH), &labels), GE2_OK);
+    ck_assert_int_eq(ge2_parameter(g, "w", GE2_F32, ge2_shape1(BATCH), (ge2_init){GE2_INIT_ZEROS, 0, 0, 0}, &w),
+                     GE2_OK);
+    ck_assert_int_eq(ge2_mul(g, x, w, &y), GE2_OK);
+    ck_assert_int_eq(ge2_mean_all(g, y, &loss), GE2_OK);
+    ck_assert_int_eq(ge2_apply(g, op, &labels, 1, NULL, 0, 1, &counted), GE2_OK);
+    ck_assert_int_eq(ge2_mark_output(g, counted), GE2_OK);
+    ck_assert_int_eq(ge2_backward(g, loss), GE2_OK);
+    ge2_optimizer_config sgd = ge2_optimizer_defaults(GE2_OPT_SGD);
+    ck_assert_int_eq(ge2_optimizer(g, &sgd), GE2_OK);
+    ge2_context *ctx;
+    ck_assert_int_eq(ge2_context_new(GE2_DEVICE_CPU, &ctx), GE2_OK);
+    ge2_program *prog;
+    ck_assert_int_eq(ge2_compile(ctx, g, NULL, &prog), GE2_OK);
+    float xs[BATCH] = {0};
+    int32_t ls[BATCH] = {0};
+    ge2_feed feeds[2] = {{x, xs, x->shape}, {labels, ls, labels->shape}};
+    ge2_metrics m;
+    ck_assert_int_eq(ge2_program_step(prog, GE2_MODE_TRAIN, feeds, 2), GE2_OK);
+    ls[3] = -2;
+    ck_assert_int_eq(ge2_program_step(prog, GE2_MODE_TRAIN, feeds, 2), GE2_OK);
+    ls[3] = 0;
+    ck_assert_int_eq(ge2_program_take_metrics(prog, GE2_MODE_TRAIN, &m), GE2_ERR_INVALID_ARGUMENT);
+    char want[128];
+    snprintf(want, sizeof want, "ge2_count_labels (node %d): labels[3] is -2, outside [0, %d) (the first; 1 ",
+             counted->producer, CLASSES);
+    ck_assert_msg(strncmp(ge2_last_error(), want, strlen(want)) == 0, "%s", ge2_last_error());
+    ck_assert_int_eq(ge2_program_step(prog, GE2_MODE_TRAIN, feeds, 2), GE2_OK);
+    ck_assert_msg(ge2_program_take_metrics(prog, GE2_MODE_TRAIN, &m) == GE2_OK, "%s", ge2_last_error());
+    ck_assert_int_eq(m.steps, 2); /* the good steps before and after it; the bad one is not counted */
+    ls[7] = 99;
+    ck_assert_int_eq(ge2_program_step(prog, GE2_MODE_TRAIN, feeds, 2), GE2_OK);
+    ck_assert_int_eq(ge2_program_take_metrics(prog, GE2_MODE_TRAIN, &m), GE2_ERR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(ge2_last_error(), "labels[3] is -2") && strstr(ge2_last_error(), "an earlier step's first"),
+                  "%s", ge2_last_error());
+    ge2_program_free(prog);
+    ge2_context_free(ctx);
+    ge2_graph_free(g);
+}
+END_TEST
+#endif
+
 int main(void)
 {
 #ifdef STEP_METRICS_CUDA
-    const TTest *tests[] = {test_every_scalar_output_comes_back};
+    const TTest *tests[] = {test_every_scalar_output_comes_back, test_out_of_range_label_fails};
     /* the others test the CPU backend's step and fence logic */
     (void)test_every_step_counted_once, (void)test_lagging_device_counts_finished_steps,
         (void)test_failed_step_not_counted;
@@ -436,6 +575,8 @@ int main(void)
         test_every_scalar_output_comes_back,
         test_lagging_device_counts_finished_steps,
         test_failed_step_not_counted,
+        test_out_of_range_label_fails,
+        test_device_count_fails_the_fold,
     };
 #endif
     return planner_run_tests("step_metrics", tests, (int)(sizeof tests / sizeof tests[0]), 120);
