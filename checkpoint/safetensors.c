@@ -14,6 +14,7 @@
 
 #include "graph/alloc.h"
 #include "graph/error.h"
+#include "graph/file.h"
 
 /* Tensors are written and read as raw host values, which the file defines as little-endian. */
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors data is little-endian");
@@ -151,13 +152,17 @@ ge2_status ge2_st_parse(const uint8_t *buf, size_t size, const char *what, ge2_s
 ge2_status ge2_st_read(const char *path, uint64_t max_data, ge2_st_file *out)
 {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return ge2_error(GE2_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fd;
+    GE2_TRY(ge2_open_regular(path, "the checkpoint", &fd));
+    FILE *f = fdopen(fd, "rb");
     struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        fclose(f);
-        return ge2_error(GE2_ERR_IO, "%s: not a regular file", path);
+    if (!f || fstat(fd, &sb) != 0) {
+        ge2_status st = ge2_error(GE2_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+        if (f)
+            fclose(f);
+        else
+            close(fd);
+        return st;
     }
     uint64_t limit = max_data > UINT64_MAX - 8 - GE2_ST_MAX_HEADER ? UINT64_MAX : 8 + GE2_ST_MAX_HEADER + max_data;
     if ((uint64_t)sb.st_size > limit || (uint64_t)sb.st_size > SIZE_MAX) {

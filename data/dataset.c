@@ -56,6 +56,8 @@ static ge2_status dataset_fill(const char *images_path, const char *labels_path,
     if (images->dim[0] != labels->dim[0])
         return ge2_error(GE2_ERR_FORMAT, "%s has %lld images but %s has %lld labels", images_path,
                          (long long)images->dim[0], labels_path, (long long)labels->dim[0]);
+    if (images->dim[0] == 0)
+        return ge2_error(GE2_ERR_FORMAT, "%s: no images", images_path);
     int64_t n = images->dim[0], features = images->numel / n;
     for (int64_t i = 0; i < n; i++)
         if (labels->data[i] >= n_classes)
@@ -67,6 +69,11 @@ static ge2_status dataset_fill(const char *images_path, const char *labels_path,
         ds->images[i] = (float)images->data[i] / 255.0f;
     for (int64_t i = 0; i < n; i++)
         ds->labels[i] = labels->data[i];
+    if (images->ndim == 3) {
+        ds->rows = images->dim[1];
+        ds->cols = images->dim[2];
+    }
+    snprintf(ds->source, sizeof ds->source, "%s", images_path);
     *out = ds;
     return GE2_OK;
 }
@@ -119,7 +126,34 @@ ge2_status ge2_dataset_load_fashion_mnist(const char *dir, ge2_split split, ge2_
     GE2_TRY(dataset_find(dir, base, images, sizeof images));
     snprintf(base, sizeof base, "%s-labels-idx1-ubyte", prefix);
     GE2_TRY(dataset_find(dir, base, labels, sizeof labels));
-    return ge2_dataset_load_idx(images, labels, 10, out);
+    GE2_TRY(ge2_dataset_load_idx(images, labels, 10, out));
+    ge2_status fits = ge2_dataset_expect(*out, "Fashion-MNIST", 28 * 28, 28, 28);
+    if (fits != GE2_OK) {
+        ge2_dataset_free(*out);
+        *out = NULL;
+    }
+    return fits;
+}
+
+/* "28x28 images (784 values each)" or "300 values each" */
+static void shape_words(int64_t features, int64_t rows, int64_t cols, char *buf, size_t size)
+{
+    if (rows > 0)
+        snprintf(buf, size, "%lldx%lld images (%lld values each)", (long long)rows, (long long)cols,
+                 (long long)features);
+    else
+        snprintf(buf, size, "%lld values each", (long long)features);
+}
+
+ge2_status ge2_dataset_expect(const ge2_dataset *ds, const char *model, int64_t features, int64_t rows, int64_t cols)
+{
+    if (ds->features == features && (rows <= 0 || ds->rows <= 0 || (ds->rows == rows && ds->cols == cols)))
+        return GE2_OK;
+    char have[64], want[64];
+    shape_words(ds->features, ds->rows, ds->cols, have, sizeof have);
+    shape_words(features, rows, cols, want, sizeof want);
+    return ge2_error(GE2_ERR_FORMAT, "%s: %s; %s takes %s", ds->source[0] ? ds->source : "the data set", have, model,
+                     want);
 }
 
 /* ---------------------------------------------------------------- batcher */

@@ -23,6 +23,8 @@ typedef enum ge2_split {
 typedef struct ge2_dataset {
     int64_t n;        /* examples */
     int64_t features; /* values per example (784 for 28x28 images) */
+    int64_t rows, cols; /* the images' shape when the file gave one ([n, rows, cols]); 0 for [n, features] */
+    char source[512];   /* the images file it came from, for messages ("" when made in memory) */
     int n_classes;    /* labels are in [0, n_classes) */
     float *images;    /* [n, features] */
     int32_t *labels;  /* [n] */
@@ -36,8 +38,13 @@ void ge2_dataset_free(ge2_dataset *ds);
  * file ([n], u8, each < n_classes); the counts must agree. */
 ge2_status ge2_dataset_load_idx(const char *images_path, const char *labels_path, int n_classes,
                                 ge2_dataset **out);
-/* dir holds {train,t10k}-{images-idx3,labels-idx1}-ubyte, each optionally .gz. */
+/* dir holds {train,t10k}-{images-idx3,labels-idx1}-ubyte, each optionally
+ * .gz; the images must be 28x28, as Fashion-MNIST's are (errors name the file). */
 ge2_status ge2_dataset_load_fashion_mnist(const char *dir, ge2_split split, ge2_dataset **out);
+/* The data set fits a model that takes `features` values per example (and,
+ * when rows > 0, images of rows x cols): else an error naming the file and
+ * both shapes, before any batch is copied into feeds of the model's size. */
+ge2_status ge2_dataset_expect(const ge2_dataset *ds, const char *model, int64_t features, int64_t rows, int64_t cols);
 
 /* ---------------------------------------------------------------- batcher */
 

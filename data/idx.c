@@ -7,10 +7,12 @@
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "graph/alloc.h"
 #include "graph/error.h"
+#include "graph/file.h"
 
 #define IDX_TYPE_U8 0x08
 #define IDX_FIRST_CHUNK ((int64_t)1 << 20)
@@ -115,9 +117,13 @@ ge2_status ge2_idx_load(const char *path, ge2_idx *out)
     if (!path || !out)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_idx_load: path and out are required");
     memset(out, 0, sizeof *out);
-    gzFile f = gzopen(path, "rb");
-    if (!f)
+    int fd;
+    GE2_TRY(ge2_open_regular(path, "the IDX file", &fd));
+    gzFile f = gzdopen(fd, "rb");
+    if (!f) {
+        close(fd);
         return ge2_error(GE2_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    }
     ge2_status st = idx_read_header(f, path, out);
     if (st == GE2_OK)
         st = idx_read_data(f, path, out);

@@ -17,9 +17,10 @@ typedef struct char_corpus {
     int vocab;         /* distinct bytes */
     uint8_t itos[256]; /* id -> byte */
     int stoi[256];     /* byte -> id, -1 for bytes not in the file */
+    int64_t control_bytes; /* bytes below 0x20 other than newline, tab and CR: many mean it is not text */
 } char_corpus;
 
-/* Reads path; errors name the file. */
+/* Reads path (a regular file, not empty); errors name the file. */
 ge2_status char_corpus_load(const char *path, char_corpus *out);
 void char_corpus_free(char_corpus *c);
 

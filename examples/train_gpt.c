@@ -25,6 +25,7 @@
 
 #include "graph/clock.h"
 #include "examples/char_data.h"
+#include "examples/cli.h"
 #include "examples/gpt_model.h"
 #include "ge2/dist.h"
 #include "graph/rng.h"
@@ -41,6 +42,7 @@ typedef struct options {
     bool distributed;
     double bucket_mb; /* --bucket-mb: the all-reduce buckets' MiB; 0: the optimizer's default */
     bool kernel_report, time_launches, plan_report;
+    const char *log_file; /* --log-file: the training curve (examples/cli.h) */
     int rank, world; /* 0 and 1 without --distributed */
 } options;
 
@@ -54,7 +56,7 @@ static int usage(FILE *to, int code)
             "Trains a character-level GPT (nanoGPT's) on the Jane Austen corpus and samples from it.\n"
             "  --device cpu|cuda|auto   where to run (auto)\n"
             "  --data FILE              the corpus ($GE2_CORPUS_DIR/austen.txt; default /usr/local/share/ge2/austen.txt)\n"
-            "  --n-layer N --n-head N --n-embd N --block-size N   the model (6, 6, 384, 256)\n"
+            "  --n-layer N --n-head N --n-embd N --block-size N   the model (6, 6, 384, 256; block size at most 4096)\n"
             "  --batch N                sequences per step (64)\n"
             "  --dropout X              dropout on the embeddings, attention weights and residual branches (0.2)\n"
             "  --lr X --min-lr X        peak and final learning rate (1e-3, 1e-4): linear warmup, then cosine\n"
@@ -68,6 +70,9 @@ static int usage(FILE *to, int code)
             "  --seed N                 seed of the weights, batches and sampling (1)\n"
             "  --no-shuffle             row r of step s starts at ((s*B + r)*T) mod (train length - T - 1)\n"
             "  --sample N               characters to generate at the end (500)\n"
+            "  --log-interval N         a line with the mean training loss every N steps (10)\n"
+            "  --log-file FILE          write the training curve (each log line and evaluation) to FILE: CSV when\n"
+            "                           FILE ends in .csv, else JSON lines; tools/plot_log draws it\n"
             "  --init FILE              initial parameters from a safetensors file under nanoGPT's names\n"
             "                           (lm_head.weight, tied to transformer.wte.weight, may be left out)\n"
             "  --save FILE              write a checkpoint (safetensors) when training stops\n"
@@ -87,38 +92,20 @@ static int usage(FILE *to, int code)
 
 static int bad_flag(const char *what)
 {
-    fprintf(stderr, "train_gpt: %s (--help lists the flags)\n", what);
+    fprintf(stderr, "train_gpt: %s%s (see --help)\n", cli_rank_prefix(), what);
     return 2;
 }
 
-static bool parse_i64(const char *s, int64_t lo, int64_t *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || *end || end == s || v < lo)
-        return false;
-    *out = v;
-    return true;
-}
-
-static bool parse_f64(const char *s, double lo, double hi, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || *end || end == s || !(v >= lo && v <= hi))
-        return false;
-    *out = v;
-    return true;
-}
+/* The GPT's integer flags: their range, for parsing and for the message. */
+static bool parse_i64(const char *s, int64_t lo, int64_t *out) { return cli_parse_i64(s, lo, INT64_MAX, out); }
+static bool parse_f64(const char *s, double lo, double hi, double *out) { return cli_parse_f64(s, lo, hi, out); }
 
 /* 0: parsed; -1: --help printed; 2: a bad flag (reported) */
 static int parse(int argc, char **argv, options *o)
 {
     enum { N_LAYER = 1000, N_HEAD, N_EMBD, BLOCK, BATCH, DROPOUT, LR, MIN_LR, WARMUP, MAX_ITERS, STEPS, WD, BETA2,
            CLIP, EVAL_INTERVAL, EVAL_ITERS, SEED, NO_SHUFFLE, SAMPLE, SAVE, INIT, RESUME, PRECISION, DEVICE, DATA,
-           DISTRIBUTED, BUCKET_MB, KERNEL_REPORT, TIME_LAUNCHES, PLAN_REPORT, HELP };
+           DISTRIBUTED, BUCKET_MB, KERNEL_REPORT, TIME_LAUNCHES, PLAN_REPORT, LOG_INTERVAL, LOG_FILE, HELP };
     static const struct option flags[] = {
         {"n-layer", 1, 0, N_LAYER}, {"n-head", 1, 0, N_HEAD}, {"n-embd", 1, 0, N_EMBD},
         {"block-size", 1, 0, BLOCK}, {"batch", 1, 0, BATCH}, {"dropout", 1, 0, DROPOUT}, {"lr", 1, 0, LR},
@@ -130,17 +117,23 @@ static int parse(int argc, char **argv, options *o)
         {"device", 1, 0, DEVICE}, {"kernel-report", 0, 0, KERNEL_REPORT}, {"time-launches", 0, 0, TIME_LAUNCHES},
         {"plan-report", 0, 0, PLAN_REPORT},
         {"data", 1, 0, DATA}, {"distributed", 0, 0, DISTRIBUTED}, {"bucket-mb", 1, 0, BUCKET_MB},
+        {"log-interval", 1, 0, LOG_INTERVAL}, {"log-file", 1, 0, LOG_FILE},
         {"help", 0, 0, HELP}, {0, 0, 0, 0},
     };
     int64_t seed = 1;
     opterr = 0;
-    for (int c; (c = getopt_long(argc, argv, "", flags, NULL)) != -1;) {
+    int index = 0;
+    for (int c; (c = getopt_long(argc, argv, ":", flags, &index)) != -1;) {
         bool ok = true;
+        const char *range = NULL; /* what the flag takes, when a value is refused */
         switch (c) {
         case N_LAYER: ok = parse_i64(optarg, 1, &o->model.n_layer); break;
         case N_HEAD: ok = parse_i64(optarg, 1, &o->model.n_head); break;
         case N_EMBD: ok = parse_i64(optarg, 1, &o->model.n_embd); break;
-        case BLOCK: ok = parse_i64(optarg, 1, &o->model.block_size) && o->model.block_size <= 4096; break;
+        case BLOCK:
+            ok = cli_parse_i64(optarg, 1, 4096, &o->model.block_size);
+            range = "an integer in [1, 4096]";
+            break;
         case BATCH: ok = parse_i64(optarg, 1, &o->model.batch); break;
         case DROPOUT: ok = parse_f64(optarg, 0, 0.999, &o->model.dropout); break;
         case LR: ok = parse_f64(optarg, 1e-12, 10, &o->lr); break;
@@ -171,17 +164,32 @@ static int parse(int argc, char **argv, options *o)
         case KERNEL_REPORT: o->kernel_report = true; break;
         case TIME_LAUNCHES: o->time_launches = o->kernel_report = true; break;
         case PLAN_REPORT: o->plan_report = true; break;
+        case LOG_INTERVAL: ok = parse_i64(optarg, 1, &o->log_interval); break;
+        case LOG_FILE: o->log_file = optarg; break;
         case HELP: return usage(stdout, -1);
-        default: return bad_flag(optind > 0 && optind <= argc ? argv[optind - 1] : "unknown flag");
+        case ':': {
+            char what[160];
+            snprintf(what, sizeof what, "%s needs a value", argv[optind - 1]);
+            return bad_flag(what);
+        }
+        default: {
+            char what[160];
+            snprintf(what, sizeof what, "unknown flag '%s'", argv[optind - 1]);
+            return bad_flag(what);
+        }
         }
         if (!ok) {
-            char what[160];
-            snprintf(what, sizeof what, "bad value '%s' for %s", optarg, argv[optind - 1]);
+            char what[256];
+            snprintf(what, sizeof what, "--%s: bad value '%s'%s%s", flags[index].name, optarg,
+                     range ? "; expected " : "", range ? range : "");
             return bad_flag(what);
         }
     }
-    if (optind < argc)
-        return bad_flag(argv[optind]);
+    if (optind < argc) {
+        char what[160];
+        snprintf(what, sizeof what, "unexpected argument '%s'", argv[optind]);
+        return bad_flag(what);
+    }
     if (o->init && o->resume)
         return bad_flag("--init and --resume both give the parameters: take one");
     if (o->bucket_mb > 0 && !o->distributed)
@@ -229,7 +237,34 @@ typedef struct run {
     ge2_context *ctx;
     ge2_program *prog;
     int32_t *x, *y;
+    cli_log *log;           /* --log-file (rank 0), or NULL */
+    ge2_metrics since_line; /* training metrics arrived since the last log line */
+    int64_t arrived;        /* optimizer steps whose loss has arrived (a --resume's first step counted) */
 } run;
+
+/* Takes the training metrics that have arrived, without waiting; a loss
+ * that is not finite stops the run, naming the step (or the steps, when
+ * several arrived at once). */
+static ge2_status take_train_metrics(run *r)
+{
+    ge2_metrics m;
+    ge2_status st = ge2_program_take_metrics(r->prog, GE2_MODE_TRAIN, &m);
+    if (st != GE2_OK)
+        return st;
+    if (m.steps > 0 && !isfinite(m.loss_sum)) {
+        const long long a = (long long)r->arrived + 1, b = a + (long long)m.steps - 1;
+        char steps[64];
+        snprintf(steps, sizeof steps, a == b ? "step %lld" : "steps %lld-%lld", a, b);
+        return ge2_error(GE2_ERR_STATE,
+                         "%s: the training loss is %s; stopping without saving (a lower --lr, a --grad-clip, or "
+                         "--precision fp32 may help)",
+                         steps, isnan(m.loss_sum) ? "NaN" : "infinite");
+    }
+    r->arrived += m.steps;
+    r->since_line.steps += m.steps;
+    r->since_line.loss_sum += m.loss_sum;
+    return GE2_OK;
+}
 
 /* The draws of step s's batch (and of the evaluation at step s, per split):
  * pure functions of the seed and the step, so a resumed run draws what the
@@ -350,6 +385,14 @@ static int train(run *r, int64_t first)
             if (is_rank0(o)) {
                 printf("step %lld: train loss %.4f, val loss %.4f\n", (long long)step, tl, vl);
                 fflush(stdout);
+                cli_log_row row = cli_log_row_of(step, "train_eval");
+                row.loss = tl;
+                if (cli_log_write(r->log, &row) != GE2_OK)
+                    return fail("--log-file");
+                row = cli_log_row_of(step, "val");
+                row.loss = vl;
+                if (cli_log_write(r->log, &row) != GE2_OK)
+                    return fail("--log-file");
             }
             t0 = ge2_now_s();
             logged = step;
@@ -367,18 +410,30 @@ static int train(run *r, int64_t first)
         ge2_feed f[2] = {{r->m.idx, r->x, ge2_shape2(B, T)}, {r->m.targets, r->y, ge2_shape1(B * T)}};
         if (ge2_program_step(r->prog, GE2_MODE_TRAIN, f, 2) != GE2_OK)
             return fail("step");
+        if (take_train_metrics(r) != GE2_OK) /* what has arrived, unwaited: a non-finite loss stops the run */
+            return fail("training");
         if ((step + 1) % o->log_interval == 0 || step + 1 == last_step) {
-            ge2_metrics m;
-            if (ge2_program_sync(r->prog) != GE2_OK || ge2_program_take_metrics(r->prog, GE2_MODE_TRAIN, &m) != GE2_OK)
-                return fail("metrics");
+            if (ge2_program_sync(r->prog) != GE2_OK || take_train_metrics(r) != GE2_OK)
+                return fail("training");
+            const ge2_metrics m = r->since_line;
+            memset(&r->since_line, 0, sizeof r->since_line);
             const double dt = ge2_now_s() - t0, steps = (double)(step + 1 - logged);
             double sums[2] = {m.loss_sum, (double)m.steps};
             if (ge2_dist_sum(job, sums, 2) != GE2_OK)
                 return fail("metrics");
             if (is_rank0(o)) {
-                printf("iter %lld: loss %.4f, %.2f ms/step, %.0f tokens/s", (long long)(step + 1),
-                       sums[1] > 0 ? sums[0] / sums[1] : NAN, 1e3 * dt / steps,
-                       steps * (double)(B * T * o->world) / dt);
+                const double loss = sums[1] > 0 ? sums[0] / sums[1] : NAN, rate = steps * (double)(B * T * o->world) / dt;
+                printf("iter %lld: loss %.4f, %.2f ms/step, %.0f tokens/s", (long long)(step + 1), loss,
+                       1e3 * dt / steps, rate);
+                /* the first line of a resumed run, or the last of a run, covers fewer steps */
+                if ((int64_t)steps != o->log_interval)
+                    printf(" (the mean over this run's last %lld step(s))", (long long)steps);
+                cli_log_row row = cli_log_row_of(step + 1, "train");
+                row.loss = loss;
+                row.lr = lr_at(o, step);
+                row.rate = rate;
+                if (cli_log_write(r->log, &row) != GE2_OK)
+                    return fail("--log-file");
                 double scale;
                 int64_t skipped;
                 if (o->precision == GE2_PRECISION_FP16 && ge2_program_loss_scale(r->prog, &scale, &skipped) == GE2_OK)
@@ -435,7 +490,12 @@ int main(int argc, char **argv)
     }
     run r = {.o = &o};
     if (char_corpus_load(o.data, &r.corpus) != GE2_OK)
-        return fail("corpus");
+        return fail("--data");
+    /* a binary file trains too, but rarely on purpose */
+    if (is_rank0(&o) && r.corpus.control_bytes * 100 > r.corpus.n)
+        fprintf(stderr, "train_gpt: warning: %s does not look like text: %lld of its %lld bytes are control "
+                "characters; training on it anyway\n", o.data, (long long)r.corpus.control_bytes,
+                (long long)r.corpus.n);
     if (char_corpus_split_len(&r.corpus, true) <= o.model.block_size + 1) {
         fprintf(stderr, "train_gpt: %s: the validation split is shorter than a block of %lld\n", o.data,
                 (long long)o.model.block_size);
@@ -470,8 +530,9 @@ int main(int argc, char **argv)
         fail("model");
     } else if (ge2_backward(r.m.graph, r.m.loss) != GE2_OK || ge2_optimizer(r.m.graph, &adamw) != GE2_OK) {
         fail("backward and optimizer");
-    } else if (ge2_context_new(o.device, &r.ctx) != GE2_OK ||
-               ge2_compile(r.ctx, r.m.graph, &compile, &r.prog) != GE2_OK) {
+    } else if (cli_context_new(o.device, &r.ctx) != GE2_OK) {
+        fail("--device");
+    } else if (ge2_compile(r.ctx, r.m.graph, &compile, &r.prog) != GE2_OK) {
         fail("compile");
     } else if (o.init && ge2_checkpoint_load_parameters(r.prog, o.init) != GE2_OK) {
         fail("--init");
@@ -482,7 +543,10 @@ int main(int argc, char **argv)
         fail("--distributed");
     } else if (o.plan_report && is_rank0(&o) && ge2_program_plan_report(r.prog, stdout) != GE2_OK) {
         fail("--plan-report");
+    } else if (o.log_file && is_rank0(&o) && cli_log_open(o.log_file, "tokens_per_s", &r.log) != GE2_OK) {
+        fail("--log-file");
     } else {
+        r.arrived = first;
         if (is_rank0(&o))
             printf("train_gpt: %s, %lld layers, %lld heads, %lld embd, block %lld, vocab %d, %.2fM parameters; "
                "%s: %lld train / %lld val characters; batch %lld x %d rank(s), adamw lr %g -> %g, %lld iters\n",
@@ -496,6 +560,7 @@ int main(int argc, char **argv)
             ge2_program_kernel_report(r.prog, GE2_MODE_TRAIN, stdout) != GE2_OK)
             code = fail("--kernel-report");
     }
+    cli_log_close(r.log);
     ge2_program_free(r.prog);
     ge2_context_free(r.ctx);
     ge2_graph_free(r.m.graph);

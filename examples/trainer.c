@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,8 +13,10 @@
 #include <unistd.h>
 
 #include "data/dataset.h"
+#include "examples/cli.h"
 #include "ge2/dist.h"
 #include "optim/optim.h"
+#include "optim/optimizer_math.h"
 
 /* The job of this run (--distributed), for messages and aborts; NULL alone. */
 static ge2_dist *job;
@@ -29,8 +32,8 @@ int trainer_fail(const trainer_spec *spec, int code, const char *fmt, ...)
     va_end(ap);
     if (job && ge2_dist_world(job) > 1)
         fprintf(stderr, "%s: rank %d: %s\n", spec->name, ge2_dist_rank(job), what);
-    else
-        fprintf(stderr, "%s: %s\n", spec->name, what);
+    else /* (under mpirun, before the job is joined: the rank from the launcher) */
+        fprintf(stderr, "%s: %s%s\n", spec->name, job ? "" : cli_rank_prefix(), what);
     /* End every rank now: the others may wait in a collective for this
      * one, and freeing the program first would wait for the device, where
      * an all-reduce may never finish. */
@@ -70,6 +73,10 @@ static void usage(const trainer_spec *spec, FILE *out)
             "  --init FILE              initial parameters from a safetensors file (%s)\n"
             "  --save FILE              write a checkpoint (safetensors) when training stops\n"
             "  --resume FILE            continue from a checkpoint, including the data order\n"
+            "  --log-interval N         a progress line every N steps (default: 100 on the CPU; on CUDA 0, a line\n"
+            "                           per epoch); on a terminal the line updates in place\n"
+            "  --log-file FILE          write the training curve (each log line and the test evaluation) to FILE:\n"
+            "                           CSV when FILE ends in .csv, else JSON lines; tools/plot_log draws it\n"
             "  --plan-report            print the memory plan report and write plan.svg\n"
             "  --kernel-report          print which kernel each node of the train and eval steps ran\n"
             "                           (GPU GEMMs: cuBLASLt algorithm or ge2's tiled GEMM, tuned once per shape)\n"
@@ -94,28 +101,6 @@ static void usage(const trainer_spec *spec, FILE *out)
 }
 
 /* ------------------------------------------------------------------ flags */
-
-static bool parse_i64(const char *s, int64_t lo, int64_t *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (!*s || *end || errno || v < lo)
-        return false;
-    *out = v;
-    return true;
-}
-
-static bool parse_double(const char *s, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (!*s || *end || errno || !(v >= 0) || v > 1e30)
-        return false;
-    *out = v;
-    return true;
-}
 
 /* steps_per_epoch: the cosine schedule spans every step of --epochs, so a
  * run cut short by --steps and resumed follows the same curve. */
@@ -156,6 +141,8 @@ enum {
     OPT_BUCKET_MB,
     OPT_PRECISION,
     OPT_LABEL_SMOOTHING,
+    OPT_LOG_INTERVAL,
+    OPT_LOG_FILE,
     OPT_HELP
 };
 
@@ -176,6 +163,7 @@ static int parse_args(int argc, char **argv, const trainer_spec *spec, trainer_o
                    .seed = 1,
                    .shuffle = true,
                    .compile = ge2_compile_defaults(),
+                   .log_interval = -1,
                    .world = 1};
     static const struct option common[] = {
         {"device", required_argument, NULL, 'd'},   {"data", required_argument, NULL, 'D'},
@@ -199,6 +187,8 @@ static int parse_args(int argc, char **argv, const trainer_spec *spec, trainer_o
         {"bucket-mb", required_argument, NULL, OPT_BUCKET_MB},
         {"precision", required_argument, NULL, OPT_PRECISION},
         {"label-smoothing", required_argument, NULL, OPT_LABEL_SMOOTHING},
+        {"log-interval", required_argument, NULL, OPT_LOG_INTERVAL},
+        {"log-file", required_argument, NULL, OPT_LOG_FILE},
         {"help", no_argument, NULL, OPT_HELP}};
     enum { N_COMMON = sizeof common / sizeof common[0], MAX_FLAGS = 64 };
     struct option longopts[MAX_FLAGS];
@@ -224,7 +214,7 @@ static int parse_args(int argc, char **argv, const trainer_spec *spec, trainer_o
         case 'b':
         case 'e':
         case 's':
-            if (!parse_i64(optarg, c == 's' ? 0 : 1, &i64) || i64 > INT32_MAX)
+            if (!cli_parse_i64(optarg, c == 's' ? 0 : 1, INT32_MAX, &i64))
                 return trainer_fail(spec, 2, "--%s: expected a %s integer, got '%s'", longopts[index].name,
                             c == 's' ? "non-negative" : "positive", optarg);
             *(c == 'b' ? &o->batch : c == 'e' ? &o->epochs : &o->steps) = i64;
@@ -236,12 +226,12 @@ static int parse_args(int argc, char **argv, const trainer_spec *spec, trainer_o
         case 'l':
         case 'm':
         case OPT_WEIGHT_DECAY:
-            if (!parse_double(optarg, c == 'l' ? &o->lr : c == 'm' ? &o->momentum : &o->weight_decay))
+            if (!cli_parse_f64(optarg, 0, 1e30, c == 'l' ? &o->lr : c == 'm' ? &o->momentum : &o->weight_decay))
                 return trainer_fail(spec, 2, "--%s: expected a non-negative number, got '%s'", longopts[index].name,
                                     optarg);
             break;
         case 'S':
-            if (!parse_i64(optarg, 0, &i64))
+            if (!cli_parse_i64(optarg, 0, INT64_MAX, &i64))
                 return trainer_fail(spec, 2, "--seed: expected a non-negative integer, got '%s'", optarg);
             o->seed = (uint64_t)i64;
             break;
@@ -254,7 +244,7 @@ static int parse_args(int argc, char **argv, const trainer_spec *spec, trainer_o
                 return trainer_fail(spec, 2, "--schedule: expected constant or cosine, got '%s'", optarg);
             break;
         case OPT_MIN_LR:
-            if (!parse_double(optarg, &o->min_lr))
+            if (!cli_parse_f64(optarg, 0, 1e30, &o->min_lr))
                 return trainer_fail(spec, 2, "--min-lr: expected a non-negative number, got '%s'", optarg);
             break;
         case OPT_NO_SHUFFLE:
@@ -302,13 +292,21 @@ static int parse_args(int argc, char **argv, const trainer_spec *spec, trainer_o
                 return trainer_fail(spec, 2, "--precision: expected fp32, tf32, bf16 or fp16, got '%s'", optarg);
             break;
         case OPT_BUCKET_MB:
-            if (!parse_double(optarg, &o->bucket_mb) || !(o->bucket_mb * 1048576.0 >= 1.0) || o->bucket_mb > 1e6)
+            if (!cli_parse_f64(optarg, 1.0 / 1048576.0, 1e6, &o->bucket_mb))
                 return trainer_fail(spec, 2, "--bucket-mb: expected a number of MiB (at least a byte), got '%s'",
                                     optarg);
             break;
         case OPT_LABEL_SMOOTHING:
-            if (!parse_double(optarg, &o->label_smoothing) || !(o->label_smoothing < 1))
+            if (!cli_parse_f64(optarg, 0, 1, &o->label_smoothing) || !(o->label_smoothing < 1))
                 return trainer_fail(spec, 2, "--label-smoothing: expected a number in [0, 1), got '%s'", optarg);
+            break;
+        case OPT_LOG_INTERVAL:
+            if (!cli_parse_i64(optarg, 0, INT32_MAX, &o->log_interval))
+                return trainer_fail(spec, 2, "--log-interval: expected a non-negative integer (0: a line per epoch), "
+                                    "got '%s'", optarg);
+            break;
+        case OPT_LOG_FILE:
+            o->log_file = optarg;
             break;
         case OPT_HELP:
             usage(spec, stdout);
@@ -339,23 +337,57 @@ static int parse_args(int argc, char **argv, const trainer_spec *spec, trainer_o
     return 0;
 }
 
-/* --------------------------------------------------------------- progress */
+/* --------------------------------------------------------------- training */
 
-/* Metrics of the epoch so far: whatever has been read back. */
+typedef struct run {
+    const trainer_options *o;
+    const ge2_optimizer_config *oc;
+    ge2_program *program;
+    trainer_model *m;
+    ge2_resume_state pos; /* where the next training batch comes from */
+    int64_t steps_done;   /* optimizer steps in this run */
+    int64_t first_step;   /* optimizer steps before this run (a --resume's) */
+    int64_t arrived;      /* steps of this run whose loss has come back */
+    int64_t log_interval; /* resolved: > 0 a line every that many steps, 0 a line per epoch */
+    cli_log *log;         /* --log-file, or NULL */
+} run;
+
+/* Metrics of the epoch so far and of the steps since the last log line:
+ * whatever has been read back. */
 typedef struct progress {
-    ge2_metrics sum;
-    double start, last_draw;
+    ge2_metrics sum, interval;
+    double start, last_draw, interval_start;
     bool tty;
 } progress;
 
-static ge2_status progress_take(ge2_program *program, progress *p)
+static bool is_rank0(void)
+{
+    return !job || ge2_dist_rank(job) == 0;
+}
+
+/* Takes what has arrived, without waiting; a loss that is not finite stops
+ * the run, naming the step (or the steps, when several arrived at once). */
+static ge2_status progress_take(run *r, progress *p)
 {
     ge2_metrics m;
-    TRY(ge2_program_take_metrics(program, GE2_MODE_TRAIN, &m));
-    p->sum.steps += m.steps;
-    p->sum.loss_sum += m.loss_sum;
-    p->sum.metric_sum += m.metric_sum;
-    p->sum.examples += m.examples;
+    TRY(ge2_program_take_metrics(r->program, GE2_MODE_TRAIN, &m));
+    if (m.steps > 0 && !isfinite(m.loss_sum)) {
+        const long long a = (long long)(r->first_step + r->arrived + 1), b = a + (long long)m.steps - 1;
+        char steps[64];
+        snprintf(steps, sizeof steps, a == b ? "step %lld" : "steps %lld-%lld", a, b);
+        return ge2_error(GE2_ERR_STATE,
+                         "%s: the training loss is %s; stopping without saving (a lower --lr, or --precision fp32, "
+                         "may help)",
+                         steps, isnan(m.loss_sum) ? "NaN" : "infinite");
+    }
+    r->arrived += m.steps;
+    ge2_metrics *to[2] = {&p->sum, &p->interval};
+    for (int i = 0; i < 2; i++) {
+        to[i]->steps += m.steps;
+        to[i]->loss_sum += m.loss_sum;
+        to[i]->metric_sum += m.metric_sum;
+        to[i]->examples += m.examples;
+    }
     return GE2_OK;
 }
 
@@ -372,18 +404,16 @@ static ge2_status progress_gather(progress *p)
     return GE2_OK;
 }
 
-static bool is_rank0(void)
-{
-    return !job || ge2_dist_rank(job) == 0;
-}
+static double mean_loss(const ge2_metrics *m) { return m->steps ? m->loss_sum / (double)m->steps : 0.0; }
+static double accuracy(const ge2_metrics *m) { return m->examples ? m->metric_sum / (double)m->examples : 0.0; }
 
+/* The epoch's live line (a terminal) or its closing line; figures of the
+ * epoch so far. */
 static void progress_print(const progress *p, int64_t epoch, int64_t epochs, int64_t batch, int64_t batches,
                            bool done)
 {
     if (!is_rank0())
         return;
-    double loss = p->sum.steps ? p->sum.loss_sum / (double)p->sum.steps : 0.0;
-    double acc = p->sum.examples ? p->sum.metric_sum / (double)p->sum.examples : 0.0;
     double secs = ge2_now_s() - p->start;
     double rate = secs > 0 ? (double)p->sum.examples / secs : 0.0;
     if (p->tty) {
@@ -394,26 +424,50 @@ static void progress_print(const progress *p, int64_t epoch, int64_t epochs, int
             bar[i] = i < fill ? '=' : ' ';
         bar[WIDTH] = '\0';
         printf("\repoch %lld/%lld [%s] loss %.4f acc %.4f %.0f ex/s", (long long)epoch + 1, (long long)epochs, bar,
-               loss, acc, rate);
+               mean_loss(&p->sum), accuracy(&p->sum), rate);
         if (done)
             printf(" %.1f s\n", secs);
         fflush(stdout);
     } else if (done) {
         printf("epoch %lld/%lld: loss %.4f train accuracy %.4f %.0f examples/s %.1f s\n", (long long)epoch + 1,
-               (long long)epochs, loss, acc, rate, secs);
+               (long long)epochs, mean_loss(&p->sum), accuracy(&p->sum), rate, secs);
         fflush(stdout);
     }
 }
 
-/* --------------------------------------------------------------- training */
-
-typedef struct run {
-    const trainer_options *o;
-    ge2_program *program;
-    trainer_model *m;
-    ge2_resume_state pos; /* where the next training batch comes from */
-    int64_t steps_done;   /* optimizer steps in this run */
-} run;
+/* A log line of the steps since the last one: every step of them arrived
+ * (after a sync), so its loss is theirs. On a terminal the epoch's line is
+ * redrawn instead; --log-file gets a row either way. */
+static ge2_status log_interval_line(run *r, progress *p, int64_t epoch, int64_t batch, int64_t batches)
+{
+    TRY(ge2_program_sync(r->program));
+    TRY(progress_take(r, p));
+    const double secs = ge2_now_s() - p->interval_start;
+    const double rate = secs > 0 ? (double)p->interval.examples * r->o->world / secs : 0.0;
+    const int64_t step = r->first_step + r->steps_done;
+    const double lr = ge2_schedule_lr(&r->oc->schedule, (float)r->oc->lr, step - 1);
+    if (is_rank0()) {
+        if (p->tty)
+            progress_print(p, epoch, r->o->epochs, batch, batches, false);
+        else {
+            printf("step %lld (epoch %lld/%lld, batch %lld/%lld): loss %.4f train accuracy %.4f lr %.3g %.0f "
+                   "examples/s\n",
+                   (long long)step, (long long)epoch + 1, (long long)r->o->epochs, (long long)batch,
+                   (long long)batches, mean_loss(&p->interval), accuracy(&p->interval), lr, rate);
+            fflush(stdout);
+        }
+        cli_log_row row = cli_log_row_of(step, "train");
+        row.loss = mean_loss(&p->interval);
+        row.accuracy = accuracy(&p->interval);
+        row.lr = lr;
+        row.rate = rate;
+        TRY(cli_log_write(r->log, &row));
+    }
+    memset(&p->interval, 0, sizeof p->interval);
+    p->interval_start = ge2_now_s();
+    p->last_draw = p->interval_start;
+    return GE2_OK;
+}
 
 static bool step_limit_hit(const run *r)
 {
@@ -463,6 +517,7 @@ static ge2_status train(run *r, const ge2_dataset *train_set)
         /* the live bar reads metrics whenever it redraws: alone only, as
          * ranks must gather theirs at the same points */
         progress p = {.start = ge2_now_s(), .tty = isatty(STDOUT_FILENO) && o->world == 1};
+        p.interval_start = p.start;
         ge2_batch batch;
         int64_t ran = 0;
         while (st == GE2_OK && !step_limit_hit(r)) {
@@ -471,8 +526,11 @@ static ge2_status train(run *r, const ge2_dataset *train_set)
                 break;
             r->steps_done++;
             ran++;
-            if (st == GE2_OK && p.tty && ge2_now_s() - p.last_draw > 0.1) {
-                st = progress_take(r->program, &p);
+            if (st == GE2_OK) /* what has arrived, unwaited: a non-finite loss stops the run early */
+                st = progress_take(r, &p);
+            if (st == GE2_OK && r->log_interval > 0 && r->steps_done % r->log_interval == 0)
+                st = log_interval_line(r, &p, epoch, batch.index + 1, batches);
+            else if (st == GE2_OK && p.tty && ge2_now_s() - p.last_draw > 0.1) {
                 progress_print(&p, epoch, o->epochs, batch.index + 1, batches, false);
                 p.last_draw = ge2_now_s();
             }
@@ -481,7 +539,15 @@ static ge2_status train(run *r, const ge2_dataset *train_set)
         if (st == GE2_OK && ran > 0) {
             st = ge2_program_sync(r->program);
             if (st == GE2_OK)
-                st = progress_take(r->program, &p);
+                st = progress_take(r, &p);
+            if (st == GE2_OK && r->log_interval == 0 && is_rank0()) { /* the epoch line is the log line */
+                cli_log_row row = cli_log_row_of(r->first_step + r->steps_done, "train");
+                row.loss = mean_loss(&p.sum);
+                row.accuracy = accuracy(&p.sum);
+                row.lr = ge2_schedule_lr(&r->oc->schedule, (float)r->oc->lr, r->first_step + r->steps_done - 1);
+                row.rate = ge2_now_s() > p.start ? (double)p.sum.examples * o->world / (ge2_now_s() - p.start) : 0;
+                st = cli_log_write(r->log, &row);
+            }
             if (st == GE2_OK)
                 st = progress_gather(&p);
             if (st == GE2_OK)
@@ -551,6 +617,7 @@ static int train_and_test(const trainer_spec *spec, const trainer_options *o, ge
     ge2_optimizer_config oc = optimizer_config(o, steps_per_epoch(o, train_set->n));
     trainer_model m = {0};
     ge2_program *program = NULL;
+    run r = {.o = o, .oc = &oc, .m = &m, .pos = {0, 0, o->seed, 0}};
     int code = 0;
     ge2_compile_options co = o->compile;
     co.collective = ge2_dist_collective(job);
@@ -558,7 +625,8 @@ static int train_and_test(const trainer_spec *spec, const trainer_options *o, ge
         code = fail_ge2(spec);
         goto done;
     }
-    run r = {.o = o, .program = program, .m = &m, .pos = {0, 0, o->seed, 0}};
+    r.program = program;
+    r.log_interval = o->log_interval >= 0 ? o->log_interval : ge2_context_device(ctx) == GE2_DEVICE_CPU ? 100 : 0;
     /* every rank reads the same files (a shared file system across
      * machines); rank 0's state then reaches all, whatever their seeds */
     if ((o->init && ge2_checkpoint_load_parameters(program, o->init) != GE2_OK) ||
@@ -569,6 +637,20 @@ static int train_and_test(const trainer_spec *spec, const trainer_options *o, ge
     }
     if (o->resume && (code = resume_position(spec, o, &r.pos)) != 0)
         goto done;
+    if (o->resume && r.pos.epoch > o->epochs) {
+        code = trainer_fail(spec, 2, "--resume %s: the checkpoint is in epoch %lld, past --epochs %lld", o->resume,
+                            (long long)r.pos.epoch + 1, (long long)o->epochs);
+        goto done;
+    }
+    if (o->resume && ge2_program_step_count(program, &r.first_step) != GE2_OK) {
+        code = fail_ge2(spec);
+        goto done;
+    }
+    if (o->log_file && is_rank0() &&
+        cli_log_open(o->log_file, "examples_per_s", &r.log) != GE2_OK) {
+        code = fail_ge2(spec);
+        goto done;
+    }
     if (is_rank0()) {
         printf("%s: %s, ", spec->name, ge2_device_name(ge2_context_device(ctx)));
         spec->describe(spec->model, stdout);
@@ -580,6 +662,9 @@ static int train_and_test(const trainer_spec *spec, const trainer_options *o, ge
         if (o->label_smoothing > 0)
             printf(", label smoothing %g", o->label_smoothing);
         printf("\n");
+        if (o->resume && r.pos.epoch >= o->epochs)
+            printf("nothing to train: the checkpoint finished all %lld epochs (raise --epochs to go on)\n",
+                   (long long)o->epochs);
     }
     ge2_status st = train(&r, train_set);
     r.pos.examples_in_epoch = r.pos.batch_in_epoch * o->batch * o->world;
@@ -629,9 +714,17 @@ static int train_and_test(const trainer_spec *spec, const trainer_options *o, ge
         printf("loss scale: %g, %lld step(s) skipped for inf or NaN gradients\n", scale, (long long)skipped);
     }
     int64_t correct = (int64_t)(em.metric_sum + 0.5);
+    cli_log_row row = cli_log_row_of(r.first_step + r.steps_done, "test");
+    row.loss = em.steps ? em.loss_sum / (double)em.steps : NAN;
+    row.accuracy = (double)correct / (double)test_set->n;
+    if (cli_log_write(r.log, &row) != GE2_OK) {
+        code = fail_ge2(spec);
+        goto done;
+    }
     printf("test accuracy: %.4f (%lld/%lld)\n", (double)correct / (double)test_set->n, (long long)correct,
            (long long)test_set->n);
 done:
+    cli_log_close(r.log);
     ge2_program_free(program);
     ge2_graph_free(m.graph);
     return code;
@@ -660,7 +753,9 @@ int trainer_main(int argc, char **argv, const trainer_spec *spec)
     int code;
     if (ge2_dataset_load_fashion_mnist(o.data, GE2_SPLIT_TRAIN, &train_set) != GE2_OK ||
         ge2_dataset_load_fashion_mnist(o.data, GE2_SPLIT_TEST, &test_set) != GE2_OK ||
-        ge2_context_new(o.device, &ctx) != GE2_OK)
+        ge2_dataset_expect(train_set, spec->name, TRAINER_FEATURES, 28, 28) != GE2_OK ||
+        ge2_dataset_expect(test_set, spec->name, TRAINER_FEATURES, 28, 28) != GE2_OK ||
+        cli_context_new(o.device, &ctx) != GE2_OK)
         code = fail_ge2(spec);
     else if (o.batch > test_set->n)
         code = trainer_fail(spec, 2, "--batch %lld exceeds the %lld test examples", (long long)o.batch,

@@ -56,6 +56,10 @@ typedef struct trainer_options {
     bool distributed;
     double bucket_mb; /* --bucket-mb: the all-reduce buckets' MiB; 0: the optimizer's default */
     int rank, world;  /* 0 and 1 without --distributed */
+    /* --log-interval: a progress line every N steps; 0: one per epoch; -1
+     * (not given): 100 on the CPU, 0 on CUDA */
+    int64_t log_interval;
+    const char *log_file; /* --log-file: the training curve (examples/cli.h) */
 } trainer_options;
 
 /* What a trainer's build gives back. x holds a batch of images in any

@@ -3,17 +3,20 @@
 # its committed corpus for SECONDS (default 120). New interesting inputs go to
 # a scratch corpus, not the committed one; crashes land in fuzz/artifacts/.
 #
-#   fuzz/run.sh [checkpoint|idx|rdb] [SECONDS] [extra libFuzzer flags]
+#   fuzz/run.sh [checkpoint|idx|rdb|dataset] [SECONDS] [extra libFuzzer flags]
 #
 # checkpoint: the safetensors reader (checkpoint/*.c), corpus fuzz/corpus/
 # idx:        the IDX reader, plain and gzip (data/idx.c), corpus fuzz/corpus_idx/
 # rdb:        the R lazy-load database reader (data/rdb.c), corpus fuzz/corpus_rdb/
+# dataset:    the trainers' dataset path (data/dataset.c: Fashion-MNIST's
+#             folder, the shape check, batches into feeds of the model's
+#             size), corpus fuzz/corpus_dataset/
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target="${1:-checkpoint}"
 seconds="${2:-120}"
 shift $(($# < 2 ? $# : 2))
-common=(graph/alloc.c graph/error.c graph/dtype.c)
+common=(graph/alloc.c graph/error.c graph/dtype.c graph/file.c)
 case "$target" in
 checkpoint)
     srcs=(fuzz/checkpoint_fuzz.c checkpoint/json.c checkpoint/safetensors.c)
@@ -30,8 +33,13 @@ rdb)
     corpus=fuzz/corpus_rdb
     flags=(-max_len=4096 -rss_limit_mb=4096)
     ;;
+dataset)
+    srcs=(fuzz/dataset_fuzz.c data/dataset.c data/idx.c)
+    corpus=fuzz/corpus_dataset
+    flags=(-max_len=8192 -rss_limit_mb=4096)
+    ;;
 *)
-    echo "usage: fuzz/run.sh [checkpoint|idx|rdb] [SECONDS] [libFuzzer flags]" >&2
+    echo "usage: fuzz/run.sh [checkpoint|idx|rdb|dataset] [SECONDS] [libFuzzer flags]" >&2
     exit 2
     ;;
 esac

@@ -26,6 +26,9 @@ packages=(
     pkg-config
     python3               # the benchmark report's test (//bench:report_test) and tools/ scripts
     python-is-python3     # `python`: Bazel 4's Python test launcher starts with `#!/usr/bin/env python`
+    gnuplot-nox           # tools/plot_log: the trainers' --log-file curves as PNG
+    clang                 # fuzz/run.sh: libFuzzer targets (CI runs each briefly)
+    libclang-rt-14-dev    # ... and their fuzzer, ASan and UBSan runtimes
 )
 
 say() { printf 'setup: %s\n' "$*"; }

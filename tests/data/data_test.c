@@ -192,9 +192,26 @@ START_TEST(dataset_load)
     ck_assert_int_eq(ds->labels[5], 7);
     ge2_dataset_free(ds);
 
-    /* the directory form finds the .gz images and the plain labels */
+    /* the directory form finds the .gz images and the plain labels, and
+     * refuses images that are not Fashion-MNIST's 28x28, naming the file:
+     * the trainers' feeds hold 784 values an example (a 200x200 set
+     * overflowed them) */
+    ds = (ge2_dataset *)1;
+    ck_assert_int_eq(ge2_dataset_load_fashion_mnist(tu_tmpdir(), GE2_SPLIT_TRAIN, &ds), GE2_ERR_FORMAT);
+    ck_assert_ptr_null(ds);
+    ck_assert_msg(strstr(ge2_last_error(), images) && strstr(ge2_last_error(), "2x2 images") &&
+                      strstr(ge2_last_error(), "28x28"),
+                  "%s", ge2_last_error());
+    uint32_t fdims[3] = {6, 28, 28};
+    write_idx("train-images-idx3-ubyte.gz", MAGIC_U8_3, fdims, 3, 6 * 784, true);
     ck_assert_int_eq(ge2_dataset_load_fashion_mnist(tu_tmpdir(), GE2_SPLIT_TRAIN, &ds), GE2_OK);
     ck_assert_int_eq(ds->n, 6);
+    ck_assert_int_eq(ds->features, 784);
+    ck_assert_int_eq(ds->rows, 28);
+    ck_assert_int_eq(ge2_dataset_expect(ds, "a model", 784, 28, 28), GE2_OK);
+    ck_assert_int_eq(ge2_dataset_expect(ds, "the 29-column model", 812, 28, 29), GE2_ERR_FORMAT);
+    ck_assert_msg(strstr(ge2_last_error(), "28x28 images (784 values each); the 29-column model takes 28x29 images"),
+                  "%s", ge2_last_error());
     ge2_dataset_free(ds);
     ck_assert_int_eq(ge2_dataset_load_fashion_mnist(tu_tmpdir(), GE2_SPLIT_TEST, &ds), GE2_ERR_IO);
     ck_assert_ptr_nonnull(strstr(ge2_last_error(), "t10k-images-idx3-ubyte"));
