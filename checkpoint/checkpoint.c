@@ -209,8 +209,27 @@ ge2_status ge2_checkpoint_save(ge2_program *program, const char *path, const ge2
     return st;
 }
 
-/* Every expected tensor present with its dtype and shape, copied into the
- * image; then no tensor the model lacks (ignoring "optim." ones when asked). */
+/* A tensor that holds a NaN or an infinity (a run that diverged) would
+ * train on silently and spread through batch norm's statistics and Adam's
+ * state: refused by name and element. */
+static ge2_status ck_finite(const ge2_st_tensor *t, const char *path)
+{
+    const int64_t n = ge2_shape_numel(t->shape);
+    for (int64_t i = 0; i < n; i++) {
+        const double v = t->dtype == GE2_F32 ? ((const float *)t->data)[i]
+                         : t->dtype == GE2_F64 ? ((const double *)t->data)[i]
+                                               : 0.0;
+        if (!isfinite(v))
+            return ge2_error(GE2_ERR_FORMAT, "%s: tensor %s holds %s at element %lld (a run that diverged?); "
+                             "refusing to train from it",
+                             path, t->name, isnan(v) ? "a NaN" : "an infinity", (long long)i);
+    }
+    return GE2_OK;
+}
+
+/* Every expected tensor present with its dtype and shape, finite, copied
+ * into the image; then no tensor the model lacks (ignoring "optim." ones
+ * when asked). */
 static ge2_status ck_match(const ge2_st_file *f, const char *path, ck_layout *l, bool ignore_optim)
 {
     for (int k = 0; k < l->first_alias; k++) {
@@ -218,6 +237,7 @@ static ge2_status ck_match(const ge2_st_file *f, const char *path, ck_layout *l,
         const uint8_t *data;
         GE2_TRY(ge2_st_expect(f, path, t->name, t->dtype, t->shape, &data));
         memcpy((void *)t->data, data, (size_t)ge2_shape_numel(t->shape) * ge2_dtype_size(t->dtype));
+        GE2_TRY(ck_finite(t, path));
     }
     /* an alias, when the file has it, must hold what its parameter got */
     for (int k = l->first_alias; k < l->first_alias + l->n_aliases; k++) {

@@ -3,8 +3,10 @@
  * json.c's. */
 #include "checkpoint/safetensors.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -379,12 +381,77 @@ static ge2_status st_sync_dir(const char *path)
     return st;
 }
 
+/* Where a save to path writes: path itself, or, when path is a symbolic
+ * link, the file it names (so the link stays a link, and the checkpoint
+ * lands where it points). What is there must be a regular file: a save
+ * replaces it, and replacing a device or a folder is never what was meant. */
+static ge2_status st_target(const char *path, char *target, size_t size)
+{
+    struct stat sb;
+    if (lstat(path, &sb) != 0) {
+        if (errno != ENOENT)
+            return ge2_error(GE2_ERR_IO, "%s: cannot save there: %s", path, strerror(errno));
+        return snprintf(target, size, "%s", path) < (int)size
+                   ? GE2_OK
+                   : ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_checkpoint_save: path too long");
+    }
+    if (S_ISLNK(sb.st_mode)) {
+        char *real = realpath(path, NULL);
+        if (!real)
+            return ge2_error(GE2_ERR_IO, "%s: a symbolic link to a file that cannot be reached (%s); a save writes "
+                             "through the link to an existing file or to a plain path", path, strerror(errno));
+        const bool fits = snprintf(target, size, "%s", real) < (int)size;
+        free(real);
+        if (!fits)
+            return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_checkpoint_save: path too long");
+        if (stat(target, &sb) != 0)
+            return ge2_error(GE2_ERR_IO, "%s: cannot save there: %s", target, strerror(errno));
+    } else if (snprintf(target, size, "%s", path) >= (int)size) {
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_checkpoint_save: path too long");
+    }
+    if (!S_ISREG(sb.st_mode))
+        return ge2_error(GE2_ERR_IO, "%s: not a regular file; a checkpoint replaces only a file (give another path)",
+                         target);
+    return GE2_OK;
+}
+
+/* A save killed before its rename leaves "<target>.tmp.<pid>" beside the
+ * target; the next save to that target removes those whose process is
+ * gone (its own name is taken by this one). */
+static void st_remove_stale_temps(const char *target)
+{
+    char dir_buf[4096], base_buf[4096];
+    snprintf(dir_buf, sizeof dir_buf, "%s", target);
+    snprintf(base_buf, sizeof base_buf, "%s", target);
+    const char *dir_name = dirname(dir_buf), *base = basename(base_buf);
+    const size_t n = strlen(base);
+    DIR *dir = opendir(dir_name);
+    for (struct dirent *e; dir && (e = readdir(dir));) {
+        if (strncmp(e->d_name, base, n) != 0 || strncmp(e->d_name + n, ".tmp.", 5) != 0)
+            continue;
+        char *end;
+        errno = 0;
+        long pid = strtol(e->d_name + n + 5, &end, 10);
+        if (*end || errno || pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        char stale[8200];
+        if (snprintf(stale, sizeof stale, "%s/%s", dir_name, e->d_name) < (int)sizeof stale)
+            unlink(stale);
+    }
+    if (dir)
+        closedir(dir);
+}
+
 ge2_status ge2_st_write(const char *path, const ge2_st_tensor *tensors, int n_tensors, const ge2_st_kv *meta,
                         int n_meta)
 {
+    char target[4096];
+    GE2_TRY(st_target(path, target, sizeof target));
+    path = target;
+    st_remove_stale_temps(target);
     st_buf header = {0};
     ge2_status st = st_header(tensors, n_tensors, meta, n_meta, &header);
-    char tmp[4096];
+    char tmp[4096 + 32];
     if (st == GE2_OK && snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
         st = ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_checkpoint_save: path too long");
     FILE *f = NULL;

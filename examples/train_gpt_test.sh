@@ -96,5 +96,48 @@ expect_error "heads must divide the width" 2 --n-embd 30 --n-head 4
 expect_error "missing corpus" 1 --device cpu --data "$tmp/none.txt"
 expect_error "fp8 is not a precision" 2 --precision fp8
 expect_error "--init with --resume" 2 --init a --resume b
+expect_error "a block size past the cap" 2 --block-size 4600
+grep -q -- "--block-size: bad value '4600'; expected an integer in \[1, 4096\]" "$tmp/err"
+rc=$?
+check "the flag and its range are named ($(cat "$tmp/err"))" "$rc"
+expect_error "a value missing" 2 --lr
+grep -q -- '--lr needs a value' "$tmp/err"
+rc=$?
+check "the flag without its value is named ($(cat "$tmp/err"))" "$rc"
+grep -q -- '--block-size N.*at most 4096' <("$bin" --help)
+rc=$?
+check "--help gives the block size's cap" "$rc"
+: >"$tmp/empty.txt"
+expect_error "an empty corpus" 1 --device cpu --data "$tmp/empty.txt"
+grep -q 'is empty' "$tmp/err"
+rc=$?
+check "an empty corpus is said so ($(cat "$tmp/err"))" "$rc"
+expect_error "a folder as the corpus" 1 --device cpu --data "$tmp"
+grep -q 'is a folder' "$tmp/err"
+rc=$?
+check "a folder is named as one ($(cat "$tmp/err"))" "$rc"
+head -c 20000 "$bin" >"$tmp/binary.txt"
+"$bin" "${tiny[@]}" --data "$tmp/binary.txt" --max-iters 2 --eval-interval 2 --eval-iters 1 --sample 0 \
+    >/dev/null 2>"$tmp/err"
+grep -q 'warning: .*binary.txt does not look like text' "$tmp/err"
+rc=$?
+check "a binary corpus is warned about ($(head -c 300 "$tmp/err"))" "$rc"
+
+# --log-interval and --log-file: training rows and each evaluation's
+"$bin" "${tiny[@]}" --max-iters 20 --eval-interval 10 --eval-iters 2 --sample 0 --log-interval 5 \
+    --log-file "$tmp/gpt.csv" >"$tmp/out" 2>&1
+rc=$?
+[ "$rc" = 0 ] && [ "$(grep -c '^iter [0-9]*: loss' "$tmp/out")" = 4 ] &&
+    [ "$(grep -c ',train,' "$tmp/gpt.csv")" = 4 ] && [ "$(grep -c ',val,' "$tmp/gpt.csv")" = 3 ] &&
+    grep -q '^step,kind,loss,accuracy,lr,tokens_per_s$' "$tmp/gpt.csv"
+rc=$?
+check "--log-interval 5 and --log-file over 20 steps ($(tr '\n' ' ' <"$tmp/gpt.csv" | head -c 300))" "$rc"
+
+# a diverging run stops at its first non-finite loss, without saving
+expect_error "a NaN loss stops the run" 1 "${tiny[@]}" --max-iters 30 --eval-interval 100 --sample 0 --lr 10 \
+    --warmup 0 --grad-clip 0 --weight-decay 10 --save "$tmp/nan.safetensors"
+grep -Eq 'step [0-9]+: the training loss is (NaN|infinite)' "$tmp/err" && [ ! -e "$tmp/nan.safetensors" ]
+rc=$?
+check "the GPT's NaN stop names the step and saves nothing ($(cat "$tmp/err"))" "$rc"
 
 trainer_test_summary

@@ -103,4 +103,116 @@ head -c 100 "$tmp/a.safetensors" >"$tmp/cut.safetensors"
 expect_error "truncated checkpoint" 1 --device cpu --data "$data" --hidden 16 --steps 1 --resume "$tmp/cut.safetensors"
 expect_error "missing --init file" 1 --device cpu --data "$data" --hidden 16 --init "$tmp/none.safetensors"
 
+# --log-interval and --log-file: a line every N steps on the CPU, and the
+# curve as CSV (and JSON lines), which tools/plot_log draws
+"$bin" --device cpu --data "$data" --hidden 16 --steps 60 --log-interval 20 --log-file "$tmp/curve.csv" \
+    >"$tmp/log1" 2>&1
+rc=$?
+[ "$rc" = 0 ] && [ "$(grep -c '^step [0-9]* (epoch 1/10, batch [0-9]*/938): loss' "$tmp/log1")" = 3 ]
+rc=$?
+check "--log-interval 20 prints 3 lines in 60 steps ($(head -n 3 "$tmp/log1" | tail -n 1))" "$rc"
+[ "$(head -n 1 "$tmp/curve.csv")" = "step,kind,loss,accuracy,lr,examples_per_s" ] &&
+    [ "$(grep -c '^[0-9]*,train,[0-9.]*,[0-9.]*,0.001,[0-9.]*$' "$tmp/curve.csv")" = 3 ] &&
+    grep -q '^60,test,[0-9.]*,0\.[0-9]*,,$' "$tmp/curve.csv"
+rc=$?
+check "--log-file writes CSV rows for each log line and the test ($(tr '\n' ' ' <"$tmp/curve.csv"))" "$rc"
+"$bin" --device cpu --data "$data" --hidden 16 --steps 20 --log-interval 10 --log-file "$tmp/curve.jsonl" \
+    >/dev/null 2>&1
+grep -q '^{"step": 10, "kind": "train", "loss": [0-9.]*, "accuracy": [0-9.]*, "lr": 0.001, "examples_per_s": [0-9.e+]*}$' \
+    "$tmp/curve.jsonl"
+rc=$?
+check "--log-file writes JSON lines ($(head -n 1 "$tmp/curve.jsonl"))" "$rc"
+plot_log="$(dirname "${BASH_SOURCE[0]}")/../tools/plot_log"
+if command -v gnuplot >/dev/null; then
+    "$plot_log" -o "$tmp/curve.png" "$tmp/curve.csv" "$tmp/curve.jsonl" >/dev/null &&
+        [ "$(head -c 8 "$tmp/curve.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]
+    rc=$?
+    check "tools/plot_log draws both logs as a PNG" "$rc"
+fi
+
+# a diverging run stops at the first non-finite loss, naming the step, and
+# leaves the checkpoint it was given alone
+cp "$tmp/a.safetensors" "$tmp/good.safetensors"
+expect_error "a NaN loss stops the run" 1 --device cpu --data "$data" --hidden 16 --steps 30 --lr 1e30 \
+    --save "$tmp/good.safetensors"
+grep -Eq 'step [0-9]+: the training loss is (NaN|infinite)' "$tmp/err"
+rc=$?
+check "the NaN stop names the step" "$rc"
+cmp -s "$tmp/a.safetensors" "$tmp/good.safetensors"
+rc=$?
+check "the diverged run did not overwrite the checkpoint" "$rc"
+
+# a checkpoint holding a NaN is refused by --init and --resume, by name
+python3 - "$tmp/a.safetensors" "$tmp/nan.safetensors" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+at = 8 + n + h["fc1.weight"]["data_offsets"][0] + 4 * 5
+open(sys.argv[2], "wb").write(b[:at] + struct.pack("<f", float("nan")) + b[at + 4:])
+PY
+expect_error "--init with a NaN" 1 --device cpu --data "$data" --hidden 16 --steps 1 --init "$tmp/nan.safetensors"
+grep -q 'tensor fc1.weight holds a NaN at element 5' "$tmp/err"
+rc=$?
+check "--init names the tensor and the element of the NaN ($(cat "$tmp/err"))" "$rc"
+expect_error "--resume with a NaN" 1 --device cpu --data "$data" --hidden 16 --steps 1 --resume "$tmp/nan.safetensors"
+
+# inputs that would hang or overflow
+mkfifo "$tmp/fifo"
+expect_error "a FIFO as --init" 1 --device cpu --data "$data" --hidden 16 --steps 1 --init "$tmp/fifo"
+grep -q 'is a FIFO' "$tmp/err"
+rc=$?
+check "the FIFO is named, not opened for good" "$rc"
+mkdir "$tmp/odd"
+python3 - "$data" "$tmp/odd" <<'PY'
+# Fashion-MNIST with 29 columns: the trainers' feeds take 28x28
+import gzip, os, struct, sys
+src, dst = sys.argv[1], sys.argv[2]
+def read(name):
+    for suffix in (".gz", ""):
+        p = os.path.join(src, name + suffix)
+        if os.path.exists(p):
+            return (gzip.open if suffix else open)(p, "rb").read()
+for split in ("train", "t10k"):
+    img = read(f"{split}-images-idx3-ubyte")
+    n, rows, cols = struct.unpack(">III", img[4:16])
+    n = min(n, 100)
+    pix = img[16:16 + n * rows * cols]
+    out = bytearray(img[:4] + struct.pack(">III", n, rows, cols + 1))
+    for r in range(n * rows):
+        out += pix[r * cols:(r + 1) * cols] + b"\0"
+    open(os.path.join(dst, f"{split}-images-idx3-ubyte"), "wb").write(out)
+    lab = read(f"{split}-labels-idx1-ubyte")
+    open(os.path.join(dst, f"{split}-labels-idx1-ubyte"), "wb").write(lab[:4] + struct.pack(">I", n) + lab[8:8 + n])
+PY
+expect_error "28x29 images" 1 --device cpu --data "$tmp/odd" --hidden 16 --steps 3
+grep -q 'train-images-idx3-ubyte: 28x29 images (812 values each); Fashion-MNIST takes 28x28 images' "$tmp/err"
+rc=$?
+check "28x29 images are refused naming the file ($(cat "$tmp/err"))" "$rc"
+
+# --save through a symbolic link writes its target; a directory is refused
+ln -s good.safetensors "$tmp/link.safetensors"
+"$bin" --device cpu --data "$data" --hidden 16 --steps 2 --save "$tmp/link.safetensors" >/dev/null 2>"$tmp/err"
+rc=$?
+[ "$rc" = 0 ] && [ -L "$tmp/link.safetensors" ] && ! cmp -s "$tmp/a.safetensors" "$tmp/good.safetensors"
+rc=$?
+check "--save writes through a symbolic link ($(cat "$tmp/err"))" "$rc"
+expect_error "--save onto a folder" 1 --device cpu --data "$data" --hidden 16 --steps 1 --save "$tmp/odd"
+
+# a checkpoint past --epochs is refused, one at its end trains nothing and says so
+"$bin" --device cpu --data "$data" --hidden 16 --epochs 1 --steps 938 --save "$tmp/done.safetensors" >/dev/null 2>&1
+"$bin" --device cpu --data "$data" --hidden 16 --epochs 1 --resume "$tmp/done.safetensors" >"$tmp/out" 2>&1
+rc=$?
+[ "$rc" = 0 ] && grep -q '^nothing to train: the checkpoint finished all 1 epochs' "$tmp/out"
+rc=$?
+check "resuming a finished run says there is nothing to train" "$rc"
+"$bin" --device cpu --data "$data" --hidden 16 --epochs 3 --steps 940 --save "$tmp/e2.safetensors" >/dev/null 2>&1
+expect_error "a checkpoint past --epochs" 2 --device cpu --data "$data" --hidden 16 --epochs 1 \
+    --resume "$tmp/e2.safetensors"
+
+expect_error "--device cuda without a GPU" 1 --device cuda --data "$data" --hidden 16 --steps 1
+grep -q 'no CUDA device is usable here; --device cpu' "$tmp/err"
+rc=$?
+check "no GPU: the message names --device cpu" "$rc"
+
 trainer_test_summary

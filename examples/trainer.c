@@ -637,9 +637,14 @@ static int train_and_test(const trainer_spec *spec, const trainer_options *o, ge
     }
     if (o->resume && (code = resume_position(spec, o, &r.pos)) != 0)
         goto done;
-    if (o->resume && r.pos.epoch > o->epochs) {
-        code = trainer_fail(spec, 2, "--resume %s: the checkpoint is in epoch %lld, past --epochs %lld", o->resume,
-                            (long long)r.pos.epoch + 1, (long long)o->epochs);
+    /* the steps of --epochs the checkpoint has not done: negative when it is past them (a damaged epoch
+     * count would otherwise train nothing without a word) */
+    const int64_t per_epoch = steps_per_epoch(o, train_set->n);
+    const int64_t steps_left = (o->epochs - r.pos.epoch) * per_epoch - r.pos.batch_in_epoch;
+    if (o->resume && (r.pos.epoch > o->epochs || steps_left < 0)) {
+        code = trainer_fail(spec, 2, "--resume %s: the checkpoint is at epoch %lld, batch %lld, past --epochs %lld",
+                            o->resume, (long long)r.pos.epoch + 1, (long long)r.pos.batch_in_epoch,
+                            (long long)o->epochs);
         goto done;
     }
     if (o->resume && ge2_program_step_count(program, &r.first_step) != GE2_OK) {
@@ -662,7 +667,7 @@ static int train_and_test(const trainer_spec *spec, const trainer_options *o, ge
         if (o->label_smoothing > 0)
             printf(", label smoothing %g", o->label_smoothing);
         printf("\n");
-        if (o->resume && r.pos.epoch >= o->epochs)
+        if (o->resume && steps_left == 0)
             printf("nothing to train: the checkpoint finished all %lld epochs (raise --epochs to go on)\n",
                    (long long)o->epochs);
     }

@@ -247,6 +247,61 @@ START_TEST(atomic_save_keeps_target_on_failure)
 }
 END_TEST
 
+/* A save through a symbolic link writes the file it names (the link stays
+ * a link); a path that is not a regular file is refused, not replaced; a
+ * temporary a killed save left is removed by the next save there; a FIFO
+ * is refused for reading without blocking. */
+START_TEST(save_targets)
+{
+    float a[1] = {42};
+    ge2_st_tensor t = {"a", ge2_shape1(1), a, GE2_F32};
+    char real[600], link_path[600];
+    snprintf(real, sizeof real, "%s", tu_path("real.safetensors"));
+    snprintf(link_path, sizeof link_path, "%s", tu_path("link.safetensors"));
+    ck_assert_int_eq(ge2_st_write(real, &t, 1, NULL, 0), GE2_OK);
+    ck_assert_int_eq(symlink("real.safetensors", link_path), 0);
+    a[0] = 7;
+    ck_assert_msg(ge2_st_write(link_path, &t, 1, NULL, 0) == GE2_OK, "%s", ge2_last_error());
+    struct stat sb;
+    ck_assert_int_eq(lstat(link_path, &sb), 0);
+    ck_assert(S_ISLNK(sb.st_mode));
+    ge2_st_file f;
+    ck_assert_int_eq(ge2_st_read(real, UINT64_MAX, &f), GE2_OK);
+    float got;
+    memcpy(&got, f.data + f.entries[0].begin, sizeof got);
+    ck_assert(got == 7.0f);
+    ge2_st_release(&f);
+
+    /* a folder (and, as root, /dev/null would be a device): refused, left alone */
+    const char *folder = tu_path("a_folder");
+    ck_assert_int_eq(mkdir(folder, 0700), 0);
+    ck_assert_int_eq(ge2_st_write(folder, &t, 1, NULL, 0), GE2_ERR_IO);
+    ck_assert_msg(strstr(ge2_last_error(), "not a regular file"), "%s", ge2_last_error());
+    ck_assert_int_eq(stat(folder, &sb), 0);
+    ck_assert(S_ISDIR(sb.st_mode));
+    ck_assert_int_eq(ge2_st_write("/dev/null", &t, 1, NULL, 0), GE2_ERR_IO);
+
+    /* a dead process's temporary goes; a live one's (ours, here the parent's) stays */
+    char stale[700], live[700];
+    snprintf(stale, sizeof stale, "%s.tmp.%d", real, 999999999);
+    snprintf(live, sizeof live, "%s.tmp.%ld", real, (long)getppid());
+    FILE *w = fopen(stale, "w");
+    fclose(w);
+    w = fopen(live, "w");
+    fclose(w);
+    ck_assert_int_eq(ge2_st_write(link_path, &t, 1, NULL, 0), GE2_OK);
+    ck_assert_int_ne(access(stale, F_OK), 0);
+    ck_assert_int_eq(access(live, F_OK), 0);
+    unlink(live);
+
+    /* reading a FIFO: refused by name at once */
+    const char *fifo = tu_path("fifo.safetensors");
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    ck_assert_int_eq(ge2_st_read(fifo, UINT64_MAX, &f), GE2_ERR_IO);
+    ck_assert_msg(strstr(ge2_last_error(), "is a FIFO"), "%s", ge2_last_error());
+}
+END_TEST
+
 START_TEST(read_oversized_file)
 {
     /* a sparse 1 GB file: rejected from its size alone, nothing read or allocated */
@@ -285,6 +340,7 @@ int main(void)
     tcase_add_test(file, write_read_round_trip);
     tcase_add_test(file, atomic_save_keeps_target_on_failure);
     tcase_add_test(file, read_oversized_file);
+    tcase_add_test(file, save_targets);
     suite_add_tcase(s, file);
     return ge2_check_run(s);
 }
