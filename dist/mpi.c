@@ -45,13 +45,18 @@ ge2_status ge2_dist_wait(ge2_dist *dist, MPI_Request *request, const char *what)
         if (done)
             return GE2_OK;
         /* spin briefly (a step's collective is usually quick), then yield
-         * the core: a CPU job shares it with the other ranks */
+         * the core, sleeping longer the longer the wait (50 us doubling to
+         * 10 ms): a CPU job shares the cores with the other ranks, and a
+         * rank waiting for a stalled peer must not burn one until its
+         * timeout */
         if (polls > 1000) {
             if (ge2_now_s() > deadline)
                 return ge2_error(GE2_ERR_COLLECTIVE,
-                                 "ge2_dist: rank %d: %s did not complete in %g s: another rank failed or hangs",
+                                 "ge2_dist: rank %d: %s did not complete in %g s: another rank failed or hangs "
+                                 "(--dist-timeout sets the limit)",
                                  dist->group.rank, what, dist->group.timeout_s);
-            nanosleep(&(struct timespec){0, 50000}, NULL);
+            const long shift = (polls - 1000) / 64 < 8 ? (polls - 1000) / 64 : 8;
+            nanosleep(&(struct timespec){0, 50000L << shift}, NULL);
         }
     }
 }
@@ -108,6 +113,46 @@ ge2_status ge2_dist_sum(ge2_dist *dist, double *values, int n)
     if ((!values && n > 0) || n < 0)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_dist_sum: values must not be NULL, n >= 0 (got %d)", n);
     return dist && dist->group.world > 1 ? sum_through_root(dist, values, n, MPI_DOUBLE, sizeof(double)) : GE2_OK;
+}
+
+ge2_status ge2_dist_check_same(ge2_dist *dist, const char *const *names, const char *const *values, int n)
+{
+    if (!dist || dist->group.world <= 1)
+        return GE2_OK;
+    if (n < 0 || (n > 0 && (!names || !values)))
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_dist_check_same: names and values of %d fields", n);
+    enum { VALUE_MAX = 256 };
+    /* rank 0's values to every rank, each compared there; then every rank
+     * learns the first field any rank differs in, and which rank */
+    int first = n;
+    char theirs[VALUE_MAX] = "";
+    for (int i = 0; i < n; i++) {
+        char mine[VALUE_MAX], zero[VALUE_MAX];
+        snprintf(mine, sizeof mine, "%s", values[i]);
+        memcpy(zero, mine, sizeof zero);
+        GE2_TRY(ge2_dist_broadcast_bytes(dist, zero, sizeof zero));
+        zero[VALUE_MAX - 1] = '\0';
+        if (first == n && strcmp(mine, zero) != 0) {
+            first = i;
+            memcpy(theirs, zero, sizeof theirs);
+        }
+    }
+    /* the smallest (field, rank) pair any rank found, coded as one int */
+    int code = first < n ? first * dist->group.world + dist->group.rank : n * dist->group.world;
+    MPI_Request req;
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, &code, 1, MPI_INT, MPI_MIN, dist->comm, &req);
+    if (rc != MPI_SUCCESS)
+        return mpi_fail(dist, rc, "comparing the ranks' settings");
+    GE2_TRY(ge2_dist_wait(dist, &req, "comparing the ranks' settings"));
+    if (code >= n * dist->group.world)
+        return GE2_OK;
+    const int field = code / dist->group.world, by = code % dist->group.world;
+    if (by == dist->group.rank)
+        return ge2_error(GE2_ERR_COLLECTIVE, "ge2_dist: rank %d: %s is '%s' here but '%s' on rank 0: every rank must "
+                         "run the same model and plan", by, names[field], values[field], theirs);
+    return ge2_error(GE2_ERR_COLLECTIVE, "ge2_dist: rank %d: rank %d's %s differs from rank 0's '%s': every rank "
+                     "must run the same model and plan", dist->group.rank, by, names[field],
+                     dist->group.rank == 0 ? values[field] : "(see rank 0)");
 }
 
 /* This rank's index among the ranks sharing its machine. */

@@ -2,6 +2,8 @@
  * reads (parameters, optimizer state, persistent buffers), through host
  * copies and an MPI broadcast. Once, at the start: after it the ranks
  * apply the same averaged update each step and stay identical. */
+#include <stdio.h>
+
 #include "capture/program_internal.h"
 #include "dist/dist_internal.h"
 #include "graph/alloc.h"
@@ -36,6 +38,15 @@ ge2_status ge2_dist_broadcast_state(ge2_dist *dist, ge2_program *program)
         return GE2_OK;
     GE2_TRY(ge2_program_sync(program)); /* no step still writes them */
     const ge2_flat_pools pools = ge2_program_pools(program);
+    /* the same pools everywhere, or the broadcasts below would not match */
+    char params[32], slots[32], buffers[32];
+    snprintf(params, sizeof params, "%lld", (long long)pools.n);
+    snprintf(slots, sizeof slots, "%d", pools.slots);
+    snprintf(buffers, sizeof buffers, "%zu", ge2_program_layout(program)->buffer_bytes);
+    const char *const names[3] = {"the program's parameter count", "its optimizer state slots",
+                                  "its persistent buffer bytes"};
+    const char *const values[3] = {params, slots, buffers};
+    GE2_TRY(ge2_dist_check_same(dist, names, values, 3));
     GE2_TRY(broadcast_region(dist, program, pools.params, (size_t)pools.n * sizeof(float), "parameters"));
     GE2_TRY(ge2_program_parameters_written(program));
     GE2_TRY(broadcast_region(dist, program, pools.state, (size_t)pools.slots * (size_t)pools.n * sizeof(float),

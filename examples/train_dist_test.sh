@@ -91,6 +91,60 @@ took=$(($(date +%s) - start))
 ok=$?
 check "one failing rank ends the job naming it (exit $rc after ${took} s: $(grep -m1 'rank 1' "$tmp/fail.out"))" "$ok"
 
+# Ranks given different models fail at the start, every rank, naming the
+# field (they used to end with MPI_ERR_TRUNCATE in the state broadcast).
+timeout 120 "${mpirun[@]}" 2 sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then exec "$0" "$@" --hidden 33; fi
+exec "$0" "$@"' "$bin" "${common[@]}" --distributed --batch 32 --steps 5 >"$tmp/mismatch.out" 2>&1
+rc=$?
+[ "$rc" != 0 ] && [ "$rc" != 124 ] &&
+    grep -q "rank 1: the model is 'model 784-33-10 relu' here but 'model 784-32-10 relu' on rank 0" "$tmp/mismatch.out"
+ok=$?
+check "ranks with other models fail naming the field ($(grep -m1 'rank 1' "$tmp/mismatch.out"))" "$ok"
+
+# A rank given fewer --steps is refused at the start like any other flag.
+timeout 120 "${mpirun[@]}" 2 sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then exec "$0" "$@" --steps 2; fi
+exec "$0" "$@" --steps 200' "$bin" "${common[@]}" --distributed --batch 32 >"$tmp/steps.out" 2>&1
+rc=$?
+[ "$rc" != 0 ] && grep -q "rank 1: --steps is '2' here but '200' on rank 0" "$tmp/steps.out"
+ok=$?
+check "a rank with fewer --steps is refused at the start ($(grep -m1 'rank 1' "$tmp/steps.out"))" "$ok"
+
+# A rank that stops (SIGSTOP) leaves the other waiting in a collective: it
+# fails after --dist-timeout, naming itself, and waits without burning a
+# core (its CPU time over 3 s of waiting).
+rank_pid() { # the train_mlp process of rank $1
+    local p
+    for p in $(pgrep -x train_mlp); do
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" && echo "$p" && return
+    done
+}
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null; }
+start=$(date +%s)
+timeout 120 "${mpirun[@]}" 2 "$bin" "${common[@]}" --hidden 1024 --distributed --batch 32 --dist-timeout 6 \
+    >"$tmp/stall.out" 2>&1 &
+job=$!
+r0="" r1=""
+for _ in $(seq 100); do
+    r0=$(rank_pid 0) r1=$(rank_pid 1)
+    [ -n "$r0" ] && [ -n "$r1" ] && grep -q '^train_mlp: cpu' "$tmp/stall.out" && break
+    sleep 0.1
+done
+sleep 1
+kill -STOP "$r1" 2>/dev/null
+sleep 1
+t0=$(cpu_ticks "$r0")
+sleep 3
+t1=$(cpu_ticks "$r0")
+wait "$job"
+rc=$?
+took=$(($(date +%s) - start))
+waited=$(( ${t1:-0} - ${t0:-0} ))
+[ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -q "rank 0: .*did not complete in 6 s" "$tmp/stall.out" &&
+    [ -n "$t0" ] && [ "$waited" -lt 30 ]
+ok=$?
+echo "stopped rank: the waiting rank used $waited ticks of CPU in 3 s"
+check "a stopped rank: the other fails after --dist-timeout, using ${waited}/300 ticks of a core while it waits (exit $rc after ${took} s: $(grep -m1 'did not' "$tmp/stall.out"))" "$ok"
+
 # The GPT trainer (embedding, attention, layer norm, the tied head's
 # gradient summed before it is all-reduced, clipping on the averaged norm).
 small=(--device cpu --n-layer 1 --n-head 2 --n-embd 32 --block-size 32 --max-iters 8 --warmup 2 --lr 3e-3

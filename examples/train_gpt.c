@@ -41,6 +41,7 @@ typedef struct options {
     bool shuffle;
     bool distributed;
     double bucket_mb; /* --bucket-mb: the all-reduce buckets' MiB; 0: the optimizer's default */
+    double dist_timeout_s; /* --dist-timeout; 0: the default (300 s) */
     bool kernel_report, time_launches, plan_report;
     const char *log_file; /* --log-file: the training curve (examples/cli.h) */
     int rank, world; /* 0 and 1 without --distributed */
@@ -86,6 +87,7 @@ static int usage(FILE *to, int code)
             "  --distributed            data parallel over the ranks mpirun starts, one per GPU:\n"
             "                           mpirun -np 2 train_gpt --distributed ... (--batch is per rank)\n"
             "  --bucket-mb MB           --distributed: gradient MiB one all-reduce gathers (25, DDP's bucket_cap_mb)\n"
+            "  --dist-timeout S         --distributed: seconds a rank waits for the others before it fails (300)\n"
             "  --help                   this text\n");
     return code;
 }
@@ -105,7 +107,7 @@ static int parse(int argc, char **argv, options *o)
 {
     enum { N_LAYER = 1000, N_HEAD, N_EMBD, BLOCK, BATCH, DROPOUT, LR, MIN_LR, WARMUP, MAX_ITERS, STEPS, WD, BETA2,
            CLIP, EVAL_INTERVAL, EVAL_ITERS, SEED, NO_SHUFFLE, SAMPLE, SAVE, INIT, RESUME, PRECISION, DEVICE, DATA,
-           DISTRIBUTED, BUCKET_MB, KERNEL_REPORT, TIME_LAUNCHES, PLAN_REPORT, LOG_INTERVAL, LOG_FILE, HELP };
+           DISTRIBUTED, BUCKET_MB, KERNEL_REPORT, TIME_LAUNCHES, PLAN_REPORT, LOG_INTERVAL, LOG_FILE, DIST_TIMEOUT, HELP };
     static const struct option flags[] = {
         {"n-layer", 1, 0, N_LAYER}, {"n-head", 1, 0, N_HEAD}, {"n-embd", 1, 0, N_EMBD},
         {"block-size", 1, 0, BLOCK}, {"batch", 1, 0, BATCH}, {"dropout", 1, 0, DROPOUT}, {"lr", 1, 0, LR},
@@ -117,7 +119,7 @@ static int parse(int argc, char **argv, options *o)
         {"device", 1, 0, DEVICE}, {"kernel-report", 0, 0, KERNEL_REPORT}, {"time-launches", 0, 0, TIME_LAUNCHES},
         {"plan-report", 0, 0, PLAN_REPORT},
         {"data", 1, 0, DATA}, {"distributed", 0, 0, DISTRIBUTED}, {"bucket-mb", 1, 0, BUCKET_MB},
-        {"log-interval", 1, 0, LOG_INTERVAL}, {"log-file", 1, 0, LOG_FILE},
+        {"log-interval", 1, 0, LOG_INTERVAL}, {"log-file", 1, 0, LOG_FILE}, {"dist-timeout", 1, 0, DIST_TIMEOUT},
         {"help", 0, 0, HELP}, {0, 0, 0, 0},
     };
     int64_t seed = 1;
@@ -166,6 +168,7 @@ static int parse(int argc, char **argv, options *o)
         case PLAN_REPORT: o->plan_report = true; break;
         case LOG_INTERVAL: ok = parse_i64(optarg, 1, &o->log_interval); break;
         case LOG_FILE: o->log_file = optarg; break;
+        case DIST_TIMEOUT: ok = parse_f64(optarg, 0.001, 1e6, &o->dist_timeout_s); break;
         case HELP: return usage(stdout, -1);
         case ':': {
             char what[160];
@@ -194,6 +197,8 @@ static int parse(int argc, char **argv, options *o)
         return bad_flag("--init and --resume both give the parameters: take one");
     if (o->bucket_mb > 0 && !o->distributed)
         return bad_flag("--bucket-mb applies to --distributed only");
+    if (o->dist_timeout_s > 0 && !o->distributed)
+        return bad_flag("--dist-timeout applies to --distributed only");
     if (o->model.n_embd % o->model.n_head)
         return bad_flag("--n-embd must be a multiple of --n-head");
     if (o->model.batch > (int64_t)1 << 40 || o->model.batch * o->model.block_size > INT32_MAX)
@@ -272,6 +277,25 @@ static ge2_status take_train_metrics(run *r)
 static uint64_t stream(uint64_t seed, uint64_t kind, int64_t step)
 {
     return ge2_mix64(seed * GE2_MIX64_GAMMA ^ ge2_mix64(kind + 3 * (uint64_t)step));
+}
+
+/* --distributed: every rank was given the same model, data and plan. */
+static ge2_status check_same_run(const options *o, const char_corpus *corpus)
+{
+    char model[160], data[64], plan[192], precision[16], seed[32];
+    snprintf(model, sizeof model, "%lld layers, %lld heads, %lld embd, block %lld, batch %lld, dropout %g",
+             (long long)o->model.n_layer, (long long)o->model.n_head, (long long)o->model.n_embd,
+             (long long)o->model.block_size, (long long)o->model.batch, o->model.dropout);
+    snprintf(data, sizeof data, "%lld characters, vocabulary %d", (long long)corpus->n, corpus->vocab);
+    snprintf(plan, sizeof plan, "lr %.9g -> %.9g, warmup %lld, max-iters %lld, steps %lld, weight decay %.9g, beta2 "
+             "%.9g, grad-clip %.9g, eval every %lld x %lld",
+             o->lr, o->min_lr, (long long)o->warmup, (long long)o->max_iters, (long long)o->steps, o->weight_decay,
+             o->beta2, o->grad_clip, (long long)o->eval_interval, (long long)o->eval_iters);
+    snprintf(precision, sizeof precision, "%s", ge2_precision_name(o->precision));
+    snprintf(seed, sizeof seed, "%llu%s", (unsigned long long)o->seed, o->shuffle ? "" : " --no-shuffle");
+    const char *const names[] = {"the model", "the corpus", "the schedule", "--precision", "--seed"};
+    const char *const values[] = {model, data, plan, precision, seed};
+    return ge2_dist_check_same(job, names, values, 5);
 }
 
 /* The seed of this rank's model: its initial weights (rank 0's reach every
@@ -483,7 +507,9 @@ int main(int argc, char **argv)
         return code < 0 ? 0 : code;
     o.world = 1;
     if (o.distributed) { /* before any CUDA call: the job gives this process its GPU */
-        if (ge2_dist_init(&argc, &argv, NULL, &job) != GE2_OK)
+        ge2_dist_options dopt = ge2_dist_defaults();
+        dopt.timeout_s = o.dist_timeout_s > 0 ? o.dist_timeout_s : 300.0;
+        if (ge2_dist_init(&argc, &argv, &dopt, &job) != GE2_OK)
             return fail("--distributed");
         o.rank = ge2_dist_rank(job);
         o.world = ge2_dist_world(job);
@@ -534,6 +560,8 @@ int main(int argc, char **argv)
         fail("--device");
     } else if (ge2_compile(r.ctx, r.m.graph, &compile, &r.prog) != GE2_OK) {
         fail("compile");
+    } else if (job && check_same_run(&o, &r.corpus) != GE2_OK) {
+        fail("--distributed");
     } else if (o.init && ge2_checkpoint_load_parameters(r.prog, o.init) != GE2_OK) {
         fail("--init");
     } else if (o.resume && (ge2_checkpoint_load(r.prog, o.resume, NULL) != GE2_OK ||

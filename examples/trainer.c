@@ -93,6 +93,7 @@ static void usage(const trainer_spec *spec, FILE *out)
             "  --distributed            data parallel over the ranks mpirun starts, one per GPU:\n"
             "                           mpirun -np 2 %s --distributed ... (--batch is per rank)\n"
             "  --bucket-mb MB           --distributed: gradient MiB one all-reduce gathers (25, DDP's bucket_cap_mb)\n"
+            "  --dist-timeout S         --distributed: seconds a rank waits for the others before it fails (300)\n"
             "  --help                   this text\n",
             spec->name, spec->summary, spec->model_usage ? spec->model_usage : "", (long long)spec->default_epochs,
             ge2_optimizer_name(spec->default_optimizer), weight_decay, spec->default_label_smoothing,
@@ -143,6 +144,7 @@ enum {
     OPT_LABEL_SMOOTHING,
     OPT_LOG_INTERVAL,
     OPT_LOG_FILE,
+    OPT_DIST_TIMEOUT,
     OPT_HELP
 };
 
@@ -189,6 +191,7 @@ static int parse_args(int argc, char **argv, const trainer_spec *spec, trainer_o
         {"label-smoothing", required_argument, NULL, OPT_LABEL_SMOOTHING},
         {"log-interval", required_argument, NULL, OPT_LOG_INTERVAL},
         {"log-file", required_argument, NULL, OPT_LOG_FILE},
+        {"dist-timeout", required_argument, NULL, OPT_DIST_TIMEOUT},
         {"help", no_argument, NULL, OPT_HELP}};
     enum { N_COMMON = sizeof common / sizeof common[0], MAX_FLAGS = 64 };
     struct option longopts[MAX_FLAGS];
@@ -308,6 +311,10 @@ static int parse_args(int argc, char **argv, const trainer_spec *spec, trainer_o
         case OPT_LOG_FILE:
             o->log_file = optarg;
             break;
+        case OPT_DIST_TIMEOUT:
+            if (!cli_parse_f64(optarg, 0.001, 1e6, &o->dist_timeout_s))
+                return trainer_fail(spec, 2, "--dist-timeout: expected seconds in [0.001, 1e6], got '%s'", optarg);
+            break;
         case OPT_HELP:
             usage(spec, stdout);
             return -1;
@@ -331,6 +338,8 @@ static int parse_args(int argc, char **argv, const trainer_spec *spec, trainer_o
         return trainer_fail(spec, 2, "--momentum applies to --optimizer sgd only");
     if (o->bucket_mb > 0 && !o->distributed)
         return trainer_fail(spec, 2, "--bucket-mb applies to --distributed only");
+    if (o->dist_timeout_s > 0 && !o->distributed)
+        return trainer_fail(spec, 2, "--dist-timeout applies to --distributed only");
     ge2_optimizer_config oc = optimizer_config(o, 1);
     if (ge2_opt_validate(&oc) != GE2_OK)
         return trainer_fail(spec, 2, "%s", ge2_last_error());
@@ -603,6 +612,31 @@ static int resume_position(const trainer_spec *spec, const trainer_options *o, g
     return 0;
 }
 
+/* --distributed: every rank was given the same model and plan (a rank with
+ * other flags would train another model, or fail on a mismatched message
+ * much later). */
+static ge2_status check_same_run(const trainer_spec *spec, const trainer_options *o, const ge2_optimizer_config *oc)
+{
+    char model[256] = "", precision[16], batch[32], epochs[32], steps[32], optimizer[96], seed[32], order[16];
+    FILE *f = fmemopen(model, sizeof model - 1, "w");
+    if (f) {
+        spec->describe(spec->model, f);
+        fclose(f);
+    }
+    snprintf(precision, sizeof precision, "%s", ge2_precision_name(o->compile.precision));
+    snprintf(batch, sizeof batch, "%lld", (long long)o->batch);
+    snprintf(epochs, sizeof epochs, "%lld", (long long)o->epochs);
+    snprintf(steps, sizeof steps, "%lld", (long long)o->steps);
+    snprintf(optimizer, sizeof optimizer, "%s lr %.9g momentum %.9g weight decay %.9g", ge2_optimizer_name(oc->kind),
+             oc->lr, oc->momentum, oc->weight_decay);
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
+    snprintf(order, sizeof order, "%s", o->shuffle ? "shuffled" : "--no-shuffle");
+    const char *const names[] = {"the model", "--precision", "--batch", "--epochs", "--steps", "the optimizer",
+                                 "--seed", "the data order"};
+    const char *const values[] = {model, precision, batch, epochs, steps, optimizer, seed, order};
+    return ge2_dist_check_same(job, names, values, (int)(sizeof names / sizeof names[0]));
+}
+
 /* Batches each rank takes per epoch, as the training batcher will cut them */
 static int64_t steps_per_epoch(const trainer_options *o, int64_t examples)
 {
@@ -626,6 +660,10 @@ static int train_and_test(const trainer_spec *spec, const trainer_options *o, ge
         goto done;
     }
     r.program = program;
+    if (job && check_same_run(spec, o, &oc) != GE2_OK) {
+        code = fail_ge2(spec);
+        goto done;
+    }
     r.log_interval = o->log_interval >= 0 ? o->log_interval : ge2_context_device(ctx) == GE2_DEVICE_CPU ? 100 : 0;
     /* every rank reads the same files (a shared file system across
      * machines); rank 0's state then reaches all, whatever their seeds */
@@ -748,7 +786,9 @@ int trainer_main(int argc, char **argv, const trainer_spec *spec)
         return parsed < 0 ? 0 : parsed;
     /* before any CUDA call: the job gives this process its GPU */
     if (o.distributed) {
-        if (ge2_dist_init(&argc, &argv, NULL, &job) != GE2_OK)
+        ge2_dist_options dopt = ge2_dist_defaults();
+        dopt.timeout_s = o.dist_timeout_s > 0 ? o.dist_timeout_s : TRAINER_DIST_TIMEOUT_S;
+        if (ge2_dist_init(&argc, &argv, &dopt, &job) != GE2_OK)
             return fail_ge2(spec);
         o.rank = ge2_dist_rank(job);
         o.world = ge2_dist_world(job);

@@ -65,6 +65,14 @@ const ge2_collective *ge2_dist_collective(ge2_dist *dist);
  * ranks agree however they were initialised. */
 ge2_status ge2_dist_broadcast_state(ge2_dist *dist, ge2_program *program);
 
+/* Whether every rank runs with the same settings: names[i] is a field
+ * ("--precision", "model") and values[i] this rank's value as text (up to
+ * 255 characters). A collective; every rank calls it once, at the start.
+ * Ranks given other flags would otherwise fail later on a mismatched
+ * message size, or train different models. On a difference every rank
+ * fails: the one that differs naming the field and both values, the others
+ * naming that rank and the field. */
+ge2_status ge2_dist_check_same(ge2_dist *dist, const char *const *names, const char *const *values, int n);
 /* values[0, n) summed over the ranks, in place, the same on every rank; a
  * NULL dist (one process, as ge2_dist_rank and ge2_dist_world take it)
  * leaves them as they are. */
