@@ -80,6 +80,12 @@ typedef struct ge2_backend {
     void (*close)(ge2_backend_ctx *ctx);
     /* Memory where kernels run; zero-filled. */
     ge2_status (*alloc)(ge2_backend_ctx *ctx, size_t bytes, void **out);
+    /* Bytes alloc can still give (the host's available memory on the CPU,
+     * the device's free memory on CUDA), asked before a program places its
+     * pools and each key its arena, so a model too large fails with the
+     * figures instead of being killed by the kernel's OOM killer part way
+     * through its initialisation. NULL: not known, not checked. */
+    ge2_status (*memory_free)(ge2_backend_ctx *ctx, size_t *bytes);
     void (*free)(ge2_backend_ctx *ctx, void *ptr);
     /* Host memory the device copies from/to quickly (pinned on CUDA). */
     ge2_status (*alloc_host)(ge2_backend_ctx *ctx, size_t bytes, void **out);

@@ -140,7 +140,27 @@ static void cpu_exec_release(ge2_backend_ctx *ctx, ge2_exec *exec)
     }
 }
 
-static double cpu_launch_us(const ge2_backend_ctx *ctx, const ge2_exec *exec, int i, int *steps)
+/* /proc/meminfo's MemAvailable: what the kernel can give without swapping. */
+static ge2_status cpu_memory_free(ge2_backend_ctx *ctx, size_t *bytes)
+{
+    (void)ctx;
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f)
+        return ge2_error(GE2_ERR_UNSUPPORTED, "ge2 cpu backend: /proc/meminfo: cannot read");
+    char line[256];
+    unsigned long long kib = 0;
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f))
+        found = sscanf(line, "MemAvailable: %llu kB", &kib) == 1;
+    fclose(f);
+    if (!found)
+        return ge2_error(GE2_ERR_UNSUPPORTED, "ge2 cpu backend: /proc/meminfo has no MemAvailable");
+    *bytes = kib > SIZE_MAX / 1024 ? SIZE_MAX : (size_t)kib * 1024;
+    return GE2_OK;
+}
+
+static double cpu_launch_us(
+const ge2_backend_ctx *ctx, const ge2_exec *exec, int i, int *steps)
 {
     const cpu_timing *t = ctx->time_launches ? exec->backend_data : NULL;
     *steps = t && t->steps > 1 ? t->steps - 1 : 0;
@@ -173,6 +193,7 @@ const ge2_backend ge2_backend_cpu = {
     .open = cpu_open,
     .close = cpu_close,
     .alloc = cpu_alloc,
+    .memory_free = cpu_memory_free,
     .free = cpu_free,
     /* Host staging is ordinary memory here; the same aligned blocks do. */
     .alloc_host = cpu_alloc,

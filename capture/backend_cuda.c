@@ -255,6 +255,15 @@ static ge2_status cuda_alloc(ge2_backend_ctx *ctx, size_t bytes, void **out)
     return GE2_OK;
 }
 
+static ge2_status cuda_memory_free(ge2_backend_ctx *ctx, size_t *bytes)
+{
+    (void)ctx;
+    size_t free_bytes = 0, total = 0;
+    CUDA_TRY(cudaMemGetInfo(&free_bytes, &total));
+    *bytes = free_bytes;
+    return GE2_OK;
+}
+
 static void cuda_free(ge2_backend_ctx *ctx, void *ptr)
 {
     (void)ctx;
@@ -1220,6 +1229,7 @@ const ge2_backend ge2_backend_cuda = {
     .open = cuda_open,
     .close = cuda_close,
     .alloc = cuda_alloc,
+    .memory_free = cuda_memory_free,
     .free = cuda_free,
     .alloc_host = cuda_alloc_host,
     .free_host = cuda_free_host,

@@ -149,6 +149,22 @@ static void fill_constants(const ge2_program *program, unsigned char *image)
     }
 }
 
+ge2_status ge2_program_check_memory(ge2_program *program, const char *fn, double bytes, const char *what)
+{
+    size_t free_bytes;
+    if (!program->backend->memory_free || program->backend->memory_free(program->bctx, &free_bytes) != GE2_OK) {
+        ge2_clear_error();
+        return GE2_OK; /* not known: the allocations themselves report */
+    }
+    if (bytes <= (double)free_bytes)
+        return GE2_OK;
+    const double mib = 1.0 / (1 << 20);
+    return ge2_error(GE2_ERR_OUT_OF_MEMORY, "%s: %s need %.0f MiB of %s memory, and %.0f MiB are free%s", fn,
+                     what, bytes * mib, program->backend->device == GE2_DEVICE_CUDA ? "device" : "host",
+                     (double)free_bytes * mib,
+                     program->backend->device == GE2_DEVICE_CUDA ? "" : " (a smaller model, or --device cuda)");
+}
+
 /* Device memory of at least one byte, so an empty pool still has an address. */
 static ge2_status backend_alloc(ge2_program *program, size_t bytes, void **out)
 {
@@ -162,6 +178,14 @@ static ge2_status alloc_pools(ge2_program *program)
     program->pools.n = (int64_t)(param_bytes / sizeof(float));
     program->pools.no_decay_n = (int64_t)((param_bytes - program->layout->param_decay_bytes) / sizeof(float));
     program->pools.slots = cfg ? ge2_opt_slots_of(cfg).count : 0;
+    const double grads = program->graph->per_parameter_updates ? 0.0 : 1.0;
+    const double pools = (double)param_bytes * (1.0 + grads + program->pools.slots) +
+                         (double)program->layout->constant_bytes + (double)program->layout->buffer_bytes +
+                         (double)program->layout->param_copy_bytes;
+    char what[160];
+    snprintf(what, sizeof what, "the model's parameters (%lld values), their gradients and %d optimizer state slot(s)",
+             (long long)program->pools.n, program->pools.slots);
+    GE2_TRY(ge2_program_check_memory(program, "ge2_compile", pools, what));
     GE2_TRY(backend_alloc(program, param_bytes, (void **)&program->pools.params));
     /* Per-parameter updates read each gradient from the arena: no pool. */
     if (!program->graph->per_parameter_updates)

@@ -156,6 +156,10 @@ static inline int ge2_program_slot_results(const ge2_program *program) { return 
 
 /* --- for the other capture/ files (checkpoint, backends) --------------- */
 
+/* Fails (GE2_ERR_OUT_OF_MEMORY, with both figures) when bytes exceed what
+ * the backend can still allocate; fn is the caller for the message, what
+ * names the bytes ("the activations of a batch of 64"). */
+ge2_status ge2_program_check_memory(ge2_program *program, const char *fn, double bytes, const char *what);
 /* The flat pools (device pointers on CUDA). */
 ge2_flat_pools ge2_program_pools(const ge2_program *program);
 /* After anything but the optimizer wrote the parameter pool (the initial

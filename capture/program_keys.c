@@ -260,6 +260,12 @@ static ge2_status make_key(ge2_program *program, ge2_program_key *pk, const ge2_
 
     GE2_TRY(plan_launch_scratch(program, pk));
     size_t arena_bytes = plan->arena_bytes ? plan->arena_bytes : 1;
+    const size_t more = program->options.o.separate_arenas ? arena_bytes
+                        : arena_bytes > program->arena_bytes ? arena_bytes : 0;
+    char what[96];
+    snprintf(what, sizeof what, "the activations of a %s step of batch %lld", pk->key.mode == GE2_MODE_EVAL ? "eval" : "train",
+             (long long)pk->batch);
+    GE2_TRY(ge2_program_check_memory(program, "ge2_program_step", (double)more, what));
     if (program->options.o.separate_arenas) {
         GE2_TRY(b->alloc(program->bctx, arena_bytes, &pk->arena_own));
         pk->exec.arena = pk->arena_own;

@@ -190,6 +190,15 @@ grep -q 'train-images-idx3-ubyte: 28x29 images (812 values each); Fashion-MNIST 
 rc=$?
 check "28x29 images are refused naming the file ($(cat "$tmp/err"))" "$rc"
 
+# a model larger than the machine fails at once with the figures, instead
+# of being killed by the OOM killer part way through its initialisation
+start=$(date +%s)
+expect_error "a model larger than memory" 1 --device cpu --data "$data" --hidden 100000,100000 --steps 1
+grep -Eq "parameters \(10079600128 values\).* need [0-9]+ MiB of host memory, and [0-9]+ MiB are free" "$tmp/err" &&
+    [ $(($(date +%s) - start)) -lt 30 ]
+rc=$?
+check "the memory refusal gives the figures ($(cat "$tmp/err"))" "$rc"
+
 # --save through a symbolic link writes its target; a directory is refused
 ln -s good.safetensors "$tmp/link.safetensors"
 "$bin" --device cpu --data "$data" --hidden 16 --steps 2 --save "$tmp/link.safetensors" >/dev/null 2>"$tmp/err"
