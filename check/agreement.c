@@ -33,10 +33,7 @@ static void compare(const ge2_tensor *t, const float *cuda, const float *cpu, do
                     ge2_check_result *r)
 {
     for (int64_t k = 0; k < ge2_shape_numel(t->shape); k++) {
-        double err;
-        bool close = ge2_grad_check_close(cuda[k], cpu[k], atol, rtol, &err);
-        if (!isnan(r->worst_error) && !(err <= r->worst_error))
-            r->worst_error = err;
+        const bool close = ge2_check_note(r, cuda[k], cpu[k], atol, rtol);
         if (!close && r->ok) {
             snprintf(r->message, sizeof r->message, "'%s'[%lld]: cuda %.9g, cpu %.9g", t->name, (long long)k,
                      cuda[k], cpu[k]);

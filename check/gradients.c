@@ -19,6 +19,19 @@ bool ge2_grad_check_close(double analytic, double numeric, double atol, double r
     return *err <= 0;
 }
 
+bool ge2_check_note(ge2_check_result *r, double got, double want, double atol, double rtol)
+{
+    double err;
+    const bool close = ge2_grad_check_close(got, want, atol, rtol, &err);
+    /* negated so a NaN error sticks: it is the worst there is */
+    if (!isnan(r->worst_error) && !(err <= r->worst_error)) {
+        r->worst_error = err;
+        r->worst_difference = fabs(got - want);
+        r->worst_bound = atol + rtol * fabs(want);
+    }
+    return close;
+}
+
 ge2_check_result ge2_grad_check(const ge2_graph *g, const ge2_tensor *loss, const ge2_feed *feeds, int n_feeds,
                                      ge2_tensor *const *wrt, int n_wrt, double atol, double rtol)
 {
@@ -47,11 +60,8 @@ ge2_check_result ge2_grad_check(const ge2_graph *g, const ge2_tensor *loss, cons
             x[k] = keep - h;
             double lm = loss_at(n, loss, &ok_m);
             x[k] = keep;
-            double numeric = (lp - lm) / (2 * h), err;
-            bool close = ge2_grad_check_close(analytic[k], numeric, atol, rtol, &err);
-            /* negated so a NaN error sticks: it is the worst there is */
-            if (!isnan(r.worst_error) && !(err <= r.worst_error))
-                r.worst_error = err;
+            const double numeric = (lp - lm) / (2 * h);
+            const bool close = ge2_check_note(&r, analytic[k], numeric, atol, rtol);
             if ((!close || !ok_p || !ok_m) && r.ok) {
                 snprintf(r.message, sizeof r.message, "d %s / d %s[%lld]: backward %.10g, finite difference %.10g",
                          loss->name, t->name, (long long)k, analytic[k], numeric);

@@ -16,6 +16,9 @@
  * is never within tolerance (every comparison with NaN is false, so the test
  * is written as !(err <= 0), not err > 0). */
 bool ge2_grad_check_close(double analytic, double numeric, double atol, double rtol, double *err);
+/* ge2_grad_check_close of got against want, kept in r's worst figures
+ * when it is the worst so far; returns whether it is within tolerance. */
+bool ge2_check_note(ge2_check_result *r, double got, double want, double atol, double rtol);
 
 ge2_check_result ge2_grad_check(const ge2_graph *g, const ge2_tensor *loss, const ge2_feed *feeds, int n_feeds,
                                      ge2_tensor *const *wrt, int n_wrt, double atol, double rtol);

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "examples/cli.h"
 #include "ge2/extension.h"
 #include "ge2/ge2.h"
 #include "swiglu.h"
@@ -58,8 +59,8 @@ static int check_gradients(void)
     ge2_check_result r;
     if (ge2_check_gradients(g, loss, NULL, 0, wrt, 2, 1e-7, 1e-6, &r) != GE2_OK)
         return failed("ge2_check_gradients");
-    printf("gradient check (float64 central differences): %s, worst error %.2e%s%s\n", r.ok ? "pass" : "FAIL",
-           r.worst_error, r.ok ? "" : ": ", r.message);
+    printf("gradient check (float64 central differences): %s, worst difference %.2e (its bound %.2e)%s%s\n",
+           r.ok ? "pass" : "FAIL", r.worst_difference, r.worst_bound, r.ok ? "" : ": ", r.message);
     ge2_graph_free(g);
     return r.ok ? 0 : 1;
 }
@@ -91,8 +92,8 @@ static int check_agreement(void)
     }
     if (st != GE2_OK)
         return failed("ge2_check_agreement");
-    printf("CPU <-> CUDA agreement (forward, both gradients): %s, worst error %.2e%s%s\n", r.ok ? "pass" : "FAIL",
-           r.worst_error, r.ok ? "" : ": ", r.message);
+    printf("CPU <-> CUDA agreement (forward, both gradients): %s, worst difference %.2e (its bound %.2e)%s%s\n",
+           r.ok ? "pass" : "FAIL", r.worst_difference, r.worst_bound, r.ok ? "" : ": ", r.message);
     return r.ok ? 0 : 1;
 }
 
@@ -173,7 +174,9 @@ static int train(ge2_device device, int steps)
     ge2_program *program;
     if (build(&m) != GE2_OK)
         return failed("model");
-    if (ge2_context_new(device, &ctx) != GE2_OK || ge2_compile(ctx, m.graph, NULL, &program) != GE2_OK)
+    if (cli_context_new(device, &ctx) != GE2_OK)
+        return failed("--device");
+    if (ge2_compile(ctx, m.graph, NULL, &program) != GE2_OK)
         return failed("compile");
     float teacher[CLASSES * IN], x[BATCH * IN];
     int32_t labels[BATCH];
@@ -213,15 +216,27 @@ static int train(ge2_device device, int steps)
 int main(int argc, char **argv)
 {
     ge2_device device = GE2_DEVICE_AUTO;
-    int steps = 600;
+    int64_t steps = 600;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--device") && i + 1 < argc) {
-            const char *d = argv[++i];
-            device = !strcmp(d, "cpu") ? GE2_DEVICE_CPU : !strcmp(d, "cuda") ? GE2_DEVICE_CUDA : GE2_DEVICE_AUTO;
-        } else if (!strcmp(argv[i], "--steps") && i + 1 < argc) {
-            steps = atoi(argv[++i]);
+        const bool has_value = i + 1 < argc;
+        if (!strcmp(argv[i], "--help")) {
+            printf("usage: train_custom_op [--device cpu|cuda|auto] [--steps N]\n");
+            return 0;
+        } else if (!strcmp(argv[i], "--device") && has_value) {
+            if (ge2_device_parse(argv[++i], &device) != GE2_OK) {
+                fprintf(stderr, "train_custom_op: --device: expected cpu, cuda or auto, got '%s'\n", argv[i]);
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--steps") && has_value) {
+            if (!cli_parse_i64(argv[++i], 0, 1000000000, &steps)) {
+                fprintf(stderr, "train_custom_op: --steps: expected a non-negative integer, got '%s'\n", argv[i]);
+                return 2;
+            }
         } else {
-            fprintf(stderr, "usage: train_custom_op [--device cpu|cuda|auto] [--steps N]\n");
+            fprintf(stderr, "train_custom_op: %s '%s' (usage: train_custom_op [--device cpu|cuda|auto] [--steps N])\n",
+                    !strcmp(argv[i], "--device") || !strcmp(argv[i], "--steps") ? "a value is missing after"
+                                                                                  : "unknown flag",
+                    argv[i]);
             return 2;
         }
     }
@@ -230,7 +245,7 @@ int main(int argc, char **argv)
     int bad = check_gradients();
     bad |= check_agreement();
     if (steps > 0)
-        bad |= train(device, steps);
+        bad |= train(device, (int)steps);
     printf("%s\n", bad ? "train_custom_op: FAILED" : "train_custom_op: ok");
     return bad;
 }

@@ -393,6 +393,9 @@ typedef struct ge2_check_result {
     /* largest |got - want| - (atol + rtol |want|) over all elements: <= 0
      * passes; NaN once any element is NaN */
     double worst_error;
+    /* at that element: |got - want| and its bound atol + rtol |want|, the
+     * two figures to print ("worst difference 3.1e-09, bound 1.0e-06") */
+    double worst_difference, worst_bound;
     char message[512]; /* the first element out of tolerance, or why the check failed */
 } ge2_check_result;
 

@@ -36,6 +36,10 @@ static void expect_gradients(ge2_tensor *loss, const ge2_feed *feeds, int n_feed
     OK(ge2_graph_verify(g));
     ge2_check_result r = ge2_grad_check(g, loss, feeds, n_feeds, wrt, n_wrt, 1e-6, 1e-5);
     ck_assert_msg(r.ok, "%s", r.message);
+    /* the figures a user reads: a difference and its bound, both >= 0 (the
+     * margin worst_error is <= 0 when it passes) */
+    ck_assert(r.worst_error <= 0 && r.worst_difference >= 0 && r.worst_bound >= 1e-6 &&
+              r.worst_difference <= r.worst_bound);
 }
 
 START_TEST(reuse_accumulates)
