@@ -54,8 +54,9 @@ typedef struct ge2_copy {
 typedef struct ge2_step_io {
     ge2_copy stage;                     /* slot's staging (host) -> slot's device staging; bytes 0: none */
     ge2_copy upload;                    /* slot's (device or host) staging -> the key's feed region (device) */
-    /* [n_results] scalar outputs (device) -> the slot's result area (host):
-     * the loss, then every other scalar marked output */
+    /* [n_results] (device) -> the slot's result area (host): the loss,
+     * then every other scalar marked output, then the control block's
+     * count of out-of-range labels and ids */
     const ge2_copy *results;
     int n_results;
 } ge2_step_io;

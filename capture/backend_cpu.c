@@ -159,8 +159,7 @@ static ge2_status cpu_memory_free(ge2_backend_ctx *ctx, size_t *bytes)
     return GE2_OK;
 }
 
-static double cpu_launch_us(
-const ge2_backend_ctx *ctx, const ge2_exec *exec, int i, int *steps)
+static double cpu_launch_us(const ge2_backend_ctx *ctx, const ge2_exec *exec, int i, int *steps)
 {
     const cpu_timing *t = ctx->time_launches ? exec->backend_data : NULL;
     *steps = t && t->steps > 1 ? t->steps - 1 : 0;

@@ -159,10 +159,9 @@ ge2_status ge2_program_check_memory(ge2_program *program, const char *fn, double
     if (bytes <= (double)free_bytes)
         return GE2_OK;
     const double mib = 1.0 / (1 << 20);
-    return ge2_error(GE2_ERR_OUT_OF_MEMORY, "%s: %s need %.0f MiB of %s memory, and %.0f MiB are free%s", fn,
-                     what, bytes * mib, program->backend->device == GE2_DEVICE_CUDA ? "device" : "host",
-                     (double)free_bytes * mib,
-                     program->backend->device == GE2_DEVICE_CUDA ? "" : " (a smaller model, or --device cuda)");
+    return ge2_error(GE2_ERR_OUT_OF_MEMORY, "%s: %s need %.0f MiB of %s memory, and %.0f MiB are free", fn, what,
+                     bytes * mib, program->backend->device == GE2_DEVICE_CUDA ? "device" : "host",
+                     (double)free_bytes * mib);
 }
 
 /* Device memory of at least one byte, so an empty pool still has an address. */

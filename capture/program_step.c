@@ -113,9 +113,11 @@ static double raw_value(const double *slot, ge2_dtype dtype)
     return f;
 }
 
-/* A finished step counted out-of-range labels or ids on the device
- * (graph/control.h): the step fails with the first one the program met,
- * said as the CPU kernels say it. */
+/* Steps finished since the last fold that saw the count counted
+ * out-of-range labels or ids on the device (graph/control.h): the fold
+ * fails with the first one the program met, said as the CPU kernels say
+ * it. Keys fold their own slots in order, not each other's, so which step
+ * read it is not known here; the node, position and value are. */
 static ge2_status bad_index_found(ge2_program *program, int64_t count)
 {
     const int64_t before = program->bad_index_seen;
@@ -127,9 +129,8 @@ static ge2_status bad_index_found(ge2_program *program, int64_t count)
     ge2_bad_index_error(op, b->node, (ge2_bad_index_kind)b->kind, b->position, b->value, b->bound);
     char first[512];
     snprintf(first, sizeof first, "%s", ge2_last_error());
-    return ge2_error(GE2_ERR_INVALID_ARGUMENT,
-                     "%s (%s; %lld out-of-range read(s) counted on the device by this step, each taken as no class "
-                     "or a zero row)",
+    return ge2_error(GE2_ERR_INVALID_ARGUMENT, "%s (%s; %lld more out-of-range read(s) counted on the device since "
+                     "the last check)",
                      first, before > 0 ? "an earlier step's first" : "the first", (long long)(count - before));
 }
 

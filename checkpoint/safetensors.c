@@ -415,23 +415,43 @@ static ge2_status st_target(const char *path, char *target, size_t size)
     return GE2_OK;
 }
 
-/* A save killed before its rename leaves "<target>.tmp.<pid>" beside the
- * target; the next save to that target removes those whose process is
- * gone (its own name is taken by this one). */
+/* This machine's name, for temporaries: a PID means nothing on another
+ * machine sharing the folder. */
+static const char *st_host(void)
+{
+    static char host[64];
+    if (!host[0] && (gethostname(host, sizeof host - 1) != 0 || !host[0]))
+        snprintf(host, sizeof host, "localhost");
+    for (char *c = host; *c; c++)
+        if (*c == '/' || *c == '.')
+            *c = '_';
+    return host;
+}
+
+bool ge2_st_temp_name(const char *target, long pid, char *buf, size_t size)
+{
+    const int n = snprintf(buf, size, "%s.tmp.%s.%ld", target, st_host(), pid);
+    return n > 0 && (size_t)n < size;
+}
+
+/* A save killed before its rename leaves "<target>.tmp.<host>.<pid>"
+ * beside the target; the next save to that target from the same machine
+ * removes those whose process is gone (its own name is this save's). */
 static void st_remove_stale_temps(const char *target)
 {
     char dir_buf[4096], base_buf[4096];
     snprintf(dir_buf, sizeof dir_buf, "%s", target);
     snprintf(base_buf, sizeof base_buf, "%s", target);
     const char *dir_name = dirname(dir_buf), *base = basename(base_buf);
-    const size_t n = strlen(base);
-    DIR *dir = opendir(dir_name);
+    char prefix[4200];
+    const int n = snprintf(prefix, sizeof prefix, "%s.tmp.%s.", base, st_host());
+    DIR *dir = n > 0 && n < (int)sizeof prefix ? opendir(dir_name) : NULL;
     for (struct dirent *e; dir && (e = readdir(dir));) {
-        if (strncmp(e->d_name, base, n) != 0 || strncmp(e->d_name + n, ".tmp.", 5) != 0)
+        if (strncmp(e->d_name, prefix, (size_t)n) != 0)
             continue;
         char *end;
         errno = 0;
-        long pid = strtol(e->d_name + n + 5, &end, 10);
+        long pid = strtol(e->d_name + n, &end, 10);
         if (*end || errno || pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
             continue;
         char stale[8200];
@@ -451,8 +471,8 @@ ge2_status ge2_st_write(const char *path, const ge2_st_tensor *tensors, int n_te
     st_remove_stale_temps(target);
     st_buf header = {0};
     ge2_status st = st_header(tensors, n_tensors, meta, n_meta, &header);
-    char tmp[4096 + 32];
-    if (st == GE2_OK && snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
+    char tmp[4096 + 96];
+    if (st == GE2_OK && !ge2_st_temp_name(path, (long)getpid(), tmp, sizeof tmp))
         st = ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_checkpoint_save: path too long");
     FILE *f = NULL;
     if (st == GE2_OK && !(f = fopen(tmp, "wb")))

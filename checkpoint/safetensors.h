@@ -87,8 +87,14 @@ typedef struct ge2_st_tensor {
     ge2_dtype dtype;  /* F32 (the zero value), F64 or I64 */
 } ge2_st_tensor;
 
-/* Writes atomically: "<path>.tmp.<pid>", fsync, rename over path, fsync the
- * directory. On failure path is untouched and the temporary is removed. */
+/* Writes atomically: the temporary (ge2_st_temp_name), fsync, rename over
+ * path, fsync the directory. On failure path is untouched and the
+ * temporary is removed. A symbolic link is written through to the file it
+ * names; what is at path must be a regular file, or nothing. */
+/* The temporary a save to target by process pid writes before its
+ * rename: "<target>.tmp.<host>.<pid>" (the host: another machine sharing
+ * the folder has other PIDs). False when it does not fit in size. */
+bool ge2_st_temp_name(const char *target, long pid, char *buf, size_t size);
 ge2_status ge2_st_write(const char *path, const ge2_st_tensor *tensors, int n_tensors, const ge2_st_kv *meta,
                         int n_meta);
 

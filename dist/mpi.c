@@ -45,10 +45,10 @@ ge2_status ge2_dist_wait(ge2_dist *dist, MPI_Request *request, const char *what)
         if (done)
             return GE2_OK;
         /* spin briefly (a step's collective is usually quick), then yield
-         * the core, sleeping longer the longer the wait (50 us doubling to
-         * 10 ms): a CPU job shares the cores with the other ranks, and a
-         * rank waiting for a stalled peer must not burn one until its
-         * timeout */
+         * the core, sleeping longer the longer the wait: a CPU job shares
+         * the cores with the other ranks, and a rank waiting for a stalled
+         * peer must not burn one until its timeout, while a short wait
+         * must not oversleep much */
         if (polls > 1000) {
             if (ge2_now_s() > deadline)
                 return ge2_error(GE2_ERR_COLLECTIVE,

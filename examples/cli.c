@@ -51,6 +51,19 @@ const char *cli_rank_prefix(void)
     return prefix;
 }
 
+ge2_status cli_check_loss(double loss_sum, int64_t first_step, int64_t steps)
+{
+    if (steps <= 0 || isfinite(loss_sum))
+        return GE2_OK;
+    const long long a = (long long)first_step, b = a + (long long)steps - 1;
+    char which[64];
+    snprintf(which, sizeof which, a == b ? "step %lld" : "steps %lld-%lld", a, b);
+    return ge2_error(GE2_ERR_STATE,
+                     "%s: the training loss is %s; stopping without saving (a lower --lr, gradient clipping or "
+                     "--precision fp32 may help)",
+                     which, isnan(loss_sum) ? "NaN" : "infinite");
+}
+
 struct cli_log {
     FILE *f;
     bool csv;
@@ -82,7 +95,8 @@ ge2_status cli_log_open(const char *path, const char *rate_name, cli_log **out)
     return fflush(log->f) == 0 ? GE2_OK : ge2_error(GE2_ERR_IO, "--log-file %s: %s", path, strerror(errno));
 }
 
-/* One value: CSV ",%.9g" or ",", JSON ", \"name\": %.9g" or nothing. */
+/* One value: CSV "," and the number (seven digits) or ",", JSON ",
+ * \"name\": number" or nothing. */
 static void put(const cli_log *log, const char *name, double v)
 {
     if (log->csv)

@@ -18,10 +18,20 @@ bool cli_parse_f64(const char *s, double lo, double hi, double *out);
  * is no CUDA device (--device cpu, not the C API's GE2_DEVICE_CPU). */
 ge2_status cli_context_new(ge2_device device, ge2_context **ctx);
 
+/* --dist-timeout's default: how long a rank waits for the others, far
+ * longer than any step's collective and far shorter than a stalled job
+ * should hold its cores. */
+#define CLI_DIST_TIMEOUT_S 300.0
+
 /* "rank N: " when mpirun started this process (Open MPI's environment),
  * else "": flag errors come before the job is joined, but every rank
  * prints them. */
 const char *cli_rank_prefix(void);
+
+/* Whether a training loss sum that just arrived is finite; if not, an
+ * error naming the step (first_step, 1-based, and the count of steps that
+ * arrived together) and what to try. */
+ge2_status cli_check_loss(double loss_sum, int64_t first_step, int64_t steps);
 
 /* --log-file: the training curve, a row per log line and per evaluation,
  * written and flushed as it goes. PATH ending in ".csv" is CSV with a

@@ -98,9 +98,8 @@ static int bad_flag(const char *what)
     return 2;
 }
 
-/* The GPT's integer flags: their range, for parsing and for the message. */
+/* Most flags take any integer from a lower bound up. */
 static bool parse_i64(const char *s, int64_t lo, int64_t *out) { return cli_parse_i64(s, lo, INT64_MAX, out); }
-static bool parse_f64(const char *s, double lo, double hi, double *out) { return cli_parse_f64(s, lo, hi, out); }
 
 /* 0: parsed; -1: --help printed; 2: a bad flag (reported) */
 static int parse(int argc, char **argv, options *o)
@@ -137,15 +136,15 @@ static int parse(int argc, char **argv, options *o)
             range = "an integer in [1, 4096]";
             break;
         case BATCH: ok = parse_i64(optarg, 1, &o->model.batch); break;
-        case DROPOUT: ok = parse_f64(optarg, 0, 0.999, &o->model.dropout); break;
-        case LR: ok = parse_f64(optarg, 1e-12, 10, &o->lr); break;
-        case MIN_LR: ok = parse_f64(optarg, 0, 10, &o->min_lr); break;
+        case DROPOUT: ok = cli_parse_f64(optarg, 0, 0.999, &o->model.dropout); break;
+        case LR: ok = cli_parse_f64(optarg, 1e-12, 10, &o->lr); break;
+        case MIN_LR: ok = cli_parse_f64(optarg, 0, 10, &o->min_lr); break;
         case WARMUP: ok = parse_i64(optarg, 0, &o->warmup); break;
         case MAX_ITERS: ok = parse_i64(optarg, 1, &o->max_iters); break;
         case STEPS: ok = parse_i64(optarg, 0, &o->steps); break;
-        case WD: ok = parse_f64(optarg, 0, 10, &o->weight_decay); break;
-        case BETA2: ok = parse_f64(optarg, 0, 0.999999, &o->beta2); break;
-        case CLIP: ok = parse_f64(optarg, 0, 1e9, &o->grad_clip); break;
+        case WD: ok = cli_parse_f64(optarg, 0, 10, &o->weight_decay); break;
+        case BETA2: ok = cli_parse_f64(optarg, 0, 0.999999, &o->beta2); break;
+        case CLIP: ok = cli_parse_f64(optarg, 0, 1e9, &o->grad_clip); break;
         case EVAL_INTERVAL: ok = parse_i64(optarg, 1, &o->eval_interval); break;
         case EVAL_ITERS: ok = parse_i64(optarg, 1, &o->eval_iters); break;
         case SEED: ok = parse_i64(optarg, 0, &seed); break;
@@ -162,13 +161,13 @@ static int parse(int argc, char **argv, options *o)
             break;
         case DATA: o->data = optarg; break;
         case DISTRIBUTED: o->distributed = true; break;
-        case BUCKET_MB: ok = parse_f64(optarg, 1.0 / (1 << 20), 1e6, &o->bucket_mb); break;
+        case BUCKET_MB: ok = cli_parse_f64(optarg, 1.0 / (1 << 20), 1e6, &o->bucket_mb); break;
         case KERNEL_REPORT: o->kernel_report = true; break;
         case TIME_LAUNCHES: o->time_launches = o->kernel_report = true; break;
         case PLAN_REPORT: o->plan_report = true; break;
         case LOG_INTERVAL: ok = parse_i64(optarg, 1, &o->log_interval); break;
         case LOG_FILE: o->log_file = optarg; break;
-        case DIST_TIMEOUT: ok = parse_f64(optarg, 0.001, 1e6, &o->dist_timeout_s); break;
+        case DIST_TIMEOUT: ok = cli_parse_f64(optarg, 0.001, 1e6, &o->dist_timeout_s); break;
         case HELP: return usage(stdout, -1);
         case ':': {
             char what[160];
@@ -256,15 +255,9 @@ static ge2_status take_train_metrics(run *r)
     ge2_status st = ge2_program_take_metrics(r->prog, GE2_MODE_TRAIN, &m);
     if (st != GE2_OK)
         return st;
-    if (m.steps > 0 && !isfinite(m.loss_sum)) {
-        const long long a = (long long)r->arrived + 1, b = a + (long long)m.steps - 1;
-        char steps[64];
-        snprintf(steps, sizeof steps, a == b ? "step %lld" : "steps %lld-%lld", a, b);
-        return ge2_error(GE2_ERR_STATE,
-                         "%s: the training loss is %s; stopping without saving (a lower --lr, a --grad-clip, or "
-                         "--precision fp32 may help)",
-                         steps, isnan(m.loss_sum) ? "NaN" : "infinite");
-    }
+    st = cli_check_loss(m.loss_sum, r->arrived + 1, m.steps);
+    if (st != GE2_OK)
+        return st;
     r->arrived += m.steps;
     r->since_line.steps += m.steps;
     r->since_line.loss_sum += m.loss_sum;
@@ -282,15 +275,17 @@ static uint64_t stream(uint64_t seed, uint64_t kind, int64_t step)
 /* --distributed: every rank was given the same model, data and plan. */
 static ge2_status check_same_run(const options *o, const char_corpus *corpus)
 {
-    char model[160], data[64], plan[192], precision[16], seed[32];
+    char model[160], data[64], plan[256], precision[16], seed[32];
     snprintf(model, sizeof model, "%lld layers, %lld heads, %lld embd, block %lld, batch %lld, dropout %g",
              (long long)o->model.n_layer, (long long)o->model.n_head, (long long)o->model.n_embd,
              (long long)o->model.block_size, (long long)o->model.batch, o->model.dropout);
     snprintf(data, sizeof data, "%lld characters, vocabulary %d", (long long)corpus->n, corpus->vocab);
+    /* the update, and when each host collective comes (evaluations and log lines sum over the ranks) */
     snprintf(plan, sizeof plan, "lr %.9g -> %.9g, warmup %lld, max-iters %lld, steps %lld, weight decay %.9g, beta2 "
-             "%.9g, grad-clip %.9g, eval every %lld x %lld",
+             "%.9g, grad-clip %.9g, eval every %lld x %lld, log every %lld, buckets of %.9g MiB",
              o->lr, o->min_lr, (long long)o->warmup, (long long)o->max_iters, (long long)o->steps, o->weight_decay,
-             o->beta2, o->grad_clip, (long long)o->eval_interval, (long long)o->eval_iters);
+             o->beta2, o->grad_clip, (long long)o->eval_interval, (long long)o->eval_iters,
+             (long long)o->log_interval, o->bucket_mb);
     snprintf(precision, sizeof precision, "%s", ge2_precision_name(o->precision));
     snprintf(seed, sizeof seed, "%llu%s", (unsigned long long)o->seed, o->shuffle ? "" : " --no-shuffle");
     const char *const names[] = {"the model", "the corpus", "the schedule", "--precision", "--seed"};
@@ -450,8 +445,8 @@ static int train(run *r, int64_t first)
                 printf("iter %lld: loss %.4f, %.2f ms/step, %.0f tokens/s", (long long)(step + 1), loss,
                        1e3 * dt / steps, rate);
                 /* the first line of a resumed run, or the last of a run, covers fewer steps */
-                if ((int64_t)steps != o->log_interval)
-                    printf(" (the mean over this run's last %lld step(s))", (long long)steps);
+                if (m.steps != o->log_interval)
+                    printf(" (the mean over this run's last %lld step(s))", (long long)m.steps);
                 cli_log_row row = cli_log_row_of(step + 1, "train");
                 row.loss = loss;
                 row.lr = lr_at(o, step);
@@ -508,7 +503,7 @@ int main(int argc, char **argv)
     o.world = 1;
     if (o.distributed) { /* before any CUDA call: the job gives this process its GPU */
         ge2_dist_options dopt = ge2_dist_defaults();
-        dopt.timeout_s = o.dist_timeout_s > 0 ? o.dist_timeout_s : 300.0;
+        dopt.timeout_s = o.dist_timeout_s > 0 ? o.dist_timeout_s : CLI_DIST_TIMEOUT_S;
         if (ge2_dist_init(&argc, &argv, &dopt, &job) != GE2_OK)
             return fail("--distributed");
         o.rank = ge2_dist_rank(job);

@@ -359,13 +359,14 @@ typedef struct run {
     int64_t arrived;      /* steps of this run whose loss has come back */
     int64_t log_interval; /* resolved: > 0 a line every that many steps, 0 a line per epoch */
     cli_log *log;         /* --log-file, or NULL */
+    ge2_metrics interval; /* what has arrived since the last log line (across epochs) */
+    double interval_start;
 } run;
 
-/* Metrics of the epoch so far and of the steps since the last log line:
- * whatever has been read back. */
+/* Metrics of the epoch so far: whatever has been read back. */
 typedef struct progress {
-    ge2_metrics sum, interval;
-    double start, last_draw, interval_start;
+    ge2_metrics sum;
+    double start, last_draw;
     bool tty;
 } progress;
 
@@ -380,17 +381,9 @@ static ge2_status progress_take(run *r, progress *p)
 {
     ge2_metrics m;
     TRY(ge2_program_take_metrics(r->program, GE2_MODE_TRAIN, &m));
-    if (m.steps > 0 && !isfinite(m.loss_sum)) {
-        const long long a = (long long)(r->first_step + r->arrived + 1), b = a + (long long)m.steps - 1;
-        char steps[64];
-        snprintf(steps, sizeof steps, a == b ? "step %lld" : "steps %lld-%lld", a, b);
-        return ge2_error(GE2_ERR_STATE,
-                         "%s: the training loss is %s; stopping without saving (a lower --lr, or --precision fp32, "
-                         "may help)",
-                         steps, isnan(m.loss_sum) ? "NaN" : "infinite");
-    }
+    TRY(cli_check_loss(m.loss_sum, r->first_step + r->arrived + 1, m.steps));
     r->arrived += m.steps;
-    ge2_metrics *to[2] = {&p->sum, &p->interval};
+    ge2_metrics *to[2] = {&p->sum, &r->interval};
     for (int i = 0; i < 2; i++) {
         to[i]->steps += m.steps;
         to[i]->loss_sum += m.loss_sum;
@@ -444,37 +437,46 @@ static void progress_print(const progress *p, int64_t epoch, int64_t epochs, int
     }
 }
 
+/* A --log-file row of training steps m (this rank's), which took secs. */
+static ge2_status log_train_row(const run *r, const ge2_metrics *m, double secs)
+{
+    const int64_t step = r->first_step + r->steps_done;
+    cli_log_row row = cli_log_row_of(step, "train");
+    row.loss = mean_loss(m);
+    row.accuracy = accuracy(m);
+    row.lr = ge2_schedule_lr(&r->oc->schedule, (float)r->oc->lr, step - 1);
+    row.rate = secs > 0 ? (double)m->examples * r->o->world / secs : 0.0;
+    return cli_log_write(r->log, &row);
+}
+
 /* A log line of the steps since the last one: every step of them arrived
- * (after a sync), so its loss is theirs. On a terminal the epoch's line is
- * redrawn instead; --log-file gets a row either way. */
+ * (after a sync), so its loss is theirs (rank 0's, with several ranks). On
+ * a terminal the epoch's line is redrawn instead; --log-file gets a row
+ * either way. */
 static ge2_status log_interval_line(run *r, progress *p, int64_t epoch, int64_t batch, int64_t batches)
 {
     TRY(ge2_program_sync(r->program));
     TRY(progress_take(r, p));
-    const double secs = ge2_now_s() - p->interval_start;
-    const double rate = secs > 0 ? (double)p->interval.examples * r->o->world / secs : 0.0;
+    const double secs = ge2_now_s() - r->interval_start;
     const int64_t step = r->first_step + r->steps_done;
-    const double lr = ge2_schedule_lr(&r->oc->schedule, (float)r->oc->lr, step - 1);
     if (is_rank0()) {
         if (p->tty)
             progress_print(p, epoch, r->o->epochs, batch, batches, false);
         else {
-            printf("step %lld (epoch %lld/%lld, batch %lld/%lld): loss %.4f train accuracy %.4f lr %.3g %.0f "
+            printf("step %lld (epoch %lld/%lld, batch %lld/%lld): loss %.4f train accuracy %.4f%s lr %.3g %.0f "
                    "examples/s\n",
                    (long long)step, (long long)epoch + 1, (long long)r->o->epochs, (long long)batch,
-                   (long long)batches, mean_loss(&p->interval), accuracy(&p->interval), lr, rate);
+                   (long long)batches, mean_loss(&r->interval), accuracy(&r->interval),
+                   r->o->world > 1 ? " (rank 0's)" : "",
+                   ge2_schedule_lr(&r->oc->schedule, (float)r->oc->lr, step - 1),
+                   secs > 0 ? (double)r->interval.examples * r->o->world / secs : 0.0);
             fflush(stdout);
         }
-        cli_log_row row = cli_log_row_of(step, "train");
-        row.loss = mean_loss(&p->interval);
-        row.accuracy = accuracy(&p->interval);
-        row.lr = lr;
-        row.rate = rate;
-        TRY(cli_log_write(r->log, &row));
+        TRY(log_train_row(r, &r->interval, secs));
     }
-    memset(&p->interval, 0, sizeof p->interval);
-    p->interval_start = ge2_now_s();
-    p->last_draw = p->interval_start;
+    memset(&r->interval, 0, sizeof r->interval);
+    r->interval_start = ge2_now_s();
+    p->last_draw = r->interval_start;
     return GE2_OK;
 }
 
@@ -518,6 +520,7 @@ static ge2_status train(run *r, const ge2_dataset *train_set)
     ge2_batcher_options bo = train_batching(o, r->pos.data_seed);
     ge2_batcher *b;
     ge2_status st = ge2_batcher_new(train_set, &bo, &b);
+    r->interval_start = ge2_now_s();
     if (st != GE2_OK)
         return st;
     int64_t batches = ge2_batcher_batches_per_epoch(b);
@@ -526,7 +529,6 @@ static ge2_status train(run *r, const ge2_dataset *train_set)
         /* the live bar reads metrics whenever it redraws: alone only, as
          * ranks must gather theirs at the same points */
         progress p = {.start = ge2_now_s(), .tty = isatty(STDOUT_FILENO) && o->world == 1};
-        p.interval_start = p.start;
         ge2_batch batch;
         int64_t ran = 0;
         while (st == GE2_OK && !step_limit_hit(r)) {
@@ -549,14 +551,8 @@ static ge2_status train(run *r, const ge2_dataset *train_set)
             st = ge2_program_sync(r->program);
             if (st == GE2_OK)
                 st = progress_take(r, &p);
-            if (st == GE2_OK && r->log_interval == 0 && is_rank0()) { /* the epoch line is the log line */
-                cli_log_row row = cli_log_row_of(r->first_step + r->steps_done, "train");
-                row.loss = mean_loss(&p.sum);
-                row.accuracy = accuracy(&p.sum);
-                row.lr = ge2_schedule_lr(&r->oc->schedule, (float)r->oc->lr, r->first_step + r->steps_done - 1);
-                row.rate = ge2_now_s() > p.start ? (double)p.sum.examples * o->world / (ge2_now_s() - p.start) : 0;
-                st = cli_log_write(r->log, &row);
-            }
+            if (st == GE2_OK && r->log_interval == 0 && is_rank0()) /* the epoch line is the log line */
+                st = log_train_row(r, &p.sum, ge2_now_s() - p.start);
             if (st == GE2_OK)
                 st = progress_gather(&p);
             if (st == GE2_OK)
@@ -615,9 +611,11 @@ static int resume_position(const trainer_spec *spec, const trainer_options *o, g
 /* --distributed: every rank was given the same model and plan (a rank with
  * other flags would train another model, or fail on a mismatched message
  * much later). */
-static ge2_status check_same_run(const trainer_spec *spec, const trainer_options *o, const ge2_optimizer_config *oc)
+static ge2_status check_same_run(const trainer_spec *spec, const trainer_options *o, const ge2_optimizer_config *oc,
+                                 int64_t examples)
 {
-    char model[256] = "", precision[16], batch[32], epochs[32], steps[32], optimizer[96], seed[32], order[16];
+    char model[256] = "", precision[16], batch[32], epochs[32], steps[32], optimizer[256], seed[32], order[16],
+         data[32];
     FILE *f = fmemopen(model, sizeof model - 1, "w");
     if (f) {
         spec->describe(spec->model, f);
@@ -627,13 +625,19 @@ static ge2_status check_same_run(const trainer_spec *spec, const trainer_options
     snprintf(batch, sizeof batch, "%lld", (long long)o->batch);
     snprintf(epochs, sizeof epochs, "%lld", (long long)o->epochs);
     snprintf(steps, sizeof steps, "%lld", (long long)o->steps);
-    snprintf(optimizer, sizeof optimizer, "%s lr %.9g momentum %.9g weight decay %.9g", ge2_optimizer_name(oc->kind),
-             oc->lr, oc->momentum, oc->weight_decay);
+    /* everything that decides the update and the all-reduces' sizes */
+    snprintf(optimizer, sizeof optimizer,
+             "%s lr %.9g momentum %.9g weight decay %.9g schedule %d over %lld steps to %.9g, clip %.9g, buckets of "
+             "%lld bytes, loss scaling %d",
+             ge2_optimizer_name(oc->kind), oc->lr, oc->momentum, oc->weight_decay, (int)oc->schedule.kind,
+             (long long)oc->schedule.total_steps, oc->schedule.min_lr, oc->clip_norm, (long long)oc->bucket_bytes,
+             (int)oc->loss_scaling.dynamic);
+    snprintf(data, sizeof data, "%lld training examples", (long long)examples);
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
     snprintf(order, sizeof order, "%s", o->shuffle ? "shuffled" : "--no-shuffle");
     const char *const names[] = {"the model", "--precision", "--batch", "--epochs", "--steps", "the optimizer",
-                                 "--seed", "the data order"};
-    const char *const values[] = {model, precision, batch, epochs, steps, optimizer, seed, order};
+                                 "--seed", "the data order", "the data set"};
+    const char *const values[] = {model, precision, batch, epochs, steps, optimizer, seed, order, data};
     return ge2_dist_check_same(job, names, values, (int)(sizeof names / sizeof names[0]));
 }
 
@@ -660,7 +664,7 @@ static int train_and_test(const trainer_spec *spec, const trainer_options *o, ge
         goto done;
     }
     r.program = program;
-    if (job && check_same_run(spec, o, &oc) != GE2_OK) {
+    if (job && check_same_run(spec, o, &oc, train_set->n) != GE2_OK) {
         code = fail_ge2(spec);
         goto done;
     }
@@ -787,7 +791,7 @@ int trainer_main(int argc, char **argv, const trainer_spec *spec)
     /* before any CUDA call: the job gives this process its GPU */
     if (o.distributed) {
         ge2_dist_options dopt = ge2_dist_defaults();
-        dopt.timeout_s = o.dist_timeout_s > 0 ? o.dist_timeout_s : TRAINER_DIST_TIMEOUT_S;
+        dopt.timeout_s = o.dist_timeout_s > 0 ? o.dist_timeout_s : CLI_DIST_TIMEOUT_S;
         if (ge2_dist_init(&argc, &argv, &dopt, &job) != GE2_OK)
             return fail_ge2(spec);
         o.rank = ge2_dist_rank(job);
@@ -798,8 +802,6 @@ int trainer_main(int argc, char **argv, const trainer_spec *spec)
     int code;
     if (ge2_dataset_load_fashion_mnist(o.data, GE2_SPLIT_TRAIN, &train_set) != GE2_OK ||
         ge2_dataset_load_fashion_mnist(o.data, GE2_SPLIT_TEST, &test_set) != GE2_OK ||
-        ge2_dataset_expect(train_set, spec->name, TRAINER_FEATURES, 28, 28) != GE2_OK ||
-        ge2_dataset_expect(test_set, spec->name, TRAINER_FEATURES, 28, 28) != GE2_OK ||
         cli_context_new(o.device, &ctx) != GE2_OK)
         code = fail_ge2(spec);
     else if (o.batch > test_set->n)

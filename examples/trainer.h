@@ -60,12 +60,8 @@ typedef struct trainer_options {
      * (not given): 100 on the CPU, 0 on CUDA */
     int64_t log_interval;
     const char *log_file; /* --log-file: the training curve (examples/cli.h) */
-    double dist_timeout_s; /* --dist-timeout; 0: TRAINER_DIST_TIMEOUT_S */
+    double dist_timeout_s; /* --dist-timeout; 0: CLI_DIST_TIMEOUT_S */
 } trainer_options;
-
-/* How long a rank waits for the others by default: far longer than any
- * step's collective, far shorter than a stalled job should hold its cores. */
-#define TRAINER_DIST_TIMEOUT_S 300.0
 
 /* What a trainer's build gives back. x holds a batch of images in any
  * shape whose first dim is the batch ([B, 784], [B, 1, 28, 28]); the loop

@@ -872,7 +872,8 @@ __global__ void __launch_bounds__(MLP_THREADS, 1) ge2_mlp_step_kernel(const mlp_
     if (blockIdx.x == 0 && threadIdx.x == 0) {
         if (ge2_opt_node_done(p.ctl, 1))
             ge2_opt_commit(p.ctl, &p.cfg, true, &scalars);
-        /* the results (loss, metric) were written above by this thread */
+        /* the results (loss, metric) were written above by this thread, and
+         * the label count by the loss phase, before the grid barriers */
         for (int i = 0; i < p.n_results; i++)
             ge2_copy_share(p.results[i], 0, 1);
         __threadfence_system();

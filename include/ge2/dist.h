@@ -67,7 +67,8 @@ ge2_status ge2_dist_broadcast_state(ge2_dist *dist, ge2_program *program);
 
 /* Whether every rank runs with the same settings: names[i] is a field
  * ("--precision", "model") and values[i] this rank's value as text (up to
- * 255 characters). A collective; every rank calls it once, at the start.
+ * 255 characters). A collective: every rank makes the same calls, before
+ * the state broadcast (which calls it too, for the pools' sizes).
  * Ranks given other flags would otherwise fail later on a mismatched
  * message size, or train different models. On a difference every rank
  * fails: the one that differs naming the field and both values, the others

@@ -378,9 +378,12 @@ ge2_status ge2_cudnn_plan_new(const ge2_cudnn_desc *ops, int n_ops, ge2_cudnn_nu
                 broken++;
                 continue;
             }
+            if ((pass == 0 && index != prefer->engine) || (notes & refused)) {
+                skipped++;
+                continue;
+            }
             const uint64_t knobs = knobs_of(cfgs[i]);
-            if ((pass == 0 && (index != prefer->engine || (prefer->knobs && knobs != prefer->knobs))) ||
-                (notes & refused)) {
+            if (pass == 0 && prefer->knobs && knobs != prefer->knobs) {
                 skipped++;
                 continue;
             }

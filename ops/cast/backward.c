@@ -1,6 +1,6 @@
 /* Backward of CAST: dy straight through, cast back to x's dtype (cast.h
  * says why not the rounding's own derivative); a dy already in x's dtype
- * (an op further on that gives its gradients in f32) goes as it is. */
+ * (a cast to the dtype x has) goes as it is. */
 #include "ops/cast/cast.h"
 
 ge2_status ge2_backward_cast(ge2_autograd *ag, const ge2_node *node, const int *dy)

@@ -508,7 +508,7 @@ START_TEST(atomic_save)
     struct stat before, after;
     ck_assert_int_eq(stat(path, &before), 0);
     char tmp[600];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    ck_assert(ge2_st_temp_name(path, (long)getpid(), tmp, sizeof tmp));
     ck_assert_int_eq(mkdir(tmp, 0700), 0);
     ck_assert_int_eq(ge2_checkpoint_save(n.program, path, NULL), GE2_ERR_IO);
     ck_assert_int_eq(stat(path, &after), 0);

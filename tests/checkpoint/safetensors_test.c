@@ -226,7 +226,7 @@ START_TEST(atomic_save_keeps_target_on_failure)
     struct stat before;
     ck_assert_int_eq(stat(path, &before), 0);
     /* occupy the temporary's name with a directory: the save cannot even start (works as root too) */
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    ck_assert(ge2_st_temp_name(path, (long)getpid(), tmp, sizeof tmp));
     ck_assert_int_eq(mkdir(tmp, 0700), 0);
     float b[2] = {1, 2};
     ge2_st_tensor t2 = {"b", ge2_shape1(2), b, GE2_F32};
@@ -242,7 +242,7 @@ START_TEST(atomic_save_keeps_target_on_failure)
     ck_assert_int_eq(ge2_st_write(tu_path("none/x.safetensors"), &t2, 1, NULL, 0), GE2_ERR_IO);
     /* no temporary left behind by a successful save */
     ck_assert_int_eq(ge2_st_write(path, &t2, 1, NULL, 0), GE2_OK);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    ck_assert(ge2_st_temp_name(path, (long)getpid(), tmp, sizeof tmp));
     ck_assert_int_ne(access(tmp, F_OK), 0);
 }
 END_TEST
@@ -272,7 +272,7 @@ START_TEST(save_targets)
     ck_assert(got == 7.0f);
     ge2_st_release(&f);
 
-    /* a folder (and, as root, /dev/null would be a device): refused, left alone */
+    /* a folder, or a device: refused, left alone */
     const char *folder = tu_path("a_folder");
     ck_assert_int_eq(mkdir(folder, 0700), 0);
     ck_assert_int_eq(ge2_st_write(folder, &t, 1, NULL, 0), GE2_ERR_IO);
@@ -281,10 +281,15 @@ START_TEST(save_targets)
     ck_assert(S_ISDIR(sb.st_mode));
     ck_assert_int_eq(ge2_st_write("/dev/null", &t, 1, NULL, 0), GE2_ERR_IO);
 
-    /* a dead process's temporary goes; a live one's (ours, here the parent's) stays */
+    /* a dead process's temporary goes; a live one's (here the parent's)
+     * stays, and so does another machine's */
     char stale[700], live[700];
-    snprintf(stale, sizeof stale, "%s.tmp.%d", real, 999999999);
-    snprintf(live, sizeof live, "%s.tmp.%ld", real, (long)getppid());
+    char other_host[700];
+    ck_assert(ge2_st_temp_name(real, 999999999, stale, sizeof stale));
+    ck_assert(ge2_st_temp_name(real, (long)getppid(), live, sizeof live));
+    snprintf(other_host, sizeof other_host, "%s.tmp.another_machine.%d", real, 999999999);
+    FILE *o = fopen(other_host, "w");
+    fclose(o);
     FILE *w = fopen(stale, "w");
     fclose(w);
     w = fopen(live, "w");
@@ -292,7 +297,9 @@ START_TEST(save_targets)
     ck_assert_int_eq(ge2_st_write(link_path, &t, 1, NULL, 0), GE2_OK);
     ck_assert_int_ne(access(stale, F_OK), 0);
     ck_assert_int_eq(access(live, F_OK), 0);
+    ck_assert_int_eq(access(other_host, F_OK), 0); /* its PID means nothing here */
     unlink(live);
+    unlink(other_host);
 
     /* reading a FIFO: refused by name at once */
     const char *fifo = tu_path("fifo.safetensors");
