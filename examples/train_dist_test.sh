@@ -101,6 +101,14 @@ rc=$?
 ok=$?
 check "ranks with other models fail naming the field ($(grep -m1 'rank 1' "$tmp/mismatch.out"))" "$ok"
 
+# A bad flag under mpirun: each rank's message names its rank.
+timeout 60 "${mpirun[@]}" 2 "$bin" --distributed --batch x >"$tmp/flag.out" 2>&1
+rc=$?
+[ "$rc" != 0 ] && grep -q "^train_mlp: rank 0: --batch: expected a positive integer, got 'x'" "$tmp/flag.out" &&
+    grep -q "^train_mlp: rank 1: --batch" "$tmp/flag.out"
+ok=$?
+check "a bad flag is reported by rank ($(grep -m1 'rank' "$tmp/flag.out"))" "$ok"
+
 # A rank given fewer --steps is refused at the start like any other flag.
 timeout 120 "${mpirun[@]}" 2 sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then exec "$0" "$@" --steps 2; fi
 exec "$0" "$@" --steps 200' "$bin" "${common[@]}" --distributed --batch 32 >"$tmp/steps.out" 2>&1
