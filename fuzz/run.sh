@@ -3,7 +3,7 @@
 # its committed corpus for SECONDS (default 120). New interesting inputs go to
 # a scratch corpus, not the committed one; crashes land in fuzz/artifacts/.
 #
-#   fuzz/run.sh [checkpoint|idx|rdb|dataset] [SECONDS] [extra libFuzzer flags]
+#   fuzz/run.sh [checkpoint|idx|rdb|dataset|tokens] [SECONDS] [extra libFuzzer flags]
 #
 # checkpoint: the safetensors reader (checkpoint/*.c), corpus fuzz/corpus/
 # idx:        the IDX reader, plain and gzip (data/idx.c), corpus fuzz/corpus_idx/
@@ -11,6 +11,7 @@
 # dataset:    the trainers' dataset path (data/dataset.c: Fashion-MNIST's
 #             folder, the shape check, batches into feeds of the model's
 #             size), corpus fuzz/corpus_dataset/
+# tokens:     llm.c's token shards (data/tokens.c), corpus fuzz/corpus_tokens/
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target="${1:-checkpoint}"
@@ -38,8 +39,13 @@ dataset)
     corpus=fuzz/corpus_dataset
     flags=(-max_len=8192 -rss_limit_mb=4096)
     ;;
+tokens)
+    srcs=(fuzz/tokens_fuzz.c data/tokens.c)
+    corpus=fuzz/corpus_tokens
+    flags=(-max_len=4096)
+    ;;
 *)
-    echo "usage: fuzz/run.sh [checkpoint|idx|rdb|dataset] [SECONDS] [libFuzzer flags]" >&2
+    echo "usage: fuzz/run.sh [checkpoint|idx|rdb|dataset|tokens] [SECONDS] [libFuzzer flags]" >&2
     exit 2
     ;;
 esac
