@@ -24,8 +24,8 @@
 #include <time.h>
 
 #include "graph/clock.h"
-#include "examples/char_data.h"
 #include "examples/cli.h"
+#include "examples/gpt_data.h"
 #include "examples/gpt_model.h"
 #include "ge2/dist.h"
 #include "graph/rng.h"
@@ -34,6 +34,9 @@ typedef struct options {
     gpt_config model;
     ge2_device device;
     const char *data, *save, *init, *resume;
+    /* --train-tokens, --val-tokens (globs of llm.c's token shards), --vocab-size, --tokenizer (a .vocab file) */
+    const char *train_tokens, *val_tokens, *tokenizer;
+    int64_t vocab_size;
     ge2_precision precision;
     double lr, min_lr, weight_decay, beta2, grad_clip;
     int64_t warmup, max_iters, steps, eval_interval, eval_iters, sample, log_interval;
@@ -57,6 +60,10 @@ static int usage(FILE *to, int code)
             "Trains a character-level GPT (nanoGPT's) on the Jane Austen corpus and samples from it.\n"
             "  --device cpu|cuda|auto   where to run (auto)\n"
             "  --data FILE              the corpus ($GE2_CORPUS_DIR/austen.txt; default /usr/local/share/ge2/austen.txt)\n"
+            "  --train-tokens PATTERN --val-tokens PATTERN   train on token shards in llm.c's format instead (a glob,\n"
+            "                           sorted; tools/setup.sh makes the Austen corpus's: austen_{train,val}_*.bin)\n"
+            "  --vocab-size V           the shards' vocabulary: every id below it (the Austen BPE: 8192)\n"
+            "  --tokenizer FILE         a SentencePiece .vocab file to print samples of token shards as text\n"
             "  --n-layer N --n-head N --n-embd N --block-size N   the model (6, 6, 384, 256; block size at most 4096)\n"
             "  --batch N                sequences per step (64)\n"
             "  --dropout X              dropout on the embeddings, attention weights and residual branches (0.2)\n"
@@ -106,7 +113,8 @@ static int parse(int argc, char **argv, options *o)
 {
     enum { N_LAYER = 1000, N_HEAD, N_EMBD, BLOCK, BATCH, DROPOUT, LR, MIN_LR, WARMUP, MAX_ITERS, STEPS, WD, BETA2,
            CLIP, EVAL_INTERVAL, EVAL_ITERS, SEED, NO_SHUFFLE, SAMPLE, SAVE, INIT, RESUME, PRECISION, DEVICE, DATA,
-           DISTRIBUTED, BUCKET_MB, KERNEL_REPORT, TIME_LAUNCHES, PLAN_REPORT, LOG_INTERVAL, LOG_FILE, DIST_TIMEOUT, HELP };
+           DISTRIBUTED, BUCKET_MB, KERNEL_REPORT, TIME_LAUNCHES, PLAN_REPORT, LOG_INTERVAL, LOG_FILE, DIST_TIMEOUT, TRAIN_TOKENS, VAL_TOKENS,
+           VOCAB_SIZE, TOKENIZER, HELP };
     static const struct option flags[] = {
         {"n-layer", 1, 0, N_LAYER}, {"n-head", 1, 0, N_HEAD}, {"n-embd", 1, 0, N_EMBD},
         {"block-size", 1, 0, BLOCK}, {"batch", 1, 0, BATCH}, {"dropout", 1, 0, DROPOUT}, {"lr", 1, 0, LR},
@@ -119,6 +127,8 @@ static int parse(int argc, char **argv, options *o)
         {"plan-report", 0, 0, PLAN_REPORT},
         {"data", 1, 0, DATA}, {"distributed", 0, 0, DISTRIBUTED}, {"bucket-mb", 1, 0, BUCKET_MB},
         {"log-interval", 1, 0, LOG_INTERVAL}, {"log-file", 1, 0, LOG_FILE}, {"dist-timeout", 1, 0, DIST_TIMEOUT},
+        {"train-tokens", 1, 0, TRAIN_TOKENS}, {"val-tokens", 1, 0, VAL_TOKENS}, {"vocab-size", 1, 0, VOCAB_SIZE},
+        {"tokenizer", 1, 0, TOKENIZER},
         {"help", 0, 0, HELP}, {0, 0, 0, 0},
     };
     int64_t seed = 1;
@@ -168,6 +178,13 @@ static int parse(int argc, char **argv, options *o)
         case LOG_INTERVAL: ok = parse_i64(optarg, 1, &o->log_interval); break;
         case LOG_FILE: o->log_file = optarg; break;
         case DIST_TIMEOUT: ok = cli_parse_f64(optarg, 0.001, 1e6, &o->dist_timeout_s); break;
+        case TRAIN_TOKENS: o->train_tokens = optarg; break;
+        case VAL_TOKENS: o->val_tokens = optarg; break;
+        case VOCAB_SIZE:
+            ok = cli_parse_i64(optarg, 2, 65536, &o->vocab_size);
+            range = "an integer in [2, 65536] (uint16 ids)";
+            break;
+        case TOKENIZER: o->tokenizer = optarg; break;
         case HELP: return usage(stdout, -1);
         case ':': {
             char what[160];
@@ -198,6 +215,10 @@ static int parse(int argc, char **argv, options *o)
         return bad_flag("--bucket-mb applies to --distributed only");
     if (o->dist_timeout_s > 0 && !o->distributed)
         return bad_flag("--dist-timeout applies to --distributed only");
+    if (!o->train_tokens != !o->val_tokens || (o->train_tokens && !o->vocab_size))
+        return bad_flag("token shards need --train-tokens, --val-tokens and --vocab-size together");
+    if (!o->train_tokens && (o->vocab_size || o->tokenizer))
+        return bad_flag("--vocab-size and --tokenizer apply to --train-tokens only");
     if (o->model.n_embd % o->model.n_head)
         return bad_flag("--n-embd must be a multiple of --n-head");
     if (o->model.batch > (int64_t)1 << 40 || o->model.batch * o->model.block_size > INT32_MAX)
@@ -236,7 +257,7 @@ static bool is_rank0(const options *o)
 
 typedef struct run {
     const options *o;
-    char_corpus corpus;
+    gpt_data data;
     gpt_model m;
     ge2_context *ctx;
     ge2_program *prog;
@@ -273,13 +294,14 @@ static uint64_t stream(uint64_t seed, uint64_t kind, int64_t step)
 }
 
 /* --distributed: every rank was given the same model, data and plan. */
-static ge2_status check_same_run(const options *o, const char_corpus *corpus)
+static ge2_status check_same_run(const options *o, const gpt_data *d)
 {
     char model[160], data[64], plan[256], precision[16], seed[32];
     snprintf(model, sizeof model, "%lld layers, %lld heads, %lld embd, block %lld, batch %lld, dropout %g",
              (long long)o->model.n_layer, (long long)o->model.n_head, (long long)o->model.n_embd,
              (long long)o->model.block_size, (long long)o->model.batch, o->model.dropout);
-    snprintf(data, sizeof data, "%lld characters, vocabulary %d", (long long)corpus->n, corpus->vocab);
+    snprintf(data, sizeof data, "%lld + %lld tokens, vocabulary %d", (long long)gpt_data_split_len(d, false),
+             (long long)gpt_data_split_len(d, true), d->vocab);
     /* the update, and when each host collective comes (evaluations and log lines sum over the ranks) */
     snprintf(plan, sizeof plan, "lr %.9g -> %.9g, warmup %lld, max-iters %lld, steps %lld, weight decay %.9g, beta2 "
              "%.9g, grad-clip %.9g, eval every %lld x %lld, log every %lld, buckets of %.9g MiB",
@@ -317,7 +339,7 @@ static ge2_status evaluate(run *r, bool val, int64_t step, double *loss)
     if (st == GE2_OK)
         st = ge2_program_take_metrics(r->prog, GE2_MODE_EVAL, &m); /* drop what came before */
     for (int64_t i = 0; st == GE2_OK && i < iters; i++) {
-        char_corpus_batch(&r->corpus, val, c->batch, c->block_size, false, 0, &rng, r->x, r->y);
+        gpt_data_batch(&r->data, val, c->batch, c->block_size, false, 0, &rng, r->x, r->y);
         ge2_feed f[2] = {{r->m.idx, r->x, ge2_shape2(c->batch, c->block_size)},
                          {r->m.targets, r->y, ge2_shape1(c->batch * c->block_size)}};
         st = ge2_program_step(r->prog, GE2_MODE_EVAL, f, 2);
@@ -333,20 +355,20 @@ static ge2_status evaluate(run *r, bool val, int64_t step, double *loss)
     return st;
 }
 
-/* n characters from a newline: each an eval step of batch 1 over the last
- * block_size characters (left-aligned; the causal mask makes the padding
+/* n tokens from a newline: each an eval step of batch 1 over the last
+ * block_size tokens (left-aligned; the causal mask makes the padding
  * after them irrelevant), drawn from the softmax of its logits */
 static ge2_status sample(run *r, int64_t n)
 {
     const gpt_config *c = &r->o->model;
     const int64_t T = c->block_size, V = c->vocab;
     float *logits = malloc(sizeof(float) * (size_t)(T * V));
-    uint8_t *text = malloc((size_t)n + 1);
+    int32_t *text = malloc(sizeof(int32_t) * (size_t)(n + 1));
     int32_t *ctx = calloc((size_t)T, sizeof(int32_t)), *targets = calloc((size_t)T, sizeof(int32_t));
     uint64_t rng = r->o->seed ^ 0x5a3e11ull;
     ge2_status st = logits && text && ctx && targets ? GE2_OK : GE2_ERR_OUT_OF_MEMORY;
     int64_t len = 1;
-    ctx[0] = r->corpus.stoi['\n'] >= 0 ? r->corpus.stoi['\n'] : 0;
+    ctx[0] = gpt_data_start(&r->data);
     for (int64_t i = 0; st == GE2_OK && i < n; i++) {
         ge2_feed f[2] = {{r->m.idx, ctx, ge2_shape2(1, T)}, {r->m.targets, targets, ge2_shape1(T)}};
         st = ge2_program_step(r->prog, GE2_MODE_EVAL, f, 2);
@@ -367,7 +389,7 @@ static ge2_status sample(run *r, int64_t n)
                 pick = v;
                 break;
             }
-        text[i] = r->corpus.itos[pick];
+        text[i] = (int32_t)pick;
         if (len < T) {
             ctx[len++] = (int32_t)pick;
         } else {
@@ -376,8 +398,9 @@ static ge2_status sample(run *r, int64_t n)
         }
     }
     if (st == GE2_OK) {
-        printf("sample (%lld characters):\n", (long long)n);
-        fwrite(text, 1, (size_t)n, stdout);
+        printf("sample (%lld %s):\n", (long long)n, r->data.tokens ? "tokens" : "characters");
+        for (int64_t i = 0; i < n; i++)
+            gpt_data_print(&r->data, text[i], stdout);
         printf("\n");
     }
     free(logits);
@@ -425,7 +448,7 @@ static int train(run *r, int64_t first)
          * s world + k of B rows); one process: stream and batch s */
         const int64_t draw = step * o->world + o->rank;
         uint64_t rng = stream(o->seed, 0, draw);
-        char_corpus_batch(&r->corpus, false, B, T, !o->shuffle, draw, &rng, r->x, r->y);
+        gpt_data_batch(&r->data, false, B, T, !o->shuffle, draw, &rng, r->x, r->y);
         ge2_feed f[2] = {{r->m.idx, r->x, ge2_shape2(B, T)}, {r->m.targets, r->y, ge2_shape1(B * T)}};
         if (ge2_program_step(r->prog, GE2_MODE_TRAIN, f, 2) != GE2_OK)
             return fail("step");
@@ -510,23 +533,25 @@ int main(int argc, char **argv)
         o.world = ge2_dist_world(job);
     }
     run r = {.o = &o};
-    if (char_corpus_load(o.data, &r.corpus) != GE2_OK)
-        return fail("--data");
+    if (o.train_tokens ? gpt_data_load_tokens(o.train_tokens, o.val_tokens, o.vocab_size, o.tokenizer, &r.data) != GE2_OK
+                       : gpt_data_load_text(o.data, &r.data) != GE2_OK)
+        return fail(o.train_tokens ? "token shards" : "--data");
     /* a binary file trains too, but rarely on purpose */
-    if (is_rank0(&o) && r.corpus.control_bytes * 100 > r.corpus.n)
+    if (is_rank0(&o) && !r.data.tokens && r.data.corpus.control_bytes * 100 > r.data.corpus.n)
         fprintf(stderr, "train_gpt: warning: %s does not look like text: %lld of its %lld bytes are control "
-                "characters; training on it anyway\n", o.data, (long long)r.corpus.control_bytes,
-                (long long)r.corpus.n);
-    if (char_corpus_split_len(&r.corpus, true) <= o.model.block_size + 1) {
-        fprintf(stderr, "train_gpt: %s: the validation split is shorter than a block of %lld\n", o.data,
+                "characters; training on it anyway\n", o.data, (long long)r.data.corpus.control_bytes,
+                (long long)r.data.corpus.n);
+    if (gpt_data_split_len(&r.data, true) <= o.model.block_size + 1 ||
+        gpt_data_split_len(&r.data, false) <= o.model.block_size + 1) {
+        fprintf(stderr, "train_gpt: %s: a split is shorter than a block of %lld\n", r.data.source,
                 (long long)o.model.block_size);
-        char_corpus_free(&r.corpus);
+        gpt_data_free(&r.data);
         if (job && ge2_dist_world(job) > 1)
             ge2_dist_abort(job, 1);
         ge2_dist_free(job);
         return 1;
     }
-    o.model.vocab = r.corpus.vocab;
+    o.model.vocab = r.data.vocab;
     code = 1;
     int64_t first = 0; /* the step a --resume continues from */
     ge2_compile_options compile = ge2_compile_defaults();
@@ -555,7 +580,7 @@ int main(int argc, char **argv)
         fail("--device");
     } else if (ge2_compile(r.ctx, r.m.graph, &compile, &r.prog) != GE2_OK) {
         fail("compile");
-    } else if (job && check_same_run(&o, &r.corpus) != GE2_OK) {
+    } else if (job && check_same_run(&o, &r.data) != GE2_OK) {
         fail("--distributed");
     } else if (o.init && ge2_checkpoint_load_parameters(r.prog, o.init) != GE2_OK) {
         fail("--init");
@@ -572,11 +597,12 @@ int main(int argc, char **argv)
         r.arrived = first;
         if (is_rank0(&o))
             printf("train_gpt: %s, %lld layers, %lld heads, %lld embd, block %lld, vocab %d, %.2fM parameters; "
-               "%s: %lld train / %lld val characters; batch %lld x %d rank(s), adamw lr %g -> %g, %lld iters\n",
+               "%s: %lld train / %lld val %s; batch %lld x %d rank(s), adamw lr %g -> %g, %lld iters\n",
                ge2_context_device(r.ctx) == GE2_DEVICE_CUDA ? "cuda" : "cpu", (long long)o.model.n_layer,
-               (long long)o.model.n_head, (long long)o.model.n_embd, (long long)o.model.block_size, r.corpus.vocab,
-               (double)r.m.n_params / 1e6, o.data, (long long)r.corpus.n_train,
-               (long long)(r.corpus.n - r.corpus.n_train), (long long)o.model.batch, o.world, o.lr, o.min_lr,
+               (long long)o.model.n_head, (long long)o.model.n_embd, (long long)o.model.block_size, r.data.vocab,
+               (double)r.m.n_params / 1e6, r.data.source, (long long)gpt_data_split_len(&r.data, false),
+               (long long)gpt_data_split_len(&r.data, true), r.data.tokens ? "tokens" : "characters",
+               (long long)o.model.batch, o.world, o.lr, o.min_lr,
                (long long)o.max_iters);
         code = train(&r, first);
         if (!code && o.kernel_report && is_rank0(&o) && ge2_program_launch_count(r.prog, GE2_MODE_TRAIN) > 0 &&
@@ -589,7 +615,7 @@ int main(int argc, char **argv)
     ge2_graph_free(r.m.graph);
     free(r.x);
     free(r.y);
-    char_corpus_free(&r.corpus);
+    gpt_data_free(&r.data);
     if (code && job && ge2_dist_world(job) > 1)
         ge2_dist_abort(job, code);
     ge2_dist_free(job);

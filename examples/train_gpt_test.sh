@@ -133,6 +133,48 @@ rc=$?
 rc=$?
 check "--log-interval 5 and --log-file over 20 steps ($(tr '\n' ' ' <"$tmp/gpt.csv" | head -c 300))" "$rc"
 
+# token shards in llm.c's format: generated ones (ids below 50), then the
+# SentencePiece Austen shards tools/setup.sh makes
+python3 - "$tmp" <<'PY'
+import random, struct, sys
+random.seed(1)
+def shard(path, ids):
+    open(path, "wb").write(struct.pack("<3i", 20240520, 1, len(ids)) + bytes(1012) + struct.pack(f"<{len(ids)}H", *ids))
+shard(f"{sys.argv[1]}/gen_train_000000.bin", [random.randrange(50) for _ in range(3000)])
+shard(f"{sys.argv[1]}/gen_train_000001.bin", [random.randrange(50) for _ in range(2000)])
+shard(f"{sys.argv[1]}/gen_val_000000.bin", [random.randrange(50) for _ in range(1000)])
+shard(f"{sys.argv[1]}/bad_val_000000.bin", [1, 2, 3] * 100 + [50] + [4] * 100)
+PY
+shards=(--device cpu --n-layer 1 --n-head 2 --n-embd 32 --block-size 16 --batch 4 --max-iters 10 --eval-interval 5
+    --eval-iters 2 --sample 8)
+"$bin" "${shards[@]}" --train-tokens "$tmp/gen_train_*.bin" --val-tokens "$tmp/gen_val_*.bin" --vocab-size 50 \
+    >"$tmp/gen.out" 2>&1
+rc=$?
+[ "$rc" = 0 ] && grep -q 'vocab 50, .*: 5000 train / 1000 val tokens' "$tmp/gen.out" &&
+    grep -q '^sample (8 tokens):' "$tmp/gen.out" && grep -q '^best val loss: ' "$tmp/gen.out"
+rc=$?
+check "a tiny GPT trains on two generated shards ($(grep -m1 'vocab 50' "$tmp/gen.out" | head -c 200))" "$rc"
+expect_error "an id past --vocab-size" 1 "${shards[@]}" --train-tokens "$tmp/gen_train_*.bin" \
+    --val-tokens "$tmp/bad_val_*.bin" --vocab-size 50
+grep -q 'bad_val_000000.bin: token 300 is 50, outside the vocabulary of 50' "$tmp/err"
+rc=$?
+check "an id past the vocabulary names the shard and the position ($(cat "$tmp/err"))" "$rc"
+expect_error "shards without --vocab-size" 2 --train-tokens "$tmp/gen_train_*.bin" --val-tokens "$tmp/gen_val_*.bin"
+expect_error "a pattern matching nothing" 1 "${shards[@]}" --train-tokens "$tmp/none_*.bin" \
+    --val-tokens "$tmp/gen_val_*.bin" --vocab-size 50
+corpus_dir="${GE2_CORPUS_DIR:-/usr/local/share/ge2}"
+if [ -s "$corpus_dir/austen_train_000000.bin" ]; then
+    "$bin" "${shards[@]}" --train-tokens "$corpus_dir/austen_train_*.bin" --val-tokens "$corpus_dir/austen_val_*.bin" \
+        --vocab-size 8192 --tokenizer "$corpus_dir/austen_bpe.vocab" >"$tmp/bpe.out" 2>&1
+    rc=$?
+    [ "$rc" = 0 ] && grep -q 'vocab 8192, .*: 873991 train / 97111 val tokens' "$tmp/bpe.out" &&
+        grep -A1 '^sample (8 tokens):' "$tmp/bpe.out" | tail -n 1 | grep -q '[a-z]'
+    rc=$?
+    check "a tiny GPT trains on the SentencePiece Austen shards and prints text ($(grep -m1 'vocab 8192' "$tmp/bpe.out" | head -c 200))" "$rc"
+else
+    check "tools/setup.sh made the Austen token shards in $corpus_dir" 1
+fi
+
 # a diverging run stops at its first non-finite loss, without saving
 expect_error "a NaN loss stops the run" 1 "${tiny[@]}" --max-iters 30 --eval-interval 100 --sample 0 --lr 10 \
     --warmup 0 --grad-clip 0 --weight-decay 10 --save "$tmp/nan.safetensors"

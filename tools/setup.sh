@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what building and testing ge2 needs on Debian bookworm, and makes
-# the GPT trainer's text corpus. Idempotent: packages already installed are
+# the GPT trainer's text corpus and its BPE token shards. Idempotent: packages already installed are
 # skipped, the corpus is made once, and when nothing is missing it does not
 # touch apt at all (so it also works offline). Run it as yourself or as
 # root: what needs root (apt-get install, writing the corpus under
@@ -29,6 +29,7 @@ packages=(
     gnuplot-nox           # tools/plot_log: the trainers' --log-file curves as PNG
     clang                 # fuzz/run.sh: libFuzzer targets (CI runs each briefly)
     libclang-rt-14-dev    # ... and their fuzzer, ASan and UBSan runtimes
+    sentencepiece         # spm_train / spm_encode: the Austen corpus as BPE token shards
 )
 
 say() { printf 'setup: %s\n' "$*"; }
@@ -91,6 +92,32 @@ else
     else
         as_root install -D -m 644 "$work/austen.txt" "$corpus"
     fi
+fi
+
+# The same corpus as token shards in llm.c's format (data/tokens.h), made by
+# a real tokenizer: a byte-fallback BPE of 8192 pieces that SentencePiece
+# trains on the text, the text encoded with it, and the ids written by
+# tools/write_token_shards.py (90% train, 10% validation). train_gpt reads
+# them with --train-tokens, --val-tokens and --vocab-size 8192.
+bpe="$corpus_dir/austen_bpe"
+if [ -s "$bpe.vocab" ] && [ -s "${bpe%_bpe}_train_000000.bin" ] && [ -s "${bpe%_bpe}_val_000000.bin" ]; then
+    say "have $bpe.{model,vocab} and its token shards"
+else
+    here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+    tok="$(mktemp -d)"
+    say "training a BPE tokenizer on $corpus and writing its token shards"
+    (cd "$tok" && spm_train --input="$corpus" --model_prefix=austen_bpe --vocab_size=8192 --model_type=bpe \
+        --byte_fallback=true --character_coverage=1.0 --minloglevel=2 >/dev/null 2>&1)
+    spm_encode --model="$tok/austen_bpe.model" --output_format=id <"$corpus" |
+        python3 "$here/tools/write_token_shards.py" --vocab "$tok/austen_bpe.vocab" --out "$tok/austen"
+    for f in austen_bpe.model austen_bpe.vocab austen_train_000000.bin austen_val_000000.bin; do
+        if mkdir -p "$corpus_dir" 2>/dev/null && [ -w "$corpus_dir" ]; then
+            install -m 644 "$tok/$f" "$corpus_dir/$f"
+        else
+            as_root install -D -m 644 "$tok/$f" "$corpus_dir/$f"
+        fi
+    done
+    rm -rf "$tok"
 fi
 
 cuda="${CUDA_PATH:-/usr/local/cuda}"
