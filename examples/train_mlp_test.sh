@@ -219,6 +219,23 @@ check "resuming a finished run says there is nothing to train" "$rc"
 expect_error "a checkpoint past --epochs" 2 --device cpu --data "$data" --hidden 16 --epochs 1 \
     --resume "$tmp/e2.safetensors"
 
+# a checkpoint whose metadata says epoch 1000000 (damaged) is refused, not resumed into zero steps
+python3 - "$tmp/e2.safetensors" "$tmp/epoch.safetensors" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+h["__metadata__"]["epoch"] = "1000000"
+head = json.dumps(h).encode()
+head += b" " * (-len(head) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(head)) + head + b[8 + n:])
+PY
+expect_error "a checkpoint at epoch 1000000" 2 --device cpu --data "$data" --hidden 16 --epochs 3 \
+    --resume "$tmp/epoch.safetensors"
+grep -q 'the checkpoint is at epoch 1000001, batch [0-9]*, past --epochs 3' "$tmp/err"
+rc=$?
+check "epoch 1000000 is refused naming both ($(cat "$tmp/err"))" "$rc"
+
 expect_error "--device cuda without a GPU" 1 --device cuda --data "$data" --hidden 16 --steps 1
 grep -q 'no CUDA device is usable here; --device cpu' "$tmp/err"
 rc=$?
