@@ -88,7 +88,7 @@ static ge2_status mlp(builder *b, int i, ge2_tensor *h, ge2_tensor **y)
     const int64_t C = b->cfg->n_embd;
     char name[96];
     snprintf(name, sizeof name, "transformer.h.%d.mlp.c_fc", i);
-    TRY(linear(b, name, h, 4 * C, 0.02, GE2_ACT_GELU_TANH, &h));
+    TRY(linear(b, name, h, 4 * C, 0.02, b->cfg->gelu_erf ? GE2_ACT_GELU_ERF : GE2_ACT_GELU_TANH, &h));
     snprintf(name, sizeof name, "transformer.h.%d.mlp.c_proj", i);
     TRY(linear(b, name, h, C, 0.02 / sqrt(2.0 * (double)b->cfg->n_layer), GE2_ACT_NONE, &h));
     return dropout(b, h, y);

@@ -1,6 +1,7 @@
 /* nanoGPT's GPT (Karpathy's model.py) as a ge2 graph: token and position
  * embeddings, pre-LayerNorm blocks of causal self-attention and a 4x GELU
- * (tanh) MLP with residual adds, a final LayerNorm and an LM head tied to
+ * MLP (tanh's approximation, as GPT-2 and llm.c, or nanoGPT's exact erf
+ * form) with residual adds, a final LayerNorm and an LM head tied to
  * the token embedding; biases on. Parameters carry nanoGPT's state_dict
  * names (transformer.wte.weight, transformer.h.{i}.attn.c_attn.weight, ...)
  * and its initialisation: N(0, 0.02), the residual projections (c_proj)
@@ -10,6 +11,7 @@
 #ifndef GE2_EXAMPLES_GPT_MODEL_H
 #define GE2_EXAMPLES_GPT_MODEL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "ge2/ge2.h"
@@ -18,6 +20,7 @@ typedef struct gpt_config {
     int64_t n_layer, n_head, n_embd, block_size, vocab;
     int64_t batch; /* the training batch the graph is built with (keys re-specialize other batches) */
     double dropout;
+    bool gelu_erf; /* the MLP's GELU: false tanh's approximation, true the exact erf form (nn.GELU()) */
 } gpt_config;
 
 typedef struct gpt_model {

@@ -67,6 +67,8 @@ static int usage(FILE *to, int code)
             "  --n-layer N --n-head N --n-embd N --block-size N   the model (6, 6, 384, 256; block size at most 4096)\n"
             "  --batch N                sequences per step (64)\n"
             "  --dropout X              dropout on the embeddings, attention weights and residual branches (0.2)\n"
+            "  --gelu tanh|erf          the MLP's GELU: tanh's approximation (GPT-2's, llm.c's) or the exact erf form\n"
+            "                           (nanoGPT's nn.GELU()) (tanh)\n"
             "  --lr X --min-lr X        peak and final learning rate (1e-3, 1e-4): linear warmup, then cosine\n"
             "  --warmup N               warmup steps (100)\n"
             "  --max-iters N            steps of the schedule (5000)\n"
@@ -114,7 +116,7 @@ static int parse(int argc, char **argv, options *o)
     enum { N_LAYER = 1000, N_HEAD, N_EMBD, BLOCK, BATCH, DROPOUT, LR, MIN_LR, WARMUP, MAX_ITERS, STEPS, WD, BETA2,
            CLIP, EVAL_INTERVAL, EVAL_ITERS, SEED, NO_SHUFFLE, SAMPLE, SAVE, INIT, RESUME, PRECISION, DEVICE, DATA,
            DISTRIBUTED, BUCKET_MB, KERNEL_REPORT, TIME_LAUNCHES, PLAN_REPORT, LOG_INTERVAL, LOG_FILE, DIST_TIMEOUT, TRAIN_TOKENS, VAL_TOKENS,
-           VOCAB_SIZE, TOKENIZER, HELP };
+           VOCAB_SIZE, TOKENIZER, GELU, HELP };
     static const struct option flags[] = {
         {"n-layer", 1, 0, N_LAYER}, {"n-head", 1, 0, N_HEAD}, {"n-embd", 1, 0, N_EMBD},
         {"block-size", 1, 0, BLOCK}, {"batch", 1, 0, BATCH}, {"dropout", 1, 0, DROPOUT}, {"lr", 1, 0, LR},
@@ -128,7 +130,7 @@ static int parse(int argc, char **argv, options *o)
         {"data", 1, 0, DATA}, {"distributed", 0, 0, DISTRIBUTED}, {"bucket-mb", 1, 0, BUCKET_MB},
         {"log-interval", 1, 0, LOG_INTERVAL}, {"log-file", 1, 0, LOG_FILE}, {"dist-timeout", 1, 0, DIST_TIMEOUT},
         {"train-tokens", 1, 0, TRAIN_TOKENS}, {"val-tokens", 1, 0, VAL_TOKENS}, {"vocab-size", 1, 0, VOCAB_SIZE},
-        {"tokenizer", 1, 0, TOKENIZER},
+        {"tokenizer", 1, 0, TOKENIZER}, {"gelu", 1, 0, GELU},
         {"help", 0, 0, HELP}, {0, 0, 0, 0},
     };
     int64_t seed = 1;
@@ -185,6 +187,11 @@ static int parse(int argc, char **argv, options *o)
             range = "an integer in [2, 65536] (uint16 ids)";
             break;
         case TOKENIZER: o->tokenizer = optarg; break;
+        case GELU:
+            ok = !strcmp(optarg, "tanh") || !strcmp(optarg, "erf");
+            o->model.gelu_erf = !strcmp(optarg, "erf");
+            range = "tanh or erf";
+            break;
         case HELP: return usage(stdout, -1);
         case ':': {
             char what[160];
@@ -297,9 +304,10 @@ static uint64_t stream(uint64_t seed, uint64_t kind, int64_t step)
 static ge2_status check_same_run(const options *o, const gpt_data *d)
 {
     char model[160], data[64], plan[256], precision[16], seed[32];
-    snprintf(model, sizeof model, "%lld layers, %lld heads, %lld embd, block %lld, batch %lld, dropout %g",
+    snprintf(model, sizeof model, "%lld layers, %lld heads, %lld embd, block %lld, batch %lld, dropout %g, GELU %s",
              (long long)o->model.n_layer, (long long)o->model.n_head, (long long)o->model.n_embd,
-             (long long)o->model.block_size, (long long)o->model.batch, o->model.dropout);
+             (long long)o->model.block_size, (long long)o->model.batch, o->model.dropout,
+             o->model.gelu_erf ? "erf" : "tanh");
     snprintf(data, sizeof data, "%lld + %lld tokens, vocabulary %d", (long long)gpt_data_split_len(d, false),
              (long long)gpt_data_split_len(d, true), d->vocab);
     /* the update, and when each host collective comes (evaluations and log lines sum over the ranks) */
@@ -596,11 +604,11 @@ int main(int argc, char **argv)
     } else {
         r.arrived = first;
         if (is_rank0(&o))
-            printf("train_gpt: %s, %lld layers, %lld heads, %lld embd, block %lld, vocab %d, %.2fM parameters; "
+            printf("train_gpt: %s, %lld layers, %lld heads, %lld embd, block %lld, vocab %d, GELU %s, %.2fM parameters; "
                "%s: %lld train / %lld val %s; batch %lld x %d rank(s), adamw lr %g -> %g, %lld iters\n",
                ge2_context_device(r.ctx) == GE2_DEVICE_CUDA ? "cuda" : "cpu", (long long)o.model.n_layer,
                (long long)o.model.n_head, (long long)o.model.n_embd, (long long)o.model.block_size, r.data.vocab,
-               (double)r.m.n_params / 1e6, r.data.source, (long long)gpt_data_split_len(&r.data, false),
+               o.model.gelu_erf ? "erf" : "tanh", (double)r.m.n_params / 1e6, r.data.source, (long long)gpt_data_split_len(&r.data, false),
                (long long)gpt_data_split_len(&r.data, true), r.data.tokens ? "tokens" : "characters",
                (long long)o.model.batch, o.world, o.lr, o.min_lr,
                (long long)o.max_iters);

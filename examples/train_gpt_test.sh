@@ -175,6 +175,17 @@ else
     check "tools/setup.sh made the Austen token shards in $corpus_dir" 1
 fi
 
+# --gelu erf builds nanoGPT's exact GELU: the banner says so, and it lands
+# elsewhere than tanh's approximation after the same steps
+g=("${tiny[@]}" --max-iters 6 --eval-interval 100 --sample 0 --dropout 0)
+"$bin" "${g[@]}" --gelu erf --save "$tmp/erf.safetensors" >"$tmp/erf.out" 2>&1 &&
+    "$bin" "${g[@]}" --gelu tanh --save "$tmp/tanh.safetensors" >/dev/null 2>&1
+rc=$?
+[ "$rc" = 0 ] && grep -q ', GELU erf, ' "$tmp/erf.out" && ! cmp -s "$tmp/erf.safetensors" "$tmp/tanh.safetensors"
+rc=$?
+check "--gelu erf trains another model than tanh ($(head -n 1 "$tmp/erf.out" | head -c 160))" "$rc"
+expect_error "--gelu of another kind" 2 --gelu relu
+
 # a diverging run stops at its first non-finite loss, without saving
 expect_error "a NaN loss stops the run" 1 "${tiny[@]}" --max-iters 30 --eval-interval 100 --sample 0 --lr 10 \
     --warmup 0 --grad-clip 0 --weight-decay 10 --save "$tmp/nan.safetensors"
