@@ -175,8 +175,28 @@ ge2_status ge2_checkpoint_alias(ge2_graph *graph, ge2_tensor *param, const char 
 
 ge2_status ge2_checkpoint_save(ge2_program *program, const char *path, const ge2_resume_state *resume)
 {
-    if (!program || !path)
-        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_checkpoint_save: program and path must not be NULL");
+    return ge2_checkpoint_save_with(program, path, resume, NULL, 0);
+}
+
+/* ge2's own entries in a file's __metadata__ */
+#define CK_OWN_META 13
+#define CK_MAX_ENTRIES 32
+
+ge2_status ge2_checkpoint_save_with(ge2_program *program, const char *path, const ge2_resume_state *resume,
+                                    const ge2_checkpoint_entry *entries, int n)
+{
+    if (!program || !path || n < 0 || (n > 0 && !entries))
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_checkpoint_save: program, path and the %d entries must be given",
+                         n);
+    if (n > CK_MAX_ENTRIES)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_checkpoint_save: %d entries of the caller's; at most %d", n,
+                         CK_MAX_ENTRIES);
+    for (int i = 0; i < n; i++)
+        if (!entries[i].key || strncmp(entries[i].key, "model.", 6) != 0 || strlen(entries[i].key) >= GE2_ST_MAX_NAME ||
+            !entries[i].value || strlen(entries[i].value) >= GE2_ST_MAX_VALUE)
+            return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_checkpoint_save: entry %d ('%s'): a key beginning with "
+                             "\"model.\" and a value of at most %d bytes", i, entries[i].key ? entries[i].key : "",
+                             GE2_ST_MAX_VALUE - 1);
     ck_layout l;
     GE2_TRY(ck_layout_new(program, ck_with_state(program), &l));
     ge2_status st = ck_transfer(program, &l, false, false);
@@ -186,10 +206,10 @@ ge2_status ge2_checkpoint_save(ge2_program *program, const char *path, const ge2
         const ge2_control *c = ge2_program_control_host(program);
         const ge2_optimizer_config *cfg = ge2_program_optimizer_config(program);
         ge2_resume_state r = resume ? *resume : (ge2_resume_state){0, 0, 0, 0};
-        ge2_st_kv meta[13] = {{"format", CK_FORMAT}, {"optimizer", ""}, {"step", ""}, {"micro_step", ""},
-                              {"base_lr", ""}, {"rng_offset", ""}, {"epoch", ""}, {"batch_in_epoch", ""},
-                              {"data_seed", ""}, {"examples_in_epoch", ""}, {"loss_scale", ""},
-                              {"scale_good_steps", ""}, {"skipped_steps", ""}};
+        ge2_st_kv meta[CK_OWN_META + CK_MAX_ENTRIES] = {
+            {"format", CK_FORMAT}, {"optimizer", ""}, {"step", ""}, {"micro_step", ""}, {"base_lr", ""},
+            {"rng_offset", ""}, {"epoch", ""}, {"batch_in_epoch", ""}, {"data_seed", ""}, {"examples_in_epoch", ""},
+            {"loss_scale", ""}, {"scale_good_steps", ""}, {"skipped_steps", ""}};
         snprintf(meta[1].value, GE2_ST_MAX_VALUE, "%s", cfg ? ge2_optimizer_name(cfg->kind) : "none");
         snprintf(meta[2].value, GE2_ST_MAX_VALUE, "%" PRId64, c->step);
         snprintf(meta[3].value, GE2_ST_MAX_VALUE, "%" PRId32, c->micro_step);
@@ -203,7 +223,11 @@ ge2_status ge2_checkpoint_save(ge2_program *program, const char *path, const ge2
         snprintf(meta[10].value, GE2_ST_MAX_VALUE, "%.9g", (double)c->loss_scale);
         snprintf(meta[11].value, GE2_ST_MAX_VALUE, "%" PRId32, c->scale_good_steps);
         snprintf(meta[12].value, GE2_ST_MAX_VALUE, "%" PRId64, c->skipped_steps);
-        st = ge2_st_write(path, l.tensors, l.n, meta, 13);
+        for (int i = 0; i < n; i++) {
+            snprintf(meta[CK_OWN_META + i].key, GE2_ST_MAX_NAME, "%s", entries[i].key);
+            snprintf(meta[CK_OWN_META + i].value, GE2_ST_MAX_VALUE, "%s", entries[i].value);
+        }
+        st = ge2_st_write(path, l.tensors, l.n, meta, CK_OWN_META + n);
     }
     ck_layout_free(&l);
     return st;
@@ -425,6 +449,26 @@ ge2_status ge2_checkpoint_load_parameters(ge2_program *program, const char *path
         if (st == GE2_OK)
             st = ck_transfer(program, &l, true, true);
         ck_layout_free(&l);
+    }
+    ge2_st_release(&f);
+    return st;
+}
+
+ge2_status ge2_checkpoint_read_entry(const char *path, const char *key, char *value, size_t size, bool *found)
+{
+    if (!path || !key || !value || size == 0 || !found)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_checkpoint_read_entry: path, key, value and found are required");
+    *found = false;
+    value[0] = '\0';
+    ge2_st_file f;
+    GE2_TRY(ge2_st_read(path, UINT64_MAX, &f));
+    const char *v = ge2_st_meta(&f, key);
+    ge2_status st = GE2_OK;
+    if (v && strlen(v) >= size)
+        st = ge2_error(GE2_ERR_FORMAT, "%s: __metadata__ %s is %zu bytes, more than %zu", path, key, strlen(v), size - 1);
+    else if (v) {
+        memcpy(value, v, strlen(v) + 1);
+        *found = true;
     }
     ge2_st_release(&f);
     return st;

@@ -37,6 +37,9 @@ typedef struct options {
     /* --train-tokens, --val-tokens (globs of llm.c's token shards), --vocab-size, --tokenizer (a .vocab file) */
     const char *train_tokens, *val_tokens, *tokenizer;
     int64_t vocab_size;
+    /* the model's flags the user gave: a checkpoint's settings fill in the
+     * others, and one that contradicts a given flag is an error */
+    bool given_layer, given_head, given_embd, given_block, given_gelu;
     ge2_precision precision;
     double lr, min_lr, weight_decay, beta2, grad_clip;
     int64_t warmup, max_iters, steps, eval_interval, eval_iters, sample, log_interval;
@@ -140,11 +143,11 @@ static int parse(int argc, char **argv, options *o)
         bool ok = true;
         const char *range = NULL; /* what the flag takes, when a value is refused */
         switch (c) {
-        case N_LAYER: ok = parse_i64(optarg, 1, &o->model.n_layer); break;
-        case N_HEAD: ok = parse_i64(optarg, 1, &o->model.n_head); break;
-        case N_EMBD: ok = parse_i64(optarg, 1, &o->model.n_embd); break;
+        case N_LAYER: ok = o->given_layer = parse_i64(optarg, 1, &o->model.n_layer); break;
+        case N_HEAD: ok = o->given_head = parse_i64(optarg, 1, &o->model.n_head); break;
+        case N_EMBD: ok = o->given_embd = parse_i64(optarg, 1, &o->model.n_embd); break;
         case BLOCK:
-            ok = cli_parse_i64(optarg, 1, 4096, &o->model.block_size);
+            ok = o->given_block = cli_parse_i64(optarg, 1, 4096, &o->model.block_size);
             range = "an integer in [1, 4096]";
             break;
         case BATCH: ok = parse_i64(optarg, 1, &o->model.batch); break;
@@ -188,7 +191,7 @@ static int parse(int argc, char **argv, options *o)
             break;
         case TOKENIZER: o->tokenizer = optarg; break;
         case GELU:
-            ok = !strcmp(optarg, "tanh") || !strcmp(optarg, "erf");
+            ok = o->given_gelu = !strcmp(optarg, "tanh") || !strcmp(optarg, "erf");
             o->model.gelu_erf = !strcmp(optarg, "erf");
             range = "tanh or erf";
             break;
@@ -226,11 +229,70 @@ static int parse(int argc, char **argv, options *o)
         return bad_flag("token shards need --train-tokens, --val-tokens and --vocab-size together");
     if (!o->train_tokens && (o->vocab_size || o->tokenizer))
         return bad_flag("--vocab-size and --tokenizer apply to --train-tokens only");
-    if (o->model.n_embd % o->model.n_head)
+    if ((o->given_embd || o->given_head) && o->model.n_embd % o->model.n_head)
         return bad_flag("--n-embd must be a multiple of --n-head");
     if (o->model.batch > (int64_t)1 << 40 || o->model.batch * o->model.block_size > INT32_MAX)
         return bad_flag("--batch times --block-size must stay under 2^31");
     o->seed = (uint64_t)seed;
+    return 0;
+}
+
+/* The model's settings a checkpoint carries (its __metadata__ "model.*"),
+ * so --resume and --init need no model flags. */
+enum { N_SETTINGS = 6 };
+static const char *const setting_keys[N_SETTINGS] = {"model.n_layer", "model.n_head", "model.n_embd",
+                                                     "model.block_size", "model.vocab", "model.gelu"};
+static const char *const setting_flags[N_SETTINGS] = {"--n-layer", "--n-head", "--n-embd", "--block-size",
+                                                      "--vocab-size (or the corpus's)", "--gelu"};
+
+static void settings_of(const gpt_config *m, char values[N_SETTINGS][32])
+{
+    snprintf(values[0], 32, "%lld", (long long)m->n_layer);
+    snprintf(values[1], 32, "%lld", (long long)m->n_head);
+    snprintf(values[2], 32, "%lld", (long long)m->n_embd);
+    snprintf(values[3], 32, "%lld", (long long)m->block_size);
+    snprintf(values[4], 32, "%lld", (long long)m->vocab);
+    snprintf(values[5], 32, "%s", m->gelu_erf ? "erf" : "tanh");
+}
+
+/* Takes the file's settings for the flags not given; a given flag (or the
+ * data's vocabulary) that contradicts the file is an error naming both.
+ * Files without settings (a PyTorch state_dict) leave the flags. */
+static int settings_from(options *o, const char *path)
+{
+    const bool given[N_SETTINGS] = {o->given_layer, o->given_head, o->given_embd, o->given_block, true, o->given_gelu};
+    char mine[N_SETTINGS][32];
+    settings_of(&o->model, mine);
+    for (int i = 0; i < N_SETTINGS; i++) {
+        char theirs[64];
+        bool found;
+        if (ge2_checkpoint_read_entry(path, setting_keys[i], theirs, sizeof theirs, &found) != GE2_OK) {
+            fprintf(stderr, "train_gpt: %s%s\n", cli_rank_prefix(), ge2_last_error());
+            return 1;
+        }
+        if (!found || !strcmp(theirs, mine[i]))
+            continue;
+        if (given[i]) {
+            char what[320];
+            snprintf(what, sizeof what, "%s is %s, but %s was saved with %s", setting_flags[i], mine[i], path, theirs);
+            return bad_flag(what);
+        }
+        int64_t v = 0;
+        const bool ok = i == 5 ? !strcmp(theirs, "tanh") || !strcmp(theirs, "erf")
+                               : cli_parse_i64(theirs, 1, i == 3 ? 4096 : INT32_MAX, &v);
+        if (!ok) {
+            fprintf(stderr, "train_gpt: %s%s: __metadata__ %s is '%s', not a setting of this model\n",
+                    cli_rank_prefix(), path, setting_keys[i], theirs);
+            return 1;
+        }
+        int64_t *field[4] = {&o->model.n_layer, &o->model.n_head, &o->model.n_embd, &o->model.block_size};
+        if (i < 4)
+            *field[i] = v;
+        else
+            o->model.gelu_erf = !strcmp(theirs, "erf");
+    }
+    if (o->model.n_embd % o->model.n_head)
+        return bad_flag("--n-embd must be a multiple of --n-head");
     return 0;
 }
 
@@ -509,7 +571,12 @@ static int train(run *r, int64_t first)
     }
     if (o->sample > 0 && sample(r, o->sample) != GE2_OK)
         return fail("sampling");
-    if (o->save && ge2_checkpoint_save(r->prog, o->save, NULL) != GE2_OK)
+    char values[N_SETTINGS][32];
+    settings_of(&o->model, values);
+    ge2_checkpoint_entry settings[N_SETTINGS];
+    for (int i = 0; i < N_SETTINGS; i++)
+        settings[i] = (ge2_checkpoint_entry){setting_keys[i], values[i]};
+    if (o->save && ge2_checkpoint_save_with(r->prog, o->save, NULL, settings, N_SETTINGS) != GE2_OK)
         return fail("save");
     printf("best val loss: %.4f\n", best);
     return 0;
@@ -560,6 +627,14 @@ int main(int argc, char **argv)
         return 1;
     }
     o.model.vocab = r.data.vocab;
+    const char *from = o.resume ? o.resume : o.init;
+    if (from && (code = settings_from(&o, from)) != 0) {
+        gpt_data_free(&r.data);
+        if (job && ge2_dist_world(job) > 1)
+            ge2_dist_abort(job, code);
+        ge2_dist_free(job);
+        return code;
+    }
     code = 1;
     int64_t first = 0; /* the step a --resume continues from */
     ge2_compile_options compile = ge2_compile_defaults();

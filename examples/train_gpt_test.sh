@@ -90,6 +90,20 @@ cmp -s "$tmp/straight.safetensors" "$tmp/resumed.safetensors"
 rc=$?
 check "the resumed checkpoint is byte-identical to the straight one" "$rc"
 
+# the model's settings travel with the checkpoint: --resume without model
+# flags rebuilds the same model (byte-identical result); a flag that
+# contradicts the file, or a corpus of another vocabulary, is refused
+noflags=(--device cpu --batch 8 --max-iters 40 --warmup 10 --lr 3e-3 --eval-interval 20 --eval-iters 4 --dropout 0.1 --sample 0)
+"$bin" "${noflags[@]}" --resume "$tmp/part.safetensors" --save "$tmp/resumed_noflags.safetensors" >"$tmp/nf.out" 2>&1
+rc=$?
+[ "$rc" = 0 ] && cmp -s "$tmp/resumed.safetensors" "$tmp/resumed_noflags.safetensors"
+rc=$?
+check "--resume without model flags rebuilds the saved model ($(head -n 1 "$tmp/nf.out" | head -c 120))" "$rc"
+expect_error "a flag that contradicts the checkpoint" 2 "${noflags[@]}" --n-layer 3 --resume "$tmp/part.safetensors"
+grep -q -- "--n-layer is 3, but .*part.safetensors was saved with 1" "$tmp/err"
+rc=$?
+check "the contradiction names both values ($(cat "$tmp/err"))" "$rc"
+
 expect_error "unknown flag" 2 --bogus
 expect_error "bad number" 2 --n-layer x
 expect_error "heads must divide the width" 2 --n-embd 30 --n-head 4

@@ -817,6 +817,20 @@ ge2_status ge2_checkpoint_load(ge2_program *program, const char *path, ge2_resum
 /* Parameters only (e.g. --init): names and shapes must match the model. */
 ge2_status ge2_checkpoint_load_parameters(ge2_program *program, const char *path);
 
+/* A caller's entry of a checkpoint's __metadata__, beside ge2's own: the
+ * settings that built the model, so a resume can rebuild it without flags.
+ * Keys begin with "model." (the rest of the namespace is ge2's). */
+typedef struct ge2_checkpoint_entry {
+    const char *key, *value; /* value: at most 1023 bytes */
+} ge2_checkpoint_entry;
+/* ge2_checkpoint_save with n entries of the caller's. */
+ge2_status ge2_checkpoint_save_with(ge2_program *program, const char *path, const ge2_resume_state *resume,
+                                    const ge2_checkpoint_entry *entries, int n);
+/* The value of a checkpoint's __metadata__ entry key into value[size];
+ * *found false (and GE2_OK) when the file has none. The file is untrusted:
+ * read and checked whole, as a load does. */
+ge2_status ge2_checkpoint_read_entry(const char *path, const char *key, char *value, size_t size, bool *found);
+
 #ifdef __cplusplus
 }
 #endif
