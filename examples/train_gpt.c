@@ -588,7 +588,7 @@ int main(int argc, char **argv)
     static char default_data[4096];
     snprintf(default_data, sizeof default_data, "%s/austen.txt", corpus_dir && corpus_dir[0] ? corpus_dir : "/usr/local/share/ge2");
     options o = {
-        .model = {6, 6, 384, 256, 0, 64, 0.2},
+        .model = {6, 6, 384, 256, 0, 64, 0.2, false},
         .device = GE2_DEVICE_AUTO,
         .data = default_data,
         .lr = 1e-3, .min_lr = 1e-4, .weight_decay = 0.1, .beta2 = 0.99, .grad_clip = 1.0,
