@@ -191,12 +191,17 @@ ge2_status ge2_checkpoint_save_with(ge2_program *program, const char *path, cons
     if (n > CK_MAX_ENTRIES)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_checkpoint_save: %d entries of the caller's; at most %d", n,
                          CK_MAX_ENTRIES);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         if (!entries[i].key || strncmp(entries[i].key, "model.", 6) != 0 || strlen(entries[i].key) >= GE2_ST_MAX_NAME ||
             !entries[i].value || strlen(entries[i].value) >= GE2_ST_MAX_VALUE)
             return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_checkpoint_save: entry %d ('%s'): a key beginning with "
                              "\"model.\" and a value of at most %d bytes", i, entries[i].key ? entries[i].key : "",
                              GE2_ST_MAX_VALUE - 1);
+        for (int j = 0; j < i; j++) /* a reader refuses a key that appears twice */
+            if (!strcmp(entries[j].key, entries[i].key))
+                return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_checkpoint_save: entry %d repeats the key '%s'", i,
+                                 entries[i].key);
+    }
     ck_layout l;
     GE2_TRY(ck_layout_new(program, ck_with_state(program), &l));
     ge2_status st = ck_transfer(program, &l, false, false);
@@ -454,21 +459,24 @@ ge2_status ge2_checkpoint_load_parameters(ge2_program *program, const char *path
     return st;
 }
 
-ge2_status ge2_checkpoint_read_entry(const char *path, const char *key, char *value, size_t size, bool *found)
+ge2_status ge2_checkpoint_read_entries(const char *path, const char *const *keys, int n, char *const *values,
+                                       size_t size, bool *found)
 {
-    if (!path || !key || !value || size == 0 || !found)
-        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_checkpoint_read_entry: path, key, value and found are required");
-    *found = false;
-    value[0] = '\0';
+    if (!path || n < 0 || (n > 0 && (!keys || !values || !found)) || size == 0)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_checkpoint_read_entries: path, %d keys, values and found "
+                         "are required", n);
     ge2_st_file f;
     GE2_TRY(ge2_st_read(path, UINT64_MAX, &f));
-    const char *v = ge2_st_meta(&f, key);
     ge2_status st = GE2_OK;
-    if (v && strlen(v) >= size)
-        st = ge2_error(GE2_ERR_FORMAT, "%s: __metadata__ %s is %zu bytes, more than %zu", path, key, strlen(v), size - 1);
-    else if (v) {
-        memcpy(value, v, strlen(v) + 1);
-        *found = true;
+    for (int i = 0; i < n && st == GE2_OK; i++) {
+        const char *v = ge2_st_meta(&f, keys[i]);
+        found[i] = v && strlen(v) < size;
+        values[i][0] = '\0';
+        if (v && !found[i])
+            st = ge2_error(GE2_ERR_FORMAT, "%s: __metadata__ %s is %zu bytes, more than %zu", path, keys[i], strlen(v),
+                           size - 1);
+        else if (v)
+            memcpy(values[i], v, strlen(v) + 1);
     }
     ge2_st_release(&f);
     return st;

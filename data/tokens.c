@@ -179,16 +179,25 @@ uint16_t ge2_tokens_at(const ge2_tokens *t, int64_t i)
     return le16(s->ids + 2 * (size_t)(i - s->first));
 }
 
+int64_t ge2_window_start(int64_t len, int64_t b, int64_t t, bool sequential, int64_t step, int64_t r, uint64_t *rng)
+{
+    return sequential ? ((step * b + r) * t) % (len - t - 1)
+                      : (int64_t)(ge2_splitmix64_next(rng) % (uint64_t)(len - t));
+}
+
 void ge2_tokens_batch(const ge2_tokens *tokens, int64_t b, int64_t t, bool sequential, int64_t step, uint64_t *rng,
                       int32_t *x, int32_t *y)
 {
-    const int64_t n = tokens->count;
     for (int64_t r = 0; r < b; r++) {
-        const int64_t at = sequential ? ((step * b + r) * t) % (n - t - 1)
-                                      : (int64_t)(ge2_splitmix64_next(rng) % (uint64_t)(n - t));
-        for (int64_t i = 0; i < t; i++) {
-            x[r * t + i] = ge2_tokens_at(tokens, at + i);
-            y[r * t + i] = ge2_tokens_at(tokens, at + i + 1);
+        const int64_t at = ge2_window_start(tokens->count, b, t, sequential, step, r, rng);
+        /* t + 1 tokens from at: x takes the first t, y the last t */
+        int32_t *xr = x + r * t, *yr = y + r * t;
+        for (int64_t i = 0; i <= t; i++) {
+            const int32_t id = ge2_tokens_at(tokens, at + i);
+            if (i < t)
+                xr[i] = id;
+            if (i > 0)
+                yr[i - 1] = id;
         }
     }
 }

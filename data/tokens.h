@@ -38,6 +38,13 @@ int ge2_tokens_shard_count(const ge2_tokens *t);
  * shard boundaries). */
 uint16_t ge2_tokens_at(const ge2_tokens *t, int64_t i);
 
+/* Where row r of a batch of b windows of t + 1 tokens starts in a sequence
+ * of len: sequential, ((step·b + r)·t) mod (len − t − 1); else a uniform
+ * offset in [0, len − t) drawn from *rng (splitmix64), as nanoGPT's
+ * randint(len − t). len > t + 1. The rule of every batch of a sequence
+ * (the character corpus's too). */
+int64_t ge2_window_start(int64_t len, int64_t b, int64_t t, bool sequential, int64_t step, int64_t r, uint64_t *rng);
+
 /* b windows of t + 1 tokens: inputs x [b, t] and the next tokens y [b, t].
  * sequential: row r of step s starts at ((s·b + r)·t) mod (N − t − 1);
  * else at a uniform offset in [0, N − t) drawn from *rng (splitmix64).

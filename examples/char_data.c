@@ -8,9 +8,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "data/tokens.h" /* ge2_window_start */
 #include "graph/error.h"
 #include "graph/file.h"
-#include "graph/rng.h"
 
 ge2_status char_corpus_load(const char *path, char_corpus *out)
 {
@@ -69,11 +69,9 @@ void char_corpus_batch(const char_corpus *c, bool val, int64_t b, int64_t t, boo
                        uint64_t *rng, int32_t *x, int32_t *y)
 {
     const uint8_t *data = c->ids + (val ? c->n_train : 0);
-    /* a window of t + 1 starts at most at len - t - 1: nanoGPT's randint(len - t) */
     const int64_t len = char_corpus_split_len(c, val);
     for (int64_t r = 0; r < b; r++) {
-        const int64_t at = sequential ? ((step * b + r) * t) % (len - t - 1)
-                                      : (int64_t)(ge2_splitmix64_next(rng) % (uint64_t)(len - t));
+        const int64_t at = ge2_window_start(len, b, t, sequential, step, r, rng);
         for (int64_t i = 0; i < t; i++) {
             x[r * t + i] = data[at + i];
             y[r * t + i] = data[at + i + 1];

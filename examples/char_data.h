@@ -24,10 +24,10 @@ typedef struct char_corpus {
 ge2_status char_corpus_load(const char *path, char_corpus *out);
 void char_corpus_free(char_corpus *c);
 
-/* One batch of split `val` (false: train): x [b, t] and y [b, t] ids. With
- * sequential, row r of step s starts at ((s·b + r)·t) mod (len - t - 1) of
- * the split; else at a uniform offset in [0, len - t) drawn from *rng
- * (splitmix64), as nanoGPT's randint(len - t). */
+/* One batch of split `val` (false: train): x [b, t] and y [b, t] ids, the
+ * windows starting where ge2_window_start (data/tokens.h) says: with
+ * sequential, row r of step s at ((s·b + r)·t) mod (len - t - 1) of the
+ * split; else at nanoGPT's randint(len - t) from *rng. */
 void char_corpus_batch(const char_corpus *c, bool val, int64_t b, int64_t t, bool sequential, int64_t step,
                        uint64_t *rng, int32_t *x, int32_t *y);
 

@@ -27,11 +27,12 @@ static ge2_status load_pieces(const char *path, int vocab, char ***out)
     FILE *f = fdopen(fd, "r");
     char **pieces = calloc((size_t)vocab, sizeof *pieces);
     ge2_status st = f && pieces ? GE2_OK : ge2_error(GE2_ERR_OUT_OF_MEMORY, "%s: %d pieces", path, vocab);
-    char line[1024];
+    char *line = NULL;
+    size_t cap = 0;
     int n = 0;
-    while (st == GE2_OK && fgets(line, sizeof line, f)) {
+    while (st == GE2_OK && getline(&line, &cap, f) > 0) {
         char *tab = strchr(line, '\t');
-        if (!tab || !strchr(line, '\n'))
+        if (!tab)
             st = ge2_error(GE2_ERR_FORMAT, "%s: line %d is not 'piece<TAB>score'", path, n + 1);
         else if (n >= vocab)
             st = ge2_error(GE2_ERR_FORMAT, "%s: more than the %d pieces of --vocab-size", path, vocab);
@@ -39,6 +40,7 @@ static ge2_status load_pieces(const char *path, int vocab, char ***out)
             st = ge2_error(GE2_ERR_OUT_OF_MEMORY, "%s: piece %d", path, n);
         n += st == GE2_OK;
     }
+    free(line);
     if (st == GE2_OK && n != vocab)
         st = ge2_error(GE2_ERR_FORMAT, "%s: %d pieces, but --vocab-size is %d", path, n, vocab);
     if (f)

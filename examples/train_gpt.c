@@ -229,10 +229,6 @@ static int parse(int argc, char **argv, options *o)
         return bad_flag("token shards need --train-tokens, --val-tokens and --vocab-size together");
     if (!o->train_tokens && (o->vocab_size || o->tokenizer))
         return bad_flag("--vocab-size and --tokenizer apply to --train-tokens only");
-    if ((o->given_embd || o->given_head) && o->model.n_embd % o->model.n_head)
-        return bad_flag("--n-embd must be a multiple of --n-head");
-    if (o->model.batch > (int64_t)1 << 40 || o->model.batch * o->model.block_size > INT32_MAX)
-        return bad_flag("--batch times --block-size must stay under 2^31");
     o->seed = (uint64_t)seed;
     return 0;
 }
@@ -261,19 +257,22 @@ static void settings_of(const gpt_config *m, char values[N_SETTINGS][32])
 static int settings_from(options *o, const char *path)
 {
     const bool given[N_SETTINGS] = {o->given_layer, o->given_head, o->given_embd, o->given_block, true, o->given_gelu};
-    char mine[N_SETTINGS][32];
+    char mine[N_SETTINGS][32], file[N_SETTINGS][64];
+    char *values[N_SETTINGS];
+    bool found[N_SETTINGS];
     settings_of(&o->model, mine);
+    for (int i = 0; i < N_SETTINGS; i++)
+        values[i] = file[i];
+    if (ge2_checkpoint_read_entries(path, setting_keys, N_SETTINGS, values, sizeof file[0], found) != GE2_OK) {
+        fprintf(stderr, "train_gpt: %s%s\n", cli_rank_prefix(), ge2_last_error());
+        return 1;
+    }
     for (int i = 0; i < N_SETTINGS; i++) {
-        char theirs[64];
-        bool found;
-        if (ge2_checkpoint_read_entry(path, setting_keys[i], theirs, sizeof theirs, &found) != GE2_OK) {
-            fprintf(stderr, "train_gpt: %s%s\n", cli_rank_prefix(), ge2_last_error());
-            return 1;
-        }
-        if (!found || !strcmp(theirs, mine[i]))
+        const char *theirs = file[i];
+        if (!found[i] || !strcmp(theirs, mine[i]))
             continue;
         if (given[i]) {
-            char what[320];
+            char what[600];
             snprintf(what, sizeof what, "%s is %s, but %s was saved with %s", setting_flags[i], mine[i], path, theirs);
             return bad_flag(what);
         }
@@ -291,8 +290,22 @@ static int settings_from(options *o, const char *path)
         else
             o->model.gelu_erf = !strcmp(theirs, "erf");
     }
+    return 0;
+}
+
+/* What the model's settings (flags, or a checkpoint's) must fit: the
+ * heads dividing the width, a batch's size, and a block in each split. */
+static int check_model(const options *o, const gpt_data *d)
+{
     if (o->model.n_embd % o->model.n_head)
         return bad_flag("--n-embd must be a multiple of --n-head");
+    if (o->model.batch > (int64_t)1 << 40 || o->model.batch * o->model.block_size > INT32_MAX)
+        return bad_flag("--batch times --block-size must stay under 2^31");
+    if (gpt_data_split_len(d, true) <= o->model.block_size + 1 || gpt_data_split_len(d, false) <= o->model.block_size + 1) {
+        fprintf(stderr, "train_gpt: %s%s: a split is shorter than a block of %lld\n", cli_rank_prefix(), d->source,
+                (long long)o->model.block_size);
+        return 1;
+    }
     return 0;
 }
 
@@ -616,19 +629,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "train_gpt: warning: %s does not look like text: %lld of its %lld bytes are control "
                 "characters; training on it anyway\n", o.data, (long long)r.data.corpus.control_bytes,
                 (long long)r.data.corpus.n);
-    if (gpt_data_split_len(&r.data, true) <= o.model.block_size + 1 ||
-        gpt_data_split_len(&r.data, false) <= o.model.block_size + 1) {
-        fprintf(stderr, "train_gpt: %s: a split is shorter than a block of %lld\n", r.data.source,
-                (long long)o.model.block_size);
-        gpt_data_free(&r.data);
-        if (job && ge2_dist_world(job) > 1)
-            ge2_dist_abort(job, 1);
-        ge2_dist_free(job);
-        return 1;
-    }
     o.model.vocab = r.data.vocab;
+    /* the model's settings first (a checkpoint's may change the block), then what they must fit */
     const char *from = o.resume ? o.resume : o.init;
-    if (from && (code = settings_from(&o, from)) != 0) {
+    if ((from && (code = settings_from(&o, from)) != 0) || (code = check_model(&o, &r.data)) != 0) {
         gpt_data_free(&r.data);
         if (job && ge2_dist_world(job) > 1)
             ge2_dist_abort(job, code);

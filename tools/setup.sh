@@ -107,7 +107,7 @@ else
     tok="$(mktemp -d)"
     say "training a BPE tokenizer on $corpus and writing its token shards"
     (cd "$tok" && spm_train --input="$corpus" --model_prefix=austen_bpe --vocab_size=8192 --model_type=bpe \
-        --byte_fallback=true --character_coverage=1.0 --minloglevel=2 >/dev/null 2>&1)
+        --byte_fallback=true --character_coverage=1.0 --minloglevel=2 >/dev/null)
     spm_encode --model="$tok/austen_bpe.model" --output_format=id <"$corpus" |
         python3 "$here/tools/write_token_shards.py" --vocab "$tok/austen_bpe.vocab" --out "$tok/austen"
     for f in austen_bpe.model austen_bpe.vocab austen_train_000000.bin austen_val_000000.bin; do

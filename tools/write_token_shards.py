@@ -55,9 +55,11 @@ def main(argv):
     if len(ids) < 2:
         sys.exit("write_token_shards: no tokens on standard input")
     cut = int(len(ids) * (1 - a.val_fraction))
+    if not 0 < cut < len(ids):
+        sys.exit(f"write_token_shards: {len(ids)} tokens at --val-fraction {a.val_fraction} leave a split empty")
     splits = {"train": ids[:cut], "val": ids[cut:]}
     for name, part in splits.items():
-        for k in range(0, max(len(part), 1), a.shard_tokens):
+        for k in range(0, len(part), a.shard_tokens):
             path = f"{a.out}_{name}_{k // a.shard_tokens:06d}.bin"
             write(path, part[k:k + a.shard_tokens])
             print(f"write_token_shards: {path}: {len(part[k:k + a.shard_tokens])} tokens")

@@ -826,10 +826,11 @@ typedef struct ge2_checkpoint_entry {
 /* ge2_checkpoint_save with n entries of the caller's. */
 ge2_status ge2_checkpoint_save_with(ge2_program *program, const char *path, const ge2_resume_state *resume,
                                     const ge2_checkpoint_entry *entries, int n);
-/* The value of a checkpoint's __metadata__ entry key into value[size];
- * *found false (and GE2_OK) when the file has none. The file is untrusted:
- * read and checked whole, as a load does. */
-ge2_status ge2_checkpoint_read_entry(const char *path, const char *key, char *value, size_t size, bool *found);
+/* The values of n of a checkpoint's __metadata__ entries, keys[i] into
+ * values[i][size]; found[i] false when the file has none. The file is
+ * untrusted: read once and checked whole, as a load does. */
+ge2_status ge2_checkpoint_read_entries(const char *path, const char *const *keys, int n, char *const *values,
+                                       size_t size, bool *found);
 
 #ifdef __cplusplus
 }

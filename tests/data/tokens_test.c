@@ -53,25 +53,27 @@ START_TEST(shards_read_as_one_sequence)
     const uint16_t want[8] = {0, 1, 2, 50256, 7, 300, 301, 302};
     for (int i = 0; i < 8; i++)
         ck_assert_int_eq(ge2_tokens_at(t, i), want[i]);
-    /* sequential batches: row r of step s from ((s B + r) T) mod (N - T - 1), across the boundary */
+    /* sequential batches, step 1 of B = 2, T = 3 over N = 8: rows start at
+     * (2·3) mod 4 = 2 and (3·3) mod 4 = 1, the first across the boundary */
     int32_t x[2 * 3], y[2 * 3];
     ge2_tokens_batch(t, 2, 3, true, 1, NULL, x, y);
-    for (int r = 0; r < 2; r++) {
-        const int at = ((1 * 2 + r) * 3) % (8 - 3 - 1);
-        for (int i = 0; i < 3; i++) {
-            ck_assert_int_eq(x[r * 3 + i], want[at + i]);
-            ck_assert_int_eq(y[r * 3 + i], want[at + i + 1]);
-        }
+    const int32_t want_x[6] = {2, 50256, 7, 1, 2, 50256}, want_y[6] = {50256, 7, 300, 2, 50256, 7};
+    for (int i = 0; i < 6; i++) {
+        ck_assert_int_eq(x[i], want_x[i]);
+        ck_assert_int_eq(y[i], want_y[i]);
     }
-    /* random batches stay inside the sequence and pair each input with the next token */
+    /* random batches: each row a window of the sequence, y its shift by one */
     uint64_t rng = 7;
     for (int k = 0; k < 50; k++) {
         ge2_tokens_batch(t, 2, 3, false, 0, &rng, x, y);
-        for (int i = 0; i < 6; i++) {
+        for (int r = 0; r < 2; r++) {
             int found = 0;
-            for (int p = 0; p + 1 < 8; p++)
-                found |= x[i] == want[p] && y[i] == want[p + 1];
+            for (int p = 0; p + 3 < 8 && !found; p++)
+                found = x[r * 3] == want[p] && x[r * 3 + 1] == want[p + 1] && x[r * 3 + 2] == want[p + 2] &&
+                        y[r * 3 + 2] == want[p + 3];
             ck_assert(found);
+            for (int i = 0; i + 1 < 3; i++)
+                ck_assert_int_eq(y[r * 3 + i], x[r * 3 + i + 1]);
         }
     }
     ge2_tokens_free(t);
