@@ -3,7 +3,8 @@
  *
  * Tensors: every parameter and persistent buffer (batch norm's running
  * statistics, its i64 num_batches_tracked) under its own name in its graph
- * shape (PyTorch layout, so safetensors.torch.load_file + load_state_dict
+ * shape (a padded parameter's real rows only, ge2_parameter_padding; the
+ * image a load fills starts zeroed, so its padding comes back zero) (PyTorch layout, so safetensors.torch.load_file + load_state_dict
  * takes them), and each optimizer state slot as "optim.<param>.<torch state name>"
  * (exp_avg, exp_avg_sq, max_exp_avg_sq, momentum_buffer; grad_accum for the
  * accumulation buffer). __metadata__ (strings, as the format requires):
@@ -39,6 +40,7 @@ typedef struct ck_layout {
     ge2_st_tensor *tensors;         /* [n] names and shapes; data into the images */
     char (*names)[GE2_ST_MAX_NAME]; /* [n] storage for the names */
     int64_t *offset;                /* [n] element offset in the joint image */
+    const ge2_tensor **source;      /* [n] the graph's tensor each entry holds (a parameter, its state, a buffer) */
     int n_params;                   /* tensors [0, n_params) are parameters */
     /* [first_alias, first_alias + n_aliases): parameters again under their
      * aliases (the same image data); optional when loading */
@@ -53,9 +55,19 @@ static void ck_layout_free(ck_layout *l)
     ge2_free(l->tensors);
     ge2_free(l->names);
     ge2_free(l->offset);
+    ge2_free(l->source);
     ge2_free(l->image);
     ge2_free(l->buffer_image);
     memset(l, 0, sizeof *l);
+}
+
+/* A parameter's shape in a file: its real rows only (ge2_parameter_padding) */
+static ge2_shape ck_stored_shape(const ge2_tensor *t)
+{
+    ge2_shape s = t->shape;
+    if (t->real_rows > 0)
+        s.dim[0] = t->real_rows;
+    return s;
 }
 
 static ge2_status ck_layout_new(ge2_program *program, bool with_state, ck_layout *l)
@@ -80,9 +92,10 @@ static ge2_status ck_layout_new(ge2_program *program, bool with_state, ck_layout
     l->tensors = ge2_calloc((size_t)(n ? n : 1), sizeof *l->tensors);
     l->names = ge2_calloc((size_t)(n ? n : 1), sizeof *l->names);
     l->offset = ge2_calloc((size_t)(n ? n : 1), sizeof *l->offset);
+    l->source = ge2_calloc((size_t)(n ? n : 1), sizeof *l->source);
     l->image = ge2_calloc((size_t)(l->image_n ? l->image_n : 1), sizeof(float));
     l->buffer_image = ge2_calloc(layout->buffer_bytes ? layout->buffer_bytes : 1, 1);
-    if (!l->tensors || !l->names || !l->offset || !l->image || !l->buffer_image) {
+    if (!l->tensors || !l->names || !l->offset || !l->source || !l->image || !l->buffer_image) {
         ck_layout_free(l);
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_checkpoint: out of memory for %lld parameters",
                          (long long)pools.n);
@@ -101,7 +114,8 @@ static ge2_status ck_layout_new(ge2_program *program, bool with_state, ck_layout
                 return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_checkpoint: parameter name '%s' too long", t->name);
             }
             l->offset[k] = (int64_t)(1 + slot) * pools.n + (int64_t)(layout->offset[i] / sizeof(float));
-            l->tensors[k] = (ge2_st_tensor){l->names[k], t->shape, l->image + l->offset[k], GE2_F32};
+            l->tensors[k] = (ge2_st_tensor){l->names[k], ck_stored_shape(t), l->image + l->offset[k], GE2_F32};
+            l->source[k] = t;
         }
     for (int i = 0; i < g->n_tensors; i++) {
         const ge2_tensor *t = g->tensors[i];
@@ -110,6 +124,7 @@ static ge2_status ck_layout_new(ge2_program *program, bool with_state, ck_layout
         int k = l->n++;
         snprintf(l->names[k], GE2_ST_MAX_NAME, "%s", t->name); /* names are shorter than GE2_NAME_MAX */
         l->tensors[k] = (ge2_st_tensor){l->names[k], t->shape, l->buffer_image + layout->offset[i], t->dtype};
+        l->source[k] = t;
     }
     l->first_alias = l->n;
     for (int i = 0; i < g->n_tensors; i++) {
@@ -118,7 +133,9 @@ static ge2_status ck_layout_new(ge2_program *program, bool with_state, ck_layout
             continue;
         int k = l->n++;
         snprintf(l->names[k], GE2_ST_MAX_NAME, "%s", t->alias);
-        l->tensors[k] = (ge2_st_tensor){l->names[k], t->shape, l->image + layout->offset[i] / sizeof(float), GE2_F32};
+        l->tensors[k] = (ge2_st_tensor){l->names[k], ck_stored_shape(t), l->image + layout->offset[i] / sizeof(float),
+                                        GE2_F32};
+        l->source[k] = t;
     }
     l->n_aliases = n_aliases;
     l->n_params = n_params;
@@ -173,6 +190,17 @@ ge2_status ge2_checkpoint_alias(ge2_graph *graph, ge2_tensor *param, const char 
     return GE2_OK;
 }
 
+ge2_status ge2_checkpoint_conv1d(ge2_graph *graph, ge2_tensor *param)
+{
+    if (!graph || !param)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_checkpoint_conv1d: graph and param are required");
+    if (param->graph != graph || param->role != GE2_ROLE_PARAMETER || param->shape.ndim != 2)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_checkpoint_conv1d: '%s' is not a 2-D parameter of this graph",
+                         param->name);
+    param->conv1d = true;
+    return GE2_OK;
+}
+
 ge2_status ge2_checkpoint_save(ge2_program *program, const char *path, const ge2_resume_state *resume)
 {
     return ge2_checkpoint_save_with(program, path, resume, NULL, 0);
@@ -182,26 +210,40 @@ ge2_status ge2_checkpoint_save(ge2_program *program, const char *path, const ge2
 #define CK_OWN_META 13
 #define CK_MAX_ENTRIES 32
 
-ge2_status ge2_checkpoint_save_with(ge2_program *program, const char *path, const ge2_resume_state *resume,
-                                    const ge2_checkpoint_entry *entries, int n)
+/* The caller's __metadata__ entries: keys in "model.", values that fit, no key twice */
+static ge2_status ck_check_entries(const char *fn, ge2_program *program, const char *path,
+                                   const ge2_checkpoint_entry *entries, int n)
 {
     if (!program || !path || n < 0 || (n > 0 && !entries))
-        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_checkpoint_save: program, path and the %d entries must be given",
-                         n);
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "%s: program, path and the %d entries must be given", fn, n);
     if (n > CK_MAX_ENTRIES)
-        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_checkpoint_save: %d entries of the caller's; at most %d", n,
-                         CK_MAX_ENTRIES);
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "%s: %d entries of the caller's; at most %d", fn, n, CK_MAX_ENTRIES);
     for (int i = 0; i < n; i++) {
         if (!entries[i].key || strncmp(entries[i].key, "model.", 6) != 0 || strlen(entries[i].key) >= GE2_ST_MAX_NAME ||
             !entries[i].value || strlen(entries[i].value) >= GE2_ST_MAX_VALUE)
-            return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_checkpoint_save: entry %d ('%s'): a key beginning with "
-                             "\"model.\" and a value of at most %d bytes", i, entries[i].key ? entries[i].key : "",
+            return ge2_error(GE2_ERR_INVALID_ARGUMENT, "%s: entry %d ('%s'): a key beginning with \"model.\" and a "
+                             "value of at most %d bytes", fn, i, entries[i].key ? entries[i].key : "",
                              GE2_ST_MAX_VALUE - 1);
         for (int j = 0; j < i; j++) /* a reader refuses a key that appears twice */
             if (!strcmp(entries[j].key, entries[i].key))
-                return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_checkpoint_save: entry %d repeats the key '%s'", i,
-                                 entries[i].key);
+                return ge2_error(GE2_ERR_INVALID_ARGUMENT, "%s: entry %d repeats the key '%s'", fn, i, entries[i].key);
     }
+    return GE2_OK;
+}
+
+/* The caller's entries after ge2's own n_own in meta */
+static void ck_put_entries(ge2_st_kv *meta, int n_own, const ge2_checkpoint_entry *entries, int n)
+{
+    for (int i = 0; i < n; i++) {
+        snprintf(meta[n_own + i].key, GE2_ST_MAX_NAME, "%s", entries[i].key);
+        snprintf(meta[n_own + i].value, GE2_ST_MAX_VALUE, "%s", entries[i].value);
+    }
+}
+
+ge2_status ge2_checkpoint_save_with(ge2_program *program, const char *path, const ge2_resume_state *resume,
+                                    const ge2_checkpoint_entry *entries, int n)
+{
+    GE2_TRY(ck_check_entries("ge2_checkpoint_save", program, path, entries, n));
     ck_layout l;
     GE2_TRY(ck_layout_new(program, ck_with_state(program), &l));
     ge2_status st = ck_transfer(program, &l, false, false);
@@ -228,12 +270,59 @@ ge2_status ge2_checkpoint_save_with(ge2_program *program, const char *path, cons
         snprintf(meta[10].value, GE2_ST_MAX_VALUE, "%.9g", (double)c->loss_scale);
         snprintf(meta[11].value, GE2_ST_MAX_VALUE, "%" PRId32, c->scale_good_steps);
         snprintf(meta[12].value, GE2_ST_MAX_VALUE, "%" PRId64, c->skipped_steps);
-        for (int i = 0; i < n; i++) {
-            snprintf(meta[CK_OWN_META + i].key, GE2_ST_MAX_NAME, "%s", entries[i].key);
-            snprintf(meta[CK_OWN_META + i].value, GE2_ST_MAX_VALUE, "%s", entries[i].value);
-        }
+        ck_put_entries(meta, CK_OWN_META, entries, n);
         st = ge2_st_write(path, l.tensors, l.n, meta, CK_OWN_META + n);
     }
+    ck_layout_free(&l);
+    return st;
+}
+
+static ge2_shape ck_swapped(ge2_shape s)
+{
+    const int64_t rows = s.dim[0];
+    s.dim[0] = s.dim[1];
+    s.dim[1] = rows;
+    return s;
+}
+
+/* [cols, rows] f32 (unaligned) -> [rows, cols] */
+static void ck_transpose_into(float *dst, const uint8_t *src, ge2_shape dst_shape)
+{
+    const int64_t rows = dst_shape.dim[0], cols = dst_shape.dim[1];
+    for (int64_t c = 0; c < cols; c++)
+        for (int64_t r = 0; r < rows; r++)
+            memcpy(&dst[r * cols + c], src + sizeof(float) * (size_t)(c * rows + r), sizeof(float));
+}
+
+ge2_status ge2_checkpoint_export(ge2_program *program, const char *path, const ge2_checkpoint_export_options *options)
+{
+    const ge2_checkpoint_export_options none = {false, NULL, 0};
+    const ge2_checkpoint_export_options *o = options ? options : &none;
+    GE2_TRY(ck_check_entries("ge2_checkpoint_export", program, path, o->entries, o->n_entries));
+    ck_layout l;
+    GE2_TRY(ck_layout_new(program, false, &l));
+    /* the transposed copies, one image beside the layout's */
+    float *flipped = ge2_calloc((size_t)(l.image_n ? l.image_n : 1), sizeof(float));
+    ge2_status st = flipped ? ck_transfer(program, &l, false, true)
+                            : ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_checkpoint_export: out of memory for %s", path);
+    int n = 0;
+    for (int k = 0; st == GE2_OK && k < l.first_alias; k++) {
+        ge2_st_tensor t = l.tensors[k];
+        if (o->conv1d_transposed && l.source[k]->conv1d) {
+            float *dst = flipped + l.offset[k];
+            const ge2_shape s = ck_swapped(t.shape);
+            ck_transpose_into(dst, (const uint8_t *)t.data, s); /* [rows, cols] read as the [cols, rows] source */
+            t.shape = s;
+            t.data = dst;
+        }
+        l.tensors[n++] = t;
+    }
+    if (st == GE2_OK) {
+        ge2_st_kv meta[1 + CK_MAX_ENTRIES] = {{"format", "pt"}}; /* what transformers requires of a file */
+        ck_put_entries(meta, 1, o->entries, o->n_entries);
+        st = ge2_st_write(path, l.tensors, n, meta, 1 + o->n_entries);
+    }
+    ge2_free(flipped);
     ck_layout_free(&l);
     return st;
 }
@@ -259,13 +348,35 @@ static ge2_status ck_finite(const ge2_st_tensor *t, const char *path)
 /* Every expected tensor present with its dtype and shape, finite, copied
  * into the image; then no tensor the model lacks (ignoring "optim." ones
  * when asked). */
+/* Whether the file holds the Conv1D parameters (ge2_checkpoint_conv1d)
+ * transposed, [in, out], as Hugging Face's GPT-2 does: the first such
+ * parameter that is not square decides (the shape checks then hold the
+ * others to it); none, or all square: as the model holds them. */
+static bool ck_file_transposed(const ge2_st_file *f, const ck_layout *l)
+{
+    for (int k = 0; k < l->first_alias; k++) {
+        const ge2_shape s = l->tensors[k].shape;
+        if (!l->source[k]->conv1d || s.dim[0] == s.dim[1])
+            continue;
+        const ge2_st_entry *e = ge2_st_find(f, l->tensors[k].name);
+        return e && e->rank == 2 && e->shape[0] == s.dim[1] && e->shape[1] == s.dim[0];
+    }
+    return false;
+}
+
 static ge2_status ck_match(const ge2_st_file *f, const char *path, ck_layout *l, bool ignore_optim)
 {
+    const bool transposed = ck_file_transposed(f, l);
     for (int k = 0; k < l->first_alias; k++) {
         const ge2_st_tensor *t = &l->tensors[k];
         const uint8_t *data;
-        GE2_TRY(ge2_st_expect(f, path, t->name, t->dtype, t->shape, &data));
-        memcpy((void *)t->data, data, (size_t)ge2_shape_numel(t->shape) * ge2_dtype_size(t->dtype));
+        if (transposed && l->source[k]->conv1d) {
+            GE2_TRY(ge2_st_expect(f, path, t->name, t->dtype, ck_swapped(t->shape), &data));
+            ck_transpose_into((float *)t->data, data, t->shape);
+        } else {
+            GE2_TRY(ge2_st_expect(f, path, t->name, t->dtype, t->shape, &data));
+            memcpy((void *)t->data, data, (size_t)ge2_shape_numel(t->shape) * ge2_dtype_size(t->dtype));
+        }
         GE2_TRY(ck_finite(t, path));
     }
     /* an alias, when the file has it, must hold what its parameter got */

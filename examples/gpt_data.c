@@ -109,6 +109,61 @@ int32_t gpt_data_start(const gpt_data *d)
     return 0;
 }
 
+ge2_status gpt_data_encode(const gpt_data *d, const char *text, int32_t *ids, int64_t cap, int64_t *n)
+{
+    *n = 0;
+    if (!d->tokens) {
+        for (const char *p = text; *p; p++) {
+            const int id = d->corpus.stoi[(unsigned char)*p];
+            if (id < 0)
+                return ge2_error(GE2_ERR_INVALID_ARGUMENT, "the prompt's byte %d (0x%02x, at %d) is not in %s", (int)*p,
+                                 (unsigned char)*p, (int)(p - text), d->source);
+            if (*n >= cap)
+                return ge2_error(GE2_ERR_INVALID_ARGUMENT, "the prompt is longer than %lld tokens", (long long)cap);
+            ids[(*n)++] = id;
+        }
+        return GE2_OK;
+    }
+    if (!d->pieces)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "a prompt on token shards needs the tokenizer's pieces (--tokenizer)");
+    /* the text as SentencePiece sees it: a space before it, each space U+2581 */
+    const size_t len = strlen(text);
+    char *spm = malloc(3 * len + 4), *w = spm;
+    if (!spm)
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "the prompt's %zu bytes", len);
+    if (len) /* the dummy prefix */
+        w += sprintf(w, "\xe2\x96\x81");
+    for (const char *p = text; *p; p++)
+        w += *p == ' ' ? sprintf(w, "\xe2\x96\x81") : sprintf(w, "%c", *p);
+    ge2_status st = GE2_OK;
+    for (const char *p = spm; *p && st == GE2_OK;) {
+        int best = -1;
+        size_t best_len = 0;
+        for (int i = 0; i < d->vocab; i++) {
+            const size_t l = strlen(d->pieces[i]);
+            if (l > best_len && !strncmp(p, d->pieces[i], l) && d->pieces[i][0] != '<') /* <unk>, <s>: not text */
+                best = i, best_len = l;
+        }
+        if (best < 0) { /* byte fallback */
+            char piece[8];
+            snprintf(piece, sizeof piece, "<0x%02X>", (unsigned char)*p);
+            for (int i = 0; i < d->vocab && best < 0; i++)
+                best = strcmp(d->pieces[i], piece) ? -1 : i;
+            best_len = 1;
+        }
+        if (best < 0)
+            st = ge2_error(GE2_ERR_INVALID_ARGUMENT, "the prompt's byte 0x%02x has no piece in the tokenizer",
+                           (unsigned char)*p);
+        else if (*n >= cap)
+            st = ge2_error(GE2_ERR_INVALID_ARGUMENT, "the prompt is longer than %lld tokens", (long long)cap);
+        else
+            ids[(*n)++] = best;
+        p += best_len;
+    }
+    free(spm);
+    return st;
+}
+
 void gpt_data_print(const gpt_data *d, int32_t id, FILE *out)
 {
     if (!d->tokens) {

@@ -38,6 +38,13 @@ void gpt_data_batch(const gpt_data *d, bool val, int64_t b, int64_t t, bool sequ
                     int32_t *x, int32_t *y);
 /* The id a sample starts from: a newline. */
 int32_t gpt_data_start(const gpt_data *d);
+/* text as ids, at most cap of them, *n: how many. The character corpus's
+ * bytes each; token shards through the .vocab pieces (--tokenizer): at each
+ * place the longest piece that matches (a space is SentencePiece's U+2581,
+ * and the text starts with one, as spm_encode's dummy prefix), else the
+ * byte's "<0xNN>" piece: a valid segmentation of the text, not always the
+ * one spm_encode chooses. Errors name the byte and its place. */
+ge2_status gpt_data_encode(const gpt_data *d, const char *text, int32_t *ids, int64_t cap, int64_t *n);
 /* Writes token id as text (its byte, its piece, or "<id>"). */
 void gpt_data_print(const gpt_data *d, int32_t id, FILE *out);
 

@@ -23,8 +23,12 @@
 #include <string.h>
 #include <time.h>
 
+#include <sys/stat.h>
+
 #include "graph/clock.h"
+#include "graph/error.h"
 #include "examples/cli.h"
+#include "examples/gpt_generate.h"
 #include "examples/gpt_data.h"
 #include "examples/gpt_model.h"
 #include "ge2/dist.h"
@@ -39,7 +43,15 @@ typedef struct options {
     int64_t vocab_size;
     /* the model's flags the user gave: a checkpoint's settings fill in the
      * others, and one that contradicts a given flag is an error */
-    bool given_layer, given_head, given_embd, given_block, given_gelu;
+    bool given_layer, given_head, given_embd, given_block, given_gelu, given_dropout, given_precision;
+    const char *preset; /* --model: GPT-2's sizes, or NULL: the character model */
+    int64_t pad_vocab;  /* --pad-vocab: the embedding's rows a multiple of it; 0: the default */
+    const char *save_hf; /* --save-hf: a folder for transformers' GPT2LMHeadModel.from_pretrained */
+    /* generation: --generate-only, --prompt, --temperature, --top-k, --no-kv-cache */
+    bool generate_only, no_kv_cache;
+    const char *prompt;
+    double temperature;
+    int64_t top_k;
     ge2_precision precision;
     double lr, min_lr, weight_decay, beta2, grad_clip;
     int64_t warmup, max_iters, steps, eval_interval, eval_iters, sample, log_interval;
@@ -53,6 +65,23 @@ typedef struct options {
     int rank, world; /* 0 and 1 without --distributed */
 } options;
 
+/* --model: GPT-2's sizes (OpenAI's, as nanoGPT's from_pretrained and
+ * transformers' GPT2Config have them); block 1024, vocabulary 50257 */
+typedef struct gpt2_preset {
+    const char *name;
+    int64_t n_layer, n_head, n_embd;
+} gpt2_preset;
+
+static const gpt2_preset *preset_of(const char *name)
+{
+    static const gpt2_preset presets[] = {
+        {"gpt2", 12, 12, 768}, {"gpt2-medium", 24, 16, 1024}, {"gpt2-large", 36, 20, 1280}, {"gpt2-xl", 48, 25, 1600}};
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
+        if (!strcmp(name, presets[i].name))
+            return &presets[i];
+    return NULL;
+}
+
 /* The job of this run (--distributed); NULL alone. */
 static ge2_dist *job;
 
@@ -60,18 +89,25 @@ static int usage(FILE *to, int code)
 {
     fprintf(to,
             "usage: train_gpt [flags]\n"
-            "Trains a character-level GPT (nanoGPT's) on the Jane Austen corpus and samples from it.\n"
+            "Trains a character-level GPT (nanoGPT's) on the Jane Austen corpus, or GPT-2 on token shards, and samples\n"
+            "from it.\n"
             "  --device cpu|cuda|auto   where to run (auto)\n"
+            "  --model NAME             gpt2, gpt2-medium, gpt2-large or gpt2-xl: GPT-2's layers, heads, width, block\n"
+            "                           1024 and vocabulary 50257, dropout 0, GELU tanh (flags given override them);\n"
+            "                           they train on token shards. Default: the character model below\n"
             "  --data FILE              the corpus ($GE2_CORPUS_DIR/austen.txt; default /usr/local/share/ge2/austen.txt)\n"
             "  --train-tokens PATTERN --val-tokens PATTERN   train on token shards in llm.c's format instead (a glob,\n"
             "                           sorted; tools/setup.sh makes the Austen corpus's: austen_{train,val}_*.bin)\n"
-            "  --vocab-size V           the shards' vocabulary: every id below it (the Austen BPE: 8192)\n"
+            "  --vocab-size V           the shards' vocabulary: every id below it (the Austen BPE: 8192; --model: 50257)\n"
+            "  --pad-vocab N            the embedding's rows and the logits' columns rounded up to a multiple of N for\n"
+            "                           the GEMMs, as llm.c's 50304 (the padding is zero and never predicted;\n"
+            "                           checkpoints hold the real rows) (token shards: 128; the character corpus: 1)\n"
             "  --tokenizer FILE         a SentencePiece .vocab file to print samples of token shards as text\n"
             "  --n-layer N --n-head N --n-embd N --block-size N   the model (6, 6, 384, 256; block size at most 4096)\n"
             "  --batch N                sequences per step (64)\n"
             "  --dropout X              dropout on the embeddings, attention weights and residual branches (0.2)\n"
             "  --gelu tanh|erf          the MLP's GELU: tanh's approximation (GPT-2's, llm.c's) or the exact erf form\n"
-            "                           (nanoGPT's nn.GELU()) (tanh)\n"
+            "                           (nanoGPT's nn.GELU()) (erf; --model: tanh)\n"
             "  --lr X --min-lr X        peak and final learning rate (1e-3, 1e-4): linear warmup, then cosine\n"
             "  --warmup N               warmup steps (100)\n"
             "  --max-iters N            steps of the schedule (5000)\n"
@@ -82,13 +118,23 @@ static int usage(FILE *to, int code)
             "  --eval-interval N --eval-iters N   evaluate every N steps on M batches of each split (250, 200)\n"
             "  --seed N                 seed of the weights, batches and sampling (1)\n"
             "  --no-shuffle             row r of step s starts at ((s*B + r)*T) mod (train length - T - 1)\n"
-            "  --sample N               characters to generate at the end (500)\n"
+            "  --sample N               tokens (characters) to generate at the end (500), one step each through\n"
+            "                           key-value caches, the tokens/s reported\n"
+            "  --prompt TEXT            the text the sample continues (a newline); on token shards through --tokenizer\n"
+            "  --temperature X          the logits divided by X before the softmax (1.0)\n"
+            "  --top-k K                draw from the K most likely tokens only; 0: all (0)\n"
+            "  --no-kv-cache            sample by running the whole window for each token (the caches' check)\n"
+            "  --generate-only          sample from --init or --resume without training\n"
             "  --log-interval N         a line with the mean training loss every N steps (10)\n"
             "  --log-file FILE          write the training curve (each log line and evaluation) to FILE: CSV when\n"
             "                           FILE ends in .csv, else JSON lines; tools/plot_log draws it\n"
             "  --init FILE              initial parameters from a safetensors file under nanoGPT's names\n"
-            "                           (lm_head.weight, tied to transformer.wte.weight, may be left out)\n"
+            "                           (lm_head.weight, tied to transformer.wte.weight, may be left out), or in\n"
+            "                           transformers' GPT2LMHeadModel layout (Conv1D weights [in, out]; a folder:\n"
+            "                           its model.safetensors)\n"
             "  --save FILE              write a checkpoint (safetensors) when training stops\n"
+            "  --save-hf DIR            write the model for transformers: DIR/model.safetensors and DIR/config.json,\n"
+            "                           so GPT2LMHeadModel.from_pretrained(DIR) loads it\n"
             "  --resume FILE            continue from a checkpoint (its step, optimizer state and dropout stream)\n"
             "  --precision P            the GEMMs' arithmetic: fp32 (default), tf32 (CUDA), bf16 or fp16 (operands\n"
             "                           rounded to bf16 or fp16, fp32 sums; fp16 with dynamic loss scaling;\n"
@@ -119,7 +165,8 @@ static int parse(int argc, char **argv, options *o)
     enum { N_LAYER = 1000, N_HEAD, N_EMBD, BLOCK, BATCH, DROPOUT, LR, MIN_LR, WARMUP, MAX_ITERS, STEPS, WD, BETA2,
            CLIP, EVAL_INTERVAL, EVAL_ITERS, SEED, NO_SHUFFLE, SAMPLE, SAVE, INIT, RESUME, PRECISION, DEVICE, DATA,
            DISTRIBUTED, BUCKET_MB, KERNEL_REPORT, TIME_LAUNCHES, PLAN_REPORT, LOG_INTERVAL, LOG_FILE, DIST_TIMEOUT, TRAIN_TOKENS, VAL_TOKENS,
-           VOCAB_SIZE, TOKENIZER, GELU, HELP };
+           VOCAB_SIZE, TOKENIZER, GELU, MODEL, PAD_VOCAB, SAVE_HF, GENERATE_ONLY, PROMPT, TEMPERATURE, TOP_K, NO_KV_CACHE,
+           HELP };
     static const struct option flags[] = {
         {"n-layer", 1, 0, N_LAYER}, {"n-head", 1, 0, N_HEAD}, {"n-embd", 1, 0, N_EMBD},
         {"block-size", 1, 0, BLOCK}, {"batch", 1, 0, BATCH}, {"dropout", 1, 0, DROPOUT}, {"lr", 1, 0, LR},
@@ -133,7 +180,9 @@ static int parse(int argc, char **argv, options *o)
         {"data", 1, 0, DATA}, {"distributed", 0, 0, DISTRIBUTED}, {"bucket-mb", 1, 0, BUCKET_MB},
         {"log-interval", 1, 0, LOG_INTERVAL}, {"log-file", 1, 0, LOG_FILE}, {"dist-timeout", 1, 0, DIST_TIMEOUT},
         {"train-tokens", 1, 0, TRAIN_TOKENS}, {"val-tokens", 1, 0, VAL_TOKENS}, {"vocab-size", 1, 0, VOCAB_SIZE},
-        {"tokenizer", 1, 0, TOKENIZER}, {"gelu", 1, 0, GELU},
+        {"tokenizer", 1, 0, TOKENIZER}, {"gelu", 1, 0, GELU}, {"model", 1, 0, MODEL}, {"pad-vocab", 1, 0, PAD_VOCAB},
+        {"save-hf", 1, 0, SAVE_HF}, {"generate-only", 0, 0, GENERATE_ONLY}, {"prompt", 1, 0, PROMPT},
+        {"temperature", 1, 0, TEMPERATURE}, {"top-k", 1, 0, TOP_K}, {"no-kv-cache", 0, 0, NO_KV_CACHE},
         {"help", 0, 0, HELP}, {0, 0, 0, 0},
     };
     int64_t seed = 1;
@@ -151,7 +200,7 @@ static int parse(int argc, char **argv, options *o)
             range = "an integer in [1, 4096]";
             break;
         case BATCH: ok = parse_i64(optarg, 1, &o->model.batch); break;
-        case DROPOUT: ok = cli_parse_f64(optarg, 0, 0.999, &o->model.dropout); break;
+        case DROPOUT: ok = o->given_dropout = cli_parse_f64(optarg, 0, 0.999, &o->model.dropout); break;
         case LR: ok = cli_parse_f64(optarg, 1e-12, 10, &o->lr); break;
         case MIN_LR: ok = cli_parse_f64(optarg, 0, 10, &o->min_lr); break;
         case WARMUP: ok = parse_i64(optarg, 0, &o->warmup); break;
@@ -169,7 +218,7 @@ static int parse(int argc, char **argv, options *o)
         case INIT: o->init = optarg; break;
         case RESUME: o->resume = optarg; break;
         case PRECISION:
-            ok = ge2_precision_parse(optarg, &o->precision) == GE2_OK;
+            ok = o->given_precision = ge2_precision_parse(optarg, &o->precision) == GE2_OK;
             break;
         case DEVICE:
             ok = ge2_device_parse(optarg, &o->device) == GE2_OK;
@@ -195,6 +244,21 @@ static int parse(int argc, char **argv, options *o)
             o->model.gelu_erf = !strcmp(optarg, "erf");
             range = "tanh or erf";
             break;
+        case MODEL:
+            ok = preset_of(optarg) != NULL;
+            o->preset = optarg;
+            range = "gpt2, gpt2-medium, gpt2-large or gpt2-xl";
+            break;
+        case PAD_VOCAB:
+            ok = cli_parse_i64(optarg, 1, 65536, &o->pad_vocab);
+            range = "an integer in [1, 65536]";
+            break;
+        case SAVE_HF: o->save_hf = optarg; break;
+        case GENERATE_ONLY: o->generate_only = true; break;
+        case PROMPT: o->prompt = optarg; break;
+        case TEMPERATURE: ok = cli_parse_f64(optarg, 1e-6, 1e6, &o->temperature); break;
+        case TOP_K: ok = parse_i64(optarg, 0, &o->top_k); break;
+        case NO_KV_CACHE: o->no_kv_cache = true; break;
         case HELP: return usage(stdout, -1);
         case ':': {
             char what[160];
@@ -225,42 +289,74 @@ static int parse(int argc, char **argv, options *o)
         return bad_flag("--bucket-mb applies to --distributed only");
     if (o->dist_timeout_s > 0 && !o->distributed)
         return bad_flag("--dist-timeout applies to --distributed only");
-    if (!o->train_tokens != !o->val_tokens || (o->train_tokens && !o->vocab_size))
+    if (!o->train_tokens != !o->val_tokens)
+        return bad_flag("token shards need --train-tokens, --val-tokens and --vocab-size together");
+    if (o->preset) { /* GPT-2's sizes, for the flags not given */
+        const gpt2_preset *p = preset_of(o->preset);
+        if (!o->train_tokens)
+            return bad_flag("--model trains on token shards of GPT-2's vocabulary: give --train-tokens and "
+                            "--val-tokens");
+        int64_t *field[4] = {&o->model.n_layer, &o->model.n_head, &o->model.n_embd, &o->model.block_size};
+        bool *given[4] = {&o->given_layer, &o->given_head, &o->given_embd, &o->given_block};
+        const int64_t value[4] = {p->n_layer, p->n_head, p->n_embd, 1024};
+        for (int i = 0; i < 4; i++)
+            if (!*given[i])
+                *field[i] = value[i], *given[i] = true;
+        if (!o->vocab_size)
+            o->vocab_size = 50257;
+        if (!o->given_dropout)
+            o->model.dropout = 0;
+        if (!o->given_gelu)
+            o->model.gelu_erf = false, o->given_gelu = true;
+    }
+    if (o->train_tokens && !o->vocab_size && !o->init && !o->resume) /* else the file's, or an error then */
         return bad_flag("token shards need --train-tokens, --val-tokens and --vocab-size together");
     if (!o->train_tokens && (o->vocab_size || o->tokenizer))
         return bad_flag("--vocab-size and --tokenizer apply to --train-tokens only");
+    if (o->generate_only && !o->init && !o->resume)
+        return bad_flag("--generate-only samples from a model: give --init or --resume");
+    if (o->generate_only && (o->save || o->save_hf))
+        return bad_flag("--generate-only trains nothing to save: --save and --save-hf need training");
+    if (!o->pad_vocab)
+        o->pad_vocab = o->train_tokens ? 128 : 1;
     o->seed = (uint64_t)seed;
     return 0;
 }
 
 /* The model's settings a checkpoint carries (its __metadata__ "model.*"),
  * so --resume and --init need no model flags. */
-enum { N_SETTINGS = 6 };
+enum { N_SETTINGS = 7, SET_BLOCK = 3, SET_VOCAB = 4, SET_GELU = 5, SET_PRECISION = 6 };
 static const char *const setting_keys[N_SETTINGS] = {"model.n_layer", "model.n_head", "model.n_embd",
-                                                     "model.block_size", "model.vocab", "model.gelu"};
+                                                     "model.block_size", "model.vocab", "model.gelu",
+                                                     "model.precision"};
 static const char *const setting_flags[N_SETTINGS] = {"--n-layer", "--n-head", "--n-embd", "--block-size",
-                                                      "--vocab-size (or the corpus's)", "--gelu"};
+                                                      "--vocab-size (or the corpus's)", "--gelu", "--precision"};
 
-static void settings_of(const gpt_config *m, char values[N_SETTINGS][32])
+static void settings_of(const options *o, char values[N_SETTINGS][32])
 {
+    const gpt_config *m = &o->model;
     snprintf(values[0], 32, "%lld", (long long)m->n_layer);
     snprintf(values[1], 32, "%lld", (long long)m->n_head);
     snprintf(values[2], 32, "%lld", (long long)m->n_embd);
     snprintf(values[3], 32, "%lld", (long long)m->block_size);
     snprintf(values[4], 32, "%lld", (long long)m->vocab);
     snprintf(values[5], 32, "%s", m->gelu_erf ? "erf" : "tanh");
+    snprintf(values[6], 32, "%s", ge2_precision_name(o->precision));
 }
 
 /* Takes the file's settings for the flags not given; a given flag (or the
  * data's vocabulary) that contradicts the file is an error naming both.
- * Files without settings (a PyTorch state_dict) leave the flags. */
-static int settings_from(options *o, const char *path)
+ * The precision is the run's: --resume keeps the file's (another would
+ * change the run it continues), --init only defaults to it. Files without
+ * settings (a PyTorch state_dict, transformers' files) leave the flags. */
+static int settings_from(options *o, const char *path, bool resume)
 {
-    const bool given[N_SETTINGS] = {o->given_layer, o->given_head, o->given_embd, o->given_block, true, o->given_gelu};
+    const bool given[N_SETTINGS] = {o->given_layer, o->given_head, o->given_embd, o->given_block, true,
+                                    o->given_gelu, o->given_precision && resume};
     char mine[N_SETTINGS][32], file[N_SETTINGS][64];
     char *values[N_SETTINGS];
     bool found[N_SETTINGS];
-    settings_of(&o->model, mine);
+    settings_of(o, mine);
     for (int i = 0; i < N_SETTINGS; i++)
         values[i] = file[i];
     if (ge2_checkpoint_read_entries(path, setting_keys, N_SETTINGS, values, sizeof file[0], found) != GE2_OK) {
@@ -269,7 +365,7 @@ static int settings_from(options *o, const char *path)
     }
     for (int i = 0; i < N_SETTINGS; i++) {
         const char *theirs = file[i];
-        if (!found[i] || !strcmp(theirs, mine[i]))
+        if (!found[i] || !strcmp(theirs, mine[i]) || (i == SET_PRECISION && o->given_precision))
             continue;
         if (given[i]) {
             char what[600];
@@ -277,8 +373,10 @@ static int settings_from(options *o, const char *path)
             return bad_flag(what);
         }
         int64_t v = 0;
-        const bool ok = i == 5 ? !strcmp(theirs, "tanh") || !strcmp(theirs, "erf")
-                               : cli_parse_i64(theirs, 1, i == 3 ? 4096 : INT32_MAX, &v);
+        ge2_precision precision;
+        const bool ok = i == SET_GELU        ? !strcmp(theirs, "tanh") || !strcmp(theirs, "erf")
+                        : i == SET_PRECISION ? ge2_precision_parse(theirs, &precision) == GE2_OK
+                                             : cli_parse_i64(theirs, 1, i == SET_BLOCK ? 4096 : INT32_MAX, &v);
         if (!ok) {
             fprintf(stderr, "train_gpt: %s%s: __metadata__ %s is '%s', not a setting of this model\n",
                     cli_rank_prefix(), path, setting_keys[i], theirs);
@@ -287,8 +385,31 @@ static int settings_from(options *o, const char *path)
         int64_t *field[4] = {&o->model.n_layer, &o->model.n_head, &o->model.n_embd, &o->model.block_size};
         if (i < 4)
             *field[i] = v;
-        else
+        else if (i == SET_GELU)
             o->model.gelu_erf = !strcmp(theirs, "erf");
+        else
+            o->precision = precision;
+    }
+    return 0;
+}
+
+/* Token shards without --vocab-size: the vocabulary of the checkpoint a
+ * run starts from */
+static int vocab_from(options *o, const char *path)
+{
+    const char *key = setting_keys[SET_VOCAB];
+    char value[32], *values[1] = {value};
+    bool found = false;
+    if (ge2_checkpoint_read_entries(path, &key, 1, values, sizeof value, &found) != GE2_OK) {
+        fprintf(stderr, "train_gpt: %s%s\n", cli_rank_prefix(), ge2_last_error());
+        return 1;
+    }
+    if (!found)
+        return bad_flag("token shards need --vocab-size: the file given has no model.vocab in its __metadata__");
+    if (!cli_parse_i64(value, 2, 65536, &o->vocab_size)) {
+        fprintf(stderr, "train_gpt: %s%s: __metadata__ %s is '%s', not a vocabulary of uint16 ids\n", cli_rank_prefix(),
+                path, key, value);
+        return 1;
     }
     return 0;
 }
@@ -334,6 +455,12 @@ static int fail(const char *what)
 static bool is_rank0(const options *o)
 {
     return o->rank == 0;
+}
+
+static bool is_folder(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 
@@ -438,59 +565,84 @@ static ge2_status evaluate(run *r, bool val, int64_t step, double *loss)
     return st;
 }
 
-/* n tokens from a newline: each an eval step of batch 1 over the last
- * block_size tokens (left-aligned; the causal mask makes the padding
- * after them irrelevant), drawn from the softmax of its logits */
-static ge2_status sample(run *r, int64_t n)
+/* --sample tokens after --prompt (or a newline), one step each: through a
+ * decoder with key-value caches (the trained parameters copied into it),
+ * or with --no-kv-cache by the model's eval key over the whole window. The
+ * rate line comes first, then the sample's header and its text. */
+static ge2_status generate(run *r)
 {
-    const gpt_config *c = &r->o->model;
-    const int64_t T = c->block_size, V = c->vocab;
-    float *logits = malloc(sizeof(float) * (size_t)(T * V));
-    int32_t *text = malloc(sizeof(int32_t) * (size_t)(n + 1));
-    int32_t *ctx = calloc((size_t)T, sizeof(int32_t)), *targets = calloc((size_t)T, sizeof(int32_t));
-    uint64_t rng = r->o->seed ^ 0x5a3e11ull;
-    ge2_status st = logits && text && ctx && targets ? GE2_OK : GE2_ERR_OUT_OF_MEMORY;
-    int64_t len = 1;
-    ctx[0] = gpt_data_start(&r->data);
-    for (int64_t i = 0; st == GE2_OK && i < n; i++) {
-        ge2_feed f[2] = {{r->m.idx, ctx, ge2_shape2(1, T)}, {r->m.targets, targets, ge2_shape1(T)}};
-        st = ge2_program_step(r->prog, GE2_MODE_EVAL, f, 2);
+    const options *o = r->o;
+    const gpt_config *c = &o->model;
+    const int64_t cap = (o->prompt ? (int64_t)strlen(o->prompt) : 0) + 2; /* a token is a byte at least, + the prefix */
+    int32_t *prompt = malloc(sizeof(int32_t) * (size_t)cap), *text = malloc(sizeof(int32_t) * (size_t)o->sample);
+    ge2_status st = prompt && text ? GE2_OK : GE2_ERR_OUT_OF_MEMORY;
+    int64_t n_prompt = 0;
+    if (st == GE2_OK && o->prompt)
+        st = gpt_data_encode(&r->data, o->prompt, prompt, cap, &n_prompt);
+    if (st == GE2_OK && n_prompt == 0)
+        prompt[n_prompt++] = gpt_data_start(&r->data);
+    const gpt_sampling sampling = {o->sample, o->temperature, o->top_k, o->seed ^ 0x5a3e11ull};
+    double seconds = 0;
+    if (st == GE2_OK && o->no_kv_cache) {
+        st = gpt_generate_recompute(r->prog, &r->m, c, prompt, n_prompt, &sampling, text, &seconds);
+    } else if (st == GE2_OK) {
+        gpt_decoder d;
+        ge2_program *decoder = NULL;
+        ge2_compile_options compile = ge2_compile_defaults();
+        compile.precision = o->precision;
+        st = gpt_build_decoder(c, 1, &d);
         if (st == GE2_OK)
-            st = ge2_program_read_output(r->prog, GE2_MODE_EVAL, r->m.logits, logits, sizeof(float) * (size_t)(T * V));
-        if (st != GE2_OK)
-            break;
-        const float *row = logits + (len - 1) * V;
-        double mx = row[0], z = 0;
-        for (int64_t v = 1; v < V; v++)
-            mx = row[v] > mx ? row[v] : mx;
-        for (int64_t v = 0; v < V; v++)
-            z += exp(row[v] - mx);
-        double u = (double)(ge2_splitmix64_next(&rng) >> 11) * 0x1.0p-53 * z, acc = 0;
-        int64_t pick = V - 1;
-        for (int64_t v = 0; v < V; v++)
-            if ((acc += exp(row[v] - mx)) > u) {
-                pick = v;
-                break;
-            }
-        text[i] = (int32_t)pick;
-        if (len < T) {
-            ctx[len++] = (int32_t)pick;
-        } else {
-            memmove(ctx, ctx + 1, sizeof(int32_t) * (size_t)(T - 1));
-            ctx[T - 1] = (int32_t)pick;
-        }
+            st = ge2_compile(r->ctx, d.graph, &compile, &decoder);
+        if (st == GE2_OK)
+            st = gpt_decoder_copy_parameters(decoder, &d, r->prog, r->m.graph);
+        if (st == GE2_OK)
+            st = gpt_generate_cached(decoder, &d, c, prompt, n_prompt, &sampling, text, &seconds);
+        ge2_program_free(decoder);
+        gpt_decoder_free(&d);
     }
     if (st == GE2_OK) {
-        printf("sample (%lld %s):\n", (long long)n, r->data.tokens ? "tokens" : "characters");
-        for (int64_t i = 0; i < n; i++)
+        printf("generation: %lld tokens in %.3f s, %.1f tokens/s (%s)\n", (long long)o->sample, seconds,
+               seconds > 0 ? (double)o->sample / seconds : 0.0,
+               o->no_kv_cache ? "the whole window for each token" : "key-value caches");
+        printf("sample (%lld %s):\n", (long long)o->sample, r->data.tokens ? "tokens" : "characters");
+        for (int64_t i = 0; o->prompt && i < n_prompt; i++)
+            gpt_data_print(&r->data, prompt[i], stdout);
+        for (int64_t i = 0; i < o->sample; i++)
             gpt_data_print(&r->data, text[i], stdout);
         printf("\n");
     }
-    free(logits);
+    free(prompt);
     free(text);
-    free(ctx);
-    free(targets);
     return st;
+}
+
+/* --save-hf: the model as transformers' GPT2LMHeadModel saves it (Conv1D
+ * weights [in, out], no lm_head.weight) with a config.json beside it */
+static ge2_status save_hf(run *r, const ge2_checkpoint_entry *settings, int n)
+{
+    const options *o = r->o;
+    const gpt_config *c = &o->model;
+    char path[4096];
+    if (mkdir(o->save_hf, 0777) != 0 && errno != EEXIST)
+        return ge2_error(GE2_ERR_IO, "--save-hf: cannot make the folder %s: %s", o->save_hf, strerror(errno));
+    if (snprintf(path, sizeof path, "%s/config.json", o->save_hf) >= (int)sizeof path)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "--save-hf: the path %s is too long", o->save_hf);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return ge2_error(GE2_ERR_IO, "--save-hf: cannot write %s: %s", path, strerror(errno));
+    /* transformers' names: gelu_new is the tanh form, gelu the exact one */
+    fprintf(f, "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
+            "  \"vocab_size\": %lld,\n  \"n_positions\": %lld,\n  \"n_embd\": %lld,\n  \"n_layer\": %lld,\n"
+            "  \"n_head\": %lld,\n  \"activation_function\": \"%s\",\n  \"resid_pdrop\": %g,\n"
+            "  \"embd_pdrop\": %g,\n  \"attn_pdrop\": %g,\n  \"layer_norm_epsilon\": 1e-05,\n"
+            "  \"initializer_range\": 0.02,\n  \"tie_word_embeddings\": true\n}\n",
+            (long long)c->vocab, (long long)c->block_size, (long long)c->n_embd, (long long)c->n_layer,
+            (long long)c->n_head, c->gelu_erf ? "gelu" : "gelu_new", c->dropout, c->dropout, c->dropout);
+    if (fclose(f) != 0)
+        return ge2_error(GE2_ERR_IO, "--save-hf: writing %s failed", path);
+    snprintf(path, sizeof path, "%s/model.safetensors", o->save_hf);
+    const ge2_checkpoint_export_options export = {true, settings, n};
+    return ge2_checkpoint_export(r->prog, path, &export);
 }
 
 static int train(run *r, int64_t first)
@@ -582,15 +734,17 @@ static int train(run *r, int64_t first)
                mib * (double)ps.optimizer_state_bytes, mib * (double)ps.arena_bytes,
                mib * (double)(ps.input_bytes + ps.device_staging_bytes), mib * (double)ps.workspace_bytes);
     }
-    if (o->sample > 0 && sample(r, o->sample) != GE2_OK)
+    if (o->sample > 0 && generate(r) != GE2_OK)
         return fail("sampling");
     char values[N_SETTINGS][32];
-    settings_of(&o->model, values);
+    settings_of(o, values);
     ge2_checkpoint_entry settings[N_SETTINGS];
     for (int i = 0; i < N_SETTINGS; i++)
         settings[i] = (ge2_checkpoint_entry){setting_keys[i], values[i]};
     if (o->save && ge2_checkpoint_save_with(r->prog, o->save, NULL, settings, N_SETTINGS) != GE2_OK)
         return fail("save");
+    if (o->save_hf && save_hf(r, settings, N_SETTINGS) != GE2_OK)
+        return fail("--save-hf");
     printf("best val loss: %.4f\n", best);
     return 0;
 }
@@ -601,12 +755,13 @@ int main(int argc, char **argv)
     static char default_data[4096];
     snprintf(default_data, sizeof default_data, "%s/austen.txt", corpus_dir && corpus_dir[0] ? corpus_dir : "/usr/local/share/ge2");
     options o = {
-        .model = {6, 6, 384, 256, 0, 64, 0.2, false},
+        .model = {.n_layer = 6, .n_head = 6, .n_embd = 384, .block_size = 256, .batch = 64, .dropout = 0.2,
+                  .gelu_erf = true},
         .device = GE2_DEVICE_AUTO,
         .data = default_data,
         .lr = 1e-3, .min_lr = 1e-4, .weight_decay = 0.1, .beta2 = 0.99, .grad_clip = 1.0,
         .warmup = 100, .max_iters = 5000, .steps = -1, .eval_interval = 250, .eval_iters = 200, .sample = 500,
-        .log_interval = 10, .seed = 1, .shuffle = true,
+        .log_interval = 10, .seed = 1, .shuffle = true, .temperature = 1.0,
     };
     int code = parse(argc, argv, &o);
     if (code)
@@ -620,6 +775,17 @@ int main(int argc, char **argv)
         o.rank = ge2_dist_rank(job);
         o.world = ge2_dist_world(job);
     }
+    static char init_file[4096]; /* --init FOLDER: its model.safetensors, as from_pretrained reads it */
+    if (o.init && is_folder(o.init)) {
+        snprintf(init_file, sizeof init_file, "%s/model.safetensors", o.init);
+        o.init = init_file;
+    }
+    if (o.train_tokens && !o.vocab_size && (code = vocab_from(&o, o.resume ? o.resume : o.init)) != 0) {
+        if (job && ge2_dist_world(job) > 1)
+            ge2_dist_abort(job, code);
+        ge2_dist_free(job);
+        return code;
+    }
     run r = {.o = &o};
     if (o.train_tokens ? gpt_data_load_tokens(o.train_tokens, o.val_tokens, o.vocab_size, o.tokenizer, &r.data) != GE2_OK
                        : gpt_data_load_text(o.data, &r.data) != GE2_OK)
@@ -630,9 +796,10 @@ int main(int argc, char **argv)
                 "characters; training on it anyway\n", o.data, (long long)r.data.corpus.control_bytes,
                 (long long)r.data.corpus.n);
     o.model.vocab = r.data.vocab;
+    o.model.padded_vocab = (o.model.vocab + o.pad_vocab - 1) / o.pad_vocab * o.pad_vocab;
     /* the model's settings first (a checkpoint's may change the block), then what they must fit */
     const char *from = o.resume ? o.resume : o.init;
-    if ((from && (code = settings_from(&o, from)) != 0) || (code = check_model(&o, &r.data)) != 0) {
+    if ((from && (code = settings_from(&o, from, o.resume != NULL)) != 0) || (code = check_model(&o, &r.data)) != 0) {
         gpt_data_free(&r.data);
         if (job && ge2_dist_world(job) > 1)
             ge2_dist_abort(job, code);
@@ -682,16 +849,20 @@ int main(int argc, char **argv)
         fail("--log-file");
     } else {
         r.arrived = first;
+        char padded[48];
+        snprintf(padded, sizeof padded, " (padded to %lld)", (long long)o.model.padded_vocab);
         if (is_rank0(&o))
-            printf("train_gpt: %s, %lld layers, %lld heads, %lld embd, block %lld, vocab %d, GELU %s, %.2fM parameters; "
+            printf("train_gpt: %s, %lld layers, %lld heads, %lld embd, block %lld, vocab %d%s, GELU %s, %lld "
+               "parameters (%.2fM); "
                "%s: %lld train / %lld val %s; batch %lld x %d rank(s), adamw lr %g -> %g, %lld iters\n",
                ge2_context_device(r.ctx) == GE2_DEVICE_CUDA ? "cuda" : "cpu", (long long)o.model.n_layer,
                (long long)o.model.n_head, (long long)o.model.n_embd, (long long)o.model.block_size, r.data.vocab,
-               o.model.gelu_erf ? "erf" : "tanh", (double)r.m.n_params / 1e6, r.data.source, (long long)gpt_data_split_len(&r.data, false),
+               o.model.padded_vocab > o.model.vocab ? padded : "", o.model.gelu_erf ? "erf" : "tanh",
+               (long long)r.m.n_params, (double)r.m.n_params / 1e6, r.data.source, (long long)gpt_data_split_len(&r.data, false),
                (long long)gpt_data_split_len(&r.data, true), r.data.tokens ? "tokens" : "characters",
                (long long)o.model.batch, o.world, o.lr, o.min_lr,
                (long long)o.max_iters);
-        code = train(&r, first);
+        code = o.generate_only ? (generate(&r) == GE2_OK ? 0 : fail("sampling")) : train(&r, first);
         if (!code && o.kernel_report && is_rank0(&o) && ge2_program_launch_count(r.prog, GE2_MODE_TRAIN) > 0 &&
             ge2_program_kernel_report(r.prog, GE2_MODE_TRAIN, stdout) != GE2_OK)
             code = fail("--kernel-report");

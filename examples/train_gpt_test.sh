@@ -40,7 +40,7 @@ rc=$?
 check "--save writes nanoGPT's parameter names" "$rc"
 
 "$bin" "${tiny[@]}" >"$tmp/run2" 2>&1
-cmp -s <(grep -v 'ms/step' "$tmp/run1") <(grep -v 'ms/step' "$tmp/run2")
+cmp -s <(grep -v 'ms/step\|^generation: ' "$tmp/run1") <(grep -v 'ms/step\|^generation: ' "$tmp/run2")
 rc=$?
 check "one seed, one run (losses and sample)" "$rc"
 
@@ -180,10 +180,105 @@ shards=(--device cpu --n-layer 1 --n-head 2 --n-embd 32 --block-size 16 --batch 
 "$bin" "${shards[@]}" --train-tokens "$tmp/gen_train_*.bin" --val-tokens "$tmp/gen_val_*.bin" --vocab-size 50 \
     >"$tmp/gen.out" 2>&1
 rc=$?
-[ "$rc" = 0 ] && grep -q 'vocab 50, .*: 5000 train / 1000 val tokens' "$tmp/gen.out" &&
+[ "$rc" = 0 ] && grep -q 'vocab 50 (padded to 128), .*: 5000 train / 1000 val tokens' "$tmp/gen.out" &&
     grep -q '^sample (8 tokens):' "$tmp/gen.out" && grep -q '^best val loss: ' "$tmp/gen.out"
 rc=$?
 check "a tiny GPT trains on two generated shards ($(grep -m1 'vocab 50' "$tmp/gen.out" | head -c 200))" "$rc"
+
+# the padded vocabulary: 128 rows in the model, its 50 real ones in the
+# checkpoint (the parameter and AdamW's state), and a resume that takes the
+# vocabulary and the model from the file
+shape_of() {
+    python3 - "$1" "$2" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+print(json.loads(b[8:8 + struct.unpack("<Q", b[:8])[0]])[sys.argv[2]]["shape"])
+PY
+}
+"$bin" "${shards[@]}" --sample 0 --train-tokens "$tmp/gen_train_*.bin" --val-tokens "$tmp/gen_val_*.bin" \
+    --vocab-size 50 --max-iters 4 --save "$tmp/padded.safetensors" >/dev/null 2>&1 &&
+    [ "$(shape_of "$tmp/padded.safetensors" transformer.wte.weight)" = "[50, 32]" ] &&
+    [ "$(shape_of "$tmp/padded.safetensors" optim.transformer.wte.weight.exp_avg)" = "[50, 32]" ] &&
+    "$bin" --device cpu --batch 4 --max-iters 6 --eval-interval 5 --eval-iters 2 --sample 4 \
+        --train-tokens "$tmp/gen_train_*.bin" --val-tokens "$tmp/gen_val_*.bin" --resume "$tmp/padded.safetensors" \
+        >"$tmp/padded.out" 2>&1 && grep -q '1 layers, 2 heads, 32 embd, block 16, vocab 50 (padded to 128)' "$tmp/padded.out"
+rc=$?
+check "a padded vocabulary saves its real rows and resumes without flags ($(head -c 300 "$tmp/padded.out"))" "$rc"
+
+# generation: the key-value caches give the tokens the whole window gives
+# (the prompt and the sample within a block), and the prompt comes first
+gen=(--device cpu --generate-only --init "$tmp/gpt.safetensors" --n-layer 1 --n-head 2 --n-embd 32 --block-size 32
+    --batch 8 --sample 20 --prompt "It is a truth" --top-k 10 --temperature 0.8)
+"$bin" "${gen[@]}" >"$tmp/cached.out" 2>&1 && "$bin" "${gen[@]}" --no-kv-cache >"$tmp/window.out" 2>&1 &&
+    grep -q '^generation: 20 tokens in .* tokens/s (key-value caches)$' "$tmp/cached.out" &&
+    cmp -s <(sed -n '/^sample/,$p' "$tmp/cached.out") <(sed -n '/^sample/,$p' "$tmp/window.out") &&
+    [ "$(sed -n '/^sample (20 characters):$/{n;p}' "$tmp/cached.out" | head -c 13)" = "It is a truth" ]
+rc=$?
+check "cached generation equals the whole window's ($(tail -n 2 "$tmp/cached.out" | tr '\n' ' ') / $(tail -n 1 "$tmp/window.out"))" "$rc"
+expect_error "a prompt byte the corpus lacks" 1 "${gen[@]}" --prompt "caf$(printf '\xc3\xa9')"
+expect_error "--generate-only without a model" 2 --generate-only
+expect_error "--model on the character corpus" 2 --model gpt2
+
+# transformers' GPT2LMHeadModel layout: --save-hf writes the Conv1D weights
+# [in, out] (the transpose of the nanoGPT checkpoint's), no lm_head.weight,
+# and a config.json; --init reads the folder back
+"$bin" "${tiny[@]}" --init "$tmp/gpt.safetensors" --max-iters 1 --sample 0 --save "$tmp/nano.safetensors" \
+    --save-hf "$tmp/hf" >/dev/null 2>&1 &&
+    python3 - "$tmp/nano.safetensors" "$tmp/hf/model.safetensors" "$tmp/hf/config.json" <<'PY'
+import json, struct, sys
+def read(p):
+    b = open(p, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    def tensor(name):
+        e = h[name]
+        lo, hi = e["data_offsets"]
+        return e["shape"], struct.unpack(f"<{(hi - lo) // 4}f", b[8 + n + lo:8 + n + hi])
+    return h, tensor
+nano_h, nano = read(sys.argv[1])
+hf_h, hf = read(sys.argv[2])
+cfg = json.load(open(sys.argv[3]))
+assert "lm_head.weight" not in hf_h and hf_h["__metadata__"]["format"] == "pt"
+assert cfg["n_embd"] == 32 and cfg["n_layer"] == 1 and cfg["n_head"] == 2 and cfg["activation_function"] == "gelu"
+for name in ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj"):
+    (o, i), w = nano(f"transformer.h.0.{name}.weight")
+    shape, t = hf(f"transformer.h.0.{name}.weight")
+    assert shape == [i, o], (name, shape)
+    assert all(t[c * o + r] == w[r * i + c] for r in range(o) for c in range(i)), name
+assert hf("transformer.wte.weight") == nano("transformer.wte.weight")
+PY
+rc=$?
+"$bin" "${tiny[@]}" --init "$tmp/hf" --max-iters 1 --sample 0 >"$tmp/hf.out" 2>&1 &&
+    "$bin" "${tiny[@]}" --init "$tmp/nano.safetensors" --max-iters 1 --sample 0 >"$tmp/nano.out" 2>&1 &&
+    [ "$(grep '^step 0:' "$tmp/hf.out")" = "$(grep '^step 0:' "$tmp/nano.out")" ]
+rc2=$?
+check "--save-hf writes transformers' layout, --init reads it (rc $rc, $rc2: $(grep '^step 0:' "$tmp/hf.out"))" "$((rc | rc2))"
+
+# --model gpt2: GPT-2 124M, llm.c's 124,475,904 parameters (the tied
+# embedding once, padded to 50304 rows); a few CPU steps at a short block
+# and a resume that needs no model flags
+python3 - "$tmp" <<'PY'
+import random, struct, sys
+random.seed(2)
+for split, n in (("train", 3000), ("val", 2000)):
+    ids = [random.randrange(50257) for _ in range(n)]
+    open(f"{sys.argv[1]}/gpt2_{split}_000000.bin", "wb").write(
+        struct.pack("<3i", 20240520, 1, n) + bytes(1012) + struct.pack(f"<{n}H", *ids))
+PY
+g2=(--device cpu --train-tokens "$tmp/gpt2_train_*.bin" --val-tokens "$tmp/gpt2_val_*.bin" --batch 1 --eval-iters 1)
+"$bin" "${g2[@]}" --model gpt2 --steps 0 --sample 0 >"$tmp/g2.out" 2>&1
+rc=$?
+[ "$rc" = 0 ] && grep -q '12 layers, 12 heads, 768 embd, block 1024, vocab 50257 (padded to 50304), GELU tanh, 124475904 parameters' "$tmp/g2.out"
+rc=$?
+check "--model gpt2 builds GPT-2 124M ($(head -n 1 "$tmp/g2.out" | head -c 240))" "$rc"
+"$bin" "${g2[@]}" --model gpt2 --block-size 64 --max-iters 3 --steps 2 --eval-interval 100 --sample 0 \
+    --save "$tmp/g2.safetensors" >"$tmp/g2a.out" 2>&1 &&
+    "$bin" "${g2[@]}" --resume "$tmp/g2.safetensors" --max-iters 3 --eval-interval 100 --sample 2 >"$tmp/g2b.out" 2>&1 &&
+    grep -q '12 layers, 12 heads, 768 embd, block 64, vocab 50257 (padded to 50304), GELU tanh' "$tmp/g2b.out" &&
+    grep -q '^step 3: train loss' "$tmp/g2b.out"
+rc=$?
+check "--model gpt2 trains on the CPU and resumes without flags ($(tail -n 3 "$tmp/g2a.out" "$tmp/g2b.out" | tr '\n' ' ' | head -c 400))" "$rc"
+rm -f "$tmp/g2.safetensors"
 expect_error "an id past --vocab-size" 1 "${shards[@]}" --train-tokens "$tmp/gen_train_*.bin" \
     --val-tokens "$tmp/bad_val_*.bin" --vocab-size 50
 grep -q 'bad_val_000000.bin: token 300 is 50, outside the vocabulary of 50' "$tmp/err"

@@ -26,12 +26,18 @@
 #define GE2_RNG_OFFSET_STRIDE ((uint64_t)1 << 20)
 
 /* Untrusted per-step values that index memory: a class label (cross-
- * entropy, accuracy) or a token id (embedding). One outside its range is
+ * entropy, accuracy), a token id (embedding) or a place in a key-value
+ * cache (attention_cached). One outside its range is
  * never used as an index. A CPU kernel fails the step at once; a CUDA
  * kernel cannot, so it counts it here and records the first, and each step
  * copies the count back with its results: the host fails the step's
  * program when the count has grown (capture/program_step.c). */
-typedef enum ge2_bad_index_kind { GE2_BAD_LABEL, GE2_BAD_ID, GE2_BAD_INDEX_KIND_COUNT } ge2_bad_index_kind;
+typedef enum ge2_bad_index_kind {
+    GE2_BAD_LABEL,
+    GE2_BAD_ID,
+    GE2_BAD_POSITION,
+    GE2_BAD_INDEX_KIND_COUNT
+} ge2_bad_index_kind;
 
 typedef struct ge2_bad_index {
     int64_t count;    /* out-of-range values read since the program was made; never reset */

@@ -233,6 +233,22 @@ ge2_status ge2_buffer(ge2_graph *graph, const char *name, ge2_dtype dtype, ge2_s
     return GE2_OK;
 }
 
+ge2_status ge2_parameter_padding(ge2_graph *graph, ge2_tensor *param, int64_t real_rows)
+{
+    GE2_TRY(ge2_check_graph(graph, "ge2_parameter_padding"));
+    GE2_TRY(ge2_check_tensor(graph, param, "ge2_parameter_padding", "param"));
+    if (param->role != GE2_ROLE_PARAMETER || param->shape.ndim < 1)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_parameter_padding: '%s' is not a parameter with rows (its role: "
+                         "%s, %d dims)", param->name, ge2_role_name(param->role), param->shape.ndim);
+    if (real_rows < 1 || real_rows > param->shape.dim[0])
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_parameter_padding: '%s' has %lld rows; %lld real ones is not "
+                         "in [1, %lld]", param->name, (long long)param->shape.dim[0], (long long)real_rows,
+                         (long long)param->shape.dim[0]);
+    param->real_rows = real_rows == param->shape.dim[0] ? 0 : real_rows;
+    graph->changes++;
+    return GE2_OK;
+}
+
 ge2_shape ge2_tensor_shape(const ge2_tensor *t) { return t ? t->shape : ge2_shape0(); }
 ge2_dtype ge2_tensor_dtype(const ge2_tensor *t) { return t ? t->dtype : GE2_DTYPE_COUNT; }
 const char *ge2_tensor_name(const ge2_tensor *t) { return t ? t->name : NULL; }

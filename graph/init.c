@@ -51,8 +51,10 @@ void ge2_init_fill(const ge2_graph *g, const ge2_tensor *param, void *dst)
         int64_t fan_in = param->init.fan_in > 0 ? param->init.fan_in : param->shape.dim[1];
         bound = 1.0 / sqrt((double)fan_in);
     }
+    /* padding rows (ge2_parameter_padding) start at zero */
+    const int64_t real = param->real_rows > 0 ? param->real_rows * (n / param->shape.dim[0]) : n;
     for (int64_t i = 0; i < n; i++) {
-        double v = init_value(&param->init, key, i, bound);
+        double v = i < real ? init_value(&param->init, key, i, bound) : 0.0;
         if (param->dtype == GE2_F64)
             ((double *)dst)[i] = v;
         else if (param->dtype == GE2_I64)

@@ -204,6 +204,8 @@ struct ge2_tensor {
     bool is_output;     /* loss or metric: lives to the end of the step */
     bool no_weight_decay; /* parameters: the optimizer's weight decay leaves it be */
     char alias[GE2_NAME_MAX]; /* parameters: a second checkpoint name ("": none; ge2_checkpoint_alias) */
+    int64_t real_rows;  /* parameters: rows from it on are padding (ge2_parameter_padding); 0: none */
+    bool conv1d;        /* parameters: files may hold it transposed, [in, out] (ge2_checkpoint_conv1d) */
     ge2_init init;      /* parameters */
     void *constant_data; /* constants: host copy, owned (ge2_malloc) */
 };

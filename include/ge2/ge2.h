@@ -166,6 +166,15 @@ ge2_status ge2_parameter(ge2_graph *graph, const char *name, ge2_dtype dtype, ge
  * ge2_compile: the parameter pool puts decayed parameters first. */
 ge2_status ge2_no_weight_decay(ge2_graph *graph, ge2_tensor *param);
 
+/* Marks the rows of a parameter from real_rows on as padding: a vocabulary
+ * rounded up to a multiple of 128 for the GEMMs, as llm.c pads GPT-2's 50257
+ * to 50304. They start at zero and a checkpoint holds the first real_rows
+ * only (in the file the parameter and its optimizer state are [real_rows,
+ * ...]; a load zeroes the rest). The model keeps them out of its results
+ * (an embedding never indexes them, a head slices their logits off), so no
+ * gradient reaches them and they stay zero. Call before ge2_compile. */
+ge2_status ge2_parameter_padding(ge2_graph *graph, ge2_tensor *param, int64_t real_rows);
+
 /* A persistent buffer (GE2_ROLE_BUFFER): f32 (f64 on the CPU) or i64, its
  * first values from init (as a parameter's), then whatever the ops that own
  * it write in train steps (batch norm's running statistics). */
@@ -319,6 +328,19 @@ ge2_status ge2_attention_bthd(ge2_graph *graph, ge2_tensor *q, ge2_tensor *k, ge
  * no copies to split q, k, v, and the backward writes one gradient of
  * qkv's shape, so none to join theirs either. */
 ge2_status ge2_attention_qkv(ge2_graph *graph, ge2_tensor *qkv, bool causal, ge2_tensor **y);
+
+/* One decoding step of causal self-attention with a key-value cache (text
+ * generation, one token per step): qkv [B, 3C] is each sequence's newest
+ * token through the c_attn projection (q's heads, then k's, then v's, as
+ * ge2_attention_qkv reads them), k_cache and v_cache [B, T, C] are
+ * persistent buffers (ge2_buffer) of the tokens before it, positions [B]
+ * i32 its place in each sequence. The step writes the token's k and v into
+ * row positions[b] of the caches, then attends its q over rows [0,
+ * positions[b]], scaled by 1/sqrt(C / n_head): y [B, C] (the heads inside
+ * the channels). Inference only: no gradient flows through it. A position
+ * outside [0, T) is an untrusted value, as ge2_embedding's ids are. */
+ge2_status ge2_attention_cached(ge2_graph *graph, ge2_tensor *qkv, ge2_tensor *k_cache, ge2_tensor *v_cache,
+                                ge2_tensor *positions, int n_head, ge2_tensor **y);
 
 /* Dropout on the attention weights of the attention that made y (any of
  * the three above), as PyTorch's scaled_dot_product_attention(dropout_p=p):
@@ -826,6 +848,27 @@ typedef struct ge2_checkpoint_entry {
 /* ge2_checkpoint_save with n entries of the caller's. */
 ge2_status ge2_checkpoint_save_with(ge2_program *program, const char *path, const ge2_resume_state *resume,
                                     const ge2_checkpoint_entry *entries, int n);
+/* Marks a 2-D parameter [out, in] as one Hugging Face's GPT-2 keeps in a
+ * Conv1D module, whose weight is stored transposed, [in, out]. Loading takes
+ * such parameters in either layout: the file's shape of the first marked
+ * parameter that is not square decides for all of them (a file of
+ * transformers' GPT2LMHeadModel, or ge2's own), and ge2_checkpoint_export
+ * writes them [in, out] when asked. */
+ge2_status ge2_checkpoint_conv1d(ge2_graph *graph, ge2_tensor *param);
+
+typedef struct ge2_checkpoint_export_options {
+    bool conv1d_transposed; /* parameters marked by ge2_checkpoint_conv1d as [in, out] */
+    const ge2_checkpoint_entry *entries; /* the caller's __metadata__ entries, as ge2_checkpoint_save_with's */
+    int n_entries;
+} ge2_checkpoint_export_options;
+/* The model alone, for another framework: the parameters (a padded one's
+ * real rows) and persistent buffers under their names, without aliases
+ * (a tied parameter is written once), optimizer state or ge2's training
+ * state, and __metadata__ "format": "pt" (transformers' from_pretrained
+ * requires it) with the caller's entries. ge2_checkpoint_load_parameters
+ * reads it back. options may be NULL. */
+ge2_status ge2_checkpoint_export(ge2_program *program, const char *path, const ge2_checkpoint_export_options *options);
+
 /* The values of n of a checkpoint's __metadata__ entries, keys[i] into
  * values[i][size]; found[i] false when the file has none. The file is
  * untrusted: read once and checked whole, as a load does. */

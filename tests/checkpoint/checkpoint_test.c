@@ -521,6 +521,87 @@ START_TEST(atomic_save)
 }
 END_TEST
 
+/* A padded parameter (ge2_parameter_padding) starts with zero padding,
+ * is saved as its real rows (and so is its optimizer state), and a load
+ * zeroes the padding again; a Conv1D parameter (ge2_checkpoint_conv1d) is
+ * exported [in, out] when asked and loads from either layout. */
+START_TEST(padding_and_conv1d)
+{
+    ge2_optimizer_config cfg = ge2_optimizer_defaults(GE2_OPT_ADAM);
+    net src, dst;
+    net_open(&src, &cfg, HID);
+    net_open(&dst, &cfg, HID);
+    ck_assert_int_eq(ge2_parameter_padding(src.graph, src.params[2], CLS + 1), GE2_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(ge2_parameter_padding(src.graph, src.x, 1), GE2_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(ge2_checkpoint_conv1d(src.graph, src.params[1]), GE2_ERR_INVALID_ARGUMENT); /* 1-D */
+    for (int i = 0; i < 2; i++) {
+        net *n = i ? &dst : &src;
+        API(ge2_parameter_padding(n->graph, n->params[2], CLS - 1));
+        API(ge2_checkpoint_conv1d(n->graph, n->params[0]));
+        ge2_program_free(n->program); /* compiled again: the padding's zeros are an initialisation */
+        ge2_compile_options opt = ge2_compile_defaults();
+        API(ge2_compile(n->ctx, n->graph, &opt, &n->program));
+    }
+    float w2[CLS * HID], w1[HID * IN], back[HID * IN];
+    API(ge2_program_get_parameter(src.program, src.params[2], w2, sizeof w2));
+    for (int e = (CLS - 1) * HID; e < CLS * HID; e++)
+        ck_assert_float_eq(w2[e], 0.0f);
+    ck_assert_float_ne(w2[0], 0.0f);
+
+    const char *path = tmp_path("padded.safetensors");
+    API(ge2_checkpoint_save(src.program, path, NULL));
+    ge2_st_file f;
+    API(ge2_st_read(path, 1u << 20, &f));
+    const char *const padded[2] = {"fc2.weight", "optim.fc2.weight.exp_avg"};
+    for (int i = 0; i < 2; i++) {
+        const ge2_st_entry *e = ge2_st_find(&f, padded[i]);
+        ck_assert_ptr_nonnull(e);
+        ck_assert_int_eq(e->rank, 2);
+        ck_assert_int_eq(e->shape[0], CLS - 1);
+        ck_assert_int_eq(e->shape[1], HID);
+    }
+    ge2_st_release(&f);
+    for (int e = 0; e < CLS * HID; e++)
+        w2[e] = 9.0f;
+    API(ge2_program_set_parameter(dst.program, dst.params[2], w2, sizeof w2));
+    API(ge2_checkpoint_load(dst.program, path, NULL));
+    API(ge2_program_get_parameter(dst.program, dst.params[2], w2, sizeof w2));
+    ck_assert_float_eq(w2[(CLS - 1) * HID], 0.0f);
+    ck_assert_float_ne(w2[0], 9.0f);
+
+    /* the export: fc1.weight [HID, IN] stored [IN, HID], its transpose */
+    API(ge2_program_get_parameter(src.program, src.params[0], w1, sizeof w1));
+    const char *hf = tmp_path("hf.safetensors");
+    const ge2_checkpoint_entry entry = {"model.kind", "test"};
+    const ge2_checkpoint_export_options export = {true, &entry, 1};
+    API(ge2_checkpoint_export(src.program, hf, &export));
+    API(ge2_st_read(hf, 1u << 20, &f));
+    const ge2_st_entry *e = ge2_st_find(&f, "fc1.weight");
+    ck_assert_ptr_nonnull(e);
+    ck_assert_int_eq(e->shape[0], IN);
+    ck_assert_int_eq(e->shape[1], HID);
+    for (int r = 0; r < HID; r++)
+        for (int c = 0; c < IN; c++) {
+            float v;
+            memcpy(&v, f.data + e->begin + sizeof(float) * (size_t)(c * HID + r), sizeof v);
+            ck_assert_float_eq(v, w1[r * IN + c]);
+        }
+    ck_assert_ptr_null(ge2_st_find(&f, "optim.fc1.weight.exp_avg"));
+    ck_assert_str_eq(ge2_st_meta(&f, "format"), "pt");
+    ck_assert_str_eq(ge2_st_meta(&f, "model.kind"), "test");
+    ge2_st_release(&f);
+    for (int i = 0; i < 2; i++) { /* either layout loads back */
+        memset(back, 0, sizeof back);
+        API(ge2_program_set_parameter(dst.program, dst.params[0], back, sizeof back));
+        API(ge2_checkpoint_load_parameters(dst.program, i ? path : hf));
+        API(ge2_program_get_parameter(dst.program, dst.params[0], back, sizeof back));
+        ck_assert_int_eq(memcmp(back, w1, sizeof w1), 0);
+    }
+    net_close(&src);
+    net_close(&dst);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("checkpoint");
@@ -534,6 +615,7 @@ int main(void)
     tcase_add_test(tc, corrupt_files);
     tcase_add_test(tc, atomic_save);
     tcase_add_test(tc, aliases_save_both_names);
+    tcase_add_test(tc, padding_and_conv1d);
     suite_add_tcase(s, tc);
     return ge2_check_run(s);
 }
