@@ -7,6 +7,13 @@ each.
     python3 bench/gpt_quality.py --train-gpt gpu_stage/bin/train_gpt \\
         --data gpu_stage/data/austen.txt [--precision tf32] [--max-iters 5000]
 
+or on token shards in llm.c's format (issue 41's quality run: a GPT-2-shaped
+model, --model gpt2 with the sizes below, on the SentencePiece Austen shards):
+
+    python3 bench/gpt_quality.py --train-gpt gpu_stage/bin/train_gpt \\
+        --tokens gpu_stage/data/austen_train_000000.bin gpu_stage/data/austen_val_000000.bin \\
+        --vocab-size 8192 --gelu tanh --dropout 0.2 --max-iters 1500
+
 ge2: train_gpt with its defaults (nanoGPT's train_shakespeare_char config)
 and --seed 1; its "step N: ... val loss" lines, its best val loss and its
 sampled text. Its output goes line by line to $OUT/gpt_quality_ge2.log (or
@@ -35,6 +42,7 @@ import sys
 import threading
 import time
 
+import numpy as np
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "torch"))
@@ -42,10 +50,13 @@ from nanogpt import GPT, adamw, lr_at  # noqa: E402
 
 
 def ge2_command(a):
-    return [a.train_gpt, "--device", "cuda", "--data", a.data, "--precision", a.precision, "--seed", "1",
-            "--max-iters", str(a.max_iters), "--eval-interval", str(a.eval_interval), "--eval-iters",
-            str(a.eval_iters), "--lr", str(a.lr), "--min-lr", str(a.min_lr), "--warmup", str(a.warmup),
-            "--sample", "300"]
+    data = (["--model", "gpt2", "--train-tokens", a.tokens[0], "--val-tokens", a.tokens[1], "--vocab-size",
+             str(a.vocab_size)] if a.tokens else ["--data", a.data])
+    return [a.train_gpt, "--device", "cuda"] + data + [
+        "--precision", a.precision, "--seed", "1", "--n-layer", str(a.n_layer), "--n-head", str(a.n_head),
+        "--n-embd", str(a.n_embd), "--block-size", str(a.block), "--batch", str(a.batch), "--dropout", str(a.dropout),
+        "--gelu", a.gelu, "--max-iters", str(a.max_iters), "--eval-interval", str(a.eval_interval), "--eval-iters",
+        str(a.eval_iters), "--lr", str(a.lr), "--min-lr", str(a.min_lr), "--warmup", str(a.warmup), "--sample", "300"]
 
 
 EVAL_LINE = re.compile(r"^(?:torch )?step (\d+): train loss (\S+), val loss (\S+)")
@@ -84,7 +95,7 @@ def ge2_run(a, env, log_path, result):
         if proc.returncode != 0 or not best:
             result["why"] = f"train_gpt exited {proc.returncode}:\n{out[-1500:]}"
             return
-        sample = re.search(r"^sample \(\d+ characters\):\n(.*)", out[:best.start()], re.M | re.S)
+        sample = re.search(r"^sample \(\d+ (?:characters|tokens)\):\n(.*)", out[:best.start()], re.M | re.S)
         result["ge2"] = figures(evals, sample.group(1).rstrip("\n") if sample else "(no sample)")
         result["ge2"]["best_printed"] = float(best.group(1))
     except Exception as e:  # a wrong path, an unreadable line: say so, the other run still reports
@@ -95,15 +106,22 @@ def torch_run(a, device):
     torch.backends.cuda.matmul.allow_tf32 = a.precision == "tf32"
     torch.backends.cudnn.allow_tf32 = a.precision == "tf32"
     torch.manual_seed(2)
-    raw = open(a.data, "rb").read()
-    vocab = sorted(set(raw))
-    lut = torch.zeros(256, dtype=torch.long)
-    lut[torch.tensor(vocab)] = torch.arange(len(vocab))
-    ids = lut[torch.frombuffer(bytearray(raw), dtype=torch.uint8).long()]
-    split = int(0.9 * len(ids))
-    data = {"train": ids[:split].to(device), "val": ids[split:].to(device)}
-    block, batch = 256, 64
-    model = GPT(len(vocab), block, 6, 6, 384, 0.2, attn_dropout=not a.no_attn_dropout).to(device)
+    if a.tokens:  # llm.c's shards: 256 int32 of header, then uint16 ids
+        data = {name: torch.from_numpy(np.fromfile(path, dtype="<u2", offset=1024).astype(np.int64)).to(device)
+                for name, path in zip(("train", "val"), a.tokens)}
+        vocab_size = a.vocab_size
+    else:
+        raw = open(a.data, "rb").read()
+        vocab = sorted(set(raw))
+        lut = torch.zeros(256, dtype=torch.long)
+        lut[torch.tensor(vocab)] = torch.arange(len(vocab))
+        ids = lut[torch.frombuffer(bytearray(raw), dtype=torch.uint8).long()]
+        split = int(0.9 * len(ids))
+        data = {"train": ids[:split].to(device), "val": ids[split:].to(device)}
+        vocab_size = len(vocab)
+    block, batch = a.block, a.batch
+    model = GPT(vocab_size, block, a.n_layer, a.n_head, a.n_embd, a.dropout, attn_dropout=not a.no_attn_dropout,
+                gelu=a.gelu).to(device)
     opt = adamw(model, a.lr, weight_decay=0.1, beta2=0.99)
     offsets = torch.arange(block, device=device)
 
@@ -151,7 +169,16 @@ def torch_run(a, device):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--train-gpt", required=True)
-    ap.add_argument("--data", required=True)
+    ap.add_argument("--data", help="a character corpus (the default model's)")
+    ap.add_argument("--tokens", nargs=2, metavar=("TRAIN", "VAL"), help="token shards instead (one file each)")
+    ap.add_argument("--vocab-size", type=int, default=0)
+    ap.add_argument("--n-layer", type=int, default=6)
+    ap.add_argument("--n-head", type=int, default=6)
+    ap.add_argument("--n-embd", type=int, default=384)
+    ap.add_argument("--block", type=int, default=256)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--dropout", type=float, default=0.2)
+    ap.add_argument("--gelu", choices=("erf", "tanh"), default="erf")
     ap.add_argument("--precision", choices=("fp32", "tf32", "bf16"), default="tf32")
     ap.add_argument("--max-iters", type=int, default=5000)
     ap.add_argument("--eval-interval", type=int, default=250)
@@ -161,6 +188,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--no-attn-dropout", action="store_true", help="PyTorch's model without attention dropout")
     a = ap.parse_args()
+    if not a.data and not (a.tokens and a.vocab_size):
+        ap.error("give --data, or --tokens TRAIN VAL with --vocab-size")
 
     gpus = torch.cuda.device_count()
     env = dict(os.environ)
@@ -183,7 +212,9 @@ def main():
         print(result.get("why", "train_gpt: no result"), file=sys.stderr)
     print(f"GPU: {torch.cuda.get_device_name()} x {gpus}, torch {torch.__version__}; {a.precision}, "
           f"{a.max_iters} iterations, eval every {a.eval_interval} x {a.eval_iters} batches; "
-          f"PyTorch: train_gpt's model (biases, GELU tanh, {'autocast-bf16' if a.precision == 'bf16' else a.precision}, "
+          f"{a.n_layer} layers, {a.n_head} heads, {a.n_embd} wide, block {a.block}, batch {a.batch}, dropout {a.dropout}, "
+          f"{'token shards ' + a.tokens[0] if a.tokens else a.data}; "
+          f"PyTorch: train_gpt's model (biases, GELU {a.gelu}, {'autocast-bf16' if a.precision == 'bf16' else a.precision}, "
           f"eager) in nanoGPT's loop, "
           f"{'without' if a.no_attn_dropout else 'with'} attention dropout; "
           f"{'side by side on two GPUs' if gpus >= 2 else 'one after the other'}; ge2's output: {log_path}")

@@ -25,7 +25,8 @@ typedef struct gpt_sampling {
  * the decoder's program: the prompt fed a token per step, then each drawn
  * token. When the caches are full the last half of the text is fed again
  * from position 0 (so past a block the context is not the sliding window
- * the recomputing way keeps). *seconds: the time the tokens took. */
+ * the recomputing way keeps). *seconds: the time the tokens took after a
+ * first step, which captures the key (both ways). */
 ge2_status gpt_generate_cached(ge2_program *program, const gpt_decoder *d, const gpt_config *cfg,
                                const int32_t *prompt, int64_t n_prompt, const gpt_sampling *s, int32_t *out,
                                double *seconds);

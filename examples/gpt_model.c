@@ -155,7 +155,7 @@ static ge2_status blocks_and_head(builder *b, ge2_tensor *x, ge2_tensor *wte, ge
     TRY(ge2_matmul(b->g, x, wte, false, true, logits)); /* the LM head: wte, tied */
     if (ge2_tensor_shape(wte).dim[0] > c->vocab) /* the padding's logits never reach the softmax, nor the sampler */
         TRY(ge2_slice(b->g, *logits, 1, 0, c->vocab, logits));
-    return ge2_mark_output(b->g, *logits);
+    return b->decoder || c->logits_output ? ge2_mark_output(b->g, *logits) : GE2_OK;
 }
 
 /* the token embedding [padded vocabulary, C] (its padding zero, never

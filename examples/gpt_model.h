@@ -28,13 +28,18 @@ typedef struct gpt_config {
      * logits sliced off before the loss, and checkpoints hold vocab rows;
      * at most vocab: no padding */
     int64_t padded_vocab;
+    /* the logits a step output, read back by ge2_program_read_output (the
+     * sampler that runs the whole window), at the cost of a [B·T, V]
+     * buffer of their own in every key (GPT-2 at batch 8: 1.6 GB); false:
+     * they live in the arena while the loss needs them */
+    bool logits_output;
 } gpt_config;
 
 typedef struct gpt_model {
     ge2_graph *graph;
     ge2_tensor *idx;     /* [B, T] i32 */
     ge2_tensor *targets; /* [B·T] i32 */
-    ge2_tensor *logits;  /* [B·T, V] (the padding's columns sliced off), marked as an output (sampling reads it) */
+    ge2_tensor *logits;  /* [B·T, V] (the padding's columns sliced off), an output with cfg->logits_output */
     ge2_tensor *loss;    /* mean cross-entropy */
     ge2_tensor *wte;     /* the tied token embedding and LM head */
     int64_t n_params;

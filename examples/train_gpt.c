@@ -797,6 +797,7 @@ int main(int argc, char **argv)
                 (long long)r.data.corpus.n);
     o.model.vocab = r.data.vocab;
     o.model.padded_vocab = (o.model.vocab + o.pad_vocab - 1) / o.pad_vocab * o.pad_vocab;
+    o.model.logits_output = o.no_kv_cache && o.sample > 0; /* the whole window's sampler reads them */
     /* the model's settings first (a checkpoint's may change the block), then what they must fit */
     const char *from = o.resume ? o.resume : o.init;
     if ((from && (code = settings_from(&o, from, o.resume != NULL)) != 0) || (code = check_model(&o, &r.data)) != 0) {

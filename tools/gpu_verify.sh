@@ -17,7 +17,8 @@
 # on 2 ranks, the trainer with --distributed and bench/dp_speed.sh against
 # one GPU and PyTorch DDP, 10. the GPT's whole default run against nanoGPT's
 # loop (bench/gpt_quality.py: issue 21's validation-loss target; about 2.5
-# minutes at TF32 with two GPUs, twice that with one). GE2_VERIFY_SKIP names
+# minutes at TF32 with two GPUs, twice that with one), and a GPT-2-shaped
+# model on the Austen BPE shards against nanoGPT's loop (issue 41's). GE2_VERIFY_SKIP names
 # parts to leave out, comma-separated: suites, sanitize, mlp (3-5), cnn (6),
 # gpt (7), bench (8), dist (9), quality (10), so a run too long for one call splits over two (e.g.
 # GE2_VERIFY_SKIP=mlp,cnn,gpt,bench, then GE2_VERIFY_SKIP=suites,sanitize; the sanitizer alone
@@ -160,6 +161,10 @@ python3 "$root/tests/torch/gpt_parity.py" --train-gpt "$stage/bin/train_gpt" --d
     --work "$out/gpt_parity" >"$out/gpt_parity.log" 2>&1
 rc=$?
 record "train_gpt vs PyTorch float64" "$([ $rc -eq 0 ] && echo PASS || echo FAIL)" "$(tail -n 1 "$out/gpt_parity.log")"
+python3 "$root/tests/torch/gpt2_hf.py" --train-gpt "$stage/bin/train_gpt" --work "$out/gpt2_hf" \
+    >"$out/gpt2_hf.log" 2>&1
+rc=$?
+record "train_gpt vs transformers' GPT-2" "$([ $rc -eq 0 ] && echo PASS || echo FAIL)" "$(tail -n 1 "$out/gpt2_hf.log")"
 
 python3 "$root/tests/torch/gpt_bf16_curve.py" --train-gpt "$stage/bin/train_gpt" --data "$stage/data/austen.txt" \
     --work "$out/gpt_bf16_curve" >"$out/gpt_bf16_curve.log" 2>&1
@@ -212,6 +217,12 @@ if want quality; then
     rc=$?
     record "GPT whole run vs nanoGPT loop (TF32)" "$([ $rc -eq 0 ] && echo RAN || echo FAIL)" \
         "$(grep -m1 '^ge2 - torch best val loss' "$out/gpt_quality.log"); table: $out/gpt_quality.log"
+    OUT="$out" python3 "$root/bench/gpt_quality.py" --train-gpt "$stage/bin/train_gpt" \
+        --tokens "$stage/data/austen_train_000000.bin" "$stage/data/austen_val_000000.bin" --vocab-size 8192 \
+        --gelu tanh --dropout 0.2 --max-iters 1500 --eval-iters 50 >"$out/gpt2_quality.log" 2>&1
+    rc=$?
+    record "GPT-2-shaped on Austen BPE vs nanoGPT" "$([ $rc -eq 0 ] && echo RAN || echo FAIL)" \
+        "$(grep -m1 '^ge2 - torch best val loss' "$out/gpt2_quality.log"); table: $out/gpt2_quality.log"
 fi
 
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader

@@ -13,7 +13,8 @@
 #                               find them through their $ORIGIN rpath.
 #   gpu_stage/tests.txt         the GPU test binaries run.sh runs
 #   gpu_stage/data/fashion-mnist/   the dataset (.gz IDX files)
-#   gpu_stage/data/austen.txt   the GPT trainer's corpus (tools/setup.sh's), when present
+#   gpu_stage/data/austen.txt   the GPT trainer's corpus (tools/setup.sh's), when present, and
+#                               its SentencePiece token shards and .vocab (austen_{train,val}_000000.bin)
 #   gpu_stage/bench/            bench/ scripts (*.py, *.sh), if any
 #   gpu_stage/run.sh            runs every GPU test, prints a tally
 #
@@ -174,12 +175,14 @@ for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz \
     install -m 644 "$data_src/$f" "$stage/data/fashion-mnist/$f"
 done
 
-corpus="${GE2_CORPUS_DIR:-/usr/local/share/ge2}/austen.txt"
-if [ -f "$corpus" ]; then
-    install -m 644 "$corpus" "$stage/data/austen.txt"
-else
-    echo "stage_gpu: warning: no $corpus (tools/setup.sh makes it): the GPT parts of gpu_verify.sh will fail" >&2
-fi
+corpus_dir="${GE2_CORPUS_DIR:-/usr/local/share/ge2}"
+for f in austen.txt austen_train_000000.bin austen_val_000000.bin austen_bpe.vocab; do
+    if [ -f "$corpus_dir/$f" ]; then
+        install -m 644 "$corpus_dir/$f" "$stage/data/$f"
+    else
+        echo "stage_gpu: warning: no $corpus_dir/$f (tools/setup.sh makes it): the GPT parts of gpu_verify.sh will fail" >&2
+    fi
+done
 
 shopt -s nullglob
 bench_files=(bench/*.py bench/*.sh bench/*.txt)

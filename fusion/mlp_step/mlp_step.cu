@@ -81,8 +81,6 @@ struct mlp_job {
     long long mask_row_bytes;
     // LOSS
     const int32_t *labels; // [M]
-    ge2_control *ctl;      // where an out-of-range label is counted (kernels/cuda/bad_index.h)
-    int label_node;        // ... under the cross-entropy's node id
     float smoothing, inv_rows;
     float *dlogits;        // [M, N]
     float *loss_partials;  // [items]
@@ -146,7 +144,9 @@ struct mlp_params {
     // the optimizer, in the last phase's epilogues
     ge2_optimizer_config cfg;
     ge2_flat_pools pools;
-    ge2_control *ctl;
+    ge2_control *ctl; // also where an out-of-range label is counted (kernels/cuda/bad_index.h) ...
+    int loss_node;    // ... under the cross-entropy's node id (here, not in the job table: the parameter block
+                      // each replay passes grows by a field, not by one per job)
 };
 
 // ------------------------------------------------------------------- kernels
@@ -306,15 +306,15 @@ __device__ void mlp_loss_partials(const mlp_job &jb, int item, float loss, float
 
 // LOSS: the item holds whole rows of logits; one warp per row.
 // first_label: mlp_first_label's.
-__device__ void mlp_loss_rows(const mlp_job &jb, int item, int m0, const float *logits /* [tm, tn] */,
-                              int first_label)
+__device__ void mlp_loss_rows(const mlp_params &p, const mlp_job &jb, int item, int m0,
+                              const float *logits /* [tm, tn] */, int first_label)
 {
     const int warp = threadIdx.x / GE2_WARP;
     float loss = 0.0f, hits = 0.0f;
     for (int r = warp; r < jb.tm && m0 + r < jb.M; r += MLP_WARPS) {
         const int m = m0 + r, label = r == warp ? first_label : jb.labels[m];
         if (threadIdx.x % GE2_WARP == 0)
-            ge2_index_ok(jb.ctl, jb.label_node, GE2_BAD_LABEL, m, label, jb.N);
+            ge2_index_ok(p.ctl, p.loss_node, GE2_BAD_LABEL, m, label, jb.N);
         const float *row = logits + r * jb.tn;
         loss += ge2_cross_entropy_row(row, jb.N, label, jb.smoothing, jb.inv_rows, jb.dlogits + (long long)m * jb.N);
         if (jb.correct_partials)
@@ -444,7 +444,7 @@ __device__ void mlp_update_tile(const mlp_params &p, const ge2_opt_scalars &s, c
 }
 
 template <class R>
-__device__ void mlp_epilogue(const mlp_job &jb, int item, int m0, int n0, float *tile /* [tm, tn] */, int first_label,
+__device__ void mlp_epilogue(const mlp_params &p, const mlp_job &jb, int item, int m0, int n0, float *tile /* [tm, tn] */, int first_label,
                              const mlp_preload<R> &pre)
 {
     for (int o = threadIdx.x; o < jb.tm * jb.tn; o += MLP_THREADS) {
@@ -480,7 +480,7 @@ __device__ void mlp_epilogue(const mlp_job &jb, int item, int m0, int n0, float 
         mlp_write_mask(jb, m0, n0, tile);
     } else if (jb.epilogue == MLP_EPI_LOSS) {
         __syncthreads();
-        mlp_loss_rows(jb, item, m0, tile, first_label);
+        mlp_loss_rows(p, jb, item, m0, tile, first_label);
     }
 }
 
@@ -623,7 +623,7 @@ __device__ void mlp_gemm_item(const mlp_params &p, const ge2_opt_scalars &s, con
     if (jb.opt_offset >= 0)
         mlp_update_tile<R>(p, s, jb, m0, n0, tile, pre);
     else
-        mlp_epilogue<R>(jb, item, m0, n0, tile, label, pre);
+        mlp_epilogue<R>(p, jb, item, m0, n0, tile, label, pre);
     __syncthreads(); /* the next item overwrites shared memory */
     mlp_job_stamp(p, jb, item, 4);
 }
@@ -741,7 +741,7 @@ __device__ void mlp_head_item(const mlp_params &p, const mlp_job &fwd, const mlp
     float loss = 0.0f, hits = 0.0f;
     if (row) {
         if (lane == 0)
-            ge2_index_ok(fwd.ctl, fwd.label_node, GE2_BAD_LABEL, m, label, C);
+            ge2_index_ok(p.ctl, p.loss_node, GE2_BAD_LABEL, m, label, C);
         loss = ge2_cross_entropy_row(logits, C, label, fwd.smoothing, fwd.inv_rows, dlogits);
         if (fwd.correct_partials)
             hits = ge2_argmax_row(logits, C) == label ? 1.0f : 0.0f;
@@ -1045,8 +1045,6 @@ static mlp_job forward_job(const ge2_mlp_step_desc *d, int l, float *loss_partia
     jb.mask_row_bytes = ly->mask_row_bytes;
     if (last) {
         jb.labels = d->labels;
-        jb.ctl = d->control;
-        jb.label_node = d->loss_node;
         jb.smoothing = d->label_smoothing;
         jb.inv_rows = 1.0f / (float)d->batch;
         jb.dlogits = ly->dz;
@@ -1218,6 +1216,7 @@ extern "C" ge2_status ge2_mlp_step_prepare(const ge2_mlp_step_desc *d, ge2_mlp_s
     p->cfg = d->optimizer;
     p->pools = d->pools;
     p->ctl = d->control;
+    p->loss_node = d->loss_node;
     if (d->profile &&
         cudaMalloc((void **)&s->stamps_dev,
                    sizeof(unsigned long long) * (p->n_phases + 2 + p->n_jobs * MLP_JOB_STAMPS)) == cudaSuccess) {

@@ -18,7 +18,7 @@ void gpt_open(gpt *m, int batch, uint64_t seed, bool disable_capture)
     memset(m, 0, sizeof *m);
     ck_assert_int_le(batch, GPT_MAX_BATCH);
     m->batch = batch;
-    const gpt_config cfg = {2, 2, 32, GPT_BLOCK, GPT_VOCAB, batch, 0.1, false, 0};
+    const gpt_config cfg = {2, 2, 32, GPT_BLOCK, GPT_VOCAB, batch, 0.1, false, 0, true};
     API(gpt_build(&cfg, seed, &m->model));
     API(ge2_backward(m->model.graph, m->model.loss));
     ge2_optimizer_config adamw = ge2_optimizer_defaults(GE2_OPT_ADAMW);

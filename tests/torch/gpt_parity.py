@@ -5,7 +5,7 @@ Run on a machine with torch + safetensors (the GPU machine):
     python3 tests/torch/gpt_parity.py --train-gpt gpu_stage/bin/train_gpt \
         --data gpu_stage/data/austen.txt --work /tmp/gpt_parity
 
-A small GPT of train_gpt's structure (nanoGPT's blocks with GELU-tanh,
+A small GPT of train_gpt's structure (nanoGPT's blocks with the exact GELU,
 biases, the LM head tied to the token embedding, no dropout) is initialised
 in PyTorch and saved with safetensors (without lm_head.weight, which is
 wte; ge2's checkpoints carry it, equal to wte, which is checked too). train_gpt --init --no-shuffle runs K AdamW steps on the CPU and on

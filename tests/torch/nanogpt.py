@@ -1,5 +1,6 @@
 """train_gpt's model in PyTorch: nanoGPT's GPT (model.py) with train_gpt's
-choices - GELU (tanh), biases, the LM head tied to the token embedding,
+choices - GELU (nanoGPT's exact nn.GELU(), train_gpt's default; gelu="tanh"
+for GPT-2's approximation, --gelu tanh), biases, the LM head tied to the token embedding,
 residual and embedding dropout, and with attn_dropout dropout on the
 attention weights too (as nanoGPT and train_gpt have it) - under nanoGPT's
 parameter names, and nanoGPT's initialisation. Shared by tests/torch/gpt_parity.py,
@@ -11,9 +12,10 @@ import torch
 
 
 class Block(torch.nn.Module):
-    def __init__(self, c, h, dropout, attn_dropout=False):
+    def __init__(self, c, h, dropout, attn_dropout=False, gelu="erf"):
         super().__init__()
         self.h = h
+        self.gelu = "tanh" if gelu == "tanh" else "none"
         self.attn_p = dropout if attn_dropout else 0.0
         self.ln_1 = torch.nn.LayerNorm(c)
         self.attn = torch.nn.Module()
@@ -32,18 +34,18 @@ class Block(torch.nn.Module):
         y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True,
                                                              dropout_p=self.attn_p if self.training else 0.0)
         x = x + self.drop(self.attn.c_proj(y.transpose(1, 2).contiguous().view(b, t, c)))
-        h = torch.nn.functional.gelu(self.mlp.c_fc(self.ln_2(x)), approximate="tanh")
+        h = torch.nn.functional.gelu(self.mlp.c_fc(self.ln_2(x)), approximate=self.gelu)
         return x + self.drop(self.mlp.c_proj(h))
 
 
 class GPT(torch.nn.Module):
-    def __init__(self, vocab, block, n_layer, n_head, n_embd, dropout=0.0, attn_dropout=False):
+    def __init__(self, vocab, block, n_layer, n_head, n_embd, dropout=0.0, attn_dropout=False, gelu="erf"):
         super().__init__()
         self.transformer = torch.nn.Module()
         self.transformer.wte = torch.nn.Embedding(vocab, n_embd)
         self.transformer.wpe = torch.nn.Embedding(block, n_embd)
         self.transformer.drop = torch.nn.Dropout(dropout)
-        self.transformer.h = torch.nn.ModuleList(Block(n_embd, n_head, dropout, attn_dropout) for _ in range(n_layer))
+        self.transformer.h = torch.nn.ModuleList(Block(n_embd, n_head, dropout, attn_dropout, gelu) for _ in range(n_layer))
         self.transformer.ln_f = torch.nn.LayerNorm(n_embd)
         for name, p in self.named_parameters():
             if name.endswith("c_proj.weight"):
