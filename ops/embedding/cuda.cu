@@ -9,8 +9,12 @@
 // the GPU idle; a block per row scanned each segment 8 times as often,
 // which was most of the op's time). Where the workspace cannot hold two partials per row, a block per
 // table row scans all the ids. Every block reads all the ids of its
-// segment, which suits character and small vocabularies; a large vocabulary
-// would want the positions sorted by id first.
+// segment, which suits character and small vocabularies. A vocabulary
+// whose partials do not fit (GPT-2's 50,304 rows; a BPE's 8192) sorts the
+// positions by id first instead (a count per row, their running sums, the
+// positions scattered into their rows' ranges, each range put back in
+// position order by rank), and a block per row sums its own dy rows in
+// position order: the work is the positions', not rows x positions.
 #include "kernels/cuda/bad_index.h"
 #include "kernels/cuda/check.h"
 #include "ops/embedding/embedding.h"
@@ -96,6 +100,80 @@ __global__ void ge2_embedding_backward_part_kernel(long long n, int rows, int c,
     }
 }
 
+// ids [n] -> counts [rows] (zero before): each valid id counted
+__global__ void ge2_embedding_count_kernel(long long n, int rows, const int *ids, int *counts)
+{
+    for (long long p = blockIdx.x * (long long)blockDim.x + threadIdx.x; p < n; p += (long long)gridDim.x * blockDim.x)
+        if (ids[p] >= 0 && ids[p] < rows)
+            atomicAdd(&counts[ids[p]], 1);
+}
+
+// x [count] = 0
+__global__ void ge2_embedding_zero_kernel(long long count, int *x)
+{
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < count;
+         i += (long long)gridDim.x * blockDim.x)
+        x[i] = 0;
+}
+
+// counts [rows] -> starts [rows + 1], their exclusive running sums, and
+// cursor [rows] = starts; one block: each thread a contiguous chunk
+__global__ void ge2_embedding_starts_kernel(int rows, const int *counts, int *starts, int *cursor)
+{
+    __shared__ int sums[GE2_EMB_THREADS];
+    const int per = (rows + blockDim.x - 1) / blockDim.x, lo = threadIdx.x * per;
+    const int hi = lo + per < rows ? lo + per : rows;
+    int own = 0;
+    for (int v = lo; v < hi; v++)
+        own += counts[v];
+    sums[threadIdx.x] = own;
+    __syncthreads();
+    for (int off = 1; off < (int)blockDim.x; off *= 2) { // inclusive scan of the chunks' sums
+        const int add = threadIdx.x >= (unsigned)off ? sums[threadIdx.x - off] : 0;
+        __syncthreads();
+        sums[threadIdx.x] += add;
+        __syncthreads();
+    }
+    int run = sums[threadIdx.x] - own;
+    for (int v = lo; v < hi; v++) {
+        starts[v] = cursor[v] = run;
+        run += counts[v];
+    }
+    if (threadIdx.x == blockDim.x - 1)
+        starts[rows] = sums[threadIdx.x];
+}
+
+// each valid position into its row's range of order, in any order
+__global__ void ge2_embedding_scatter_kernel(long long n, int rows, const int *ids, int *cursor, int *order)
+{
+    for (long long p = blockIdx.x * (long long)blockDim.x + threadIdx.x; p < n; p += (long long)gridDim.x * blockDim.x)
+        if (ids[p] >= 0 && ids[p] < rows)
+            order[atomicAdd(&cursor[ids[p]], 1)] = (int)p;
+}
+
+// block v: its positions into sorted in position order (each one's rank
+// among them: positions are distinct), then dt row v = their dy rows summed
+// in that order (zero for a row no position has)
+__global__ void ge2_embedding_gather_kernel(int c, const float *dy, const int *starts, const int *order, int *sorted,
+                                            float *dt)
+{
+    const int v = blockIdx.x, lo = starts[v], len = starts[v + 1] - lo;
+    for (int i = threadIdx.x; i < len; i += blockDim.x) {
+        const int p = order[lo + i];
+        int rank = 0;
+        for (int j = 0; j < len; j++)
+            rank += order[lo + j] < p;
+        sorted[lo + rank] = p;
+    }
+    __syncthreads(); // this block's sorted range, visible to its threads
+    for (int i = threadIdx.x; i < c; i += blockDim.x) {
+        float acc = 0.0f;
+        for (int k = 0; k < len; k++)
+            acc += dy[(long long)sorted[lo + k] * c + i];
+        dt[(long long)v * c + i] = acc;
+    }
+}
+
 // dt [rows, c] = the sum over segments of part [segments, rows, c], in order
 __global__ void ge2_embedding_backward_sum_kernel(long long total, int segments, const float *part, float *dt)
 {
@@ -146,6 +224,27 @@ extern "C" ge2_status ge2_cuda_embedding_backward_launch(const ge2_launch *l)
         segments = fit;
     if (segments > 65535)
         segments = 65535;
+    /* the sort's ints: counts, starts, cursor [rows (+ 1)], order and sorted [n] */
+    const size_t sort_bytes = sizeof(int) * (size_t)(3 * rows + 1 + 2 * n);
+    if ((segments < 2 || n > segments * GE2_EMB_SEGMENT) && l->workspace && sort_bytes <= l->workspace_bytes &&
+        n < INT32_MAX) {
+        int *counts = (int *)l->workspace, *starts = counts + rows, *cursor = starts + rows + 1, *order = cursor + rows;
+        cudaStream_t stream = ge2_cuda_stream(l);
+        ge2_embedding_zero_kernel<<<ge2_cuda_blocks(rows, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0, stream>>>(rows,
+                                                                                                          counts);
+        GE2_TRY(ge2_cuda_check_launch(l, "ge2_embedding_zero_kernel"));
+        ge2_embedding_count_kernel<<<ge2_cuda_blocks(n, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0, stream>>>(
+            n, (int)rows, ids, counts);
+        GE2_TRY(ge2_cuda_check_launch(l, "ge2_embedding_count_kernel"));
+        ge2_embedding_starts_kernel<<<1, GE2_EMB_THREADS, 0, stream>>>((int)rows, counts, starts, cursor);
+        GE2_TRY(ge2_cuda_check_launch(l, "ge2_embedding_starts_kernel"));
+        ge2_embedding_scatter_kernel<<<ge2_cuda_blocks(n, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0, stream>>>(
+            n, (int)rows, ids, cursor, order);
+        GE2_TRY(ge2_cuda_check_launch(l, "ge2_embedding_scatter_kernel"));
+        ge2_embedding_gather_kernel<<<(unsigned)rows, GE2_EMB_THREADS, 0, stream>>>((int)c, dy, starts, order,
+                                                                                    order + n, dt);
+        return ge2_cuda_check_launch(l, "ge2_embedding_gather_kernel");
+    }
     if (segments < 2 || !l->workspace || n > segments * GE2_EMB_SEGMENT) { /* one segment, or too many */
         ge2_embedding_backward_kernel<<<(unsigned)rows, GE2_EMB_THREADS, 0, ge2_cuda_stream(l)>>>(n, (int)c, dy, ids,
                                                                                                   dt);
