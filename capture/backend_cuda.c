@@ -54,10 +54,10 @@
 #include "kernels/cuda/step_copy.h"
 /* cuBLASLt workspace shared by every GEMM of the program (one stream, so one
  * GEMM at a time); 32 MiB covers the split-K and stream-K configurations the
- * heuristic returns for the sizes ge2 trains in fp32 and TF32 (with 16 the
- * fp32 GPT's step took 4% longer on an H100). Programs of 16-bit GEMMs
- * (precision BF16 or FP16) get 16 MiB: the bf16 GPT's step kept its speed
- * (bench/RESULTS.md), and its memory target needs the room. */
+ * heuristic returns for the sizes ge2 trains in fp32 and TF32 (less made the
+ * fp32 GPT's step slower). Programs of 16-bit GEMMs (precision BF16 or
+ * FP16) get 16 MiB: the bf16 GPT's step kept its speed with it, and its
+ * memory target needs the room (bench/RESULTS.md has both measurements). */
 #define GE2_CUDA_WORKSPACE_BYTES ((size_t)32 << 20)
 #define GE2_CUDA_WORKSPACE_BYTES_16BIT ((size_t)16 << 20)
 

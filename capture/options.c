@@ -1,6 +1,6 @@
 /* Compile options: their defaults, what the environment overrides for
  * debugging, and what the kernels see of them. The only file of the library
- * that reads the environment; README's "Environment" lists every variable.
+ * that reads the environment; docs/options.md lists every variable.
  *
  * Variables take "0" for off and anything else non-empty for on; unset or
  * empty leaves the option as the caller set it. */

@@ -164,7 +164,7 @@ ge2_status ge2_opt_validate(const ge2_optimizer_config *c)
  * Data parallel the same threshold holds: there the gradients live until
  * the backward's end either way, and a layer's update waiting for its own
  * all-reduce, not for every bucket, is what the extra launches buy
- * (bench/RESULTS.md, fourteenth session). */
+ * (bench/RESULTS.md, "where the data-parallel step waits"). */
 #define PER_PARAMETER_MIN_BYTES_PER_NODE ((size_t)24 << 20)
 
 /* Why per-parameter updates cannot run on this graph and config (into why),

@@ -1,7 +1,7 @@
 /* The optimizer update math: the one place torch.optim's formulas live.
  *
  * Static inline and free of host-only calls, so the CPU kernel
- * (ops/optimizer/cpu.c) and the CUDA kernel (kernels/cuda/) compile the
+ * (ops/optimizer/cpu.c) and the CUDA kernel (ops/optimizer/cuda.cu) compile the
  * same lines; a difference between backends is then a reduction-order
  * difference, never a formula difference.
  *

@@ -20,8 +20,8 @@
  * fail instead of hanging, naming the rank; NCCL's set-up calls that wait
  * for every peer end the process when they take longer.
  *
- * Several machines: the same command with mpirun's --hostfile; README's
- * "Data parallel" section lists the NCCL environment a cluster needs.
+ * Several machines: the same command with mpirun's --hostfile;
+ * docs/data-parallel.md lists the NCCL environment a cluster needs.
  */
 #ifndef GE2_DIST_H
 #define GE2_DIST_H

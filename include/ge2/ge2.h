@@ -582,7 +582,7 @@ ge2_status ge2_precision_parse(const char *name, ge2_precision *out);
 
 /* Every behaviour switch of a compiled program. Start from
  * ge2_compile_defaults(); the environment may override some of them for
- * debugging (README, "Environment"). A switch that changes the plan or the
+ * debugging (docs/options.md). A switch that changes the plan or the
  * kernels is part of every graph key of the program. */
 typedef struct ge2_compile_options {
     ge2_precision precision; /* the GEMMs' arithmetic (GE2_PRECISION_FP32: fp32, CUDA matches the CPU) */

@@ -329,9 +329,9 @@ ge2_status ge2_gemm_plan_try(ge2_gemm_plan *p, const ge2_launch *launch, bool tr
     }
     p->tf32 = launch->tf32;
     // precision BF16: bf16 operands (the copies), fp32 sums. Not
-    // CUBLAS_COMPUTE_32F_FAST_16BF on the fp32 operands: it may run them
-    // in TF32 instead, and on an H100 it did (op_agreement_test's
-    // test_bf16_gemm_rounds_operands, docs/mixed-precision.md)
+    // CUBLAS_COMPUTE_32F_FAST_16BF on the fp32 operands: cuBLASLt may run
+    // them in TF32 instead, which op_agreement_test's
+    // test_bf16_gemm_rounds_operands catches (docs/mixed-precision.md)
     cublasComputeType_t compute = p->tf32 && !p->bf16 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     LT_CHECK(cublasLtMatmulDescCreate(&p->desc, compute, CUDA_R_32F));
     int32_t ta = trans_a_lt ? CUBLAS_OP_T : CUBLAS_OP_N;

@@ -506,8 +506,8 @@ static size_t attn_smem_of(ge2_op op, int mma)
 }
 
 // The tiled kernels take rows of up to one tile's width, a head per
-// blockIdx.y, and their shared memory must fit this GPU's blocks (an H100
-// grants 227 KiB; some GPUs under 140 KiB): otherwise the row kernels run.
+// blockIdx.y, and their shared memory must fit what this GPU grants a
+// block (it differs between GPUs): otherwise the row kernels run.
 static bool attn_tiled(const ge2_launch *l, const ge2_attn_geom &g, int mma)
 {
     int device = 0, optin = 0;

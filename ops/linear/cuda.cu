@@ -166,8 +166,8 @@ static ge2_status linear_prepare(ge2_launch *launch, bool fuse)
 }
 
 // A fused activation epilogue or the plain GEMM with ge2's act kernel,
-// whichever is faster (GELU_AUX_BIAS, which also writes z, took 165 us on
-// an H100 where the plain GEMM takes 35: bench/RESULTS.md)
+// whichever is faster: an epilogue that also writes z (GELU_AUX_BIAS) can
+// cost several plain GEMMs (bench/RESULTS.md has the measurement)
 extern "C" ge2_status ge2_cuda_linear_prepare(ge2_launch *launch)
 {
     return ge2_gemm_prepare_timed(launch, linear_prepare);

@@ -362,7 +362,7 @@ static ge2_status grad_input_prepare(ge2_launch *launch, bool fuse)
     p->tiled_bind = grad_input_tiled_bind;
     // dx stored in bf16 (the storage pass's): the GEMM writes it in bf16,
     // the post step applies act' and sums db from it (cuBLASLt's DGELU
-    // epilogues on bf16 took twice the plain GEMM on an H200:
+    // epilogues on bf16 were slower than the plain GEMM and the post step:
     // bench/RESULTS.md)
     p->d_bf16 = ge2_cuda_linear_d_bf16(launch);
     p->d_scratch = ge2_cuda_linear_d_in_scratch(launch);
@@ -386,8 +386,8 @@ static ge2_status grad_input_prepare(ge2_launch *launch, bool fuse)
 }
 
 // The fused act' epilogue or the plain GEMM and the post kernel, whichever
-// is faster (cuBLASLt's DGELU epilogue took 300 us on an H100 where the
-// GEMM alone runs in 35-47 us: bench/RESULTS.md)
+// is faster: cuBLASLt's DGELU epilogue can cost several plain GEMMs
+// (bench/RESULTS.md has the measurement)
 extern "C" ge2_status ge2_cuda_linear_grad_input_prepare(ge2_launch *launch)
 {
     return ge2_gemm_prepare_timed(launch, grad_input_prepare);
