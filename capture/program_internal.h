@@ -1,5 +1,5 @@
-/* The compiled program, private to capture/ (program.c, the backends,
- * checkpoint.c).
+/* The compiled program, private to capture/ (program*.c, the backends) and
+ * the tests; the modules beside capture/ use capture/program_state.h.
  *
  * A program owns the persistent state every graph key shares (parameter,
  * gradient and optimizer-state pools, constants, the control block) and a
@@ -36,6 +36,7 @@
 #define GE2_CAPTURE_PROGRAM_INTERNAL_H
 
 #include "capture/backend.h"
+#include "capture/program_state.h"
 #include "graph/control.h"
 #include "graph/ir.h"
 #include "planner/plan.h"
@@ -154,43 +155,13 @@ struct ge2_program {
  * control block's count of out-of-range labels and ids. */
 static inline int ge2_program_slot_results(const ge2_program *program) { return program->n_results + 1; }
 
-/* --- for the other capture/ files (checkpoint, backends) --------------- */
+/* --- for the other capture/ files (the backends); checkpoint/, dist/ and
+ * the tests reach the program through capture/program_state.h ----------- */
 
 /* Fails (GE2_ERR_OUT_OF_MEMORY, with both figures) when bytes exceed what
  * the backend can still allocate; fn is the caller for the message, what
  * names the bytes ("the activations of a batch of 64"). */
 ge2_status ge2_program_check_memory(ge2_program *program, const char *fn, double bytes, const char *what);
-/* The flat pools (device pointers on CUDA). */
-ge2_flat_pools ge2_program_pools(const ge2_program *program);
-/* After anything but the optimizer wrote the parameter pool (the initial
- * values, ge2_program_set_parameter, a checkpoint, a broadcast): rounds it
- * into the bf16 copies GEMMs read (pools.copies), ordered before the next
- * step. Nothing to do without copies. */
-ge2_status ge2_program_parameters_written(ge2_program *program);
-/* The persistent buffers' pool (device memory on CUDA): layout->buffer_bytes. */
-void *ge2_program_buffers(const ge2_program *program);
-/* The backend and its per-program context. */
-const ge2_backend *ge2_program_backend(const ge2_program *program, ge2_backend_ctx **ctx);
-const ge2_layout *ge2_program_layout(const ge2_program *program);
-const ge2_graph *ge2_program_graph(const ge2_program *program);
-/* The user's graph the program was compiled from (its parameters, buffers
- * and their checkpoint aliases, which a later ge2_checkpoint_alias sets
- * there): the same as ge2_program_graph but under precision BF16's storage
- * pass, whose copy keeps the ids. */
-const ge2_graph *ge2_program_source_graph(const ge2_program *program);
-/* Whether t is a tensor of the program's graph or of the user's graph it
- * was compiled from (same ids), so t->id names it in the program. */
-bool ge2_program_has_tensor(const ge2_program *program, const ge2_tensor *t);
-/* The optimizer's config, NULL when the graph has none. */
-const ge2_optimizer_config *ge2_program_optimizer_config(const ge2_program *program);
-
-/* Host mirror of the control block. Write it, then upload, between steps. */
-ge2_control *ge2_program_control_host(ge2_program *program);
-/* Copies the whole mirror to the device control block (checkpoint load). */
-ge2_status ge2_program_upload_control(ge2_program *program);
-/* Waits for the device, then refreshes the whole mirror from it. */
-ge2_status ge2_program_download_control(ge2_program *program);
-
 /* A pinned buffer an asynchronous copy reads (or writes) is refilled (or
  * read) only after ge2_program_source_wait on the fence recorded
  * (ge2_program_source_record) after that copy, or once

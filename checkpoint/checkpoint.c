@@ -26,7 +26,7 @@
 #include <string.h>
 
 #include "checkpoint/safetensors.h"
-#include "capture/program_internal.h"
+#include "capture/program_state.h"
 #include "graph/alloc.h"
 #include "graph/error.h"
 #include "optim/optimizer_math.h"

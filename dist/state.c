@@ -4,7 +4,7 @@
  * apply the same averaged update each step and stay identical. */
 #include <stdio.h>
 
-#include "capture/program_internal.h"
+#include "capture/program_state.h"
 #include "dist/dist_internal.h"
 #include "graph/alloc.h"
 #include "graph/error.h"
