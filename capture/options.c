@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "capture/program_internal.h"
+#include "fusion/fusion.h"
 #include "graph/error.h"
 
 ge2_compile_options ge2_compile_defaults(void)
@@ -91,9 +92,11 @@ ge2_status ge2_options_resolve(const ge2_compile_options *given, ge2_program_opt
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_compile: disable_fusions is longer than %zu characters",
                          sizeof out->disable_fusions - 1);
     snprintf(out->disable_fusions, sizeof out->disable_fusions, "%s", disabled ? disabled : "");
-    GE2_TRY(env_fusion("GE2_MLP_STEP", "mlp_step", out->disable_fusions, sizeof out->disable_fusions));
-    GE2_TRY(env_fusion("GE2_HEAD_KERNEL", "head", out->disable_fusions, sizeof out->disable_fusions));
-    GE2_TRY(env_fusion("GE2_TAIL_COPIES", "tail_copies", out->disable_fusions, sizeof out->disable_fusions));
+    for (int i = 0; i < ge2_fusion_pattern_count(); i++) { /* the rows with a switch of their own */
+        const ge2_fusion_pattern *row = ge2_fusion_pattern_at(i);
+        if (row->switch_env)
+            GE2_TRY(env_fusion(row->switch_env, row->name, out->disable_fusions, sizeof out->disable_fusions));
+    }
     o->disable_fusions = out->disable_fusions;
     GE2_TRY(ge2_fusion_set_parse(out->disable_fusions, &out->fusions));
 

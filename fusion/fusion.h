@@ -144,6 +144,10 @@ __attribute__((format(printf, 3, 4))) static inline bool ge2_fusion_no(char *why
 typedef struct ge2_fusion_pattern {
     const char *name; /* what ge2_compile_options.disable_fusions names */
     const char *what; /* one line for dumps and docs */
+    /* An environment variable whose value 0 switches the row off, for
+     * debugging (docs/options.md); NULL for none. capture/options.c reads
+     * it through the registry, so it names no pattern. */
+    const char *switch_env;
     /* A rewrite row: rewrites the graph (graph/rewrite.h), *n_fused = how
      * many fused nodes it made; `log`, when not NULL, gets a line per fused
      * node and per candidate it declined, with the reason. NULL for a

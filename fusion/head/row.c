@@ -46,6 +46,7 @@ static ge2_status example(ge2_graph **graph)
 const ge2_fusion_pattern ge2_fusion_head = {
     .name = "head",
     .what = "a small classifier head's LINEAR + cross-entropy, and its two backward GEMMs, one kernel per pair",
+    .switch_env = "GE2_HEAD_KERNEL",
     .match = match,
     .cuda = &cuda,
     .example = example,

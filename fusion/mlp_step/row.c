@@ -59,6 +59,7 @@ static ge2_status example(ge2_graph **graph)
 const ge2_fusion_pattern ge2_fusion_mlp_step = {
     .name = "mlp_step",
     .what = "a small MLP's whole training step (forward, cross-entropy, backward, optimizer) in one kernel",
+    .switch_env = "GE2_MLP_STEP",
     .match = match,
     .cuda = &cuda,
     .example = example,

@@ -56,6 +56,7 @@ static ge2_status example(ge2_graph **graph)
 const ge2_fusion_pattern ge2_fusion_tail_copies = {
     .name = "tail_copies",
     .what = "the step's last optimizer update also copies the loss and metrics back",
+    .switch_env = "GE2_TAIL_COPIES",
     .match = match,
     .cuda = &cuda,
     .example = example,
