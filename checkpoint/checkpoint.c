@@ -371,6 +371,12 @@ static ge2_status ck_match(const ge2_st_file *f, const char *path, ck_layout *l,
         const ge2_st_tensor *t = &l->tensors[k];
         const uint8_t *data;
         if (transposed && l->source[k]->conv1d) {
+            const ge2_st_entry *e = ge2_st_find(f, t->name);
+            if (e && (e->rank != 2 || e->shape[0] != t->shape.dim[1] || e->shape[1] != t->shape.dim[0]))
+                return ge2_error(GE2_ERR_FORMAT, "%s: tensor %s is not [%lld, %lld], the [in, out] layout the file's "
+                                 "other Conv1D weights have (the model's is [%lld, %lld])", path, t->name,
+                                 (long long)t->shape.dim[1], (long long)t->shape.dim[0], (long long)t->shape.dim[0],
+                                 (long long)t->shape.dim[1]);
             GE2_TRY(ge2_st_expect(f, path, t->name, t->dtype, ck_swapped(t->shape), &data));
             ck_transpose_into((float *)t->data, data, t->shape);
         } else {

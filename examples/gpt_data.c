@@ -141,7 +141,8 @@ ge2_status gpt_data_encode(const gpt_data *d, const char *text, int32_t *ids, in
         size_t best_len = 0;
         for (int i = 0; i < d->vocab; i++) {
             const size_t l = strlen(d->pieces[i]);
-            if (l > best_len && !strncmp(p, d->pieces[i], l) && d->pieces[i][0] != '<') /* <unk>, <s>: not text */
+            const bool control = l > 2 && d->pieces[i][0] == '<' && d->pieces[i][l - 1] == '>'; /* <unk>, <0x41> */
+            if (l > best_len && !strncmp(p, d->pieces[i], l) && !control)
                 best = i, best_len = l;
         }
         if (best < 0) { /* byte fallback */

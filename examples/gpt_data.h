@@ -43,7 +43,9 @@ int32_t gpt_data_start(const gpt_data *d);
  * place the longest piece that matches (a space is SentencePiece's U+2581,
  * and the text starts with one, as spm_encode's dummy prefix), else the
  * byte's "<0xNN>" piece: a valid segmentation of the text, not always the
- * one spm_encode chooses. Errors name the byte and its place. */
+ * one spm_encode chooses. Errors name the byte and its place. At most
+ * 3·strlen(text) + 3 ids (every byte of the text and of the prefix its
+ * own). */
 ge2_status gpt_data_encode(const gpt_data *d, const char *text, int32_t *ids, int64_t cap, int64_t *n);
 /* Writes token id as text (its byte, its piece, or "<id>"). */
 void gpt_data_print(const gpt_data *d, int32_t id, FILE *out);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "graph/clock.h"
+#include "graph/error.h"
 #include "graph/rng.h"
 
 /* The k-th largest of x [n] (k in [1, n]); x is reordered. Quickselect. */
@@ -83,7 +84,9 @@ ge2_status gpt_generate_cached(ge2_program *program, const gpt_decoder *d, const
     int32_t *text = malloc(sizeof(int32_t) * (size_t)(n_prompt + s->tokens));
     float *logits = malloc(sizeof(float) * (size_t)V * 2);
     uint64_t rng = s->seed;
-    ge2_status st = text && logits && n_prompt > 0 ? GE2_OK : GE2_ERR_OUT_OF_MEMORY;
+    ge2_status st = n_prompt < 1 ? ge2_error(GE2_ERR_INVALID_ARGUMENT, "generation needs a prompt of a token at least")
+                    : text && logits ? GE2_OK
+                                     : ge2_error(GE2_ERR_OUT_OF_MEMORY, "generation: %lld tokens", (long long)s->tokens);
     /* a first step captures the key: the rate counts the steps after it
      * (this one writes row 0 of the caches as the loop's first step will) */
     if (st == GE2_OK)
@@ -117,7 +120,10 @@ ge2_status gpt_generate_recompute(ge2_program *program, const gpt_model *m, cons
     float *logits = malloc(sizeof(float) * (size_t)(T * V + V));
     int32_t *window = calloc((size_t)T, sizeof(int32_t)), *targets = calloc((size_t)T, sizeof(int32_t));
     uint64_t rng = s->seed;
-    ge2_status st = logits && window && targets && n_prompt > 0 ? GE2_OK : GE2_ERR_OUT_OF_MEMORY;
+    ge2_status st = n_prompt < 1 ? ge2_error(GE2_ERR_INVALID_ARGUMENT, "generation needs a prompt of a token at least")
+                    : logits && window && targets ? GE2_OK
+                                                  : ge2_error(GE2_ERR_OUT_OF_MEMORY, "generation: a window of %lld "
+                                                              "logits", (long long)(T * V));
     int64_t len = n_prompt < T ? n_prompt : T;
     if (st == GE2_OK)
         memcpy(window, prompt + n_prompt - len, sizeof(int32_t) * (size_t)len);

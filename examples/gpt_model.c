@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ge2/extension.h"
+
 #define TRY(call)                        \
     do {                                 \
         ge2_status try_ = (call);        \
@@ -35,10 +37,10 @@ static ge2_status record(builder *b, ge2_tensor *p)
     if (!d)
         return GE2_OK;
     if (!p)
-        return GE2_ERR_GRAPH;
+        return ge2_error(GE2_ERR_GRAPH, "gpt_build_decoder: a layer norm's parameter is missing");
     ge2_tensor **grown = realloc(d->params, sizeof *grown * (size_t)(d->n_params + 1));
     if (!grown)
-        return GE2_ERR_OUT_OF_MEMORY;
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "gpt_build_decoder: %d parameters", d->n_params + 1);
     d->params = grown;
     d->params[d->n_params++] = p;
     return GE2_OK;
@@ -266,13 +268,14 @@ ge2_status gpt_decoder_copy_parameters(ge2_program *decoder, const gpt_decoder *
         if (bytes > have) {
             float *grown = realloc(values, bytes);
             if (!grown) {
-                st = GE2_ERR_OUT_OF_MEMORY;
+                st = ge2_error(GE2_ERR_OUT_OF_MEMORY, "the decoder's parameters: %zu bytes", bytes);
                 break;
             }
             values = grown;
             have = bytes;
         }
-        st = from ? ge2_program_get_parameter(model, from, values, bytes) : GE2_ERR_GRAPH;
+        st = from ? ge2_program_get_parameter(model, from, values, bytes)
+                  : ge2_error(GE2_ERR_GRAPH, "the model has no parameter '%s' for the decoder", ge2_tensor_name(p));
         if (st == GE2_OK)
             st = ge2_program_set_parameter(decoder, p, values, bytes);
     }

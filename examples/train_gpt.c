@@ -44,6 +44,8 @@ typedef struct options {
     /* the model's flags the user gave: a checkpoint's settings fill in the
      * others, and one that contradicts a given flag is an error */
     bool given_layer, given_head, given_embd, given_block, given_gelu, given_dropout, given_precision;
+    /* which of those --model set (not a flag the user typed: messages say so) */
+    bool preset_layer, preset_head, preset_embd, preset_block, preset_gelu, preset_dropout;
     const char *preset; /* --model: GPT-2's sizes, or NULL: the character model */
     int64_t pad_vocab;  /* --pad-vocab: the embedding's rows a multiple of it; 0: the default */
     const char *save_hf; /* --save-hf: a folder for transformers' GPT2LMHeadModel.from_pretrained */
@@ -298,16 +300,17 @@ static int parse(int argc, char **argv, options *o)
                             "--val-tokens");
         int64_t *field[4] = {&o->model.n_layer, &o->model.n_head, &o->model.n_embd, &o->model.block_size};
         bool *given[4] = {&o->given_layer, &o->given_head, &o->given_embd, &o->given_block};
+        bool *preset[4] = {&o->preset_layer, &o->preset_head, &o->preset_embd, &o->preset_block};
         const int64_t value[4] = {p->n_layer, p->n_head, p->n_embd, 1024};
         for (int i = 0; i < 4; i++)
             if (!*given[i])
-                *field[i] = value[i], *given[i] = true;
+                *field[i] = value[i], *given[i] = *preset[i] = true;
         if (!o->vocab_size)
             o->vocab_size = 50257;
         if (!o->given_dropout)
-            o->model.dropout = 0;
+            o->model.dropout = 0, o->given_dropout = o->preset_dropout = true;
         if (!o->given_gelu)
-            o->model.gelu_erf = false, o->given_gelu = true;
+            o->model.gelu_erf = false, o->given_gelu = o->preset_gelu = true;
     }
     if (o->train_tokens && !o->vocab_size && !o->init && !o->resume) /* else the file's, or an error then */
         return bad_flag("token shards need --train-tokens, --val-tokens and --vocab-size together");
@@ -325,12 +328,13 @@ static int parse(int argc, char **argv, options *o)
 
 /* The model's settings a checkpoint carries (its __metadata__ "model.*"),
  * so --resume and --init need no model flags. */
-enum { N_SETTINGS = 7, SET_BLOCK = 3, SET_VOCAB = 4, SET_GELU = 5, SET_PRECISION = 6 };
+enum { N_SETTINGS = 8, SET_BLOCK = 3, SET_VOCAB = 4, SET_GELU = 5, SET_PRECISION = 6, SET_DROPOUT = 7 };
 static const char *const setting_keys[N_SETTINGS] = {"model.n_layer", "model.n_head", "model.n_embd",
                                                      "model.block_size", "model.vocab", "model.gelu",
-                                                     "model.precision"};
+                                                     "model.precision", "model.dropout"};
 static const char *const setting_flags[N_SETTINGS] = {"--n-layer", "--n-head", "--n-embd", "--block-size",
-                                                      "--vocab-size (or the corpus's)", "--gelu", "--precision"};
+                                                      "--vocab-size (or the corpus's)", "--gelu", "--precision",
+                                                      "--dropout"};
 
 static void settings_of(const options *o, char values[N_SETTINGS][32])
 {
@@ -342,6 +346,7 @@ static void settings_of(const options *o, char values[N_SETTINGS][32])
     snprintf(values[4], 32, "%lld", (long long)m->vocab);
     snprintf(values[5], 32, "%s", m->gelu_erf ? "erf" : "tanh");
     snprintf(values[6], 32, "%s", ge2_precision_name(o->precision));
+    snprintf(values[7], 32, "%.9g", m->dropout);
 }
 
 /* Takes the file's settings for the flags not given; a given flag (or the
@@ -352,7 +357,9 @@ static void settings_of(const options *o, char values[N_SETTINGS][32])
 static int settings_from(options *o, const char *path, bool resume)
 {
     const bool given[N_SETTINGS] = {o->given_layer, o->given_head, o->given_embd, o->given_block, true,
-                                    o->given_gelu, o->given_precision && resume};
+                                    o->given_gelu, o->given_precision && resume, o->given_dropout};
+    const bool preset[N_SETTINGS] = {o->preset_layer, o->preset_head, o->preset_embd, o->preset_block, false,
+                                     o->preset_gelu, false, o->preset_dropout};
     char mine[N_SETTINGS][32], file[N_SETTINGS][64];
     char *values[N_SETTINGS];
     bool found[N_SETTINGS];
@@ -365,17 +372,25 @@ static int settings_from(options *o, const char *path, bool resume)
     }
     for (int i = 0; i < N_SETTINGS; i++) {
         const char *theirs = file[i];
-        if (!found[i] || !strcmp(theirs, mine[i]) || (i == SET_PRECISION && o->given_precision))
+        /* --init takes the run's precision whatever the file's */
+        if (!found[i] || !strcmp(theirs, mine[i]) || (i == SET_PRECISION && o->given_precision && !resume))
             continue;
         if (given[i]) {
-            char what[600];
-            snprintf(what, sizeof what, "%s is %s, but %s was saved with %s", setting_flags[i], mine[i], path, theirs);
+            char what[700];
+            if (preset[i]) /* not a flag the user typed */
+                snprintf(what, sizeof what, "--model %s sets %s %s, but %s was saved with %s (give %s %s to keep "
+                         "the file's)", o->preset, setting_flags[i], mine[i], path, theirs, setting_flags[i], theirs);
+            else
+                snprintf(what, sizeof what, "%s is %s, but %s was saved with %s", setting_flags[i], mine[i], path,
+                         theirs);
             return bad_flag(what);
         }
         int64_t v = 0;
+        double dropout = 0;
         ge2_precision precision;
         const bool ok = i == SET_GELU        ? !strcmp(theirs, "tanh") || !strcmp(theirs, "erf")
                         : i == SET_PRECISION ? ge2_precision_parse(theirs, &precision) == GE2_OK
+                        : i == SET_DROPOUT   ? cli_parse_f64(theirs, 0, 0.999, &dropout)
                                              : cli_parse_i64(theirs, 1, i == SET_BLOCK ? 4096 : INT32_MAX, &v);
         if (!ok) {
             fprintf(stderr, "train_gpt: %s%s: __metadata__ %s is '%s', not a setting of this model\n",
@@ -387,8 +402,10 @@ static int settings_from(options *o, const char *path, bool resume)
             *field[i] = v;
         else if (i == SET_GELU)
             o->model.gelu_erf = !strcmp(theirs, "erf");
-        else
+        else if (i == SET_PRECISION)
             o->precision = precision;
+        else
+            o->model.dropout = dropout;
     }
     return 0;
 }
@@ -573,7 +590,8 @@ static ge2_status generate(run *r)
 {
     const options *o = r->o;
     const gpt_config *c = &o->model;
-    const int64_t cap = (o->prompt ? (int64_t)strlen(o->prompt) : 0) + 2; /* a token is a byte at least, + the prefix */
+    /* each byte its own token at most, a space being three (U+2581), + the prefix */
+    const int64_t cap = 3 * (o->prompt ? (int64_t)strlen(o->prompt) : 0) + 4;
     int32_t *prompt = malloc(sizeof(int32_t) * (size_t)cap), *text = malloc(sizeof(int32_t) * (size_t)o->sample);
     ge2_status st = prompt && text ? GE2_OK : GE2_ERR_OUT_OF_MEMORY;
     int64_t n_prompt = 0;
@@ -640,7 +658,8 @@ static ge2_status save_hf(run *r, const ge2_checkpoint_entry *settings, int n)
             (long long)c->n_head, c->gelu_erf ? "gelu" : "gelu_new", c->dropout, c->dropout, c->dropout);
     if (fclose(f) != 0)
         return ge2_error(GE2_ERR_IO, "--save-hf: writing %s failed", path);
-    snprintf(path, sizeof path, "%s/model.safetensors", o->save_hf);
+    if (snprintf(path, sizeof path, "%s/model.safetensors", o->save_hf) >= (int)sizeof path)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "--save-hf: the path %s is too long", o->save_hf);
     const ge2_checkpoint_export_options export = {true, settings, n};
     return ge2_checkpoint_export(r->prog, path, &export);
 }
@@ -777,10 +796,11 @@ int main(int argc, char **argv)
     }
     static char init_file[4096]; /* --init FOLDER: its model.safetensors, as from_pretrained reads it */
     if (o.init && is_folder(o.init)) {
-        snprintf(init_file, sizeof init_file, "%s/model.safetensors", o.init);
+        if (snprintf(init_file, sizeof init_file, "%s/model.safetensors", o.init) >= (int)sizeof init_file)
+            code = bad_flag("--init: the folder's path is too long");
         o.init = init_file;
     }
-    if (o.train_tokens && !o.vocab_size && (code = vocab_from(&o, o.resume ? o.resume : o.init)) != 0) {
+    if (code || (o.train_tokens && !o.vocab_size && (code = vocab_from(&o, o.resume ? o.resume : o.init)) != 0)) {
         if (job && ge2_dist_world(job) > 1)
             ge2_dist_abort(job, code);
         ge2_dist_free(job);
@@ -863,7 +883,10 @@ int main(int argc, char **argv)
                (long long)gpt_data_split_len(&r.data, true), r.data.tokens ? "tokens" : "characters",
                (long long)o.model.batch, o.world, o.lr, o.min_lr,
                (long long)o.max_iters);
-        code = o.generate_only ? (generate(&r) == GE2_OK ? 0 : fail("sampling")) : train(&r, first);
+        if (!o.generate_only)
+            code = train(&r, first);
+        else /* rank 0 samples, as after training */
+            code = !is_rank0(&o) || generate(&r) == GE2_OK ? 0 : fail("sampling");
         if (!code && o.kernel_report && is_rank0(&o) && ge2_program_launch_count(r.prog, GE2_MODE_TRAIN) > 0 &&
             ge2_program_kernel_report(r.prog, GE2_MODE_TRAIN, stdout) != GE2_OK)
             code = fail("--kernel-report");

@@ -204,6 +204,18 @@ PY
         >"$tmp/padded.out" 2>&1 && grep -q '1 layers, 2 heads, 32 embd, block 16, vocab 50 (padded to 128)' "$tmp/padded.out"
 rc=$?
 check "a padded vocabulary saves its real rows and resumes without flags ($(head -c 300 "$tmp/padded.out"))" "$rc"
+# the run's settings travel with the checkpoint: a --resume that contradicts
+# one (the precision, the dropout) is refused naming both values
+resume=(--device cpu --batch 4 --max-iters 6 --eval-interval 5 --eval-iters 2 --sample 0
+    --train-tokens "$tmp/gen_train_*.bin" --val-tokens "$tmp/gen_val_*.bin" --resume "$tmp/padded.safetensors")
+expect_error "--resume in another precision" 2 "${resume[@]}" --precision bf16
+grep -q -- '--precision is bf16, but .*padded.safetensors was saved with fp32' "$tmp/err"
+rc=$?
+check "the precision's refusal names both ($(cat "$tmp/err"))" "$rc"
+expect_error "--resume with another dropout" 2 "${resume[@]}" --dropout 0.1
+grep -q -- '--dropout is 0.1, but .*padded.safetensors was saved with 0.2' "$tmp/err"
+rc=$?
+check "the dropout's refusal names both ($(cat "$tmp/err"))" "$rc"
 
 # generation: the key-value caches give the tokens the whole window gives
 # (the prompt and the sample within a block), and the prompt comes first
@@ -278,6 +290,11 @@ check "--model gpt2 builds GPT-2 124M ($(head -n 1 "$tmp/g2.out" | head -c 240))
     grep -q '^step 3: train loss' "$tmp/g2b.out"
 rc=$?
 check "--model gpt2 trains on the CPU and resumes without flags ($(tail -n 3 "$tmp/g2a.out" "$tmp/g2b.out" | tr '\n' ' ' | head -c 400))" "$rc"
+expect_error "--model whose sizes contradict the checkpoint" 2 "${g2[@]}" --model gpt2 --resume "$tmp/g2.safetensors" \
+    --max-iters 3
+grep -q -- '--model gpt2 sets --block-size 1024, but .*g2.safetensors was saved with 64 (give --block-size 64' "$tmp/err"
+rc=$?
+check "a preset's contradiction names --model, not a flag never typed ($(cat "$tmp/err"))" "$rc"
 rm -f "$tmp/g2.safetensors"
 expect_error "an id past --vocab-size" 1 "${shards[@]}" --train-tokens "$tmp/gen_train_*.bin" \
     --val-tokens "$tmp/bad_val_*.bin" --vocab-size 50

@@ -12,6 +12,9 @@ ge2_status ge2_attention_cached(ge2_graph *graph, ge2_tensor *qkv, ge2_tensor *k
         if (ts[i] && ts[i]->role != GE2_ROLE_BUFFER)
             return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_attention_cached: %s '%s' is a %s; the caches are "
                              "persistent buffers (ge2_buffer)", what[i], ts[i]->name, ge2_role_name(ts[i]->role));
+    if (k_cache && k_cache == v_cache)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_attention_cached: '%s' is both the k and the v cache; each "
+                         "needs a buffer of its own", k_cache->name);
     ge2_attrs a;
     memset(&a, 0, sizeof a);
     const ge2_attention_cached_attrs own = {n_head};

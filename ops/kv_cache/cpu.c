@@ -19,11 +19,12 @@
         const int64_t batch = l->in[1].shape.dim[0], len = l->in[1].shape.dim[1], c = l->in[1].shape.dim[2];    \
         const int64_t heads = ge2_attention_cached_heads(l->node), d = c / heads;                               \
         const T scale = (T)(1.0 / sqrt((double)d));                                                             \
-        for (int64_t b = 0; b < batch; b++) {                                                                   \
-            const int64_t p = positions[b];                                                                     \
-            if (p < 0 || p >= len)                                                                              \
+        for (int64_t b = 0; b < batch; b++) /* all checked before any cache is written */                       \
+            if (positions[b] < 0 || positions[b] >= len)                                                        \
                 return ge2_bad_index_error(ge2_op_name(l->node->op), l->node->id, GE2_BAD_POSITION, b,          \
                                            positions[b], len);                                                  \
+        for (int64_t b = 0; b < batch; b++) {                                                                   \
+            const int64_t p = positions[b];                                                                     \
             const T *q = qkv + b * 3 * c;                                                                       \
             T *keys = kc + b * len * c, *values = vc + b * len * c;                                             \
             memcpy(keys + p * c, q + c, sizeof(T) * (size_t)c);                                                 \

@@ -194,6 +194,27 @@ START_TEST(specialization_errors)
 END_TEST
 
 /* A user may take a name the builder would generate; the builder steps around it. */
+/* The key-value cache's attention: its caches are buffers of their own, and
+ * every shape is checked by name */
+START_TEST(attention_cached_errors)
+{
+    ge2_tensor *qkv = input("qkv", GE2_F32, ge2_shape2(2, 12)), *pos = input("pos", GE2_I32, ge2_shape1(2)), *k, *v, *y;
+    ge2_tensor *plain = input("plain", GE2_F32, ge2_shape3(2, 8, 4));
+    const ge2_init zeros = {GE2_INIT_ZEROS, 0, 0, 0};
+    ck_assert_int_eq(ge2_buffer(g, "cache.k", GE2_F32, ge2_shape3(2, 8, 4), zeros, &k), GE2_OK);
+    ck_assert_int_eq(ge2_buffer(g, "cache.v", GE2_F32, ge2_shape3(2, 8, 4), zeros, &v), GE2_OK);
+    EXPECT_ERR(ge2_attention_cached(g, qkv, plain, v, pos, 2, &y), GE2_ERR_INVALID_ARGUMENT, "persistent buffers");
+    EXPECT_ERR(ge2_attention_cached(g, qkv, k, k, pos, 2, &y), GE2_ERR_INVALID_ARGUMENT, "both the k and the v cache");
+    EXPECT_ERR(ge2_attention_cached(g, qkv, k, v, pos, 3, &y), GE2_ERR_SHAPE, "3 heads do not divide the 4 channels");
+    EXPECT_ERR(ge2_attention_cached(g, input("qkv2", GE2_F32, ge2_shape2(2, 9)), k, v, pos, 2, &y), GE2_ERR_SHAPE,
+               "expected qkv [B, 3C]");
+    EXPECT_ERR(ge2_attention_cached(g, qkv, k, v, input("pos3", GE2_I32, ge2_shape1(3)), 2, &y), GE2_ERR_SHAPE,
+               "expected i32 [2]");
+    ck_assert_int_eq(ge2_attention_cached(g, qkv, k, v, pos, 2, &y), GE2_OK);
+    ck_assert_int_eq(ge2_tensor_shape(y).dim[1], 4);
+}
+END_TEST
+
 START_TEST(generated_names_never_clash)
 {
     ge2_tensor *a = input("add_1", GE2_F32, ge2_shape1(2)), *y;
@@ -211,6 +232,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, shape_mismatch_names_op_tensors_and_shapes);
     tcase_add_test(tc, dtype_mismatch_and_unsupported_dtype);
+    tcase_add_test(tc, attention_cached_errors);
     tcase_add_test(tc, null_handles_and_bad_arguments);
     tcase_add_test(tc, tensor_from_another_graph);
     tcase_add_test(tc, backward_errors);
