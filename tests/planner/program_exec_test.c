@@ -545,6 +545,51 @@ START_TEST(test_two_keys_train_one_model)
 }
 END_TEST
 
+/* Growing the shared arena is one path whatever the order keys come in:
+ * keys made smallest first (the arena grows, every earlier key is resolved
+ * again into the new one) train bit for bit as keys made largest first. */
+START_TEST(test_keys_in_any_order_train_alike)
+{
+    const int64_t made[2][3] = {{7, 12, 16}, {16, 12, 7}}, steps[6] = {16, 7, 12, 7, 16, 12};
+    float *after[2];
+    size_t arena[2], bytes[2];
+    for (int run = 0; run < 2; run++) {
+        net n;
+        build_net(&n, GE2_OPT_ADAM);
+        ge2_context *ctx;
+        ge2_program *prog = compile_cpu(n.graph, false, &ctx);
+        uint64_t rng = 33;
+        float x[16 * 12];
+        int32_t y[16];
+        ge2_feed f[2];
+        void *ptrs[2];
+        for (int k = 0; k < 3; k++) { /* the keys, planned and prepared in this run's order */
+            net_feeds(&n, made[run][k], &rng, x, y, f);
+            ck_assert_int_eq(ge2_program_feed_buffers(prog, GE2_MODE_TRAIN, f, 2, ptrs), GE2_OK);
+        }
+        ck_assert_int_eq(ge2_program_key_count(prog), 3);
+        rng = 44;
+        for (int s = 0; s < 6; s++) {
+            net_feeds(&n, steps[s], &rng, x, y, f);
+            ck_assert_msg(ge2_program_step(prog, GE2_MODE_TRAIN, f, 2) == GE2_OK, "%s", ge2_last_error());
+        }
+        ck_assert_int_eq(ge2_program_sync(prog), GE2_OK);
+        bytes[run] = tensor_bytes(n.w, n.w->shape);
+        after[run] = malloc(bytes[run]);
+        ck_assert_int_eq(ge2_program_get_parameter(prog, n.w, after[run], bytes[run]), GE2_OK);
+        arena[run] = prog->arena_bytes;
+        ge2_program_free(prog);
+        ge2_context_free(ctx);
+        ge2_graph_free(n.graph);
+    }
+    ck_assert_uint_eq(arena[0], arena[1]);
+    ck_assert_uint_eq(bytes[0], bytes[1]);
+    ck_assert_msg(memcmp(after[0], after[1], bytes[0]) == 0, "keys made smallest first trained another model");
+    free(after[0]);
+    free(after[1]);
+}
+END_TEST
+
 /* The CPU backend behind a wrapper that fails chosen exec_prepare calls and,
  * like CUDA, refuses to run an exec that is not prepared. */
 static int prepare_failures; /* the next this many prepares fail */
@@ -753,6 +798,7 @@ int main(void)
         test_dump_passes,
         test_metrics_sum_outputs,
         test_two_keys_train_one_model,
+        test_keys_in_any_order_train_alike,
         test_failed_prepare_during_arena_growth,
         test_set_lr_reaches_update,
         test_feed_errors,
