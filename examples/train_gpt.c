@@ -469,6 +469,15 @@ static int fail(const char *what)
     return 1;
 }
 
+/* main's end: a failing rank ends the others, and the job is left */
+static int leave(int code)
+{
+    if (code && job && ge2_dist_world(job) > 1)
+        ge2_dist_abort(job, code);
+    ge2_dist_free(job);
+    return code;
+}
+
 static bool is_rank0(const options *o)
 {
     return o->rank == 0;
@@ -801,10 +810,7 @@ int main(int argc, char **argv)
         o.init = init_file;
     }
     if (code || (o.train_tokens && !o.vocab_size && (code = vocab_from(&o, o.resume ? o.resume : o.init)) != 0)) {
-        if (job && ge2_dist_world(job) > 1)
-            ge2_dist_abort(job, code);
-        ge2_dist_free(job);
-        return code;
+        return leave(code);
     }
     run r = {.o = &o};
     if (o.train_tokens ? gpt_data_load_tokens(o.train_tokens, o.val_tokens, o.vocab_size, o.tokenizer, &r.data) != GE2_OK
@@ -822,10 +828,7 @@ int main(int argc, char **argv)
     const char *from = o.resume ? o.resume : o.init;
     if ((from && (code = settings_from(&o, from, o.resume != NULL)) != 0) || (code = check_model(&o, &r.data)) != 0) {
         gpt_data_free(&r.data);
-        if (job && ge2_dist_world(job) > 1)
-            ge2_dist_abort(job, code);
-        ge2_dist_free(job);
-        return code;
+        return leave(code);
     }
     code = 1;
     int64_t first = 0; /* the step a --resume continues from */
@@ -898,8 +901,5 @@ int main(int argc, char **argv)
     free(r.x);
     free(r.y);
     gpt_data_free(&r.data);
-    if (code && job && ge2_dist_world(job) > 1)
-        ge2_dist_abort(job, code);
-    ge2_dist_free(job);
-    return code;
+    return leave(code);
 }
