@@ -53,7 +53,7 @@ ge2_status ge2_ag_dy_tensor(ge2_autograd *ag, int dy, int *out)
         ge2_graph *g = ag->graph;
         ge2_attrs a;
         memset(&a, 0, sizeof a);
-        a.loss.dtype = g->tensors[g->loss]->dtype;
+        GE2_ATTRS(ge2_loss_scale_attrs, a)->dtype = g->tensors[g->loss]->dtype;
         GE2_TRY(ge2_ag_emit(ag, GE2_OP_LOSS_SCALE, NULL, 0, &a, &ag->seed));
         snprintf(g->tensors[ag->seed]->name, sizeof g->tensors[ag->seed]->name, "ge2_grad_seed");
     }
@@ -154,7 +154,7 @@ static ge2_status give_gradient(ge2_autograd *ag, ge2_tensor *leaf, int grad)
     if (gt->producer < 0 || g->nodes[gt->producer].phase != GE2_PHASE_BACKWARD || gt->grad_of >= 0) {
         ge2_attrs a;
         memset(&a, 0, sizeof a);
-        a.scale.alpha = 1.0;
+        GE2_ATTRS(ge2_scale_attrs, a)->alpha = 1.0;
         GE2_TRY(ge2_ag_emit(ag, GE2_OP_SCALE, &grad, 1, &a, &grad));
     }
     ge2_tensor *t = g->tensors[grad];

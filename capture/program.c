@@ -53,7 +53,7 @@ const ge2_optimizer_config *ge2_program_optimizer_config(const ge2_program *prog
 {
     if (program->optimizer_node < 0)
         return NULL;
-    return &program->graph->nodes[program->optimizer_node].attrs.optim.config;
+    return &GE2_ATTRS(ge2_optim_attrs, program->graph->nodes[program->optimizer_node].attrs)->config;
 }
 
 ge2_control *ge2_program_control_host(ge2_program *program) { return program->control_host; }

@@ -1,5 +1,6 @@
-/* The graph IR every module works on: tensors, nodes, the attribute
- * structs of ge2's own ops, and the op registry's lookups.
+/* The graph IR every module works on: tensors, nodes (their attributes
+ * as bytes each op family reads as its own struct), and the op registry's
+ * lookups.
  *
  * Tensors and nodes are referred to by index (tensor id, node id) inside one
  * graph; the public ge2_tensor* handle is the tensor record itself, which
@@ -16,8 +17,6 @@ extern "C" {
 #endif
 
 #define GE2_NAME_MAX 96
-/* ge2_reduce_attrs.axis for "all elements". */
-#define GE2_AXIS_ALL (-100)
 /* Number of f32 elements each parameter is aligned to inside the flat pools
  * (256 bytes), so a kernel may sweep the pools as one array. */
 #define GE2_PARAM_ALIGN_ELEMS 64
@@ -31,161 +30,31 @@ typedef enum ge2_phase {
 
 /* ------------------------------------------------------------- attributes */
 
-typedef struct ge2_linear_attrs {
-    ge2_activation act;
-    float slope; /* leaky_relu */
-} ge2_linear_attrs;
-
-typedef struct ge2_matmul_attrs {
-    bool trans_a, trans_b;
-} ge2_matmul_attrs;
-
-typedef struct ge2_scale_attrs {
-    double alpha;
-} ge2_scale_attrs;
-
-typedef struct ge2_act_attrs {
-    ge2_activation act;
-    float slope;
-    /* ACTIVATION_BACKWARD, LINEAR_GRAD_INPUT: the saved input is y = act(z), not z
-     * (LINEAR_GRAD_INPUT's relu from z reads LINEAR's U8 bit-mask instead) */
-    bool from_output;
-    /* LINEAR_GRAD_INPUT with a saved z: output 2 (beside dx and db) is
-     * act(z) made again, for the next layer's weight gradient, so the
-     * forward's y need not live until the backward (fusion/recompute_act) */
-    bool recompute;
-} ge2_act_attrs;
-
-typedef struct ge2_reduce_attrs {
-    int axis; /* normalized to [0, ndim), or GE2_AXIS_ALL */
-} ge2_reduce_attrs;
-
-typedef struct ge2_reshape_attrs {
-    ge2_shape shape; /* may hold one -1; unused when the like input is given */
-} ge2_reshape_attrs;
-
-/* EXPAND and REDUCE_TO (each is the other's backward): out = (x broadcast
- * up, or summed down, to like's shape) * scale [/ factor when mean]. Builders
- * always set scale (1 for a plain broadcast or sum). */
-typedef struct ge2_expand_attrs {
-    double scale; /* EXPAND multiplies by this (mean's backward: 1/n) */
-    /* Also divide by numel(larger shape) / numel(smaller shape), taken from the
-     * launch's concrete shapes: mean's 1/n stays right when a graph key changes
-     * the batch, which a literal scale would not. */
-    bool mean;
-} ge2_expand_attrs;
-
-/* PERMUTE: output dim i is input dim perm[i] (the first ndim entries). */
-typedef struct ge2_permute_attrs {
-    int perm[GE2_MAX_DIMS];
-} ge2_permute_attrs;
-
-typedef struct ge2_concat_attrs {
-    int axis;
-} ge2_concat_attrs;
-
-typedef struct ge2_slice_attrs {
-    int axis;
-    int64_t start, end;
-} ge2_slice_attrs;
-
-typedef struct ge2_loss_attrs {
-    float label_smoothing;
-    /* CROSS_ENTROPY: the loss is this node's output itself (set by its
-     * backward rule), so its gradient output is the backward's start and
-     * carries the control block's loss_scale; else the rule multiplies it
-     * by an upstream gradient that carries the scale already */
-    bool seeds_backward;
-    ge2_dtype dtype; /* LOSS_SCALE: the seed's, which is the loss's */
-} ge2_loss_attrs;
-
-typedef struct ge2_optim_attrs {
-    ge2_optimizer_config config;
-    /* OPTIMIZER_UPDATE: how many update nodes the step runs (1 flat, one per
-     * layer per-parameter); the last to finish commits the step
-     * (optim/optimizer_math.h). 0 reads as 1. */
-    int update_nodes;
-} ge2_optim_attrs;
-
-/* CONV2D and its backward ops: PyTorch's Conv2d arguments, per axis (h, w). */
-typedef struct ge2_conv2d_attrs {
-    int stride[2], padding[2], dilation[2];
-    int groups;
-} ge2_conv2d_attrs;
-
-/* MAX_POOL2D, AVG_POOL2D and their backward ops, per axis (h, w). Average
- * pooling divides by the whole window, padding included (PyTorch's
- * count_include_pad=True). */
-typedef struct ge2_pool2d_attrs {
-    int kernel[2], stride[2], padding[2];
-} ge2_pool2d_attrs;
-
-/* BATCH_NORM: PyTorch's BatchNorm momentum and eps. relu: y = max(0, ·),
- * and on its backward ops the gradient is taken through that relu (their
- * extra last input is y): the bn_relu fusion's form (fusion/bn_relu). */
-typedef struct ge2_batch_norm_attrs {
-    double momentum, eps;
-    bool relu;
-} ge2_batch_norm_attrs;
-
-/* ATTENTION and its backward ops: causal masking (query t sees keys 0..t),
- * the score scale (0: 1/sqrt(D)) and the layout: [..., T, D] (heads
- * outside the positions), or with heads_inner [..., T, H, D] (heads inside
- * them, as a [B, T, C] projection reshaped: no copy to split heads), or
- * packed (heads_inner too): q, k and v are one input [..., T, 3H, D] (q's
- * heads, then k's, then v's), a [B, T, 3C] projection reshaped, and the
- * backward makes one dqkv of that shape: no copies to split q, k, v or to
- * join their gradients. */
-typedef struct ge2_attention_attrs {
-    bool causal;
-    bool heads_inner;
-    bool packed;
-    double scale;
-    double dropout;  /* train steps zero each attention weight with this probability (ge2_attention_dropout) */
-    uint32_t stream; /* the dropout's random stream (ge2_philox_step_draw): the node's id when dropout was set */
-} ge2_attention_attrs;
-
-/* DROPOUT and DROPOUT_BACKWARD: the probability p of zeroing an element
- * (kept ones scale by 1/(1-p)), and the stream, which tells this dropout's
- * draws from every other's in the step (the forward's and its backward's
- * are the same, so the backward draws the same mask again). */
-typedef struct ge2_dropout_attrs {
-    double p;
-    uint32_t stream;
-} ge2_dropout_attrs;
-
-/* EMBEDDING_BACKWARD: the table's row count (the gradient's first dim). */
-typedef struct ge2_embedding_attrs {
-    int64_t rows;
-} ge2_embedding_attrs;
-
-/* LAYER_NORM: PyTorch's LayerNorm eps. */
-typedef struct ge2_layer_norm_attrs {
-    double eps;
-} ge2_layer_norm_attrs;
-
+/* A node's attributes: bytes each op family reads as its own struct,
+ * declared in the family's header (ops/<family>/<family>.h), so adding an op
+ * never edits the IR. Read and written through GE2_ATTRS; a registered op's
+ * builder gives at most GE2_OP_ATTRS_BYTES of them (ge2_node_attrs). */
+#define GE2_NODE_ATTRS_BYTES 256
 typedef union ge2_attrs {
-    ge2_linear_attrs linear;
-    ge2_matmul_attrs matmul;
-    ge2_scale_attrs scale;
-    ge2_act_attrs act;
-    ge2_reduce_attrs reduce;
-    ge2_reshape_attrs reshape;
-    ge2_expand_attrs expand;
-    ge2_concat_attrs concat;
-    ge2_permute_attrs permute;
-    ge2_slice_attrs slice;
-    ge2_loss_attrs loss;
-    ge2_optim_attrs optim;
-    ge2_conv2d_attrs conv2d;
-    ge2_pool2d_attrs pool2d;
-    ge2_batch_norm_attrs batch_norm;
-    ge2_layer_norm_attrs layer_norm;
-    ge2_embedding_attrs embedding;
-    ge2_dropout_attrs dropout;
-    ge2_attention_attrs attention;
-    unsigned char bytes[GE2_OP_ATTRS_BYTES]; /* a registered op's own attrs (ge2_node_attrs) */
+    unsigned char bytes[GE2_NODE_ATTRS_BYTES];
+    double align_double; /* the strictest member alignment of any family's struct */
+    int64_t align_i64;
+    void *align_pointer;
 } ge2_attrs;
+
+/* attrs (an lvalue of ge2_attrs, e.g. node->attrs) as a family's struct:
+ * GE2_ATTRS(ge2_linear_attrs, node->attrs)->act. The union holds a char
+ * array, so these accesses alias every copy of the attrs. */
+#define GE2_ATTRS(type, attrs) ((type *)(void *)(attrs).bytes)
+
+/* Declared after each family's struct: it fits a node's attrs. */
+#ifdef __cplusplus
+#define GE2_ATTRS_FIT(type) \
+    static_assert(sizeof(type) <= GE2_NODE_ATTRS_BYTES && alignof(type) <= alignof(ge2_attrs), #type " fits ge2_attrs")
+#else
+#define GE2_ATTRS_FIT(type) \
+    _Static_assert(sizeof(type) <= GE2_NODE_ATTRS_BYTES && _Alignof(type) <= _Alignof(ge2_attrs), #type " fits ge2_attrs")
+#endif
 
 /* ---------------------------------------------------------- tensors, nodes */
 

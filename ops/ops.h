@@ -9,6 +9,7 @@
 #define GE2_OPS_OPS_H
 
 #include "ge2/extension.h"
+#include "graph/ir.h"
 
 enum {
 #define GE2_BUILTIN_OP(id, def) GE2_OP_##id,
@@ -22,5 +23,19 @@ enum {
  * all before any unprioritized constructor (tests, users). */
 #define GE2_OP_BUILTIN_PRIORITY 1001
 #define GE2_OP_CANDIDATES_PRIORITY 1002
+
+/* The attributes of the ops the engine emits itself (GE2_ATTRS). */
+/* SCALE: out = alpha * x (autograd copies a gradient with alpha 1). */
+typedef struct ge2_scale_attrs {
+    double alpha;
+} ge2_scale_attrs;
+GE2_ATTRS_FIT(ge2_scale_attrs);
+
+/* LOSS_SCALE: the backward's seed, d loss / d loss times the control
+ * block's loss scale, in the loss's dtype. */
+typedef struct ge2_loss_scale_attrs {
+    ge2_dtype dtype;
+} ge2_loss_scale_attrs;
+GE2_ATTRS_FIT(ge2_loss_scale_attrs);
 
 #endif /* GE2_OPS_OPS_H */

@@ -316,7 +316,7 @@ static ge2_status add_all_reduce(ge2_graph *g, const int *pairs, int n, ge2_attr
  * the whole backward (planner/schedule.c). */
 static ge2_status add_per_parameter_updates(ge2_graph *g, ge2_attrs *attrs)
 {
-    attrs->optim.update_nodes = gradient_producers(g);
+    GE2_ATTRS(ge2_optim_attrs, *attrs)->update_nodes = gradient_producers(g);
     for (int n = g->n_nodes - 1; n >= 0; n--) {
         if (layer_parameters(g, n) == 0)
             continue;
@@ -328,7 +328,7 @@ static ge2_status add_per_parameter_updates(ge2_graph *g, ge2_attrs *attrs)
                 in[n_in++] = g->tensors[node.inputs[i]]->grad;
             }
             if (n_in == 2 * PARAMETERS_PER_UPDATE || (n_in > 0 && i == node.n_inputs - 1)) {
-                if (attrs->optim.config.data_parallel)
+                if (GE2_ATTRS(ge2_optim_attrs, *attrs)->config.data_parallel)
                     GE2_TRY(add_all_reduce(g, in, n_in / 2, attrs));
                 GE2_TRY(ge2_graph_add_node(g, GE2_OP_OPTIMIZER_UPDATE, GE2_PHASE_OPTIMIZER, in, n_in, 0, attrs, NULL));
                 n_in = 0;
@@ -348,7 +348,7 @@ static ge2_status add_per_parameter_updates(ge2_graph *g, ge2_attrs *attrs)
  * the update sweeps the pools. */
 static ge2_status add_flat_all_reduces(ge2_graph *g, ge2_attrs *attrs)
 {
-    const int64_t cap = attrs->optim.config.bucket_bytes > 0 ? attrs->optim.config.bucket_bytes : DEFAULT_BUCKET_BYTES;
+    const int64_t cap = GE2_ATTRS(ge2_optim_attrs, *attrs)->config.bucket_bytes > 0 ? GE2_ATTRS(ge2_optim_attrs, *attrs)->config.bucket_bytes : DEFAULT_BUCKET_BYTES;
     int pairs[2 * GE2_MAX_INPUTS], n = 0;
     int64_t bytes = 0;
     for (int layer = g->n_nodes - 1; layer >= 0; layer--) {
@@ -406,8 +406,8 @@ ge2_status ge2_optimizer(ge2_graph *graph, const ge2_optimizer_config *config)
 
     ge2_attrs attrs;
     memset(&attrs, 0, sizeof attrs);
-    attrs.optim.config = *config;
-    attrs.optim.update_nodes = 1;
+    GE2_ATTRS(ge2_optim_attrs, attrs)->config = *config;
+    GE2_ATTRS(ge2_optim_attrs, attrs)->update_nodes = 1;
     /* Every node or none: roll the node count back if one fails. */
     int n_nodes = graph->n_nodes;
     ge2_status st = GE2_OK;

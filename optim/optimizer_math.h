@@ -10,7 +10,7 @@
  * OPTIMIZER_UPDATE over the flat pools; or, with per-parameter updates (no
  * clipping, no loss scaling, no accumulation), one
  * OPTIMIZER_UPDATE per layer, each right after that layer's gradients (every
- * one an "update node" below; attrs.optim.update_nodes counts them). The host writes only
+ * one an "update node" below; ge2_optim_attrs.update_nodes counts them). The host writes only
  * control->base_lr (ge2_set_lr), between steps. Everything else is derived on
  * the device from the control block as it was when the step began:
  *
@@ -67,6 +67,17 @@
 
 #include "ge2/ge2.h"
 #include "graph/control.h"
+#include "graph/ir.h"
+
+/* GRAD_NORM's and OPTIMIZER_UPDATE's node attributes (graph/ir.h: GE2_ATTRS). */
+typedef struct ge2_optim_attrs {
+    ge2_optimizer_config config;
+    /* OPTIMIZER_UPDATE: how many update nodes the step runs (1 flat, one per
+     * layer per-parameter); the last to finish commits the step
+     * (optim/optimizer_math.h). 0 reads as 1. */
+    int update_nodes;
+} ge2_optim_attrs;
+GE2_ATTRS_FIT(ge2_optim_attrs);
 
 /* (parameter, gradient) pairs one per-parameter update node takes (a
  * layer's weight and bias): ge2_optimizer splits a layer with more over

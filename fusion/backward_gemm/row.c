@@ -23,6 +23,7 @@
 #include "graph/op_support.h"
 #include "graph/rewrite.h"
 #include "ops/linear/linear.h"
+#include "ops/reduce/reduce.h"
 
 typedef struct scan {
     ge2_rewrite_scan r;
@@ -61,7 +62,7 @@ static ge2_status fuse_weight(scan *s, int m, int *n_fused)
     for (int n = 0; n < g->n_nodes && sum < 0; n++) {
         const ge2_node *c = &g->nodes[n];
         if (!s->r.drop_node[n] && c->phase == GE2_PHASE_BACKWARD && c->op == GE2_OP_SUM && c->inputs[0] == dz &&
-            c->attrs.reduce.axis == 0 && g->tensors[dz]->shape.ndim == 2)
+            GE2_ATTRS(ge2_reduce_attrs, c->attrs)->axis == 0 && g->tensors[dz]->shape.ndim == 2)
             sum = n;
     }
     int at = sum >= 0 && sum < m ? sum : m;
@@ -87,7 +88,7 @@ static const ge2_node *linear_of(const ge2_graph *g, int t, bool stash_too)
     const ge2_node *l = p >= 0 ? &g->nodes[p] : NULL;
     if (!l || l->op != GE2_OP_LINEAR || l->phase != GE2_PHASE_FORWARD)
         return NULL;
-    const ge2_linear_stash stash = ge2_linear_stash_of(l->attrs.linear.act, l->attrs.linear.slope);
+    const ge2_linear_stash stash = ge2_linear_stash_of(GE2_ATTRS(ge2_linear_attrs, l->attrs)->act, GE2_ATTRS(ge2_linear_attrs, l->attrs)->slope);
     if (l->n_outputs != (stash == GE2_STASH_NONE ? 1 : 2))
         return NULL;
     return l->outputs[0] == t || (stash_too && l->n_outputs > 1 && l->outputs[1] == t) ? l : NULL;
@@ -123,23 +124,23 @@ static ge2_status fuse_input(scan *s, int m, int *n_fused)
     memset(&a, 0, sizeof a);
     int in[3] = {dz, w, -1}, n_in = 2;
     if (derivative) {
-        const ge2_linear_attrs la = producer ? producer->attrs.linear : (ge2_linear_attrs){GE2_ACT_NONE, 0};
+        const ge2_linear_attrs la = producer ? (*GE2_ATTRS(ge2_linear_attrs, producer->attrs)) : (ge2_linear_attrs){GE2_ACT_NONE, 0};
         const ge2_tensor *dz_below = g->tensors[ab->outputs[0]];
-        if (!producer || la.act != ab->attrs.act.act || la.slope != ab->attrs.act.slope || dz_below->is_output ||
+        if (!producer || la.act != GE2_ATTRS(ge2_act_attrs, ab->attrs)->act || la.slope != GE2_ATTRS(ge2_act_attrs, ab->attrs)->slope || dz_below->is_output ||
             dz_below->grad_of >= 0) {
             say(s, mm, "dx's activation derivative is not of a LINEAR's own activation");
             return GE2_OK;
         }
-        a.act.act = la.act;
-        a.act.slope = la.slope;
-        a.act.from_output = ge2_linear_stash_of(la.act, la.slope) == GE2_STASH_NONE;
-        in[n_in++] = a.act.from_output ? producer->outputs[0] : producer->outputs[1];
+        GE2_ATTRS(ge2_act_attrs, a)->act = la.act;
+        GE2_ATTRS(ge2_act_attrs, a)->slope = la.slope;
+        GE2_ATTRS(ge2_act_attrs, a)->from_output = ge2_linear_stash_of(la.act, la.slope) == GE2_STASH_NONE;
+        in[n_in++] = GE2_ATTRS(ge2_act_attrs, a)->from_output ? producer->outputs[0] : producer->outputs[1];
     } else {
         bool whole_gradient = false;
         for (int n = 0; n < g->n_nodes && !whole_gradient; n++) {
             const ge2_node *l = &g->nodes[n];
             whole_gradient = l->op == GE2_OP_LINEAR && l->phase == GE2_PHASE_FORWARD &&
-                             l->attrs.linear.act == GE2_ACT_NONE && linear_of(g, l->outputs[0], false) == l &&
+                             GE2_ATTRS(ge2_linear_attrs, l->attrs)->act == GE2_ACT_NONE && linear_of(g, l->outputs[0], false) == l &&
                              g->tensors[l->outputs[0]]->grad == dx;
         }
         if (!whole_gradient) {
@@ -182,9 +183,9 @@ static ge2_status rewrite(ge2_graph *g, FILE *log, int *n_fused)
         if (s.r.drop_node[m] || node->phase != GE2_PHASE_BACKWARD || node->op != GE2_OP_MATMUL)
             continue;
         ge2_rewrite_scan_count(&s.r); /* the last rewrite may have moved readers */
-        if (node->attrs.matmul.trans_a && !node->attrs.matmul.trans_b)
+        if (GE2_ATTRS(ge2_matmul_attrs, node->attrs)->trans_a && !GE2_ATTRS(ge2_matmul_attrs, node->attrs)->trans_b)
             st = fuse_weight(&s, m, n_fused);
-        else if (!node->attrs.matmul.trans_a && !node->attrs.matmul.trans_b)
+        else if (!GE2_ATTRS(ge2_matmul_attrs, node->attrs)->trans_a && !GE2_ATTRS(ge2_matmul_attrs, node->attrs)->trans_b)
             st = fuse_input(&s, m, n_fused);
         else
             say(&s, node, "a product no LINEAR backward makes");

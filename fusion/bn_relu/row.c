@@ -15,6 +15,8 @@
 #include "graph/alloc.h"
 #include "graph/error.h"
 #include "graph/rewrite.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/norm/norm.h"
 #include "ops/ops.h"
 
 typedef struct scan {
@@ -24,7 +26,7 @@ typedef struct scan {
 
 static bool is_relu(const ge2_node *node, ge2_op op, ge2_phase phase)
 {
-    return node->op == op && node->phase == phase && node->attrs.act.act == GE2_ACT_RELU;
+    return node->op == op && node->phase == phase && GE2_ATTRS(ge2_act_attrs, node->attrs)->act == GE2_ACT_RELU;
 }
 
 /* BATCH_NORM b's y read only by a relu: b writes the relu's output. */
@@ -40,7 +42,7 @@ static ge2_status fuse_forward(scan *s, int b, int *n_fused)
         return GE2_OK;
     }
     ge2_attrs a = bn->attrs;
-    a.batch_norm.relu = true;
+    GE2_ATTRS(ge2_batch_norm_attrs, a)->relu = true;
     int out[2] = {g->nodes[r].outputs[0], bn->n_outputs > 1 ? bn->outputs[1] : -1};
     GE2_TRY(ge2_graph_replace_node(g, b, GE2_OP_BATCH_NORM, bn->inputs, bn->n_inputs, out, bn->n_outputs, &a));
     s->r.drop_node[r] = true;
@@ -60,8 +62,8 @@ static ge2_status fuse_backward(scan *s, int a, int *n_fused)
     const int dy = ab->inputs[0], y = ab->inputs[1], gz = ab->outputs[0];
     const int b = g->tensors[y]->producer;
     const ge2_node *bn = b >= 0 ? &g->nodes[b] : NULL;
-    if (!bn || bn->op != GE2_OP_BATCH_NORM || !bn->attrs.batch_norm.relu || bn->outputs[0] != y ||
-        bn->n_outputs < 2 || !ab->attrs.act.from_output)
+    if (!bn || bn->op != GE2_OP_BATCH_NORM || !GE2_ATTRS(ge2_batch_norm_attrs, bn->attrs)->relu || bn->outputs[0] != y ||
+        bn->n_outputs < 2 || !GE2_ATTRS(ge2_act_attrs, ab->attrs)->from_output)
         return GE2_OK; /* not a relu of this pattern's: nothing to say */
     int users[2], n_users = 0;
     bool ours = s->r.readers[gz] <= 2 && !g->tensors[gz]->is_output;
@@ -74,7 +76,7 @@ static ge2_status fuse_backward(scan *s, int a, int *n_fused)
             continue;
         const bool params = c->op == GE2_OP_BATCH_NORM_GRAD_PARAMS && c->n_inputs == 3;
         const bool input = c->op == GE2_OP_BATCH_NORM_GRAD_INPUT && c->n_inputs == 6;
-        ours = (params || input) && !c->attrs.batch_norm.relu && c->inputs[0] == gz &&
+        ours = (params || input) && !GE2_ATTRS(ge2_batch_norm_attrs, c->attrs)->relu && c->inputs[0] == gz &&
                c->inputs[1] == bn->inputs[0] && c->inputs[params ? 2 : 3] == bn->outputs[1];
         for (int i = 1; ours && i < c->n_inputs; i++)
             ours = c->inputs[i] != gz;
@@ -96,7 +98,7 @@ static ge2_status fuse_backward(scan *s, int a, int *n_fused)
         in[0] = dy;
         in[c->n_inputs] = y;
         ge2_attrs attrs = c->attrs;
-        attrs.batch_norm.relu = true;
+        GE2_ATTRS(ge2_batch_norm_attrs, attrs)->relu = true;
         GE2_TRY(ge2_graph_replace_node(g, users[u], c->op, in, c->n_inputs + 1, c->outputs, c->n_outputs, &attrs));
     }
     s->r.drop_node[a] = true;
@@ -117,7 +119,7 @@ static ge2_status rewrite(ge2_graph *g, FILE *log, int *n_fused)
     GE2_TRY(ge2_rewrite_scan_begin(g, "bn_relu", &s.r));
     ge2_status st = GE2_OK;
     for (int n = 0; st == GE2_OK && n < g->n_nodes; n++)
-        if (g->nodes[n].op == GE2_OP_BATCH_NORM && !g->nodes[n].attrs.batch_norm.relu)
+        if (g->nodes[n].op == GE2_OP_BATCH_NORM && !GE2_ATTRS(ge2_batch_norm_attrs, g->nodes[n].attrs)->relu)
             st = fuse_forward(&s, n, n_fused);
     ge2_rewrite_scan_count(&s.r);
     for (int n = 0; st == GE2_OK && n < g->n_nodes; n++)

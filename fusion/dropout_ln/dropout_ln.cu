@@ -85,8 +85,8 @@ extern "C" ge2_status ge2_dropout_ln_launch(const ge2_launch *launches, int n)
     const ge2_launch *d = &launches[0], *ln = &launches[n - 1];
     const ge2_ln_geom g = ge2_ln_geom_of(ln->in[0].shape);
     const double p = ge2_dropout_step_p(d);
-    const unsigned stream_id = d->node->attrs.dropout.stream;
-    const float eps = (float)ln->node->attrs.layer_norm.eps;
+    const unsigned stream_id = GE2_ATTRS(ge2_dropout_attrs, d->node->attrs)->stream;
+    const float eps = (float)GE2_ATTRS(ge2_layer_norm_attrs, ln->node->attrs)->eps;
     const float *x = (const float *)d->in[0].data, *plus = d->n_in > 1 ? (const float *)d->in[1].data : NULL;
     const float *w = (const float *)ln->in[1].data, *b = ln->n_in > 2 ? (const float *)ln->in[2].data : NULL;
     float *h = (float *)d->out[0].data, *saved = ln->n_out > 1 ? (float *)ln->out[1].data : NULL;

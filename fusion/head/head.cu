@@ -8,6 +8,7 @@
 #include "kernels/cuda/bad_index.h"
 #include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/check.h"
+#include "ops/loss/loss.h"
 #include "ops/loss/loss_row.h"
 #include "kernels/cuda/pdl.h"
 extern "C" {
@@ -320,7 +321,7 @@ static bool match_gradients(const ge2_launch *gi, const ge2_launch *gw, char *wh
         return no(why, size, "a saved activation of another shape");
     if (writes_what_reads(gi, gw, NULL) || writes_what_reads(gw, gi, NULL))
         return no(why, size, "one gradient writes what the other reads");
-    if (gi->node->attrs.act.recompute)
+    if (GE2_ATTRS(ge2_act_attrs, gi->node->attrs)->recompute)
         return no(why, size, "the input gradient makes an activation again (fusion/recompute_act)");
     return true;
 }
@@ -363,8 +364,8 @@ template <int CMAX> static void loss_kernel(const ge2_launch *lin, const ge2_lau
     ge2_head_loss_kernel<CMAX><<<blocks, HEAD_WARPS * GE2_WARP, 0, ge2_cuda_stream(lin)>>>(
         (int)x->shape.dim[0], (int)lin->in[1].shape.dim[0], x->shape.dim[1] / 4, (const float4 *)x->data,
         (const float4 *)lin->in[1].data, lin->n_in > 2 ? (const float *)lin->in[2].data : NULL,
-        (const int *)ce->in[1].data, ce->node->attrs.loss.label_smoothing, (float *)lin->out[0].data,
-        out_or_null(ce, 0), out_or_null(ce, 1), ce->node->attrs.loss.seeds_backward, ce->control,
+        (const int *)ce->in[1].data, GE2_ATTRS(ge2_loss_attrs, ce->node->attrs)->label_smoothing, (float *)lin->out[0].data,
+        out_or_null(ce, 0), out_or_null(ce, 1), GE2_ATTRS(ge2_loss_attrs, ce->node->attrs)->seeds_backward, ce->control,
         ce->node->id);
 }
 
@@ -401,7 +402,7 @@ static ge2_status launch_gradients(const ge2_launch *gi, const ge2_launch *gw)
     const long long h = gi->in[1].shape.dim[1];
     if (h == 0)
         return GE2_OK;
-    head_dact dact = {gi->node->attrs.act, NULL, NULL, ge2_relu_mask_row_bytes(h)};
+    head_dact dact = {(*GE2_ATTRS(ge2_act_attrs, gi->node->attrs)), NULL, NULL, ge2_relu_mask_row_bytes(h)};
     if (gi->n_in > 2 && gi->in[2].data) {
         if (gi->in[2].dtype == GE2_U8)
             dact.mask = (const uint8_t *)gi->in[2].data;

@@ -183,7 +183,7 @@ extern "C" ge2_status ge2_ln_backward_launch(const ge2_launch *launches, int n)
     ge2_lnb_dropout drop = {0.0f, 1.0f, 0u, NULL};
     if (db && db->out[0].data) {
         const double p = ge2_dropout_step_p(db);
-        drop = {(float)p, ge2_dropout_scale(p), db->node->attrs.dropout.stream, db->control};
+        drop = {(float)p, ge2_dropout_scale(p), GE2_ATTRS(ge2_dropout_attrs, db->node->attrs)->stream, db->control};
     }
     if (drop.ctl && db->out[0].dtype == GE2_BF16)
         lnb_enqueue(gi, g, part, drop, (__nv_bfloat16 *)db->out[0].data);

@@ -11,7 +11,10 @@
 #include <string.h>
 
 #include "graph/alloc.h"
+#include "ops/linear/linear.h"
 #include "ops/linear/stash.h"
+#include "ops/loss/loss.h"
+#include "optim/optimizer_math.h"
 
 typedef struct matcher {
     const ge2_launch *launches;
@@ -63,7 +66,7 @@ static bool bind_layer(matcher *m, int l, ge2_mlp_step_layer *out)
     const ge2_mlp_step_pattern *p = &m->pattern;
     const ge2_launch *lin = &m->launches[p->linear[l]], *g = &m->launches[p->grad_weight[l]];
     const int64_t B = p->batch, in = p->in[l], outf = p->out[l];
-    const ge2_activation act = lin->node->attrs.linear.act;
+    const ge2_activation act = GE2_ATTRS(ge2_linear_attrs, lin->node->attrs)->act;
     if (lin->n_in < 3 || !is_f32_2d(&lin->in[0], B, in) || !is_f32_2d(&lin->in[1], outf, in) ||
         !is_f32_1d(&lin->in[2], outf) || !is_f32_2d(&lin->out[0], B, outf))
         return refuse(m, "layer %d (node %d): not f32 [B, in] x [out, in] + [out]", l, lin->node->id);
@@ -110,12 +113,12 @@ static bool bind_loss_and_optimizer(matcher *m, ge2_mlp_step_desc *d)
         return refuse(m, "cross_entropy: labels are not i32 [B] or the loss is not computed");
     d->labels = ce->in[1].data;
     d->loss_node = ce->node->id;
-    d->label_smoothing = ce->node->attrs.loss.label_smoothing;
+    d->label_smoothing = GE2_ATTRS(ge2_loss_attrs, ce->node->attrs)->label_smoothing;
     d->loss = ce->out[0].data;
     if (p->accuracy >= 0)
         d->correct = m->launches[p->accuracy].out[0].data;
     const ge2_launch *opt = &m->launches[p->optimizer];
-    d->optimizer = opt->node->attrs.optim.config;
+    d->optimizer = GE2_ATTRS(ge2_optim_attrs, opt->node->attrs)->config;
     d->pools = opt->pools;
     if (d->pools.no_decay_n > 0 && d->optimizer.weight_decay != 0.0)
         return refuse(m, "parameters outside weight decay (the kernel decays every one alike)");

@@ -12,7 +12,9 @@
 #include <string.h>
 
 #include "ops/elementwise/activation_math.h"
+#include "ops/linear/linear.h"
 #include "ops/ops.h"
+#include "optim/optimizer_math.h"
 
 typedef struct finder {
     const ge2_node *const *nodes;
@@ -118,7 +120,7 @@ static bool check_layer(finder *f, int l)
 {
     ge2_mlp_step_pattern *p = f->p;
     const ge2_node *nd = f->nodes[p->linear[l]];
-    const ge2_activation act = nd->attrs.linear.act;
+    const ge2_activation act = GE2_ATTRS(ge2_linear_attrs, nd->attrs)->act;
     const bool last = l == p->n_layers - 1;
     if (nd->n_inputs < 3)
         return refuse(f, "layer %d (node %d) has no bias", l, nd->id);
@@ -166,9 +168,9 @@ static bool find_dz(finder *f)
         if (gi < 0)
             return refuse(f, "layer %d: no single linear_grad_input", l);
         const ge2_node *g = f->nodes[gi];
-        const bool relu = below->attrs.linear.act == GE2_ACT_RELU;
+        const bool relu = GE2_ATTRS(ge2_linear_attrs, below->attrs)->act == GE2_ACT_RELU;
         const bool reads_mask = g->n_inputs == 3 && below->n_outputs > 1 && g->inputs[2] == below->outputs[1] &&
-                                g->attrs.act.act == GE2_ACT_RELU && !g->attrs.act.from_output;
+                                GE2_ATTRS(ge2_act_attrs, g->attrs)->act == GE2_ACT_RELU && !GE2_ATTRS(ge2_act_attrs, g->attrs)->from_output;
         if (g->inputs[1] != lin->inputs[1] || (relu ? !reads_mask : g->n_inputs != 2))
             return refuse(f, "layer %d: linear_grad_input (node %d) is not dz·w times the layer below's act'", l,
                           g->id);
@@ -190,7 +192,7 @@ static bool check_loss_and_optimizer(finder *f)
     if (p->out[p->n_layers - 1] > GE2_MLP_STEP_MAX_WIDTH)
         return refuse(f, "%lld classes (the loss epilogue holds a row in one tile of at most %d)",
                       (long long)p->out[p->n_layers - 1], GE2_MLP_STEP_MAX_WIDTH);
-    const ge2_optimizer_config *cfg = &f->nodes[p->optimizer]->attrs.optim.config;
+    const ge2_optimizer_config *cfg = &GE2_ATTRS(ge2_optim_attrs, f->nodes[p->optimizer]->attrs)->config;
     if (cfg->amsgrad || cfg->clip_norm > 0.0 || cfg->accumulation_steps > 1 || cfg->loss_scaling.dynamic)
         return refuse(f, "optimizer with amsgrad, clipping, accumulation or loss scaling");
     return true;

@@ -36,13 +36,13 @@ static void say(FILE *log, const ge2_node *gi, const char *why)
 /* The LINEAR that saved z for gi, with act(z) its output 0; NULL if none */
 static const ge2_node *saver_of(const ge2_graph *g, const ge2_node *gi)
 {
-    if (gi->n_inputs < 3 || gi->attrs.act.from_output || gi->attrs.act.recompute)
+    if (gi->n_inputs < 3 || GE2_ATTRS(ge2_act_attrs, gi->attrs)->from_output || GE2_ATTRS(ge2_act_attrs, gi->attrs)->recompute)
         return NULL;
     const int z = gi->inputs[2], p = g->tensors[z]->producer;
     if (p < 0)
         return NULL;
     const ge2_node *lin = &g->nodes[p];
-    const ge2_linear_attrs *a = &lin->attrs.linear;
+    const ge2_linear_attrs *a = GE2_ATTRS(ge2_linear_attrs, lin->attrs);
     if (lin->op != GE2_OP_LINEAR || lin->n_outputs < 2 || lin->outputs[1] != z ||
         ge2_linear_stash_of(a->act, a->slope) != GE2_STASH_Z)
         return NULL;
@@ -87,7 +87,7 @@ static ge2_status rewrite_one(ge2_graph *g, int at, FILE *log, int *n_fused)
     int again;
     GE2_TRY(ge2_graph_new_like(g, h, "again", &again));
     ge2_attrs a = gi->attrs;
-    a.act.recompute = true;
+    GE2_ATTRS(ge2_act_attrs, a)->recompute = true;
     int out[3] = {gi->outputs[0], gi->outputs[1], -1};
     const int n_out = gi->n_outputs + 1; /* dx[, db], act(z) last */
     out[n_out - 1] = again;

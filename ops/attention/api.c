@@ -10,8 +10,8 @@ static ge2_status attention(ge2_graph *graph, const char *api, ge2_tensor *q, ge
     ge2_tensor *ts[3] = {q, k, v};
     ge2_attrs a;
     memset(&a, 0, sizeof a);
-    a.attention.causal = causal;
-    a.attention.heads_inner = heads_inner;
+    GE2_ATTRS(ge2_attention_attrs, a)->causal = causal;
+    GE2_ATTRS(ge2_attention_attrs, a)->heads_inner = heads_inner;
     return ge2_graph_add_forward(graph, GE2_OP_ATTENTION, api, ts, what, 3, 2, &a, y);
 }
 
@@ -32,9 +32,9 @@ ge2_status ge2_attention_qkv(ge2_graph *graph, ge2_tensor *qkv, bool causal, ge2
     ge2_tensor *ts[1] = {qkv};
     ge2_attrs a;
     memset(&a, 0, sizeof a);
-    a.attention.causal = causal;
-    a.attention.heads_inner = true;
-    a.attention.packed = true;
+    GE2_ATTRS(ge2_attention_attrs, a)->causal = causal;
+    GE2_ATTRS(ge2_attention_attrs, a)->heads_inner = true;
+    GE2_ATTRS(ge2_attention_attrs, a)->packed = true;
     return ge2_graph_add_forward(graph, GE2_OP_ATTENTION, "ge2_attention_qkv", ts, what, 1, 2, &a, y);
 }
 
@@ -54,7 +54,7 @@ ge2_status ge2_attention_dropout(ge2_graph *graph, ge2_tensor *y, double p)
     /* the backward copies the forward's attrs when it is built */
     if (graph->loss >= 0)
         return ge2_error(GE2_ERR_STATE, "ge2_attention_dropout: '%s': the graph already has its backward", y->name);
-    node->attrs.attention.dropout = p;
-    node->attrs.attention.stream = (uint32_t)node->id; /* unique in the graph, as a dropout's */
+    GE2_ATTRS(ge2_attention_attrs, node->attrs)->dropout = p;
+    GE2_ATTRS(ge2_attention_attrs, node->attrs)->stream = (uint32_t)node->id; /* unique in the graph, as a dropout's */
     return GE2_OK;
 }

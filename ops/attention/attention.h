@@ -33,6 +33,25 @@ extern "C" {
 #include "graph/philox.h"
 #include "ops/ops.h"
 
+/* The family's node attributes (graph/ir.h: GE2_ATTRS). */
+/* ATTENTION and its backward ops: causal masking (query t sees keys 0..t),
+ * the score scale (0: 1/sqrt(D)) and the layout: [..., T, D] (heads
+ * outside the positions), or with heads_inner [..., T, H, D] (heads inside
+ * them, as a [B, T, C] projection reshaped: no copy to split heads), or
+ * packed (heads_inner too): q, k and v are one input [..., T, 3H, D] (q's
+ * heads, then k's, then v's), a [B, T, 3C] projection reshaped, and the
+ * backward makes one dqkv of that shape: no copies to split q, k, v or to
+ * join their gradients. */
+typedef struct ge2_attention_attrs {
+    bool causal;
+    bool heads_inner;
+    bool packed;
+    double scale;
+    double dropout;  /* train steps zero each attention weight with this probability (ge2_attention_dropout) */
+    uint32_t stream; /* the dropout's random stream (ge2_philox_step_draw): the node's id when dropout was set */
+} ge2_attention_attrs;
+GE2_ATTRS_FIT(ge2_attention_attrs);
+
 /* q seen as heads × T rows of D values. [..., T, D]: h = 1, each head's
  * rows consecutive. heads_inner, [..., T, H, D]: h = H, a head's rows H
  * rows apart. y, dy and lse are dense rows (lse, y's shape less its last
@@ -88,7 +107,7 @@ typedef struct ge2_attn_slots {
 
 static inline ge2_attn_slots ge2_attn_slots_of(const ge2_node *node, ge2_attn_geom g)
 {
-    const bool packed = node->attrs.attention.packed;
+    const bool packed = GE2_ATTRS(ge2_attention_attrs, node->attrs)->packed;
     const int q = node->op == GE2_OP_ATTENTION_GRAD ? 1 : 0;
     if (packed)
         return (ge2_attn_slots){q, q, q, 0, q + 1, q + 2, 0, 0, 0, g.h * g.d, 2 * g.h * g.d};
@@ -101,7 +120,7 @@ static inline double ge2_attn_scale(const ge2_attention_attrs *a, int64_t d)
     return a->scale != 0 ? a->scale : 1.0 / sqrt((double)d);
 }
 
-/* Dropout on the attention weights (attrs.dropout = p > 0, train steps
+/* Dropout on the attention weights (ge2_attention_attrs.dropout = p > 0, train steps
  * only): weight p_tj of head hd (ge2_attn_geom's flattened index) is kept,
  * scaled by 1/(1-p'), where its 16-bit uniform u satisfies u / 65536 >= p,
  * else zeroed; p' = ceil(65536·p) / 65536 is the chance of zeroing, so the
@@ -127,7 +146,7 @@ static inline double ge2_attn_drop_scale(uint32_t threshold) { return 65536.0 / 
 /* A launch's dropout: none in an eval step or at p = 0 */
 static inline ge2_attn_dropout ge2_attn_dropout_of(const ge2_launch *l)
 {
-    const ge2_attention_attrs *a = &l->node->attrs.attention;
+    const ge2_attention_attrs *a = GE2_ATTRS(ge2_attention_attrs, l->node->attrs);
     ge2_attn_dropout d = {0, a->stream, 1.0f, l->control};
     if (l->training && a->dropout > 0) {
         d.threshold = (uint32_t)ceil(a->dropout * 65536.0);

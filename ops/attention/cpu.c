@@ -33,13 +33,13 @@ static int64_t first_query(bool causal, int64_t j) { return causal ? j : 0; }
 #define ATTENTION(T_, SUF)                                                                                      \
     static ge2_status attention_##SUF(const ge2_launch *l)                                                      \
     {                                                                                                           \
-        const ge2_attn_geom g = ge2_attn_geom_of(l->in[0].shape, &l->node->attrs.attention);                    \
+        const ge2_attn_geom g = ge2_attn_geom_of(l->in[0].shape, GE2_ATTRS(ge2_attention_attrs, l->node->attrs));                    \
         const ge2_attn_slots o = ge2_attn_slots_of(l->node, g);                                                 \
         const T_ *q = l->in[o.q].data, *k = (const T_ *)l->in[o.k].data + o.k_at;                               \
         const T_ *v = (const T_ *)l->in[o.v].data + o.v_at;                                                     \
         T_ *y = l->out[0].data, *lse = l->n_out > 1 ? l->out[1].data : NULL;                                    \
-        const bool causal = l->node->attrs.attention.causal;                                                    \
-        const double scale = ge2_attn_scale(&l->node->attrs.attention, g.d);                                    \
+        const bool causal = GE2_ATTRS(ge2_attention_attrs, l->node->attrs)->causal;                                                    \
+        const double scale = ge2_attn_scale(GE2_ATTRS(ge2_attention_attrs, l->node->attrs), g.d);                                    \
         const ge2_attn_dropout drop = ge2_attn_dropout_of(l);                                                   \
         double *s = ge2_malloc(sizeof(double) * (size_t)g.t), *acc = ge2_malloc(sizeof(double) * (size_t)g.d);  \
         if (!s || !acc) {                                                                                       \
@@ -90,7 +90,7 @@ static int64_t first_query(bool causal, int64_t j) { return causal ? j : 0; }
 #define ATTENTION_GRAD(T_, SUF)                                                                                 \
     static ge2_status attention_grad_##SUF(const ge2_launch *l)                                                 \
     {                                                                                                           \
-        const ge2_attn_geom g = ge2_attn_geom_of(l->in[1].shape, &l->node->attrs.attention);                    \
+        const ge2_attn_geom g = ge2_attn_geom_of(l->in[1].shape, GE2_ATTRS(ge2_attention_attrs, l->node->attrs));                    \
         const ge2_attn_slots o = ge2_attn_slots_of(l->node, g);                                                 \
         const T_ *dy = l->in[o.dy].data, *q = l->in[o.q].data, *k = (const T_ *)l->in[o.k].data + o.k_at;       \
         const T_ *v = (const T_ *)l->in[o.v].data + o.v_at, *y = l->in[o.y].data, *lse = l->in[o.lse].data;     \
@@ -99,8 +99,8 @@ static int64_t first_query(bool causal, int64_t j) { return causal ? j : 0; }
             dk = (T_ *)l->out[o.dk].data + o.k_at;                                                              \
         if (l->out[o.dv].data)                                                                                  \
             dv = (T_ *)l->out[o.dv].data + o.v_at;                                                              \
-        const bool causal = l->node->attrs.attention.causal;                                                    \
-        const double scale = ge2_attn_scale(&l->node->attrs.attention, g.d);                                    \
+        const bool causal = GE2_ATTRS(ge2_attention_attrs, l->node->attrs)->causal;                                                    \
+        const double scale = ge2_attn_scale(GE2_ATTRS(ge2_attention_attrs, l->node->attrs), g.d);                                    \
         const ge2_attn_dropout drop = ge2_attn_dropout_of(l);                                                   \
         const int64_t rows = g.heads * g.t;                                                                     \
         double *acc = ge2_malloc(sizeof(double) * (size_t)(2 * g.d + rows)), *sv = acc + g.d, *delta = sv + g.d; \

@@ -534,7 +534,7 @@ static bool attn_fp32_precision(const ge2_launch *l) { return attn_own_mma(l) ==
 
 static ge2_status attn_run_of(const ge2_launch *l, ge2_shape q, int mma, attn_run *r)
 {
-    const ge2_attention_attrs *a = &l->node->attrs.attention;
+    const ge2_attention_attrs *a = GE2_ATTRS(ge2_attention_attrs, l->node->attrs);
     const ge2_attn_geom g = ge2_attn_geom_of(q, a);
     if (g.d < 1 || g.d > GE2_ATTN_MAX_D || g.t < 1 || g.t > INT32_MAX / 2)
         return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s (node %d): rows of %lld values (the CUDA kernels take 1 to %d) "

@@ -10,7 +10,7 @@
  *             dS = scale·P ⊙ (dO·Vᵀ - softmax_sum), dK = dSᵀ·Q, dQ = dS·K
  *             written directly: the deterministic form (no fp32 dQ
  *             accumulator summed with atomics), so replays equal eager steps.
- *   dropout (train steps with attrs.dropout p > 0), as cudnn-frontend
+ *   dropout (train steps with ge2_attention_attrs.dropout p > 0), as cudnn-frontend
  *             lowers it: a Bernoulli(1 - p) RNG mask M from device seed and
  *             offset tensors, P·M·1/(1-p) into P·V and Pᵀ·dO, M ⊙ dO·Vᵀ in
  *             dS, softmax_sum scaled by 1 - p and dS by 1/(1-p).
@@ -444,7 +444,7 @@ static bool key_of(const ge2_launch *l, sdpa_key *key, char *why, size_t why_siz
 {
     const bool backward = l->node->op == GE2_OP_ATTENTION_GRAD;
     const ge2_view *q = &l->in[backward ? 1 : 0];
-    const ge2_attn_geom g = ge2_attn_geom_of(q->shape, &l->node->attrs.attention);
+    const ge2_attn_geom g = ge2_attn_geom_of(q->shape, GE2_ATTRS(ge2_attention_attrs, l->node->attrs));
     if (!l->bf16_operands) {
         snprintf(why, why_size, "fp32");
         return false;
@@ -472,7 +472,7 @@ static bool key_of(const ge2_launch *l, sdpa_key *key, char *why, size_t why_siz
                  (long long)g.t);
         return false;
     }
-    const ge2_attention_attrs *a = &l->node->attrs.attention;
+    const ge2_attention_attrs *a = GE2_ATTRS(ge2_attention_attrs, l->node->attrs);
     *key = (sdpa_key){backward, a->causal, a->packed, g.heads / g.h, g.h, g.t, g.d,
                       l->training && a->dropout > 0 ? a->dropout : 0.0};
     return true;
@@ -541,7 +541,7 @@ static ge2_status dropout_seed(const ge2_launch *l, sdpa_launch *s)
     cudaError_t e = cudaStreamSynchronize((cudaStream_t)l->stream);
     if (e == cudaSuccess)
         e = cudaMemcpy(&seed, &l->control->rng_seed, sizeof seed, cudaMemcpyDeviceToHost);
-    const int64_t mixed = (int64_t)ge2_mix64(seed ^ (GE2_MIX64_GAMMA * (l->node->attrs.attention.stream + 1ull)));
+    const int64_t mixed = (int64_t)ge2_mix64(seed ^ (GE2_MIX64_GAMMA * (GE2_ATTRS(ge2_attention_attrs, l->node->attrs)->stream + 1ull)));
     if (e == cudaSuccess)
         e = cudaMalloc((void **)&s->seed, sizeof mixed);
     if (e == cudaSuccess)
@@ -631,7 +631,7 @@ ge2_status ge2_cudnn_attention_prepare(ge2_launch *l, const char *fallback)
     if (cudnn_takes(l, &key, &p, &layout, why, sizeof why)) {
         s->plan = p;
         s->layout = layout;
-        s->scale = (float)ge2_attn_scale(&l->node->attrs.attention, key.d);
+        s->scale = (float)ge2_attn_scale(GE2_ATTRS(ge2_attention_attrs, l->node->attrs), key.d);
         s->neg_inf = -INFINITY;
         s->keep = (float)(1.0 - key.dropout);
         s->drop_scale = key.dropout > 0 ? (float)(1.0 / (1.0 - key.dropout)) : 1.0f;
@@ -679,7 +679,7 @@ ge2_status ge2_cudnn_attention_launch(const ge2_launch *l)
         return ge2_error(GE2_ERR_STATE, "ge2_%s (node %d): lse moved to %p since prepare; cuDNN needs 16-byte "
                          "alignment", ge2_op_name(l->node->op), l->node->id, lse_of(l));
     const ge2_attn_slots o = ge2_attn_slots_of(l->node, ge2_attn_geom_of(l->in[key->backward ? 1 : 0].shape,
-                                                                           &l->node->attrs.attention));
+                                                                           GE2_ATTRS(ge2_attention_attrs, l->node->attrs)));
     char *scratch = l->scratch;
     char *c[8];
     for (int i = 0; i < s->layout.n_copies; i++)

@@ -5,7 +5,7 @@
 static ge2_status check_qkv(const ge2_node *node, const ge2_desc *q, const ge2_desc *k, const ge2_desc *v)
 {
     GE2_TRY(ge2_infer_need_float(node, q, "q"));
-    const bool inner = node->attrs.attention.heads_inner;
+    const bool inner = GE2_ATTRS(ge2_attention_attrs, node->attrs)->heads_inner;
     if (q->shape.ndim < (inner ? 3 : 2))
         return ge2_error(GE2_ERR_SHAPE, GE2_OP_PREFIX "%s: q %s is %s, expected %s", ge2_op_name(node->op), q->name,
                          GE2_SHAPE_STR(q->shape), inner ? "[..., T, H, D]" : "[..., T, D]");
@@ -29,7 +29,7 @@ static ge2_status check_packed(const ge2_node *node, const ge2_desc *qkv)
 /* y's shape (dy's): q's, or packed, qkv's with H heads for its 3H */
 static ge2_shape y_shape(const ge2_node *node, ge2_shape q)
 {
-    if (node->attrs.attention.packed)
+    if (GE2_ATTRS(ge2_attention_attrs, node->attrs)->packed)
         q.dim[q.ndim - 2] /= 3;
     return q;
 }
@@ -44,7 +44,7 @@ static ge2_shape lse_shape(ge2_shape y)
 ge2_status ge2_infer_ATTENTION(const ge2_node *node, const ge2_desc *in, ge2_desc *out)
 {
     GE2_TRY(ge2_infer_need_outputs(node, 1, 2));
-    const bool packed = node->attrs.attention.packed;
+    const bool packed = GE2_ATTRS(ge2_attention_attrs, node->attrs)->packed;
     if (node->n_inputs != (packed ? 1 : 3))
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, GE2_OP_PREFIX "%s: %d inputs; it takes %s",
                          ge2_op_name(node->op), node->n_inputs, packed ? "one, qkv (packed)" : "q, k and v");
@@ -60,7 +60,7 @@ ge2_status ge2_infer_ATTENTION(const ge2_node *node, const ge2_desc *in, ge2_des
  * H for its 3H); lse: y's less its last dim */
 static ge2_status check_grad_inputs(const ge2_node *node, const ge2_desc *in)
 {
-    const bool packed = node->attrs.attention.packed;
+    const bool packed = GE2_ATTRS(ge2_attention_attrs, node->attrs)->packed;
     if (node->n_inputs != (packed ? 4 : 6))
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, GE2_OP_PREFIX "%s: %d inputs; it takes %s", ge2_op_name(node->op),
                          node->n_inputs, packed ? "dy, qkv, y and lse (packed)" : "dy, q, k, v, y and lse");
@@ -84,7 +84,7 @@ static ge2_status check_grad_inputs(const ge2_node *node, const ge2_desc *in)
 
 ge2_status ge2_infer_ATTENTION_GRAD(const ge2_node *node, const ge2_desc *in, ge2_desc *out)
 {
-    const int n = node->attrs.attention.packed ? 1 : 3;
+    const int n = GE2_ATTRS(ge2_attention_attrs, node->attrs)->packed ? 1 : 3;
     GE2_TRY(ge2_infer_need_outputs(node, n, n));
     GE2_TRY(check_grad_inputs(node, in));
     for (int i = 0; i < n; i++)

@@ -16,11 +16,11 @@ bool ge2_attention_reads_bf16(const ge2_node *node, int input)
  * go to a concat, which reads f32) */
 static bool attention_grad_stores_bf16(const ge2_node *node, int output)
 {
-    return node->attrs.attention.packed && output == 0;
+    return GE2_ATTRS(ge2_attention_attrs, node->attrs)->packed && output == 0;
 }
 
 /* with dropout on, both ops draw the step's masks (attention.h) */
-static bool attention_draws_random(const ge2_node *node) { return node->attrs.attention.dropout > 0; }
+static bool attention_draws_random(const ge2_node *node) { return GE2_ATTRS(ge2_attention_attrs, node->attrs)->dropout > 0; }
 
 /* q, k, v (packed: qkv) -> y, lse */
 const ge2_op_def ge2_op_def_attention = {

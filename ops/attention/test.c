@@ -26,12 +26,12 @@ static ge2_attrs random_attrs(ge2_case_ctx *c, ge2_shape s)
 {
     ge2_attrs a;
     memset(&a, 0, sizeof a);
-    a.attention.causal = ge2_case_coin(c);
-    a.attention.heads_inner = s.ndim >= 3 && ge2_case_coin(c);
-    a.attention.packed = a.attention.heads_inner && ge2_case_coin(c);
+    GE2_ATTRS(ge2_attention_attrs, a)->causal = ge2_case_coin(c);
+    GE2_ATTRS(ge2_attention_attrs, a)->heads_inner = s.ndim >= 3 && ge2_case_coin(c);
+    GE2_ATTRS(ge2_attention_attrs, a)->packed = GE2_ATTRS(ge2_attention_attrs, a)->heads_inner && ge2_case_coin(c);
     if (ge2_case_coin(c)) {
-        a.attention.dropout = 0.3;
-        a.attention.stream = (uint32_t)ge2_case_irange(c, 0, 1000);
+        GE2_ATTRS(ge2_attention_attrs, a)->dropout = 0.3;
+        GE2_ATTRS(ge2_attention_attrs, a)->stream = (uint32_t)ge2_case_irange(c, 0, 1000);
     }
     return a;
 }
@@ -48,18 +48,18 @@ static ge2_status case_attention(ge2_case_ctx *c)
     ge2_shape s = random_qkv(c);
     ge2_attrs a = random_attrs(c, s);
     ge2_tensor *q, *k, *v, *y;
-    if (a.attention.packed) {
+    if (GE2_ATTRS(ge2_attention_attrs, a)->packed) {
         GE2_TRY(ge2_case_operand(c, packed_shape(s), &q));
-        GE2_TRY(ge2_attention_qkv(c->inst->graph, q, a.attention.causal, &y));
+        GE2_TRY(ge2_attention_qkv(c->inst->graph, q, GE2_ATTRS(ge2_attention_attrs, a)->causal, &y));
     } else {
         GE2_TRY(ge2_case_operand(c, s, &q));
         GE2_TRY(ge2_case_operand(c, s, &k));
         GE2_TRY(ge2_case_operand(c, s, &v));
-        GE2_TRY((a.attention.heads_inner ? ge2_attention_bthd : ge2_attention)(c->inst->graph, q, k, v,
-                                                                              a.attention.causal, &y));
+        GE2_TRY((GE2_ATTRS(ge2_attention_attrs, a)->heads_inner ? ge2_attention_bthd : ge2_attention)(c->inst->graph, q, k, v,
+                                                                              GE2_ATTRS(ge2_attention_attrs, a)->causal, &y));
     }
-    if (a.attention.dropout > 0)
-        GE2_TRY(ge2_attention_dropout(c->inst->graph, y, a.attention.dropout));
+    if (GE2_ATTRS(ge2_attention_attrs, a)->dropout > 0)
+        GE2_TRY(ge2_attention_dropout(c->inst->graph, y, GE2_ATTRS(ge2_attention_attrs, a)->dropout));
     return ge2_case_last_node(c);
 }
 
@@ -69,7 +69,7 @@ static ge2_status case_attention_grad(ge2_case_ctx *c)
     ge2_shape s = random_qkv(c), ls = s;
     ls.ndim--;
     ge2_attrs a = random_attrs(c, s);
-    const bool packed = a.attention.packed;
+    const bool packed = GE2_ATTRS(ge2_attention_attrs, a)->packed;
     const int n = packed ? 4 : 6;
     ge2_tensor *ts[6];
     for (int i = 0; i < n - 1; i++)
@@ -91,13 +91,13 @@ typedef struct ref_geom {
 /* From y's shape (dy's) */
 static ref_geom geom_of(const ge2_node *node, ge2_shape y)
 {
-    const bool inner = node->attrs.attention.heads_inner;
+    const bool inner = GE2_ATTRS(ge2_attention_attrs, node->attrs)->heads_inner;
     ref_geom g = {1, inner ? y.dim[y.ndim - 3] : y.dim[y.ndim - 2], y.dim[y.ndim - 1],
-                  inner ? y.dim[y.ndim - 2] : 1, 0, node->attrs.attention.causal, node->attrs.attention.packed};
+                  inner ? y.dim[y.ndim - 2] : 1, 0, GE2_ATTRS(ge2_attention_attrs, node->attrs)->causal, GE2_ATTRS(ge2_attention_attrs, node->attrs)->packed};
     for (int i = 0; i < y.ndim - 1; i++)
         if (i != (inner ? y.ndim - 3 : y.ndim - 2))
             g.heads *= y.dim[i];
-    g.scale = node->attrs.attention.scale != 0 ? node->attrs.attention.scale : 1 / sqrt((double)g.d);
+    g.scale = GE2_ATTRS(ge2_attention_attrs, node->attrs)->scale != 0 ? GE2_ATTRS(ge2_attention_attrs, node->attrs)->scale : 1 / sqrt((double)g.d);
     return g;
 }
 
@@ -142,12 +142,12 @@ static bool sees(const ref_geom *g, int64_t t, int64_t j) { return !g->causal ||
  * whose chance is 1 - p', p' = ceil(65536 p) / 65536 */
 static double drop_factor(const ge2_node *node, const ref_geom *g, int64_t h, int64_t t, int64_t j)
 {
-    const double p = node->attrs.attention.dropout;
+    const double p = GE2_ATTRS(ge2_attention_attrs, node->attrs)->dropout;
     if (p == 0)
         return 1;
     const uint64_t seed = ge2_ref_rng_seed, offset = ge2_ref_rng_offset;
     const uint64_t group = (uint64_t)((h * g->t + t) * ((g->t + 7) / 8) + j / 8);
-    ge2_philox4 counter = {{(uint32_t)group, (uint32_t)(group >> 32), node->attrs.attention.stream,
+    ge2_philox4 counter = {{(uint32_t)group, (uint32_t)(group >> 32), GE2_ATTRS(ge2_attention_attrs, node->attrs)->stream,
                             (uint32_t)offset}};
     ge2_philox4 r = ge2_philox4x32_10(counter, (uint32_t)seed, (uint32_t)(seed >> 32) ^ (uint32_t)(offset >> 32));
     const uint32_t word = r.v[(j % 8) / 2], u = (j % 2 ? word >> 16 : word) & 0xffff;

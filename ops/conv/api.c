@@ -17,11 +17,11 @@ ge2_status ge2_conv2d(ge2_graph *graph, ge2_tensor *x, ge2_tensor *w, ge2_tensor
     ge2_attrs a;
     memset(&a, 0, sizeof a);
     for (int i = 0; i < 2; i++) {
-        a.conv2d.stride[i] = p.stride[i];
-        a.conv2d.padding[i] = p.padding[i];
-        a.conv2d.dilation[i] = p.dilation[i];
+        GE2_ATTRS(ge2_conv2d_attrs, a)->stride[i] = p.stride[i];
+        GE2_ATTRS(ge2_conv2d_attrs, a)->padding[i] = p.padding[i];
+        GE2_ATTRS(ge2_conv2d_attrs, a)->dilation[i] = p.dilation[i];
     }
-    a.conv2d.groups = p.groups;
+    GE2_ATTRS(ge2_conv2d_attrs, a)->groups = p.groups;
     ge2_tensor *ts[3] = {x, w, b};
     return ge2_graph_add_forward(graph, GE2_OP_CONV2D, "ge2_conv2d", ts, what, b ? 3 : 2, 1, &a, y);
 }

@@ -20,6 +20,14 @@ extern "C" {
 #include "graph/op_support.h"
 #include "ops/ops.h"
 
+/* The family's node attributes (graph/ir.h: GE2_ATTRS). */
+/* CONV2D and its backward ops: PyTorch's Conv2d arguments, per axis (h, w). */
+typedef struct ge2_conv2d_attrs {
+    int stride[2], padding[2], dilation[2];
+    int groups;
+} ge2_conv2d_attrs;
+GE2_ATTRS_FIT(ge2_conv2d_attrs);
+
 /* One convolution's sizes, from its attrs and the concrete shapes of x
  * [N, C, H, W] and w [O, C/groups, KH, KW]; y is [N, O, OH, OW]. */
 typedef struct ge2_conv2d_geom {

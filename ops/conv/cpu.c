@@ -61,7 +61,7 @@
     {                                                                                                           \
         const T *x = l->in[0].data, *w = l->in[1].data, *b = l->n_in > 2 ? l->in[2].data : NULL;                \
         T *y = l->out[0].data;                                                                                  \
-        ge2_conv2d_geom g = ge2_conv2d_geom_of(&l->node->attrs.conv2d, l->in[0].shape, l->in[1].shape);         \
+        ge2_conv2d_geom g = ge2_conv2d_geom_of(GE2_ATTRS(ge2_conv2d_attrs, l->node->attrs), l->in[0].shape, l->in[1].shape);         \
         int64_t k = g.cg * g.kh * g.kw, pix = g.oh * g.ow;                                                      \
         for (int64_t n = 0; n < g.n; n++)                                                                       \
             for (int64_t gr = 0; gr < g.groups; gr++) {                                                         \
@@ -85,7 +85,7 @@
     {                                                                                                           \
         const T *dy = l->in[0].data, *w = l->in[2].data;                                                        \
         T *dx = l->out[0].data;                                                                                 \
-        ge2_conv2d_geom g = ge2_conv2d_geom_of(&l->node->attrs.conv2d, l->in[1].shape, l->in[2].shape);         \
+        ge2_conv2d_geom g = ge2_conv2d_geom_of(GE2_ATTRS(ge2_conv2d_attrs, l->node->attrs), l->in[1].shape, l->in[2].shape);         \
         int64_t k = g.cg * g.kh * g.kw, pix = g.oh * g.ow;                                                      \
         memset(dx, 0, sizeof(T) * (size_t)(g.n * g.c * g.h * g.w));                                             \
         for (int64_t n = 0; n < g.n; n++)                                                                       \
@@ -107,7 +107,7 @@
     {                                                                                                           \
         const T *dy = l->in[0].data, *x = l->in[2].data;                                                        \
         T *dw = l->out[0].data, *db = l->n_out > 1 ? l->out[1].data : NULL;                                     \
-        ge2_conv2d_geom g = ge2_conv2d_geom_of(&l->node->attrs.conv2d, l->in[2].shape, l->in[1].shape);         \
+        ge2_conv2d_geom g = ge2_conv2d_geom_of(GE2_ATTRS(ge2_conv2d_attrs, l->node->attrs), l->in[2].shape, l->in[1].shape);         \
         int64_t k = g.cg * g.kh * g.kw, pix = g.oh * g.ow;                                                      \
         if (dw) {                                                                                               \
             memset(dw, 0, sizeof(T) * (size_t)(g.o * k));                                                       \
@@ -146,7 +146,7 @@ static ge2_status with_columns(const ge2_launch *l, int x_in, int w_in, ge2_stat
     ge2_dtype dt = l->in[0].dtype;
     if (dt != GE2_F32 && dt != GE2_F64)
         return ge2_cpu_bad_dtype(l, dt);
-    ge2_conv2d_geom g = ge2_conv2d_geom_of(&l->node->attrs.conv2d, l->in[x_in].shape, l->in[w_in].shape);
+    ge2_conv2d_geom g = ge2_conv2d_geom_of(GE2_ATTRS(ge2_conv2d_attrs, l->node->attrs), l->in[x_in].shape, l->in[w_in].shape);
     size_t elems = (size_t)(g.cg * g.kh * g.kw * g.oh * g.ow);
     void *col = ge2_malloc(ge2_dtype_size(dt) * (elems ? elems : 1));
     if (!col)

@@ -151,7 +151,7 @@ template <typename Y> __global__ void ge2_conv2d_add_bias_kernel(ge2_conv2d_geom
 
 extern "C" ge2_status ge2_cuda_conv2d_add_bias(const ge2_launch *l)
 {
-    ge2_conv2d_geom g = ge2_conv2d_geom_of(&l->node->attrs.conv2d, l->in[0].shape, l->in[1].shape);
+    ge2_conv2d_geom g = ge2_conv2d_geom_of(GE2_ATTRS(ge2_conv2d_attrs, l->node->attrs), l->in[0].shape, l->in[1].shape);
     const unsigned blocks = ge2_cuda_blocks(g.n * g.o * g.oh * g.ow, GE2_CUDA_THREADS);
     if (l->out[0].dtype == GE2_BF16)
         ge2_conv2d_add_bias_kernel<<<blocks, GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(
@@ -164,7 +164,7 @@ extern "C" ge2_status ge2_cuda_conv2d_add_bias(const ge2_launch *l)
 
 extern "C" ge2_status ge2_cuda_conv2d_grad_bias(const ge2_launch *l)
 {
-    ge2_conv2d_geom g = ge2_conv2d_geom_of(&l->node->attrs.conv2d, l->in[2].shape, l->in[1].shape);
+    ge2_conv2d_geom g = ge2_conv2d_geom_of(GE2_ATTRS(ge2_conv2d_attrs, l->node->attrs), l->in[2].shape, l->in[1].shape);
     if (l->in[0].dtype == GE2_BF16)
         ge2_conv2d_grad_bias_kernel<<<(unsigned)g.o, GE2_CONV_REDUCE_THREADS, 0, ge2_cuda_stream(l)>>>(
             g, (const __nv_bfloat16 *)l->in[0].data, (float *)l->out[1].data);
@@ -207,7 +207,7 @@ extern "C" ge2_status ge2_cuda_conv2d_direct(const ge2_launch *l)
     GE2_TRY(check_operands(l, 0, 1));
     if (!l->out[0].data)
         return GE2_OK;
-    ge2_conv2d_geom g = ge2_conv2d_geom_of(&l->node->attrs.conv2d, l->in[0].shape, l->in[1].shape);
+    ge2_conv2d_geom g = ge2_conv2d_geom_of(GE2_ATTRS(ge2_conv2d_attrs, l->node->attrs), l->in[0].shape, l->in[1].shape);
     const unsigned blocks = ge2_cuda_blocks(g.n * g.o * g.oh * g.ow, GE2_CUDA_THREADS);
     const float *b = l->n_in > 2 ? GE2_F32_IN(2) : NULL;
     cudaStream_t stream = ge2_cuda_stream(l);
@@ -230,7 +230,7 @@ extern "C" ge2_status ge2_cuda_conv2d_grad_input_direct(const ge2_launch *l)
     GE2_TRY(check_operands(l, 0, 2));
     if (!l->out[0].data)
         return GE2_OK;
-    ge2_conv2d_geom g = ge2_conv2d_geom_of(&l->node->attrs.conv2d, l->in[1].shape, l->in[2].shape);
+    ge2_conv2d_geom g = ge2_conv2d_geom_of(GE2_ATTRS(ge2_conv2d_attrs, l->node->attrs), l->in[1].shape, l->in[2].shape);
     const unsigned blocks = ge2_cuda_blocks(g.n * g.c * g.h * g.w, GE2_CUDA_THREADS);
     float *dx = (float *)l->out[0].data;
     if (l->in[0].dtype == GE2_BF16) // dy, w
@@ -245,7 +245,7 @@ extern "C" ge2_status ge2_cuda_conv2d_grad_input_direct(const ge2_launch *l)
 extern "C" ge2_status ge2_cuda_conv2d_grad_weight_direct(const ge2_launch *l)
 {
     GE2_TRY(check_operands(l, 0, 2));
-    ge2_conv2d_geom g = ge2_conv2d_geom_of(&l->node->attrs.conv2d, l->in[2].shape, l->in[1].shape);
+    ge2_conv2d_geom g = ge2_conv2d_geom_of(GE2_ATTRS(ge2_conv2d_attrs, l->node->attrs), l->in[2].shape, l->in[1].shape);
     if (l->out[0].data) {
         const unsigned blocks = (unsigned)(g.o * g.cg * g.kh * g.kw);
         float *dw = (float *)l->out[0].data;

@@ -83,7 +83,7 @@ __global__ void ge2_conv2d_wgrad_small_kernel(ge2_wgrad_geom g, const float *dy,
 // the partials in the workspace.
 extern "C" bool ge2_conv2d_wgrad_small_applies(const ge2_launch *l, char *why, size_t why_size)
 {
-    const ge2_conv2d_geom g = ge2_conv2d_geom_of(&l->node->attrs.conv2d, l->in[2].shape, l->in[1].shape);
+    const ge2_conv2d_geom g = ge2_conv2d_geom_of(GE2_ATTRS(ge2_conv2d_attrs, l->node->attrs), l->in[2].shape, l->in[1].shape);
     const long long k = g.cg * g.kh * g.kw, positions = g.n * g.oh * g.ow;
     const long long chunks = (positions + GE2_WGRAD_CHUNK - 1) / GE2_WGRAD_CHUNK;
     const char *no = NULL;
@@ -109,7 +109,7 @@ extern "C" ge2_status ge2_conv2d_wgrad_small_launch(const ge2_launch *l)
     if (!ge2_conv2d_wgrad_small_applies(l, why, sizeof why))
         return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_conv2d_grad_weight (node %d): small-filter kernel: %s", l->node->id,
                          why);
-    const ge2_conv2d_geom c = ge2_conv2d_geom_of(&l->node->attrs.conv2d, l->in[2].shape, l->in[1].shape);
+    const ge2_conv2d_geom c = ge2_conv2d_geom_of(GE2_ATTRS(ge2_conv2d_attrs, l->node->attrs), l->in[2].shape, l->in[1].shape);
     ge2_wgrad_geom g = {(int)c.n,  (int)c.c,  (int)c.h,  (int)c.w,  (int)c.o,  (int)c.kh, (int)c.kw, (int)c.oh,
                         (int)c.ow, (int)c.sh, (int)c.sw, (int)c.ph, (int)c.pw, (int)c.dh, (int)c.dw, 0, 0};
     g.k = g.c * g.kh * g.kw;

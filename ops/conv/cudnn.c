@@ -121,7 +121,7 @@ static ge2_status make_op(const ge2_launch *l, conv_plan *p)
     int k = l->node->op == GE2_OP_CONV2D ? 0 : l->node->op == GE2_OP_CONV2D_GRAD_INPUT ? 1 : 2;
     ge2_shape xs, ws;
     operands(l, &xs, &ws);
-    ge2_conv2d_geom g = ge2_conv2d_geom_of(&l->node->attrs.conv2d, xs, ws);
+    ge2_conv2d_geom g = ge2_conv2d_geom_of(GE2_ATTRS(ge2_conv2d_attrs, l->node->attrs), xs, ws);
     const int64_t dims[3][4] = {{g.n, g.c, g.h, g.w}, {g.o, g.cg, g.kh, g.kw}, {g.n, g.o, g.oh, g.ow}};
     const bool half = ge2_launch_multiplies_half(l);
     const int type = !half ? CUDNN_DATA_FLOAT : l->f16_operands ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16;
@@ -175,7 +175,7 @@ static bool cache_key(const ge2_launch *l, char *key, size_t size)
     int k = l->node->op == GE2_OP_CONV2D ? 0 : l->node->op == GE2_OP_CONV2D_GRAD_INPUT ? 1 : 2;
     ge2_shape xs, ws;
     operands(l, &xs, &ws);
-    ge2_conv2d_geom g = ge2_conv2d_geom_of(&l->node->attrs.conv2d, xs, ws);
+    ge2_conv2d_geom g = ge2_conv2d_geom_of(GE2_ATTRS(ge2_conv2d_attrs, l->node->attrs), xs, ws);
     struct cudaDeviceProp prop;
     int device = 0;
     if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
@@ -206,7 +206,7 @@ static bool scratch_new(const ge2_launch *l, void *ptrs[3])
 {
     ge2_shape xs, ws;
     operands(l, &xs, &ws);
-    ge2_conv2d_geom g = ge2_conv2d_geom_of(&l->node->attrs.conv2d, xs, ws);
+    ge2_conv2d_geom g = ge2_conv2d_geom_of(GE2_ATTRS(ge2_conv2d_attrs, l->node->attrs), xs, ws);
     const int64_t elems[3] = {g.n * g.c * g.h * g.w, g.o * g.cg * g.kh * g.kw, g.n * g.o * g.oh * g.ow};
     bool ok = true;
     for (int i = 0; i < 3; i++) {

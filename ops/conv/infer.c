@@ -7,7 +7,7 @@
 static ge2_status check_geometry(const ge2_node *node, const ge2_desc *x, const ge2_desc *w, ge2_shape *y)
 {
     const char *op = ge2_op_name(node->op);
-    const ge2_conv2d_attrs *a = &node->attrs.conv2d;
+    const ge2_conv2d_attrs *a = GE2_ATTRS(ge2_conv2d_attrs, node->attrs);
     for (int i = 0; i < 2; i++)
         if (a->stride[i] < 1 || a->dilation[i] < 1 || a->padding[i] < 0)
             return ge2_error(GE2_ERR_INVALID_ARGUMENT,

@@ -18,15 +18,15 @@ static void random_geometry(ge2_case_ctx *c, ge2_attrs *a, ge2_shape *x, ge2_sha
     int groups = (int)ge2_case_irange(c, 1, 2);
     int64_t n = ge2_case_irange(c, 1, 2), cg = ge2_case_irange(c, 1, 3), og = ge2_case_irange(c, 1, 3);
     int64_t kh = ge2_case_irange(c, 1, 3), kw = ge2_case_irange(c, 1, 3);
-    a->conv2d.groups = groups;
+    GE2_ATTRS(ge2_conv2d_attrs, *a)->groups = groups;
     for (int i = 0; i < 2; i++) {
-        a->conv2d.stride[i] = (int)ge2_case_irange(c, 1, 2);
-        a->conv2d.padding[i] = (int)ge2_case_irange(c, 0, 1);
-        a->conv2d.dilation[i] = (int)ge2_case_irange(c, 1, 2);
+        GE2_ATTRS(ge2_conv2d_attrs, *a)->stride[i] = (int)ge2_case_irange(c, 1, 2);
+        GE2_ATTRS(ge2_conv2d_attrs, *a)->padding[i] = (int)ge2_case_irange(c, 0, 1);
+        GE2_ATTRS(ge2_conv2d_attrs, *a)->dilation[i] = (int)ge2_case_irange(c, 1, 2);
     }
     /* at least the dilated window, so the output has a row and a column */
-    int64_t h = a->conv2d.dilation[0] * (kh - 1) + 1 + ge2_case_irange(c, 0, 3);
-    int64_t wd = a->conv2d.dilation[1] * (kw - 1) + 1 + ge2_case_irange(c, 0, 3);
+    int64_t h = GE2_ATTRS(ge2_conv2d_attrs, *a)->dilation[0] * (kh - 1) + 1 + ge2_case_irange(c, 0, 3);
+    int64_t wd = GE2_ATTRS(ge2_conv2d_attrs, *a)->dilation[1] * (kw - 1) + 1 + ge2_case_irange(c, 0, 3);
     *x = ge2_shape4(n, groups * cg, h, wd);
     *w = ge2_shape4(groups * og, cg, kh, kw);
 }
@@ -42,17 +42,17 @@ static ge2_status case_conv2d(ge2_case_ctx *c)
     if (ge2_case_coin(c))
         GE2_TRY(ge2_case_operand(c, ge2_shape1(ws.dim[0]), &b));
     ge2_conv2d_params p = ge2_conv2d_defaults();
-    memcpy(p.stride, a.conv2d.stride, sizeof p.stride);
-    memcpy(p.padding, a.conv2d.padding, sizeof p.padding);
-    memcpy(p.dilation, a.conv2d.dilation, sizeof p.dilation);
-    p.groups = a.conv2d.groups;
+    memcpy(p.stride, GE2_ATTRS(ge2_conv2d_attrs, a)->stride, sizeof p.stride);
+    memcpy(p.padding, GE2_ATTRS(ge2_conv2d_attrs, a)->padding, sizeof p.padding);
+    memcpy(p.dilation, GE2_ATTRS(ge2_conv2d_attrs, a)->dilation, sizeof p.dilation);
+    p.groups = GE2_ATTRS(ge2_conv2d_attrs, a)->groups;
     GE2_TRY(ge2_conv2d(c->inst->graph, x, w, b, &p, &y));
     return ge2_case_last_node(c);
 }
 
 static ge2_shape y_shape(const ge2_attrs *a, ge2_shape x, ge2_shape w)
 {
-    ge2_conv2d_geom g = ge2_conv2d_geom_of(&a->conv2d, x, w);
+    ge2_conv2d_geom g = ge2_conv2d_geom_of(GE2_ATTRS(ge2_conv2d_attrs, *a), x, w);
     return ge2_shape4(g.n, g.o, g.oh, g.ow);
 }
 
@@ -93,7 +93,7 @@ typedef struct ref_conv {
 
 static ref_conv ref_conv_of(const ge2_node *node, ge2_shape x, ge2_shape w)
 {
-    const ge2_conv2d_attrs *a = &node->attrs.conv2d;
+    const ge2_conv2d_attrs *a = GE2_ATTRS(ge2_conv2d_attrs, node->attrs);
     ref_conv r = {x.dim[0], x.dim[1], x.dim[2], x.dim[3], w.dim[0], w.dim[1], w.dim[2], w.dim[3], 0, 0,
                   a->groups, a->stride[0], a->stride[1], a->padding[0], a->padding[1], a->dilation[0], a->dilation[1]};
     r.OH = (r.H + 2 * r.ph - r.dh * (r.KH - 1) - 1) / r.sh + 1;

@@ -10,9 +10,9 @@ ge2_status ge2_dropout(ge2_graph *graph, ge2_tensor *x, double p, ge2_tensor **y
     static const char *const what[1] = {"x"};
     ge2_attrs a;
     memset(&a, 0, sizeof a);
-    a.dropout.p = p;
+    GE2_ATTRS(ge2_dropout_attrs, a)->p = p;
     /* the node's id when made: unique in the graph, and kept in the attrs
      * when a later rewrite renumbers the nodes */
-    a.dropout.stream = (uint32_t)graph->n_nodes;
+    GE2_ATTRS(ge2_dropout_attrs, a)->stream = (uint32_t)graph->n_nodes;
     return ge2_graph_add_forward(graph, GE2_OP_DROPOUT, "ge2_dropout", &x, what, 1, 1, &a, y);
 }

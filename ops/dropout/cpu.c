@@ -11,7 +11,7 @@
         const T *x = l->in[0].data, *plus = l->n_in > 1 ? l->in[1].data : NULL;                                 \
         T *y = l->out[0].data;                                                                                  \
         const int64_t n = ge2_shape_numel(l->in[0].shape);                                                      \
-        const ge2_dropout_attrs *a = &l->node->attrs.dropout;                                                   \
+        const ge2_dropout_attrs *a = GE2_ATTRS(ge2_dropout_attrs, l->node->attrs);                                                   \
         if (!y)                                                                                                 \
             return GE2_OK;                                                                                      \
         if (ge2_dropout_step_p(l) == 0) {                                                                       \

@@ -38,7 +38,7 @@ template <typename Y>
 static void dropout_enqueue(const ge2_launch *l, long long n, double p, const float *x, const float *plus, Y *y)
 {
     const unsigned blocks = ge2_cuda_blocks((n + 3) / 4, GE2_CUDA_THREADS);
-    const unsigned stream = l->node->attrs.dropout.stream;
+    const unsigned stream = GE2_ATTRS(ge2_dropout_attrs, l->node->attrs)->stream;
     if ((uintptr_t)x % 16 == 0 && (uintptr_t)plus % 16 == 0 && ge2_store4_aligned(y))
         ge2_dropout_kernel<true><<<blocks, GE2_CUDA_THREADS, 0, ge2_cuda_stream(l)>>>(
             n, (float)p, ge2_dropout_scale(p), stream, l->control, x, plus, y);

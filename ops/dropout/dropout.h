@@ -26,12 +26,23 @@ extern "C" {
 #include "graph/philox.h"
 #include "ops/ops.h"
 
+/* The family's node attributes (graph/ir.h: GE2_ATTRS). */
+/* DROPOUT and DROPOUT_BACKWARD: the probability p of zeroing an element
+ * (kept ones scale by 1/(1-p)), and the stream, which tells this dropout's
+ * draws from every other's in the step (the forward's and its backward's
+ * are the same, so the backward draws the same mask again). */
+typedef struct ge2_dropout_attrs {
+    double p;
+    uint32_t stream;
+} ge2_dropout_attrs;
+GE2_ATTRS_FIT(ge2_dropout_attrs);
+
 /* Whether the element whose draw is word `bits` survives */
 static inline GE2_HD bool ge2_dropout_kept(uint32_t bits, float p) { return ge2_philox_uniform(bits) >= p; }
 
 /* The probability launch l drops with: its node's p in a train step, 0 in
  * an eval step (which keeps every value). */
-static inline double ge2_dropout_step_p(const ge2_launch *l) { return l->training ? l->node->attrs.dropout.p : 0.0; }
+static inline double ge2_dropout_step_p(const ge2_launch *l) { return l->training ? GE2_ATTRS(ge2_dropout_attrs, l->node->attrs)->p : 0.0; }
 
 /* The kept elements' scale, 1/(1-p), rounded once to f32 for both backends. */
 static inline float ge2_dropout_scale(double p) { return (float)(1.0 / (1.0 - p)); }

@@ -24,8 +24,8 @@ static ge2_status case_dropout(ge2_case_ctx *c)
     GE2_TRY(ge2_case_operand(c, s, &ts[1]));
     ge2_attrs a;
     memset(&a, 0, sizeof a);
-    a.dropout.p = 0.5;
-    a.dropout.stream = (uint32_t)ge2_case_irange(c, 0, 1000);
+    GE2_ATTRS(ge2_dropout_attrs, a)->p = 0.5;
+    GE2_ATTRS(ge2_dropout_attrs, a)->stream = (uint32_t)ge2_case_irange(c, 0, 1000);
     return ge2_case_direct(c, GE2_OP_DROPOUT, ts, 2, 1, &a);
 }
 
@@ -34,8 +34,8 @@ static ge2_status case_dropout_backward(ge2_case_ctx *c)
     ge2_tensor *dy;
     GE2_TRY(ge2_case_plain(c, ge2_case_random_shape(c, 1, 3), &dy));
     ge2_attrs a;
-    a.dropout.p = 0.5;
-    a.dropout.stream = (uint32_t)ge2_case_irange(c, 0, 1000);
+    GE2_ATTRS(ge2_dropout_attrs, a)->p = 0.5;
+    GE2_ATTRS(ge2_dropout_attrs, a)->stream = (uint32_t)ge2_case_irange(c, 0, 1000);
     return ge2_case_direct(c, GE2_OP_DROPOUT_BACKWARD, &dy, 1, 1, &a);
 }
 
@@ -46,11 +46,11 @@ static ge2_status case_dropout_backward(ge2_case_ctx *c)
  * documents */
 static void ref_dropout(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
 {
-    const double p = node->attrs.dropout.p;
+    const double p = GE2_ATTRS(ge2_dropout_attrs, node->attrs)->p;
     const uint64_t seed = ge2_ref_rng_seed, offset = ge2_ref_rng_offset;
     for (int64_t i = 0; i < ge2_ref_numel(in[0].shape); i++) {
         const uint64_t group = (uint64_t)i / 4;
-        ge2_philox4 counter = {{(uint32_t)group, (uint32_t)(group >> 32), node->attrs.dropout.stream,
+        ge2_philox4 counter = {{(uint32_t)group, (uint32_t)(group >> 32), GE2_ATTRS(ge2_dropout_attrs, node->attrs)->stream,
                                 (uint32_t)offset}};
         ge2_philox4 r = ge2_philox4x32_10(counter, (uint32_t)seed, (uint32_t)(seed >> 32) ^ (uint32_t)(offset >> 32));
         const double u = (double)(r.v[i % 4] >> 8) / 16777216.0;

@@ -31,7 +31,7 @@ ge2_status ge2_scale(ge2_graph *graph, ge2_tensor *x, double alpha, ge2_tensor *
 {
     ge2_attrs a;
     memset(&a, 0, sizeof a);
-    a.scale.alpha = alpha;
+    GE2_ATTRS(ge2_scale_attrs, a)->alpha = alpha;
     return ge2_graph_add_forward(graph, GE2_OP_SCALE, "ge2_scale", &x, unary_what, 1, 1, &a, y);
 }
 
@@ -39,7 +39,7 @@ ge2_status ge2_activate(ge2_graph *graph, ge2_tensor *x, ge2_activation act, flo
 {
     ge2_attrs a;
     memset(&a, 0, sizeof a);
-    a.act.act = act;
-    a.act.slope = slope;
+    GE2_ATTRS(ge2_act_attrs, a)->act = act;
+    GE2_ATTRS(ge2_act_attrs, a)->slope = slope;
     return ge2_graph_add_forward(graph, GE2_OP_ACTIVATION, "ge2_activate", &x, unary_what, 1, 1, &a, y);
 }

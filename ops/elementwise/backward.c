@@ -5,12 +5,13 @@
 
 #include "ops/elementwise/elementwise.h"
 #include "ops/elementwise/activation_math.h"
+#include "ops/reduce/reduce.h"
 
 static ge2_status scale(ge2_autograd *ag, int x, double alpha, int *out)
 {
     ge2_attrs a;
     memset(&a, 0, sizeof a);
-    a.scale.alpha = alpha;
+    GE2_ATTRS(ge2_scale_attrs, a)->alpha = alpha;
     return ge2_ag_emit(ag, GE2_OP_SCALE, &x, 1, &a, out);
 }
 
@@ -27,7 +28,7 @@ static ge2_status give_reduced(ge2_autograd *ag, int x, int g, double sign)
     if (!same) {
         ge2_attrs a;
         memset(&a, 0, sizeof a);
-        a.expand.scale = 1.0;
+        GE2_ATTRS(ge2_expand_attrs, a)->scale = 1.0;
         GE2_TRY(ge2_ag_emit2(ag, GE2_OP_REDUCE_TO, g, x, &a, &g));
     }
     if (sign != 1.0)
@@ -62,7 +63,7 @@ ge2_status ge2_backward_scale(ge2_autograd *ag, const ge2_node *node, const int 
 {
     int d, g;
     GE2_TRY(ge2_ag_dy_tensor(ag, dy[0], &d));
-    GE2_TRY(scale(ag, d, node->attrs.scale.alpha, &g));
+    GE2_TRY(scale(ag, d, GE2_ATTRS(ge2_scale_attrs, node->attrs)->alpha, &g));
     return ge2_ag_accumulate(ag, node->inputs[0], g);
 }
 
@@ -73,8 +74,8 @@ ge2_status ge2_backward_activation(ge2_autograd *ag, const ge2_node *node, const
     int d, g;
     GE2_TRY(ge2_ag_dy_tensor(ag, dy[0], &d));
     ge2_attrs a = node->attrs;
-    a.act.from_output = ge2_act_grad_from_output(a.act.act, a.act.slope);
-    int saved = a.act.from_output ? node->outputs[0] : node->inputs[0];
+    GE2_ATTRS(ge2_act_attrs, a)->from_output = ge2_act_grad_from_output(GE2_ATTRS(ge2_act_attrs, a)->act, GE2_ATTRS(ge2_act_attrs, a)->slope);
+    int saved = GE2_ATTRS(ge2_act_attrs, a)->from_output ? node->outputs[0] : node->inputs[0];
     GE2_TRY(ge2_ag_emit2(ag, GE2_OP_ACTIVATION_BACKWARD, d, saved, &a, &g));
     return ge2_ag_accumulate(ag, node->inputs[0], g);
 }

@@ -28,7 +28,7 @@
     static ge2_status scale_##SUF(const ge2_launch *l)                                                          \
     {                                                                                                           \
         const T *x = l->in[0].data;                                                                             \
-        T *y = l->out[0].data, alpha = (T)l->node->attrs.scale.alpha;                                           \
+        T *y = l->out[0].data, alpha = (T)GE2_ATTRS(ge2_scale_attrs, l->node->attrs)->alpha;                                           \
         int64_t n = ge2_shape_numel(l->in[0].shape);                                                            \
         for (int64_t i = 0; y && i < n; i++)                                                                    \
             y[i] = alpha * x[i];                                                                                \
@@ -41,7 +41,7 @@
     {                                                                                                           \
         const T *z = l->in[0].data;                                                                             \
         T *y = l->out[0].data;                                                                                  \
-        const ge2_act_attrs *at = &l->node->attrs.act;                                                          \
+        const ge2_act_attrs *at = GE2_ATTRS(ge2_act_attrs, l->node->attrs);                                                          \
         int64_t n = ge2_shape_numel(l->in[0].shape);                                                            \
         for (int64_t i = 0; y && i < n; i++)                                                                    \
             y[i] = ge2_act_##SUF(at->act, z[i], at->slope);                                                     \
@@ -54,7 +54,7 @@
     {                                                                                                           \
         const T *dy = l->in[0].data, *saved = l->in[1].data;                                                    \
         T *dz = l->out[0].data;                                                                                 \
-        const ge2_act_attrs *at = &l->node->attrs.act;                                                          \
+        const ge2_act_attrs *at = GE2_ATTRS(ge2_act_attrs, l->node->attrs);                                                          \
         int64_t n = ge2_shape_numel(l->in[0].shape);                                                            \
         for (int64_t i = 0; dz && i < n; i++)                                                                   \
             dz[i] = dy[i] * ge2_act_grad_##SUF(at->act, saved[i], at->from_output, at->slope);                  \

@@ -14,6 +14,7 @@
 #include "ops/elementwise/activation_math.h"
 #include "kernels/broadcast.h"
 #include "ops/elementwise/elementwise.h"
+#include "ops/reduce/reduce.h"
 
 // ------------------------------------------------------------------- kernels
 
@@ -233,7 +234,7 @@ extern "C" ge2_status ge2_cuda_expand_launch(const ge2_launch *l)
 {
     GE2_TRY(ge2_cuda_require_f32(l, 0));
     const ge2_view *x = &l->in[0], *y = &l->out[0];
-    const ge2_expand_attrs *at = &l->node->attrs.expand;
+    const ge2_expand_attrs *at = GE2_ATTRS(ge2_expand_attrs, l->node->attrs);
     double scale = at->scale;
     if (at->mean && ge2_shape_numel(x->shape) > 0)
         scale /= (double)ge2_shape_numel(y->shape) / (double)ge2_shape_numel(x->shape);
@@ -255,21 +256,21 @@ extern "C" ge2_status ge2_cuda_expand_launch(const ge2_launch *l)
 extern "C" ge2_status ge2_cuda_scale_launch(const ge2_launch *l)
 {
     GE2_TRY(ge2_cuda_require_f32(l, 0));
-    ge2_scale_fn f = {(float)l->node->attrs.scale.alpha};
+    ge2_scale_fn f = {(float)GE2_ATTRS(ge2_scale_attrs, l->node->attrs)->alpha};
     return launch_map(l, (const float *)l->in[0].data, NULL, f);
 }
 
 extern "C" ge2_status ge2_cuda_activation_launch(const ge2_launch *l)
 {
     GE2_TRY(ge2_cuda_require_f32(l, 0));
-    ge2_act_fn f = {l->node->attrs.act.act, l->node->attrs.act.slope};
+    ge2_act_fn f = {GE2_ATTRS(ge2_act_attrs, l->node->attrs)->act, GE2_ATTRS(ge2_act_attrs, l->node->attrs)->slope};
     return launch_map(l, (const float *)l->in[0].data, NULL, f);
 }
 
 extern "C" ge2_status ge2_cuda_activation_backward_launch(const ge2_launch *l)
 {
     GE2_TRY(ge2_cuda_require_f32(l, 0));
-    const ge2_act_attrs *at = &l->node->attrs.act;
+    const ge2_act_attrs *at = GE2_ATTRS(ge2_act_attrs, l->node->attrs);
     ge2_act_grad_fn f = {at->act, at->slope, at->from_output};
     return launch_map(l, (const float *)l->in[0].data, (const float *)l->in[1].data, f);
 }

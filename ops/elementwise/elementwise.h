@@ -18,6 +18,20 @@ extern "C" {
 #include "graph/op_support.h"
 #include "ops/ops.h"
 
+/* The family's node attributes (graph/ir.h: GE2_ATTRS). */
+typedef struct ge2_act_attrs {
+    ge2_activation act;
+    float slope;
+    /* ACTIVATION_BACKWARD, LINEAR_GRAD_INPUT: the saved input is y = act(z), not z
+     * (LINEAR_GRAD_INPUT's relu from z reads LINEAR's U8 bit-mask instead) */
+    bool from_output;
+    /* LINEAR_GRAD_INPUT with a saved z: output 2 (beside dx and db) is
+     * act(z) made again, for the next layer's weight gradient, so the
+     * forward's y need not live until the backward (fusion/recompute_act) */
+    bool recompute;
+} ge2_act_attrs;
+GE2_ATTRS_FIT(ge2_act_attrs);
+
 /* infer.c */
 ge2_status ge2_infer_ADD(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
 ge2_status ge2_infer_SUB(const ge2_node *node, const ge2_desc *in, ge2_desc *out);

@@ -28,9 +28,9 @@ ge2_status ge2_infer_SCALE(const ge2_node *node, const ge2_desc *in, ge2_desc *o
 
 ge2_status ge2_infer_ACTIVATION(const ge2_node *node, const ge2_desc *in, ge2_desc *out)
 {
-    if ((unsigned)node->attrs.act.act >= GE2_ACT_COUNT)
+    if ((unsigned)GE2_ATTRS(ge2_act_attrs, node->attrs)->act >= GE2_ACT_COUNT)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, GE2_OP_PREFIX "%s: unknown activation %d", ge2_op_name(node->op),
-                         (int)node->attrs.act.act);
+                         (int)GE2_ATTRS(ge2_act_attrs, node->attrs)->act);
     return ge2_infer_SCALE(node, in, out);
 }
 

@@ -61,7 +61,7 @@ const ge2_op_def ge2_op_def_activation = {
     .cuda = {NULL, ge2_cuda_activation_launch, NULL, ge2_cuda_elementwise_describe},
 };
 
-/* dy, saved (z, or y when attrs.act.from_output) */
+/* dy, saved (z, or y when ge2_act_attrs.from_output) */
 const ge2_op_def ge2_op_def_activation_backward = {
     .name = "activation_backward",
     .min_inputs = 2,

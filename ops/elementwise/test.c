@@ -76,20 +76,20 @@ static void ref_binary(const ge2_node *node, const ref_tensor *in, ref_tensor *o
 static void ref_scale(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
 {
     for (int64_t i = 0; i < ge2_ref_numel(out[0].shape); i++)
-        out[0].v[i] = node->attrs.scale.alpha * in[0].v[i];
+        out[0].v[i] = GE2_ATTRS(ge2_scale_attrs, node->attrs)->alpha * in[0].v[i];
 }
 
 static void ref_activation(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
 {
     for (int64_t i = 0; i < ge2_ref_numel(out[0].shape); i++)
-        out[0].v[i] = ge2_ref_act(node->attrs.act.act, in[0].v[i], node->attrs.act.slope);
+        out[0].v[i] = ge2_ref_act(GE2_ATTRS(ge2_act_attrs, node->attrs)->act, in[0].v[i], GE2_ATTRS(ge2_act_attrs, node->attrs)->slope);
 }
 
 static void ref_activation_backward(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
 {
     for (int64_t i = 0; i < ge2_ref_numel(out[0].shape); i++)
-        out[0].v[i] = in[0].v[i] * ge2_ref_act_grad(node->attrs.act.act, in[1].v[i], node->attrs.act.from_output,
-                                                    node->attrs.act.slope);
+        out[0].v[i] = in[0].v[i] * ge2_ref_act_grad(GE2_ATTRS(ge2_act_attrs, node->attrs)->act, in[1].v[i], GE2_ATTRS(ge2_act_attrs, node->attrs)->from_output,
+                                                    GE2_ATTRS(ge2_act_attrs, node->attrs)->slope);
 }
 
 /* --------------------------------------------------------- registration */

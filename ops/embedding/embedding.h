@@ -1,6 +1,6 @@
 /* The embedding family: EMBEDDING (table [V, C], ids [...] i32 -> y [...,
  * C], the rows the ids pick) and its backward op EMBEDDING_BACKWARD (dy
- * [..., C], ids -> dtable [V, C], attrs.embedding.rows = V), which adds
+ * [..., C], ids -> dtable [V, C], ge2_embedding_attrs.rows = V), which adds
  * each position's dy into its row in position order: deterministic, with no
  * float atomics, on both backends.
  *
@@ -18,6 +18,13 @@ extern "C" {
 #include "autograd/autograd.h"
 #include "graph/op_support.h"
 #include "ops/ops.h"
+
+/* The family's node attributes (graph/ir.h: GE2_ATTRS). */
+/* EMBEDDING_BACKWARD: the table's row count (the gradient's first dim). */
+typedef struct ge2_embedding_attrs {
+    int64_t rows;
+} ge2_embedding_attrs;
+GE2_ATTRS_FIT(ge2_embedding_attrs);
 
 /* infer.c */
 ge2_status ge2_infer_EMBEDDING(const ge2_node *node, const ge2_desc *in, ge2_desc *out);

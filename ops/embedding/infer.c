@@ -38,7 +38,7 @@ ge2_status ge2_infer_EMBEDDING_BACKWARD(const ge2_node *node, const ge2_desc *in
     GE2_TRY(ge2_infer_need_outputs(node, 1, 1));
     GE2_TRY(ge2_infer_need_float(node, &in[0], "dy"));
     GE2_TRY(check_ids(node, &in[1]));
-    const int64_t rows = node->attrs.embedding.rows, c = in[0].shape.dim[in[0].shape.ndim - 1];
+    const int64_t rows = GE2_ATTRS(ge2_embedding_attrs, node->attrs)->rows, c = in[0].shape.dim[in[0].shape.ndim - 1];
     if (in[0].shape.ndim < 1 || !ge2_shape_equal(rows_of(in[1].shape, c), in[0].shape))
         return ge2_error(GE2_ERR_SHAPE, GE2_OP_PREFIX "%s: dy %s is %s, expected ids %s %s and one more dim",
                          ge2_op_name(node->op), in[0].name, GE2_SHAPE_STR(in[0].shape), in[1].name,

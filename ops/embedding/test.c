@@ -31,7 +31,7 @@ static ge2_status case_embedding_backward(ge2_case_ctx *c)
     dys.dim[dys.ndim++] = cols;
     GE2_TRY(ge2_case_plain(c, dys, &ts[0]));
     ge2_attrs a;
-    a.embedding.rows = rows;
+    GE2_ATTRS(ge2_embedding_attrs, a)->rows = rows;
     return ge2_case_direct(c, GE2_OP_EMBEDDING_BACKWARD, ts, 2, 1, &a);
 }
 
@@ -48,7 +48,7 @@ static void ref_embedding(const ge2_node *node, const ref_tensor *in, ref_tensor
 /* dtable[v, i] = Σ over positions p with ids[p] == v of dy[p, i] */
 static void ref_embedding_backward(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
 {
-    const int64_t rows = node->attrs.embedding.rows, n = ge2_ref_numel(in[1].shape);
+    const int64_t rows = GE2_ATTRS(ge2_embedding_attrs, node->attrs)->rows, n = ge2_ref_numel(in[1].shape);
     const int64_t cols = in[0].shape.dim[in[0].shape.ndim - 1];
     for (int64_t v = 0; v < rows; v++)
         for (int64_t i = 0; i < cols; i++) {

@@ -7,13 +7,14 @@
 
 #include "ops/linear/linear.h"
 #include "ops/elementwise/activation_math.h"
+#include "ops/reduce/reduce.h"
 
 static ge2_status matmul(ge2_autograd *ag, int a, int b, bool ta, bool tb, int *out)
 {
     ge2_attrs at;
     memset(&at, 0, sizeof at);
-    at.matmul.trans_a = ta;
-    at.matmul.trans_b = tb;
+    GE2_ATTRS(ge2_matmul_attrs, at)->trans_a = ta;
+    GE2_ATTRS(ge2_matmul_attrs, at)->trans_b = tb;
     return ge2_ag_emit2(ag, GE2_OP_MATMUL, a, b, &at, out);
 }
 
@@ -21,7 +22,7 @@ static ge2_status matmul(ge2_autograd *ag, int a, int b, bool ta, bool tb, int *
  * z stash if anything consumed it. */
 static ge2_status plain_dz(ge2_autograd *ag, const ge2_node *node, const int *dy, int *dz)
 {
-    const ge2_linear_attrs *la = &node->attrs.linear;
+    const ge2_linear_attrs *la = GE2_ATTRS(ge2_linear_attrs, node->attrs);
     ge2_linear_stash stash = ge2_linear_stash_of(la->act, la->slope);
     *dz = GE2_GRAD_NONE;
     if (dy[0] != GE2_GRAD_NONE) {
@@ -29,11 +30,11 @@ static ge2_status plain_dz(ge2_autograd *ag, const ge2_node *node, const int *dy
         if (la->act != GE2_ACT_NONE) {
             ge2_attrs a;
             memset(&a, 0, sizeof a);
-            a.act.act = la->act;
-            a.act.slope = la->slope;
+            GE2_ATTRS(ge2_act_attrs, a)->act = la->act;
+            GE2_ATTRS(ge2_act_attrs, a)->slope = la->slope;
             /* the relu mask is for LINEAR_GRAD_INPUT; ACTIVATION_BACKWARD reads y */
-            a.act.from_output = stash != GE2_STASH_Z;
-            int saved = a.act.from_output ? node->outputs[0] : node->outputs[1];
+            GE2_ATTRS(ge2_act_attrs, a)->from_output = stash != GE2_STASH_Z;
+            int saved = GE2_ATTRS(ge2_act_attrs, a)->from_output ? node->outputs[0] : node->outputs[1];
             GE2_TRY(ge2_ag_emit2(ag, GE2_OP_ACTIVATION_BACKWARD, *dz, saved, &a, dz));
         }
     }
@@ -70,7 +71,7 @@ ge2_status ge2_backward_linear(ge2_autograd *ag, const ge2_node *node, const int
     if (b >= 0 && ge2_ag_wants(ag, b)) {
         ge2_attrs a;
         memset(&a, 0, sizeof a);
-        a.reduce.axis = 0;
+        GE2_ATTRS(ge2_reduce_attrs, a)->axis = 0;
         GE2_TRY(ge2_ag_emit(ag, GE2_OP_SUM, &dz, 1, &a, &g));
         GE2_TRY(ge2_ag_accumulate(ag, b, g));
     }
@@ -85,7 +86,7 @@ ge2_status ge2_backward_linear(ge2_autograd *ag, const ge2_node *node, const int
 ge2_status ge2_backward_matmul(ge2_autograd *ag, const ge2_node *node, const int *dy)
 {
     int a = node->inputs[0], b = node->inputs[1], d, g;
-    bool ta = node->attrs.matmul.trans_a, tb = node->attrs.matmul.trans_b;
+    bool ta = GE2_ATTRS(ge2_matmul_attrs, node->attrs)->trans_a, tb = GE2_ATTRS(ge2_matmul_attrs, node->attrs)->trans_b;
     GE2_TRY(ge2_ag_dy_tensor(ag, dy[0], &d));
     if (ge2_ag_wants(ag, a)) {
         if (!ta)

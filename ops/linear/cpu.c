@@ -39,8 +39,8 @@ GE2_CPU_DEFINE_BOTH(GEMM)
         GE2_TRY(gemm_##SUF(l, false, true, rows, n, k, x, k, w, k, acc));                                       \
         if (mask)                                                                                               \
             memset(stash, 0, (size_t)(rows * mask_row));                                                       \
-        ge2_activation act = l->node->attrs.linear.act;                                                         \
-        float slope = l->node->attrs.linear.slope;                                                              \
+        ge2_activation act = GE2_ATTRS(ge2_linear_attrs, l->node->attrs)->act;                                                         \
+        float slope = GE2_ATTRS(ge2_linear_attrs, l->node->attrs)->slope;                                                              \
         for (int64_t r = 0; r < rows; r++)                                                                      \
             for (int64_t c = 0; c < n; c++) {                                                                   \
                 T v = acc[r * n + c] + (b ? b[c] : (T)0);                                                       \
@@ -62,7 +62,7 @@ GE2_CPU_DEFINE_BOTH(GEMM)
         T *y = l->out[0].data;                                                                                  \
         if (!y)                                                                                                 \
             return GE2_OK;                                                                                      \
-        bool ta = l->node->attrs.matmul.trans_a, tb = l->node->attrs.matmul.trans_b;                            \
+        bool ta = GE2_ATTRS(ge2_matmul_attrs, l->node->attrs)->trans_a, tb = GE2_ATTRS(ge2_matmul_attrs, l->node->attrs)->trans_b;                            \
         ge2_shape sa = l->in[0].shape, sb = l->in[1].shape;                                                     \
         int nd = sa.ndim;                                                                                       \
         int64_t batch = nd == 3 ? sa.dim[0] : 1;                                                                \
@@ -102,7 +102,7 @@ GE2_CPU_DEFINE_BOTH(GEMM)
         T *again = again_at >= 0 ? l->out[again_at].data : NULL;                                                \
         int64_t rows = l->in[0].shape.dim[0], k = l->in[0].shape.dim[1], n = l->in[1].shape.dim[1];            \
         int64_t mask_row = ge2_relu_mask_row_bytes(n);                                                          \
-        const ge2_act_attrs *a = &l->node->attrs.act;                                                           \
+        const ge2_act_attrs *a = GE2_ATTRS(ge2_act_attrs, l->node->attrs);                                                           \
         if (again && dx) {                                                                                      \
             GE2_TRY(gemm_##SUF(l, false, false, rows, n, k, dz, k, w, n, again));                               \
             for (int64_t i = 0; i < rows * n; i++) {                                                            \

@@ -74,8 +74,8 @@ static bool linear_tiled_bind(const ge2_launch *launch, ge2_tiled_gemm *g)
     g->b_n = in;
     g->c = (float *)launch->out[0].data;
     g->epilogue = GE2_TILED_BIAS_ACT;
-    g->act = launch->node->attrs.linear.act;
-    g->slope = launch->node->attrs.linear.slope;
+    g->act = GE2_ATTRS(ge2_linear_attrs, launch->node->attrs)->act;
+    g->slope = GE2_ATTRS(ge2_linear_attrs, launch->node->attrs)->slope;
     g->bias = launch->n_in >= 3 ? (const float *)launch->in[2].data : NULL;
     if (launch->n_out >= 2 && launch->out[1].data) {
         if (launch->out[1].dtype == GE2_U8)
@@ -110,8 +110,8 @@ static ge2_status linear_prepare(ge2_launch *launch, bool fuse)
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_linear (node %d): out of host memory", node_id);
     p->has_bias = launch->n_in >= 3 && launch->in[2].data != NULL;
     p->bias_view = p->has_bias ? GE2_GEMM_IN(2) : GE2_GEMM_NO_VIEW;
-    p->act = launch->node->attrs.linear.act;
-    p->slope = launch->node->attrs.linear.slope;
+    p->act = GE2_ATTRS(ge2_linear_attrs, launch->node->attrs)->act;
+    p->slope = GE2_ATTRS(ge2_linear_attrs, launch->node->attrs)->slope;
     p->n_out = rows * out_f;
     p->tiled_bind = linear_tiled_bind;
     const bool want_y = launch->out[0].data != NULL;
@@ -231,7 +231,7 @@ extern "C" const char *ge2_cuda_linear_describe(const ge2_launch *launch)
 static bool matmul_tiled_bind(const ge2_launch *launch, ge2_tiled_gemm *g)
 {
     const ge2_view *a = &launch->in[0], *b = &launch->in[1];
-    const bool ta = launch->node->attrs.matmul.trans_a, tb = launch->node->attrs.matmul.trans_b;
+    const bool ta = GE2_ATTRS(ge2_matmul_attrs, launch->node->attrs)->trans_a, tb = GE2_ATTRS(ge2_matmul_attrs, launch->node->attrs)->trans_b;
     memset(g, 0, sizeof *g);
     if (a->shape.ndim != 2 || b->shape.ndim != 2)
         return false;
@@ -257,7 +257,7 @@ extern "C" ge2_status ge2_cuda_matmul_prepare(ge2_launch *launch)
     int node_id = launch->node->id;
     GE2_TRY(ge2_gemm_check_launch(launch));
     const ge2_view *a = &launch->in[0], *b = &launch->in[1];
-    const bool ta = launch->node->attrs.matmul.trans_a, tb = launch->node->attrs.matmul.trans_b;
+    const bool ta = GE2_ATTRS(ge2_matmul_attrs, launch->node->attrs)->trans_a, tb = GE2_ATTRS(ge2_matmul_attrs, launch->node->attrs)->trans_b;
     char as[64], bs[64];
     if (a->shape.ndim < 2 || a->shape.ndim > 3 || b->shape.ndim < 2 || b->shape.ndim > 3)
         return ge2_error(GE2_ERR_SHAPE, "ge2_matmul (node %d): a is %s, b is %s: want 2-D or 3-D", node_id,

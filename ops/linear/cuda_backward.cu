@@ -160,7 +160,7 @@ static ge2_status dact_into(const ge2_launch *launch, const S *saved, const uint
                        (!saved || ge2_store4_aligned(saved)) && (!again || ge2_store4_aligned(again));
     const int64_t work = quads ? (rows * n + 3) / 4 : rows * n;
     ge2_dact_kernel<<<ge2_cuda_blocks(work, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0, ge2_cuda_stream(launch)>>>(
-        rows, n, launch->node->attrs.act, saved, mask, ge2_relu_mask_row_bytes(n), quads, d, dx, again);
+        rows, n, (*GE2_ATTRS(ge2_act_attrs, launch->node->attrs)), saved, mask, ge2_relu_mask_row_bytes(n), quads, d, dx, again);
     GE2_CUDA_CHECK(launch, "ge2_dact_kernel");
     return GE2_OK;
 }
@@ -237,7 +237,7 @@ static bool grad_input_tiled_bind(const ge2_launch *launch, ge2_tiled_gemm *g)
 {
     const ge2_view *dz = &launch->in[0], *w = &launch->in[1];
     memset(g, 0, sizeof *g);
-    if ((launch->n_out > 1 && launch->out[1].data) || launch->node->attrs.act.recompute)
+    if ((launch->n_out > 1 && launch->out[1].data) || GE2_ATTRS(ge2_act_attrs, launch->node->attrs)->recompute)
         return false;
     g->m = dz->shape.dim[0];
     g->k = dz->shape.dim[1];
@@ -252,7 +252,7 @@ static bool grad_input_tiled_bind(const ge2_launch *launch, ge2_tiled_gemm *g)
     g->epilogue = GE2_TILED_DACT;
     g->act = GE2_ACT_NONE;
     if (launch->n_in > 2) {
-        const ge2_act_attrs *a = &launch->node->attrs.act;
+        const ge2_act_attrs *a = GE2_ATTRS(ge2_act_attrs, launch->node->attrs);
         g->act = a->act;
         g->slope = a->slope;
         g->from_output = a->from_output;
@@ -349,7 +349,7 @@ static ge2_status grad_input_prepare(ge2_launch *launch, bool fuse)
     ge2_gemm_plan *p;
     GE2_TRY(new_plan(launch, "dz", "w", &p));
     const int64_t rows = launch->in[0].shape.dim[0], k = launch->in[0].shape.dim[1], n = launch->in[1].shape.dim[1];
-    const ge2_act_attrs *a = &launch->node->attrs.act;
+    const ge2_act_attrs *a = GE2_ATTRS(ge2_act_attrs, launch->node->attrs);
     const bool mask = launch->n_in > 2 && launch->in[2].dtype == GE2_U8;
     // (cuBLASLt's DGELU reads an f32 z: a bf16 one, the storage pass's, goes to ge2's kernel)
     const bool gelu_z = launch->n_in > 2 && a->act == GE2_ACT_GELU_TANH && !a->from_output && n % 8 == 0 &&

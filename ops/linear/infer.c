@@ -9,7 +9,7 @@ ge2_status ge2_infer_LINEAR(const ge2_node *node, const ge2_desc *in, ge2_desc *
     GE2_TRY(ge2_infer_need_same_dtype(node, x, w));
     if (b)
         GE2_TRY(ge2_infer_need_same_dtype(node, x, b));
-    const ge2_linear_attrs *a = &node->attrs.linear;
+    const ge2_linear_attrs *a = GE2_ATTRS(ge2_linear_attrs, node->attrs);
     if ((unsigned)a->act >= GE2_ACT_COUNT)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_linear: unknown activation %d", (int)a->act);
     ge2_linear_stash stash = ge2_linear_stash_of(a->act, a->slope);
@@ -40,7 +40,7 @@ ge2_status ge2_infer_MATMUL(const ge2_node *node, const ge2_desc *in, ge2_desc *
     if ((nd != 2 && nd != 3) || b->shape.ndim != nd || (nd == 3 && a->shape.dim[0] != b->shape.dim[0]))
         return ge2_error(GE2_ERR_SHAPE, "ge2_matmul: operands must be both 2-D or both 3-D with equal batch: %s is %s, %s is %s",
                          a->name, GE2_SHAPE_STR(a->shape), b->name, GE2_SHAPE_STR(b->shape));
-    const ge2_matmul_attrs *t = &node->attrs.matmul;
+    const ge2_matmul_attrs *t = GE2_ATTRS(ge2_matmul_attrs, node->attrs);
     int64_t m = a->shape.dim[nd - 2 + t->trans_a], ka = a->shape.dim[nd - 1 - t->trans_a];
     int64_t kb = b->shape.dim[nd - 2 + t->trans_b], n = b->shape.dim[nd - 1 - t->trans_b];
     if (ka != kb)
@@ -59,7 +59,7 @@ ge2_status ge2_infer_LINEAR_GRAD_INPUT(const ge2_node *node, const ge2_desc *in,
     const ge2_desc *dz = &in[0], *w = &in[1], *saved = node->n_inputs > 2 ? &in[2] : NULL;
     GE2_TRY(ge2_infer_need_float(node, dz, "dz"));
     GE2_TRY(ge2_infer_need_same_dtype(node, dz, w));
-    const ge2_act_attrs *a = &node->attrs.act;
+    const ge2_act_attrs *a = GE2_ATTRS(ge2_act_attrs, node->attrs);
     if ((unsigned)a->act >= GE2_ACT_COUNT)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_linear_grad_input: unknown activation %d", (int)a->act);
     if (dz->shape.ndim != 2 || w->shape.ndim != 2 || dz->shape.dim[1] != w->shape.dim[0])

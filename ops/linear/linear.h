@@ -16,8 +16,21 @@ extern "C" {
 
 #include "autograd/autograd.h"
 #include "graph/op_support.h"
+#include "ops/elementwise/elementwise.h" /* LINEAR_GRAD_INPUT reads ge2_act_attrs */
 #include "ops/linear/stash.h"
 #include "ops/ops.h"
+
+/* The family's node attributes (graph/ir.h: GE2_ATTRS). */
+typedef struct ge2_linear_attrs {
+    ge2_activation act;
+    float slope; /* leaky_relu */
+} ge2_linear_attrs;
+GE2_ATTRS_FIT(ge2_linear_attrs);
+
+typedef struct ge2_matmul_attrs {
+    bool trans_a, trans_b;
+} ge2_matmul_attrs;
+GE2_ATTRS_FIT(ge2_matmul_attrs);
 
 /* infer.c */
 ge2_status ge2_infer_LINEAR(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
@@ -74,11 +87,11 @@ static inline bool ge2_linear_d_bf16(bool has_y, ge2_dtype y, bool has_stash, ge
  * (-1: none). */
 static inline int ge2_linear_grad_input_db(const ge2_node *node)
 {
-    return node->n_outputs > (node->attrs.act.recompute ? 2 : 1) ? 1 : -1;
+    return node->n_outputs > (GE2_ATTRS(ge2_act_attrs, node->attrs)->recompute ? 2 : 1) ? 1 : -1;
 }
 static inline int ge2_linear_grad_input_again(const ge2_node *node)
 {
-    return node->attrs.act.recompute ? node->n_outputs - 1 : -1;
+    return GE2_ATTRS(ge2_act_attrs, node->attrs)->recompute ? node->n_outputs - 1 : -1;
 }
 /* ops.c: LINEAR stores y and its z stash in bf16 (the GEMM writes D in bf16,
  * the act kernel y from it), but y beside relu's bit-mask */

@@ -3,7 +3,7 @@
 
 bool ge2_linear_stores_bf16(const ge2_node *node, int output)
 {
-    const ge2_linear_attrs *a = &node->attrs.linear;
+    const ge2_linear_attrs *a = GE2_ATTRS(ge2_linear_attrs, node->attrs);
     const bool stash = node->n_outputs > 1, z = ge2_linear_stash_of(a->act, a->slope) == GE2_STASH_Z;
     return (output == 0 && (!stash || z)) || (output == 1 && stash && z); /* (relu's bit-mask: y stays f32) */
 }

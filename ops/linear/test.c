@@ -53,13 +53,13 @@ static ge2_status case_linear_grad_input(ge2_case_ctx *c)
     int n = 2;
     GE2_TRY(ge2_case_plain(c, ge2_shape2(b, out), &ts[0]));
     GE2_TRY(ge2_case_plain(c, ge2_shape2(out, in), &ts[1]));
-    if (a.act.act == GE2_ACT_RELU && !a.act.from_output)
+    if (GE2_ATTRS(ge2_act_attrs, a)->act == GE2_ACT_RELU && !GE2_ATTRS(ge2_act_attrs, a)->from_output)
         GE2_TRY(ge2_case_feed(c, GE2_ROLE_INPUT, GE2_U8, ge2_shape2(b, (in + 127) / 128 * 16), 0, false, &ts[n++]));
-    else if (a.act.act != GE2_ACT_NONE)
+    else if (GE2_ATTRS(ge2_act_attrs, a)->act != GE2_ACT_NONE)
         GE2_TRY(ge2_case_plain(c, ge2_shape2(b, in), &ts[n++]));
-    const bool z = n == 3 && ts[2]->dtype != GE2_U8 && !a.act.from_output;
-    a.act.recompute = z && ge2_case_coin(c);
-    return ge2_case_direct(c, GE2_OP_LINEAR_GRAD_INPUT, ts, n, (ge2_case_coin(c) ? 2 : 1) + a.act.recompute, &a);
+    const bool z = n == 3 && ts[2]->dtype != GE2_U8 && !GE2_ATTRS(ge2_act_attrs, a)->from_output;
+    GE2_ATTRS(ge2_act_attrs, a)->recompute = z && ge2_case_coin(c);
+    return ge2_case_direct(c, GE2_OP_LINEAR_GRAD_INPUT, ts, n, (ge2_case_coin(c) ? 2 : 1) + GE2_ATTRS(ge2_act_attrs, a)->recompute, &a);
 }
 
 /* dz [B, out], x [B, in] -> dw[, db] */
@@ -82,8 +82,8 @@ static void ref_linear(const ge2_node *node, const ref_tensor *in, ref_tensor *o
             double z = node->n_inputs > 2 ? in[2].v[o] : 0;
             for (int64_t k = 0; k < K; k++)
                 z += in[0].v[r * K + k] * in[1].v[o * K + k];
-            out[0].v[r * N + o] = ge2_ref_act(node->attrs.linear.act, z, node->attrs.linear.slope);
-            if (node->n_outputs > 1 && node->attrs.linear.act != GE2_ACT_RELU)
+            out[0].v[r * N + o] = ge2_ref_act(GE2_ATTRS(ge2_linear_attrs, node->attrs)->act, z, GE2_ATTRS(ge2_linear_attrs, node->attrs)->slope);
+            if (node->n_outputs > 1 && GE2_ATTRS(ge2_linear_attrs, node->attrs)->act != GE2_ACT_RELU)
                 out[1].v[r * N + o] = z;
             else if (node->n_outputs > 1) /* bytes of a bit-mask: rows of N bits padded to 128, LSB first */
                 out[1].v[r * out[1].shape.dim[1] + o / 8] += z > 0 ? (double)(1 << (o % 8)) : 0;
@@ -95,7 +95,7 @@ static void ref_linear(const ge2_node *node, const ref_tensor *in, ref_tensor *o
 static void ref_linear_grad_input(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
 {
     int64_t B = in[0].shape.dim[0], O = in[0].shape.dim[1], N = in[1].shape.dim[1];
-    const ge2_act_attrs *a = &node->attrs.act;
+    const ge2_act_attrs *a = GE2_ATTRS(ge2_act_attrs, node->attrs);
     for (int64_t r = 0; r < B; r++)
         for (int64_t c = 0; c < N; c++) {
             double g = 0, d = 1;
@@ -139,7 +139,7 @@ static double mat_at(const ref_tensor *x, int64_t b, int64_t i, int64_t j, bool 
 
 static void ref_matmul(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
 {
-    bool ta = node->attrs.matmul.trans_a, tb = node->attrs.matmul.trans_b;
+    bool ta = GE2_ATTRS(ge2_matmul_attrs, node->attrs)->trans_a, tb = GE2_ATTRS(ge2_matmul_attrs, node->attrs)->trans_b;
     int nd = out[0].shape.ndim;
     int64_t batch = nd == 3 ? out[0].shape.dim[0] : 1, M = out[0].shape.dim[nd - 2], N = out[0].shape.dim[nd - 1];
     int64_t K = in[0].shape.dim[ta ? nd - 2 : nd - 1];

@@ -13,7 +13,7 @@ ge2_status ge2_cross_entropy(ge2_graph *graph, ge2_tensor *logits, ge2_tensor *l
     ge2_tensor *ts[2] = {logits, labels};
     ge2_attrs a;
     memset(&a, 0, sizeof a);
-    a.loss.label_smoothing = label_smoothing;
+    GE2_ATTRS(ge2_loss_attrs, a)->label_smoothing = label_smoothing;
     return ge2_graph_add_forward(graph, GE2_OP_CROSS_ENTROPY, "ge2_cross_entropy", ts, loss_what, 2, 2, &a, loss);
 }
 

@@ -14,7 +14,7 @@ static ge2_status bad_label(const ge2_launch *l, int64_t row, int32_t label, int
 }
 
 /* in: logits [B, C], labels [B] i32; out: loss [] (mean over B), dlogits [B, C] = d loss / d logits, times the
- * control block's loss_scale where the loss is this node's output (attrs.loss.seeds_backward)
+ * control block's loss_scale where the loss is this node's output (ge2_loss_attrs.seeds_backward)
  * With label smoothing eps the target is q = (1 - eps) onehot + eps / C (PyTorch). */
 #define CROSS_ENTROPY(T, SUF)                                                                                     \
     static ge2_status cross_entropy_##SUF(const ge2_launch *l)                                                  \
@@ -23,8 +23,8 @@ static ge2_status bad_label(const ge2_launch *l, int64_t row, int32_t label, int
         const int32_t *labels = l->in[1].data;                                                                  \
         T *loss = l->out[0].data, *dx = l->n_out > 1 ? l->out[1].data : NULL;                                   \
         int64_t rows = l->in[0].shape.dim[0], c = l->in[0].shape.dim[1];                                        \
-        double eps = l->node->attrs.loss.label_smoothing, off = eps / (double)c, total = 0;                     \
-        const bool seeds = l->node->attrs.loss.seeds_backward && l->control; /* the loss: ge2_loss_scaling */     \
+        double eps = GE2_ATTRS(ge2_loss_attrs, l->node->attrs)->label_smoothing, off = eps / (double)c, total = 0;                     \
+        const bool seeds = GE2_ATTRS(ge2_loss_attrs, l->node->attrs)->seeds_backward && l->control; /* the loss: ge2_loss_scaling */     \
         const double scale = seeds ? l->control->loss_scale : 1.0;                                              \
         for (int64_t r = 0; r < rows; r++)                                                                      \
             if (labels[r] < 0 || labels[r] >= c)                                                                \

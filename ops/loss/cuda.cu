@@ -23,7 +23,7 @@
 // control block (the program then fails the step, graph/control.h) and its
 // row contributes zero loss and zero gradient. dlogits is the
 // gradient of the mean loss, times the control block's loss_scale when the
-// loss is this node's output (seeds: attrs.loss.seeds_backward;
+// loss is this node's output (seeds: ge2_loss_attrs.seeds_backward;
 // ge2_loss_scaling).
 __global__ void ge2_cross_entropy_kernel(int rows, int cols, float smoothing, const float *logits /* [B, C] */,
                                          const int *labels /* [B] */, float *loss /* [] */,
@@ -119,8 +119,8 @@ extern "C" ge2_status ge2_cuda_cross_entropy_launch(const ge2_launch *l)
         return GE2_OK;
     float *dlogits = l->n_out > 1 ? (float *)l->out[1].data : NULL;
     ge2_cross_entropy_kernel<<<row_blocks(rows), GE2_LOSS_WARPS * GE2_WARP, 0, ge2_cuda_stream(l)>>>(
-        (int)rows, (int)cols, l->node->attrs.loss.label_smoothing, (const float *)l->in[0].data,
-        (const int *)l->in[1].data, (float *)l->out[0].data, dlogits, l->node->attrs.loss.seeds_backward,
+        (int)rows, (int)cols, GE2_ATTRS(ge2_loss_attrs, l->node->attrs)->label_smoothing, (const float *)l->in[0].data,
+        (const int *)l->in[1].data, (float *)l->out[0].data, dlogits, GE2_ATTRS(ge2_loss_attrs, l->node->attrs)->seeds_backward,
         l->control, l->node->id);
     return ge2_cuda_check_launch(l, "ge2_cross_entropy_kernel");
 }

@@ -21,7 +21,7 @@ ge2_status ge2_infer_CROSS_ENTROPY(const ge2_node *node, const ge2_desc *in, ge2
 {
     GE2_TRY(logits_labels(node, in));
     GE2_TRY(ge2_infer_need_outputs(node, 2, 2));
-    float eps = node->attrs.loss.label_smoothing;
+    float eps = GE2_ATTRS(ge2_loss_attrs, node->attrs)->label_smoothing;
     if (!(eps >= 0.0f && eps <= 1.0f))
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_cross_entropy: label_smoothing %g is outside [0, 1]",
                          (double)eps);
@@ -47,11 +47,11 @@ ge2_status ge2_infer_MSE_LOSS(const ge2_node *node, const ge2_desc *in, ge2_desc
     return GE2_OK;
 }
 
-/* no inputs -> the seed [] in the loss's dtype (attrs.loss.dtype) */
+/* no inputs -> the seed [] in the loss's dtype (ge2_loss_scale_attrs.dtype) */
 ge2_status ge2_infer_LOSS_SCALE(const ge2_node *node, const ge2_desc *in, ge2_desc *out)
 {
     (void)in;
-    const ge2_dtype dtype = node->attrs.loss.dtype;
+    const ge2_dtype dtype = GE2_ATTRS(ge2_loss_scale_attrs, node->attrs)->dtype;
     if (dtype != GE2_F32 && dtype != GE2_F64)
         return ge2_error(GE2_ERR_DTYPE, GE2_OP_PREFIX "loss_scale: the seed is f32 or f64, not %s", ge2_dtype_name(dtype));
     out[0] = (ge2_desc){dtype, ge2_shape0(), NULL};

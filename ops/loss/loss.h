@@ -21,6 +21,17 @@ extern "C" {
 #include "graph/op_support.h"
 #include "ops/ops.h"
 
+/* The family's node attributes (graph/ir.h: GE2_ATTRS). */
+typedef struct ge2_loss_attrs {
+    float label_smoothing;
+    /* CROSS_ENTROPY: the loss is this node's output itself (set by its
+     * backward rule), so its gradient output is the backward's start and
+     * carries the control block's loss_scale; else the rule multiplies it
+     * by an upstream gradient that carries the scale already */
+    bool seeds_backward;
+} ge2_loss_attrs;
+GE2_ATTRS_FIT(ge2_loss_attrs);
+
 /* infer.c */
 ge2_status ge2_infer_CROSS_ENTROPY(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
 ge2_status ge2_infer_MSE_LOSS(const ge2_node *node, const ge2_desc *in, ge2_desc *out);

@@ -49,7 +49,7 @@ static ge2_status case_loss_scale(ge2_case_ctx *c)
 {
     ge2_attrs a;
     memset(&a, 0, sizeof a);
-    a.loss.dtype = c->dtype;
+    GE2_ATTRS(ge2_loss_scale_attrs, a)->dtype = c->dtype;
     return ge2_case_direct(c, GE2_OP_LOSS_SCALE, NULL, 0, 1, &a);
 }
 
@@ -58,7 +58,7 @@ static ge2_status case_loss_scale(ge2_case_ctx *c)
 static void ref_cross_entropy(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
 {
     int64_t B = in[0].shape.dim[0], C = in[0].shape.dim[1];
-    double eps = node->attrs.loss.label_smoothing, total = 0;
+    double eps = GE2_ATTRS(ge2_loss_attrs, node->attrs)->label_smoothing, total = 0;
     for (int64_t r = 0; r < B; r++) {
         const double *x = in[0].v + r * C;
         int64_t label = (int64_t)in[1].v[r];

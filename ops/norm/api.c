@@ -20,8 +20,8 @@ ge2_status ge2_batch_norm(ge2_graph *graph, ge2_tensor *x, ge2_tensor *weight, g
                              "buffer (ge2_buffer)", what[i], ts[i]->name, ge2_role_name(ts[i]->role));
     ge2_attrs a;
     memset(&a, 0, sizeof a);
-    a.batch_norm.momentum = momentum;
-    a.batch_norm.eps = eps;
+    GE2_ATTRS(ge2_batch_norm_attrs, a)->momentum = momentum;
+    GE2_ATTRS(ge2_batch_norm_attrs, a)->eps = eps;
     return ge2_graph_add_forward(graph, GE2_OP_BATCH_NORM, "ge2_batch_norm", ts, what, n, 2, &a, y);
 }
 
@@ -58,7 +58,7 @@ ge2_status ge2_layer_norm(ge2_graph *graph, ge2_tensor *x, ge2_tensor *weight, g
     ge2_tensor *ts[3] = {x, weight, bias};
     ge2_attrs a;
     memset(&a, 0, sizeof a);
-    a.layer_norm.eps = eps;
+    GE2_ATTRS(ge2_layer_norm_attrs, a)->eps = eps;
     return ge2_graph_add_forward(graph, GE2_OP_LAYER_NORM, "ge2_layer_norm", ts, what, bias ? 3 : 2, 2, &a, y);
 }
 

@@ -4,17 +4,18 @@
  * fuse pass's) takes dy through relu' first, as plain nodes. */
 #include <string.h>
 
+#include "ops/elementwise/elementwise.h"
 #include "ops/norm/norm.h"
 
 ge2_status ge2_backward_batch_norm(ge2_autograd *ag, const ge2_node *node, const int *dy)
 {
     int x = node->inputs[0], weight = node->inputs[1], bias = node->inputs[2], saved = node->outputs[1], d;
     GE2_TRY(ge2_ag_dy_tensor(ag, dy[0], &d));
-    if (node->attrs.batch_norm.relu) {
+    if (GE2_ATTRS(ge2_batch_norm_attrs, node->attrs)->relu) {
         ge2_attrs a;
         memset(&a, 0, sizeof a);
-        a.act.act = GE2_ACT_RELU;
-        a.act.from_output = true;
+        GE2_ATTRS(ge2_act_attrs, a)->act = GE2_ACT_RELU;
+        GE2_ATTRS(ge2_act_attrs, a)->from_output = true;
         GE2_TRY(ge2_ag_emit2(ag, GE2_OP_ACTIVATION_BACKWARD, d, node->outputs[0], &a, &d));
     }
     int in[6] = {d, x, saved}, params[2];

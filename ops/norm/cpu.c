@@ -14,8 +14,8 @@
         T *run_mean = l->in[3].data, *run_var = l->in[4].data;                                                  \
         T *y = l->out[0].data, *saved = l->n_out > 1 ? l->out[1].data : NULL;                                   \
         ge2_bn_geom g = ge2_bn_geom_of(l->in[0].shape);                                                         \
-        double eps = l->node->attrs.batch_norm.eps, momentum = l->node->attrs.batch_norm.momentum;              \
-        const bool relu = l->node->attrs.batch_norm.relu;                                                       \
+        double eps = GE2_ATTRS(ge2_batch_norm_attrs, l->node->attrs)->eps, momentum = GE2_ATTRS(ge2_batch_norm_attrs, l->node->attrs)->momentum;              \
+        const bool relu = GE2_ATTRS(ge2_batch_norm_attrs, l->node->attrs)->relu;                                                       \
         for (int64_t c = 0; c < g.c; c++) {                                                                     \
             double mean, var;                                                                                   \
             if (l->training) {                                                                                  \
@@ -61,7 +61,7 @@
     static ge2_status batch_norm_grad_params_##SUF(const ge2_launch *l)                                         \
     {                                                                                                           \
         const T *dy = l->in[0].data, *x = l->in[1].data, *saved = l->in[2].data;                                \
-        const T *y = l->node->attrs.batch_norm.relu ? l->in[3].data : NULL;                                     \
+        const T *y = GE2_ATTRS(ge2_batch_norm_attrs, l->node->attrs)->relu ? l->in[3].data : NULL;                                     \
         T *dw = l->out[0].data, *db = l->out[1].data;                                                           \
         ge2_bn_geom g = ge2_bn_geom_of(l->in[1].shape);                                                         \
         for (int64_t c = 0; c < g.c; c++) {                                                                     \
@@ -88,7 +88,7 @@
     {                                                                                                           \
         const T *dy = l->in[0].data, *x = l->in[1].data, *w = l->in[2].data, *saved = l->in[3].data;            \
         const T *dw = l->in[4].data, *db = l->in[5].data;                                                       \
-        const T *y = l->node->attrs.batch_norm.relu ? l->in[6].data : NULL;                                     \
+        const T *y = GE2_ATTRS(ge2_batch_norm_attrs, l->node->attrs)->relu ? l->in[6].data : NULL;                                     \
         T *dx = l->out[0].data;                                                                                 \
         ge2_bn_geom g = ge2_bn_geom_of(l->in[1].shape);                                                         \
         for (int64_t n = 0; dx && n < g.n; n++)                                                                 \
@@ -110,7 +110,7 @@
         const T *x = l->in[0].data, *w = l->in[1].data, *b = l->n_in > 2 ? l->in[2].data : NULL;                \
         T *y = l->out[0].data, *saved = l->n_out > 1 ? l->out[1].data : NULL;                                   \
         ge2_ln_geom g = ge2_ln_geom_of(l->in[0].shape);                                                         \
-        const double eps = l->node->attrs.layer_norm.eps;                                                       \
+        const double eps = GE2_ATTRS(ge2_layer_norm_attrs, l->node->attrs)->eps;                                                       \
         for (int64_t r = 0; r < g.rows; r++) {                                                                  \
             const T *xr = x + r * g.c;                                                                          \
             double mean = 0, var = 0;                                                                           \

@@ -219,7 +219,7 @@ static ge2_status bn_index(const ge2_launch *l, ge2_shape x, ge2_bn_index *out, 
 
 template <typename X> static ge2_status batch_norm(const ge2_launch *l, const ge2_bn_index &g, unsigned total)
 {
-    const ge2_batch_norm_attrs *a = &l->node->attrs.batch_norm;
+    const ge2_batch_norm_attrs *a = GE2_ATTRS(ge2_batch_norm_attrs, l->node->attrs);
     const X *x = (const X *)l->in[0].data;
     float *saved = l->n_out > 1 ? (float *)l->out[1].data : NULL;
     float2 *partials = (float2 *)l->workspace;
@@ -255,7 +255,7 @@ template <typename X> static void grad_params(const ge2_launch *l, const ge2_bn_
 {
     ge2_batch_norm_grad_params_kernel<X><<<g.c * g.chunks, GE2_BN_THREADS, 0, ge2_cuda_stream(l)>>>(
         g, (const float *)l->in[0].data, (const X *)l->in[1].data, (const float *)l->in[2].data,
-        l->node->attrs.batch_norm.relu ? (const float *)l->in[3].data : NULL, (float *)l->out[0].data,
+        GE2_ATTRS(ge2_batch_norm_attrs, l->node->attrs)->relu ? (const float *)l->in[3].data : NULL, (float *)l->out[0].data,
         (float *)l->out[1].data, (float2 *)l->workspace, l->control);
 }
 
@@ -279,7 +279,7 @@ template <typename X, typename DX> static void grad_input(const ge2_launch *l, c
                                               ge2_cuda_stream(l)>>>(
         g, total, (const float *)l->in[0].data, (const X *)l->in[1].data, (const float *)l->in[2].data,
         (const float *)l->in[3].data, (const float *)l->in[4].data, (const float *)l->in[5].data,
-        l->node->attrs.batch_norm.relu ? (const float *)l->in[6].data : NULL, (DX *)l->out[0].data);
+        GE2_ATTRS(ge2_batch_norm_attrs, l->node->attrs)->relu ? (const float *)l->in[6].data : NULL, (DX *)l->out[0].data);
 }
 
 extern "C" ge2_status ge2_cuda_batch_norm_grad_input_launch(const ge2_launch *l)

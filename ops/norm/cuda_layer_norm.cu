@@ -223,7 +223,7 @@ extern "C" ge2_status ge2_cuda_layer_norm_launch(const ge2_launch *l)
     GE2_TRY(ge2_cuda_require_f32(l, 0));
     ge2_ln_geom g;
     GE2_TRY(ln_geom(l, l->in[0].shape, &g));
-    const float eps = (float)l->node->attrs.layer_norm.eps;
+    const float eps = (float)GE2_ATTRS(ge2_layer_norm_attrs, l->node->attrs)->eps;
     const float *x = (const float *)l->in[0].data, *w = (const float *)l->in[1].data;
     const float *b = l->n_in > 2 ? (const float *)l->in[2].data : NULL;
     float *saved = l->n_out > 1 ? (float *)l->out[1].data : NULL;

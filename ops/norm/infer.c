@@ -42,7 +42,7 @@ ge2_status ge2_infer_BATCH_NORM(const ge2_node *node, const ge2_desc *in, ge2_de
     if (node->n_inputs > 5 && (in[5].dtype != GE2_I64 || in[5].shape.ndim != 0))
         return ge2_error(GE2_ERR_SHAPE, "ge2_batch_norm: num_batches_tracked %s is %s %s, expected an i64 scalar",
                          in[5].name, ge2_dtype_name(in[5].dtype), GE2_SHAPE_STR(in[5].shape));
-    const ge2_batch_norm_attrs *a = &node->attrs.batch_norm;
+    const ge2_batch_norm_attrs *a = GE2_ATTRS(ge2_batch_norm_attrs, node->attrs);
     if (!(a->eps > 0) || !(a->momentum >= 0 && a->momentum <= 1))
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_batch_norm: eps %g must be > 0 and momentum %g in [0, 1]",
                          a->eps, a->momentum);
@@ -55,7 +55,7 @@ ge2_status ge2_infer_BATCH_NORM(const ge2_node *node, const ge2_desc *in, ge2_de
 /* With relu, the relu'd y (input `at`, the last) is like x; else no input `at`. */
 static ge2_status check_relu_y(const ge2_node *node, const ge2_desc *in, int at)
 {
-    const bool relu = node->attrs.batch_norm.relu;
+    const bool relu = GE2_ATTRS(ge2_batch_norm_attrs, node->attrs)->relu;
     if (node->n_inputs != at + relu)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, GE2_OP_PREFIX "%s: %d inputs; %d %s relu", ge2_op_name(node->op),
                          node->n_inputs, at + relu, relu ? "with" : "without");
@@ -133,8 +133,8 @@ ge2_status ge2_infer_LAYER_NORM(const ge2_node *node, const ge2_desc *in, ge2_de
     GE2_TRY(check_row_vector(node, &in[0], &in[1], "weight"));
     if (node->n_inputs > 2)
         GE2_TRY(check_row_vector(node, &in[0], &in[2], "bias"));
-    if (!(node->attrs.layer_norm.eps > 0))
-        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_layer_norm: eps %g must be > 0", node->attrs.layer_norm.eps);
+    if (!(GE2_ATTRS(ge2_layer_norm_attrs, node->attrs)->eps > 0))
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_layer_norm: eps %g must be > 0", GE2_ATTRS(ge2_layer_norm_attrs, node->attrs)->eps);
     out[0] = (ge2_desc){in[0].dtype, in[0].shape, NULL};
     if (node->n_outputs > 1)
         out[1] = (ge2_desc){in[0].dtype, ge2_shape2(2, ge2_ln_geom_of(in[0].shape).rows), NULL};

@@ -12,7 +12,7 @@
  * normalized with (the batch's in a train step, the running ones in eval),
  * which the backward reads instead of recomputing them.
  *
- * With attrs.batch_norm.relu (made by the fuse pass's bn_relu rewrite, not
+ * With ge2_batch_norm_attrs.relu (made by the fuse pass's bn_relu rewrite, not
  * by a builder) BATCH_NORM's y is max(0, ·) of the normalized value, and the
  * backward ops take that y as an extra last input and use dy · (y > 0):
  * BATCH_NORM_GRAD_PARAMS (dy, x, saved, y), BATCH_NORM_GRAD_INPUT (dy, x,
@@ -46,6 +46,22 @@ extern "C" {
 #include "autograd/autograd.h"
 #include "graph/op_support.h"
 #include "ops/ops.h"
+
+/* The family's node attributes (graph/ir.h: GE2_ATTRS). */
+/* BATCH_NORM: PyTorch's BatchNorm momentum and eps. relu: y = max(0, ·),
+ * and on its backward ops the gradient is taken through that relu (their
+ * extra last input is y): the bn_relu fusion's form (fusion/bn_relu). */
+typedef struct ge2_batch_norm_attrs {
+    double momentum, eps;
+    bool relu;
+} ge2_batch_norm_attrs;
+GE2_ATTRS_FIT(ge2_batch_norm_attrs);
+
+/* LAYER_NORM: PyTorch's LayerNorm eps. */
+typedef struct ge2_layer_norm_attrs {
+    double eps;
+} ge2_layer_norm_attrs;
+GE2_ATTRS_FIT(ge2_layer_norm_attrs);
 
 /* x [N, C, inner...] seen as N × C × inner; each channel normalizes over
  * m = N · inner values. */

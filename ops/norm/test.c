@@ -36,7 +36,7 @@ static ge2_status case_batch_norm(ge2_case_ctx *c)
     double momentum = ge2_case_uniform(c, 0.05, 0.5), eps = ge2_case_coin(c) ? 1e-5 : 1e-2;
     GE2_TRY(ge2_batch_norm(c->inst->graph, x, w, b, mean, var, count, momentum, eps, &y));
     /* the relu form has no builder (the fuse pass makes it); shapes are the same */
-    c->inst->graph->nodes[c->inst->graph->n_nodes - 1].attrs.batch_norm.relu = ge2_case_coin(c);
+    GE2_ATTRS(ge2_batch_norm_attrs, c->inst->graph->nodes[c->inst->graph->n_nodes - 1].attrs)->relu = ge2_case_coin(c);
     return ge2_case_last_node(c);
 }
 
@@ -59,7 +59,7 @@ static ge2_attrs case_relu(ge2_case_ctx *c)
 {
     ge2_attrs a;
     memset(&a, 0, sizeof a);
-    a.batch_norm.relu = ge2_case_coin(c);
+    GE2_ATTRS(ge2_batch_norm_attrs, a)->relu = ge2_case_coin(c);
     return a;
 }
 
@@ -71,9 +71,9 @@ static ge2_status case_batch_norm_grad_params(ge2_case_ctx *c)
     GE2_TRY(ge2_case_plain(c, xs, &ts[0]));
     GE2_TRY(ge2_case_plain(c, xs, &ts[1]));
     GE2_TRY(case_saved(c, xs, &ts[2]));
-    if (a.batch_norm.relu)
+    if (GE2_ATTRS(ge2_batch_norm_attrs, a)->relu)
         GE2_TRY(ge2_case_plain(c, xs, &ts[3]));
-    return ge2_case_direct(c, GE2_OP_BATCH_NORM_GRAD_PARAMS, ts, 3 + a.batch_norm.relu, 2, &a);
+    return ge2_case_direct(c, GE2_OP_BATCH_NORM_GRAD_PARAMS, ts, 3 + GE2_ATTRS(ge2_batch_norm_attrs, a)->relu, 2, &a);
 }
 
 static ge2_status case_batch_norm_grad_input(ge2_case_ctx *c)
@@ -87,9 +87,9 @@ static ge2_status case_batch_norm_grad_input(ge2_case_ctx *c)
     GE2_TRY(case_saved(c, xs, &ts[3]));
     GE2_TRY(ge2_case_plain(c, cs, &ts[4]));
     GE2_TRY(ge2_case_plain(c, cs, &ts[5]));
-    if (a.batch_norm.relu)
+    if (GE2_ATTRS(ge2_batch_norm_attrs, a)->relu)
         GE2_TRY(ge2_case_plain(c, xs, &ts[6]));
-    return ge2_case_direct(c, GE2_OP_BATCH_NORM_GRAD_INPUT, ts, 6 + a.batch_norm.relu, 1, &a);
+    return ge2_case_direct(c, GE2_OP_BATCH_NORM_GRAD_INPUT, ts, 6 + GE2_ATTRS(ge2_batch_norm_attrs, a)->relu, 1, &a);
 }
 
 /* x [..., C]: 1 to 3 dims, rows of 1 to 5 values */
@@ -174,10 +174,10 @@ static void ref_batch_norm(const ge2_node *node, const ref_tensor *in, ref_tenso
             mean += in[0].v[ref_at(s, c, k)] / (double)m;
         for (int64_t k = 0; k < m; k++)
             var += pow(in[0].v[ref_at(s, c, k)] - mean, 2) / (double)m;
-        double sd = sqrt(var + node->attrs.batch_norm.eps);
+        double sd = sqrt(var + GE2_ATTRS(ge2_batch_norm_attrs, node->attrs)->eps);
         for (int64_t k = 0; k < m; k++) {
             double v = (in[0].v[ref_at(s, c, k)] - mean) / sd * in[1].v[c] + in[2].v[c];
-            out[0].v[ref_at(s, c, k)] = node->attrs.batch_norm.relu && v < 0 ? 0 : v;
+            out[0].v[ref_at(s, c, k)] = GE2_ATTRS(ge2_batch_norm_attrs, node->attrs)->relu && v < 0 ? 0 : v;
         }
         if (node->n_outputs > 1) {
             out[1].v[c] = mean;
@@ -189,7 +189,7 @@ static void ref_batch_norm(const ge2_node *node, const ref_tensor *in, ref_tenso
 /* dy at `at`, through relu' when the node is the relu form (y is input `y_at`) */
 static double ref_dy(const ge2_node *node, const ref_tensor *in, int y_at, int64_t at)
 {
-    return node->attrs.batch_norm.relu && !(in[y_at].v[at] > 0) ? 0 : in[0].v[at];
+    return GE2_ATTRS(ge2_batch_norm_attrs, node->attrs)->relu && !(in[y_at].v[at] > 0) ? 0 : in[0].v[at];
 }
 
 static void ref_batch_norm_grad_params(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
@@ -232,7 +232,7 @@ static void ref_layer_norm(const ge2_node *node, const ref_tensor *in, ref_tenso
             mean += x[i] / (double)C;
         for (int64_t i = 0; i < C; i++)
             var += pow(x[i] - mean, 2) / (double)C;
-        const double sd = sqrt(var + node->attrs.layer_norm.eps);
+        const double sd = sqrt(var + GE2_ATTRS(ge2_layer_norm_attrs, node->attrs)->eps);
         for (int64_t i = 0; i < C; i++)
             out[0].v[r * C + i] = (x[i] - mean) / sd * in[1].v[i] + (node->n_inputs > 2 ? in[2].v[i] : 0);
         if (node->n_outputs > 1) {

@@ -24,7 +24,7 @@ ge2_status ge2_cpu_grad_norm(const ge2_launch *l)
     GE2_TRY(require_control(l));
     ge2_opt_spans spans;
     GE2_TRY(ge2_opt_spans_of(l, &spans)); /* no inputs: the whole pools */
-    const ge2_optimizer_config *cfg = &l->node->attrs.optim.config;
+    const ge2_optimizer_config *cfg = &GE2_ATTRS(ge2_optim_attrs, l->node->attrs)->config;
     ge2_control *ctl = l->control;
     if (!ge2_opt_is_update_step(cfg, ctl))
         return GE2_OK;
@@ -97,7 +97,7 @@ ge2_status ge2_cpu_optimizer_update(const ge2_launch *l)
     GE2_TRY(require_control(l));
     ge2_opt_spans spans;
     GE2_TRY(ge2_opt_spans_of(l, &spans));
-    const ge2_optimizer_config *cfg = &l->node->attrs.optim.config;
+    const ge2_optimizer_config *cfg = &GE2_ATTRS(ge2_optim_attrs, l->node->attrs)->config;
     const ge2_opt_slots slots = ge2_opt_slots_of(cfg);
     ge2_control *ctl = l->control;
     const bool update = ge2_opt_is_update_step(cfg, ctl), skipped = update && ge2_opt_skipped(cfg, ctl);
@@ -117,7 +117,7 @@ ge2_status ge2_cpu_optimizer_update(const ge2_launch *l)
                 accum[i] += span->grads[i];
         }
     }
-    if (ge2_opt_node_done(ctl, l->node->attrs.optim.update_nodes))
+    if (ge2_opt_node_done(ctl, GE2_ATTRS(ge2_optim_attrs, l->node->attrs)->update_nodes))
         ge2_opt_commit(ctl, cfg, update, &s);
     return GE2_OK;
 }

@@ -19,6 +19,7 @@
 #include "ops/optimizer/optimizer_spans.h"
 #include "kernels/cuda/step_copy.h"
 #include "ops/optimizer/optimizer.h"
+#include "optim/optimizer_math.h"
 
 // ------------------------------------------------------------------- kernels
 
@@ -167,7 +168,7 @@ static ge2_status optimizer_begin(const ge2_launch *l, ge2_opt_spans *spans, ge2
 {
     GE2_TRY(ge2_cuda_require_control(l));
     GE2_TRY(ge2_opt_spans_of(l, spans));
-    *slots = ge2_opt_slots_of(&l->node->attrs.optim.config);
+    *slots = ge2_opt_slots_of(&GE2_ATTRS(ge2_optim_attrs, l->node->attrs)->config);
     return GE2_OK;
 }
 
@@ -190,7 +191,7 @@ extern "C" ge2_status ge2_cuda_grad_norm_launch(const ge2_launch *l)
     ge2_opt_slots slots;
     GE2_TRY(optimizer_begin(l, &spans, &slots)); /* no inputs: the whole pools */
     const ge2_opt_span *all = &spans.span[0];
-    const ge2_optimizer_config cfg = l->node->attrs.optim.config;
+    const ge2_optimizer_config cfg = GE2_ATTRS(ge2_optim_attrs, l->node->attrs)->config;
     const float *accum = slots.accum >= 0 ? all->state + slots.accum * spans.stride : NULL;
     unsigned blocks = ge2_grid_sum_blocks(all->n / 4 + 1, GE2_CUDA_THREADS);
     /* n == 0 still runs one block: grad_norm = 0 and clip_factor = 1 get written */
@@ -231,8 +232,8 @@ template <class R> static ge2_status launch_update(const ge2_launch *l, const ge
     if (!R::matches(slots))
         return ge2_error(GE2_ERR_STATE, "ge2_%s: internal: the CUDA rule's slot layout differs from ge2_opt_slots_of",
                          ge2_cuda_op_name(l));
-    const ge2_optimizer_config cfg = l->node->attrs.optim.config;
-    const int nodes = l->node->attrs.optim.update_nodes;
+    const ge2_optimizer_config cfg = GE2_ATTRS(ge2_optim_attrs, l->node->attrs)->config;
+    const int nodes = GE2_ATTRS(ge2_optim_attrs, l->node->attrs)->update_nodes;
     if (spans_vec4(spans, slots->count)) {
         const void *kernel = (const void *)ge2_optimizer_update_kernel<R, true>;
         const unsigned blocks = update_blocks((spans->total + 3) / 4, kernel);
@@ -284,7 +285,7 @@ extern "C" ge2_status ge2_cuda_optimizer_update_launch_copying(const ge2_launch 
     ge2_update_copies with = {};
     for (int c = 0; c < n; c++)
         with.copy[with.n++] = copies[c];
-    switch (l->node->attrs.optim.config.kind) {
+    switch (GE2_ATTRS(ge2_optim_attrs, l->node->attrs)->config.kind) {
     case GE2_OPT_SGD:
         return launch_kind<GE2_OPT_SGD>(l, &spans, &slots, with);
     case GE2_OPT_ADAM:
@@ -293,7 +294,7 @@ extern "C" ge2_status ge2_cuda_optimizer_update_launch_copying(const ge2_launch 
         return launch_kind<GE2_OPT_ADAMW>(l, &spans, &slots, with);
     default:
         return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s: optimizer kind %d has no CUDA kernel", ge2_cuda_op_name(l),
-                         (int)l->node->attrs.optim.config.kind);
+                         (int)GE2_ATTRS(ge2_optim_attrs, l->node->attrs)->config.kind);
     }
 }
 

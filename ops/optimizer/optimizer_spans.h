@@ -42,7 +42,7 @@ static inline ge2_status ge2_opt_spans_of(const ge2_launch *l, ge2_opt_spans *ou
 {
     const char *op = ge2_op_name(l->node->op);
     const ge2_flat_pools *p = &l->pools;
-    ge2_opt_slots slots = ge2_opt_slots_of(&l->node->attrs.optim.config);
+    ge2_opt_slots slots = ge2_opt_slots_of(&GE2_ATTRS(ge2_optim_attrs, l->node->attrs)->config);
     if (slots.count > GE2_OPT_MAX_SLOTS || p->slots < slots.count)
         return ge2_error(GE2_ERR_STATE, "ge2_%s: the optimizer needs %d state slots, the pool has %d", op,
                          slots.count, p->slots);

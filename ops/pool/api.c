@@ -19,9 +19,9 @@ static ge2_status pool(ge2_graph *graph, ge2_op op, const char *fn, ge2_tensor *
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "%s: params is NULL", fn);
     ge2_attrs a;
     memset(&a, 0, sizeof a);
-    memcpy(a.pool2d.kernel, params->kernel, sizeof a.pool2d.kernel);
-    memcpy(a.pool2d.stride, params->stride, sizeof a.pool2d.stride);
-    memcpy(a.pool2d.padding, params->padding, sizeof a.pool2d.padding);
+    memcpy(GE2_ATTRS(ge2_pool2d_attrs, a)->kernel, params->kernel, sizeof GE2_ATTRS(ge2_pool2d_attrs, a)->kernel);
+    memcpy(GE2_ATTRS(ge2_pool2d_attrs, a)->stride, params->stride, sizeof GE2_ATTRS(ge2_pool2d_attrs, a)->stride);
+    memcpy(GE2_ATTRS(ge2_pool2d_attrs, a)->padding, params->padding, sizeof GE2_ATTRS(ge2_pool2d_attrs, a)->padding);
     return ge2_graph_add_forward(graph, op, fn, &x, what, 1, 1, &a, y);
 }
 

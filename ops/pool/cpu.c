@@ -39,7 +39,7 @@
     {                                                                                                           \
         const T *x = l->in[0].data;                                                                             \
         T *y = l->out[0].data;                                                                                  \
-        ge2_pool2d_geom g = ge2_pool2d_geom_of(&l->node->attrs.pool2d, l->in[0].shape);                         \
+        ge2_pool2d_geom g = ge2_pool2d_geom_of(GE2_ATTRS(ge2_pool2d_attrs, l->node->attrs), l->in[0].shape);                         \
         bool max = l->node->op == GE2_OP_MAX_POOL2D;                                                            \
         double area = (double)(g.kh * g.kw);                                                                    \
         for (int64_t p = 0; y && p < g.n * g.c; p++) {                                                          \
@@ -60,7 +60,7 @@
     {                                                                                                           \
         const T *dy = l->in[0].data, *x = l->in[1].data;                                                        \
         T *dx = l->out[0].data;                                                                                 \
-        ge2_pool2d_geom g = ge2_pool2d_geom_of(&l->node->attrs.pool2d, l->in[1].shape);                         \
+        ge2_pool2d_geom g = ge2_pool2d_geom_of(GE2_ATTRS(ge2_pool2d_attrs, l->node->attrs), l->in[1].shape);                         \
         bool max = l->node->op == GE2_OP_MAX_POOL2D_BACKWARD;                                                   \
         T inv_area = (T)1 / (T)(g.kh * g.kw);                                                                   \
         if (!dx)                                                                                                \

@@ -90,7 +90,7 @@ __global__ void ge2_pool2d_backward_kernel(ge2_pool_geom32 g, bool max, const fl
 // The kernels' 32-bit geometry, once x and y fit it.
 static ge2_status pool_geom32(const ge2_launch *l, ge2_shape x, ge2_pool_geom32 *out)
 {
-    const ge2_pool2d_geom g = ge2_pool2d_geom_of(&l->node->attrs.pool2d, x);
+    const ge2_pool2d_geom g = ge2_pool2d_geom_of(GE2_ATTRS(ge2_pool2d_attrs, l->node->attrs), x);
     const int64_t big = g.n * g.c * (g.h * g.w > g.oh * g.ow ? g.h * g.w : g.oh * g.ow);
     /* a grid-stride index may pass the last element by one stride: room for it in int */
     const int64_t limit = (int64_t)INT32_MAX - (int64_t)GE2_CUDA_MAX_BLOCKS * GE2_CUDA_THREADS;

@@ -6,7 +6,7 @@
 static ge2_status check_geometry(const ge2_node *node, const ge2_desc *x, ge2_shape *y)
 {
     const char *op = ge2_op_name(node->op);
-    const ge2_pool2d_attrs *a = &node->attrs.pool2d;
+    const ge2_pool2d_attrs *a = GE2_ATTRS(ge2_pool2d_attrs, node->attrs);
     for (int i = 0; i < 2; i++)
         if (a->kernel[i] < 1 || a->stride[i] < 1 || a->padding[i] < 0 || 2 * a->padding[i] > a->kernel[i])
             return ge2_error(GE2_ERR_INVALID_ARGUMENT,

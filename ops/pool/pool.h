@@ -21,6 +21,15 @@ extern "C" {
 #include "graph/op_support.h"
 #include "ops/ops.h"
 
+/* The family's node attributes (graph/ir.h: GE2_ATTRS). */
+/* MAX_POOL2D, AVG_POOL2D and their backward ops, per axis (h, w). Average
+ * pooling divides by the whole window, padding included (PyTorch's
+ * count_include_pad=True). */
+typedef struct ge2_pool2d_attrs {
+    int kernel[2], stride[2], padding[2];
+} ge2_pool2d_attrs;
+GE2_ATTRS_FIT(ge2_pool2d_attrs);
+
 /* One pooling's sizes: x [N, C, H, W] -> y [N, C, OH, OW]. */
 typedef struct ge2_pool2d_geom {
     int64_t n, c, h, w, oh, ow;

@@ -17,10 +17,10 @@ static void random_geometry(ge2_case_ctx *c, ge2_attrs *a, ge2_shape *x)
     memset(a, 0, sizeof *a);
     int64_t hw[2];
     for (int i = 0; i < 2; i++) {
-        a->pool2d.kernel[i] = (int)ge2_case_irange(c, 1, 3);
-        a->pool2d.stride[i] = (int)ge2_case_irange(c, 1, 3);
-        a->pool2d.padding[i] = (int)ge2_case_irange(c, 0, a->pool2d.kernel[i] / 2);
-        hw[i] = a->pool2d.kernel[i] + ge2_case_irange(c, 0, 4);
+        GE2_ATTRS(ge2_pool2d_attrs, *a)->kernel[i] = (int)ge2_case_irange(c, 1, 3);
+        GE2_ATTRS(ge2_pool2d_attrs, *a)->stride[i] = (int)ge2_case_irange(c, 1, 3);
+        GE2_ATTRS(ge2_pool2d_attrs, *a)->padding[i] = (int)ge2_case_irange(c, 0, GE2_ATTRS(ge2_pool2d_attrs, *a)->kernel[i] / 2);
+        hw[i] = GE2_ATTRS(ge2_pool2d_attrs, *a)->kernel[i] + ge2_case_irange(c, 0, 4);
     }
     *x = ge2_shape4(ge2_case_irange(c, 1, 2), ge2_case_irange(c, 1, 3), hw[0], hw[1]);
 }
@@ -31,9 +31,9 @@ static ge2_status case_pool(ge2_case_ctx *c, bool max)
     ge2_shape xs;
     random_geometry(c, &a, &xs);
     ge2_pool2d_params p;
-    memcpy(p.kernel, a.pool2d.kernel, sizeof p.kernel);
-    memcpy(p.stride, a.pool2d.stride, sizeof p.stride);
-    memcpy(p.padding, a.pool2d.padding, sizeof p.padding);
+    memcpy(p.kernel, GE2_ATTRS(ge2_pool2d_attrs, a)->kernel, sizeof p.kernel);
+    memcpy(p.stride, GE2_ATTRS(ge2_pool2d_attrs, a)->stride, sizeof p.stride);
+    memcpy(p.padding, GE2_ATTRS(ge2_pool2d_attrs, a)->padding, sizeof p.padding);
     ge2_tensor *x, *y;
     GE2_TRY(ge2_case_operand(c, xs, &x));
     GE2_TRY(max ? ge2_max_pool2d(c->inst->graph, x, &p, &y) : ge2_avg_pool2d(c->inst->graph, x, &p, &y));
@@ -48,7 +48,7 @@ static ge2_status case_pool_backward(ge2_case_ctx *c, ge2_op op)
     ge2_attrs a;
     ge2_shape xs;
     random_geometry(c, &a, &xs);
-    ge2_pool2d_geom g = ge2_pool2d_geom_of(&a.pool2d, xs);
+    ge2_pool2d_geom g = ge2_pool2d_geom_of(GE2_ATTRS(ge2_pool2d_attrs, a), xs);
     ge2_tensor *ts[2];
     GE2_TRY(ge2_case_plain(c, ge2_shape4(g.n, g.c, g.oh, g.ow), &ts[0]));
     GE2_TRY(ge2_case_plain(c, xs, &ts[1]));
@@ -68,7 +68,7 @@ typedef struct ref_pool {
 
 static ref_pool ref_pool_of(const ge2_node *node, ge2_shape x)
 {
-    const ge2_pool2d_attrs *a = &node->attrs.pool2d;
+    const ge2_pool2d_attrs *a = GE2_ATTRS(ge2_pool2d_attrs, node->attrs);
     ref_pool r = {x.dim[0] * x.dim[1], x.dim[2], x.dim[3], 0, 0, a->kernel[0], a->kernel[1],
                   a->stride[0], a->stride[1], a->padding[0], a->padding[1]};
     r.OH = (r.H + 2 * r.ph - r.kh) / r.sh + 1;

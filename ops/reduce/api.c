@@ -12,10 +12,10 @@ static ge2_status reduce(ge2_graph *graph, ge2_op op, const char *fn, ge2_tensor
 {
     ge2_attrs a;
     memset(&a, 0, sizeof a);
-    a.reduce.axis = axis;
+    GE2_ATTRS(ge2_reduce_attrs, a)->axis = axis;
     if (axis != GE2_AXIS_ALL && x && axis < 0)
-        a.reduce.axis = axis + x->shape.ndim;
-    if (axis != GE2_AXIS_ALL && x && (a.reduce.axis < 0 || a.reduce.axis >= x->shape.ndim)) {
+        GE2_ATTRS(ge2_reduce_attrs, a)->axis = axis + x->shape.ndim;
+    if (axis != GE2_AXIS_ALL && x && (GE2_ATTRS(ge2_reduce_attrs, a)->axis < 0 || GE2_ATTRS(ge2_reduce_attrs, a)->axis >= x->shape.ndim)) {
         char buf[64];
         return ge2_error(GE2_ERR_SHAPE, "%s: axis %d out of range for '%s' %s", fn, axis, x->name,
                          ge2_shape_str(x->shape, buf, sizeof buf));

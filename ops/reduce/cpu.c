@@ -13,7 +13,7 @@
         if (!y)                                                                                                 \
             return GE2_OK;                                                                                      \
         ge2_shape s = l->in[0].shape;                                                                           \
-        int axis = l->node->attrs.reduce.axis;                                                                  \
+        int axis = GE2_ATTRS(ge2_reduce_attrs, l->node->attrs)->axis;                                                                  \
         int64_t outer = 1, len = ge2_shape_numel(s), inner = 1;                                                 \
         if (axis != GE2_AXIS_ALL)                                                                               \
             ge2_cpu_split_axis(s, axis, &outer, &len, &inner);                                                  \
@@ -31,7 +31,7 @@
 /* scale, divided by the broadcast factor numel(big) / numel(small) when attrs.mean */
 static double expand_scale(const ge2_launch *l, ge2_shape small, ge2_shape big)
 {
-    const ge2_expand_attrs *a = &l->node->attrs.expand;
+    const ge2_expand_attrs *a = GE2_ATTRS(ge2_expand_attrs, l->node->attrs);
     return a->mean ? a->scale * (double)ge2_shape_numel(small) / (double)ge2_shape_numel(big) : a->scale;
 }
 

@@ -293,12 +293,12 @@ static ge2_status geometry(const ge2_launch *l, ge2_reduce_geom *g, float *scale
             int od = out.ndim - (x.ndim - d);
             keep[d] = od >= 0 && (out.dim[od] == x.dim[d] || x.dim[d] == 1);
         }
-        const ge2_expand_attrs *at = &l->node->attrs.expand;
+        const ge2_expand_attrs *at = GE2_ATTRS(ge2_expand_attrs, l->node->attrs);
         sc = at->scale;
         if (at->mean && ge2_shape_numel(out) > 0)
             sc /= (double)ge2_shape_numel(x) / (double)ge2_shape_numel(out);
     } else {
-        int axis = l->node->attrs.reduce.axis;
+        int axis = GE2_ATTRS(ge2_reduce_attrs, l->node->attrs)->axis;
         if (axis != GE2_AXIS_ALL && (axis < 0 || axis >= x.ndim))
             return ge2_error(GE2_ERR_SHAPE, "ge2_%s: axis %d out of range for a %d-D input", ge2_cuda_op_name(l),
                              axis, x.ndim);

@@ -7,7 +7,7 @@
 ge2_status ge2_infer_SUM(const ge2_node *node, const ge2_desc *in, ge2_desc *out)
 {
     GE2_TRY(ge2_infer_need_float(node, &in[0], "x"));
-    int axis = node->attrs.reduce.axis;
+    int axis = GE2_ATTRS(ge2_reduce_attrs, node->attrs)->axis;
     if (axis == GE2_AXIS_ALL) {
         out[0] = (ge2_desc){in[0].dtype, ge2_shape0(), NULL};
         return GE2_OK;
@@ -31,8 +31,8 @@ static ge2_status broadcast_like(const ge2_node *node, const ge2_desc *in, const
 {
     GE2_TRY(ge2_infer_need_float(node, &in[0], "x"));
     /* zeroed attrs would silently produce zeros: a plain broadcast or sum says scale 1 */
-    if (node->attrs.expand.scale == 0.0)
-        return ge2_error(GE2_ERR_INVALID_ARGUMENT, GE2_OP_PREFIX "%s: attrs.expand.scale is 0 (1 for a plain %s)",
+    if (GE2_ATTRS(ge2_expand_attrs, node->attrs)->scale == 0.0)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, GE2_OP_PREFIX "%s: GE2_ATTRS(ge2_expand_attrs, attrs)->scale is 0 (1 for a plain %s)",
                          ge2_op_name(node->op), node->op == GE2_OP_EXPAND ? "broadcast" : "sum");
     if (!ge2_shape_broadcasts_to(small->shape, big->shape))
         return ge2_error(GE2_ERR_SHAPE, GE2_OP_PREFIX "%s: '%s' %s does not broadcast to '%s' %s",

@@ -18,6 +18,27 @@ extern "C" {
 #include "graph/op_support.h"
 #include "ops/ops.h"
 
+/* The family's node attributes (graph/ir.h: GE2_ATTRS). */
+
+/* ge2_reduce_attrs.axis for "all elements". */
+#define GE2_AXIS_ALL (-100)
+typedef struct ge2_reduce_attrs {
+    int axis; /* normalized to [0, ndim), or GE2_AXIS_ALL */
+} ge2_reduce_attrs;
+GE2_ATTRS_FIT(ge2_reduce_attrs);
+
+/* EXPAND and REDUCE_TO (each is the other's backward): out = (x broadcast
+ * up, or summed down, to like's shape) * scale [/ factor when mean]. Builders
+ * always set scale (1 for a plain broadcast or sum). */
+typedef struct ge2_expand_attrs {
+    double scale; /* EXPAND multiplies by this (mean's backward: 1/n) */
+    /* Also divide by numel(larger shape) / numel(smaller shape), taken from the
+     * launch's concrete shapes: mean's 1/n stays right when a graph key changes
+     * the batch, which a literal scale would not. */
+    bool mean;
+} ge2_expand_attrs;
+GE2_ATTRS_FIT(ge2_expand_attrs);
+
 /* infer.c */
 ge2_status ge2_infer_SUM(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
 ge2_status ge2_infer_MEAN(const ge2_node *node, const ge2_desc *in, ge2_desc *out);

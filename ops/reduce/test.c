@@ -35,8 +35,8 @@ static ge2_status case_broadcast(ge2_case_ctx *c, ge2_op op)
     ge2_case_broadcast_shapes(c, &big, &small);
     ge2_attrs a;
     memset(&a, 0, sizeof a);
-    a.expand.scale = ge2_case_uniform(c, 0.5, 2);
-    a.expand.mean = ge2_case_coin(c);
+    GE2_ATTRS(ge2_expand_attrs, a)->scale = ge2_case_uniform(c, 0.5, 2);
+    GE2_ATTRS(ge2_expand_attrs, a)->mean = ge2_case_coin(c);
     ge2_tensor *ts[2];
     GE2_TRY(ge2_case_operand(c, op == GE2_OP_EXPAND ? small : big, &ts[0]));
     GE2_TRY(ge2_case_plain(c, op == GE2_OP_EXPAND ? big : small, &ts[1]));
@@ -51,7 +51,7 @@ static ge2_status case_reduce_to(ge2_case_ctx *c) { return case_broadcast(c, GE2
 
 static void ref_reduce(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
 {
-    int axis = node->attrs.reduce.axis;
+    int axis = GE2_ATTRS(ge2_reduce_attrs, node->attrs)->axis;
     int64_t n = ge2_ref_numel(in[0].shape), idx[GE2_MAX_DIMS];
     memset(out[0].v, 0, sizeof(double) * (size_t)ge2_ref_numel(out[0].shape));
     for (int64_t i = 0; i < n; i++) {
@@ -75,8 +75,8 @@ static void ref_broadcast(const ge2_node *node, const ref_tensor *in, ref_tensor
 {
     bool expand = node->op == GE2_OP_EXPAND;
     ge2_shape big = expand ? out[0].shape : in[0].shape, small = expand ? in[0].shape : out[0].shape;
-    double scale = node->attrs.expand.scale;
-    if (node->attrs.expand.mean)
+    double scale = GE2_ATTRS(ge2_expand_attrs, node->attrs)->scale;
+    if (GE2_ATTRS(ge2_expand_attrs, node->attrs)->mean)
         scale *= (double)ge2_ref_numel(small) / (double)ge2_ref_numel(big);
     int64_t idx[GE2_MAX_DIMS];
     memset(out[0].v, 0, sizeof(double) * (size_t)ge2_ref_numel(out[0].shape));

@@ -11,7 +11,7 @@ ge2_status ge2_reshape(ge2_graph *graph, ge2_tensor *x, ge2_shape shape, ge2_ten
 {
     ge2_attrs a;
     memset(&a, 0, sizeof a);
-    a.reshape.shape = shape;
+    GE2_ATTRS(ge2_reshape_attrs, a)->shape = shape;
     return ge2_graph_add_forward(graph, GE2_OP_RESHAPE, "ge2_reshape", &x, unary_what, 1, 1, &a, y);
 }
 
@@ -27,7 +27,7 @@ ge2_status ge2_permute(ge2_graph *graph, ge2_tensor *x, const int *perm, int n, 
     }
     ge2_attrs a;
     memset(&a, 0, sizeof a);
-    memcpy(a.permute.perm, perm, sizeof(int) * (size_t)n);
+    memcpy(GE2_ATTRS(ge2_permute_attrs, a)->perm, perm, sizeof(int) * (size_t)n);
     return ge2_graph_add_forward(graph, GE2_OP_PERMUTE, "ge2_permute", &x, unary_what, 1, 1, &a, y);
 }
 
@@ -45,9 +45,9 @@ ge2_status ge2_concat(ge2_graph *graph, ge2_tensor *const *xs, int n, int axis, 
                          xs ? "" : " (xs is NULL)");
     ge2_attrs a;
     memset(&a, 0, sizeof a);
-    a.concat.axis = axis;
+    GE2_ATTRS(ge2_concat_attrs, a)->axis = axis;
     if (xs[0] && axis < 0)
-        a.concat.axis = axis + xs[0]->shape.ndim;
+        GE2_ATTRS(ge2_concat_attrs, a)->axis = axis + xs[0]->shape.ndim;
     return ge2_graph_add_forward(graph, GE2_OP_CONCAT, "ge2_concat", xs, what, n, 1, &a, y);
 }
 
@@ -55,9 +55,9 @@ ge2_status ge2_slice(ge2_graph *graph, ge2_tensor *x, int axis, int64_t start, i
 {
     ge2_attrs a;
     memset(&a, 0, sizeof a);
-    a.slice.axis = x && axis < 0 ? axis + x->shape.ndim : axis;
-    a.slice.start = start;
-    a.slice.end = end;
+    GE2_ATTRS(ge2_slice_attrs, a)->axis = x && axis < 0 ? axis + x->shape.ndim : axis;
+    GE2_ATTRS(ge2_slice_attrs, a)->start = start;
+    GE2_ATTRS(ge2_slice_attrs, a)->end = end;
     return ge2_graph_add_forward(graph, GE2_OP_SLICE, "ge2_slice", &x, unary_what, 1, 1, &a, y);
 }
 

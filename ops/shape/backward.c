@@ -32,7 +32,7 @@ ge2_status ge2_backward_permute(ge2_autograd *ag, const ge2_node *node, const in
     memset(&a, 0, sizeof a);
     const int n = ag->graph->tensors[node->inputs[0]]->shape.ndim;
     for (int i = 0; i < n; i++)
-        a.permute.perm[node->attrs.permute.perm[i]] = i;
+        GE2_ATTRS(ge2_permute_attrs, a)->perm[GE2_ATTRS(ge2_permute_attrs, node->attrs)->perm[i]] = i;
     return unary(ag, node, dy, GE2_OP_PERMUTE, false, &a);
 }
 
@@ -56,17 +56,17 @@ static ge2_status merge_windows(ge2_autograd *ag, int x, const ge2_ag_part *part
         int dys[GE2_MAX_INPUTS];
         for (int i = 0; i < n; i++) { /* insertion sort by start: n is small */
             int j = i;
-            for (; j > 0 && w[j - 1].start > parts[i].attrs.slice.start; j--) {
+            for (; j > 0 && w[j - 1].start > GE2_ATTRS(ge2_slice_attrs, parts[i].attrs)->start; j--) {
                 w[j] = w[j - 1];
                 dys[j] = dys[j - 1];
             }
-            w[j] = parts[i].attrs.slice;
+            w[j] = (*GE2_ATTRS(ge2_slice_attrs, parts[i].attrs));
             dys[j] = parts[i].dy;
         }
         if (windows_tile(ag->graph, x, w, n)) {
             ge2_attrs a;
             memset(&a, 0, sizeof a);
-            a.concat.axis = w[0].axis;
+            GE2_ATTRS(ge2_concat_attrs, a)->axis = w[0].axis;
             int g;
             GE2_TRY(ge2_ag_emit(ag, GE2_OP_CONCAT, dys, n, &a, &g));
             return ge2_ag_accumulate(ag, x, g);
@@ -104,15 +104,15 @@ ge2_status ge2_backward_concat(ge2_autograd *ag, const ge2_node *node, const int
     GE2_TRY(ge2_ag_dy_tensor(ag, dy[0], &d));
     ge2_attrs a;
     memset(&a, 0, sizeof a);
-    a.slice.axis = node->attrs.concat.axis;
+    GE2_ATTRS(ge2_slice_attrs, a)->axis = GE2_ATTRS(ge2_concat_attrs, node->attrs)->axis;
     for (int i = 0; i < node->n_inputs; i++) {
         int x = node->inputs[i], g;
-        a.slice.end = a.slice.start + ag->graph->tensors[x]->shape.dim[a.slice.axis];
+        GE2_ATTRS(ge2_slice_attrs, a)->end = GE2_ATTRS(ge2_slice_attrs, a)->start + ag->graph->tensors[x]->shape.dim[GE2_ATTRS(ge2_slice_attrs, a)->axis];
         if (ge2_ag_wants(ag, x)) {
             GE2_TRY(ge2_ag_emit(ag, GE2_OP_SLICE, &d, 1, &a, &g));
             GE2_TRY(ge2_ag_accumulate(ag, x, g));
         }
-        a.slice.start = a.slice.end;
+        GE2_ATTRS(ge2_slice_attrs, a)->start = GE2_ATTRS(ge2_slice_attrs, a)->end;
     }
     return GE2_OK;
 }

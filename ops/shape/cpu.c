@@ -34,7 +34,7 @@ ge2_status ge2_cpu_permute(const ge2_launch *l)
     const char *x = l->in[0].data;
     char *y = l->out[0].data;
     const ge2_shape xs = l->in[0].shape, ys = l->out[0].shape;
-    const int n = xs.ndim, *perm = l->node->attrs.permute.perm;
+    const int n = xs.ndim, *perm = GE2_ATTRS(ge2_permute_attrs, l->node->attrs)->perm;
     const size_t es = ge2_dtype_size(l->in[0].dtype);
     int64_t xstride[GE2_MAX_DIMS], idx[GE2_MAX_DIMS] = {0}, s = 1;
     for (int i = n - 1; i >= 0; s *= xs.dim[i], i--)
@@ -57,7 +57,7 @@ ge2_status ge2_cpu_concat(const ge2_launch *l)
     char *y = l->out[0].data;
     if (!y)
         return GE2_OK;
-    int axis = l->node->attrs.concat.axis;
+    int axis = GE2_ATTRS(ge2_concat_attrs, l->node->attrs)->axis;
     int64_t outer, total, inner;
     ge2_cpu_split_axis(l->out[0].shape, axis, &outer, &total, &inner);
     size_t es = ge2_dtype_size(l->out[0].dtype), row = (size_t)(total * inner) * es, at = 0;
@@ -74,7 +74,7 @@ ge2_status ge2_cpu_concat(const ge2_launch *l)
  * window: to_window picks the direction. */
 static void copy_window(const ge2_launch *l, ge2_shape ws, char *whole, char *window, bool to_window)
 {
-    const ge2_slice_attrs *a = &l->node->attrs.slice;
+    const ge2_slice_attrs *a = GE2_ATTRS(ge2_slice_attrs, l->node->attrs);
     int64_t outer, len, inner;
     ge2_cpu_split_axis(ws, a->axis, &outer, &len, &inner);
     size_t es = ge2_dtype_size(l->in[0].dtype), row = (size_t)(len * inner) * es;

@@ -224,7 +224,7 @@ extern "C" ge2_status ge2_cuda_permute_launch(const ge2_launch *l)
     if (!l->out[0].data)
         return GE2_OK;
     const ge2_shape xs = l->in[0].shape, ys = l->out[0].shape;
-    const int n = xs.ndim, *perm = l->node->attrs.permute.perm;
+    const int n = xs.ndim, *perm = GE2_ATTRS(ge2_permute_attrs, l->node->attrs)->perm;
     const long long total = ge2_shape_numel(ys);
     if (total == 0)
         return GE2_OK;
@@ -273,7 +273,7 @@ static void launch_concat(bool small, long long units, const ge2_concat_parts &p
 extern "C" ge2_status ge2_cuda_concat_launch(const ge2_launch *l)
 {
     GE2_TRY(ge2_cuda_require_f32(l, 0));
-    int axis = l->node->attrs.concat.axis;
+    int axis = GE2_ATTRS(ge2_concat_attrs, l->node->attrs)->axis;
     ge2_shape ys = l->out[0].shape;
     GE2_TRY(check_axis(l, ys, axis));
     long long outer, inner, n = ge2_shape_numel(ys);
@@ -347,7 +347,7 @@ extern "C" ge2_status ge2_cuda_slice_launch(const ge2_launch *l)
     const bool x_bf16 = l->in[0].dtype == GE2_BF16; /* the storage pass's (ge2_op_def.reads_bf16) */
     if (!x_bf16)
         GE2_TRY(ge2_cuda_require_f32(l, 0));
-    const ge2_slice_attrs *a = &l->node->attrs.slice;
+    const ge2_slice_attrs *a = GE2_ATTRS(ge2_slice_attrs, l->node->attrs);
     ge2_shape xs = l->in[0].shape, ys = l->out[0].shape;
     GE2_TRY(check_axis(l, xs, a->axis));
     long long n = ge2_shape_numel(ys), row_x, row_y, off;
@@ -387,7 +387,7 @@ extern "C" ge2_status ge2_cuda_slice_launch(const ge2_launch *l)
 extern "C" ge2_status ge2_cuda_slice_backward_launch(const ge2_launch *l)
 {
     GE2_TRY(ge2_cuda_require_f32(l, 0));
-    const ge2_slice_attrs *a = &l->node->attrs.slice;
+    const ge2_slice_attrs *a = GE2_ATTRS(ge2_slice_attrs, l->node->attrs);
     ge2_shape dys = l->in[0].shape, dxs = l->out[0].shape;
     GE2_TRY(check_axis(l, dxs, a->axis));
     long long n = ge2_shape_numel(dxs), row_x, row_y, off;

@@ -12,7 +12,7 @@ ge2_status ge2_infer_RESHAPE(const ge2_node *node, const ge2_desc *in, ge2_desc 
     if (node->n_inputs == 2) {
         s = in[1].shape;
     } else {
-        s = node->attrs.reshape.shape;
+        s = GE2_ATTRS(ge2_reshape_attrs, node->attrs)->shape;
         int infer_at = -1;
         int64_t known = 1;
         if (s.ndim < 0 || s.ndim > GE2_MAX_DIMS)
@@ -42,7 +42,7 @@ ge2_status ge2_infer_RESHAPE(const ge2_node *node, const ge2_desc *in, ge2_desc 
 
 ge2_status ge2_infer_PERMUTE(const ge2_node *node, const ge2_desc *in, ge2_desc *out)
 {
-    const int n = in[0].shape.ndim, *perm = node->attrs.permute.perm;
+    const int n = in[0].shape.ndim, *perm = GE2_ATTRS(ge2_permute_attrs, node->attrs)->perm;
     bool seen[GE2_MAX_DIMS] = {false};
     ge2_shape s = in[0].shape;
     for (int i = 0; i < n; i++) {
@@ -66,7 +66,7 @@ ge2_status ge2_infer_TRANSPOSE(const ge2_node *node, const ge2_desc *in, ge2_des
 ge2_status ge2_infer_CONCAT(const ge2_node *node, const ge2_desc *in, ge2_desc *out)
 {
     int axis;
-    GE2_TRY(ge2_infer_axis(node, &in[0], node->attrs.concat.axis, &axis));
+    GE2_TRY(ge2_infer_axis(node, &in[0], GE2_ATTRS(ge2_concat_attrs, node->attrs)->axis, &axis));
     ge2_shape s = in[0].shape;
     for (int i = 1; i < node->n_inputs; i++) {
         GE2_TRY(ge2_infer_need_same_dtype(node, &in[0], &in[i]));
@@ -85,7 +85,7 @@ ge2_status ge2_infer_CONCAT(const ge2_node *node, const ge2_desc *in, ge2_desc *
 /* The window [start, end) of `axis` must lie inside `whole`. */
 static ge2_status check_window(const ge2_node *node, const ge2_desc *whole, int *axis)
 {
-    const ge2_slice_attrs *a = &node->attrs.slice;
+    const ge2_slice_attrs *a = GE2_ATTRS(ge2_slice_attrs, node->attrs);
     GE2_TRY(ge2_infer_axis(node, whole, a->axis, axis));
     if (a->start < 0 || a->start >= a->end || a->end > whole->shape.dim[*axis])
         return ge2_error(GE2_ERR_SHAPE, GE2_OP_PREFIX "%s: window [%lld, %lld) of axis %d is outside '%s' %s",
@@ -99,7 +99,7 @@ ge2_status ge2_infer_SLICE(const ge2_node *node, const ge2_desc *in, ge2_desc *o
     int axis;
     GE2_TRY(check_window(node, &in[0], &axis));
     ge2_shape s = in[0].shape;
-    s.dim[axis] = node->attrs.slice.end - node->attrs.slice.start;
+    s.dim[axis] = GE2_ATTRS(ge2_slice_attrs, node->attrs)->end - GE2_ATTRS(ge2_slice_attrs, node->attrs)->start;
     out[0] = (ge2_desc){in[0].dtype, s, NULL};
     return GE2_OK;
 }

@@ -26,7 +26,7 @@ const ge2_op_def ge2_op_def_transpose = {
     .cuda = {NULL, ge2_cuda_transpose_launch, NULL, NULL},
 };
 
-/* x -> y, dims reordered by attrs.permute.perm */
+/* x -> y, dims reordered by ge2_permute_attrs.perm */
 const ge2_op_def ge2_op_def_permute = {
     .name = "permute",
     .min_inputs = 1,

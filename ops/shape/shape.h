@@ -17,6 +17,29 @@ extern "C" {
 #include "graph/op_support.h"
 #include "ops/ops.h"
 
+/* The family's node attributes (graph/ir.h: GE2_ATTRS). */
+typedef struct ge2_reshape_attrs {
+    ge2_shape shape; /* may hold one -1; unused when the like input is given */
+} ge2_reshape_attrs;
+GE2_ATTRS_FIT(ge2_reshape_attrs);
+
+/* PERMUTE: output dim i is input dim perm[i] (the first ndim entries). */
+typedef struct ge2_permute_attrs {
+    int perm[GE2_MAX_DIMS];
+} ge2_permute_attrs;
+GE2_ATTRS_FIT(ge2_permute_attrs);
+
+typedef struct ge2_concat_attrs {
+    int axis;
+} ge2_concat_attrs;
+GE2_ATTRS_FIT(ge2_concat_attrs);
+
+typedef struct ge2_slice_attrs {
+    int axis;
+    int64_t start, end;
+} ge2_slice_attrs;
+GE2_ATTRS_FIT(ge2_slice_attrs);
+
 /* infer.c */
 ge2_status ge2_infer_RESHAPE(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
 ge2_status ge2_infer_TRANSPOSE(const ge2_node *node, const ge2_desc *in, ge2_desc *out);

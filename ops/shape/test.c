@@ -60,9 +60,9 @@ static ge2_status case_concat(ge2_case_ctx *c)
 static void random_window(ge2_case_ctx *c, ge2_shape s, ge2_attrs *a)
 {
     memset(a, 0, sizeof *a);
-    a->slice.axis = (int)ge2_case_irange(c, 0, s.ndim - 1);
-    a->slice.start = ge2_case_irange(c, 0, s.dim[a->slice.axis] - 1);
-    a->slice.end = ge2_case_irange(c, a->slice.start + 1, s.dim[a->slice.axis]);
+    GE2_ATTRS(ge2_slice_attrs, *a)->axis = (int)ge2_case_irange(c, 0, s.ndim - 1);
+    GE2_ATTRS(ge2_slice_attrs, *a)->start = ge2_case_irange(c, 0, s.dim[GE2_ATTRS(ge2_slice_attrs, *a)->axis] - 1);
+    GE2_ATTRS(ge2_slice_attrs, *a)->end = ge2_case_irange(c, GE2_ATTRS(ge2_slice_attrs, *a)->start + 1, s.dim[GE2_ATTRS(ge2_slice_attrs, *a)->axis]);
 }
 
 static ge2_status case_slice(ge2_case_ctx *c)
@@ -72,7 +72,7 @@ static ge2_status case_slice(ge2_case_ctx *c)
     ge2_attrs a;
     random_window(c, s, &a);
     GE2_TRY(ge2_case_operand(c, s, &x));
-    GE2_TRY(ge2_slice(c->inst->graph, x, a.slice.axis, a.slice.start, a.slice.end, &y));
+    GE2_TRY(ge2_slice(c->inst->graph, x, GE2_ATTRS(ge2_slice_attrs, a)->axis, GE2_ATTRS(ge2_slice_attrs, a)->start, GE2_ATTRS(ge2_slice_attrs, a)->end, &y));
     return ge2_case_last_node(c);
 }
 
@@ -82,7 +82,7 @@ static ge2_status case_slice_backward(ge2_case_ctx *c)
     ge2_attrs a;
     random_window(c, s, &a);
     w = s;
-    w.dim[a.slice.axis] = a.slice.end - a.slice.start;
+    w.dim[GE2_ATTRS(ge2_slice_attrs, a)->axis] = GE2_ATTRS(ge2_slice_attrs, a)->end - GE2_ATTRS(ge2_slice_attrs, a)->start;
     ge2_tensor *ts[2];
     GE2_TRY(ge2_case_operand(c, w, &ts[0]));
     GE2_TRY(ge2_case_plain(c, s, &ts[1]));
@@ -96,7 +96,7 @@ static void ref_window(const ge2_node *node, const ref_tensor *in, ref_tensor *o
 {
     int64_t idx[GE2_MAX_DIMS];
     if (node->op == GE2_OP_CONCAT) {
-        int axis = node->attrs.concat.axis;
+        int axis = GE2_ATTRS(ge2_concat_attrs, node->attrs)->axis;
         for (int64_t i = 0; i < ge2_ref_numel(out[0].shape); i++) {
             ge2_ref_unravel(i, out[0].shape, idx);
             int k = 0;
@@ -106,7 +106,7 @@ static void ref_window(const ge2_node *node, const ref_tensor *in, ref_tensor *o
         }
         return;
     }
-    const ge2_slice_attrs *a = &node->attrs.slice;
+    const ge2_slice_attrs *a = GE2_ATTRS(ge2_slice_attrs, node->attrs);
     bool forward = node->op == GE2_OP_SLICE;
     ge2_shape whole = forward ? in[0].shape : out[0].shape;
     for (int64_t i = 0; i < ge2_ref_numel(whole); i++) {
@@ -141,7 +141,7 @@ static void ref_permute(const ge2_node *node, const ref_tensor *in, ref_tensor *
     for (int64_t e = 0; e < ge2_ref_numel(out[0].shape); e++) {
         ge2_ref_unravel(e, out[0].shape, yi);
         for (int k = 0; k < out[0].shape.ndim; k++)
-            xi[node->attrs.permute.perm[k]] = yi[k];
+            xi[GE2_ATTRS(ge2_permute_attrs, node->attrs)->perm[k]] = yi[k];
         out[0].v[e] = in[0].v[ge2_ref_ravel(xi, in[0].shape)];
     }
 }

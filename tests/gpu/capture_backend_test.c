@@ -83,7 +83,7 @@ static void linear_launch(key *k, int i, float *x, int64_t in, float *w, float *
     n->op = linear_op;
     n->n_inputs = 3;
     n->n_outputs = 1;
-    n->attrs.linear.act = act;
+    GE2_ATTRS(ge2_linear_attrs, n->attrs)->act = act;
     ge2_launch *l = &k->launches[i];
     memset(l, 0, sizeof *l);
     l->node = n;

@@ -9,6 +9,9 @@
 
 #include "graph/error.h"
 #include "graph/ir.h"
+#include "ops/attention/attention.h"
+#include "ops/conv/conv.h"
+#include "ops/reduce/reduce.h"
 #include "optim/optimizer_math.h"
 #include "tests/support/check_main.h"
 #include "kernels/cuda/candidates.h"
@@ -34,7 +37,7 @@ static void make_launch(ge2_op op, ge2_dtype dt, ge2_node *node, ge2_launch *l)
     node->op = op;
     node->n_inputs = info->min_inputs;
     node->n_outputs = info->max_outputs;
-    node->attrs.reduce.axis = GE2_AXIS_ALL;
+    GE2_ATTRS(ge2_reduce_attrs, node->attrs)->axis = GE2_AXIS_ALL;
     memset(l, 0, sizeof *l);
     l->node = node;
     l->n_in = node->n_inputs;
@@ -89,7 +92,7 @@ START_TEST(test_control_block_required)
         ge2_node node;
         ge2_launch l;
         make_launch(ops[i], GE2_F32, &node, &l);
-        node.attrs.optim.config.accumulation_steps = 1;
+        GE2_ATTRS(ge2_optim_attrs, node.attrs)->config.accumulation_steps = 1;
         ck_assert_int_eq(ge2_op_def_of(ops[i])->cuda.launch(&l), GE2_ERR_STATE);
         ck_assert_msg(strstr(ge2_last_error(), ge2_op_name(ops[i])) && strstr(ge2_last_error(), "control"),
                       "%s: message: %s", ge2_op_name(ops[i]), ge2_last_error());
@@ -102,9 +105,9 @@ START_TEST(test_optimizer_slots_checked)
     ge2_node node;
     ge2_launch l;
     make_launch(GE2_OP_OPTIMIZER_UPDATE, GE2_F32, &node, &l);
-    node.attrs.optim.config.kind = GE2_OPT_ADAM;
-    node.attrs.optim.config.amsgrad = true;
-    node.attrs.optim.config.accumulation_steps = 1;
+    GE2_ATTRS(ge2_optim_attrs, node.attrs)->config.kind = GE2_OPT_ADAM;
+    GE2_ATTRS(ge2_optim_attrs, node.attrs)->config.amsgrad = true;
+    GE2_ATTRS(ge2_optim_attrs, node.attrs)->config.accumulation_steps = 1;
     ge2_control not_dereferenced;
     l.control = &not_dereferenced;
     l.pools.slots = 2; /* amsgrad needs m, v, v_max */
@@ -131,8 +134,8 @@ START_TEST(test_attention_candidate_registered)
         ge2_node node;
         memset(&node, 0, sizeof node);
         node.op = ops[o];
-        node.attrs.attention = (ge2_attention_attrs){0};
-        node.attrs.attention.causal = true;
+        (*GE2_ATTRS(ge2_attention_attrs, node.attrs)) = (ge2_attention_attrs){0};
+        GE2_ATTRS(ge2_attention_attrs, node.attrs)->causal = true;
         ge2_launch l;
         memset(&l, 0, sizeof l);
         l.node = &node;
@@ -167,7 +170,7 @@ START_TEST(test_builtin_candidates_registered)
     ge2_node node;
     memset(&node, 0, sizeof node);
     node.op = GE2_OP_CONV2D_GRAD_WEIGHT;
-    node.attrs.conv2d = (ge2_conv2d_attrs){{1, 1}, {1, 1}, {1, 1}, 1};
+    (*GE2_ATTRS(ge2_conv2d_attrs, node.attrs)) = (ge2_conv2d_attrs){{1, 1}, {1, 1}, {1, 1}, 1};
     ge2_launch l;
     memset(&l, 0, sizeof l);
     l.node = &node;
@@ -186,7 +189,7 @@ START_TEST(test_builtin_candidates_registered)
     l.in[0].shape = ge2_shape4(64, 64, 14, 14);
     ck_assert(!small->applies(&l, why, sizeof why));
     ck_assert_ptr_nonnull(strstr(why, "registers"));
-    node.attrs.conv2d.groups = 2;
+    GE2_ATTRS(ge2_conv2d_attrs, node.attrs)->groups = 2;
     l.in[1].shape = ge2_shape4(64, 1, 3, 3);
     l.in[2].shape = ge2_shape4(64, 2, 14, 14);
     ck_assert(!small->applies(&l, why, sizeof why));

@@ -23,6 +23,7 @@
 #include "graph/error.h"
 #include "graph/ir.h"
 #include "kernels/cuda/gemm_registry.h"
+#include "ops/linear/linear.h"
 #include "tests/gpu/capture_mlp.h"
 #include "tests/gpu/capture_suite.h"
 #include "tests/gpu/lt_gpu.h"
@@ -95,7 +96,7 @@ static void linear_open(linear_case *c, const gpu *g, int64_t rows, int64_t in, 
     c->node.op = GE2_OP_LINEAR;
     c->node.n_inputs = 3;
     c->node.n_outputs = 1;
-    c->node.attrs.linear.act = act;
+    GE2_ATTRS(ge2_linear_attrs, c->node.attrs)->act = act;
     ge2_launch *l = &c->launch;
     l->node = &c->node;
     l->n_in = 3;

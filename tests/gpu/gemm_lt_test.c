@@ -18,6 +18,7 @@
 
 #include "graph/error.h"
 #include "graph/ir.h"
+#include "ops/linear/linear.h"
 #include "tests/gpu/capture_suite.h"
 #include "tests/gpu/lt_gpu.h"
 #include "ops/ops.h"
@@ -116,8 +117,8 @@ static void check_linear(const gpu *g, int64_t rows, int64_t in, int64_t out, ge
     node.op = GE2_OP_LINEAR;
     node.n_inputs = bias ? 3 : 2;
     node.n_outputs = stash ? 2 : 1;
-    node.attrs.linear.act = act;
-    node.attrs.linear.slope = slope;
+    GE2_ATTRS(ge2_linear_attrs, node.attrs)->act = act;
+    GE2_ATTRS(ge2_linear_attrs, node.attrs)->slope = slope;
     ge2_launch l;
     memset(&l, 0, sizeof l);
     l.node = &node;
@@ -262,8 +263,8 @@ static void check_matmul(const gpu *g, int64_t batch_a, int64_t batch_b, int64_t
     node.op = GE2_OP_MATMUL;
     node.n_inputs = 2;
     node.n_outputs = 1;
-    node.attrs.matmul.trans_a = ta;
-    node.attrs.matmul.trans_b = tb;
+    GE2_ATTRS(ge2_matmul_attrs, node.attrs)->trans_a = ta;
+    GE2_ATTRS(ge2_matmul_attrs, node.attrs)->trans_b = tb;
     ge2_launch l;
     memset(&l, 0, sizeof l);
     l.node = &node;

@@ -44,7 +44,7 @@ static void loss_pair(pair *p, int classes)
 {
     set_node(p, 0, GE2_OP_LINEAR, 1, 4);
     set_node(p, 1, GE2_OP_CROSS_ENTROPY, 4, 5);
-    p->nodes[0].attrs.linear.act = GE2_ACT_NONE;
+    GE2_ATTRS(ge2_linear_attrs, p->nodes[0].attrs)->act = GE2_ACT_NONE;
     ge2_launch *lin = &p->l[0], *ce = &p->l[1];
     lin->n_in = 3, lin->n_out = 1;
     lin->in[0] = f32(0, ge2_shape2(B, K));
@@ -113,7 +113,7 @@ START_TEST(test_loss_pair)
     p.l[1].in[0].data = &memory[7168]; /* the cross-entropy reads other logits */
     expect_refused(&p, "logits");
     loss_pair(&p, 10);
-    p.nodes[0].attrs.linear.act = GE2_ACT_RELU;
+    GE2_ATTRS(ge2_linear_attrs, p.nodes[0].attrs)->act = GE2_ACT_RELU;
     expect_refused(&p, "no head pair");
 }
 END_TEST

@@ -35,6 +35,8 @@
 #include "graph/init.h"
 #include "graph/ir.h"
 #include "graph/ir.h"
+#include "ops/linear/linear.h"
+#include "ops/loss/loss.h"
 #include "optim/optimizer_math.h"
 #include "tests/gpu_probe.h"
 #include "tests/support/attention_probe.h"
@@ -829,7 +831,7 @@ static void gemm_rounds_operands(bool f16)
     node.op = GE2_OP_LINEAR;
     node.n_inputs = 2;
     node.n_outputs = 1;
-    node.attrs.linear.act = GE2_ACT_NONE;
+    GE2_ATTRS(ge2_linear_attrs, node.attrs)->act = GE2_ACT_NONE;
     ge2_launch lc;
     memset(&lc, 0, sizeof lc);
     lc.node = &node;
@@ -1638,7 +1640,7 @@ static void check_optimizer(int which, int64_t n, int steps)
     ge2_node norm_node, update_node;
     memset(&norm_node, 0, sizeof norm_node);
     norm_node.op = GE2_OP_GRAD_NORM;
-    norm_node.attrs.optim.config = oc.cfg;
+    GE2_ATTRS(ge2_optim_attrs, norm_node.attrs)->config = oc.cfg;
     update_node = norm_node;
     update_node.op = GE2_OP_OPTIMIZER_UPDATE;
     int slots = ge2_opt_slots_of(&oc.cfg).count;
@@ -1789,8 +1791,8 @@ static void check_per_parameter(int which, bool misaligned)
     for (int u = 0; u < 2; u++) {
         memset(&nodes[u], 0, sizeof nodes[u]);
         nodes[u].op = GE2_OP_OPTIMIZER_UPDATE;
-        nodes[u].attrs.optim.config = oc.cfg;
-        nodes[u].attrs.optim.update_nodes = 2;
+        GE2_ATTRS(ge2_optim_attrs, nodes[u].attrs)->config = oc.cfg;
+        GE2_ATTRS(ge2_optim_attrs, nodes[u].attrs)->update_nodes = 2;
         nodes[u].n_inputs = u == 0 ? 4 : 2;
         memset(&lcs[u], 0, sizeof lcs[u]);
         lcs[u].node = &nodes[u];
@@ -1903,7 +1905,7 @@ START_TEST(test_cross_entropy_deterministic)
     node.op = GE2_OP_CROSS_ENTROPY;
     node.n_inputs = 2;
     node.n_outputs = 2;
-    node.attrs.loss.label_smoothing = 0.1f;
+    GE2_ATTRS(ge2_loss_attrs, node.attrs)->label_smoothing = 0.1f;
     device d;
     device_open(&d);
     ge2_launch l;

@@ -80,7 +80,7 @@ START_TEST(null_outputs_are_not_written)
 
     /* linear with a z-stash: y unused, z still right; and the other way round */
     ge2_node lin = {.op = GE2_OP_LINEAR, .n_inputs = 3, .n_outputs = 2};
-    lin.attrs.linear.act = GE2_ACT_GELU_ERF;
+    GE2_ATTRS(ge2_linear_attrs, lin.attrs)->act = GE2_ACT_GELU_ERF;
     float x[2] = {1, 2}, w[2] = {3, -1}, b[1] = {0.5f}, y = 7, z = 7;
     ge2_launch ll = launch_of(&lin);
     ll.in[0] = view(x, GE2_F32, ge2_shape2(1, 2));
@@ -113,8 +113,8 @@ START_TEST(elementwise_ops_run_in_place)
 
     float dy[3] = {1, 1, 1}, s[3] = {-1, 0.5f, 2};
     ge2_node ab = {.op = GE2_OP_ACTIVATION_BACKWARD, .n_inputs = 2, .n_outputs = 1};
-    ab.attrs.act.act = GE2_ACT_LEAKY_RELU;
-    ab.attrs.act.slope = 0.25f;
+    GE2_ATTRS(ge2_act_attrs, ab.attrs)->act = GE2_ACT_LEAKY_RELU;
+    GE2_ATTRS(ge2_act_attrs, ab.attrs)->slope = 0.25f;
     ge2_launch lb = launch_of(&ab);
     lb.in[0] = view(dy, GE2_F32, ge2_shape1(3));
     lb.in[1] = view(s, GE2_F32, ge2_shape1(3));

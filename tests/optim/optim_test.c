@@ -479,7 +479,7 @@ START_TEST(state_errors)
     ck_assert_int_eq(g->nodes[before].op, GE2_OP_GRAD_NORM);
     ck_assert_int_eq(g->nodes[before + 1].op, GE2_OP_OPTIMIZER_UPDATE);
     ck_assert_int_eq(g->nodes[before + 1].phase, GE2_PHASE_OPTIMIZER);
-    ck_assert_double_eq(g->nodes[before + 1].attrs.optim.config.clip_norm, 1.0);
+    ck_assert_double_eq(GE2_ATTRS(ge2_optim_attrs, g->nodes[before + 1].attrs)->config.clip_norm, 1.0);
     ck_assert_int_eq(ge2_optimizer(g, &c), GE2_ERR_STATE);
     ck_assert_ptr_nonnull(strstr(ge2_last_error(), "already has an optimizer"));
     ck_assert_int_eq(ge2_optimizer(NULL, &c), GE2_ERR_INVALID_ARGUMENT);

@@ -18,6 +18,7 @@
 #include "capture/program_internal.h"
 #include "ge2/ge2.h"
 #include "graph/ir.h"
+#include "optim/optimizer_math.h"
 #include "tests/planner/random_graph.h"
 #include "tests/support/check_main.h"
 #include "ops/ops.h"
@@ -418,7 +419,7 @@ START_TEST(one_node_per_layer)
         if (node->op != GE2_OP_OPTIMIZER_UPDATE)
             continue;
         ck_assert_int_eq(node->phase, GE2_PHASE_OPTIMIZER);
-        ck_assert_int_eq(node->attrs.optim.update_nodes, 3);
+        ck_assert_int_eq(GE2_ATTRS(ge2_optim_attrs, node->attrs)->update_nodes, 3);
         ck_assert_int_eq(node->n_outputs, 0);
         /* created in backward order: the last layer first */
         int l = 2 - seen++;

@@ -1,5 +1,6 @@
 /* The op-case harness (op_cases.h): the helpers case bodies use, and the
  * registry of cases, which each op's folder fills (ops/<family>/test.c). */
+#include "ops/elementwise/elementwise.h"
 #include "tests/support/op_cases.h"
 
 #include <stdio.h>
@@ -104,9 +105,9 @@ ge2_attrs ge2_case_random_act_backward(ge2_case_ctx *c)
 {
     ge2_attrs a;
     memset(&a, 0, sizeof a);
-    a.act.act = ge2_case_random_act(c, &a.act.slope);
-    a.act.from_output = ge2_case_coin(c) && (a.act.act == GE2_ACT_RELU || a.act.act == GE2_ACT_SIGMOID ||
-                                    a.act.act == GE2_ACT_TANH || (a.act.act == GE2_ACT_LEAKY_RELU && a.act.slope >= 0));
+    GE2_ATTRS(ge2_act_attrs, a)->act = ge2_case_random_act(c, &GE2_ATTRS(ge2_act_attrs, a)->slope);
+    GE2_ATTRS(ge2_act_attrs, a)->from_output = ge2_case_coin(c) && (GE2_ATTRS(ge2_act_attrs, a)->act == GE2_ACT_RELU || GE2_ATTRS(ge2_act_attrs, a)->act == GE2_ACT_SIGMOID ||
+                                    GE2_ATTRS(ge2_act_attrs, a)->act == GE2_ACT_TANH || (GE2_ATTRS(ge2_act_attrs, a)->act == GE2_ACT_LEAKY_RELU && GE2_ATTRS(ge2_act_attrs, a)->slope >= 0));
     return a;
 }
 
