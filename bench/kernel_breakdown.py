@@ -1,0 +1,46 @@
+#!/usr/bin/env python3
+"""Where a step's time goes, from a trainer's --time-launches kernel report:
+
+    train_gpt ... --time-launches > run.log
+    python3 bench/kernel_breakdown.py run.log [--top 25]
+
+sums the per-launch times (each node's line: "node N op  T us  P%  shapes:
+kernel") by op and by kernel, and prints two markdown tables, largest
+first, with each row's share of the summed step. The times are eager
+launches' (what --time-launches measures), so their sum is the device time
+of one step without the graph's overlap."""
+import argparse
+import collections
+import re
+import sys
+
+LINE = re.compile(r"^node\s+\d+\s+(\S+)\s+([0-9.]+) us\s+[0-9.]+%\s+(.*?): (.*)$")
+
+
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("report")
+    p.add_argument("--top", type=int, default=25)
+    a = p.parse_args(argv)
+    by_op, by_kernel = collections.defaultdict(lambda: [0.0, 0]), collections.defaultdict(lambda: [0.0, 0])
+    with open(a.report, errors="replace") as f:
+        for line in f:
+            m = LINE.match(line.rstrip("\n"))
+            if not m:
+                continue
+            op, us, kernel = m.group(1), float(m.group(2)), m.group(4).strip()
+            for table, key in ((by_op, op), (by_kernel, f"{op}: {kernel}")):
+                table[key][0] += us
+                table[key][1] += 1
+    total = sum(us for us, _ in by_op.values())
+    if not total:
+        sys.exit(f"kernel_breakdown: no timed launches in {a.report} (run the trainer with --time-launches)")
+    for title, table in (("op", by_op), ("kernel", by_kernel)):
+        print(f"\n| {title} | launches | ms/step | share |\n|---|---|---|---|")
+        for key, (us, n) in sorted(table.items(), key=lambda kv: -kv[1][0])[: a.top]:
+            print(f"| {key} | {n} | {us / 1000:.3f} | {100 * us / total:.1f}% |")
+    print(f"\nsum of timed launches: {total / 1000:.2f} ms/step")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
