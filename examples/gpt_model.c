@@ -137,8 +137,12 @@ static ge2_status mlp(builder *b, int i, ge2_tensor *h, ge2_tensor **y)
 }
 
 /* the blocks, the final LayerNorm and the tied head on the residual stream
- * x [rows, C]: the logits [rows, V] (the padding's columns sliced off) */
-static ge2_status blocks_and_head(builder *b, ge2_tensor *x, ge2_tensor *wte, ge2_tensor **logits)
+ * x [rows, C]: the logits over the padded vocabulary [rows, padded V], which
+ * the loss reads (ge2_cross_entropy_padded leaves the padding out), and the
+ * real ones [rows, V] (the padding's columns sliced off), an output where the
+ * decoder or --no-kv-cache's sampler reads them */
+static ge2_status blocks_and_head(builder *b, ge2_tensor *x, ge2_tensor *wte, ge2_tensor **padded_logits,
+                                  ge2_tensor **logits)
 {
     const gpt_config *c = b->cfg;
     ge2_tensor *h, *a;
@@ -154,10 +158,13 @@ static ge2_status blocks_and_head(builder *b, ge2_tensor *x, ge2_tensor *wte, ge
         TRY(ge2_add(b->g, x, a, &x));
     }
     TRY(layer_norm(b, "transformer.ln_f", x, &x));
-    TRY(ge2_matmul(b->g, x, wte, false, true, logits)); /* the LM head: wte, tied */
-    if (ge2_tensor_shape(wte).dim[0] > c->vocab) /* the padding's logits never reach the softmax, nor the sampler */
-        TRY(ge2_slice(b->g, *logits, 1, 0, c->vocab, logits));
-    return b->decoder || c->logits_output ? ge2_mark_output(b->g, *logits) : GE2_OK;
+    TRY(ge2_matmul(b->g, x, wte, false, true, padded_logits)); /* the LM head: wte, tied */
+    *logits = *padded_logits;
+    if (!b->decoder && !c->logits_output)
+        return GE2_OK;
+    if (ge2_tensor_shape(wte).dim[0] > c->vocab) /* the padding's logits never reach the sampler */
+        TRY(ge2_slice(b->g, *padded_logits, 1, 0, c->vocab, logits));
+    return ge2_mark_output(b->g, *logits);
 }
 
 /* the token embedding [padded vocabulary, C] (its padding zero, never
@@ -193,8 +200,9 @@ static ge2_status build(builder *b, gpt_model *m)
     TRY(ge2_add(b->g, tok, pe, &x));
     TRY(dropout(b, x, &x));
     TRY(ge2_reshape(b->g, x, ge2_shape2(-1, C), &x)); /* the residual stream [B·T, C] */
-    TRY(blocks_and_head(b, x, m->wte, &m->logits));
-    return ge2_cross_entropy(b->g, m->logits, m->targets, 0.0f, &m->loss);
+    ge2_tensor *padded_logits;
+    TRY(blocks_and_head(b, x, m->wte, &padded_logits, &m->logits));
+    return ge2_cross_entropy_padded(b->g, padded_logits, m->targets, 0.0f, c->vocab, &m->loss);
 }
 
 static ge2_status build_decoder(builder *b, int64_t batch, gpt_decoder *d)
@@ -207,7 +215,8 @@ static ge2_status build_decoder(builder *b, int64_t batch, gpt_decoder *d)
     TRY(ge2_embedding(b->g, d->token, wte, &tok));   /* [B, C] */
     TRY(ge2_embedding(b->g, d->position, wpe, &pe)); /* [B, C] */
     TRY(ge2_add(b->g, tok, pe, &x));
-    return blocks_and_head(b, x, wte, &d->logits);
+    ge2_tensor *padded_logits;
+    return blocks_and_head(b, x, wte, &padded_logits, &d->logits);
 }
 
 ge2_status gpt_build(const gpt_config *cfg, uint64_t seed, gpt_model *out)

@@ -102,7 +102,7 @@ __global__ void __launch_bounds__(HEAD_WARPS *GE2_WARP)
             __syncwarp();
             if (lane == 0)
                 ge2_index_ok(ctl, ce_node, GE2_BAD_LABEL, r, label, cols);
-            my_loss += ge2_cross_entropy_row(row_logits[warp], cols, label, smoothing, dx_scale,
+            my_loss += ge2_cross_entropy_row(row_logits[warp], cols, cols, label, smoothing, dx_scale,
                                              dlogits ? dlogits + (long long)r * cols : NULL);
         }
         __syncthreads(); // part and row_logits are the next rows'

@@ -8,6 +8,7 @@
 
 #include "graph/ir.h"
 #include "ops/linear/linear.h"
+#include "ops/loss/loss.h"
 #include "ops/ops.h"
 
 typedef enum ge2_head_kind {
@@ -31,7 +32,7 @@ static inline bool ge2_head_reads_output_of(const ge2_node *b, const ge2_node *a
 static inline ge2_head_kind ge2_head_pair_of(const ge2_node *a, const ge2_node *b)
 {
     if (a->op == GE2_OP_LINEAR && GE2_ATTRS(ge2_linear_attrs, a->attrs)->act == GE2_ACT_NONE && b->op == GE2_OP_CROSS_ENTROPY &&
-        a->n_outputs >= 1 && b->n_inputs >= 1 && b->inputs[0] == a->outputs[0])
+        GE2_ATTRS(ge2_loss_attrs, b->attrs)->classes == 0 && a->n_outputs >= 1 && b->n_inputs >= 1 && b->inputs[0] == a->outputs[0])
         return GE2_HEAD_LOSS;
     const bool gi_gw = a->op == GE2_OP_LINEAR_GRAD_INPUT && b->op == GE2_OP_LINEAR_GRAD_WEIGHT;
     const bool gw_gi = a->op == GE2_OP_LINEAR_GRAD_WEIGHT && b->op == GE2_OP_LINEAR_GRAD_INPUT;

@@ -113,6 +113,8 @@ static bool bind_loss_and_optimizer(matcher *m, ge2_mlp_step_desc *d)
         return refuse(m, "cross_entropy: labels are not i32 [B] or the loss is not computed");
     d->labels = ce->in[1].data;
     d->loss_node = ce->node->id;
+    if (GE2_ATTRS(ge2_loss_attrs, ce->node->attrs)->classes != 0)
+        return refuse(m, "cross_entropy over part of the logits' columns (the kernel's softmax takes them all)");
     d->label_smoothing = GE2_ATTRS(ge2_loss_attrs, ce->node->attrs)->label_smoothing;
     d->loss = ce->out[0].data;
     if (p->accuracy >= 0)

@@ -252,6 +252,14 @@ ge2_status ge2_slice(ge2_graph *graph, ge2_tensor *x, int axis, int64_t start, i
  * same message. ge2_accuracy checks its labels alike. */
 ge2_status ge2_cross_entropy(ge2_graph *graph, ge2_tensor *logits, ge2_tensor *labels, float label_smoothing,
                              ge2_tensor **loss);
+/* ge2_cross_entropy over the first `classes` columns of logits [B, C]
+ * (classes <= C): the columns past them are padding, as a tied head over an
+ * embedding with ge2_parameter_padding gives (llm.c's 50,304 columns for
+ * GPT-2's 50,257 tokens). They are left out of the softmax, their gradient
+ * is zero, and a label must be below `classes`. Costs nothing over
+ * ge2_cross_entropy, where slicing the logits first would copy them. */
+ge2_status ge2_cross_entropy_padded(ge2_graph *graph, ge2_tensor *logits, ge2_tensor *labels, float label_smoothing,
+                                    int64_t classes, ge2_tensor **loss);
 /* Mean of (pred - target)^2; scalar. */
 ge2_status ge2_mse_loss(ge2_graph *graph, ge2_tensor *pred, ge2_tensor *target, ge2_tensor **loss);
 /* Number of rows whose argmax equals the label (f32 scalar; a metric, not differentiable). */

@@ -80,6 +80,7 @@ __global__ void ge2_attention_cached_kernel(int len, int c, int d, float scale, 
 extern "C" ge2_status ge2_cuda_attention_cached_launch(const ge2_launch *l)
 {
     GE2_TRY(ge2_cuda_require_f32(l, 1u << 3));
+    GE2_TRY(ge2_cuda_require_control(l)); /* the kernel counts a position past the cache in it */
     const long long batch = l->in[1].shape.dim[0], len = l->in[1].shape.dim[1], c = l->in[1].shape.dim[2];
     const long long heads = ge2_attention_cached_heads(l->node), d = c / heads;
     if (d > GE2_KV_MAX_HEAD || len > 8192 || batch > 65535 || heads > 65535 || c > INT32_MAX / 3)

@@ -291,6 +291,7 @@ extern "C" ge2_status ge2_cuda_matmul_prepare(ge2_launch *launch)
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_matmul (node %d): out of host memory", node_id);
     p->epilogue = CUBLASLT_EPILOGUE_DEFAULT;
     p->n_out = batch * m * n;
+    p->d_bf16 = launch->out[0].dtype == GE2_BF16; // the storage pass's: every reader reads y in bf16
     p->tiled_bind = matmul_tiled_bind;
     // Column-major Yᵀ = op(b)ᵀ·op(a)ᵀ: cuBLASLt A = b with b's transpose flag, B = a with a's.
     ge2_status st = ge2_gemm_make_layouts(launch, p, ob, oa, od, batch);

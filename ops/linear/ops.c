@@ -36,6 +36,7 @@ const ge2_op_def ge2_op_def_matmul = {
     .cpu = ge2_cpu_matmul,
     .cuda = {ge2_cuda_matmul_prepare, ge2_cuda_matmul_launch, ge2_cuda_matmul_release, ge2_cuda_matmul_describe,
              ge2_cuda_gemm_bf16_scratch_bytes},
+    .stores_bf16 = ge2_stores_bf16_output0, /* y, where every reader reads it in bf16 (a tied head's logits) */
 };
 
 /* dx, and recompute's act(z): the post step rounds them */

@@ -7,14 +7,24 @@
 
 static const char *const loss_what[2] = {"logits", "labels"};
 
-ge2_status ge2_cross_entropy(ge2_graph *graph, ge2_tensor *logits, ge2_tensor *labels, float label_smoothing,
-                             ge2_tensor **loss)
+ge2_status ge2_cross_entropy_padded(ge2_graph *graph, ge2_tensor *logits, ge2_tensor *labels, float label_smoothing,
+                                    int64_t classes, ge2_tensor **loss)
 {
     ge2_tensor *ts[2] = {logits, labels};
     ge2_attrs a;
     memset(&a, 0, sizeof a);
     GE2_ATTRS(ge2_loss_attrs, a)->label_smoothing = label_smoothing;
+    if (classes < 0)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_cross_entropy: classes %lld is negative", (long long)classes);
+    /* every column a class is the plain loss: 0, so fusions that know only it still match */
+    GE2_ATTRS(ge2_loss_attrs, a)->classes = logits && classes == ge2_tensor_shape(logits).dim[1] ? 0 : classes;
     return ge2_graph_add_forward(graph, GE2_OP_CROSS_ENTROPY, "ge2_cross_entropy", ts, loss_what, 2, 2, &a, loss);
+}
+
+ge2_status ge2_cross_entropy(ge2_graph *graph, ge2_tensor *logits, ge2_tensor *labels, float label_smoothing,
+                             ge2_tensor **loss)
+{
+    return ge2_cross_entropy_padded(graph, logits, labels, label_smoothing, 0, loss);
 }
 
 ge2_status ge2_mse_loss(ge2_graph *graph, ge2_tensor *pred, ge2_tensor *target, ge2_tensor **loss)

@@ -15,28 +15,31 @@ static ge2_status bad_label(const ge2_launch *l, int64_t row, int32_t label, int
 
 /* in: logits [B, C], labels [B] i32; out: loss [] (mean over B), dlogits [B, C] = d loss / d logits, times the
  * control block's loss_scale where the loss is this node's output (ge2_loss_attrs.seeds_backward)
- * With label smoothing eps the target is q = (1 - eps) onehot + eps / C (PyTorch). */
+ * With label smoothing eps the target is q = (1 - eps) onehot + eps / K (PyTorch), over the K classes: the first
+ * ge2_loss_attrs.classes columns (all when 0); the columns past them get zero gradient. */
 #define CROSS_ENTROPY(T, SUF)                                                                                     \
     static ge2_status cross_entropy_##SUF(const ge2_launch *l)                                                  \
     {                                                                                                           \
+        const ge2_loss_attrs *at = GE2_ATTRS(ge2_loss_attrs, l->node->attrs);                                   \
         const T *x = l->in[0].data;                                                                             \
         const int32_t *labels = l->in[1].data;                                                                  \
         T *loss = l->out[0].data, *dx = l->n_out > 1 ? l->out[1].data : NULL;                                   \
         int64_t rows = l->in[0].shape.dim[0], c = l->in[0].shape.dim[1];                                        \
-        double eps = GE2_ATTRS(ge2_loss_attrs, l->node->attrs)->label_smoothing, off = eps / (double)c, total = 0;                     \
-        const bool seeds = GE2_ATTRS(ge2_loss_attrs, l->node->attrs)->seeds_backward && l->control; /* the loss: ge2_loss_scaling */     \
+        int64_t k = at->classes > 0 && at->classes < c ? at->classes : c;                                       \
+        double eps = at->label_smoothing, off = eps / (double)k, total = 0;                                     \
+        const bool seeds = at->seeds_backward && l->control; /* the loss: ge2_loss_scaling */                   \
         const double scale = seeds ? l->control->loss_scale : 1.0;                                              \
         for (int64_t r = 0; r < rows; r++)                                                                      \
-            if (labels[r] < 0 || labels[r] >= c)                                                                \
-                return bad_label(l, r, labels[r], c);                                                           \
+            if (labels[r] < 0 || labels[r] >= k)                                                                \
+                return bad_label(l, r, labels[r], k);                                                           \
         for (int64_t r = 0; r < rows; r++) {                                                                    \
             const T *xr = x + r * c;                                                                            \
             int32_t y = labels[r];                                                                              \
             T mx = xr[0];                                                                                       \
-            for (int64_t i = 1; i < c; i++)                                                                     \
+            for (int64_t i = 1; i < k; i++)                                                                     \
                 mx = xr[i] > mx ? xr[i] : mx;                                                                   \
             double sum = 0, qx = 0;                                                                             \
-            for (int64_t i = 0; i < c; i++) {                                                                   \
+            for (int64_t i = 0; i < k; i++) {                                                                   \
                 sum += exp((double)(xr[i] - mx));                                                               \
                 qx += (off + (i == y ? 1.0 - eps : 0.0)) * (double)(xr[i] - mx);                                \
             }                                                                                                   \
@@ -44,7 +47,7 @@ static ge2_status bad_label(const ge2_launch *l, int64_t row, int32_t label, int
             total += log(sum) - qx;                                                                             \
             for (int64_t i = 0; dx && i < c; i++) {                                                             \
                 double p = exp((double)(xr[i] - mx)) / sum, q = off + (i == y ? 1.0 - eps : 0.0);               \
-                dx[r * c + i] = (T)((p - q) / (double)rows * scale);                                            \
+                dx[r * c + i] = i < k ? (T)((p - q) / (double)rows * scale) : (T)0;                             \
             }                                                                                                   \
         }                                                                                                       \
         if (loss)                                                                                               \

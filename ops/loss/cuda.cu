@@ -25,10 +25,12 @@
 // gradient of the mean loss, times the control block's loss_scale when the
 // loss is this node's output (seeds: ge2_loss_attrs.seeds_backward;
 // ge2_loss_scaling).
-__global__ void ge2_cross_entropy_kernel(int rows, int cols, float smoothing, const float *logits /* [B, C] */,
+// X, DX: the logits' and dlogits' storage, float or __nv_bfloat16 (the
+// bf16 storage pass's, ge2_op_def_cross_entropy).
+template <typename X, typename DX>
+__global__ void ge2_cross_entropy_kernel(int rows, int cols, int classes, float smoothing, const X *logits /* [B, C] */,
                                          const int *labels /* [B] */, float *loss /* [] */,
-                                         float *dlogits /* [B, C] or NULL */, bool seeds, ge2_control *ctl,
-                                         int node)
+                                         DX *dlogits /* [B, C] or NULL */, bool seeds, ge2_control *ctl, int node)
 {
     int lane = threadIdx.x % GE2_WARP, warp = threadIdx.x / GE2_WARP;
     int warps = gridDim.x * GE2_LOSS_WARPS;
@@ -37,8 +39,8 @@ __global__ void ge2_cross_entropy_kernel(int rows, int cols, float smoothing, co
     for (int r = blockIdx.x * GE2_LOSS_WARPS + warp; r < rows; r += warps) {
         const int y = labels[r];
         if (lane == 0)
-            ge2_index_ok(ctl, node, GE2_BAD_LABEL, r, y, cols);
-        my_loss += ge2_cross_entropy_row(logits + (long long)r * cols, cols, y, smoothing, dx_scale,
+            ge2_index_ok(ctl, node, GE2_BAD_LABEL, r, y, classes);
+        my_loss += ge2_cross_entropy_row(logits + (long long)r * cols, cols, classes, y, smoothing, dx_scale,
                                          dlogits ? dlogits + (long long)r * cols : NULL);
     }
     float total;
@@ -99,7 +101,13 @@ static unsigned row_blocks(long long rows) { return ge2_grid_sum_blocks(rows, GE
 
 static ge2_status check_logits_labels(const ge2_launch *l, long long *rows, long long *cols)
 {
-    GE2_TRY(ge2_cuda_require_f32(l, 1u << 1));
+    if (l->in[0].dtype == GE2_BF16 && ge2_op_reads_bf16(l->node, 0)) { /* the storage pass's bf16 logits */
+        ge2_launch f32_logits = *l;
+        f32_logits.in[0].dtype = GE2_F32;
+        GE2_TRY(ge2_cuda_require_f32(&f32_logits, 1u << 1));
+    } else {
+        GE2_TRY(ge2_cuda_require_f32(l, 1u << 1));
+    }
     ge2_shape x = l->in[0].shape;
     if (x.ndim != 2 || ge2_shape_numel(l->in[1].shape) != x.dim[0])
         return ge2_error(GE2_ERR_SHAPE, "ge2_%s: logits must be [B, C] and labels [B]", ge2_cuda_op_name(l));
@@ -117,11 +125,26 @@ extern "C" ge2_status ge2_cuda_cross_entropy_launch(const ge2_launch *l)
     GE2_TRY(check_logits_labels(l, &rows, &cols));
     if (rows == 0 || (!l->out[0].data && (l->n_out < 2 || !l->out[1].data)))
         return GE2_OK;
-    float *dlogits = l->n_out > 1 ? (float *)l->out[1].data : NULL;
-    ge2_cross_entropy_kernel<<<row_blocks(rows), GE2_LOSS_WARPS * GE2_WARP, 0, ge2_cuda_stream(l)>>>(
-        (int)rows, (int)cols, GE2_ATTRS(ge2_loss_attrs, l->node->attrs)->label_smoothing, (const float *)l->in[0].data,
-        (const int *)l->in[1].data, (float *)l->out[0].data, dlogits, GE2_ATTRS(ge2_loss_attrs, l->node->attrs)->seeds_backward,
-        l->control, l->node->id);
+    void *dlogits = l->n_out > 1 ? l->out[1].data : NULL;
+    const bool x_bf16 = l->in[0].dtype == GE2_BF16, dx_bf16 = dlogits && l->out[1].dtype == GE2_BF16;
+    const ge2_loss_attrs *at = GE2_ATTRS(ge2_loss_attrs, l->node->attrs);
+    const long long classes = at->classes > 0 && at->classes < cols ? at->classes : cols;
+    const dim3 grid(row_blocks(rows)), block(GE2_LOSS_WARPS * GE2_WARP);
+    const int *labels = (const int *)l->in[1].data;
+    float *loss = (float *)l->out[0].data;
+#define GE2_CE_LAUNCH(X, DX)                                                                                      \
+    ge2_cross_entropy_kernel<X, DX><<<grid, block, 0, ge2_cuda_stream(l)>>>(                                     \
+        (int)rows, (int)cols, (int)classes, at->label_smoothing, (const X *)l->in[0].data, labels, loss,          \
+        (DX *)dlogits, at->seeds_backward, l->control, l->node->id)
+    if (x_bf16 && dx_bf16)
+        GE2_CE_LAUNCH(__nv_bfloat16, __nv_bfloat16);
+    else if (x_bf16)
+        GE2_CE_LAUNCH(__nv_bfloat16, float);
+    else if (dx_bf16)
+        GE2_CE_LAUNCH(float, __nv_bfloat16);
+    else
+        GE2_CE_LAUNCH(float, float);
+#undef GE2_CE_LAUNCH
     return ge2_cuda_check_launch(l, "ge2_cross_entropy_kernel");
 }
 

@@ -25,6 +25,10 @@ ge2_status ge2_infer_CROSS_ENTROPY(const ge2_node *node, const ge2_desc *in, ge2
     if (!(eps >= 0.0f && eps <= 1.0f))
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_cross_entropy: label_smoothing %g is outside [0, 1]",
                          (double)eps);
+    const int64_t classes = GE2_ATTRS(ge2_loss_attrs, node->attrs)->classes;
+    if (classes < 0 || classes > in[0].shape.dim[1])
+        return ge2_error(GE2_ERR_SHAPE, "ge2_cross_entropy: %lld classes in logits '%s' %s: at most its %lld columns",
+                         (long long)classes, in[0].name, GE2_SHAPE_STR(in[0].shape), (long long)in[0].shape.dim[1]);
     out[0] = (ge2_desc){in[0].dtype, ge2_shape0(), NULL};
     out[1] = (ge2_desc){in[0].dtype, in[0].shape, NULL};
     return GE2_OK;

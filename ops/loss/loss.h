@@ -29,6 +29,11 @@ typedef struct ge2_loss_attrs {
      * carries the control block's loss_scale; else the rule multiplies it
      * by an upstream gradient that carries the scale already */
     bool seeds_backward;
+    /* CROSS_ENTROPY: the classes are the logits' first `classes` columns;
+     * the columns past them are padding (a tied head over a padded
+     * embedding, ge2_parameter_padding): out of the softmax, their gradient
+     * zero, no label names them. 0: every column is a class. */
+    int64_t classes;
 } ge2_loss_attrs;
 GE2_ATTRS_FIT(ge2_loss_attrs);
 

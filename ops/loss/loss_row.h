@@ -5,43 +5,56 @@
 #ifndef GE2_OPS_LOSS_LOSS_ROW_H
 #define GE2_OPS_LOSS_LOSS_ROW_H
 
+#include "kernels/cuda/bf16_store.h"
 #include "kernels/cuda/block_reduce.h"
 
-// Softmax cross-entropy of one row of logits x [cols] against label y,
-// smoothed: -(1-eps) log p_y - eps/C sum_c log p_c, with log p_c = x_c - lse.
-// Writes dx [cols] = (p - target) * dx_scale when dx is not NULL: 1 / rows
-// for the mean loss's gradient, times the control block's loss_scale. A label
-// outside [0, cols) is never used as an index: the row gives zero loss and
-// zero gradient (the caller counts it, kernels/cuda/bad_index.h). The
-// returned loss is the same in every lane.
-__device__ __forceinline__ float ge2_cross_entropy_row(const float *x /* [cols] */, int cols, int y, float smoothing,
-                                                       float dx_scale, float *dx /* [cols] or NULL */)
+// Softmax cross-entropy of one row of logits x [cols] against label y, over
+// its first `classes` columns (the rest are padding: zero gradient), smoothed:
+// -(1-eps) log p_y - eps/K sum_c log p_c over the K = classes columns, with
+// log p_c = x_c - lse. Writes dx [cols] = (p - target) * dx_scale when dx is
+// not NULL: 1 / rows for the mean loss's gradient, times the control block's
+// loss_scale. A label outside [0, classes) is never used as an index: the row
+// gives zero loss and zero gradient (the caller counts it,
+// kernels/cuda/bad_index.h). The returned loss is the same in every lane.
+//
+// Two passes over the row: the maximum and the sum of exponentials together
+// (each lane rescales its sum when its maximum grows, the lanes' pairs are
+// then merged), then the gradient. A row is wider than the cache holds for
+// every row in flight, so each pass reads it from memory. X and DX: float or
+// __nv_bfloat16 (the math is f32 either way).
+template <typename X, typename DX>
+__device__ __forceinline__ float ge2_cross_entropy_row(const X *x /* [cols] */, int cols, int classes, int y,
+                                                       float smoothing, float dx_scale, DX *dx /* [cols] or NULL */)
 {
     const int lane = threadIdx.x % GE2_WARP;
-    const float off_target = smoothing / (float)cols;      /* smoothed target of every class */
+    const float off_target = smoothing / (float)classes;   /* smoothed target of every class */
     const float on_target = 1.0f - smoothing + off_target; /* ... plus the label's share */
-    const bool valid = y >= 0 && y < cols;
-    float m = -INFINITY, sx = 0.0f;
-    for (int c = lane; c < cols; c += GE2_WARP) {
-        m = fmaxf(m, x[c]);
-        sx += x[c];
+    const bool valid = y >= 0 && y < classes;
+    float m = -INFINITY, s = 0.0f, sx = 0.0f;
+    for (int c = lane; c < classes; c += GE2_WARP) {
+        const float v = ge2_load(x + c);
+        if (v > m) {
+            s = s * expf(m - v) + 1.0f;
+            m = v;
+        } else {
+            s += expf(v - m);
+        }
+        sx += v;
     }
-    m = ge2_warp_max(m);
-    sx = ge2_warp_sum(sx);
-    float s = 0.0f;
-    for (int c = lane; c < cols; c += GE2_WARP)
-        s += expf(x[c] - m);
+    const float row_max = ge2_warp_max(m);
+    s = m == -INFINITY ? 0.0f : s * expf(m - row_max);
     s = ge2_warp_sum(s);
-    const float lse = m + logf(s);
+    sx = ge2_warp_sum(sx);
+    const float lse = row_max + logf(s);
     if (dx) {
         const float inv_s = 1.0f / s;
         for (int c = lane; c < cols; c += GE2_WARP) {
-            float p = expf(x[c] - m) * inv_s;
+            float p = expf(ge2_load(x + c) - row_max) * inv_s;
             float target = c == y ? on_target : off_target;
-            dx[c] = valid ? (p - target) * dx_scale : 0.0f;
+            ge2_store(dx + c, valid && c < classes ? (p - target) * dx_scale : 0.0f);
         }
     }
-    return valid ? (1.0f - smoothing) * (lse - x[y]) + off_target * ((float)cols * lse - sx) : 0.0f;
+    return valid ? (1.0f - smoothing) * (lse - ge2_load(x + y)) + off_target * ((float)classes * lse - sx) : 0.0f;
 }
 
 // The row's first maximum (lowest index among equal maxima, as a serial

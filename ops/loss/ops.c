@@ -1,7 +1,16 @@
 /* The definitions of the loss family's ops: one struct per op. */
 #include "ops/loss/loss.h"
 
-/* logits, labels -> loss[], dlogits of the mean loss */
+/* dlogits: rounded at the store where both backward GEMMs read them in
+ * bf16, so no cast pass over [B, C] runs (the loss stays f32) */
+static bool cross_entropy_stores_bf16(const ge2_node *node, int output)
+{
+    (void)node;
+    return output == 1;
+}
+
+/* logits, labels -> loss[], dlogits of the mean loss; the logits may be a
+ * GEMM's bf16 output (the softmax and the loss are f32 either way) */
 const ge2_op_def ge2_op_def_cross_entropy = {
     .name = "cross_entropy",
     .min_inputs = 2,
@@ -12,6 +21,8 @@ const ge2_op_def ge2_op_def_cross_entropy = {
     .backward = ge2_backward_cross_entropy,
     .cpu = ge2_cpu_cross_entropy,
     .cuda = {NULL, ge2_cuda_cross_entropy_launch, NULL, NULL},
+    .stores_bf16 = cross_entropy_stores_bf16,
+    .reads_bf16 = ge2_reads_bf16_input0,
 };
 
 const ge2_op_def ge2_op_def_mse_loss = {

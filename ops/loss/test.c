@@ -18,8 +18,22 @@ static ge2_status logits_labels(ge2_case_ctx *c, bool differentiate, ge2_tensor 
     return ge2_case_feed(c, GE2_ROLE_LABEL, GE2_I32, ge2_shape1(b), k, false, labels);
 }
 
+/* logits whose last columns are padding: labels below the classes only */
+static ge2_status case_cross_entropy_padded(ge2_case_ctx *c)
+{
+    int64_t b = ge2_case_irange(c, 1, 5), classes = ge2_case_irange(c, 1, 6), k = classes + ge2_case_irange(c, 1, 4);
+    ge2_tensor *x, *l, *y;
+    GE2_TRY(ge2_case_operand(c, ge2_shape2(b, k), &x));
+    GE2_TRY(ge2_case_feed(c, GE2_ROLE_LABEL, GE2_I32, ge2_shape1(b), classes, false, &l));
+    GE2_TRY(ge2_cross_entropy_padded(c->inst->graph, x, l, ge2_case_coin(c) ? 0.0f : 0.1f, classes, &y));
+    return ge2_case_last_node(c);
+}
+
+/* every column a class, or the last ones padding */
 static ge2_status case_cross_entropy(ge2_case_ctx *c)
 {
+    if (ge2_case_coin(c))
+        return case_cross_entropy_padded(c);
     ge2_tensor *x, *l, *y;
     GE2_TRY(logits_labels(c, true, &x, &l));
     GE2_TRY(ge2_cross_entropy(c->inst->graph, x, l, ge2_case_coin(c) ? 0.0f : 0.1f, &y));
@@ -58,18 +72,20 @@ static ge2_status case_loss_scale(ge2_case_ctx *c)
 static void ref_cross_entropy(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
 {
     int64_t B = in[0].shape.dim[0], C = in[0].shape.dim[1];
+    int64_t K = GE2_ATTRS(ge2_loss_attrs, node->attrs)->classes ? GE2_ATTRS(ge2_loss_attrs, node->attrs)->classes : C;
     double eps = GE2_ATTRS(ge2_loss_attrs, node->attrs)->label_smoothing, total = 0;
     for (int64_t r = 0; r < B; r++) {
         const double *x = in[0].v + r * C;
         int64_t label = (int64_t)in[1].v[r];
         double z = 0;
-        for (int64_t i = 0; i < C; i++)
+        for (int64_t i = 0; i < K; i++) /* the classes; the columns past them are padding */
             z += exp(x[i]);
         for (int64_t i = 0; i < C; i++) {
-            double q = (i == label ? 1 - eps : 0) + eps / (double)C, p = exp(x[i]) / z;
-            total -= q * log(p);
+            double q = (i == label ? 1 - eps : 0) + eps / (double)K, p = exp(x[i]) / z;
+            if (i < K)
+                total -= q * log(p);
             if (node->n_outputs > 1)
-                out[1].v[r * C + i] = (p - q) / (double)B;
+                out[1].v[r * C + i] = i < K ? (p - q) / (double)B : 0.0;
         }
     }
     out[0].v[0] = total / (double)B;
