@@ -4,8 +4,8 @@
 # "N passed, N failed"; exits non-zero if any failed.
 #
 # Usage: ./run.sh [test names...]   (default: every name in tests.txt)
-#        ./run.sh --sanitize        short capture stability runs under
-#                                   compute-sanitizer memcheck and racecheck
+#        ./run.sh --sanitize [TOOL...]   short capture stability runs under
+#                                   compute-sanitizer (memcheck and racecheck)
 set -u
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -37,25 +37,41 @@ if [ -x bin/smoke ]; then
     bin/smoke 2>&1 | sed 's/^/run.sh: /'
 fi
 
-# --sanitize: the capture suites with GE2_TEST_SHORT=1 (a few steps) and
-# CK_FORK=no (the sanitizer then sees the test's own CUDA work), once per
-# tool, each from an empty kernel cache (a HOME of its own) and otherwise
-# default options: the sanitizer slows the GPU enough that timings, hence
-# the autotuner's choices, differ from run to run, and replay must still
-# equal eager.
+# --sanitize [TOOL...]: the capture suites with GE2_TEST_SHORT=1 (a few
+# steps) and CK_FORK=no (the sanitizer then sees the test's own CUDA work),
+# once per tool (memcheck and racecheck unless named), each from an empty
+# kernel cache (a HOME of its own) and otherwise default options: the
+# sanitizer slows the GPU enough that timings, hence the autotuner's
+# choices, differ from run to run, and replay must still equal eager.
+# racecheck looks at ge2's own kernels (every one is named ge2_*): the
+# libraries' (cuBLASLt, cuDNN) are their makers' to check, and instrumenting
+# their shared memory makes one suite take longer than a device call allows.
 if [ "${1:-}" = "--sanitize" ]; then
+    shift
+    tools=("$@")
+    [ "${#tools[@]}" -gt 0 ] || tools=(memcheck racecheck)
     san="$(command -v compute-sanitizer || echo "${cuda_lib%/*}/bin/compute-sanitizer")"
     [ -x "$san" ] || san=/usr/local/cuda/bin/compute-sanitizer
     mkdir -p logs
     bad=0
-    for tool in memcheck racecheck; do
+    for tool in "${tools[@]}"; do
+        filter=()
+        if [ "$tool" = racecheck ]; then
+            if "$san" --help 2>&1 | grep -q -- '--kernel-name '; then
+                filter=(--kernel-name kns=ge2_)
+            else
+                echo "sanitize: this compute-sanitizer has no --kernel-name; racecheck instruments every kernel"
+            fi
+        fi
         for t in capture_replay_test capture_soak_test; do
             log="logs/sanitize-$tool-$t.log"
             home="$(mktemp -d)"
-            HOME="$home" GE2_TEST_SHORT=1 CK_FORK=no "$san" --tool "$tool" --error-exitcode 86 "bin/$t" >"$log" 2>&1
+            start=$SECONDS
+            HOME="$home" GE2_TEST_SHORT=1 CK_FORK=no "$san" --tool "$tool" "${filter[@]}" --error-exitcode 86 \
+                "bin/$t" >"$log" 2>&1
             rc=$?
             rm -rf "$home"
-            echo "sanitize $tool $t (empty kernel cache): $([ "$rc" -eq 0 ] && echo clean || echo "FAIL (exit $rc)")  $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1)"
+            echo "sanitize $tool${filter[*]:+ (${filter[*]})} $t (empty kernel cache, $((SECONDS - start)) s): $([ "$rc" -eq 0 ] && echo clean || echo "FAIL (exit $rc)")  $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|Checks:' "$log" | tr '\n' ' ')"
             [ "$rc" -eq 0 ] || { bad=1; tail -n 30 "$log" | sed 's/^/    /'; }
         done
     done

@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ops/elementwise/activation_math.h"
+#include "kernels/activation_math.h"
 #include "ops/linear/linear.h"
 #include "ops/ops.h"
 #include "optim/optimizer_math.h"

@@ -17,9 +17,8 @@
 
 #include "graph/alloc.h"
 extern "C" {
-#include "ops/elementwise/activation_math.h"
+#include "kernels/activation_math.h"
 }
-#include "ops/ops.h"
 
 #include <cuda_bf16.h>
 
@@ -386,14 +385,6 @@ ge2_status ge2_gemm_plan_try(ge2_gemm_plan *p, const ge2_launch *launch, bool tr
     return GE2_OK;
 }
 
-// The u8 relu bit-mask LINEAR writes as out[1] and LINEAR_GRAD_INPUT reads as in[2].
-static bool relu_mask_view(const ge2_launch *launch, const ge2_view *v)
-{
-    ge2_op op = launch->node->op;
-    return v->dtype == GE2_U8 && ((op == GE2_OP_LINEAR && v == &launch->out[1]) ||
-                                  (op == GE2_OP_LINEAR_GRAD_INPUT && v == &launch->in[2]));
-}
-
 // A bf16 tensor as an input the op reads so (ge2_op_reads_bf16: a GEMM
 // operand, LINEAR_GRAD_INPUT's saved z), or as an output the op stores in
 // bf16 (ge2_op_def.stores_bf16).
@@ -410,11 +401,13 @@ static bool bf16_view(const ge2_launch *launch, const ge2_view *v)
     return false;
 }
 
-ge2_status ge2_gemm_check_launch(const ge2_launch *launch)
+ge2_status ge2_gemm_check_launch(const ge2_launch *launch, int relu_mask_view)
 {
     for (int i = 0; i < launch->n_in + launch->n_out; i++) {
         const ge2_view *v = i < launch->n_in ? &launch->in[i] : &launch->out[i - launch->n_in];
-        if (v->dtype != GE2_F32 && !relu_mask_view(launch, v) && !bf16_view(launch, v))
+        const bool mask = v->dtype == GE2_U8 && relu_mask_view != GE2_GEMM_NO_VIEW &&
+                          (i < launch->n_in ? GE2_GEMM_IN(i) : GE2_GEMM_OUT(i - launch->n_in)) == relu_mask_view;
+        if (v->dtype != GE2_F32 && !mask && !bf16_view(launch, v))
             return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s: %s %d is %s; the CUDA kernel takes f32 (operands: or bf16)",
                              ge2_cuda_op_name(launch), i < launch->n_in ? "input" : "output",
                              i < launch->n_in ? i : i - launch->n_in, ge2_dtype_name(v->dtype));

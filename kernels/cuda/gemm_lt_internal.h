@@ -108,9 +108,10 @@ ge2_status ge2_gemm_make_layouts(const ge2_launch *launch, ge2_gemm_plan *p, ge2
 // caller can fall back to a plainer one.
 ge2_status ge2_gemm_plan_try(ge2_gemm_plan *p, const ge2_launch *launch, bool trans_a_lt, bool trans_b_lt,
                              int64_t d_rows_lt, int *found);
-// f32 views (bar LINEAR's u8 relu bit-mask, bf16 operands and outputs the op
-// stores in bf16), a stream and a cuBLASLt handle.
-ge2_status ge2_gemm_check_launch(const ge2_launch *launch);
+// f32 views (bar bf16 operands, outputs the op stores in bf16, and the one
+// u8 relu bit-mask view the caller names: GE2_GEMM_IN/OUT, kernels/relu_mask.h,
+// or GE2_GEMM_NO_VIEW), a stream and a cuBLASLt handle.
+ge2_status ge2_gemm_check_launch(const ge2_launch *launch, int relu_mask_view);
 // Ends a prepare: the plan goes to launch->backend_data, or is freed on
 // error; found == 0 means cuBLASLt offered nothing for these shapes.
 ge2_status ge2_gemm_plan_commit(ge2_launch *launch, ge2_gemm_plan *p, ge2_status st, int found);

@@ -18,7 +18,8 @@
 #include <string.h>
 
 extern "C" {
-#include "ops/linear/stash.h"
+#include "kernels/activation_math.h"
+#include "kernels/relu_mask.h"
 }
 
 #include "kernels/cuda/cp_async.h"

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "ops/elementwise/elementwise.h"
-#include "ops/elementwise/activation_math.h"
+#include "kernels/activation_math.h"
 #include "ops/reduce/reduce.h"
 
 static ge2_status scale(ge2_autograd *ag, int x, double alpha, int *out)

@@ -1,6 +1,6 @@
 /* The broadcasting binaries (ADD, SUB, MUL), SCALE, and the activation
  * forward and backward. */
-#include "ops/elementwise/activation_math.h"
+#include "kernels/activation_math.h"
 #include "kernels/cpu/cpu_util.h"
 #include "ops/elementwise/elementwise.h"
 

@@ -11,7 +11,7 @@
 #include "kernels/cuda/check.h"
 
 // Static inline math only: no C linkage needed.
-#include "ops/elementwise/activation_math.h"
+#include "kernels/activation_math.h"
 #include "kernels/broadcast.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/reduce/reduce.h"

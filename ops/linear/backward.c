@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "ops/linear/linear.h"
-#include "ops/elementwise/activation_math.h"
+#include "kernels/activation_math.h"
 #include "ops/reduce/reduce.h"
 
 static ge2_status matmul(ge2_autograd *ag, int a, int b, bool ta, bool tb, int *out)

@@ -6,7 +6,7 @@
  * type. */
 #include <string.h>
 
-#include "ops/elementwise/activation_math.h"
+#include "kernels/activation_math.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/gemm.h"
 #include "ops/linear/linear.h"

@@ -5,7 +5,7 @@
 
 #include "graph/alloc.h"
 extern "C" {
-#include "ops/elementwise/activation_math.h"
+#include "kernels/activation_math.h"
 #include "ops/linear/linear.h"
 }
 
@@ -91,7 +91,7 @@ static bool linear_tiled_bind(const ge2_launch *launch, ge2_tiled_gemm *g)
 static ge2_status linear_prepare(ge2_launch *launch, bool fuse)
 {
     int node_id = launch->node->id;
-    GE2_TRY(ge2_gemm_check_launch(launch));
+    GE2_TRY(ge2_gemm_check_launch(launch, GE2_GEMM_OUT(1))); // relu's bit-mask beside y
     const ge2_view *x = &launch->in[0], *w = &launch->in[1];
     if (x->shape.ndim < 1 || w->shape.ndim != 2)
         return ge2_error(GE2_ERR_SHAPE, "ge2_linear (node %d): x has %d dims, w has %d (want w [out,in])",
@@ -255,7 +255,7 @@ static bool matmul_tiled_bind(const ge2_launch *launch, ge2_tiled_gemm *g)
 extern "C" ge2_status ge2_cuda_matmul_prepare(ge2_launch *launch)
 {
     int node_id = launch->node->id;
-    GE2_TRY(ge2_gemm_check_launch(launch));
+    GE2_TRY(ge2_gemm_check_launch(launch, GE2_GEMM_NO_VIEW));
     const ge2_view *a = &launch->in[0], *b = &launch->in[1];
     const bool ta = GE2_ATTRS(ge2_matmul_attrs, launch->node->attrs)->trans_a, tb = GE2_ATTRS(ge2_matmul_attrs, launch->node->attrs)->trans_b;
     char as[64], bs[64];

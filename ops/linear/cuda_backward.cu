@@ -23,7 +23,7 @@
 
 #include "graph/alloc.h"
 extern "C" {
-#include "ops/elementwise/activation_math.h"
+#include "kernels/activation_math.h"
 }
 #include "ops/linear/linear.h"
 #include "ops/reduce/reduce.h"
@@ -288,7 +288,8 @@ static bool grad_weight_tiled_bind(const ge2_launch *launch, ge2_tiled_gemm *g)
 // Checks a backward GEMM's launch (f32 2-D operands a, b) and allocates its plan.
 static ge2_status new_plan(ge2_launch *launch, const char *a, const char *b, ge2_gemm_plan **out)
 {
-    GE2_TRY(ge2_gemm_check_launch(launch));
+    // LINEAR_GRAD_INPUT reads relu's bit-mask as in[2]
+    GE2_TRY(ge2_gemm_check_launch(launch, launch->node->op == GE2_OP_LINEAR_GRAD_INPUT ? GE2_GEMM_IN(2) : GE2_GEMM_NO_VIEW));
     const ge2_view *x = &launch->in[0], *y = &launch->in[1];
     char s0[64], s1[64];
     if (x->shape.ndim != 2 || y->shape.ndim != 2)

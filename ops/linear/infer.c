@@ -1,6 +1,6 @@
 /* Inference of the GEMM family: LINEAR, MATMUL and LINEAR's fused backward GEMMs. */
 #include "ops/linear/linear.h"
-#include "ops/elementwise/activation_math.h"
+#include "kernels/activation_math.h"
 
 ge2_status ge2_infer_LINEAR(const ge2_node *node, const ge2_desc *in, ge2_desc *out)
 {

@@ -11,8 +11,8 @@
  * sigmoid and tanh (each is monotone in z, so y decides the branch); gelu and
  * silu need z — the LINEAR "Z-stash" (ops/linear/stash.h) exists for those.
  */
-#ifndef GE2_OPS_ELEMENTWISE_ACTIVATION_MATH_H
-#define GE2_OPS_ELEMENTWISE_ACTIVATION_MATH_H
+#ifndef GE2_KERNELS_ACTIVATION_MATH_H
+#define GE2_KERNELS_ACTIVATION_MATH_H
 
 #include <math.h>
 #include <stdbool.h>
@@ -145,4 +145,4 @@ static __device__ __forceinline__ float ge2_act_grad_for_bf16(ge2_activation act
 
 #undef GE2_ACT_DEFINE
 
-#endif /* GE2_OPS_ELEMENTWISE_ACTIVATION_MATH_H */
+#endif /* GE2_KERNELS_ACTIVATION_MATH_H */
