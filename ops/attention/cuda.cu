@@ -434,12 +434,10 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
     for (int q0 = causal ? k0 : 0; q0 < t_count; q0 += GE2_ATTN_TILE) {
         __syncthreads();
         ge2_attn_tile_load<true, GE2_ATTN_TILE_THREADS>(qt, q + qb, q0, t_count, d_count, qld, 1.0f);
-        ge2_attn_tile_load<false, GE2_ATTN_TILE_THREADS>(qs, q + qb, q0, t_count, d_count, qld, 1.0f);
         ge2_attn_tile_load<true, GE2_ATTN_TILE_THREADS>(dyt, dy + base, q0, t_count, d_count, ld, 1.0f);
-        ge2_attn_tile_load<false, GE2_ATTN_TILE_THREADS>(dys, dy + base, q0, t_count, d_count, ld, 1.0f);
-        ge2_attn_query_stats(lse2, dl, lse, delta, rb, hpp, q0, t_count);
-        if (drop.threshold)
-            ge2_attn_drop_tile<GE2_ATTN_TILE_THREADS>(kept, drop, seed, offset, blockIdx.y, q0, k0, t_count);
+        ge2_attn_grad_kv_query_tile<GE2_ATTN_TILE_THREADS>(qs, dys, lse2, dl, kept, drop, seed, offset, q + qb,
+                                                           dy + base, lse, delta, rb, hpp, ld, qld, q0, k0, t_count,
+                                                           d_count);
         __syncthreads();
         float s[4][4] = {}, dp[4][4] = {};
         ge2_attn_mm_tt(s, kt, qt, row0, col0);   // scores (key j, query i), base 2
@@ -449,11 +447,9 @@ __global__ void __launch_bounds__(GE2_ATTN_TILE_THREADS)
 #pragma unroll
             for (int c = 0; c < 4; c++) {
                 const int i = col0 + c;
-                const float p =
-                    ge2_attn_sees(q0 + i, k0 + row0 + r, t_count, causal) ? exp2f(s[r][c] - lse2[i]) : 0.0f;
                 const float m = drop.threshold ? ge2_attn_drop_factor(kept, drop.scale, i, row0 + r) : 1.0f;
-                s[r][c] = drop.threshold ? p * m : p;
-                dp[r][c] = p * ((drop.threshold ? dp[r][c] * m : dp[r][c]) - dl[i]);
+                ge2_attn_grad_kv_pair(s[r][c], dp[r][c], ge2_attn_sees(q0 + i, k0 + row0 + r, t_count, causal),
+                                      lse2[i], dl[i], drop.threshold != 0, m);
             }
             ge2_attn_store4(pt, (row0 + r) * GE2_ATTN_TS + col0, s[r]);
             ge2_attn_store4(dst, (row0 + r) * GE2_ATTN_TS + col0, dp[r]);

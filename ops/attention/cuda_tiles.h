@@ -158,6 +158,39 @@ __device__ __forceinline__ float ge2_attn_drop_factor(const unsigned char *bits,
     return bits[i * 8 + j / 8] >> (j % 8) & 1 ? scale : 0.0f;
 }
 
+// ------------------------------------------------------- the dk, dv kernels
+
+// One query tile of a dk, dv kernel (queries q0 .. q0+63 against its key
+// tile k0): q's and dy's rows straight into qs and dys, the queries'
+// statistics, and the dropout's kept bits, by a block of THREADS threads.
+// Both dk, dv kernels (cuda.cu's and tensor_cores.cu's) take their tiles so.
+template <int THREADS>
+__device__ __forceinline__ void ge2_attn_grad_kv_query_tile(float *qs, float *dys, float *lse2, float *dl,
+                                                            unsigned char *kept, const ge2_attn_dropout &drop,
+                                                            uint64_t seed, uint64_t offset, const float *q,
+                                                            const float *dy, const float *lse, const float *delta,
+                                                            long long rb, int hpp, long long ld, long long qld, int q0,
+                                                            int k0, int t_count, int d_count)
+{
+    ge2_attn_tile_load<false, THREADS>(qs, q, q0, t_count, d_count, qld, 1.0f);
+    ge2_attn_tile_load<false, THREADS>(dys, dy, q0, t_count, d_count, ld, 1.0f);
+    ge2_attn_query_stats(lse2, dl, lse, delta, rb, hpp, q0, t_count);
+    if (drop.threshold)
+        ge2_attn_drop_tile<THREADS>(kept, drop, seed, offset, blockIdx.y, q0, k0, t_count);
+}
+
+// One (key, query) pair of a dk, dv kernel: from its base-2 score s and
+// dp = v_j · dy_i, s becomes the (dropped) weight p·m that dv sums and dp
+// the score's gradient p·(dp·m − δ_i) that dk sums; p = 2^(s − lse_i) where
+// the query sees the key, else 0; m: the dropout's factor (1 without).
+__device__ __forceinline__ void ge2_attn_grad_kv_pair(float &s, float &dp, bool sees, float lse2, float dl,
+                                                      bool dropping, float m)
+{
+    const float p = sees ? exp2f(s - lse2) : 0.0f;
+    s = dropping ? p * m : p;
+    dp = p * ((dropping ? dp * m : dp) - dl);
+}
+
 // tensor_cores.cu: the tiled kernels on tensor cores (mma: GE2_ATTN_TF32 or
 // GE2_ATTN_3XTF32), with cuda.cu's arguments (and its dropout) and grid (query or key tiles,
 // heads); enqueue on stream. Shared memory past 48 KiB: grant once per mma

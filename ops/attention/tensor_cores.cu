@@ -308,11 +308,8 @@ __global__ void __launch_bounds__(GE2_TC_THREADS)
     float dka[8][4] = {}, dva[8][4] = {};
     for (int q0 = causal ? k0 : 0; q0 < t_count; q0 += GE2_ATTN_TILE) {
         __syncthreads();
-        ge2_attn_tile_load<false, GE2_TC_THREADS>(qs, q + qb, q0, t_count, d_count, qld, 1.0f);
-        ge2_attn_tile_load<false, GE2_TC_THREADS>(dys, dy + base, q0, t_count, d_count, ld, 1.0f);
-        ge2_attn_query_stats(lse2, dl, lse, delta, rb, hpp, q0, t_count);
-        if (drop.threshold)
-            ge2_attn_drop_tile<GE2_TC_THREADS>(kept, drop, seed, offset, blockIdx.y, q0, k0, t_count);
+        ge2_attn_grad_kv_query_tile<GE2_TC_THREADS>(qs, dys, lse2, dl, kept, drop, seed, offset, q + qb, dy + base,
+                                                    lse, delta, rb, hpp, ld, qld, q0, k0, t_count, d_count);
         __syncthreads();
         float s[8][4] = {}, dp[8][4] = {};
         ge2_tc_abt<MMA>(s, ks, r0, qs);   // scores (key j, query i), base 2
@@ -322,11 +319,9 @@ __global__ void __launch_bounds__(GE2_TC_THREADS)
 #pragma unroll
             for (int c = 0; c < 4; c++) {
                 const int col = jb * 8 + 2 * t + c % 2, key = k0 + r0 + g + 8 * (c / 2);
-                const float p =
-                    ge2_attn_sees(q0 + col, key, t_count, causal) ? exp2f(s[jb][c] - lse2[col]) : 0.0f;
                 const float m = drop.threshold ? ge2_attn_drop_factor(kept, drop.scale, col, key - k0) : 1.0f;
-                s[jb][c] = drop.threshold ? p * m : p;
-                dp[jb][c] = p * ((drop.threshold ? dp[jb][c] * m : dp[jb][c]) - dl[col]);
+                ge2_attn_grad_kv_pair(s[jb][c], dp[jb][c], ge2_attn_sees(q0 + col, key, t_count, causal), lse2[col],
+                                      dl[col], drop.threshold != 0, m);
             }
         ge2_tc_pv<MMA>(dva, s, dys); // dv_j += Σ_i p_ij dy_i
         ge2_tc_pv<MMA>(dka, dp, qs); // dk_j += Σ_i ds_ij q_i
