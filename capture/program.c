@@ -10,8 +10,8 @@
 #include "graph/error.h"
 #include "graph/init.h"
 #include "graph/verify.h"
-#include "ops/cast/cast.h"
 #include "optim/optimizer_math.h"
+#include "passes/passes.h"
 
 /* ------------------------------------------------------------- accessors */
 
@@ -347,7 +347,7 @@ static ge2_status fp16_operands(const ge2_program *program)
     return GE2_OK;
 }
 
-/* Precision BF16's storage pass (ops/cast: ge2_bf16_storage_pass) on the
+/* Precision BF16's storage pass (passes/passes.h: ge2_bf16_storage_pass) on the
  * program's own copy of the graph, so the user's stays f32 for a compile in
  * another precision; drawn ("bf16" DOT) when it changed anything. */
 static ge2_status bf16_storage(ge2_program *program)

@@ -3,8 +3,8 @@
  * patterns and tests. The engine finds ops through the registry
  * (graph/ir.h: ge2_op_def_of) and does not include this header, but for
  * the ops it is built around: autograd sums gradients with ADD and seeds
- * with SCALE, and optim/ emits GRAD_NORM, OPTIMIZER_UPDATE and (data
- * parallel) ALL_REDUCE. */
+ * with SCALE, optim/ emits GRAD_NORM, OPTIMIZER_UPDATE and (data
+ * parallel) ALL_REDUCE, and the bf16 storage pass (passes/) emits CAST. */
 #ifndef GE2_OPS_OPS_H
 #define GE2_OPS_OPS_H
 
@@ -30,6 +30,13 @@ typedef struct ge2_scale_attrs {
     double alpha;
 } ge2_scale_attrs;
 GE2_ATTRS_FIT(ge2_scale_attrs);
+
+/* CAST: the dtype it converts to (precision BF16's storage pass emits
+ * casts to bf16, passes/bf16_storage.c; ge2_cast builds any). */
+typedef struct ge2_cast_attrs {
+    ge2_dtype to;
+} ge2_cast_attrs;
+GE2_ATTRS_FIT(ge2_cast_attrs);
 
 /* LOSS_SCALE: the backward's seed, d loss / d loss times the control
  * block's loss scale, in the loss's dtype. */

@@ -14,8 +14,9 @@
  *
  * ops.c holds the definition (registered by ops/builtin.def's line); the
  * rest of the folder is its parts: infer.c, backward.c, api.c (the public
- * builder), cpu.c, cuda.cu, test.c, and storage.c (precision BF16's pass
- * that gives GEMMs rounded copies of their operands). */
+ * builder), cpu.c, cuda.cu and test.c. Precision BF16's storage pass,
+ * which places casts before the GEMMs that read f32 operands, is a compile
+ * pass (passes/bf16_storage.c). */
 #ifndef GE2_OPS_CAST_CAST_H
 #define GE2_OPS_CAST_CAST_H
 
@@ -29,17 +30,7 @@ extern "C" {
 #include "graph/op_support.h"
 #include "ops/ops.h"
 
-/* A cast node's attributes, in the node's attrs bytes (ge2_node_attrs) */
-typedef struct ge2_cast_attrs {
-    ge2_dtype to;
-} ge2_cast_attrs;
-
-static inline ge2_dtype ge2_cast_to(const ge2_node *node)
-{
-    ge2_cast_attrs a;
-    memcpy(&a, node->attrs.bytes, sizeof a);
-    return a.to;
-}
+static inline ge2_dtype ge2_cast_to(const ge2_node *node) { return GE2_ATTRS(ge2_cast_attrs, node->attrs)->to; }
 
 /* Whether CAST takes from -> to: one side bf16, the other f32 or f64 */
 static inline bool ge2_cast_supported(ge2_dtype from, ge2_dtype to)
@@ -59,19 +50,6 @@ ge2_status ge2_cpu_cast(const ge2_launch *l);
 
 /* cuda.cu (f32 <-> bf16): enqueue on launch->stream, capturable */
 ge2_status ge2_cuda_cast_launch(const ge2_launch *launch);
-
-/* storage.c: precision BF16's storage pass on a graph the program owns
- * (never the user's: a graph may be compiled again in another precision).
- * Each f32 tensor that GEMM-class nodes (GE2_OPF_BF16_OPERANDS) read as an
- * operand gets one CAST to bf16 before its first such reader, and those
- * readers read the copy (a parameter: its bf16 copy, GE2_ROLE_PARAMETER_COPY,
- * which the optimizer writes as it updates it); or, when every reader reads it as bf16
- * (ge2_op_reads_bf16: GEMM operands, declared inputs, shape references,
- * through reshapes) and its producer can round it
- * (ge2_op_def.stores_bf16), it is stored in bf16 itself, first. Tensor ids
- * are kept (the copies are appended); *n_casts, *n_stored and *n_copies
- * (parameter copies) say how many of each. */
-ge2_status ge2_bf16_storage_pass(ge2_graph *graph, int *n_casts, int *n_stored, int *n_copies);
 
 /* ops.c */
 extern const ge2_op_def ge2_op_def_cast;

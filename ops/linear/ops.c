@@ -22,6 +22,7 @@ const ge2_op_def ge2_op_def_linear = {
              ge2_cuda_gemm_bf16_scratch_bytes},
     .stores_bf16 = ge2_linear_stores_bf16,
     .reads_bf16 = ge2_reads_bf16_input2, /* the bias, where the GEMM writes bf16 */
+    .bf16_with_outputs = 1u << 2,        /* ... which is where y (and z) are bf16: ge2_linear_d_bf16 */
 };
 
 /* a, b -> op(a)·op(b) */

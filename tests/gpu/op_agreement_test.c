@@ -45,6 +45,7 @@
 #include "fusion/fusion.h"
 #include "kernels/cuda/candidates.h"
 #include "ops/cast/cast.h"
+#include "passes/passes.h"
 #include "ops/conv/conv.h"
 #include "ops/ops.h"
 
@@ -73,7 +74,7 @@ static const char *use_candidate;
  * (a GEMM that left an operand unrounded misses it by orders of magnitude). */
 static bool bf16_launches;
 /* With bf16_launches: the graph first goes through precision BF16's storage
- * pass (ops/cast: ge2_bf16_storage_pass), so the GEMMs read bf16 operand
+ * pass (passes/passes.h: ge2_bf16_storage_pass), so the GEMMs read bf16 operand
  * tensors (the casts' outputs, held to the CPU's bits) instead of rounding
  * f32 ones themselves; the tolerance is the same. */
 static bool bf16_storage;

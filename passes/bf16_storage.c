@@ -27,9 +27,10 @@
 #include <string.h>
 
 #include "graph/alloc.h"
+#include "graph/error.h"
 #include "graph/rewrite.h"
-#include "ops/cast/cast.h"
-#include "ops/linear/linear.h"
+#include "ops/ops.h" /* CAST, which this pass emits */
+#include "passes/passes.h"
 
 /* Appends CAST(t) -> bf16 in phase, named "<t>.bf16", and moves it to
  * position `at`; *copy is its output. */
@@ -37,8 +38,7 @@ static ge2_status insert_cast(ge2_graph *g, int t, ge2_phase phase, int at, int 
 {
     ge2_attrs a;
     memset(&a, 0, sizeof a);
-    const ge2_cast_attrs c = {GE2_BF16};
-    memcpy(a.bytes, &c, sizeof c);
+    GE2_ATTRS(ge2_cast_attrs, a)->to = GE2_BF16;
     int node_id;
     GE2_TRY(ge2_graph_add_node(g, GE2_OP_CAST, phase, &t, 1, 1, &a, &node_id));
     *copy = g->nodes[node_id].outputs[0];
@@ -55,25 +55,28 @@ static bool private_activation(const ge2_tensor *t)
     return t->role == GE2_ROLE_ACTIVATION && !t->is_output;
 }
 
-/* LINEAR's bias: read in bf16 only where its GEMM writes bf16, which rule 1
- * is still deciding, so rule 2 rounds it (bf16_bias), never rule 1 */
-static bool bias_of_linear(const ge2_node *node, int input)
+/* An input node reads in bf16 exactly where all its outputs are bf16
+ * (ge2_op_def.bf16_with_outputs: LINEAR's bias): rule 1 is still deciding
+ * those, so rule 2 gives it its bf16 copy, never rule 1 */
+static bool bf16_with_outputs(const ge2_node *node, int input)
 {
-    return node->op == GE2_OP_LINEAR && input == 2;
+    const ge2_op_def *def = ge2_op_def_of(node->op);
+    return def && input < 32 && (def->bf16_with_outputs >> input & 1u);
 }
 
 /* Whether node's input `slot` is a bf16 operand: a GEMM's (the op's
- * operands), and LINEAR's bias where its GEMM writes bf16
- * (ge2_linear_d_bf16) */
+ * operands), and an input read in bf16 with the outputs where every output
+ * is bf16 */
 static bool bf16_operand(const ge2_graph *g, const ge2_node *node, int slot)
 {
     if (ge2_op_bf16_operand(node->op, slot))
         return true;
-    if (!bias_of_linear(node, slot))
+    if (!bf16_with_outputs(node, slot) || node->n_outputs == 0)
         return false;
-    const bool stash = node->n_outputs > 1;
-    return ge2_linear_d_bf16(true, g->tensors[node->outputs[0]]->dtype, stash,
-                             stash ? g->tensors[node->outputs[1]]->dtype : GE2_F32);
+    for (int k = 0; k < node->n_outputs; k++)
+        if (g->tensors[node->outputs[k]]->dtype != GE2_BF16)
+            return false;
+    return true;
 }
 
 /* Whether every reader of tensor t reads it as bf16 (ge2_op_reads_bf16), or
@@ -94,7 +97,7 @@ static bool read_as_bf16(const ge2_graph *g, int t, int depth)
                 if (depth >= 8 || !private_activation(g->tensors[node->outputs[0]]) ||
                     !read_as_bf16(g, node->outputs[0], depth + 1))
                     return false;
-            } else if (!ge2_op_reads_bf16(node, i) || bias_of_linear(node, i)) {
+            } else if (!ge2_op_reads_bf16(node, i) || bf16_with_outputs(node, i)) {
                 return false;
             }
         }
