@@ -43,8 +43,12 @@ typedef union ge2_attrs {
 } ge2_attrs;
 
 /* attrs (an lvalue of ge2_attrs, e.g. node->attrs) as a family's struct:
- * GE2_ATTRS(ge2_linear_attrs, node->attrs)->act. The union holds a char
- * array, so these accesses alias every copy of the attrs. */
+ * GE2_ATTRS(ge2_linear_attrs, node->attrs)->act. The same bytes are read
+ * and written as several types, which C's type-based aliasing rules do not
+ * allow: GCC -O2 then moves a copy of a node before a store to an int field
+ * of its attrs. So ge2 compiles with -fno-strict-aliasing
+ * (tools/build_defs.bzl), and code outside ge2's build reads a node's attrs
+ * by copying them (ge2_node_attrs). */
 #define GE2_ATTRS(type, attrs) ((type *)(void *)(attrs).bytes)
 
 /* Declared after each family's struct: it fits a node's attrs. */

@@ -26,6 +26,10 @@ GE2_COPTS = [
     "-Werror",
     "-D_GNU_SOURCE",
     "-O2",
+    # A node's attributes are bytes each op family reads and writes as its
+    # own struct (graph/ir.h: GE2_ATTRS): accesses the type-based alias
+    # analysis would reorder against a copy of the node.
+    "-fno-strict-aliasing",
 ]
 
 # nvcc flags: one real architecture (Hopper, sm_90), plus its PTX so newer
@@ -40,6 +44,8 @@ GE2_NVCC_OPTS = [
     "-std=c++17",
     "-Xcompiler",
     "-fPIC",
+    "-Xcompiler",
+    "-fno-strict-aliasing",  # as GE2_COPTS: the host code reads nodes' attributes too
     "--expt-relaxed-constexpr",
     # Source lines in the cubin, so Nsight Compute's source page maps stalls
     # and instruction counts to CUDA lines; no effect on the code.
