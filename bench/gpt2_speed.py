@@ -118,28 +118,39 @@ def ge2_row(a, r, batch, shards, log):
     return dict(ms=statistics.mean(ms), loss=steps[-1][1], mib=peak)
 
 
+def llmc_binaries(a):
+    """The kit's builds, cuDNN's first (run.sh's own link falls back to the other when its first run is skipped)."""
+    paths = [os.path.join(a.llmc, "build", name) for name in ("train_gpt2cu_cudnn", "train_gpt2cu_nocudnn")]
+    return [p for p in paths if os.path.exists(p)]
+
+
 def llmc_binary(a):
-    """The kit's cuDNN build when it exists (run.sh's own link falls back to the other when its first run is skipped)."""
-    for name in ("train_gpt2cu_cudnn", "train_gpt2cu_nocudnn"):
-        path = os.path.join(a.llmc, "build", name)
-        if os.path.exists(path):
-            return path
-    return None
+    found = llmc_binaries(a)
+    return found[0] if found else None
 
 
 def llmc_row(a, r, batch, shards, log, accum=None):
-    binary = llmc_binary(a)
+    """The first of the kit's builds that runs (cuDNN's may not find its library at run time)."""
+    res = dict(error="llm.c is not built")
+    for binary in llmc_binaries(a):
+        res = llmc_row_of(a, binary, r, batch, shards, log, accum)
+        if "error" not in res:
+            break
+    return res
+
+
+def llmc_row_of(a, binary, r, batch, shards, log, accum):
     tokens = accum or batch * r["T"]
     cmd = [binary, "-i", shards + "_train_*.bin", "-j", shards + "_val_*.bin", "-x", str(a.steps), "-v", "100000",
            "-m", "1", "-s", "0", "-n", "0", "-h", "0", "-l", "3e-4", "-c", "0.1", "-r", "0", *r["llmc"],
            "-b", str(batch), "-t", str(r["T"]), "-d", str(tokens)]
     rc, out, peak = run_logged(cmd, log, 300)
     steps = [(int(m.group(1)), float(m.group(2)), float(m.group(3))) for m in re.finditer(
-        r"^step\s+(\d+)/\d+ \| loss ([-0-9.naif]+).*?\| ([0-9.]+) ms \|", out, re.M)]
+        r"^step\s+(\d+)/\d+ \| loss\s+([-0-9.naif]+).*?\| ([0-9.]+) ms \|", out, re.M)]
     ms = [t for s, _, t in steps if s > a.skip]
     if rc != 0 or not ms:
         return dict(error=f"exit {rc}: {out.strip()[-300:]}")
-    return dict(ms=statistics.mean(ms), loss=steps[-1][1], mib=peak)
+    return dict(ms=statistics.mean(ms), loss=steps[-1][1], mib=peak, binary=os.path.basename(binary))
 
 
 def torch_row(a, r, mode, log):
@@ -211,7 +222,12 @@ def main(argv):
         results.append((row, system, batch, tokens, res))
         print(f"{row} {system} B={batch}: {res}", flush=True)
 
-    for row in rows:  # ge2 first, while llm.c builds
+    if builder:  # built first: its compilers would take the host's cores from the timed runs
+        rc = builder.wait()
+        print(f"gpt2_speed: llm.c binary {llmc_binary(a)}", flush=True)
+        if not llmc_binary(a):
+            print(f"gpt2_speed: llm.c's build failed (exit {rc}); see {a.out}/llmc_build.log", flush=True)
+    for row in rows:
         r = ROWS[row]
         if r["ge2"] is None:
             add(row, "ge2", r["B"], r.get("accum"), dict(error="no gradient accumulation in ge2 yet"))
@@ -221,11 +237,6 @@ def main(argv):
             add(row, "ge2", best[0] if best else 0, None, best[1] if best else dict(error="B=16 failed"))
         else:
             add(row, "ge2", r["B"], None, ge2_row(a, r, r["B"], shards, os.path.join(a.out, f"ge2_{row}.log")))
-    if builder:
-        rc = builder.wait()
-        print(f"gpt2_speed: llm.c binary {llmc_binary(a)}", flush=True)
-        if not llmc_binary(a):
-            print(f"gpt2_speed: llm.c's build failed (exit {rc}); see {a.out}/llmc_build.log", flush=True)
     for row in rows:
         r = ROWS[row]
         if not have_llmc or not llmc_binary(a):
@@ -244,8 +255,10 @@ def main(argv):
             add(row, f"torch {mode}", ROWS[row]["B"], None,
                 torch_row(a, ROWS[row], mode, os.path.join(a.out, f"torch_{mode}_{row}.log")))
 
-    print(f"\nGPU: {name}; bf16, random GPT-2 ids, vocabulary padded to {PADDED_VOCAB}; means over steps "
-          f"{a.skip + 1}-{a.steps}; MFU (6N + 6LCT) a token against {peak:.0f} TFLOP/s")
+    print(f"\nGPU: {name}; bf16, random GPT-2 ids, vocabulary padded to {PADDED_VOCAB}; ge2 and llm.c: the mean "
+          f"of steps {a.skip + 1}-{a.steps} (ge2: host time between its per-step log lines, each a sync; llm.c: its "
+          f"CUDA events), PyTorch: {a.steps} steps after {a.skip} of warm-up; MFU (6N + 6LCT) a token against "
+          f"{peak:.0f} TFLOP/s")
     print("| row | system | B | ms/step | tokens/s | MFU | peak MiB | last loss | ge2 / this (time) |")
     print("|---|---|---|---|---|---|---|---|---|")
     failed = 0

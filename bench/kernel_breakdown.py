@@ -5,16 +5,20 @@
     python3 bench/kernel_breakdown.py run.log [--top 25]
 
 sums the per-launch times (each node's line: "node N op  T us  P%  shapes:
-kernel") by op and by kernel, and prints two markdown tables, largest
-first, with each row's share of the summed step. The times are eager
-launches' (what --time-launches measures), so their sum is the device time
-of one step without the graph's overlap."""
+kernel", or "node N op  T us beside, ..." for a launch on the side stream)
+by op and by kernel, and prints two markdown tables, largest first, with
+each row's share of the summed step. The times are eager launches' (what
+--time-launches measures), so their sum is the device time of one step
+without the graph's overlap; side-stream launches are summed apart, as they
+run beside the main stream's."""
 import argparse
 import collections
 import re
 import sys
 
-LINE = re.compile(r"^node\s+\d+\s+(\S+)\s+([0-9.]+) us\s+[0-9.]+%\s+(.*?): (.*)$")
+LINE = re.compile(r"^node\s+\d+\s+(\S+)\s+([0-9.]+) us\s+(?:[0-9.]+%|beside, [0-9.]+-[0-9.]+ us into the step)\s+(.*?): (.*)$")
+# what a kernel's description ends with that differs from launch to launch
+VARYING = re.compile(r" \([0-9.]+ us of it waiting for the side stream\)$| \((?:cached|tuned) [0-9.]+ us of ")
 
 
 def main(argv):
@@ -23,23 +27,28 @@ def main(argv):
     p.add_argument("--top", type=int, default=25)
     a = p.parse_args(argv)
     by_op, by_kernel = collections.defaultdict(lambda: [0.0, 0]), collections.defaultdict(lambda: [0.0, 0])
+    side_total = [0.0]
     with open(a.report, errors="replace") as f:
         for line in f:
             m = LINE.match(line.rstrip("\n"))
             if not m:
                 continue
-            op, us, kernel = m.group(1), float(m.group(2)), m.group(4).strip()
+            op, us, kernel = m.group(1), float(m.group(2)), VARYING.sub(" (", m.group(4).strip()).replace(" ( ", " (")
+            if " us beside, " in line:
+                op, kernel = f"{op} (side stream)", kernel
+                side_total[0] += us
             for table, key in ((by_op, op), (by_kernel, f"{op}: {kernel}")):
                 table[key][0] += us
                 table[key][1] += 1
-    total = sum(us for us, _ in by_op.values())
+    total = sum(us for us, _ in by_op.values()) - side_total[0]
     if not total:
         sys.exit(f"kernel_breakdown: no timed launches in {a.report} (run the trainer with --time-launches)")
     for title, table in (("op", by_op), ("kernel", by_kernel)):
         print(f"\n| {title} | launches | ms/step | share |\n|---|---|---|---|")
         for key, (us, n) in sorted(table.items(), key=lambda kv: -kv[1][0])[: a.top]:
             print(f"| {key} | {n} | {us / 1000:.3f} | {100 * us / total:.1f}% |")
-    print(f"\nsum of timed launches: {total / 1000:.2f} ms/step")
+    print(f"\nsum of timed launches: {total / 1000:.2f} ms/step" +
+          (f" (and {side_total[0] / 1000:.2f} ms on the side stream, beside them)" if side_total[0] else ""))
 
 
 if __name__ == "__main__":

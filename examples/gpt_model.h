@@ -24,8 +24,9 @@ typedef struct gpt_config {
     double dropout;
     bool gelu_erf; /* the MLP's GELU: false tanh's approximation, true the exact erf form (nn.GELU()) */
     /* the rows of the embedding and the logits' columns, vocab rounded up
-     * for the GEMMs (llm.c's 50304 for 50257): the padding is zero, its
-     * logits sliced off before the loss, and checkpoints hold vocab rows;
+     * for the GEMMs (llm.c's 50304 for 50257): the padding is zero, the
+     * loss leaves its logits out (ge2_cross_entropy_padded), the sampler's
+     * logits have them sliced off, and checkpoints hold vocab rows;
      * at most vocab: no padding */
     int64_t padded_vocab;
     /* the logits a step output, read back by ge2_program_read_output (the
@@ -39,7 +40,8 @@ typedef struct gpt_model {
     ge2_graph *graph;
     ge2_tensor *idx;     /* [B, T] i32 */
     ge2_tensor *targets; /* [B·T] i32 */
-    ge2_tensor *logits;  /* [B·T, V] (the padding's columns sliced off), an output with cfg->logits_output */
+    ge2_tensor *logits;  /* [B·T, V] (the padding's columns sliced off) with cfg->logits_output, an output;
+                          * else the padded [B·T, padded V] the loss reads */
     ge2_tensor *loss;    /* mean cross-entropy */
     ge2_tensor *wte;     /* the tied token embedding and LM head */
     int64_t n_params;

@@ -67,7 +67,7 @@ if [ "${1:-}" = "--sanitize" ]; then
             log="logs/sanitize-$tool-$t.log"
             home="$(mktemp -d)"
             start=$SECONDS
-            HOME="$home" GE2_TEST_SHORT=1 CK_FORK=no "$san" --tool "$tool" "${filter[@]}" --error-exitcode 86 \
+            HOME="$home" GE2_TEST_SHORT=1 CK_FORK=no "$san" --tool "$tool" ${filter[@]+"${filter[@]}"} --error-exitcode 86 \
                 "bin/$t" >"$log" 2>&1
             rc=$?
             rm -rf "$home"

@@ -16,7 +16,7 @@ PREFIX_val_000000.bin, as nanoGPT's and llm.c's data scripts split.
 
 writes that many uniformly random ids below --vocab-size instead (seeded,
 so every run gets the same shards): the speed benchmarks' data, where the
-text does not matter, read by ge2 and llm.c alike (bench/gpt2_speed.sh)."""
+text does not matter, read by ge2 and llm.c alike (bench/gpt2_speed.py)."""
 import argparse
 import random
 import struct

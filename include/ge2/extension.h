@@ -314,12 +314,6 @@ typedef struct ge2_op_def {
      * each (1u << input); 0 means inputs 0 and 1. A convolution's backward
      * ops multiply inputs 0 and 2 (input 1 is a shape). */
     unsigned operands;
-    /* The inputs (a bit each) this node reads in bf16 exactly where every
-     * one of its outputs is stored in bf16: a bias a GEMM's epilogue adds
-     * in the type the GEMM writes (LINEAR's). The storage pass decides the
-     * outputs first, then gives such an input a bf16 copy; its producer
-     * never stores it in bf16 for this reader. reads_bf16 must allow it. */
-    unsigned bf16_with_outputs;
     /* Whether this node draws from the step's random stream, as
      * GE2_OPF_RANDOM says of every node of an op (attention: where its
      * dropout is on). NULL: the flag says. */
@@ -330,6 +324,12 @@ typedef struct ge2_op_def {
      * each element of that input before it writes output 0's element over
      * it. -1: none. NULL: input 0 for GE2_OPF_ELEMENTWISE ops, else none. */
     int (*output_over_input)(const ge2_graph *graph, const ge2_node *node);
+    /* The inputs (a bit each) this node reads in bf16 exactly where every
+     * one of its outputs is stored in bf16: a bias a GEMM's epilogue adds
+     * in the type the GEMM writes (LINEAR's). The storage pass decides the
+     * outputs first, then gives such an input a bf16 copy; its producer
+     * never stores it in bf16 for this reader. reads_bf16 must allow it. */
+    unsigned bf16_with_outputs;
 } ge2_op_def;
 
 /* Adds def to the registry; its id in *op. The struct (and the strings it

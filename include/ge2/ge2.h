@@ -171,7 +171,8 @@ ge2_status ge2_no_weight_decay(ge2_graph *graph, ge2_tensor *param);
  * to 50304. They start at zero and a checkpoint holds the first real_rows
  * only (in the file the parameter and its optimizer state are [real_rows,
  * ...]; a load zeroes the rest). The model keeps them out of its results
- * (an embedding never indexes them, a head slices their logits off), so no
+ * (an embedding never indexes them, a loss leaves their logits out:
+ * ge2_cross_entropy_padded), so no
  * gradient reaches them and they stay zero. Call before ge2_compile. */
 ge2_status ge2_parameter_padding(ge2_graph *graph, ge2_tensor *param, int64_t real_rows);
 
@@ -253,7 +254,8 @@ ge2_status ge2_slice(ge2_graph *graph, ge2_tensor *x, int axis, int64_t start, i
 ge2_status ge2_cross_entropy(ge2_graph *graph, ge2_tensor *logits, ge2_tensor *labels, float label_smoothing,
                              ge2_tensor **loss);
 /* ge2_cross_entropy over the first `classes` columns of logits [B, C]
- * (classes <= C): the columns past them are padding, as a tied head over an
+ * (classes <= C; 0 or C: every column, ge2_cross_entropy itself): the
+ * columns past them are padding, as a tied head over an
  * embedding with ge2_parameter_padding gives (llm.c's 50,304 columns for
  * GPT-2's 50,257 tokens). They are left out of the softmax, their gradient
  * is zero, and a label must be below `classes`. Costs nothing over

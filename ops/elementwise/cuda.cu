@@ -1,7 +1,7 @@
 // Elementwise ops: ADD/SUB/MUL with right-aligned broadcasting, SCALE,
 // ACTIVATION, ACTIVATION_BACKWARD, and EXPAND (a broadcast times a scale,
 // so it lives with the broadcasting machinery). Activation math comes from
-// ops/elementwise/activation_math.h so both backends compute the same formula.
+// kernels/activation_math.h so both backends compute the same formula.
 //
 // Two shapes of kernel: when every operand has the output's shape (the common
 // case, and every in-place case) a flat grid-stride loop, float4 when all

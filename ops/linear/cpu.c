@@ -22,7 +22,7 @@
 GE2_CPU_DEFINE_BOTH(GEMM)
 
 /* in: x [B, in], w [out, in], b [out] (optional); out: y [B, out], stash (optional): z [B, out] or
- * the relu bit-mask [B, ge2_relu_mask_row_bytes(out)] (ops/elementwise/activation_math.h) */
+ * the relu bit-mask [B, ge2_relu_mask_row_bytes(out)] (kernels/relu_mask.h) */
 #define LINEAR(T, SUF)                                                                                            \
     static ge2_status linear_##SUF(const ge2_launch *l)                                                         \
     {                                                                                                           \

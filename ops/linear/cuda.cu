@@ -15,7 +15,7 @@ extern "C" {
 // The plan's epilogue choice for LINEAR, fused first; `fused` false asks for
 // the plain fallback (GEMM + bias, activation by ge2_gemm_act_kernel, the
 // relu bit-mask by ge2_gemm_relu_mask_post). out[1] is z (want_z) or, for
-// relu, the bit-mask (want_mask): see ops/elementwise/activation_math.h.
+// relu, the bit-mask (want_mask): see kernels/relu_mask.h.
 static void linear_choose(ge2_gemm_plan *p, bool want_z, bool want_mask, bool want_y, bool fused)
 {
     const bool bias = p->has_bias;
@@ -187,7 +187,7 @@ extern "C" void ge2_cuda_linear_release(ge2_launch *launch)
 extern "C" bool ge2_cuda_linear_d_bf16(const ge2_launch *launch)
 {
     const bool y = launch->out[0].data != NULL;
-    if (launch->node->op == GE2_OP_LINEAR_GRAD_INPUT)
+    if (launch->node->op == GE2_OP_LINEAR_GRAD_INPUT || launch->node->op == GE2_OP_MATMUL)
         return y && launch->out[0].dtype == GE2_BF16;
     if (launch->node->op != GE2_OP_LINEAR)
         return false;
@@ -291,7 +291,7 @@ extern "C" ge2_status ge2_cuda_matmul_prepare(ge2_launch *launch)
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_matmul (node %d): out of host memory", node_id);
     p->epilogue = CUBLASLT_EPILOGUE_DEFAULT;
     p->n_out = batch * m * n;
-    p->d_bf16 = launch->out[0].dtype == GE2_BF16; // the storage pass's: every reader reads y in bf16
+    p->d_bf16 = ge2_cuda_linear_d_bf16(launch); // the storage pass's: every reader reads y in bf16
     p->tiled_bind = matmul_tiled_bind;
     // Column-major Yᵀ = op(b)ᵀ·op(a)ᵀ: cuBLASLt A = b with b's transpose flag, B = a with a's.
     ge2_status st = ge2_gemm_make_layouts(launch, p, ob, oa, od, batch);

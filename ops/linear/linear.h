@@ -69,7 +69,8 @@ size_t ge2_cuda_gemm_bf16_scratch_bytes(const ge2_launch *launch);
 bool ge2_cuda_linear_d_in_scratch(const ge2_launch *launch);
 /* The GEMM writes its result D in bf16 straight into its bf16 tensor:
  * LINEAR where ge2_linear_d_bf16 says so and its bias (if any) is bf16 too,
- * LINEAR_GRAD_INPUT whenever dx is bf16 (act' and db then read it back) */
+ * LINEAR_GRAD_INPUT whenever dx is bf16 (act' and db then read it back),
+ * MATMUL whenever y is bf16 (so its scratch holds no f32 result) */
 bool ge2_cuda_linear_d_bf16(const ge2_launch *launch);
 /* Under the storage pass of precision BF16: does LINEAR's GEMM write its
  * result D in bf16? D is the z stash when one is kept (has_stash; relu's

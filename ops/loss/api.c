@@ -15,7 +15,7 @@ ge2_status ge2_cross_entropy_padded(ge2_graph *graph, ge2_tensor *logits, ge2_te
     memset(&a, 0, sizeof a);
     GE2_ATTRS(ge2_loss_attrs, a)->label_smoothing = label_smoothing;
     if (classes < 0)
-        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_cross_entropy: classes %lld is negative", (long long)classes);
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_cross_entropy_padded: classes %lld is negative (0: every column)", (long long)classes);
     /* every column a class is the plain loss: 0, so fusions that know only it still match */
     GE2_ATTRS(ge2_loss_attrs, a)->classes = logits && classes == ge2_tensor_shape(logits).dim[1] ? 0 : classes;
     return ge2_graph_add_forward(graph, GE2_OP_CROSS_ENTROPY, "ge2_cross_entropy", ts, loss_what, 2, 2, &a, loss);

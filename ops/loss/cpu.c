@@ -1,5 +1,6 @@
 /* Losses and metrics: CROSS_ENTROPY (softmax, mean loss and its gradient in
- * one pass), MSE_LOSS and ACCURACY. A label outside [0, C) fails the step,
+ * one pass), MSE_LOSS and ACCURACY. A label outside [0, C) (the loss's:
+ * [0, classes), ge2_cross_entropy_padded) fails the step,
  * naming the node, the row and the value (graph/control.h); CUDA counts it
  * and the program fails the same way. */
 #include <math.h>

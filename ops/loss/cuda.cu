@@ -19,7 +19,7 @@
 // ------------------------------------------------------------------- kernels
 
 // Row r is handled by warp (r % (gridDim.x * GE2_LOSS_WARPS)) of the launch.
-// A label outside [0, C) is never used as an index: it is counted in the
+// A label outside [0, classes) is never used as an index: it is counted in the
 // control block (the program then fails the step, graph/control.h) and its
 // row contributes zero loss and zero gradient. dlogits is the
 // gradient of the mean loss, times the control block's loss_scale when the

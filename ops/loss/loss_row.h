@@ -36,7 +36,7 @@ __device__ __forceinline__ float ge2_cross_entropy_row(const X *x /* [cols] */, 
         if (v > m) {
             s = s * expf(m - v) + 1.0f;
             m = v;
-        } else {
+        } else if (m > -INFINITY) { /* a masked -inf before any finite value adds nothing (not exp(-inf + inf)) */
             s += expf(v - m);
         }
         sx += v;

@@ -85,7 +85,7 @@ static double rel_err(const float *got, const double *ref, int64_t n, int64_t *n
 /* ------------------------------------------------------------------ LINEAR */
 
 /* PyTorch's definitions, written out here rather than taken from
- * ops/elementwise/activation_math.h, so the reference shares no code with the kernel. */
+ * kernels/activation_math.h, so the reference shares no code with the kernel. */
 static double act_ref(ge2_activation act, double z, double slope)
 {
     switch (act) {
