@@ -33,12 +33,8 @@
  * epilogue, algorithm and tile) each node got.
  */
 
+#include "capture/backend_cuda_internal.h"
 #include "graph/clock.h"
-#include "capture/backend.h"
-#include "capture/program_internal.h"
-
-#include <cublasLt.h>
-#include <cuda_runtime_api.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,94 +56,6 @@
  * memory target needs the room (bench/RESULTS.md has both measurements). */
 #define GE2_CUDA_WORKSPACE_BYTES ((size_t)32 << 20)
 #define GE2_CUDA_WORKSPACE_BYTES_16BIT ((size_t)16 << 20)
-
-struct ge2_backend_ctx {
-    int device;
-    cudaStream_t stream;
-    cudaStream_t feed_stream; /* feeds_ahead: host staging -> device staging, beside the steps */
-    /* in-place ops (the data-parallel all-reduce) run here, beside the
-     * step's stream, made with the first key that has one: side_fork is
-     * recorded on the step's stream before each; side_done on this one
-     * when a step ends, for the step's stream to join it (see
-     * enqueue_launches) */
-    cudaStream_t side_stream;
-    cudaEvent_t side_fork, side_done;
-    /* > 0 with a process group (its timeout_s): host waits for the device
-     * poll and fail after this long instead of blocking for good; wait_mark
-     * is recorded on a stream to wait for it */
-    double wait_timeout_s;
-    int wait_rank; /* the group's rank of this process, for the timeout's message */
-    cudaEvent_t wait_mark;
-    cublasLtHandle_t lt;
-    void *workspace; /* [workspace_bytes]: GE2_CUDA_WORKSPACE_BYTES, or the 16-bit programs' size */
-    size_t workspace_bytes;
-    bool tf32;
-    bool disable_capture;
-    bool print_kernels; /* describe every launch at prepare */
-    bool time_launches; /* eager steps with events between launches */
-    bool feeds_ahead;   /* feeds copied ahead on feed_stream */
-    int capture_count; /* keys captured over the program's life */
-};
-
-/* A fused group the CUDA backend runs with its pattern's implementation. */
-typedef struct cuda_group {
-    const ge2_fusion_impl *impl;
-    void *state; /* what impl->prepare made (stateless: impl) */
-    int first, count;
-} cuda_group;
-
-/* time_launches: events between a key's launches, read after each step. */
-typedef struct launch_timing {
-    cudaEvent_t *marks; /* [n_launches + 1]: before launch (or group) i; marks[n] after the last */
-    int *next;          /* [n_launches] the launch after the one or group started at i; 0: none starts at i */
-    double *ms;         /* [n_launches] summed over the timed steps */
-    /* Data parallel: where the side stream's work went. joined[i] is
-     * recorded on the step's stream after launch i's wait for the side
-     * stream (NULL where it has none: side_wait); beside[2i], beside[2i + 1]
-     * on the side stream around side launch i (NULL for the others). */
-    cudaEvent_t *joined, *beside;
-    double *wait_ms, *beside_ms, *beside_at_ms; /* [n_launches] summed like ms */
-    int steps; /* steps run; the first (lazy module loading, plan warm-up) is not timed */
-} launch_timing;
-
-/* Per key, in ge2_exec.backend_data. */
-typedef struct ge2_cuda_exec {
-    cudaGraphExec_t graph[GE2_STAGING_BUFFERS]; /* per staging slot; NULL until captured */
-    bool eager;       /* capture failed: this key runs eagerly for good */
-    int kernel_nodes; /* kernels in a captured graph (every slot's has the same), counted at capture */
-    /* the plan's groups an implementation took: group_at[i] >= 0 is the
-     * one starting at launch i */
-    cuda_group *groups;
-    int n_groups;
-    int *group_at;       /* [n_launches] */
-    ge2_launch *as_run;  /* [n_launches] scratch: a group's launches as they run */
-    ge2_cuda_copy *results[GE2_STAGING_BUFFERS]; /* [io.n_results] each slot's result copies, as kernels take them */
-    /* feeds_ahead: recorded on the feed stream after the slot's stage copy,
-     * waited for by the step stream before the slot's step */
-    cudaEvent_t staged[GE2_STAGING_BUFFERS];
-    /* side_after[i]: recorded on the side stream after side launch i (NULL
-     * for the others), so a launch that needs only its result waits for it
-     * and not for the side launches after it */
-    cudaEvent_t *side_after;
-    /* side_wait[i]: the side launch that launch (or group) i waits for
-     * first, which covers the ones before it on that in-order stream;
-     * SIDE_NONE: none. The same every step, so found once (find_side_waits). */
-    int *side_wait;
-    launch_timing *timing; /* NULL unless time_launches */
-} ge2_cuda_exec;
-
-static ge2_status cuda_fail(cudaError_t e, const char *call)
-{
-    return ge2_error(GE2_ERR_CUDA, "ge2 cuda backend: %s failed: %s (%s)", call, cudaGetErrorString(e),
-                     cudaGetErrorName(e));
-}
-
-#define CUDA_TRY(call)                            \
-    do {                                          \
-        cudaError_t e_ = (call);                  \
-        if (e_ != cudaSuccess)                    \
-            return cuda_fail(e_, #call);          \
-    } while (0)
 
 /* ------------------------------------------------------------ open, close */
 
@@ -355,13 +263,6 @@ static ge2_status cuda_download(ge2_backend_ctx *ctx, void *dst, const void *src
  * slot, and read its results, as soon as the step that used it is done,
  * without waiting for the steps after it (a stream sync here made every
  * step wait for the GPU: host-bound steps). */
-/* Timing off: the event only answers "is the work before it done". */
-static ge2_status new_event(cudaEvent_t *event)
-{
-    CUDA_TRY(cudaEventCreateWithFlags(event, cudaEventDisableTiming));
-    return GE2_OK;
-}
-
 static ge2_status cuda_fence_new(ge2_backend_ctx *ctx, void **fence)
 {
     (void)ctx;
@@ -430,116 +331,6 @@ static const char *node_op_name(const ge2_launch *launch)
 
 static ge2_cuda_copy cuda_copy_of(const ge2_copy *c) { return (ge2_cuda_copy){c->dst, c->src, c->bytes}; }
 
-static void destroy_events(cudaEvent_t *events, int n)
-{
-    for (int i = 0; events && i < n; i++)
-        if (events[i])
-            cudaEventDestroy(events[i]);
-    ge2_free(events);
-}
-
-static void free_side(ge2_cuda_exec *ce, int n_launches)
-{
-    destroy_events(ce->side_after, n_launches);
-    ge2_free(ce->side_wait);
-    ce->side_after = NULL;
-    ce->side_wait = NULL;
-}
-
-static void timing_free(launch_timing *t, int n_launches)
-{
-    if (!t)
-        return;
-    destroy_events(t->marks, n_launches + 1);
-    destroy_events(t->joined, n_launches);
-    destroy_events(t->beside, 2 * n_launches);
-    ge2_free(t->next);
-    ge2_free(t->ms);
-    ge2_free(t->wait_ms);
-    ge2_free(t->beside_ms);
-    ge2_free(t->beside_at_ms);
-    ge2_free(t);
-}
-
-static bool goes_beside(const ge2_exec *exec, int i);
-
-/* ce's side_wait[i], SIDE_NONE without a side stream */
-enum { SIDE_NONE = -1 };
-static int side_wait_of(const ge2_exec *exec, int i)
-{
-    const ge2_cuda_exec *ce = exec->backend_data;
-    return ce->side_wait ? ce->side_wait[i] : SIDE_NONE;
-}
-
-static ge2_status timing_new(const ge2_exec *exec, launch_timing **out)
-{
-    const int n_launches = exec->n_launches;
-    launch_timing *t = ge2_calloc(1, sizeof *t);
-    const size_t n = (size_t)n_launches + 1;
-    if (t) {
-        t->marks = ge2_calloc(n, sizeof *t->marks);
-        t->next = ge2_calloc(n, sizeof *t->next);
-        t->ms = ge2_calloc(n, sizeof *t->ms);
-        t->joined = ge2_calloc(n, sizeof *t->joined);
-        t->beside = ge2_calloc(2 * n, sizeof *t->beside);
-        t->wait_ms = ge2_calloc(n, sizeof *t->wait_ms);
-        t->beside_ms = ge2_calloc(n, sizeof *t->beside_ms);
-        t->beside_at_ms = ge2_calloc(n, sizeof *t->beside_at_ms);
-    }
-    if (!t || !t->marks || !t->next || !t->ms || !t->joined || !t->beside || !t->wait_ms || !t->beside_ms ||
-        !t->beside_at_ms) {
-        timing_free(t, -1);
-        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 cuda backend: launch timing for %d launches", n_launches);
-    }
-    cudaError_t e = cudaSuccess;
-    for (int i = 0; i <= n_launches && e == cudaSuccess; i++)
-        e = cudaEventCreate(&t->marks[i]);
-    for (int i = 0; i < n_launches && e == cudaSuccess; i++) {
-        if (side_wait_of(exec, i) != SIDE_NONE)
-            e = cudaEventCreate(&t->joined[i]);
-        if (e == cudaSuccess && goes_beside(exec, i)) {
-            e = cudaEventCreate(&t->beside[2 * i]);
-            if (e == cudaSuccess)
-                e = cudaEventCreate(&t->beside[2 * i + 1]);
-        }
-    }
-    if (e != cudaSuccess) {
-        timing_free(t, n_launches);
-        return cuda_fail(e, "cudaEventCreate");
-    }
-    *out = t;
-    return GE2_OK;
-}
-
-/* Adds ms from a to b to *sum. */
-static ge2_status add_elapsed(cudaEvent_t a, cudaEvent_t b, double *sum)
-{
-    float ms = 0.0f;
-    CUDA_TRY(cudaEventElapsedTime(&ms, a, b));
-    *sum += ms;
-    return GE2_OK;
-}
-
-/* Adds the step just enqueued to the sums, once the GPU has run it (the
- * side stream too: the step's last mark follows its join). */
-static ge2_status timing_collect(launch_timing *t, int n_launches)
-{
-    CUDA_TRY(cudaEventSynchronize(t->marks[n_launches]));
-    if (t->steps++ == 0)
-        return GE2_OK;
-    for (int i = 0; i < n_launches; i++) {
-        if (t->next[i])
-            GE2_TRY(add_elapsed(t->marks[i], t->marks[t->next[i]], &t->ms[i]));
-        if (t->joined[i] && t->next[i])
-            GE2_TRY(add_elapsed(t->marks[i], t->joined[i], &t->wait_ms[i]));
-        if (t->beside[2 * i] && t->next[i]) {
-            GE2_TRY(add_elapsed(t->beside[2 * i], t->beside[2 * i + 1], &t->beside_ms[i]));
-            GE2_TRY(add_elapsed(t->marks[0], t->beside[2 * i], &t->beside_at_ms[i]));
-        }
-    }
-    return GE2_OK;
-}
-
 static void release_launches(ge2_exec *exec, int n)
 {
     for (int i = 0; i < n; i++) {
@@ -584,37 +375,13 @@ static void cuda_exec_release(ge2_backend_ctx *ctx, ge2_exec *exec)
     }
     free_groups(ce);
     if (ce) {
-        free_side(ce, exec->n_launches);
-        timing_free(ce->timing, exec->n_launches);
+        ge2_cuda_side_free(ce, exec->n_launches);
+        ge2_cuda_timing_free(ce->timing, exec->n_launches);
     }
     ge2_free(ce);
     exec->backend_data = NULL;
     exec->captured = false;
     release_launches(exec, exec->n_launches);
-}
-
-static double cuda_launch_us(const ge2_backend_ctx *ctx, const ge2_exec *exec, int i, int *steps)
-{
-    (void)ctx;
-    const ge2_cuda_exec *ce = exec->backend_data;
-    const launch_timing *t = ce ? ce->timing : NULL;
-    *steps = t && t->steps > 1 ? t->steps - 1 : 0;
-    if (!*steps || i < 0 || i >= exec->n_launches)
-        return -1.0;
-    return 1000.0 * t->ms[i] / *steps;
-}
-
-static bool cuda_side_stream_us(const ge2_backend_ctx *ctx, const ge2_exec *exec, int i, ge2_side_stream_us *out)
-{
-    int steps;
-    if (cuda_launch_us(ctx, exec, i, &steps) < 0)
-        return false;
-    const launch_timing *t = ((const ge2_cuda_exec *)exec->backend_data)->timing;
-    *out = (ge2_side_stream_us){.waited = 1000.0 * t->wait_ms[i] / steps,
-                                .beside = t->beside[2 * i] != NULL,
-                                .run = 1000.0 * t->beside_ms[i] / steps,
-                                .start = 1000.0 * t->beside_at_ms[i] / steps};
-    return out->beside || t->joined[i];
 }
 
 static void cuda_describe(const ge2_backend_ctx *ctx, const ge2_launch *launch, char *buf, size_t size)
@@ -702,32 +469,6 @@ static ge2_status prepare_groups(ge2_backend_ctx *ctx, ge2_exec *exec, ge2_cuda_
     return GE2_OK;
 }
 
-/* Whether launch l runs on the side stream: an in-place op (it reads and
- * writes only its inputs, which nothing writes after their producers), so
- * the step goes on while it runs; what reads its inputs waits for it. */
-static bool runs_beside(const ge2_launch *l)
-{
-    return (ge2_op_flags(l->node->op) & GE2_OPF_IN_PLACE) != 0;
-}
-
-/* Whether launch i of a prepared key goes on the side stream: runs_beside,
- * and not taken into a fused group */
-static bool goes_beside(const ge2_exec *exec, int i)
-{
-    const ge2_cuda_exec *ce = exec->backend_data;
-    return ce->group_at[i] < 0 && runs_beside(&exec->launches[i]);
-}
-
-static ge2_status open_side_stream(ge2_backend_ctx *ctx)
-{
-    if (ctx->side_stream)
-        return GE2_OK;
-    CUDA_TRY(cudaStreamCreateWithFlags(&ctx->side_stream, cudaStreamNonBlocking));
-    CUDA_TRY(cudaEventCreateWithFlags(&ctx->side_fork, cudaEventDisableTiming));
-    CUDA_TRY(cudaEventCreateWithFlags(&ctx->side_done, cudaEventDisableTiming));
-    return GE2_OK;
-}
-
 /* The scratch launch l needs (ge2_launch.scratch; the program plans it in
  * the key's arena): the most that its op's
  * own kernel and any registered candidate ask through bf16_scratch_bytes
@@ -737,7 +478,7 @@ static ge2_status open_side_stream(ge2_backend_ctx *ctx)
 static size_t cuda_launch_scratch_bytes(const ge2_backend_ctx *ctx, const ge2_launch *l)
 {
     (void)ctx;
-    if (runs_beside(l))
+    if (ge2_cuda_runs_beside(l))
         return 0;
     const ge2_cuda_kernel *own = &ge2_op_def_of(l->node->op)->cuda;
     size_t need = own->bf16_scratch_bytes ? own->bf16_scratch_bytes(l) : 0;
@@ -751,66 +492,11 @@ static size_t cuda_launch_scratch_bytes(const ge2_backend_ctx *ctx, const ge2_la
 }
 
 
-/* Whether node reads a tensor that side launch `side` writes (its inputs, in place) */
-static bool reads_what_side_writes(const ge2_node *node, const ge2_node *side)
-{
-    for (int in = 0; in < node->n_inputs; in++)
-        for (int w = 0; w < side->n_inputs; w++)
-            if (node->inputs[in] == side->inputs[w])
-                return true;
-    return false;
-}
-
-/* ce->side_wait and side_after of a prepared key that has side launches,
- * walking its launches and groups as enqueue_all does. A launch that reads
- * what a side launch not yet waited for writes waits for the last such
- * side launch; an optimizer op without inputs reads every gradient through
- * the pools, so it waits for the last side launch so far. A per-parameter
- * update reads only its inputs, so it waits for its own bucket's
- * all-reduce and runs while later buckets are still summed. */
-static ge2_status find_side_waits(const ge2_exec *exec, ge2_cuda_exec *ce)
-{
-    const int n = exec->n_launches;
-    bool any = false;
-    for (int i = 0; i < n && !any; i += ce->group_at[i] < 0 ? 1 : ce->groups[ce->group_at[i]].count)
-        any = goes_beside(exec, i);
-    if (!any)
-        return GE2_OK;
-    ce->side_after = ge2_calloc((size_t)n, sizeof *ce->side_after);
-    ce->side_wait = ge2_malloc(sizeof *ce->side_wait * (size_t)n);
-    if (!ce->side_after || !ce->side_wait)
-        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 cuda backend: out of host memory");
-    int joined = SIDE_NONE, last_side = SIDE_NONE; /* side launches up to `joined` are waited for */
-    for (int i = 0, count = 1; i < n; i += count) {
-        count = ce->group_at[i] < 0 ? 1 : ce->groups[ce->group_at[i]].count;
-        ce->side_wait[i] = SIDE_NONE;
-        if (goes_beside(exec, i)) {
-            GE2_TRY(new_event(&ce->side_after[i]));
-            last_side = i;
-            continue;
-        }
-        int wait = SIDE_NONE;
-        for (int k = i; k < i + count; k++) {
-            const ge2_node *node = exec->launches[k].node;
-            if ((ge2_op_flags(node->op) & GE2_OPF_OPTIMIZER) && node->n_inputs == 0)
-                wait = last_side;
-            for (int j = last_side; j > joined && j > wait; j--)
-                if (ce->side_after[j] && reads_what_side_writes(node, exec->launches[j].node))
-                    wait = j;
-        }
-        if (wait > joined) {
-            ce->side_wait[i] = wait;
-            joined = wait;
-        }
-    }
-    return GE2_OK;
-}
-
 static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
 {
     for (int i = 0; i < exec->n_launches; i++)
-        if (runs_beside(&exec->launches[i]))
-            GE2_TRY(open_side_stream(ctx));
+        if (ge2_cuda_runs_beside(&exec->launches[i]))
+            GE2_TRY(ge2_cuda_side_open(ctx));
     ge2_cuda_exec *ce = ge2_calloc(1, sizeof *ce);
     if (!ce)
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 cuda backend: out of host memory");
@@ -818,7 +504,7 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
     for (int i = 0; i < exec->n_launches; i++) {
         ge2_launch *l = &exec->launches[i];
         ge2_status st = GE2_OK;
-        l->stream = runs_beside(l) ? ctx->side_stream : ctx->stream;
+        l->stream = ge2_cuda_runs_beside(l) ? ctx->side_stream : ctx->stream;
         l->blas = ctx->lt;
         l->workspace = ctx->workspace;
         l->workspace_bytes = ctx->workspace_bytes;
@@ -862,16 +548,16 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
                            cudaGetErrorString(e));
     }
     if (st == GE2_OK)
-        st = find_side_waits(exec, ce);
+        st = ge2_cuda_side_find_waits(exec, ce);
     if (st == GE2_OK && ctx->time_launches) {
         ce->eager = true; /* events between launches: no capture */
-        st = timing_new(exec, &ce->timing);
+        st = ge2_cuda_timing_new(exec, &ce->timing);
     }
     if (st != GE2_OK) {
         for (int s = 0; s < GE2_STAGING_BUFFERS; s++)
             if (ce->staged[s])
                 cudaEventDestroy(ce->staged[s]);
-        free_side(ce, exec->n_launches);
+        ge2_cuda_side_free(ce, exec->n_launches);
         free_groups(ce);
         release_launches(exec, exec->n_launches);
         ge2_free(ce);
@@ -946,15 +632,7 @@ static ge2_status enqueue_one(ge2_backend_ctx *ctx, const ge2_exec *exec, const 
     return g->impl->launch ? g->impl->launch(g->state, &run) : g->impl->run(run.launches, run.n);
 }
 
-/* The step's stream waits for everything on the side stream so far. */
-static ge2_status join_side(ge2_backend_ctx *ctx)
-{
-    CUDA_TRY(cudaEventRecord(ctx->side_done, ctx->side_stream));
-    CUDA_TRY(cudaStreamWaitEvent(ctx->stream, ctx->side_done, 0));
-    return GE2_OK;
-}
-
-/* The launches of a step. An in-place launch (goes_beside) goes on the
+/* The launches of a step. An in-place launch (ge2_cuda_goes_beside) goes on the
  * side stream after the step's stream so far (side_fork); a launch waits
  * for the side launch side_wait names (side_after). Data parallel: a
  * bucket's all-reduce then overlaps the rest of the backward. *unjoined:
@@ -975,8 +653,8 @@ static ge2_status enqueue_all(ge2_backend_ctx *ctx, ge2_exec *exec, step_copies 
     for (int i = 0, done = 1; i < exec->n_launches; i += done) {
         if (t)
             CUDA_TRY(cudaEventRecord(t->marks[i], ctx->stream));
-        const bool beside = goes_beside(exec, i);
-        const int wait_for = side_wait_of(exec, i);
+        const bool beside = ge2_cuda_goes_beside(exec, i);
+        const int wait_for = ge2_cuda_side_wait_of(exec, i);
         if (beside) {
             CUDA_TRY(cudaEventRecord(ctx->side_fork, ctx->stream));
             CUDA_TRY(cudaStreamWaitEvent(ctx->side_stream, ctx->side_fork, 0));
@@ -996,7 +674,7 @@ static ge2_status enqueue_all(ge2_backend_ctx *ctx, ge2_exec *exec, step_copies 
         if (beside && st == GE2_OK) {
             /* the timing mark first: a launch that waits for side_after[i]
              * then waits for the mark too, and when that wait was the
-             * last, the step's end (timing_collect) comes after both */
+             * last, the step's end (ge2_cuda_timing_collect) comes after both */
             if (t)
                 CUDA_TRY(cudaEventRecord(t->beside[2 * i + 1], ctx->side_stream));
             CUDA_TRY(cudaEventRecord(ce->side_after[i], ctx->side_stream));
@@ -1026,7 +704,7 @@ static ge2_status enqueue_launches(ge2_backend_ctx *ctx, ge2_exec *exec, step_co
     bool unjoined = false;
     ge2_status st = enqueue_all(ctx, exec, sc, capturing, broke, &unjoined);
     if (unjoined) {
-        ge2_status joined = join_side(ctx);
+        ge2_status joined = ge2_cuda_side_join(ctx);
         if (st == GE2_OK)
             st = joined;
     }
@@ -1210,7 +888,7 @@ static ge2_status cuda_exec_run(ge2_backend_ctx *ctx, ge2_exec *exec, int slot)
      * step (the warm-up, which is also the step's real work). */
     GE2_TRY(enqueue_step(ctx, exec, slot, false, &broke));
     if (ce->timing)
-        GE2_TRY(timing_collect(ce->timing, exec->n_launches));
+        GE2_TRY(ge2_cuda_timing_collect(ce->timing, exec->n_launches));
     if (ce->eager)
         return GE2_OK;
     ge2_status st = capture_slots(ctx, exec, ce);
@@ -1251,6 +929,6 @@ const ge2_backend ge2_backend_cuda = {
     .graph_kernel_count = cuda_graph_kernel_count,
     .workspace_bytes = cuda_workspace_bytes,
     .describe = cuda_describe,
-    .launch_us = cuda_launch_us,
-    .side_stream_us = cuda_side_stream_us,
+    .launch_us = ge2_cuda_launch_us,
+    .side_stream_us = ge2_cuda_side_stream_us,
 };

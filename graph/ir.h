@@ -181,6 +181,17 @@ ge2_status ge2_graph_add_node(ge2_graph *graph, ge2_op op, ge2_phase phase, cons
 
 static inline ge2_tensor *ge2_graph_tensor(const ge2_graph *graph, int id) { return graph->tensors[id]; }
 
+/* Whether nodes a and b read a tensor in common (an in-place op's input is
+ * what it writes) */
+static inline bool ge2_nodes_share_input(const ge2_node *a, const ge2_node *b)
+{
+    for (int i = 0; i < a->n_inputs; i++)
+        for (int j = 0; j < b->n_inputs; j++)
+            if (a->inputs[i] == b->inputs[j])
+                return true;
+    return false;
+}
+
 /* The parameter whose final, summed gradient t is (what the optimizer
  * reads), or NULL for any other tensor. */
 static inline const ge2_tensor *ge2_param_of_grad(const ge2_graph *graph, const ge2_tensor *t)

@@ -78,15 +78,6 @@ static bool writes_inputs(const ge2_node *node)
     return (ge2_op_flags(node->op) & GE2_OPF_IN_PLACE) && node->n_inputs > 0;
 }
 
-static bool shares_input(const ge2_node *a, const ge2_node *b)
-{
-    for (int i = 0; i < a->n_inputs; i++)
-        for (int j = 0; j < b->n_inputs; j++)
-            if (a->inputs[i] == b->inputs[j])
-                return true;
-    return false;
-}
-
 static bool reads_tensor(const ge2_node *node, int t, bool skip_like_inputs)
 {
     for (int i = 0; i < node->n_inputs; i++)
@@ -119,7 +110,7 @@ static bool must_follow(const ge2_graph *graph, int u, int m)
     for (int o = 0; o < other->n_outputs; o++)
         if (reads_tensor(node, other->outputs[o], false))
             return true; /* its producer */
-    if (m < u && writes_inputs(other) && shares_input(other, node))
+    if (m < u && writes_inputs(other) && ge2_nodes_share_input(other, node))
         return true; /* an earlier in-place node writing what it reads */
     if (updates_in_place(other) || writes_inputs(other))
         return false;
