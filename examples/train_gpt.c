@@ -57,6 +57,7 @@ typedef struct options {
     ge2_precision precision;
     double lr, min_lr, weight_decay, beta2, grad_clip;
     int64_t warmup, max_iters, steps, eval_interval, eval_iters, sample, log_interval;
+    int64_t grad_accum; /* micro-batches of --batch rows per optimizer step */
     uint64_t seed;
     bool shuffle;
     bool distributed;
@@ -107,6 +108,10 @@ static int usage(FILE *to, int code)
             "  --tokenizer FILE         a SentencePiece .vocab file to print samples of token shards as text\n"
             "  --n-layer N --n-head N --n-embd N --block-size N   the model (6, 6, 384, 256; block size at most 4096)\n"
             "  --batch N                sequences per step (64)\n"
+            "  --grad-accum N           sum the gradients of N batches of --batch sequences into each optimizer step\n"
+            "                           (their mean: one step of N x --batch sequences); steps, the schedule and the\n"
+            "                           log lines count optimizer steps; a checkpoint resumes with the N it was saved\n"
+            "                           with (1)\n"
             "  --dropout X              dropout on the embeddings, attention weights and residual branches (0.2)\n"
             "  --gelu tanh|erf          the MLP's GELU: tanh's approximation (GPT-2's, llm.c's) or the exact erf form\n"
             "                           (nanoGPT's nn.GELU()) (erf; --model: tanh)\n"
@@ -168,10 +173,10 @@ static int parse(int argc, char **argv, options *o)
            CLIP, EVAL_INTERVAL, EVAL_ITERS, SEED, NO_SHUFFLE, SAMPLE, SAVE, INIT, RESUME, PRECISION, DEVICE, DATA,
            DISTRIBUTED, BUCKET_MB, KERNEL_REPORT, TIME_LAUNCHES, PLAN_REPORT, LOG_INTERVAL, LOG_FILE, DIST_TIMEOUT, TRAIN_TOKENS, VAL_TOKENS,
            VOCAB_SIZE, TOKENIZER, GELU, MODEL, PAD_VOCAB, SAVE_HF, GENERATE_ONLY, PROMPT, TEMPERATURE, TOP_K, NO_KV_CACHE,
-           HELP };
+           GRAD_ACCUM, HELP };
     static const struct option flags[] = {
         {"n-layer", 1, 0, N_LAYER}, {"n-head", 1, 0, N_HEAD}, {"n-embd", 1, 0, N_EMBD},
-        {"block-size", 1, 0, BLOCK}, {"batch", 1, 0, BATCH}, {"dropout", 1, 0, DROPOUT}, {"lr", 1, 0, LR},
+        {"block-size", 1, 0, BLOCK}, {"batch", 1, 0, BATCH}, {"grad-accum", 1, 0, GRAD_ACCUM}, {"dropout", 1, 0, DROPOUT}, {"lr", 1, 0, LR},
         {"min-lr", 1, 0, MIN_LR}, {"warmup", 1, 0, WARMUP}, {"max-iters", 1, 0, MAX_ITERS}, {"steps", 1, 0, STEPS},
         {"weight-decay", 1, 0, WD}, {"beta2", 1, 0, BETA2}, {"grad-clip", 1, 0, CLIP},
         {"eval-interval", 1, 0, EVAL_INTERVAL}, {"eval-iters", 1, 0, EVAL_ITERS}, {"seed", 1, 0, SEED},
@@ -232,6 +237,7 @@ static int parse(int argc, char **argv, options *o)
         case TIME_LAUNCHES: o->time_launches = o->kernel_report = true; break;
         case PLAN_REPORT: o->plan_report = true; break;
         case LOG_INTERVAL: ok = parse_i64(optarg, 1, &o->log_interval); break;
+        case GRAD_ACCUM: ok = cli_parse_i64(optarg, 1, 1 << 16, &o->grad_accum); break;
         case LOG_FILE: o->log_file = optarg; break;
         case DIST_TIMEOUT: ok = cli_parse_f64(optarg, 0.001, 1e6, &o->dist_timeout_s); break;
         case TRAIN_TOKENS: o->train_tokens = optarg; break;
@@ -289,6 +295,8 @@ static int parse(int argc, char **argv, options *o)
         return bad_flag("--init and --resume both give the parameters: take one");
     if (o->bucket_mb > 0 && !o->distributed)
         return bad_flag("--bucket-mb applies to --distributed only");
+    if (o->grad_accum > 1 && o->distributed) /* the optimizer sums ranks and micro-batches alike, untested together */
+        return bad_flag("--grad-accum is not yet supported with --distributed: give each rank a larger --batch");
     if (o->dist_timeout_s > 0 && !o->distributed)
         return bad_flag("--dist-timeout applies to --distributed only");
     if (!o->train_tokens != !o->val_tokens)
@@ -499,7 +507,7 @@ typedef struct run {
     int32_t *x, *y;
     cli_log *log;           /* --log-file (rank 0), or NULL */
     ge2_metrics since_line; /* training metrics arrived since the last log line */
-    int64_t arrived;        /* optimizer steps whose loss has arrived (a --resume's first step counted) */
+    int64_t arrived;        /* micro-batches whose loss has arrived (a --resume's first steps counted) */
 } run;
 
 /* Takes the training metrics that have arrived, without waiting; a loss
@@ -511,7 +519,8 @@ static ge2_status take_train_metrics(run *r)
     ge2_status st = ge2_program_take_metrics(r->prog, GE2_MODE_TRAIN, &m);
     if (st != GE2_OK)
         return st;
-    st = cli_check_loss(m.loss_sum, r->arrived + 1, m.steps);
+    const int64_t n = r->o->grad_accum; /* named by optimizer step */
+    st = cli_check_loss(m.loss_sum, r->arrived / n + 1, (r->arrived + m.steps + n - 1) / n - r->arrived / n);
     if (st != GE2_OK)
         return st;
     r->arrived += m.steps;
@@ -540,10 +549,10 @@ static ge2_status check_same_run(const options *o, const gpt_data *d)
              (long long)gpt_data_split_len(d, true), d->vocab);
     /* the update, and when each host collective comes (evaluations and log lines sum over the ranks) */
     snprintf(plan, sizeof plan, "lr %.9g -> %.9g, warmup %lld, max-iters %lld, steps %lld, weight decay %.9g, beta2 "
-             "%.9g, grad-clip %.9g, eval every %lld x %lld, log every %lld, buckets of %.9g MiB",
+             "%.9g, grad-clip %.9g, eval every %lld x %lld, log every %lld, buckets of %.9g MiB, grad-accum %lld",
              o->lr, o->min_lr, (long long)o->warmup, (long long)o->max_iters, (long long)o->steps, o->weight_decay,
              o->beta2, o->grad_clip, (long long)o->eval_interval, (long long)o->eval_iters,
-             (long long)o->log_interval, o->bucket_mb);
+             (long long)o->log_interval, o->bucket_mb, (long long)o->grad_accum);
     snprintf(precision, sizeof precision, "%s", ge2_precision_name(o->precision));
     snprintf(seed, sizeof seed, "%llu%s", (unsigned long long)o->seed, o->shuffle ? "" : " --no-shuffle");
     const char *const names[] = {"the model", "the corpus", "the schedule", "--precision", "--seed"};
@@ -706,17 +715,22 @@ static int train(run *r, int64_t first)
             break;
         if (ge2_set_lr(r->prog, lr_at(o, step)) != GE2_OK)
             return fail("set_lr");
-        /* rank k's rows: a stream of its own, or rows [k B, (k + 1) B) of
-         * the job's sequential batch (step s of world ranks is batch
-         * s world + k of B rows); one process: stream and batch s */
-        const int64_t draw = step * o->world + o->rank;
-        uint64_t rng = stream(o->seed, 0, draw);
-        gpt_data_batch(&r->data, false, B, T, !o->shuffle, draw, &rng, r->x, r->y);
-        ge2_feed f[2] = {{r->m.idx, r->x, ge2_shape2(B, T)}, {r->m.targets, r->y, ge2_shape1(B * T)}};
-        if (ge2_program_step(r->prog, GE2_MODE_TRAIN, f, 2) != GE2_OK)
-            return fail("step");
-        if (take_train_metrics(r) != GE2_OK) /* what has arrived, unwaited: a non-finite loss stops the run */
-            return fail("training");
+        for (int64_t micro = 0; micro < o->grad_accum; micro++) {
+            /* rank k's rows: a stream of its own, or rows [k B, (k + 1) B) of
+             * the job's sequential batch (micro-batch s of world ranks is
+             * batch s world + k of B rows); one process: stream and batch s.
+             * Micro-batch s is step s / grad-accum's (s mod grad-accum)th, so
+             * --grad-accum N at --batch B reads, without shuffling, the rows
+             * --batch N·B reads. */
+            const int64_t draw = (step * o->grad_accum + micro) * o->world + o->rank;
+            uint64_t rng = stream(o->seed, 0, draw);
+            gpt_data_batch(&r->data, false, B, T, !o->shuffle, draw, &rng, r->x, r->y);
+            ge2_feed f[2] = {{r->m.idx, r->x, ge2_shape2(B, T)}, {r->m.targets, r->y, ge2_shape1(B * T)}};
+            if (ge2_program_step(r->prog, GE2_MODE_TRAIN, f, 2) != GE2_OK)
+                return fail("step");
+            if (take_train_metrics(r) != GE2_OK) /* what has arrived, unwaited: a non-finite loss stops the run */
+                return fail("training");
+        }
         if ((step + 1) % o->log_interval == 0 || step + 1 == last_step) {
             if (ge2_program_sync(r->prog) != GE2_OK || take_train_metrics(r) != GE2_OK)
                 return fail("training");
@@ -727,12 +741,13 @@ static int train(run *r, int64_t first)
             if (ge2_dist_sum(job, sums, 2) != GE2_OK)
                 return fail("metrics");
             if (is_rank0(o)) {
-                const double loss = sums[1] > 0 ? sums[0] / sums[1] : NAN, rate = steps * (double)(B * T * o->world) / dt;
+                const double loss = sums[1] > 0 ? sums[0] / sums[1] : NAN,
+                             rate = steps * (double)(B * T * o->world * o->grad_accum) / dt;
                 printf("iter %lld: loss %.4f, %.2f ms/step, %.0f tokens/s", (long long)(step + 1), loss,
                        1e3 * dt / steps, rate);
                 /* the first line of a resumed run, or the last of a run, covers fewer steps */
-                if (m.steps != o->log_interval)
-                    printf(" (the mean over this run's last %lld step(s))", (long long)m.steps);
+                if (m.steps != o->log_interval * o->grad_accum)
+                    printf(" (the mean over this run's last %lld step(s))", (long long)(m.steps / o->grad_accum));
                 cli_log_row row = cli_log_row_of(step + 1, "train");
                 row.loss = loss;
                 row.lr = lr_at(o, step);
@@ -789,7 +804,7 @@ int main(int argc, char **argv)
         .data = default_data,
         .lr = 1e-3, .min_lr = 1e-4, .weight_decay = 0.1, .beta2 = 0.99, .grad_clip = 1.0,
         .warmup = 100, .max_iters = 5000, .steps = -1, .eval_interval = 250, .eval_iters = 200, .sample = 500,
-        .log_interval = 10, .seed = 1, .shuffle = true, .temperature = 1.0,
+        .log_interval = 10, .grad_accum = 1, .seed = 1, .shuffle = true, .temperature = 1.0,
     };
     int code = parse(argc, argv, &o);
     if (code)
@@ -844,6 +859,7 @@ int main(int argc, char **argv)
     adamw.clip_norm = o.grad_clip;
     adamw.data_parallel = o.distributed;
     adamw.bucket_bytes = (int64_t)(o.bucket_mb * (double)(1 << 20));
+    adamw.accumulation_steps = (int)o.grad_accum;
     /* fp16 trains with a GradScaler's dynamic loss scaling, as PyTorch's autocast-fp16 does */
     adamw.loss_scaling.dynamic = o.precision == GE2_PRECISION_FP16;
     r.x = malloc(sizeof(int32_t) * (size_t)(o.model.batch * o.model.block_size));
@@ -872,19 +888,21 @@ int main(int argc, char **argv)
     } else if (o.log_file && is_rank0(&o) && cli_log_open(o.log_file, "tokens_per_s", &r.log) != GE2_OK) {
         fail("--log-file");
     } else {
-        r.arrived = first;
-        char padded[48];
+        r.arrived = first * o.grad_accum;
+        char padded[48], accum[48] = "";
         snprintf(padded, sizeof padded, " (padded to %lld)", (long long)o.model.padded_vocab);
+        if (o.grad_accum > 1)
+            snprintf(accum, sizeof accum, " x %lld micro-batches a step", (long long)o.grad_accum);
         if (is_rank0(&o))
             printf("train_gpt: %s, %lld layers, %lld heads, %lld embd, block %lld, vocab %d%s, GELU %s, %lld "
                "parameters (%.2fM); "
-               "%s: %lld train / %lld val %s; batch %lld x %d rank(s), adamw lr %g -> %g, %lld iters\n",
+               "%s: %lld train / %lld val %s; batch %lld x %d rank(s)%s, adamw lr %g -> %g, %lld iters\n",
                ge2_context_device(r.ctx) == GE2_DEVICE_CUDA ? "cuda" : "cpu", (long long)o.model.n_layer,
                (long long)o.model.n_head, (long long)o.model.n_embd, (long long)o.model.block_size, r.data.vocab,
                o.model.padded_vocab > o.model.vocab ? padded : "", o.model.gelu_erf ? "erf" : "tanh",
                (long long)r.m.n_params, (double)r.m.n_params / 1e6, r.data.source, (long long)gpt_data_split_len(&r.data, false),
                (long long)gpt_data_split_len(&r.data, true), r.data.tokens ? "tokens" : "characters",
-               (long long)o.model.batch, o.world, o.lr, o.min_lr,
+               (long long)o.model.batch, o.world, accum, o.lr, o.min_lr,
                (long long)o.max_iters);
         if (!o.generate_only)
             code = train(&r, first);
