@@ -35,6 +35,13 @@ static ge2_status check_def(const ge2_op_def *def)
     if ((def->flags & GE2_OPF_LIKE1) && def->max_inputs < 2)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_op_register: op '%s' is GE2_OPF_LIKE1 but takes no input 1",
                          def->name);
+    /* the storage pass hands such an input a bf16 tensor: the op must take one there */
+    if (def->bf16_with_outputs && (def->max_inputs >= 32 ? 0u : def->bf16_with_outputs >> def->max_inputs))
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_op_register: op '%s' names inputs past its %d in "
+                         "bf16_with_outputs (0x%x)", def->name, def->max_inputs, def->bf16_with_outputs);
+    if (def->bf16_with_outputs && !def->reads_bf16)
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_op_register: op '%s' has bf16_with_outputs but no reads_bf16 "
+                         "that lets those inputs be bf16", def->name);
     return GE2_OK;
 }
 

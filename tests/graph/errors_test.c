@@ -225,6 +225,48 @@ START_TEST(generated_names_never_clash)
 }
 END_TEST
 
+static ge2_status infer_nothing(const ge2_node *node, const ge2_desc *in, ge2_desc *out)
+{
+    (void)node;
+    out[0] = in[0];
+    return GE2_OK;
+}
+
+static ge2_status cpu_nothing(const ge2_launch *launch)
+{
+    (void)launch;
+    return GE2_OK;
+}
+
+static bool reads_input1(const ge2_node *node, int input)
+{
+    (void)node;
+    return input == 1;
+}
+
+/* A definition the registry cannot use is refused, naming the op and the field */
+START_TEST(op_definitions_refused)
+{
+    ge2_op op;
+    ge2_op_def def = {.name = "refused_op", .min_inputs = 1, .max_inputs = 2, .max_outputs = 1,
+                      .infer = infer_nothing, .cpu = cpu_nothing};
+    def.infer = NULL;
+    EXPECT_ERR(ge2_op_register(&def, &op), GE2_ERR_INVALID_ARGUMENT, "op 'refused_op' has no infer function");
+    def.infer = infer_nothing;
+    def.max_inputs = 1;
+    def.flags = GE2_OPF_LIKE1;
+    EXPECT_ERR(ge2_op_register(&def, &op), GE2_ERR_INVALID_ARGUMENT, "is GE2_OPF_LIKE1 but takes no input 1");
+    def.flags = 0;
+    def.max_inputs = 2;
+    def.bf16_with_outputs = 1u << 2; /* input 2 of an op of two */
+    def.reads_bf16 = reads_input1;
+    EXPECT_ERR(ge2_op_register(&def, &op), GE2_ERR_INVALID_ARGUMENT, "names inputs past its 2 in bf16_with_outputs");
+    def.bf16_with_outputs = 1u << 1;
+    def.reads_bf16 = NULL;
+    EXPECT_ERR(ge2_op_register(&def, &op), GE2_ERR_INVALID_ARGUMENT, "has bf16_with_outputs but no reads_bf16");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("errors");
@@ -239,6 +281,7 @@ int main(void)
     tcase_add_test(tc, verifier_rejects_corrupted_graphs);
     tcase_add_test(tc, specialization_errors);
     tcase_add_test(tc, generated_names_never_clash);
+    tcase_add_test(tc, op_definitions_refused);
     suite_add_tcase(s, tc);
     return ge2_check_run(s);
 }
