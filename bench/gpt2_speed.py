@@ -45,7 +45,7 @@ ROWS = {
     "124m": dict(layers=12, heads=12, embd=768, T=1024, B=16, ge2=["--model", "gpt2"], llmc=["-e", "d12"]),
     "124m-max": dict(layers=12, heads=12, embd=768, T=1024, B=16, ge2=["--model", "gpt2"], llmc=["-e", "d12"]),
     "124m-accum": dict(layers=12, heads=12, embd=768, T=1024, B=16, accum=524288,
-                       ge2=["--model", "gpt2", "--grad-accum", "32"], llmc=["-e", "d12"]),
+                       ge2=["--model", "gpt2"], llmc=["-e", "d12"]),
     "d6": dict(layers=6, heads=6, embd=384, T=256, B=64,
                ge2=["--n-layer", "6", "--n-head", "6", "--n-embd", "384", "--block-size", "256", "--vocab-size",
                     "50257", "--pad-vocab", "128", "--gelu", "tanh", "--dropout", "0"], llmc=["-e", "d6"]),
@@ -107,7 +107,8 @@ def run_logged(cmd, log, timeout, env=None):
 
 
 def ge2_row(a, r, batch, shards, log):
-    cmd = [os.path.join(a.stage, "bin", "train_gpt"), "--device", "cuda", "--precision", "bf16", *r["ge2"],
+    accum = ["--grad-accum", str(r["accum"] // (batch * r["T"]))] if r.get("accum") else []
+    cmd = [os.path.join(a.stage, "bin", "train_gpt"), "--device", "cuda", "--precision", "bf16", *r["ge2"], *accum,
            "--batch", str(batch), "--train-tokens", shards + "_train_*.bin", "--val-tokens", shards + "_val_*.bin",
            "--steps", str(a.steps), "--log-interval", "1", "--eval-interval", "1000000", "--eval-iters", "1",
            "--sample", "0", "--grad-clip", "1.0"]

@@ -27,7 +27,7 @@ def main(argv):
     p.add_argument("--top", type=int, default=25)
     a = p.parse_args(argv)
     by_op, by_kernel = collections.defaultdict(lambda: [0.0, 0]), collections.defaultdict(lambda: [0.0, 0])
-    side_total = [0.0]
+    side_total = 0.0
     with open(a.report, errors="replace") as f:
         for line in f:
             m = LINE.match(line.rstrip("\n"))
@@ -35,12 +35,12 @@ def main(argv):
                 continue
             op, us, kernel = m.group(1), float(m.group(2)), VARYING.sub(" (", m.group(4).strip()).replace(" ( ", " (")
             if " us beside, " in line:
-                op, kernel = f"{op} (side stream)", kernel
-                side_total[0] += us
+                op = f"{op} (side stream)"
+                side_total += us
             for table, key in ((by_op, op), (by_kernel, f"{op}: {kernel}")):
                 table[key][0] += us
                 table[key][1] += 1
-    total = sum(us for us, _ in by_op.values()) - side_total[0]
+    total = sum(us for us, _ in by_op.values()) - side_total
     if not total:
         sys.exit(f"kernel_breakdown: no timed launches in {a.report} (run the trainer with --time-launches)")
     for title, table in (("op", by_op), ("kernel", by_kernel)):
@@ -48,7 +48,7 @@ def main(argv):
         for key, (us, n) in sorted(table.items(), key=lambda kv: -kv[1][0])[: a.top]:
             print(f"| {key} | {n} | {us / 1000:.3f} | {100 * us / total:.1f}% |")
     print(f"\nsum of timed launches: {total / 1000:.2f} ms/step" +
-          (f" (and {side_total[0] / 1000:.2f} ms on the side stream, beside them)" if side_total[0] else ""))
+          (f" (and {side_total / 1000:.2f} ms on the side stream, beside them)" if side_total else ""))
 
 
 if __name__ == "__main__":

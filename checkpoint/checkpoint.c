@@ -210,7 +210,7 @@ ge2_status ge2_checkpoint_save(ge2_program *program, const char *path, const ge2
 #define CK_OWN_META 13
 #define CK_MAX_ENTRIES 32
 
-/* The caller's __metadata__ entries: keys in "model.", values that fit, no key twice */
+/* The caller's __metadata__ entries: keys in "model." or "train.", values that fit, no key twice */
 static ge2_status ck_check_entries(const char *fn, ge2_program *program, const char *path,
                                    const ge2_checkpoint_entry *entries, int n)
 {
@@ -219,10 +219,11 @@ static ge2_status ck_check_entries(const char *fn, ge2_program *program, const c
     if (n > CK_MAX_ENTRIES)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "%s: %d entries of the caller's; at most %d", fn, n, CK_MAX_ENTRIES);
     for (int i = 0; i < n; i++) {
-        if (!entries[i].key || strncmp(entries[i].key, "model.", 6) != 0 || strlen(entries[i].key) >= GE2_ST_MAX_NAME ||
-            !entries[i].value || strlen(entries[i].value) >= GE2_ST_MAX_VALUE)
-            return ge2_error(GE2_ERR_INVALID_ARGUMENT, "%s: entry %d ('%s'): a key beginning with \"model.\" and a "
-                             "value of at most %d bytes", fn, i, entries[i].key ? entries[i].key : "",
+        const char *key = entries[i].key;
+        if (!key || (strncmp(key, "model.", 6) != 0 && strncmp(key, "train.", 6) != 0) ||
+            strlen(key) >= GE2_ST_MAX_NAME || !entries[i].value || strlen(entries[i].value) >= GE2_ST_MAX_VALUE)
+            return ge2_error(GE2_ERR_INVALID_ARGUMENT, "%s: entry %d ('%s'): a key beginning with \"model.\" or "
+                             "\"train.\" and a value of at most %d bytes", fn, i, key ? key : "",
                              GE2_ST_MAX_VALUE - 1);
         for (int j = 0; j < i; j++) /* a reader refuses a key that appears twice */
             if (!strcmp(entries[j].key, entries[i].key))

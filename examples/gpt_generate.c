@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ge2/extension.h" /* ge2_error */
 #include "graph/clock.h"
-#include "graph/error.h"
 #include "graph/rng.h"
 
 /* The k-th largest of x [n] (k in [1, n]); x is reordered. Quickselect. */
@@ -127,15 +127,14 @@ ge2_status gpt_generate_recompute(ge2_program *program, const gpt_model *m, cons
     int64_t len = n_prompt < T ? n_prompt : T;
     if (st == GE2_OK)
         memcpy(window, prompt + n_prompt - len, sizeof(int32_t) * (size_t)len);
-    ge2_feed warm[2] = {{m->idx, window, ge2_shape2(1, T)}, {m->targets, targets, ge2_shape1(T)}};
+    /* the causal mask keeps the padding after len out of row len - 1 */
+    ge2_feed f[2] = {{m->idx, window, ge2_shape2(1, T)}, {m->targets, targets, ge2_shape1(T)}};
     if (st == GE2_OK) /* a first step captures the key: the rate counts the steps after it */
-        st = ge2_program_step(program, GE2_MODE_EVAL, warm, 2);
+        st = ge2_program_step(program, GE2_MODE_EVAL, f, 2);
     if (st == GE2_OK)
         st = ge2_program_sync(program);
     const double t1 = ge2_now_s();
     for (int64_t i = 0; st == GE2_OK && i < s->tokens; i++) {
-        /* the causal mask keeps the padding after len out of row len - 1 */
-        ge2_feed f[2] = {{m->idx, window, ge2_shape2(1, T)}, {m->targets, targets, ge2_shape1(T)}};
         st = ge2_program_step(program, GE2_MODE_EVAL, f, 2);
         if (st == GE2_OK)
             st = ge2_program_read_output(program, GE2_MODE_EVAL, m->logits, logits, sizeof(float) * (size_t)(T * V));

@@ -44,6 +44,7 @@ typedef struct options {
     /* the model's flags the user gave: a checkpoint's settings fill in the
      * others, and one that contradicts a given flag is an error */
     bool given_layer, given_head, given_embd, given_block, given_gelu, given_dropout, given_precision;
+    bool given_grad_accum;
     /* which of those --model set (not a flag the user typed: messages say so) */
     bool preset_layer, preset_head, preset_embd, preset_block, preset_gelu, preset_dropout;
     const char *preset; /* --model: GPT-2's sizes, or NULL: the character model */
@@ -110,8 +111,7 @@ static int usage(FILE *to, int code)
             "  --batch N                sequences per step (64)\n"
             "  --grad-accum N           sum the gradients of N batches of --batch sequences into each optimizer step\n"
             "                           (their mean: one step of N x --batch sequences); steps, the schedule and the\n"
-            "                           log lines count optimizer steps; a checkpoint resumes with the N it was saved\n"
-            "                           with (1)\n"
+            "                           log lines count optimizer steps; --resume continues with the file's N (1)\n"
             "  --dropout X              dropout on the embeddings, attention weights and residual branches (0.2)\n"
             "  --gelu tanh|erf          the MLP's GELU: tanh's approximation (GPT-2's, llm.c's) or the exact erf form\n"
             "                           (nanoGPT's nn.GELU()) (erf; --model: tanh)\n"
@@ -237,7 +237,7 @@ static int parse(int argc, char **argv, options *o)
         case TIME_LAUNCHES: o->time_launches = o->kernel_report = true; break;
         case PLAN_REPORT: o->plan_report = true; break;
         case LOG_INTERVAL: ok = parse_i64(optarg, 1, &o->log_interval); break;
-        case GRAD_ACCUM: ok = cli_parse_i64(optarg, 1, 1 << 16, &o->grad_accum); break;
+        case GRAD_ACCUM: ok = o->given_grad_accum = cli_parse_i64(optarg, 1, 1 << 16, &o->grad_accum); break;
         case LOG_FILE: o->log_file = optarg; break;
         case DIST_TIMEOUT: ok = cli_parse_f64(optarg, 0.001, 1e6, &o->dist_timeout_s); break;
         case TRAIN_TOKENS: o->train_tokens = optarg; break;
@@ -335,14 +335,24 @@ static int parse(int argc, char **argv, options *o)
 }
 
 /* The model's settings a checkpoint carries (its __metadata__ "model.*"),
- * so --resume and --init need no model flags. */
-enum { N_SETTINGS = 8, SET_BLOCK = 3, SET_VOCAB = 4, SET_GELU = 5, SET_PRECISION = 6, SET_DROPOUT = 7 };
+ * so --resume and --init need no model flags, and the run's gradient
+ * accumulation, which --resume continues ("train.grad_accum": the
+ * optimizer state holds its slot, and the steps' rows follow from it). */
+enum {
+    N_SETTINGS = 9,
+    SET_BLOCK = 3,
+    SET_VOCAB = 4,
+    SET_GELU = 5,
+    SET_PRECISION = 6,
+    SET_DROPOUT = 7,
+    SET_GRAD_ACCUM = 8
+};
 static const char *const setting_keys[N_SETTINGS] = {"model.n_layer", "model.n_head", "model.n_embd",
                                                      "model.block_size", "model.vocab", "model.gelu",
-                                                     "model.precision", "model.dropout"};
+                                                     "model.precision", "model.dropout", "train.grad_accum"};
 static const char *const setting_flags[N_SETTINGS] = {"--n-layer", "--n-head", "--n-embd", "--block-size",
                                                       "--vocab-size (or the corpus's)", "--gelu", "--precision",
-                                                      "--dropout"};
+                                                      "--dropout", "--grad-accum"};
 
 static void settings_of(const options *o, char values[N_SETTINGS][32])
 {
@@ -355,19 +365,22 @@ static void settings_of(const options *o, char values[N_SETTINGS][32])
     snprintf(values[5], 32, "%s", m->gelu_erf ? "erf" : "tanh");
     snprintf(values[6], 32, "%s", ge2_precision_name(o->precision));
     snprintf(values[7], 32, "%.9g", m->dropout);
+    snprintf(values[8], 32, "%lld", (long long)o->grad_accum);
 }
 
 /* Takes the file's settings for the flags not given; a given flag (or the
  * data's vocabulary) that contradicts the file is an error naming both.
  * The precision is the run's: --resume keeps the file's (another would
- * change the run it continues), --init only defaults to it. Files without
- * settings (a PyTorch state_dict, transformers' files) leave the flags. */
+ * change the run it continues), --init only defaults to it; the gradient
+ * accumulation is --resume's only. Files without settings (a PyTorch
+ * state_dict, transformers' files) leave the flags. */
 static int settings_from(options *o, const char *path, bool resume)
 {
     const bool given[N_SETTINGS] = {o->given_layer, o->given_head, o->given_embd, o->given_block, true,
-                                    o->given_gelu, o->given_precision && resume, o->given_dropout};
+                                    o->given_gelu, o->given_precision && resume, o->given_dropout,
+                                    o->given_grad_accum};
     const bool preset[N_SETTINGS] = {o->preset_layer, o->preset_head, o->preset_embd, o->preset_block, false,
-                                     o->preset_gelu, false, o->preset_dropout};
+                                     o->preset_gelu, false, o->preset_dropout, false};
     char mine[N_SETTINGS][32], file[N_SETTINGS][64];
     char *values[N_SETTINGS];
     bool found[N_SETTINGS];
@@ -381,7 +394,8 @@ static int settings_from(options *o, const char *path, bool resume)
     for (int i = 0; i < N_SETTINGS; i++) {
         const char *theirs = file[i];
         /* --init takes the run's precision whatever the file's */
-        if (!found[i] || !strcmp(theirs, mine[i]) || (i == SET_PRECISION && o->given_precision && !resume))
+        if (!found[i] || !strcmp(theirs, mine[i]) || (i == SET_PRECISION && o->given_precision && !resume) ||
+            (i == SET_GRAD_ACCUM && !resume))
             continue;
         if (given[i]) {
             char what[700];
@@ -412,9 +426,13 @@ static int settings_from(options *o, const char *path, bool resume)
             o->model.gelu_erf = !strcmp(theirs, "erf");
         else if (i == SET_PRECISION)
             o->precision = precision;
-        else
+        else if (i == SET_DROPOUT)
             o->model.dropout = dropout;
+        else
+            o->grad_accum = v;
     }
+    if (o->grad_accum > 1 && o->distributed)
+        return bad_flag("--grad-accum is not yet supported with --distributed: give each rank a larger --batch");
     return 0;
 }
 
@@ -728,9 +746,9 @@ static int train(run *r, int64_t first)
             ge2_feed f[2] = {{r->m.idx, r->x, ge2_shape2(B, T)}, {r->m.targets, r->y, ge2_shape1(B * T)}};
             if (ge2_program_step(r->prog, GE2_MODE_TRAIN, f, 2) != GE2_OK)
                 return fail("step");
-            if (take_train_metrics(r) != GE2_OK) /* what has arrived, unwaited: a non-finite loss stops the run */
-                return fail("training");
         }
+        if (take_train_metrics(r) != GE2_OK) /* what has arrived, unwaited: a non-finite loss stops the run */
+            return fail("training");
         if ((step + 1) % o->log_interval == 0 || step + 1 == last_step) {
             if (ge2_program_sync(r->prog) != GE2_OK || take_train_metrics(r) != GE2_OK)
                 return fail("training");

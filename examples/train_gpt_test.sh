@@ -378,4 +378,18 @@ rc=$?
 check "--grad-accum 2 at --batch 4 trains --batch 8's model ($(cat "$tmp/acc.txt"); $(grep -m1 '^iter' "$tmp/b4x2.out"))" "$rc"
 expect_error "--grad-accum 0 is refused" 2 --grad-accum 0
 
+# the accumulation travels with the checkpoint: 5 steps, save, resume
+# without the flag, 5 steps == 10 straight steps, byte for byte; another N
+# is refused naming both
+"$bin" "${acc[@]}" --batch 4 --grad-accum 2 --steps 5 --save "$tmp/acc_part.safetensors" >/dev/null 2>&1 &&
+    "$bin" "${acc[@]}" --batch 4 --resume "$tmp/acc_part.safetensors" --save "$tmp/acc_resumed.safetensors" >/dev/null 2>&1 &&
+    cmp -s "$tmp/b4x2.safetensors" "$tmp/acc_resumed.safetensors"
+rc=$?
+check "--resume continues the checkpoint's --grad-accum" "$rc"
+expect_error "--resume with another --grad-accum is refused" 2 "${acc[@]}" --batch 4 --grad-accum 3 \
+    --resume "$tmp/acc_part.safetensors"
+grep -q -- '--grad-accum is 3, but .* was saved with 2' "$tmp/err"
+rc=$?
+check "the refusal names both accumulations ($(cat "$tmp/err"))" "$rc"
+
 trainer_test_summary

@@ -192,6 +192,16 @@ static inline bool ge2_nodes_share_input(const ge2_node *a, const ge2_node *b)
     return false;
 }
 
+/* Whether node b reads a tensor node a writes */
+static inline bool ge2_node_reads_output_of(const ge2_node *b, const ge2_node *a)
+{
+    for (int i = 0; i < b->n_inputs; i++)
+        for (int o = 0; o < a->n_outputs; o++)
+            if (b->inputs[i] == a->outputs[o])
+                return true;
+    return false;
+}
+
 /* The parameter whose final, summed gradient t is (what the optimizer
  * reads), or NULL for any other tensor. */
 static inline const ge2_tensor *ge2_param_of_grad(const ge2_graph *graph, const ge2_tensor *t)

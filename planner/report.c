@@ -258,11 +258,7 @@ ge2_status ge2_plan_dot(const ge2_plan *plan, const ge2_graph *graph, FILE *out)
     for (int p = 0; p < plan->n_steps; p++)
         for (int q = p + 1; q < plan->n_steps; q++) {
             const ge2_node *a = &graph->nodes[plan->schedule[p]], *b = &graph->nodes[plan->schedule[q]];
-            bool edge = false;
-            for (int o = 0; o < a->n_outputs && !edge; o++)
-                for (int i = 0; i < b->n_inputs && !edge; i++)
-                    edge = b->inputs[i] == a->outputs[o];
-            if (edge)
+            if (ge2_node_reads_output_of(b, a))
                 fprintf(out, "  n%d -> n%d;\n", p, q);
         }
     fprintf(out, "}\n");

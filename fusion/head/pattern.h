@@ -17,16 +17,6 @@ typedef enum ge2_head_kind {
     GE2_HEAD_GRADIENTS, /* LINEAR_GRAD_INPUT and LINEAR_GRAD_WEIGHT of one dz, either order */
 } ge2_head_kind;
 
-/* Whether b reads what a writes (a recomputing input gradient feeds its
- * weight gradient, fusion/recompute_act): then they cannot run as one */
-static inline bool ge2_head_reads_output_of(const ge2_node *b, const ge2_node *a)
-{
-    for (int i = 0; i < b->n_inputs; i++)
-        for (int o = 0; o < a->n_outputs; o++)
-            if (b->inputs[i] == a->outputs[o])
-                return true;
-    return false;
-}
 
 /* The head pair nodes a then b (consecutive in a schedule) form, if any. */
 static inline ge2_head_kind ge2_head_pair_of(const ge2_node *a, const ge2_node *b)
@@ -37,7 +27,7 @@ static inline ge2_head_kind ge2_head_pair_of(const ge2_node *a, const ge2_node *
     const bool gi_gw = a->op == GE2_OP_LINEAR_GRAD_INPUT && b->op == GE2_OP_LINEAR_GRAD_WEIGHT;
     const bool gw_gi = a->op == GE2_OP_LINEAR_GRAD_WEIGHT && b->op == GE2_OP_LINEAR_GRAD_INPUT;
     if ((gi_gw || gw_gi) && a->n_inputs >= 1 && b->n_inputs >= 1 && a->inputs[0] == b->inputs[0] &&
-        !ge2_head_reads_output_of(b, a))
+        !ge2_node_reads_output_of(b, a)) /* (a recomputing input gradient feeds its weight gradient: not one) */
         return GE2_HEAD_GRADIENTS;
     return GE2_HEAD_NONE;
 }

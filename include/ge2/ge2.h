@@ -850,8 +850,10 @@ ge2_status ge2_checkpoint_load(ge2_program *program, const char *path, ge2_resum
 ge2_status ge2_checkpoint_load_parameters(ge2_program *program, const char *path);
 
 /* A caller's entry of a checkpoint's __metadata__, beside ge2's own: the
- * settings that built the model, so a resume can rebuild it without flags.
- * Keys begin with "model." (the rest of the namespace is ge2's). */
+ * settings that built the model ("model.*"), so a resume can rebuild it
+ * without flags, and the run's ("train.*": what a resume must continue
+ * with). Keys begin with "model." or "train." (the rest of the namespace is
+ * ge2's). */
 typedef struct ge2_checkpoint_entry {
     const char *key, *value; /* value: at most 1023 bytes */
 } ge2_checkpoint_entry;

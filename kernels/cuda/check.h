@@ -80,9 +80,9 @@ static inline ge2_status ge2_cuda_check_call(const ge2_launch *launch, cudaError
 #define GE2_CUDA_CHECK(launch, kernel) GE2_TRY(ge2_cuda_check_launch((launch), (kernel)))
 
 /* The CUDA backend computes in f32 (f64 is a CPU gradient-check dtype);
- * outputs the op stores in bf16 (ge2_op_stores_bf16) are allowed here, bf16
- * inputs are checked by the kernels that read them. Inputs whose bit is
- * set in int_inputs must be i32 instead (labels). */
+ * inputs the op reads in bf16 (ge2_op_reads_bf16) and outputs it stores in
+ * bf16 (ge2_op_stores_bf16) may be bf16 (the storage pass's). Inputs whose
+ * bit is set in int_inputs must be i32 instead (labels). */
 static inline ge2_status ge2_cuda_require_f32(const ge2_launch *launch, unsigned int_inputs)
 {
     bool like1 = launch->node && (ge2_op_flags(launch->node->op) & GE2_OPF_LIKE1);
@@ -90,7 +90,9 @@ static inline ge2_status ge2_cuda_require_f32(const ge2_launch *launch, unsigned
         if (i == 1 && like1)
             continue; /* shape-only reference: never read */
         ge2_dtype want = (int_inputs >> i) & 1u ? GE2_I32 : GE2_F32;
-        if (launch->in[i].dtype != want)
+        const bool read_bf16 = want == GE2_F32 && launch->in[i].dtype == GE2_BF16 && launch->node &&
+                               ge2_op_reads_bf16(launch->node, i);
+        if (launch->in[i].dtype != want && !read_bf16)
             return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s: input %d is %s; the CUDA kernel takes %s",
                              ge2_cuda_op_name(launch), i, ge2_dtype_name(launch->in[i].dtype), ge2_dtype_name(want));
     }

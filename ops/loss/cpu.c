@@ -26,7 +26,7 @@ static ge2_status bad_label(const ge2_launch *l, int64_t row, int32_t label, int
         const int32_t *labels = l->in[1].data;                                                                  \
         T *loss = l->out[0].data, *dx = l->n_out > 1 ? l->out[1].data : NULL;                                   \
         int64_t rows = l->in[0].shape.dim[0], c = l->in[0].shape.dim[1];                                        \
-        int64_t k = at->classes > 0 && at->classes < c ? at->classes : c;                                       \
+        int64_t k = ge2_loss_classes(l->node, c);                                                               \
         double eps = at->label_smoothing, off = eps / (double)k, total = 0;                                     \
         const bool seeds = at->seeds_backward && l->control; /* the loss: ge2_loss_scaling */                   \
         const double scale = seeds ? l->control->loss_scale : 1.0;                                              \

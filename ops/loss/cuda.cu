@@ -101,13 +101,7 @@ static unsigned row_blocks(long long rows) { return ge2_grid_sum_blocks(rows, GE
 
 static ge2_status check_logits_labels(const ge2_launch *l, long long *rows, long long *cols)
 {
-    if (l->in[0].dtype == GE2_BF16 && ge2_op_reads_bf16(l->node, 0)) { /* the storage pass's bf16 logits */
-        ge2_launch f32_logits = *l;
-        f32_logits.in[0].dtype = GE2_F32;
-        GE2_TRY(ge2_cuda_require_f32(&f32_logits, 1u << 1));
-    } else {
-        GE2_TRY(ge2_cuda_require_f32(l, 1u << 1));
-    }
+    GE2_TRY(ge2_cuda_require_f32(l, 1u << 1)); /* logits f32 or (the storage pass's) bf16 */
     ge2_shape x = l->in[0].shape;
     if (x.ndim != 2 || ge2_shape_numel(l->in[1].shape) != x.dim[0])
         return ge2_error(GE2_ERR_SHAPE, "ge2_%s: logits must be [B, C] and labels [B]", ge2_cuda_op_name(l));
@@ -128,7 +122,7 @@ extern "C" ge2_status ge2_cuda_cross_entropy_launch(const ge2_launch *l)
     void *dlogits = l->n_out > 1 ? l->out[1].data : NULL;
     const bool x_bf16 = l->in[0].dtype == GE2_BF16, dx_bf16 = dlogits && l->out[1].dtype == GE2_BF16;
     const ge2_loss_attrs *at = GE2_ATTRS(ge2_loss_attrs, l->node->attrs);
-    const long long classes = at->classes > 0 && at->classes < cols ? at->classes : cols;
+    const long long classes = ge2_loss_classes(l->node, cols);
     const dim3 grid(row_blocks(rows)), block(GE2_LOSS_WARPS * GE2_WARP);
     const int *labels = (const int *)l->in[1].data;
     float *loss = (float *)l->out[0].data;

@@ -37,6 +37,13 @@ typedef struct ge2_loss_attrs {
 } ge2_loss_attrs;
 GE2_ATTRS_FIT(ge2_loss_attrs);
 
+/* CROSS_ENTROPY's classes among its logits' cols columns (ge2_loss_attrs.classes; 0: all) */
+static inline int64_t ge2_loss_classes(const ge2_node *node, int64_t cols)
+{
+    const int64_t classes = GE2_ATTRS(ge2_loss_attrs, node->attrs)->classes;
+    return classes > 0 && classes < cols ? classes : cols;
+}
+
 /* infer.c */
 ge2_status ge2_infer_CROSS_ENTROPY(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
 ge2_status ge2_infer_MSE_LOSS(const ge2_node *node, const ge2_desc *in, ge2_desc *out);

@@ -32,7 +32,7 @@ static ge2_status broadcast_like(const ge2_node *node, const ge2_desc *in, const
     GE2_TRY(ge2_infer_need_float(node, &in[0], "x"));
     /* zeroed attrs would silently produce zeros: a plain broadcast or sum says scale 1 */
     if (GE2_ATTRS(ge2_expand_attrs, node->attrs)->scale == 0.0)
-        return ge2_error(GE2_ERR_INVALID_ARGUMENT, GE2_OP_PREFIX "%s: GE2_ATTRS(ge2_expand_attrs, attrs)->scale is 0 (1 for a plain %s)",
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, GE2_OP_PREFIX "%s: ge2_expand_attrs.scale is 0 (1 for a plain %s)",
                          ge2_op_name(node->op), node->op == GE2_OP_EXPAND ? "broadcast" : "sum");
     if (!ge2_shape_broadcasts_to(small->shape, big->shape))
         return ge2_error(GE2_ERR_SHAPE, GE2_OP_PREFIX "%s: '%s' %s does not broadcast to '%s' %s",

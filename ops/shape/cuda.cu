@@ -344,9 +344,8 @@ static ge2_status slice_from_bf16(const ge2_launch *l, long long n, long long ro
 
 extern "C" ge2_status ge2_cuda_slice_launch(const ge2_launch *l)
 {
+    GE2_TRY(ge2_cuda_require_f32(l, 0));
     const bool x_bf16 = l->in[0].dtype == GE2_BF16; /* the storage pass's (ge2_op_def.reads_bf16) */
-    if (!x_bf16)
-        GE2_TRY(ge2_cuda_require_f32(l, 0));
     const ge2_slice_attrs *a = GE2_ATTRS(ge2_slice_attrs, l->node->attrs);
     ge2_shape xs = l->in[0].shape, ys = l->out[0].shape;
     GE2_TRY(check_axis(l, xs, a->axis));

@@ -590,6 +590,15 @@ START_TEST(padding_and_conv1d)
     ck_assert_str_eq(ge2_st_meta(&f, "format"), "pt");
     ck_assert_str_eq(ge2_st_meta(&f, "model.kind"), "test");
     ge2_st_release(&f);
+    /* the caller's keys are "model." and "train." ones; the rest is ge2's */
+    const ge2_checkpoint_entry run_setting = {"train.accum", "2"}, ours = {"step", "7"};
+    const char *with = tmp_path("with.safetensors");
+    API(ge2_checkpoint_save_with(src.program, with, NULL, &run_setting, 1));
+    API(ge2_st_read(with, 1u << 20, &f));
+    ck_assert_str_eq(ge2_st_meta(&f, "train.accum"), "2");
+    ge2_st_release(&f);
+    ck_assert_int_eq(ge2_checkpoint_save_with(src.program, with, NULL, &ours, 1), GE2_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(ge2_last_error(), "a key beginning with \"model.\" or \"train.\""));
     for (int i = 0; i < 2; i++) { /* either layout loads back */
         memset(back, 0, sizeof back);
         API(ge2_program_set_parameter(dst.program, dst.params[0], back, sizeof back));
