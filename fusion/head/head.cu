@@ -102,8 +102,8 @@ __global__ void __launch_bounds__(HEAD_WARPS *GE2_WARP)
             __syncwarp();
             if (lane == 0)
                 ge2_index_ok(ctl, ce_node, GE2_BAD_LABEL, r, label, cols);
-            my_loss += ge2_cross_entropy_row(row_logits[warp], cols, cols, label, smoothing, dx_scale,
-                                             dlogits ? dlogits + (long long)r * cols : NULL);
+            my_loss += ge2_cross_entropy_row<1>(ge2_warp_team(), row_logits[warp], cols, cols, label, smoothing,
+                                                dx_scale, dlogits ? dlogits + (long long)r * cols : NULL);
         }
         __syncthreads(); // part and row_logits are the next rows'
     }

@@ -316,7 +316,8 @@ __device__ void mlp_loss_rows(const mlp_params &p, const mlp_job &jb, int item, 
         if (threadIdx.x % GE2_WARP == 0)
             ge2_index_ok(p.ctl, p.loss_node, GE2_BAD_LABEL, m, label, jb.N);
         const float *row = logits + r * jb.tn;
-        loss += ge2_cross_entropy_row(row, jb.N, jb.N, label, jb.smoothing, jb.inv_rows, jb.dlogits + (long long)m * jb.N);
+        loss += ge2_cross_entropy_row<1>(ge2_warp_team(), row, jb.N, jb.N, label, jb.smoothing, jb.inv_rows,
+                                         jb.dlogits + (long long)m * jb.N);
         if (jb.correct_partials)
             hits += ge2_argmax_row(row, jb.N) == label ? 1.0f : 0.0f;
     }
@@ -742,7 +743,7 @@ __device__ void mlp_head_item(const mlp_params &p, const mlp_job &fwd, const mlp
     if (row) {
         if (lane == 0)
             ge2_index_ok(p.ctl, p.loss_node, GE2_BAD_LABEL, m, label, C);
-        loss = ge2_cross_entropy_row(logits, C, C, label, fwd.smoothing, fwd.inv_rows, dlogits);
+        loss = ge2_cross_entropy_row<1>(ge2_warp_team(), logits, C, C, label, fwd.smoothing, fwd.inv_rows, dlogits);
         if (fwd.correct_partials)
             hits = ge2_argmax_row(logits, C) == label ? 1.0f : 0.0f;
     }

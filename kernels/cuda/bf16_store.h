@@ -35,7 +35,8 @@ static __device__ __forceinline__ float4 ge2_load4(const __nv_bfloat16 *x)
     return make_float4(a.x, a.y, b.x, b.y);
 }
 
-// Whether y can take ge2_store4 at every multiple of four elements
+// Whether y can take ge2_store4 (and ge2_load4, which needs the same) at every
+// multiple of four elements
 template <typename Y> static inline bool ge2_store4_aligned(const Y *y)
 {
     return (uintptr_t)y % (4 * sizeof(Y)) == 0;

@@ -39,21 +39,48 @@ __device__ __forceinline__ float ge2_warp_max(float v)
     return v;
 }
 
-/* Sum over the block; every thread gets the result. blockDim.x must be a
- * multiple of 32 (at most 1024). Contains __syncthreads: call from all threads. */
-__device__ __forceinline__ float ge2_block_sum(float v)
+/* The block's reduction by Max (fmaxf) or sum; every thread gets the
+ * result. blockDim.x must be a multiple of 32 (at most 1024). Contains
+ * __syncthreads: call from all threads. */
+template <bool Max> __device__ __forceinline__ float ge2_block_reduce(float v)
 {
-    __shared__ float warp_sums[GE2_WARP];
+    __shared__ float warp_results[GE2_WARP];
     int lane = threadIdx.x % GE2_WARP, warp = threadIdx.x / GE2_WARP;
     int n_warps = blockDim.x / GE2_WARP;
-    v = ge2_warp_sum(v);
-    __syncthreads(); /* warp_sums may still be read by a previous call */
+    v = Max ? ge2_warp_max(v) : ge2_warp_sum(v);
+    __syncthreads(); /* warp_results may still be read by a previous call */
     if (lane == 0)
-        warp_sums[warp] = v;
+        warp_results[warp] = v;
     __syncthreads();
-    v = lane < n_warps ? warp_sums[lane] : 0.0f;
-    return ge2_warp_sum(v);
+    v = lane < n_warps ? warp_results[lane] : Max ? -INFINITY : 0.0f;
+    return Max ? ge2_warp_max(v) : ge2_warp_sum(v);
 }
+
+__device__ __forceinline__ float ge2_block_sum(float v) { return ge2_block_reduce<false>(v); }
+__device__ __forceinline__ float ge2_block_max(float v) { return ge2_block_reduce<true>(v); }
+
+/* A team is the threads that work on one row together: a warp (narrow rows,
+ * several rows to a block) or the whole block (rows wider than a warp
+ * covers at full speed). rank() is the thread's place in its team, index()
+ * the team's place over the grid and count() the grid's teams, so a row
+ * loop reads `for (r = team.index(); r < rows; r += team.count())` either way. */
+struct ge2_warp_team {
+    __device__ int rank() const { return threadIdx.x % GE2_WARP; }
+    __device__ int size() const { return GE2_WARP; }
+    __device__ long long index() const { return ge2_grid_warp(); }
+    __device__ long long count() const { return (long long)gridDim.x * (blockDim.x / GE2_WARP); }
+    __device__ float sum(float v) const { return ge2_warp_sum(v); }
+    __device__ float max(float v) const { return ge2_warp_max(v); }
+};
+
+struct ge2_block_team {
+    __device__ int rank() const { return threadIdx.x; }
+    __device__ int size() const { return blockDim.x; }
+    __device__ long long index() const { return blockIdx.x; }
+    __device__ long long count() const { return gridDim.x; }
+    __device__ float sum(float v) const { return ge2_block_sum(v); }
+    __device__ float max(float v) const { return ge2_block_max(v); }
+};
 
 /* The "last block finishes" ticket: each block publishes its partial, then
  * takes a ticket; the block drawing the last one sees every partial and

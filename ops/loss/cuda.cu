@@ -15,10 +15,18 @@
 
 // Threads per block for the row kernels: 8 warps, one row per warp at a time.
 #define GE2_LOSS_WARPS 8
+// Cross-entropy rows this wide and wider take a block of GE2_LOSS_WIDE_THREADS
+// each: a warp alone keeps too few loads in flight to read a vocabulary-wide
+// row (GPT-2's 50,304 columns) at the memory's speed.
+#define GE2_LOSS_WIDE_COLS 1024
+#define GE2_LOSS_WIDE_THREADS 512
 
 // ------------------------------------------------------------------- kernels
 
-// Row r is handled by warp (r % (gridDim.x * GE2_LOSS_WARPS)) of the launch.
+// Rows go to teams (block_reduce.h) in order, team t taking rows t, t +
+// count, ...: a warp per row for narrow rows (GE2_LOSS_WARPS rows of a block
+// at a time), the whole block for wide ones (GE2_LOSS_WIDE_COLS and up). The
+// rule is fixed for a shape, so the loss's sum order — its bits — is too.
 // A label outside [0, classes) is never used as an index: it is counted in the
 // control block (the program then fails the step, graph/control.h) and its
 // row contributes zero loss and zero gradient. dlogits is the
@@ -26,25 +34,25 @@
 // loss is this node's output (seeds: ge2_loss_attrs.seeds_backward;
 // ge2_loss_scaling).
 // X, DX: the logits' and dlogits' storage, float or __nv_bfloat16 (the
-// bf16 storage pass's, ge2_op_def_cross_entropy).
-template <typename X, typename DX>
+// bf16 storage pass's, ge2_op_def_cross_entropy); V: columns a thread reads
+// at a time (ge2_cross_entropy_row).
+template <typename Team, int V, typename X, typename DX>
 __global__ void ge2_cross_entropy_kernel(int rows, int cols, int classes, float smoothing, const X *logits /* [B, C] */,
                                          const int *labels /* [B] */, float *loss /* [] */,
                                          DX *dlogits /* [B, C] or NULL */, bool seeds, ge2_control *ctl, int node)
 {
-    int lane = threadIdx.x % GE2_WARP, warp = threadIdx.x / GE2_WARP;
-    int warps = gridDim.x * GE2_LOSS_WARPS;
+    const Team team;
     float inv_rows = 1.0f / (float)rows, dx_scale = seeds ? inv_rows * ctl->loss_scale : inv_rows;
     float my_loss = 0.0f;
-    for (int r = blockIdx.x * GE2_LOSS_WARPS + warp; r < rows; r += warps) {
+    for (long long r = team.index(); r < rows; r += team.count()) {
         const int y = labels[r];
-        if (lane == 0)
+        if (team.rank() == 0)
             ge2_index_ok(ctl, node, GE2_BAD_LABEL, r, y, classes);
-        my_loss += ge2_cross_entropy_row(logits + (long long)r * cols, cols, classes, y, smoothing, dx_scale,
-                                         dlogits ? dlogits + (long long)r * cols : NULL);
+        my_loss += ge2_cross_entropy_row<V>(team, logits + r * cols, cols, classes, y, smoothing, dx_scale,
+                                            dlogits ? dlogits + r * cols : NULL);
     }
     float total;
-    if (!ge2_grid_sum(lane == 0 ? my_loss : 0.0f, ctl, &total))
+    if (!ge2_grid_sum(team.rank() == 0 ? my_loss : 0.0f, ctl, &total))
         return;
     if (threadIdx.x == 0 && loss)
         *loss = total * inv_rows;
@@ -123,13 +131,30 @@ extern "C" ge2_status ge2_cuda_cross_entropy_launch(const ge2_launch *l)
     const bool x_bf16 = l->in[0].dtype == GE2_BF16, dx_bf16 = dlogits && l->out[1].dtype == GE2_BF16;
     const ge2_loss_attrs *at = GE2_ATTRS(ge2_loss_attrs, l->node->attrs);
     const long long classes = ge2_loss_classes(l->node, cols);
-    const dim3 grid(row_blocks(rows)), block(GE2_LOSS_WARPS * GE2_WARP);
     const int *labels = (const int *)l->in[1].data;
     float *loss = (float *)l->out[0].data;
-#define GE2_CE_LAUNCH(X, DX)                                                                                      \
-    ge2_cross_entropy_kernel<X, DX><<<grid, block, 0, ge2_cuda_stream(l)>>>(                                     \
+    const bool wide = cols >= GE2_LOSS_WIDE_COLS;
+    /* a wide row eight columns a thread (two four-column loads) where every
+     * row starts aligned for them */
+    const bool by8 = cols % 8 == 0 && (x_bf16 ? ge2_store4_aligned((const __nv_bfloat16 *)l->in[0].data)
+                                               : ge2_store4_aligned((const float *)l->in[0].data)) &&
+                     (!dlogits || (dx_bf16 ? ge2_store4_aligned((const __nv_bfloat16 *)dlogits)
+                                           : ge2_store4_aligned((const float *)dlogits)));
+    const dim3 grid(wide ? ge2_grid_sum_blocks(rows, 1) : row_blocks(rows)),
+        block(wide ? GE2_LOSS_WIDE_THREADS : GE2_LOSS_WARPS * GE2_WARP);
+#define GE2_CE_LAUNCH_AS(TEAM, V, X, DX)                                                                          \
+    ge2_cross_entropy_kernel<TEAM, V, X, DX><<<grid, block, 0, ge2_cuda_stream(l)>>>(                            \
         (int)rows, (int)cols, (int)classes, at->label_smoothing, (const X *)l->in[0].data, labels, loss,          \
         (DX *)dlogits, at->seeds_backward, l->control, l->node->id)
+#define GE2_CE_LAUNCH(X, DX)                                                                                      \
+    do {                                                                                                          \
+        if (wide && by8)                                                                                          \
+            GE2_CE_LAUNCH_AS(ge2_block_team, 8, X, DX);                                                           \
+        else if (wide)                                                                                            \
+            GE2_CE_LAUNCH_AS(ge2_block_team, 1, X, DX);                                                           \
+        else                                                                                                      \
+            GE2_CE_LAUNCH_AS(ge2_warp_team, 1, X, DX);                                                            \
+    } while (0)
     if (x_bf16 && dx_bf16)
         GE2_CE_LAUNCH(__nv_bfloat16, __nv_bfloat16);
     else if (x_bf16)
@@ -139,6 +164,7 @@ extern "C" ge2_status ge2_cuda_cross_entropy_launch(const ge2_launch *l)
     else
         GE2_CE_LAUNCH(float, float);
 #undef GE2_CE_LAUNCH
+#undef GE2_CE_LAUNCH_AS
     return ge2_cuda_check_launch(l, "ge2_cross_entropy_kernel");
 }
 

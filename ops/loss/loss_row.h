@@ -1,12 +1,40 @@
-// One row of a loss or metric, computed by one warp: the row math shared by
-// the standalone CROSS_ENTROPY / ACCURACY kernels (loss.cu) and the loss
-// epilogue of the whole-step MLP kernel (mlp_step.cu), so both give the
+// One row of a loss or metric, computed by a warp or a block: the row math
+// shared by the standalone CROSS_ENTROPY / ACCURACY kernels (cuda.cu) and the
+// loss epilogues of the fused kernels (mlp_step.cu, head.cu), so all give the
 // same values from the same logits. CUDA C++ only.
 #ifndef GE2_OPS_LOSS_LOSS_ROW_H
 #define GE2_OPS_LOSS_LOSS_ROW_H
 
 #include "kernels/cuda/bf16_store.h"
 #include "kernels/cuda/block_reduce.h"
+
+// V consecutive elements x[0..V) as f32, and their stores: V = 1, or a
+// multiple of 4 with x aligned for ge2_load4 / ge2_store4 (bf16_store.h).
+template <int V, typename X> __device__ __forceinline__ void ge2_row_load(const X *x, float v[V])
+{
+    if constexpr (V % 4 == 0) {
+#pragma unroll
+        for (int i = 0; i < V; i += 4) {
+            const float4 q = ge2_load4(x + i);
+            v[i] = q.x, v[i + 1] = q.y, v[i + 2] = q.z, v[i + 3] = q.w;
+        }
+    } else {
+        static_assert(V == 1, "ge2_row_load: V is 1 or a multiple of 4");
+        v[0] = ge2_load(x);
+    }
+}
+
+template <int V, typename Y> __device__ __forceinline__ void ge2_row_store(Y *y, const float v[V])
+{
+    if constexpr (V % 4 == 0) {
+#pragma unroll
+        for (int i = 0; i < V; i += 4)
+            ge2_store4(y + i, make_float4(v[i], v[i + 1], v[i + 2], v[i + 3]));
+    } else {
+        static_assert(V == 1, "ge2_row_store: V is 1 or a multiple of 4");
+        ge2_store(y, v[0]);
+    }
+}
 
 // Softmax cross-entropy of one row of logits x [cols] against label y, over
 // its first `classes` columns (the rest are padding: zero gradient), smoothed:
@@ -15,43 +43,61 @@
 // not NULL: 1 / rows for the mean loss's gradient, times the control block's
 // loss_scale. A label outside [0, classes) is never used as an index: the row
 // gives zero loss and zero gradient (the caller counts it,
-// kernels/cuda/bad_index.h). The returned loss is the same in every lane.
+// kernels/cuda/bad_index.h). The returned loss is the same in every thread
+// of the team (block_reduce.h), which every thread of it calls this with.
 //
-// Two passes over the row: the maximum and the sum of exponentials together
-// (each lane rescales its sum when its maximum grows, the lanes' pairs are
-// then merged), then the gradient. A row is wider than the cache holds for
-// every row in flight, so each pass reads it from memory. X and DX: float or
+// Each thread reads V consecutive columns at a time (V > 1 needs cols a
+// multiple of V and x, dx aligned for ge2_load4 / ge2_store4). Two passes
+// over the row: the maximum and the sum of exponentials together (a thread
+// rescales its sum when its maximum grows; the team then merges the pairs),
+// then the gradient. A wide row read by a whole block is still in L2 for the
+// second pass; a warp's narrow rows are small. X and DX: float or
 // __nv_bfloat16 (the math is f32 either way).
-template <typename X, typename DX>
-__device__ __forceinline__ float ge2_cross_entropy_row(const X *x /* [cols] */, int cols, int classes, int y,
-                                                       float smoothing, float dx_scale, DX *dx /* [cols] or NULL */)
+template <int V, typename Team, typename X, typename DX>
+__device__ __forceinline__ float ge2_cross_entropy_row(Team team, const X *x /* [cols] */, int cols, int classes,
+                                                       int y, float smoothing, float dx_scale,
+                                                       DX *dx /* [cols] or NULL */)
 {
-    const int lane = threadIdx.x % GE2_WARP;
     const float off_target = smoothing / (float)classes;   /* smoothed target of every class */
     const float on_target = 1.0f - smoothing + off_target; /* ... plus the label's share */
     const bool valid = y >= 0 && y < classes;
+    const int first = team.rank() * V, stride = team.size() * V;
     float m = -INFINITY, s = 0.0f, sx = 0.0f;
-    for (int c = lane; c < classes; c += GE2_WARP) {
-        const float v = ge2_load(x + c);
-        if (v > m) {
-            s = s * expf(m - v) + 1.0f;
-            m = v;
-        } else if (m > -INFINITY) { /* a masked -inf before any finite value adds nothing (not exp(-inf + inf)) */
-            s += expf(v - m);
+    for (int c = first; c < classes; c += stride) {
+        float v[V], chunk_max = -INFINITY;
+        ge2_row_load<V>(x + c, v);
+#pragma unroll
+        for (int i = 0; i < V; i++)
+            if (c + i < classes) /* columns past the classes are padding */
+                chunk_max = fmaxf(chunk_max, v[i]);
+        if (chunk_max > m) {
+            s *= expf(m - chunk_max);
+            m = chunk_max;
         }
-        sx += v;
+#pragma unroll
+        for (int i = 0; i < V; i++)
+            if (c + i < classes) {
+                if (m > -INFINITY) /* a masked -inf before any finite value adds nothing (not exp(-inf + inf)) */
+                    s += expf(v[i] - m);
+                sx += v[i];
+            }
     }
-    const float row_max = ge2_warp_max(m);
+    const float row_max = team.max(m);
     s = m == -INFINITY ? 0.0f : s * expf(m - row_max);
-    s = ge2_warp_sum(s);
-    sx = ge2_warp_sum(sx);
+    s = team.sum(s);
+    sx = team.sum(sx);
     const float lse = row_max + logf(s);
     if (dx) {
         const float inv_s = 1.0f / s;
-        for (int c = lane; c < cols; c += GE2_WARP) {
-            float p = expf(ge2_load(x + c) - row_max) * inv_s;
-            float target = c == y ? on_target : off_target;
-            ge2_store(dx + c, valid && c < classes ? (p - target) * dx_scale : 0.0f);
+        for (int c = first; c < cols; c += stride) {
+            float v[V];
+            ge2_row_load<V>(x + c, v);
+#pragma unroll
+            for (int i = 0; i < V; i++) {
+                const float p = expf(v[i] - row_max) * inv_s, target = c + i == y ? on_target : off_target;
+                v[i] = valid && c + i < classes ? (p - target) * dx_scale : 0.0f;
+            }
+            ge2_row_store<V>(dx + c, v);
         }
     }
     return valid ? (1.0f - smoothing) * (lse - ge2_load(x + y)) + off_target * ((float)classes * lse - sx) : 0.0f;

@@ -1439,6 +1439,53 @@ START_TEST(test_large_bias_gradients_bf16_storage)
 }
 END_TEST
 
+/* A language model's head: linear layers onto vocabulary-wide logits
+ * (cross-entropy's block-per-row kernel), padded past the classes as GPT-2's
+ * 50,257 are to 50,304, with label smoothing; 4,104 columns (eight a thread) and
+ * 3,001 (one). Under the storage pass the logits and their gradient are bf16. */
+static void large_vocabulary_head(void)
+{
+    static const int64_t widths[][2] = {{4104, 4097}, {3001, 2999}}; /* columns, classes */
+    enum { B = 300, C = 48 };
+    for (int w = 0; w < 2; w++) {
+        const int64_t cols = widths[w][0], classes = widths[w][1];
+        ge2_graph *g;
+        OK(ge2_graph_new(&g));
+        ge2_tensor *x, *labels, *logits, *loss;
+        OK(ge2_input(g, "x", GE2_F32, ge2_shape2(B, C), &x));
+        OK(ge2_label(g, "labels", GE2_I32, ge2_shape1(B), &labels));
+        OK(ge2_linear(g, x, param(g, "w", ge2_shape2(cols, C)), NULL, GE2_ACT_NONE, 0, &logits));
+        OK(ge2_cross_entropy_padded(g, logits, labels, w ? 0.1f : 0.0f, classes, &loss));
+        OK(ge2_backward(g, loss));
+        float *xd = random_f32(B * C, -3, 3);
+        int32_t *yd = malloc(sizeof(int32_t) * B);
+        ck_assert(yd);
+        for (int i = 0; i < B; i++)
+            yd[i] = i == 0 ? (int32_t)classes - 1 : (int32_t)(rng01() * (double)classes);
+        ge2_feed feeds[] = {{x, xd, ge2_shape2(B, C)}, {labels, yd, ge2_shape1(B)}};
+        char label[64];
+        snprintf(label, sizeof label, "vocabulary head %lld/%lld", (long long)classes, (long long)cols);
+        maybe_storage_pass(g, label);
+        check_graph(label, g, feeds, 2);
+        free(xd);
+        free(yd);
+        ge2_graph_free(g);
+    }
+}
+
+START_TEST(test_large_vocabulary_head)
+{
+    large_vocabulary_head();
+}
+END_TEST
+
+START_TEST(test_large_vocabulary_head_bf16_storage)
+{
+    bf16_launches = bf16_storage = want_stored_bf16 = true;
+    large_vocabulary_head();
+}
+END_TEST
+
 START_TEST(test_large_graphs_agree_tiled)
 {
     setenv("GE2_GEMM_KERNEL", "tiled", 1);
@@ -2032,6 +2079,8 @@ int main(void)
     tcase_add_test(tc, test_large_graphs_agree_tiled);
     tcase_add_test(tc, test_large_bias_gradients_bf16);
     tcase_add_test(tc, test_large_bias_gradients_bf16_storage);
+    tcase_add_test(tc, test_large_vocabulary_head);
+    tcase_add_test(tc, test_large_vocabulary_head_bf16_storage);
     tcase_add_test(tc, test_large_attention_bf16);
     tcase_add_test(tc, test_large_attention_bf16_storage);
     tcase_add_loop_test(tc, test_candidates_agree, 0, ge2_op_count());
