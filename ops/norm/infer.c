@@ -94,8 +94,7 @@ ge2_status ge2_infer_BATCH_NORM_GRAD_INPUT(const ge2_node *node, const ge2_desc 
     return GE2_OK;
 }
 
-/* x [..., C] float, with at least one dim; t is [C] in x's dtype */
-static ge2_status check_row_vector(const ge2_node *node, const ge2_desc *x, const ge2_desc *t, const char *what)
+ge2_status ge2_norm_check_row_vector(const ge2_node *node, const ge2_desc *x, const ge2_desc *t, const char *what)
 {
     GE2_TRY(ge2_infer_need_same_dtype(node, x, t));
     const int64_t c = x->shape.dim[x->shape.ndim - 1];
@@ -106,7 +105,7 @@ static ge2_status check_row_vector(const ge2_node *node, const ge2_desc *x, cons
     return GE2_OK;
 }
 
-static ge2_status check_rows_x(const ge2_node *node, const ge2_desc *x)
+ge2_status ge2_norm_check_rows_x(const ge2_node *node, const ge2_desc *x)
 {
     GE2_TRY(ge2_infer_need_float(node, x, "x"));
     if (x->shape.ndim < 1)
@@ -129,10 +128,10 @@ static ge2_status check_row_saved(const ge2_node *node, const ge2_desc *x, const
 ge2_status ge2_infer_LAYER_NORM(const ge2_node *node, const ge2_desc *in, ge2_desc *out)
 {
     GE2_TRY(ge2_infer_need_outputs(node, 1, 2));
-    GE2_TRY(check_rows_x(node, &in[0]));
-    GE2_TRY(check_row_vector(node, &in[0], &in[1], "weight"));
+    GE2_TRY(ge2_norm_check_rows_x(node, &in[0]));
+    GE2_TRY(ge2_norm_check_row_vector(node, &in[0], &in[1], "weight"));
     if (node->n_inputs > 2)
-        GE2_TRY(check_row_vector(node, &in[0], &in[2], "bias"));
+        GE2_TRY(ge2_norm_check_row_vector(node, &in[0], &in[2], "bias"));
     if (!(GE2_ATTRS(ge2_layer_norm_attrs, node->attrs)->eps > 0))
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_layer_norm: eps %g must be > 0", GE2_ATTRS(ge2_layer_norm_attrs, node->attrs)->eps);
     out[0] = (ge2_desc){in[0].dtype, in[0].shape, NULL};
@@ -145,7 +144,7 @@ ge2_status ge2_infer_LAYER_NORM(const ge2_node *node, const ge2_desc *in, ge2_de
 ge2_status ge2_infer_LAYER_NORM_GRAD_PARAMS(const ge2_node *node, const ge2_desc *in, ge2_desc *out)
 {
     GE2_TRY(ge2_infer_need_outputs(node, 2, 2));
-    GE2_TRY(check_rows_x(node, &in[1]));
+    GE2_TRY(ge2_norm_check_rows_x(node, &in[1]));
     GE2_TRY(ge2_infer_need_same_dtype(node, &in[0], &in[1]));
     GE2_TRY(ge2_infer_need_same_shape(node, &in[0], &in[1]));
     GE2_TRY(check_row_saved(node, &in[1], &in[2]));
@@ -156,14 +155,14 @@ ge2_status ge2_infer_LAYER_NORM_GRAD_PARAMS(const ge2_node *node, const ge2_desc
 /* dy, x, weight, saved[, plus] -> dx (+ plus) */
 ge2_status ge2_infer_LAYER_NORM_GRAD_INPUT(const ge2_node *node, const ge2_desc *in, ge2_desc *out)
 {
-    GE2_TRY(check_rows_x(node, &in[1]));
+    GE2_TRY(ge2_norm_check_rows_x(node, &in[1]));
     GE2_TRY(ge2_infer_need_same_dtype(node, &in[0], &in[1]));
     GE2_TRY(ge2_infer_need_same_shape(node, &in[0], &in[1]));
     if (node->n_inputs > 4) {
         GE2_TRY(ge2_infer_need_same_dtype(node, &in[4], &in[1]));
         GE2_TRY(ge2_infer_need_same_shape(node, &in[4], &in[1]));
     }
-    GE2_TRY(check_row_vector(node, &in[1], &in[2], "weight"));
+    GE2_TRY(ge2_norm_check_row_vector(node, &in[1], &in[2], "weight"));
     GE2_TRY(check_row_saved(node, &in[1], &in[3]));
     out[0] = (ge2_desc){in[1].dtype, in[1].shape, NULL};
     return GE2_OK;

@@ -120,7 +120,10 @@ static inline bool ge2_ln_row4_fits(int64_t c, int max_c, char *why, size_t why_
     return false;
 }
 
-/* infer.c */
+/* infer.c: the row norms' checks, which RMS_NORM's (ops/rms_norm) share.
+ * x [..., C] float with at least one dim; t is [C] in x's dtype. */
+ge2_status ge2_norm_check_rows_x(const ge2_node *node, const ge2_desc *x);
+ge2_status ge2_norm_check_row_vector(const ge2_node *node, const ge2_desc *x, const ge2_desc *t, const char *what);
 ge2_status ge2_infer_LAYER_NORM(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
 ge2_status ge2_infer_LAYER_NORM_GRAD_PARAMS(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
 ge2_status ge2_infer_LAYER_NORM_GRAD_INPUT(const ge2_node *node, const ge2_desc *in, ge2_desc *out);
