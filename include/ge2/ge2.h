@@ -395,6 +395,13 @@ ge2_status ge2_layer_norm(ge2_graph *graph, ge2_tensor *x, ge2_tensor *weight, g
  * (zeros) made as parameters. PyTorch's default eps is 1e-5. */
 ge2_status ge2_layer_norm_layer(ge2_graph *graph, const char *prefix, ge2_tensor *x, bool bias, double eps,
                                 ge2_tensor **y);
+/* Root-mean-square normalization over the last dim of x [..., C], as
+ * PyTorch's RMSNorm(C) with its weight: x / sqrt(mean(x²) + eps) · weight,
+ * weight [C]. */
+ge2_status ge2_rms_norm(ge2_graph *graph, ge2_tensor *x, ge2_tensor *weight, double eps, ge2_tensor **y);
+/* The same with "<prefix>.weight" (ones) made as a parameter. PyTorch's
+ * default eps is the dtype's machine epsilon; Llama's is 1e-5 or 1e-6. */
+ge2_status ge2_rms_norm_layer(ge2_graph *graph, const char *prefix, ge2_tensor *x, double eps, ge2_tensor **y);
 
 /* --------------------------------------------------------------- autograd */
 

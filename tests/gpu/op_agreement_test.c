@@ -1148,6 +1148,29 @@ static void large_bias_gradients(void)
     ge2_graph_free(g);
 }
 
+/* An RMS norm over 1,500 rows of 300 (three chunks of its weight
+ * gradient's rows, columns not a multiple of 32) and its backward. */
+static void large_rms_norm(void)
+{
+    enum { B = 1500, C = 300 };
+    ge2_graph *g;
+    OK(ge2_graph_new(&g));
+    ge2_tensor *x, *u, *y, *m, *loss;
+    OK(ge2_input(g, "x", GE2_F32, ge2_shape2(B, C), &x));
+    OK(ge2_require_grad(g, x));
+    OK(ge2_rms_norm(g, x, param(g, "rms.weight", ge2_shape1(C)), 1e-5, &y));
+    OK(ge2_input(g, "u", GE2_F32, ge2_shape2(B, C), &u));
+    OK(ge2_mul(g, y, u, &m));
+    OK(ge2_sum_all(g, m, &loss));
+    OK(ge2_backward(g, loss));
+    float *xd = random_f32(B * C, -2, 2), *ud = random_f32(B * C, -1, 1);
+    ge2_feed feeds[] = {{x, xd, ge2_shape2(B, C)}, {u, ud, ge2_shape2(B, C)}};
+    check_graph("large rms norm", g, feeds, 2);
+    free(xd);
+    free(ud);
+    ge2_graph_free(g);
+}
+
 START_TEST(test_large_graphs_agree)
 {
     large_mlp();
@@ -1157,6 +1180,7 @@ START_TEST(test_large_graphs_agree)
     large_moves();
     large_embedding();
     large_bias_gradients();
+    large_rms_norm();
 }
 END_TEST
 
