@@ -7,6 +7,7 @@
 #include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/check.h"
 #include "ops/rms_norm/rms_norm.h"
+#include "ops/rms_norm/rms_norm_row.h"
 
 #define GE2_RMS_THREADS 256
 #define GE2_RMS_LANES (GE2_RMS_THREADS / GE2_WARP) // row lanes of a weight-gradient block
@@ -22,17 +23,10 @@ __global__ void ge2_rms_norm_kernel(long long rows, int c, float eps, const floa
                                     float *saved /* [rows] or NULL */)
 {
     const long long r = ge2_grid_warp();
-    const int lane = threadIdx.x % GE2_WARP;
     if (r >= rows)
         return; // the whole warp: r is the warp's
-    const float *xr = x + r * c;
-    float ss = 0.0f;
-    for (int i = lane; i < c; i += GE2_WARP)
-        ss += xr[i] * xr[i];
-    const float rstd = rsqrtf(ge2_warp_sum(ss) / (float)c + eps);
-    for (int i = lane; y && i < c; i += GE2_WARP)
-        y[r * c + i] = xr[i] * rstd * w[i];
-    if (saved && lane == 0)
+    const float rstd = ge2_rms_norm_row(ge2_row_in_memory{x + r * c}, c, eps, w, y ? y + r * c : NULL);
+    if (saved && threadIdx.x % GE2_WARP == 0)
         saved[r] = rstd;
 }
 
