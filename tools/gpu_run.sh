@@ -39,21 +39,29 @@ fi
 
 # --sanitize [TOOL...]: the capture suites with GE2_TEST_SHORT=1 (a few
 # steps) and CK_FORK=no (the sanitizer then sees the test's own CUDA work),
-# once per tool (memcheck and racecheck unless named), each from an empty
-# kernel cache (a HOME of its own) and otherwise default options: the
+# once per tool (memcheck and racecheck unless named), each test from an
+# empty kernel cache (a HOME of its own) and otherwise default options: the
 # sanitizer slows the GPU enough that timings, hence the autotuner's
 # choices, differ from run to run, and replay must still equal eager.
+# Each test runs in a process of its own (GE2_TEST_ONLY), GE2_SANITIZE_JOBS
+# of them side by side (default 6): a whole suite in one process under
+# racecheck takes longer than a device call allows, and one test's small
+# kernels leave the GPU mostly idle. GE2_SANITIZE_TIMEOUT (seconds, default
+# none) bounds each process.
 # racecheck looks at ge2's own kernels (every one is named ge2_*): the
 # libraries' (cuBLASLt, cuDNN) are their makers' to check, and instrumenting
-# their shared memory makes one suite take longer than a device call allows.
+# their shared memory makes one test take longer than a device call allows.
 if [ "${1:-}" = "--sanitize" ]; then
     shift
     tools=("$@")
     [ "${#tools[@]}" -gt 0 ] || tools=(memcheck racecheck)
     san="$(command -v compute-sanitizer || echo "${cuda_lib%/*}/bin/compute-sanitizer")"
     [ -x "$san" ] || san=/usr/local/cuda/bin/compute-sanitizer
+    jobs_max="${GE2_SANITIZE_JOBS:-6}"
+    limit=()
+    [ -z "${GE2_SANITIZE_TIMEOUT:-}" ] || limit=(timeout "$GE2_SANITIZE_TIMEOUT")
     mkdir -p logs
-    bad=0
+    runs=()
     for tool in "${tools[@]}"; do
         filter=()
         if [ "$tool" = racecheck ]; then
@@ -64,16 +72,32 @@ if [ "${1:-}" = "--sanitize" ]; then
             fi
         fi
         for t in capture_replay_test capture_soak_test; do
-            log="logs/sanitize-$tool-$t.log"
-            home="$(mktemp -d)"
-            start=$SECONDS
-            HOME="$home" GE2_TEST_SHORT=1 CK_FORK=no "$san" --tool "$tool" ${filter[@]+"${filter[@]}"} --error-exitcode 86 \
-                "bin/$t" >"$log" 2>&1
-            rc=$?
-            rm -rf "$home"
-            echo "sanitize $tool${filter[*]:+ (${filter[*]})} $t (empty kernel cache, $((SECONDS - start)) s): $([ "$rc" -eq 0 ] && echo clean || echo "FAIL (exit $rc)")  $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|Checks:' "$log" | tr '\n' ' ')"
-            [ "$rc" -eq 0 ] || { bad=1; tail -n 30 "$log" | sed 's/^/    /'; }
+            for name in $(GE2_TEST_LIST=1 "bin/$t"); do
+                while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do
+                    wait -n
+                done
+                log="logs/sanitize-$tool-$t-$name.log"
+                runs+=("$tool $t $name $log")
+                (
+                    home="$(mktemp -d)"
+                    start=$SECONDS
+                    HOME="$home" GE2_TEST_SHORT=1 CK_FORK=no GE2_TEST_ONLY="$name" ${limit[@]+"${limit[@]}"} \
+                        "$san" --tool "$tool" ${filter[@]+"${filter[@]}"} --error-exitcode 86 "bin/$t" >"$log" 2>&1
+                    echo "$? $((SECONDS - start))" >"$log.rc"
+                    rm -rf "$home"
+                ) &
+            done
         done
+    done
+    wait
+    bad=0
+    for run in "${runs[@]}"; do
+        read -r tool t name log <<<"$run"
+        read -r rc took <"$log.rc" 2>/dev/null || { rc=1; took=?; }
+        verdict=clean
+        [ "$rc" -eq 0 ] || verdict="FAIL (exit $rc$([ "$rc" -eq 124 ] && echo ", timed out"))"
+        echo "sanitize $tool $t $name (empty kernel cache, $took s): $verdict  $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|Checks:' "$log" | tr '\n' ' ')"
+        [ "$rc" -eq 0 ] || { bad=1; tail -n 20 "$log" | sed 's/^/    /'; }
     done
     exit "$bad"
 fi

@@ -8,6 +8,7 @@
 
 #include <check.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,16 +23,48 @@ static inline bool ge2_gpu_suite_short(void)
     return s && s[0] && strcmp(s, "0") != 0;
 }
 
-/* tests: n tests made by START_TEST. Returns main()'s exit status. */
+/* Whether test `name` is one of the comma-separated names in only */
+static inline bool ge2_gpu_suite_names(const char *only, const char *name)
+{
+    const size_t len = strlen(name);
+    for (const char *p = only; p && *p;) {
+        const char *end = strchr(p, ',');
+        const size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n == len && strncmp(p, name, n) == 0)
+            return true;
+        p = end ? end + 1 : NULL;
+    }
+    return false;
+}
+
+/* tests: n tests made by START_TEST. Returns main()'s exit status.
+ * GE2_TEST_LIST set: prints the tests' names, one a line, and runs nothing;
+ * GE2_TEST_ONLY=a,b: runs only those (an unknown name fails). A sanitizer
+ * too slow for a whole suite in one process runs its tests one a process,
+ * side by side (gpu_stage/run.sh --sanitize). */
 static inline int ge2_gpu_suite_main(const char *name, int timeout_s, const TTest *const *tests, int n)
 {
+    if (getenv("GE2_TEST_LIST")) {
+        for (int i = 0; i < n; i++)
+            printf("%s\n", tests[i]->name);
+        return EXIT_SUCCESS;
+    }
+    const char *only = getenv("GE2_TEST_ONLY");
+    int picked = 0;
+    for (int i = 0; only && i < n; i++)
+        picked += ge2_gpu_suite_names(only, tests[i]->name);
+    if (only && picked == 0) {
+        fprintf(stderr, "%s: GE2_TEST_ONLY='%s' names none of its tests (GE2_TEST_LIST=1 lists them)\n", name, only);
+        return EXIT_FAILURE;
+    }
     if (!ge2_test_require_gpu(name))
         return EXIT_SUCCESS;
     Suite *s = suite_create(name);
     TCase *tc = tcase_create(name);
     tcase_set_timeout(tc, timeout_s);
     for (int i = 0; i < n; i++)
-        tcase_add_test(tc, tests[i]);
+        if (!only || ge2_gpu_suite_names(only, tests[i]->name))
+            tcase_add_test(tc, tests[i]);
     suite_add_tcase(s, tc);
     return ge2_check_run(s);
 }
