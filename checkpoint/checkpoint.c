@@ -245,6 +245,12 @@ ge2_status ge2_checkpoint_save_with(ge2_program *program, const char *path, cons
                                     const ge2_checkpoint_entry *entries, int n)
 {
     GE2_TRY(ck_check_entries("ge2_checkpoint_save", program, path, entries, n));
+    if (resume && (resume->epoch < 0 || resume->batch_in_epoch < 0 || resume->examples_in_epoch < 0))
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT,
+                         "ge2_checkpoint_save: %s: the resume state's epoch %lld, batch_in_epoch %lld, "
+                         "examples_in_epoch %lld must not be negative (a ge2_resume_state not zeroed first?)",
+                         path, (long long)resume->epoch, (long long)resume->batch_in_epoch,
+                         (long long)resume->examples_in_epoch);
     ck_layout l;
     GE2_TRY(ck_layout_new(program, ck_with_state(program), &l));
     ge2_status st = ck_transfer(program, &l, false, false);

@@ -155,7 +155,7 @@ START_TEST(resume_is_exact)
     ck_assert_int_eq(first.graph->per_parameter_updates, saved_mode == GE2_UPDATE_PER_PARAMETER);
     API(ge2_batcher_new(ds, &bo, &b));
     train(&first, b, N);
-    ge2_resume_state rs;
+    ge2_resume_state rs = {0}; /* examples_in_epoch 0: the batch position alone */
     ge2_batcher_position(b, &rs.epoch, &rs.batch_in_epoch);
     rs.data_seed = bo.seed;
     const char *path = tmp_path("resume.safetensors");
@@ -521,6 +521,24 @@ START_TEST(atomic_save)
 }
 END_TEST
 
+/* A resume state with a negative position (a struct not zeroed first) is
+ * refused at save, naming the field, and nothing is written: the file
+ * would be refused at load. */
+START_TEST(negative_resume_state)
+{
+    ge2_optimizer_config cfg = ge2_optimizer_defaults(GE2_OPT_ADAM);
+    net n;
+    net_open(&n, &cfg, HID);
+    const char *path = tmp_path("negative.safetensors");
+    ge2_resume_state rs = {.epoch = 1, .batch_in_epoch = 2, .data_seed = 3, .examples_in_epoch = -5};
+    ck_assert_int_eq(ge2_checkpoint_save(n.program, path, &rs), GE2_ERR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(ge2_last_error(), "examples_in_epoch -5"), "%s", ge2_last_error());
+    struct stat st;
+    ck_assert_int_ne(stat(path, &st), 0);
+    net_close(&n);
+}
+END_TEST
+
 /* A padded parameter (ge2_parameter_padding) starts with zero padding,
  * is saved as its real rows (and so is its optimizer state), and a load
  * zeroes the padding again; a Conv1D parameter (ge2_checkpoint_conv1d) is
@@ -623,6 +641,7 @@ int main(void)
     tcase_add_test(tc, full_checkpoint_mismatches);
     tcase_add_test(tc, corrupt_files);
     tcase_add_test(tc, atomic_save);
+    tcase_add_test(tc, negative_resume_state);
     tcase_add_test(tc, aliases_save_both_names);
     tcase_add_test(tc, padding_and_conv1d);
     suite_add_tcase(s, tc);
