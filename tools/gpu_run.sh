@@ -44,10 +44,10 @@ fi
 # sanitizer slows the GPU enough that timings, hence the autotuner's
 # choices, differ from run to run, and replay must still equal eager.
 # Each test runs in a process of its own (GE2_TEST_ONLY), GE2_SANITIZE_JOBS
-# of them side by side (default 6): a whole suite in one process under
-# racecheck takes longer than a device call allows, and one test's small
-# kernels leave the GPU mostly idle. GE2_SANITIZE_TIMEOUT (seconds, default
-# none) bounds each process.
+# of them side by side (default 6), each verdict printed as it comes: a
+# whole suite in one process under racecheck takes longer than a device
+# call allows, and one test's small kernels leave the GPU mostly idle.
+# GE2_SANITIZE_TIMEOUT (seconds, default 1800) bounds each process.
 # racecheck looks at ge2's own kernels (every one is named ge2_*): the
 # libraries' (cuBLASLt, cuDNN) are their makers' to check, and instrumenting
 # their shared memory makes one test take longer than a device call allows.
@@ -58,10 +58,31 @@ if [ "${1:-}" = "--sanitize" ]; then
     san="$(command -v compute-sanitizer || echo "${cuda_lib%/*}/bin/compute-sanitizer")"
     [ -x "$san" ] || san=/usr/local/cuda/bin/compute-sanitizer
     jobs_max="${GE2_SANITIZE_JOBS:-6}"
-    limit=()
-    [ -z "${GE2_SANITIZE_TIMEOUT:-}" ] || limit=(timeout "$GE2_SANITIZE_TIMEOUT")
+    per_test="${GE2_SANITIZE_TIMEOUT:-1800}"
+    case "$jobs_max$per_test" in
+    *[!0-9]*) echo "sanitize: GE2_SANITIZE_JOBS and GE2_SANITIZE_TIMEOUT take whole numbers" >&2; exit 2 ;;
+    esac
+    [ "$jobs_max" -ge 1 ] || jobs_max=1
     mkdir -p logs
-    runs=()
+    bad=0
+    pending=()
+    # Prints the verdict of each started run whose .rc exists, keeps the rest
+    report_finished() {
+        local still=() run tool t name log rc took verdict
+        for run in ${pending[@]+"${pending[@]}"}; do
+            read -r tool t name log <<<"$run"
+            if [ ! -e "$log.rc" ]; then
+                still+=("$run")
+                continue
+            fi
+            read -r rc took <"$log.rc"
+            verdict=clean
+            [ "$rc" -eq 0 ] || verdict="FAIL (exit $rc$([ "$rc" -eq 124 ] && echo ", timed out after $per_test s"))"
+            echo "sanitize $tool $t $name (empty kernel cache, $took s): $verdict  $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|Checks:' "$log" | tr '\n' ' ')"
+            [ "$rc" -eq 0 ] || { bad=1; tail -n 20 "$log" | sed 's/^/    /'; }
+        done
+        pending=(${still[@]+"${still[@]}"})
+    }
     for tool in "${tools[@]}"; do
         filter=()
         if [ "$tool" = racecheck ]; then
@@ -72,16 +93,23 @@ if [ "${1:-}" = "--sanitize" ]; then
             fi
         fi
         for t in capture_replay_test capture_soak_test; do
-            for name in $(GE2_TEST_LIST=1 "bin/$t"); do
+            if ! names="$(GE2_TEST_LIST=1 "bin/$t")" || [ -z "$names" ]; then
+                echo "sanitize $tool $t: FAIL (its tests could not be listed)"
+                bad=1
+                continue
+            fi
+            for name in $names; do
                 while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do
                     wait -n
+                    report_finished
                 done
                 log="logs/sanitize-$tool-$t-$name.log"
-                runs+=("$tool $t $name $log")
+                rm -f "$log.rc"
+                pending+=("$tool $t $name $log")
                 (
                     home="$(mktemp -d)"
                     start=$SECONDS
-                    HOME="$home" GE2_TEST_SHORT=1 CK_FORK=no GE2_TEST_ONLY="$name" ${limit[@]+"${limit[@]}"} \
+                    HOME="$home" GE2_TEST_SHORT=1 CK_FORK=no GE2_TEST_ONLY="$name" timeout -k 30 "$per_test" \
                         "$san" --tool "$tool" ${filter[@]+"${filter[@]}"} --error-exitcode 86 "bin/$t" >"$log" 2>&1
                     echo "$? $((SECONDS - start))" >"$log.rc"
                     rm -rf "$home"
@@ -89,16 +117,12 @@ if [ "${1:-}" = "--sanitize" ]; then
             done
         done
     done
-    wait
-    bad=0
-    for run in "${runs[@]}"; do
-        read -r tool t name log <<<"$run"
-        read -r rc took <"$log.rc" 2>/dev/null || { rc=1; took=?; }
-        verdict=clean
-        [ "$rc" -eq 0 ] || verdict="FAIL (exit $rc$([ "$rc" -eq 124 ] && echo ", timed out"))"
-        echo "sanitize $tool $t $name (empty kernel cache, $took s): $verdict  $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|Checks:' "$log" | tr '\n' ' ')"
-        [ "$rc" -eq 0 ] || { bad=1; tail -n 20 "$log" | sed 's/^/    /'; }
+    while [ "$(jobs -rp | wc -l)" -gt 0 ]; do
+        wait -n
+        report_finished
     done
+    wait
+    report_finished
     exit "$bad"
 fi
 

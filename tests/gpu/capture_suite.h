@@ -50,12 +50,18 @@ static inline int ge2_gpu_suite_main(const char *name, int timeout_s, const TTes
         return EXIT_SUCCESS;
     }
     const char *only = getenv("GE2_TEST_ONLY");
-    int picked = 0;
-    for (int i = 0; only && i < n; i++)
-        picked += ge2_gpu_suite_names(only, tests[i]->name);
-    if (only && picked == 0) {
-        fprintf(stderr, "%s: GE2_TEST_ONLY='%s' names none of its tests (GE2_TEST_LIST=1 lists them)\n", name, only);
-        return EXIT_FAILURE;
+    for (const char *p = only; p && *p;) { /* every name given is one of the suite's */
+        const char *end = strchr(p, ',');
+        const int len = (int)(end ? (size_t)(end - p) : strlen(p));
+        bool known = false;
+        for (int i = 0; i < n && !known; i++)
+            known = (int)strlen(tests[i]->name) == len && strncmp(tests[i]->name, p, (size_t)len) == 0;
+        if (!known) {
+            fprintf(stderr, "%s: GE2_TEST_ONLY names '%.*s', not one of its tests (GE2_TEST_LIST=1 lists them)\n",
+                    name, len, p);
+            return EXIT_FAILURE;
+        }
+        p = end ? end + 1 : NULL;
     }
     if (!ge2_test_require_gpu(name))
         return EXIT_SUCCESS;
