@@ -16,6 +16,7 @@ extern const ge2_fusion_pattern ge2_fusion_recompute_act;
 extern const ge2_fusion_pattern ge2_fusion_add_into;
 extern const ge2_fusion_pattern ge2_fusion_bn_relu;
 extern const ge2_fusion_pattern ge2_fusion_add_rms_norm;
+extern const ge2_fusion_pattern ge2_fusion_add_layer_norm;
 extern const ge2_fusion_pattern ge2_fusion_mlp_step;
 extern const ge2_fusion_pattern ge2_fusion_head;
 extern const ge2_fusion_pattern ge2_fusion_ln_backward;
@@ -26,8 +27,11 @@ static const ge2_fusion_pattern *const patterns[] = {
     /* rewrites: before any key, so the groups see their fused nodes */
     &ge2_fusion_backward_gemm,
     &ge2_fusion_recompute_act, /* on backward_gemm's LINEAR_GRAD_INPUTs */
-    &ge2_fusion_add_rms_norm, /* before add_into, which would take a residual ADD of a dropout */
     &ge2_fusion_add_into,
+    /* after add_into: a residual ADD of a dropout's output is better folded
+     * into the dropout (no pass of its own) than into a norm (one read less) */
+    &ge2_fusion_add_rms_norm,
+    &ge2_fusion_add_layer_norm,
     &ge2_fusion_bn_relu,
     &ge2_fusion_mlp_step,
     &ge2_fusion_head,
