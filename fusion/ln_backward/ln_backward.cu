@@ -98,13 +98,16 @@ __global__ void __launch_bounds__(GE2_LNB_THREADS)
 
 // dw, db [c] (either may be NULL) = part's column sums over blocks: a warp
 // a column, lane l adding blocks l, l + 32, ... in order, then the lanes in
-// a fixed tree
+// a fixed tree. Unrolled, so eight loads are in flight before their adds
+// (which keep their order): a lane's loads are a column apart, one at a time
+// their latency is the kernel's whole time.
 __global__ void ge2_ln_backward_params_kernel(int c, int blocks, const float2 *part, float *dw, float *db)
 {
     const int col = blockIdx.x * GE2_LNB_WARPS + threadIdx.x / GE2_WARP, lane = threadIdx.x % GE2_WARP;
     if (col >= c)
         return; // the whole warp
     float sw = 0.0f, sb = 0.0f;
+#pragma unroll 8
     for (int b = lane; b < blocks; b += GE2_WARP) {
         const float2 p = part[(long long)b * c + col];
         sw += p.x;

@@ -37,7 +37,7 @@
 // bf16 storage pass's, ge2_op_def_cross_entropy); V: columns a thread reads
 // at a time (ge2_cross_entropy_row).
 template <typename Team, int V, typename X, typename DX>
-__global__ void ge2_cross_entropy_kernel(int rows, int cols, int classes, float smoothing, const X *logits /* [B, C] */,
+__global__ void __launch_bounds__(GE2_LOSS_WIDE_THREADS) ge2_cross_entropy_kernel(int rows, int cols, int classes, float smoothing, const X *logits /* [B, C] */,
                                          const int *labels /* [B] */, float *loss /* [] */,
                                          DX *dlogits /* [B, C] or NULL */, bool seeds, ge2_control *ctl, int node)
 {
