@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "checkpoint/safetensors.h"
-#include "capture/program_internal.h"
+#include "capture/program_state.h"
 #include "data/dataset.h"
 #include "ge2/ge2.h"
 #include "tests/data/testutil.h"

@@ -40,7 +40,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "capture/program_internal.h" /* the control block's gradient norm */
+#include "capture/program_state.h" /* the control block's gradient norm */
 #include "ge2/dist.h"
 #include "ge2/ge2.h"
 #include "graph/alloc.h"              /* ge2_alloc_stats: the soak's host allocations */

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "capture/program_internal.h"
+#include "capture/program_state.h"
 #include "ge2/ge2.h"
 #include "graph/ir.h"
 #include "graph/philox.h"

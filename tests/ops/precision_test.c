@@ -12,7 +12,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "capture/program_internal.h"
+#include "capture/program_state.h"
 #include "ge2/ge2.h"
 #include "graph/ir.h"
 #include "ops/ops.h"

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "capture/program_internal.h"
+#include "capture/program_state.h"
 #include "ge2/ge2.h"
 #include "optim/optimizer_math.h"
 #include "optim/optim.h"
