@@ -1171,6 +1171,51 @@ static void large_rms_norm(void)
     ge2_graph_free(g);
 }
 
+/* A pre-norm block's residual adds into a layer norm and an RMS norm, as
+ * the fuse pass makes them (ADD_LAYER_NORM, ADD_RMS_NORM: fusion/
+ * residual_norm.h), each normalized sum read by a linear layer, 300 rows
+ * of 64; the second sum is also read by the next residual add. Under the
+ * storage pass the layer norm's y is stored in bf16 by the fused op. */
+static void large_residual_norms(void)
+{
+    enum { B = 300, C = 64 };
+    ge2_graph *g;
+    OK(ge2_graph_new(&g));
+    ge2_tensor *x, *h, *s1, *n1, *s2, *n2, *s3, *loss;
+    OK(ge2_input(g, "x", GE2_F32, ge2_shape2(B, C), &x));
+    OK(ge2_linear(g, x, param(g, "w0", ge2_shape2(C, C)), NULL, GE2_ACT_NONE, 0, &h));
+    OK(ge2_add(g, x, h, &s1));
+    OK(ge2_layer_norm_layer(g, "ln", s1, true, 1e-5, &n1));
+    OK(ge2_linear(g, n1, param(g, "w1", ge2_shape2(C, C)), param(g, "b1", ge2_shape1(C)), GE2_ACT_GELU_TANH, 0,
+                  &h));
+    OK(ge2_add(g, s1, h, &s2));
+    OK(ge2_rms_norm_layer(g, "rms", s2, 1e-5, &n2));
+    OK(ge2_linear(g, n2, param(g, "w2", ge2_shape2(C, C)), NULL, GE2_ACT_NONE, 0, &h));
+    OK(ge2_add(g, s2, h, &s3));
+    OK(ge2_sum_all(g, s3, &loss));
+    OK(ge2_backward(g, loss));
+    int fused[64] = {0}, total = 0;
+    OK(ge2_fusion_rewrite(g, ~0u, NULL, fused));
+    for (int i = 0; i < ge2_fusion_pattern_count(); i++)
+        if (strcmp(ge2_fusion_pattern_at(i)->name, "add_layer_norm") == 0 ||
+            strcmp(ge2_fusion_pattern_at(i)->name, "add_rms_norm") == 0)
+            total += fused[i];
+    ck_assert_msg(total == 2, "the residual norms: %d fused, expected 2", total);
+    float *xd = random_f32(B * C, -1, 1);
+    ge2_feed feeds[] = {{x, xd, ge2_shape2(B, C)}};
+    maybe_storage_pass(g, "residual norms");
+    check_graph("residual norms", g, feeds, 1);
+    free(xd);
+    ge2_graph_free(g);
+}
+
+START_TEST(test_large_residual_norms_bf16_storage)
+{
+    bf16_launches = bf16_storage = want_stored_bf16 = true;
+    large_residual_norms();
+}
+END_TEST
+
 START_TEST(test_large_graphs_agree)
 {
     large_mlp();
@@ -1181,6 +1226,7 @@ START_TEST(test_large_graphs_agree)
     large_embedding();
     large_bias_gradients();
     large_rms_norm();
+    large_residual_norms();
 }
 END_TEST
 
@@ -2105,6 +2151,7 @@ int main(void)
     tcase_add_test(tc, test_large_bias_gradients_bf16_storage);
     tcase_add_test(tc, test_large_vocabulary_head);
     tcase_add_test(tc, test_large_vocabulary_head_bf16_storage);
+    tcase_add_test(tc, test_large_residual_norms_bf16_storage);
     tcase_add_test(tc, test_large_attention_bf16);
     tcase_add_test(tc, test_large_attention_bf16_storage);
     tcase_add_loop_test(tc, test_candidates_agree, 0, ge2_op_count());
