@@ -86,3 +86,19 @@ ge2_status ge2_fusion_example_mlp(const int64_t *widths, int n, int64_t batch, g
     }
     return ge2_fusion_example_train(g, st, h, labels, graph);
 }
+
+ge2_status ge2_fusion_example_prenorm(ge2_status (*norm)(ge2_graph *g, ge2_tensor *x, ge2_tensor **y),
+                                      ge2_graph **graph)
+{
+    ge2_graph *g;
+    ge2_tensor *labels, *h, *act = NULL, *sum = NULL, *normed = NULL, *out = NULL;
+    GE2_TRY(ge2_fusion_example_rows(48, &g, &labels, &h));
+    ge2_status st = ge2_activate(g, h, GE2_ACT_GELU_TANH, 0.0f, &act);
+    if (st == GE2_OK)
+        st = ge2_add(g, h, act, &sum);
+    if (st == GE2_OK)
+        st = norm(g, sum, &normed);
+    if (st == GE2_OK)
+        st = ge2_add(g, sum, normed, &out);
+    return ge2_fusion_example_head(g, st, out, 10, labels, graph);
+}

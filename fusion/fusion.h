@@ -191,6 +191,13 @@ ge2_status ge2_fusion_example_rows(int64_t width, ge2_graph **g, ge2_tensor **la
 ge2_status ge2_fusion_example_head(ge2_graph *g, ge2_status st, ge2_tensor *h, int64_t classes, ge2_tensor *labels,
                                    ge2_graph **graph);
 
+/* A pre-norm block's residual adds, for the residual-norm patterns:
+ * h = linear(x) (ge2_fusion_example_rows, rows of 48), s = h + gelu(h),
+ * n = norm(s), and s + n (a second residual add that reads s again) into
+ * the head. */
+ge2_status ge2_fusion_example_prenorm(ge2_status (*norm)(ge2_graph *g, ge2_tensor *x, ge2_tensor **y),
+                                      ge2_graph **graph);
+
 /* A classifier MLP in[0] -> in[1] -> ... -> in[n-1] (act after each hidden
  * layer, none on the last), cross-entropy, accuracy marked as a metric,
  * its backward and a flat Adam; input "x" [batch, in[0]], label "labels"

@@ -1,6 +1,7 @@
 /* The residual-add + norm rewrite (residual_norm.h). */
 #include "fusion/residual_norm.h"
 
+#include "graph/alloc.h"
 #include "graph/error.h"
 #include "graph/op_support.h"
 #include "graph/rewrite.h"
@@ -78,4 +79,36 @@ ge2_status ge2_residual_norm_rewrite(ge2_graph *g, const ge2_residual_norm *r, F
     if (st == GE2_OK && log && *n_fused == 0)
         fprintf(log, "fuse: %s: nothing fused (no %s of a residual sum)\n", r->pattern, ge2_op_name(r->norm));
     return ge2_rewrite_scan_end(&s, st);
+}
+
+ge2_status ge2_residual_norm_cpu(const ge2_launch *l, ge2_status (*norm_cpu)(const ge2_launch *l))
+{
+    const ge2_dtype dtype = l->in[0].dtype;
+    if (dtype != GE2_F32 && dtype != GE2_F64)
+        return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s: the CPU kernel has no %s version", ge2_op_name(l->node->op),
+                         ge2_dtype_name(dtype));
+    const int64_t n = ge2_shape_numel(l->in[0].shape);
+    const size_t size = ge2_dtype_size(dtype);
+    void *s = l->out[0].data, *temporary = NULL;
+    if (!s && !(s = temporary = ge2_malloc(size * (size_t)(n ? n : 1))))
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_%s (node %d): %lld values of the sum", ge2_op_name(l->node->op),
+                         l->node->id, (long long)n);
+    if (dtype == GE2_F32)
+        for (int64_t i = 0; i < n; i++)
+            ((float *)s)[i] = ((const float *)l->in[0].data)[i] + ((const float *)l->in[1].data)[i];
+    else
+        for (int64_t i = 0; i < n; i++)
+            ((double *)s)[i] = ((const double *)l->in[0].data)[i] + ((const double *)l->in[1].data)[i];
+    ge2_launch norm = *l;
+    norm.n_in = l->n_in - 1;
+    norm.in[0] = l->in[0];
+    norm.in[0].data = s;
+    for (int i = 1; i < norm.n_in; i++)
+        norm.in[i] = l->in[i + 1];
+    norm.n_out = l->n_out - 1;
+    for (int i = 0; i < norm.n_out; i++)
+        norm.out[i] = l->out[i + 1];
+    const ge2_status st = norm_cpu(&norm);
+    ge2_free(temporary);
+    return st;
 }

@@ -29,6 +29,12 @@ typedef struct ge2_residual_norm {
 /* The rewrite over g, as a fusion row's (fusion.h: ge2_fusion_pattern.rewrite) */
 ge2_status ge2_residual_norm_rewrite(ge2_graph *g, const ge2_residual_norm *r, FILE *log, int *n_fused);
 
+/* The fused op's CPU kernel, f32 or f64: s = a + b in the dtype (as ADD
+ * rounds it), then the norm's own CPU kernel (norm_cpu) on s and the fused
+ * node's other inputs, into its other outputs; where no key reads s, on a
+ * temporary copy of it. */
+ge2_status ge2_residual_norm_cpu(const ge2_launch *l, ge2_status (*norm_cpu)(const ge2_launch *l));
+
 #ifdef __cplusplus
 }
 #endif

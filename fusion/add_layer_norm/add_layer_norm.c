@@ -2,9 +2,8 @@
  * definition, inference and CPU kernel, registered when the library loads
  * through the extension API's ge2_op_register, as a user's op would be. */
 #include "fusion/add_layer_norm/add_layer_norm.h"
-#include "graph/alloc.h"
+#include "fusion/residual_norm.h"
 #include "graph/error.h"
-#include "kernels/cpu/cpu_util.h"
 
 /* a, b [..., C] of one shape and dtype, weight [C][, bias [C]] -> s, y [..., C], saved [2, rows] */
 static ge2_status infer(const ge2_node *node, const ge2_desc *in, ge2_desc *out)
@@ -29,36 +28,8 @@ static ge2_status infer(const ge2_node *node, const ge2_desc *in, ge2_desc *out)
     return GE2_OK;
 }
 
-/* s = a + b in the dtype (as ADD rounds it), then LAYER_NORM's own CPU
- * kernel on s; where no key reads s, on a temporary copy of it */
-#define ADD_LAYER_NORM(T, SUF)                                                                                    \
-    static ge2_status add_layer_norm_##SUF(const ge2_launch *l)                                                 \
-    {                                                                                                           \
-        const T *a = l->in[0].data, *b = l->in[1].data;                                                         \
-        const int64_t n = ge2_shape_numel(l->in[0].shape);                                                      \
-        T *s = l->out[0].data, *temporary = NULL;                                                               \
-        if (!s && !(s = temporary = ge2_malloc(sizeof(T) * (size_t)(n ? n : 1))))                               \
-            return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_add_layer_norm (node %d): %lld values of the sum",     \
-                             l->node->id, (long long)n);                                                        \
-        for (int64_t i = 0; i < n; i++)                                                                         \
-            s[i] = a[i] + b[i];                                                                                 \
-        ge2_launch norm = *l;                                                                                   \
-        norm.n_in = l->n_in - 1;                                                                                \
-        norm.in[0] = l->in[0];                                                                                  \
-        norm.in[0].data = s;                                                                                    \
-        for (int i = 1; i < norm.n_in; i++)                                                                     \
-            norm.in[i] = l->in[i + 1];                                                                          \
-        norm.n_out = 2;                                                                                         \
-        norm.out[0] = l->out[1];                                                                                \
-        norm.out[1] = l->out[2];                                                                                \
-        const ge2_status st = ge2_cpu_layer_norm(&norm);                                                        \
-        ge2_free(temporary);                                                                                    \
-        return st;                                                                                              \
-    }
-
-GE2_CPU_DEFINE_BOTH(ADD_LAYER_NORM)
-
-static ge2_status cpu(const ge2_launch *l) { return GE2_CPU_DISPATCH(add_layer_norm, l, l->in[0].dtype); }
+/* s = a + b, then LAYER_NORM's own CPU kernel on it (fusion/residual_norm.h) */
+static ge2_status cpu(const ge2_launch *l) { return ge2_residual_norm_cpu(l, ge2_cpu_layer_norm); }
 
 /* y (output 1), as LAYER_NORM's y: only GEMMs read it, the backward reads s
  * and the statistics */

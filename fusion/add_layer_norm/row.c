@@ -28,22 +28,13 @@ static ge2_status rewrite(ge2_graph *g, FILE *log, int *n_fused)
     return ge2_residual_norm_rewrite(g, &r, log, n_fused);
 }
 
-/* h = linear(x); s = h + gelu(h); the layer norm of s and a second residual
- * add s + norm(s) that reads s again, as a GPT block's does; rows of 48 */
-static ge2_status example(ge2_graph **graph)
+static ge2_status norm(ge2_graph *g, ge2_tensor *x, ge2_tensor **y)
 {
-    ge2_graph *g;
-    ge2_tensor *labels, *h, *act = NULL, *sum = NULL, *normed = NULL, *out = NULL;
-    GE2_TRY(ge2_fusion_example_rows(48, &g, &labels, &h));
-    ge2_status st = ge2_activate(g, h, GE2_ACT_GELU_TANH, 0.0f, &act);
-    if (st == GE2_OK)
-        st = ge2_add(g, h, act, &sum);
-    if (st == GE2_OK)
-        st = ge2_layer_norm_layer(g, "ln", sum, true, 1e-5, &normed);
-    if (st == GE2_OK)
-        st = ge2_add(g, sum, normed, &out);
-    return ge2_fusion_example_head(g, st, out, 10, labels, graph);
+    return ge2_layer_norm_layer(g, "ln", x, true, 1e-5, y);
 }
+
+/* a pre-norm block's residual adds (fusion.h: ge2_fusion_example_prenorm) */
+static ge2_status example(ge2_graph **graph) { return ge2_fusion_example_prenorm(norm, graph); }
 
 const ge2_fusion_pattern ge2_fusion_add_layer_norm = {
     .name = "add_layer_norm",

@@ -5,9 +5,8 @@
 #include <stdlib.h>
 
 #include "fusion/add_rms_norm/add_rms_norm.h"
-#include "graph/alloc.h"
+#include "fusion/residual_norm.h"
 #include "graph/error.h"
-#include "kernels/cpu/cpu_util.h"
 
 /* a, b [..., C] of one shape and dtype, weight [C] -> s, y [..., C], saved [rows] */
 static ge2_status infer(const ge2_node *node, const ge2_desc *in, ge2_desc *out)
@@ -25,35 +24,8 @@ static ge2_status infer(const ge2_node *node, const ge2_desc *in, ge2_desc *out)
     return GE2_OK;
 }
 
-/* s = a + b in the dtype (as ADD rounds it), then RMS_NORM's own CPU kernel
- * on s; where no key reads s, on a temporary copy of it */
-#define ADD_RMS_NORM(T, SUF)                                                                                      \
-    static ge2_status add_rms_norm_##SUF(const ge2_launch *l)                                                   \
-    {                                                                                                           \
-        const T *a = l->in[0].data, *b = l->in[1].data;                                                         \
-        const int64_t n = ge2_shape_numel(l->in[0].shape);                                                      \
-        T *s = l->out[0].data, *temporary = NULL;                                                               \
-        if (!s && !(s = temporary = ge2_malloc(sizeof(T) * (size_t)(n ? n : 1))))                               \
-            return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_add_rms_norm (node %d): %lld values of the sum",       \
-                             l->node->id, (long long)n);                                                        \
-        for (int64_t i = 0; i < n; i++)                                                                         \
-            s[i] = a[i] + b[i];                                                                                 \
-        ge2_launch norm = *l;                                                                                   \
-        norm.n_in = 2;                                                                                          \
-        norm.in[0] = l->in[0];                                                                                  \
-        norm.in[0].data = s;                                                                                    \
-        norm.in[1] = l->in[2];                                                                                  \
-        norm.n_out = 2;                                                                                         \
-        norm.out[0] = l->out[1];                                                                                \
-        norm.out[1] = l->out[2];                                                                                \
-        const ge2_status st = ge2_cpu_rms_norm(&norm);                                                          \
-        ge2_free(temporary);                                                                                    \
-        return st;                                                                                              \
-    }
-
-GE2_CPU_DEFINE_BOTH(ADD_RMS_NORM)
-
-static ge2_status cpu(const ge2_launch *l) { return GE2_CPU_DISPATCH(add_rms_norm, l, l->in[0].dtype); }
+/* s = a + b, then RMS_NORM's own CPU kernel on it (fusion/residual_norm.h) */
+static ge2_status cpu(const ge2_launch *l) { return ge2_residual_norm_cpu(l, ge2_cpu_rms_norm); }
 
 static const ge2_op_def add_rms_norm_def = {
     .name = "add_rms_norm",
