@@ -143,6 +143,8 @@ bool ge2_op_stores_bf16(const ge2_node *node, int output);
 /* The input whose memory the node's output 0 may take over where the node
  * reads it last (ge2_op_def.output_over_input), -1 for none */
 int ge2_op_output_over_input(const ge2_graph *graph, const ge2_node *node);
+/* The output that takes over ge2_op_output_over_input's input (0 for most ops) */
+int ge2_op_over_output(const ge2_node *node);
 /* The dtype inference sees for a tensor of `dtype` at node's input `input`:
  * f32 for a bf16 tensor the op reads as such, else dtype itself. */
 static inline ge2_dtype ge2_infer_input_dtype(const ge2_node *node, int input, ge2_dtype dtype)

@@ -39,6 +39,9 @@ static ge2_status check_def(const ge2_op_def *def)
     if (def->bf16_with_outputs && (def->max_inputs >= 32 ? 0u : def->bf16_with_outputs >> def->max_inputs))
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_op_register: op '%s' names inputs past its %d in "
                          "bf16_with_outputs (0x%x)", def->name, def->max_inputs, def->bf16_with_outputs);
+    if (def->over_output < 0 || (def->over_output > 0 && def->over_output >= def->max_outputs))
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_op_register: op '%s' has over_output %d; it makes %d outputs",
+                         def->name, def->over_output, def->max_outputs);
     if (def->bf16_with_outputs && !def->reads_bf16)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_op_register: op '%s' has bf16_with_outputs but no reads_bf16 "
                          "that lets those inputs be bf16", def->name);
@@ -146,6 +149,12 @@ int ge2_op_output_over_input(const ge2_graph *graph, const ge2_node *node)
     if (def->output_over_input)
         return def->output_over_input(graph, node);
     return (def->flags & GE2_OPF_ELEMENTWISE) && node->n_inputs > 0 ? 0 : -1;
+}
+
+int ge2_op_over_output(const ge2_node *node)
+{
+    const ge2_op_def *def = ge2_op_def_of(node->op);
+    return def ? def->over_output : 0;
 }
 
 bool ge2_op_stores_bf16(const ge2_node *node, int output)

@@ -2,9 +2,10 @@
  *
  * First, chains of tensors on one memory (merge_chains): a reshape's output
  * is a view of its input, and a node whose input dies at that node (with
- * every view of it) and has output 0's byte size writes its output over the
- * input where its op allows it (ge2_op_output_over_input: input 0 of an
- * elementwise op). Each chain becomes one block (one buffer over the
+ * every view of it) and has its output's byte size writes that output over
+ * the input where its op allows it (ge2_op_output_over_input: input 0 of an
+ * elementwise op; ge2_op_over_output: output 0 but for cross-entropy's
+ * gradient). Each chain becomes one block (one buffer over the
  * union of their intervals), so every later step sees blocks, not tensors.
  *
  * Then blocks are placed largest first (ties by lowest tensor id, so the
@@ -107,10 +108,11 @@ static bool outputs_placed(const ge2_plan *plan, const ge2_node *node)
  * last death in the chain (chain_last[head]).
  * - A view (GE2_OPF_VIEW: a reshape) joins its input's chain at once; both
  *   may live on, since neither is written again.
- * - An in-place takeover: output 0 of a node joins the chain of the input
- *   its op lets it write over (ge2_op_output_over_input: input 0 of an
- *   elementwise op) when everything on that memory dies at the node (the
- *   input and any view of it), since the node writes over it. */
+ * - An in-place takeover: an output of a node (ge2_op_over_output, output
+ *   0 but for cross-entropy's gradient) joins the chain of the input its op
+ *   lets it write over (ge2_op_output_over_input: input 0 of an elementwise
+ *   op) when everything on that memory dies at the node (the input and any
+ *   view of it), since the node writes over it. */
 static void merge_chains(const ge2_graph *graph, ge2_plan *plan, int *head, int *chain_last, const bool *written)
 {
     for (int t = 0; t < plan->n_tensors; t++)
@@ -119,10 +121,11 @@ static void merge_chains(const ge2_graph *graph, ge2_plan *plan, int *head, int 
         const ge2_node *node = &graph->nodes[plan->schedule[p]];
         const unsigned flags = ge2_op_flags(node->op);
         const int over = flags & GE2_OPF_VIEW ? 0 : ge2_op_output_over_input(graph, node);
-        if (over < 0 || over >= node->n_inputs || node->n_outputs < 1 ||
+        const int taker = flags & GE2_OPF_VIEW ? 0 : ge2_op_over_output(node);
+        if (over < 0 || over >= node->n_inputs || taker >= node->n_outputs ||
             (!(flags & (GE2_OPF_ELEMENTWISE | GE2_OPF_VIEW)) && !outputs_placed(plan, node)))
             continue;
-        int in = node->inputs[over], out = node->outputs[0], h = head[in];
+        int in = node->inputs[over], out = node->outputs[taker], h = head[in];
         ge2_plan_tensor *ti = &plan->tensors[in], *to = &plan->tensors[out];
         if (ti->pool != GE2_POOL_ARENA || to->pool != GE2_POOL_ARENA || ti->bytes != to->bytes)
             continue;

@@ -318,11 +318,12 @@ typedef struct ge2_op_def {
      * GE2_OPF_RANDOM says of every node of an op (attention: where its
      * dropout is on). NULL: the flag says. */
     bool (*draws_random)(const ge2_node *node);
-    /* Which input's memory output 0 may take over where this node is that
-     * input's last reader (the planner then places output 0 there, as it
-     * does an elementwise op's over input 0): every kernel of the op reads
-     * each element of that input before it writes output 0's element over
-     * it. -1: none. NULL: input 0 for GE2_OPF_ELEMENTWISE ops, else none. */
+    /* Which input's memory an output (over_output, 0 unless set) may take
+     * over where this node is that input's last reader (the planner then
+     * places the output there, as it does an elementwise op's over input
+     * 0): every kernel of the op reads each element of that input before it
+     * writes the output's element over it, and the two are the same size.
+     * -1: none. NULL: input 0 for GE2_OPF_ELEMENTWISE ops, else none. */
     int (*output_over_input)(const ge2_graph *graph, const ge2_node *node);
     /* The inputs (a bit each) this node reads in bf16 exactly where every
      * one of its outputs is stored in bf16: a bias a GEMM's epilogue adds
@@ -330,6 +331,10 @@ typedef struct ge2_op_def {
      * outputs first, then gives such an input a bf16 copy; its producer
      * never stores it in bf16 for this reader. reads_bf16 must allow it. */
     unsigned bf16_with_outputs;
+    /* The output that takes over output_over_input's input (0 unless set):
+     * cross-entropy writes its logits' gradient, output 1, over the logits,
+     * as a fused classifier does, where nothing reads them after it. */
+    int over_output;
 } ge2_op_def;
 
 /* Adds def to the registry; its id in *op. The struct (and the strings it

@@ -63,7 +63,8 @@ __device__ __forceinline__ float ge2_block_max(float v) { return ge2_block_reduc
  * several rows to a block) or the whole block (rows wider than a warp
  * covers at full speed). rank() is the thread's place in its team, index()
  * the team's place over the grid and count() the grid's teams, so a row
- * loop reads `for (r = team.index(); r < rows; r += team.count())` either way. */
+ * loop reads `for (r = team.index(); r < rows; r += team.count())` either way;
+ * sync() orders the team's memory accesses (a barrier). */
 struct ge2_warp_team {
     __device__ int rank() const { return threadIdx.x % GE2_WARP; }
     __device__ int size() const { return GE2_WARP; }
@@ -71,6 +72,7 @@ struct ge2_warp_team {
     __device__ long long count() const { return (long long)gridDim.x * (blockDim.x / GE2_WARP); }
     __device__ float sum(float v) const { return ge2_warp_sum(v); }
     __device__ float max(float v) const { return ge2_warp_max(v); }
+    __device__ void sync() const { __syncwarp(); }
 };
 
 struct ge2_block_team {
@@ -80,6 +82,7 @@ struct ge2_block_team {
     __device__ long long count() const { return gridDim.x; }
     __device__ float sum(float v) const { return ge2_block_sum(v); }
     __device__ float max(float v) const { return ge2_block_max(v); }
+    __device__ void sync() const { __syncthreads(); }
 };
 
 /* The "last block finishes" ticket: each block publishes its partial, then

@@ -15,10 +15,7 @@
 
 // Threads per block for the row kernels: 8 warps, one row per warp at a time.
 #define GE2_LOSS_WARPS 8
-// Cross-entropy rows this wide and wider take a block of GE2_LOSS_WIDE_THREADS
-// each: a warp alone keeps too few loads in flight to read a vocabulary-wide
-// row (GPT-2's 50,304 columns) at the memory's speed.
-#define GE2_LOSS_WIDE_COLS 1024
+// Threads of the block a vocabulary-wide row (GE2_LOSS_WIDE_COLS, loss.h) takes
 #define GE2_LOSS_WIDE_THREADS 512
 
 // ------------------------------------------------------------------- kernels

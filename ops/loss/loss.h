@@ -37,6 +37,13 @@ typedef struct ge2_loss_attrs {
 } ge2_loss_attrs;
 GE2_ATTRS_FIT(ge2_loss_attrs);
 
+/* Cross-entropy rows this wide and wider are a vocabulary's: the CUDA kernel
+ * gives each a block of threads (a warp keeps too few loads in flight to
+ * read one at the memory's speed), and the gradient is written over the
+ * logits where nothing reads them after (ge2_op_def.over_output), as a
+ * fused classifier does: [B·T, V] once instead of twice at the step's peak. */
+#define GE2_LOSS_WIDE_COLS 1024
+
 /* CROSS_ENTROPY's classes among its logits' cols columns (ge2_loss_attrs.classes; 0: all) */
 static inline int64_t ge2_loss_classes(const ge2_node *node, int64_t cols)
 {

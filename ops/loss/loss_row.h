@@ -41,7 +41,8 @@ template <int V, typename Y> __device__ __forceinline__ void ge2_row_store(Y *y,
 // -(1-eps) log p_y - eps/K sum_c log p_c over the K = classes columns, with
 // log p_c = x_c - lse. Writes dx [cols] = (p - target) * dx_scale when dx is
 // not NULL: 1 / rows for the mean loss's gradient, times the control block's
-// loss_scale. A label outside [0, classes) is never used as an index: the row
+// loss_scale; dx may be x itself (each element is read before it is written
+// over, by the thread that writes it). A label outside [0, classes) is never used as an index: the row
 // gives zero loss and zero gradient (the caller counts it,
 // kernels/cuda/bad_index.h). The returned loss is the same in every thread
 // of the team (block_reduce.h), which every thread of it calls this with.
@@ -87,7 +88,11 @@ __device__ __forceinline__ float ge2_cross_entropy_row(Team team, const X *x /* 
     s = team.sum(s);
     sx = team.sum(sx);
     const float lse = row_max + logf(s);
+    /* the label's logit before any gradient is written: dx may be x itself
+     * (ge2_op_def.over_output), each thread writing over what it read */
+    const float x_y = valid ? ge2_load(x + y) : 0.0f;
     if (dx) {
+        team.sync();
         const float inv_s = 1.0f / s;
         for (int c = first; c < cols; c += stride) {
             float v[V];
@@ -100,7 +105,7 @@ __device__ __forceinline__ float ge2_cross_entropy_row(Team team, const X *x /* 
             ge2_row_store<V>(dx + c, v);
         }
     }
-    return valid ? (1.0f - smoothing) * (lse - ge2_load(x + y)) + off_target * ((float)classes * lse - sx) : 0.0f;
+    return valid ? (1.0f - smoothing) * (lse - x_y) + off_target * ((float)classes * lse - sx) : 0.0f;
 }
 
 // The row's first maximum (lowest index among equal maxima, as a serial

@@ -9,6 +9,18 @@ static bool cross_entropy_stores_bf16(const ge2_node *node, int output)
     return output == 1;
 }
 
+/* The logits (input 0) are written over by their gradient (output 1,
+ * ge2_op_def.over_output) where rows are vocabulary-wide: every kernel reads
+ * a row's logits, the label's among them, before it writes that row's
+ * gradient, thread by thread over the same columns. Narrower rows keep
+ * their own buffers (a classifier's few columns save nothing, and the
+ * fused heads read theirs). */
+static int logits_over(const ge2_graph *graph, const ge2_node *node)
+{
+    const ge2_tensor *logits = graph->tensors[node->inputs[0]];
+    return node->n_outputs > 1 && logits->shape.ndim == 2 && logits->shape.dim[1] >= GE2_LOSS_WIDE_COLS ? 0 : -1;
+}
+
 /* logits, labels -> loss[], dlogits of the mean loss; the logits may be a
  * GEMM's bf16 output (the softmax and the loss are f32 either way) */
 const ge2_op_def ge2_op_def_cross_entropy = {
@@ -23,6 +35,8 @@ const ge2_op_def ge2_op_def_cross_entropy = {
     .cuda = {NULL, ge2_cuda_cross_entropy_launch, NULL, NULL},
     .stores_bf16 = cross_entropy_stores_bf16,
     .reads_bf16 = ge2_reads_bf16_input0,
+    .output_over_input = logits_over,
+    .over_output = 1,
 };
 
 const ge2_op_def ge2_op_def_mse_loss = {

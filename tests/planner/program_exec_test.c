@@ -789,6 +789,64 @@ START_TEST(test_disable_capture_env_rule)
 }
 END_TEST
 
+/* A vocabulary-wide head (1,100 columns, the last 10 padding): its
+ * cross-entropy writes the logits' gradient over the logits
+ * (ge2_op_def.over_output), in the plan and in the step, and the loss and
+ * every gradient still equal the naive run's (its own buffer each) bit for
+ * bit; with 100 columns the two keep buffers of their own. */
+static void check_head_gradient_over_logits(int64_t cols, bool over)
+{
+    enum { B = 24, IN = 40 };
+    ge2_graph *g;
+    ge2_tensor *x, *labels, *w, *logits, *loss;
+    ck_assert_int_eq(ge2_graph_new(&g), GE2_OK);
+    ck_assert_int_eq(ge2_input(g, "x", GE2_F32, ge2_shape2(B, IN), &x), GE2_OK);
+    ck_assert_int_eq(ge2_require_grad(g, x), GE2_OK);
+    ck_assert_int_eq(ge2_label(g, "labels", GE2_I32, ge2_shape1(B), &labels), GE2_OK);
+    ck_assert_int_eq(ge2_parameter(g, "head.weight", GE2_F32, ge2_shape2(cols, IN),
+                                   (ge2_init){GE2_INIT_UNIFORM, -0.5, 0.5, 0}, &w),
+                     GE2_OK);
+    ck_assert_int_eq(ge2_linear(g, x, w, NULL, GE2_ACT_NONE, 0, &logits), GE2_OK);
+    ck_assert_int_eq(ge2_cross_entropy_padded(g, logits, labels, 0.1f, cols - 10, &loss), GE2_OK);
+    ck_assert_int_eq(ge2_backward(g, loss), GE2_OK);
+    ge2_context *ctx;
+    ge2_program *prog = compile_cpu(g, false, &ctx);
+    float xd[B * IN];
+    int32_t yd[B];
+    uint64_t rng = 11;
+    for (int i = 0; i < B * IN; i++)
+        xd[i] = (float)((double)((rng = rng * 6364136223846793005ull + 1442695040888963407ull) >> 11) / 9007199254740992.0 * 4 - 2);
+    for (int i = 0; i < B; i++)
+        yd[i] = (int32_t)((rng = rng * 6364136223846793005ull + 1442695040888963407ull) >> 33) % (int32_t)(cols - 10);
+    ge2_feed f[2] = {{x, xd, ge2_shape2(B, IN)}, {labels, yd, ge2_shape1(B)}};
+    ge2_naive *ref;
+    ck_assert_msg(ge2_naive_run(g, f, 2, &ref) == GE2_OK, "%s", ge2_last_error());
+    ck_assert_msg(ge2_program_step(prog, GE2_MODE_TRAIN, f, 2) == GE2_OK, "%s", ge2_last_error());
+    const ge2_plan *plan = prog->keys[prog->last_key[GE2_MODE_TRAIN]]->plan;
+    const int dlogits = ge2_grad(logits)->id;
+    ck_assert_msg((plan->tensors[dlogits].reuses == logits->id) == over, "%lld columns: the gradient %s the logits",
+                  (long long)cols, plan->tensors[dlogits].reuses == logits->id ? "takes over" : "does not take over");
+    float got_loss, got_grad[1100 * IN], got_dx[B * IN];
+    ck_assert_int_eq(ge2_program_read_output(prog, GE2_MODE_TRAIN, loss, &got_loss, sizeof got_loss), GE2_OK);
+    ck_assert_mem_eq(&got_loss, ge2_naive_data(ref, loss), sizeof got_loss);
+    const size_t wbytes = sizeof(float) * (size_t)(cols * IN);
+    memcpy(got_grad, ge2_program_pools(prog).grads + ge2_program_layout(prog)->offset[w->id] / sizeof(float), wbytes);
+    ck_assert_msg(memcmp(got_grad, ge2_naive_data(ref, ge2_grad(w)), wbytes) == 0, "the head's gradient differs");
+    ck_assert_int_eq(ge2_program_read_output(prog, GE2_MODE_TRAIN, ge2_grad(x), got_dx, sizeof got_dx), GE2_OK);
+    ck_assert_mem_eq(got_dx, ge2_naive_data(ref, ge2_grad(x)), sizeof got_dx);
+    ge2_naive_free(ref);
+    ge2_program_free(prog);
+    ge2_context_free(ctx);
+    ge2_graph_free(g);
+}
+
+START_TEST(test_head_gradient_over_logits)
+{
+    check_head_gradient_over_logits(1100, true);
+    check_head_gradient_over_logits(100, false);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *tests[] = {
@@ -804,6 +862,7 @@ int main(void)
         test_feed_errors,
         test_context_devices,
         test_disable_capture_env_rule,
+        test_head_gradient_over_logits,
     };
     return planner_run_tests("program_exec", tests, (int)(sizeof tests / sizeof tests[0]), 240);
 }
