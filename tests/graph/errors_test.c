@@ -264,6 +264,11 @@ START_TEST(op_definitions_refused)
     def.bf16_with_outputs = 1u << 1;
     def.reads_bf16 = NULL;
     EXPECT_ERR(ge2_op_register(&def, &op), GE2_ERR_INVALID_ARGUMENT, "has bf16_with_outputs but no reads_bf16");
+    def.bf16_with_outputs = 0;
+    def.over_output = def.max_outputs; /* the output taking over an input: one it makes */
+    EXPECT_ERR(ge2_op_register(&def, &op), GE2_ERR_INVALID_ARGUMENT, "has over_output");
+    def.over_output = -1;
+    EXPECT_ERR(ge2_op_register(&def, &op), GE2_ERR_INVALID_ARGUMENT, "has over_output -1");
 }
 END_TEST
 
