@@ -26,6 +26,8 @@
 #define DATA_SEED 7
 #define LR 1e-3
 
+#define API(call) ck_assert_msg((call) == GE2_OK, "%s: %s", #call, ge2_last_error())
+
 /* ||(a1 - a0) - (b1 - b0)||_2 / ||b1 - b0||_2 over all parameters: the update
  * itself, compared normwise (see mlp_rel_diff). *b_max: the largest |b1 - b0|. */
 static double delta_rel_diff(const float *a0, const float *a1, const float *b0, const float *b1, double *b_max)
@@ -181,6 +183,81 @@ START_TEST(test_per_parameter_updates_agree)
 }
 END_TEST
 
+/* A vocabulary-wide head whose cross-entropy writes the logits' gradient
+ * over the logits (ge2_op_def.over_output: the planner gives both one
+ * buffer on either backend): one SGD step on CUDA against the CPU, at 4,104
+ * columns (the kernel's eight-a-thread form), 3,001 (one a thread) and, in
+ * bf16 with the storage pass, 4,104 (bf16 logits and gradient). */
+static void head_step(ge2_device device, int64_t cols, ge2_precision precision, float *loss, float *weight)
+{
+    enum { B = 64, IN = 40 };
+    ge2_graph *g;
+    ge2_tensor *x, *labels, *w, *logits, *l;
+    API(ge2_graph_new(&g));
+    API(ge2_input(g, "x", GE2_F32, ge2_shape2(B, IN), &x));
+    API(ge2_label(g, "labels", GE2_I32, ge2_shape1(B), &labels));
+    API(ge2_parameter(g, "head.weight", GE2_F32, ge2_shape2(cols, IN), (ge2_init){GE2_INIT_UNIFORM, -0.5, 0.5, 0},
+                      &w));
+    API(ge2_linear(g, x, w, NULL, GE2_ACT_NONE, 0, &logits));
+    API(ge2_cross_entropy_padded(g, logits, labels, 0.1f, cols - 7, &l));
+    API(ge2_backward(g, l));
+    ge2_optimizer_config sgd = ge2_optimizer_defaults(GE2_OPT_SGD);
+    sgd.lr = 0.5;
+    API(ge2_optimizer(g, &sgd));
+    ge2_context *ctx;
+    ge2_program *prog;
+    API(ge2_context_new(device, &ctx));
+    ge2_compile_options o = ge2_compile_defaults();
+    o.precision = precision;
+    API(ge2_compile(ctx, g, &o, &prog));
+    float xd[B * IN];
+    int32_t yd[B];
+    uint64_t rng = 99;
+    for (int i = 0; i < B * IN; i++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        xd[i] = (float)((double)(rng >> 11) / 9007199254740992.0 * 4.0 - 2.0);
+    }
+    for (int i = 0; i < B; i++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        yd[i] = i == 0 ? (int32_t)(cols - 8) : (int32_t)((rng >> 33) % (uint64_t)(cols - 7));
+    }
+    ge2_feed f[2] = {{x, xd, ge2_shape2(B, IN)}, {labels, yd, ge2_shape1(B)}};
+    API(ge2_program_step(prog, GE2_MODE_TRAIN, f, 2));
+    API(ge2_program_read_output(prog, GE2_MODE_TRAIN, l, loss, sizeof *loss));
+    API(ge2_program_get_parameter(prog, w, weight, sizeof(float) * (size_t)(cols * IN)));
+    ge2_program_free(prog);
+    ge2_context_free(ctx);
+    ge2_graph_free(g);
+}
+
+START_TEST(test_vocabulary_head_over_logits_matches_cpu)
+{
+    static const struct {
+        int64_t cols;
+        ge2_precision precision;
+        double tolerance;
+    } cases[] = {{4104, GE2_PRECISION_FP32, 1e-5}, {3001, GE2_PRECISION_FP32, 1e-5}, {4104, GE2_PRECISION_BF16, 1e-2}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const int64_t n = cases[c].cols * 40;
+        float lg, lc, *wg = malloc(sizeof(float) * (size_t)n), *wc = malloc(sizeof(float) * (size_t)n);
+        ck_assert(wg && wc);
+        head_step(GE2_DEVICE_CUDA, cases[c].cols, cases[c].precision, &lg, wg);
+        head_step(GE2_DEVICE_CPU, cases[c].cols, cases[c].precision, &lc, wc);
+        ck_assert_msg(fabs(lg - lc) <= cases[c].tolerance * fabs(lc), "%lld columns: loss cuda %.9g, cpu %.9g",
+                      (long long)cases[c].cols, lg, lc);
+        double diff = 0, norm = 0;
+        for (int64_t i = 0; i < n; i++) {
+            diff += ((double)wg[i] - wc[i]) * ((double)wg[i] - wc[i]);
+            norm += (double)wc[i] * wc[i];
+        }
+        ck_assert_msg(sqrt(diff / norm) <= cases[c].tolerance, "%lld columns: the head after a step differs by %g",
+                      (long long)cases[c].cols, sqrt(diff / norm));
+        free(wg);
+        free(wc);
+    }
+}
+END_TEST
+
 GE2_GPU_SUITE_MAIN("capture_cpu_agreement_test", 600, test_one_step_matches_cpu,
                    test_lr_change_takes_effect_without_recapture, test_second_batch_size_is_second_key,
-                   test_per_parameter_updates_agree)
+                   test_per_parameter_updates_agree, test_vocabulary_head_over_logits_matches_cpu)
