@@ -17,8 +17,10 @@ import re
 import sys
 
 LINE = re.compile(r"^node\s+\d+\s+(\S+)\s+([0-9.]+) us\s+(?:[0-9.]+%|beside, [0-9.]+-[0-9.]+ us into the step)\s+(.*?): (.*)$")
-# what a kernel's description ends with that differs from launch to launch
-VARYING = re.compile(r" \([0-9.]+ us of it waiting for the side stream\)$| \((?:cached|tuned) [0-9.]+ us of ")
+# what a kernel's description says that differs from launch to launch: the
+# side stream's wait (dropped) and a tuned choice's time (kept as " (")
+SIDE_WAIT = re.compile(r" \([0-9.]+ us of it waiting for the side stream\)$")
+TUNED_TIME = re.compile(r" \((?:cached|tuned) [0-9.]+ us of ")
 
 
 def main(argv):
@@ -33,7 +35,7 @@ def main(argv):
             m = LINE.match(line.rstrip("\n"))
             if not m:
                 continue
-            op, us, kernel = m.group(1), float(m.group(2)), VARYING.sub(" (", m.group(4).strip()).replace(" ( ", " (")
+            op, us, kernel = m.group(1), float(m.group(2)), TUNED_TIME.sub(" (", SIDE_WAIT.sub("", m.group(4).strip()))
             if " us beside, " in line:
                 op = f"{op} (side stream)"
                 side_total += us
