@@ -34,6 +34,9 @@
 #include "ge2/dist.h"
 #include "graph/rng.h"
 
+/* The most micro-batches --grad-accum (or a checkpoint) may give a step */
+#define GE2_GPT_MAX_GRAD_ACCUM (1 << 16)
+
 typedef struct options {
     gpt_config model;
     ge2_device device;
@@ -237,7 +240,9 @@ static int parse(int argc, char **argv, options *o)
         case TIME_LAUNCHES: o->time_launches = o->kernel_report = true; break;
         case PLAN_REPORT: o->plan_report = true; break;
         case LOG_INTERVAL: ok = parse_i64(optarg, 1, &o->log_interval); break;
-        case GRAD_ACCUM: ok = o->given_grad_accum = cli_parse_i64(optarg, 1, 1 << 16, &o->grad_accum); break;
+        case GRAD_ACCUM:
+            ok = o->given_grad_accum = cli_parse_i64(optarg, 1, GE2_GPT_MAX_GRAD_ACCUM, &o->grad_accum);
+            break;
         case LOG_FILE: o->log_file = optarg; break;
         case DIST_TIMEOUT: ok = cli_parse_f64(optarg, 0.001, 1e6, &o->dist_timeout_s); break;
         case TRAIN_TOKENS: o->train_tokens = optarg; break;
@@ -295,8 +300,6 @@ static int parse(int argc, char **argv, options *o)
         return bad_flag("--init and --resume both give the parameters: take one");
     if (o->bucket_mb > 0 && !o->distributed)
         return bad_flag("--bucket-mb applies to --distributed only");
-    if (o->grad_accum > 1 && o->distributed) /* the optimizer sums ranks and micro-batches alike, untested together */
-        return bad_flag("--grad-accum is not yet supported with --distributed: give each rank a larger --batch");
     if (o->dist_timeout_s > 0 && !o->distributed)
         return bad_flag("--dist-timeout applies to --distributed only");
     if (!o->train_tokens != !o->val_tokens)
@@ -413,7 +416,10 @@ static int settings_from(options *o, const char *path, bool resume)
         const bool ok = i == SET_GELU        ? !strcmp(theirs, "tanh") || !strcmp(theirs, "erf")
                         : i == SET_PRECISION ? ge2_precision_parse(theirs, &precision) == GE2_OK
                         : i == SET_DROPOUT   ? cli_parse_f64(theirs, 0, 0.999, &dropout)
-                                             : cli_parse_i64(theirs, 1, i == SET_BLOCK ? 4096 : INT32_MAX, &v);
+                                             : cli_parse_i64(theirs, 1, i == SET_BLOCK        ? 4096
+                                                                         : i == SET_GRAD_ACCUM ? GE2_GPT_MAX_GRAD_ACCUM
+                                                                                               : INT32_MAX,
+                                                             &v);
         if (!ok) {
             fprintf(stderr, "train_gpt: %s%s: __metadata__ %s is '%s', not a setting of this model\n",
                     cli_rank_prefix(), path, setting_keys[i], theirs);
@@ -428,11 +434,9 @@ static int settings_from(options *o, const char *path, bool resume)
             o->precision = precision;
         else if (i == SET_DROPOUT)
             o->model.dropout = dropout;
-        else
+        else if (i == SET_GRAD_ACCUM)
             o->grad_accum = v;
     }
-    if (o->grad_accum > 1 && o->distributed)
-        return bad_flag("--grad-accum is not yet supported with --distributed: give each rank a larger --batch");
     return 0;
 }
 
@@ -461,6 +465,9 @@ static int vocab_from(options *o, const char *path)
  * heads dividing the width, a batch's size, and a block in each split. */
 static int check_model(const options *o, const gpt_data *d)
 {
+    /* after the flags and a checkpoint's settings, which may set it: one check for both */
+    if (o->grad_accum > 1 && o->distributed) /* the optimizer sums ranks and micro-batches alike, untested together */
+        return bad_flag("--grad-accum is not yet supported with --distributed: give each rank a larger --batch");
     if (o->model.n_embd % o->model.n_head)
         return bad_flag("--n-embd must be a multiple of --n-head");
     if (o->model.batch > (int64_t)1 << 40 || o->model.batch * o->model.block_size > INT32_MAX)
