@@ -24,7 +24,7 @@ static int fusable_add(const ge2_graph *g, const ge2_node *norm, const ge2_resid
         *why = "the ADD broadcasts or converts";
         return -1;
     }
-    if (norm->n_outputs != r->norm_outputs) {
+    if (norm->n_outputs != ge2_op_def_of(r->norm)->max_outputs) {
         *why = "it keeps no statistics";
         return -1;
     }
@@ -89,7 +89,7 @@ ge2_status ge2_residual_norm_cpu(const ge2_launch *l, ge2_status (*norm_cpu)(con
                          ge2_dtype_name(dtype));
     const int64_t n = ge2_shape_numel(l->in[0].shape);
     const size_t size = ge2_dtype_size(dtype);
-    void *s = l->out[0].data, *temporary = NULL;
+    void *s = l->out[0].data ? l->out[0].data : l->out[1].data, *temporary = NULL;
     if (!s && !(s = temporary = ge2_malloc(size * (size_t)(n ? n : 1))))
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_%s (node %d): %lld values of the sum", ge2_op_name(l->node->op),
                          l->node->id, (long long)n);

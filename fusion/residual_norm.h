@@ -19,8 +19,7 @@ extern "C" {
 typedef struct ge2_residual_norm {
     const char *pattern; /* the row's name, in log lines and errors */
     ge2_op norm;         /* the norm op it fuses (forward nodes with all their outputs) */
-    ge2_op fused;        /* the fused op it emits; < 0: it did not register (an error) */
-    int norm_outputs;    /* how many outputs the norm has (the fused op has one more) */
+    ge2_op fused;        /* the fused op it emits, the norm's outputs after the sum; < 0: it did not register */
     /* Whether the fused op's kernels take this norm node, else why (NULL:
      * every node) */
     bool (*takes)(const ge2_graph *g, const ge2_node *norm, const char **why);
@@ -31,8 +30,10 @@ ge2_status ge2_residual_norm_rewrite(ge2_graph *g, const ge2_residual_norm *r, F
 
 /* The fused op's CPU kernel, f32 or f64: s = a + b in the dtype (as ADD
  * rounds it), then the norm's own CPU kernel (norm_cpu) on s and the fused
- * node's other inputs, into its other outputs; where no key reads s, on a
- * temporary copy of it. */
+ * node's other inputs, into its other outputs. Where no key reads s, the sum
+ * is made in y (output 1), which the norm then writes over element by
+ * element after reading it (the norms' CPU kernels read a row's values
+ * before they write its y); only with neither wanted is it a temporary. */
 ge2_status ge2_residual_norm_cpu(const ge2_launch *l, ge2_status (*norm_cpu)(const ge2_launch *l));
 
 #ifdef __cplusplus

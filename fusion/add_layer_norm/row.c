@@ -23,7 +23,6 @@ static ge2_status rewrite(ge2_graph *g, FILE *log, int *n_fused)
     const ge2_residual_norm r = {.pattern = "add_layer_norm",
                                  .norm = GE2_OP_LAYER_NORM,
                                  .fused = ge2_op_add_layer_norm(),
-                                 .norm_outputs = 2,
                                  .takes = takes};
     return ge2_residual_norm_rewrite(g, &r, log, n_fused);
 }

@@ -11,11 +11,14 @@
 static ge2_status rewrite(ge2_graph *g, FILE *log, int *n_fused)
 {
     const ge2_residual_norm r = {
-        .pattern = "add_rms_norm", .norm = GE2_OP_RMS_NORM, .fused = ge2_op_add_rms_norm(), .norm_outputs = 2};
+        .pattern = "add_rms_norm", .norm = GE2_OP_RMS_NORM, .fused = ge2_op_add_rms_norm()};
     return ge2_residual_norm_rewrite(g, &r, log, n_fused);
 }
 
-static ge2_status norm(ge2_graph *g, ge2_tensor *x, ge2_tensor **y) { return ge2_rms_norm_layer(g, "norm", x, 1e-5, y); }
+static ge2_status norm(ge2_graph *g, ge2_tensor *x, ge2_tensor **y)
+{
+    return ge2_rms_norm_layer(g, "norm", x, 1e-5, y);
+}
 
 /* a pre-norm block's residual adds (fusion.h: ge2_fusion_example_prenorm) */
 static ge2_status example(ge2_graph **graph) { return ge2_fusion_example_prenorm(norm, graph); }
