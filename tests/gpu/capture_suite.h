@@ -23,17 +23,26 @@ static inline bool ge2_gpu_suite_short(void)
     return s && s[0] && strcmp(s, "0") != 0;
 }
 
-/* Whether test `name` is one of the comma-separated names in only */
-static inline bool ge2_gpu_suite_names(const char *only, const char *name)
+/* The comma-separated list at *p: its next name in [*name, + return value),
+ * *p moved past it; -1 at the list's end */
+static inline int ge2_gpu_suite_next_name(const char **p, const char **name)
 {
-    const size_t len = strlen(name);
-    for (const char *p = only; p && *p;) {
-        const char *end = strchr(p, ',');
-        const size_t n = end ? (size_t)(end - p) : strlen(p);
-        if (n == len && strncmp(p, name, n) == 0)
+    if (!*p || !**p)
+        return -1;
+    const char *end = strchr(*p, ',');
+    const int len = (int)(end ? (size_t)(end - *p) : strlen(*p));
+    *name = *p;
+    *p = end ? end + 1 : NULL;
+    return len;
+}
+
+/* Whether test `name` is in the comma-separated list */
+static inline bool ge2_gpu_suite_lists(const char *list, const char *name)
+{
+    const char *p = list, *item;
+    for (int len; (len = ge2_gpu_suite_next_name(&p, &item)) >= 0;)
+        if ((size_t)len == strlen(name) && strncmp(item, name, (size_t)len) == 0)
             return true;
-        p = end ? end + 1 : NULL;
-    }
     return false;
 }
 
@@ -50,18 +59,16 @@ static inline int ge2_gpu_suite_main(const char *name, int timeout_s, const TTes
         return EXIT_SUCCESS;
     }
     const char *only = getenv("GE2_TEST_ONLY");
-    for (const char *p = only; p && *p;) { /* every name given is one of the suite's */
-        const char *end = strchr(p, ',');
-        const int len = (int)(end ? (size_t)(end - p) : strlen(p));
+    const char *p = only, *item;
+    for (int len; (len = ge2_gpu_suite_next_name(&p, &item)) >= 0;) { /* every name given is one of the suite's */
         bool known = false;
         for (int i = 0; i < n && !known; i++)
-            known = (int)strlen(tests[i]->name) == len && strncmp(tests[i]->name, p, (size_t)len) == 0;
+            known = (int)strlen(tests[i]->name) == len && strncmp(tests[i]->name, item, (size_t)len) == 0;
         if (!known) {
             fprintf(stderr, "%s: GE2_TEST_ONLY names '%.*s', not one of its tests (GE2_TEST_LIST=1 lists them)\n",
-                    name, len, p);
+                    name, len, item);
             return EXIT_FAILURE;
         }
-        p = end ? end + 1 : NULL;
     }
     if (!ge2_test_require_gpu(name))
         return EXIT_SUCCESS;
@@ -69,7 +76,7 @@ static inline int ge2_gpu_suite_main(const char *name, int timeout_s, const TTes
     TCase *tc = tcase_create(name);
     tcase_set_timeout(tc, timeout_s);
     for (int i = 0; i < n; i++)
-        if (!only || ge2_gpu_suite_names(only, tests[i]->name))
+        if (!only || ge2_gpu_suite_lists(only, tests[i]->name))
             tcase_add_test(tc, tests[i]);
     suite_add_tcase(s, tc);
     return ge2_check_run(s);

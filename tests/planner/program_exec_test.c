@@ -815,9 +815,9 @@ static void check_head_gradient_over_logits(int64_t cols, bool over)
     int32_t yd[B];
     uint64_t rng = 11;
     for (int i = 0; i < B * IN; i++)
-        xd[i] = (float)((double)((rng = rng * 6364136223846793005ull + 1442695040888963407ull) >> 11) / 9007199254740992.0 * 4 - 2);
+        xd[i] = 2.0f * rg_uniform(&rng);
     for (int i = 0; i < B; i++)
-        yd[i] = (int32_t)((rng = rng * 6364136223846793005ull + 1442695040888963407ull) >> 33) % (int32_t)(cols - 10);
+        yd[i] = (int32_t)rg_below(&rng, cols - 10);
     ge2_feed f[2] = {{x, xd, ge2_shape2(B, IN)}, {labels, yd, ge2_shape1(B)}};
     ge2_naive *ref;
     ck_assert_msg(ge2_naive_run(g, f, 2, &ref) == GE2_OK, "%s", ge2_last_error());
