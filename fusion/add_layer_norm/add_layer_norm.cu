@@ -52,8 +52,7 @@ extern "C" ge2_status ge2_cuda_add_layer_norm_launch(const ge2_launch *l)
     const float *a = (const float *)l->in[0].data, *b = (const float *)l->in[1].data;
     const float *w = (const float *)l->in[2].data;
     float *s = (float *)l->out[0].data, *saved = (float *)l->out[2].data;
-    const long long per_block = GE2_ADD_LN_THREADS / GE2_WARP;
-    const unsigned blocks = (unsigned)((g.rows + per_block - 1) / per_block);
+    const unsigned blocks = ge2_row_norm_warp_blocks(g.rows, GE2_ADD_LN_THREADS);
     cudaStream_t stream = ge2_cuda_stream(l);
     if (l->out[1].dtype == GE2_BF16)
         GE2_LN_ROW4_DISPATCH(g.c, ge2_add_layer_norm_kernel, blocks, GE2_ADD_LN_THREADS, 0, stream, g.rows, (int)g.c,

@@ -4,6 +4,7 @@
 #include "fusion/add_rms_norm/add_rms_norm.h"
 #include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/check.h"
+#include "ops/norm/cuda_layer_norm.h"
 #include "ops/rms_norm/rms_norm_row.h"
 
 #define GE2_ADD_RMS_THREADS 256
@@ -41,13 +42,9 @@ __global__ void ge2_add_rms_norm_kernel(long long rows, int c, float eps, const 
 extern "C" ge2_status ge2_cuda_add_rms_norm_launch(const ge2_launch *l)
 {
     GE2_TRY(ge2_cuda_require_f32(l, 0));
-    const ge2_ln_geom g = ge2_ln_geom_of(l->in[0].shape);
-    if (g.c < 1 || g.c > INT32_MAX || g.rows < 1)
-        return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s (node %d): x is %lld rows of %lld; the CUDA kernel takes rows "
-                         "of 1 to 2^31 - 1 values",
-                         ge2_cuda_op_name(l), l->node->id, (long long)g.rows, (long long)g.c);
-    const long long per_block = GE2_ADD_RMS_THREADS / GE2_WARP;
-    ge2_add_rms_norm_kernel<<<(unsigned)((g.rows + per_block - 1) / per_block), GE2_ADD_RMS_THREADS, 0,
+    ge2_ln_geom g;
+    GE2_TRY(ge2_row_norm_geom(l, l->in[0].shape, &g));
+    ge2_add_rms_norm_kernel<<<ge2_row_norm_warp_blocks(g.rows, GE2_ADD_RMS_THREADS), GE2_ADD_RMS_THREADS, 0,
                               ge2_cuda_stream(l)>>>(
         g.rows, (int)g.c, (float)GE2_ATTRS(ge2_rms_norm_attrs, l->node->attrs)->eps, (const float *)l->in[0].data,
         (const float *)l->in[1].data, (const float *)l->in[2].data, (float *)l->out[0].data,

@@ -202,27 +202,12 @@ __global__ void ge2_layer_norm_grad_params4_kernel(long long rows, int c, int ch
 
 // ----------------------------------------------------------------- launchers
 
-static ge2_status ln_geom(const ge2_launch *l, ge2_shape x, ge2_ln_geom *g)
-{
-    *g = ge2_ln_geom_of(x);
-    if (g->c < 1 || g->c > INT32_MAX - GE2_LN_THREADS || g->rows < 1)
-        return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s (node %d): x is %lld rows of %lld; the CUDA kernels take rows of "
-                         "1 to 2^31 - 1 values",
-                         ge2_cuda_op_name(l), l->node->id, (long long)g->rows, (long long)g->c);
-    return GE2_OK;
-}
-
-static unsigned warp_rows_blocks(long long rows)
-{
-    const long long per_block = GE2_LN_THREADS / GE2_WARP;
-    return (unsigned)((rows + per_block - 1) / per_block);
-}
-
 extern "C" ge2_status ge2_cuda_layer_norm_launch(const ge2_launch *l)
 {
     GE2_TRY(ge2_cuda_require_f32(l, 0));
     ge2_ln_geom g;
-    GE2_TRY(ln_geom(l, l->in[0].shape, &g));
+    GE2_TRY(ge2_row_norm_geom(l, l->in[0].shape, &g));
+    const unsigned blocks = ge2_row_norm_warp_blocks(g.rows, GE2_LN_THREADS);
     const float eps = (float)GE2_ATTRS(ge2_layer_norm_attrs, l->node->attrs)->eps;
     const float *x = (const float *)l->in[0].data, *w = (const float *)l->in[1].data;
     const float *b = l->n_in > 2 ? (const float *)l->in[2].data : NULL;
@@ -231,16 +216,16 @@ extern "C" ge2_status ge2_cuda_layer_norm_launch(const ge2_launch *l)
                       ge2_cuda_aligned16(l->out[0].data);
     cudaStream_t stream = ge2_cuda_stream(l);
     if (row4 && l->out[0].dtype == GE2_BF16)
-        GE2_LN_ROW4_DISPATCH(g.c, ge2_layer_norm_row4_kernel, warp_rows_blocks(g.rows), GE2_LN_THREADS, 0, stream, g.rows,
+        GE2_LN_ROW4_DISPATCH(g.c, ge2_layer_norm_row4_kernel, blocks, GE2_LN_THREADS, 0, stream, g.rows,
                              (int)g.c, eps, x, w, b, (__nv_bfloat16 *)l->out[0].data, saved);
     else if (row4)
-        GE2_LN_ROW4_DISPATCH(g.c, ge2_layer_norm_row4_kernel, warp_rows_blocks(g.rows), GE2_LN_THREADS, 0, stream, g.rows,
+        GE2_LN_ROW4_DISPATCH(g.c, ge2_layer_norm_row4_kernel, blocks, GE2_LN_THREADS, 0, stream, g.rows,
                              (int)g.c, eps, x, w, b, (float *)l->out[0].data, saved);
     else if (l->out[0].dtype == GE2_BF16)
-        ge2_layer_norm_kernel<<<warp_rows_blocks(g.rows), GE2_LN_THREADS, 0, ge2_cuda_stream(l)>>>(
+        ge2_layer_norm_kernel<<<blocks, GE2_LN_THREADS, 0, ge2_cuda_stream(l)>>>(
             g.rows, (int)g.c, eps, x, w, b, (__nv_bfloat16 *)l->out[0].data, saved);
     else
-        ge2_layer_norm_kernel<<<warp_rows_blocks(g.rows), GE2_LN_THREADS, 0, ge2_cuda_stream(l)>>>(
+        ge2_layer_norm_kernel<<<blocks, GE2_LN_THREADS, 0, ge2_cuda_stream(l)>>>(
             g.rows, (int)g.c, eps, x, w, b, (float *)l->out[0].data, saved);
     return ge2_cuda_check_launch(l, "ge2_layer_norm_kernel");
 }
@@ -250,7 +235,7 @@ extern "C" ge2_status ge2_cuda_layer_norm_grad_params_launch(const ge2_launch *l
     GE2_TRY(ge2_cuda_require_f32(l, 0));
     GE2_TRY(ge2_cuda_require_control(l));
     ge2_ln_geom g;
-    GE2_TRY(ln_geom(l, l->in[1].shape, &g));
+    GE2_TRY(ge2_row_norm_geom(l, l->in[1].shape, &g));
     const float *dy = (const float *)l->in[0].data, *x = (const float *)l->in[1].data;
     // four columns a thread where every row's start is 16-byte aligned and
     // their (smaller) chunks' partials fit the workspace
@@ -282,8 +267,9 @@ extern "C" ge2_status ge2_cuda_layer_norm_grad_input_launch(const ge2_launch *l)
     if (!l->out[0].data)
         return GE2_OK;
     ge2_ln_geom g;
-    GE2_TRY(ln_geom(l, l->in[1].shape, &g));
-    ge2_layer_norm_grad_input_kernel<<<warp_rows_blocks(g.rows), GE2_LN_THREADS, 0, ge2_cuda_stream(l)>>>(
+    GE2_TRY(ge2_row_norm_geom(l, l->in[1].shape, &g));
+    ge2_layer_norm_grad_input_kernel<<<ge2_row_norm_warp_blocks(g.rows, GE2_LN_THREADS), GE2_LN_THREADS, 0,
+                                       ge2_cuda_stream(l)>>>(
         g.rows, (int)g.c, (const float *)l->in[0].data, (const float *)l->in[1].data, (const float *)l->in[2].data,
         (const float *)l->in[3].data, l->n_in > 4 ? (const float *)l->in[4].data : NULL, (float *)l->out[0].data);
     return ge2_cuda_check_launch(l, "ge2_layer_norm_grad_input_kernel");

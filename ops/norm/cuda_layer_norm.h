@@ -20,7 +20,29 @@
 
 #include "kernels/cuda/bf16_store.h"
 #include "kernels/cuda/block_reduce.h"
+#include "kernels/cuda/check.h"
 #include "ops/norm/norm.h"
+
+// ------------------------------------------------------- launch geometry
+// The row norms' launchers (LAYER_NORM's, RMS_NORM's, the fused residual
+// norms'): x [..., C] as rows x c, refused where a lane's int column index
+// could overflow as it strides a row, and one row a warp in blocks of
+// `threads`.
+static inline ge2_status ge2_row_norm_geom(const ge2_launch *l, ge2_shape x, ge2_ln_geom *g)
+{
+    *g = ge2_ln_geom_of(x);
+    if (g->c < 1 || g->c > INT32_MAX - 1024 || g->rows < 1)
+        return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s (node %d): x is %lld rows of %lld; the CUDA kernels take rows of "
+                         "1 to 2^31 - 1025 values",
+                         ge2_cuda_op_name(l), l->node->id, (long long)g->rows, (long long)g->c);
+    return GE2_OK;
+}
+
+static inline unsigned ge2_row_norm_warp_blocks(long long rows, int threads)
+{
+    const long long per_block = threads / GE2_WARP;
+    return (unsigned)((rows + per_block - 1) / per_block);
+}
 
 // One value's part of the row sums Σ g and Σ g·x̂
 __device__ __forceinline__ void ge2_ln_grad_sums(float d, float x, float w, float mean, float rstd, float &sg,

@@ -7,6 +7,7 @@
 #include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/check.h"
 #include "ops/rms_norm/rms_norm.h"
+#include "ops/norm/cuda_layer_norm.h"
 #include "ops/rms_norm/rms_norm_row.h"
 
 #define GE2_RMS_THREADS 256
@@ -91,33 +92,18 @@ __global__ void ge2_rms_norm_grad_weight_sum_kernel(int c, int chunks, const flo
 
 // ----------------------------------------------------------------- launchers
 
-static ge2_status rms_geom(const ge2_launch *l, ge2_shape x, ge2_ln_geom *g)
-{
-    *g = ge2_ln_geom_of(x);
-    if (g->c < 1 || g->c > INT32_MAX || g->rows < 1)
-        return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s (node %d): x is %lld rows of %lld; the CUDA kernels take rows of "
-                         "1 to 2^31 - 1 values",
-                         ge2_cuda_op_name(l), l->node->id, (long long)g->rows, (long long)g->c);
-    return GE2_OK;
-}
-
-static unsigned warp_rows_blocks(long long rows)
-{
-    const long long per_block = GE2_RMS_THREADS / GE2_WARP;
-    return (unsigned)((rows + per_block - 1) / per_block);
-}
-
 static long long weight_chunks(long long rows) { return (rows + GE2_RMS_CHUNK - 1) / GE2_RMS_CHUNK; }
 
 extern "C" ge2_status ge2_cuda_rms_norm_launch(const ge2_launch *l)
 {
     GE2_TRY(ge2_cuda_require_f32(l, 0));
     ge2_ln_geom g;
-    GE2_TRY(rms_geom(l, l->in[0].shape, &g));
+    GE2_TRY(ge2_row_norm_geom(l, l->in[0].shape, &g));
     float *y = (float *)l->out[0].data, *saved = l->n_out > 1 ? (float *)l->out[1].data : NULL;
     if (!y && !saved)
         return GE2_OK;
-    ge2_rms_norm_kernel<<<warp_rows_blocks(g.rows), GE2_RMS_THREADS, 0, ge2_cuda_stream(l)>>>(
+    ge2_rms_norm_kernel<<<ge2_row_norm_warp_blocks(g.rows, GE2_RMS_THREADS), GE2_RMS_THREADS, 0,
+                          ge2_cuda_stream(l)>>>(
         g.rows, (int)g.c, (float)GE2_ATTRS(ge2_rms_norm_attrs, l->node->attrs)->eps, (const float *)l->in[0].data,
         (const float *)l->in[1].data, y, saved);
     return ge2_cuda_check_launch(l, "ge2_rms_norm_kernel");
@@ -133,12 +119,13 @@ extern "C" ge2_status ge2_cuda_rms_norm_grad_launch(const ge2_launch *l)
 {
     GE2_TRY(ge2_cuda_require_f32(l, 0));
     ge2_ln_geom g;
-    GE2_TRY(rms_geom(l, l->in[1].shape, &g));
+    GE2_TRY(ge2_row_norm_geom(l, l->in[1].shape, &g));
     const float *dy = (const float *)l->in[0].data, *x = (const float *)l->in[1].data;
     const float *w = (const float *)l->in[2].data, *saved = (const float *)l->in[3].data;
     cudaStream_t stream = ge2_cuda_stream(l);
     if (l->out[0].data) {
-        ge2_rms_norm_grad_input_kernel<<<warp_rows_blocks(g.rows), GE2_RMS_THREADS, 0, stream>>>(
+        ge2_rms_norm_grad_input_kernel<<<ge2_row_norm_warp_blocks(g.rows, GE2_RMS_THREADS), GE2_RMS_THREADS, 0,
+                                         stream>>>(
             g.rows, (int)g.c, dy, x, w, saved, (float *)l->out[0].data);
         GE2_TRY(ge2_cuda_check_launch(l, "ge2_rms_norm_grad_input_kernel"));
     }
