@@ -22,7 +22,7 @@ typedef struct ge2_side_stream_us {
     double run;    /* from when the side stream reached it to its end */
     double start;  /* when it started there, after the step's first launch began */
 } ge2_side_stream_us;
-struct ge2_program_options; /* capture/program_internal.h */
+struct ge2_program_options; /* capture/options.h */
 
 /* Feed staging slots per graph key: the host fills one while the device may
  * still run the step that used the other. A slot's step I/O does not change

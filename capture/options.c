@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "capture/program_internal.h"
+#include "capture/options.h"
 #include "fusion/fusion.h"
 #include "graph/error.h"
 

@@ -1,5 +1,6 @@
-/* The compiled program, private to capture/ (program*.c, the backends) and
- * the tests; the modules beside capture/ use capture/program_state.h.
+/* The compiled program, private to capture/ (program*.c, the backends): the
+ * modules beside capture/ use capture/program_state.h, the tests and
+ * benchmarks capture/program_inspect.h.
  *
  * A program owns the persistent state every graph key shares (parameter,
  * gradient and optimizer-state pools, constants, the control block) and a
@@ -36,6 +37,7 @@
 #define GE2_CAPTURE_PROGRAM_INTERNAL_H
 
 #include "capture/backend.h"
+#include "capture/options.h"
 #include "capture/program_state.h"
 #include "graph/control.h"
 #include "graph/ir.h"
@@ -44,20 +46,6 @@
 /* ge2_set_lr's pinned upload sources, used in turn: the host may set the LR
  * again before the device has copied the previous value. */
 #define GE2_LR_RING 4
-
-/* The options a program runs with: the caller's, with the environment's
- * overrides (capture/options.c), and what follows from them. The strings of
- * `o` point into this struct, so it is not copied after resolving. */
-typedef struct ge2_program_options {
-    ge2_compile_options o;
-    char disable_fusions[256];
-    char kernel_cache[4096]; /* "" when tuned choices stay in memory */
-    ge2_fusion_set fusions;  /* the fuse pass's patterns: every key's */
-    ge2_kernel_settings settings; /* what every launch's kernels see */
-} ge2_program_options;
-
-/* Fills *out from given (NULL: the defaults) and the environment. */
-ge2_status ge2_options_resolve(const ge2_compile_options *given, ge2_program_options *out);
 
 /* One graph key: everything a step of it needs, made on its first step. */
 typedef struct ge2_program_key {
@@ -155,8 +143,7 @@ struct ge2_program {
  * control block's count of out-of-range labels and ids. */
 static inline int ge2_program_slot_results(const ge2_program *program) { return program->n_results + 1; }
 
-/* --- for the other capture/ files (the backends); checkpoint/, dist/ and
- * the tests reach the program through capture/program_state.h ----------- */
+/* --- for the other capture/ files (the backends) ---------------------- */
 
 /* Fails (GE2_ERR_OUT_OF_MEMORY, with both figures) when bytes exceed what
  * the backend can still allocate; fn is the caller for the message, what

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "capture/program_internal.h"
+#include "capture/program_inspect.h"
 #include "fusion/fusion.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/ops.h"
@@ -83,7 +83,7 @@ static void train(ge2_graph *g, int pattern, const char *disable, run *r)
     o.disable_fusions = disable;
     ck_assert_int_eq(ge2_context_new(device, &ctx), GE2_OK);
     ck_assert_msg(ge2_compile(ctx, g, &o, &prog) == GE2_OK, "%s", ge2_last_error());
-    r->groups_of_pattern += prog->rewritten[pattern]; /* a rewrite row's fused nodes */
+    r->groups_of_pattern += ge2_program_rewritten(prog, pattern); /* a rewrite row's fused nodes */
     rng = 0x5eed;
     for (int s = 0; s < STEPS; s++) {
         ge2_feed feeds[4];
@@ -94,12 +94,12 @@ static void train(ge2_graph *g, int pattern, const char *disable, run *r)
         for (int i = 0; i < n; i++)
             free(bufs[i]);
     }
-    const ge2_program_key *key = prog->keys[prog->last_key[GE2_MODE_TRAIN]];
-    const ge2_plan *plan = key->plan;
+    const ge2_key_view key = ge2_program_key_view(prog, ge2_program_last_key(prog, GE2_MODE_TRAIN));
+    const ge2_plan *plan = key.plan;
     for (int i = 0; i < plan->n_groups; i++) {
         r->groups_of_pattern += plan->groups[i].pattern == pattern;
         /* the backend names the implementation in a group's launches when it runs it */
-        r->groups_run_fused += plan->groups[i].pattern == pattern && key->exec.launches[plan->groups[i].first].fused_into;
+        r->groups_run_fused += plan->groups[i].pattern == pattern && key.exec->launches[plan->groups[i].first].fused_into;
     }
     for (int i = 0; i < g->n_tensors && r->n_params < MAX_PARAMS; i++) {
         const ge2_tensor *t = g->tensors[i];
@@ -180,7 +180,7 @@ static ge2_program *after_a_step(ge2_graph *g, ge2_context **ctx)
 
 static const ge2_plan *train_plan(const ge2_program *prog)
 {
-    return prog->keys[prog->last_key[GE2_MODE_TRAIN]]->plan;
+    return ge2_program_key_view(prog, ge2_program_last_key(prog, GE2_MODE_TRAIN)).plan;
 }
 
 /* x -> linear -> h + dropout(h) -> layer_norm -> head, rows of `width`:

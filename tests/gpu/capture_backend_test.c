@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "capture/backend.h"
-#include "capture/program_internal.h"
+#include "capture/options.h"
 #include "graph/error.h"
 #include "ops/linear/linear.h"
 #include "tests/gpu/capture_suite.h"

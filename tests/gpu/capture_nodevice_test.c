@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "capture/backend.h"
-#include "capture/program_internal.h"
+#include "capture/options.h"
 #include "tests/gpu_probe.h"
 #include "tests/support/check_main.h"
 

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "capture/program_internal.h"
+#include "capture/options.h"
 #include "graph/rng.h"
 #include "kernels/cuda/gemm_registry.h"
 #include "tests/support/check_main.h"

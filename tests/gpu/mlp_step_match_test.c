@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "capture/program_internal.h"
+#include "capture/program_inspect.h"
 #include "fusion/mlp_step/mlp_step.h"
 #include "tests/gpu/mlp_spec.h"
 #include "tests/support/check_main.h"
@@ -29,8 +29,8 @@ static bool match(const mlp_spec *spec, ge2_mlp_step_desc *desc, char *why, size
     spec_model m;
     spec_open(&m, spec, GE2_DEVICE_CPU, 11);
     spec_step(&m, 5, 0);
-    const ge2_program_key *pk = m.program->keys[m.program->last_key[GE2_MODE_TRAIN]];
-    bool ok = ge2_mlp_step_match(pk->exec.launches, pk->exec.n_launches, desc, why, size);
+    const ge2_exec *e = ge2_program_key_view(m.program, ge2_program_last_key(m.program, GE2_MODE_TRAIN)).exec;
+    bool ok = ge2_mlp_step_match(e->launches, e->n_launches, desc, why, size);
     spec_close(&m);
     return ok;
 }
@@ -142,10 +142,10 @@ START_TEST(test_refuses_an_eval_key)
     static int32_t labels[16];
     ge2_feed feeds[2] = {{m.x, x, ge2_shape2(16, 40)}, {m.labels, labels, ge2_shape1(16)}};
     ck_assert_int_eq(ge2_program_step(m.program, GE2_MODE_EVAL, feeds, 2), GE2_OK);
-    const ge2_program_key *pk = m.program->keys[m.program->last_key[GE2_MODE_EVAL]];
+    const ge2_exec *e = ge2_program_key_view(m.program, ge2_program_last_key(m.program, GE2_MODE_EVAL)).exec;
     ge2_mlp_step_desc d;
     char why[256];
-    ck_assert(!ge2_mlp_step_match(pk->exec.launches, pk->exec.n_launches, &d, why, sizeof why));
+    ck_assert(!ge2_mlp_step_match(e->launches, e->n_launches, &d, why, sizeof why));
     ck_assert_msg(strstr(why, "not a training step"), "%s", why);
     spec_close(&m);
 }

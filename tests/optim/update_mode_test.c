@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "capture/program_internal.h"
+#include "capture/program_state.h"
 #include "ge2/ge2.h"
 #include "graph/ir.h"
 #include "optim/optimizer_math.h"
@@ -609,7 +609,7 @@ START_TEST(program_allocates_and_reports_the_mode)
     free(kernels);
 
     /* the marked gradient equals the flat program's gradient pool, bitwise */
-    float got[32], *want = ge2_program_pools(t.pf).grads + t.pf->layout->offset[t.flat.b[0]->id] / sizeof(float);
+    float got[32], *want = ge2_program_pools(t.pf).grads + ge2_program_layout(t.pf)->offset[t.flat.b[0]->id] / sizeof(float);
     API(ge2_program_read_output(t.pp, GE2_MODE_TRAIN, ge2_grad(t.per.b[0]), got, sizeof got));
     ck_assert_mem_eq(got, want, sizeof got);
     /* an unmarked one is gone after its update */

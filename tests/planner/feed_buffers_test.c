@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "capture/program_internal.h"
+#include "capture/program_inspect.h"
 #include "graph/alloc.h"
 #include "graph/error.h"
 #include "tests/planner/random_graph.h"
@@ -132,9 +132,10 @@ static void twin_step(twin *t, ge2_mode mode, int64_t b, unsigned copy_mask)
 /* Parameters and optimizer state of the two programs, bit for bit. */
 static void expect_same_model(const twin *t)
 {
-    size_t param_bytes = t->copy->layout->param_bytes;
-    ck_assert(memcmp(t->copy->pools.params, t->zero->pools.params, param_bytes) == 0);
-    ck_assert(memcmp(t->copy->pools.state, t->zero->pools.state, (size_t)t->copy->pools.slots * param_bytes) == 0);
+    const size_t param_bytes = ge2_program_layout(t->copy)->param_bytes;
+    const ge2_flat_pools copy = ge2_program_pools(t->copy), zero = ge2_program_pools(t->zero);
+    ck_assert(memcmp(copy.params, zero.params, param_bytes) == 0);
+    ck_assert(memcmp(copy.state, zero.state, (size_t)copy.slots * param_bytes) == 0);
 }
 
 START_TEST(test_zero_copy_matches_copying)
@@ -314,8 +315,8 @@ START_TEST(test_staging_pointers_misused)
     ck_assert_ptr_eq(t.ptrs[0], old[0].data);
     for (int s = 0; s < GE2_STAGING_BUFFERS - 1; s++)
         twin_step(&t, GE2_MODE_TRAIN, b, 3);
-    const ge2_program_key *pk = t.zero->keys[0];
-    ck_assert_ptr_eq((const unsigned char *)pk->staging[pk->next_staging] + pk->plan->tensors[t.rg.x->id].offset,
+    const ge2_key_view pk = ge2_program_key_view(t.zero, 0);
+    ck_assert_ptr_eq((const unsigned char *)pk.staging[pk.next_staging] + pk.plan->tensors[t.rg.x->id].offset,
                      old[0].data); /* the next step's, but not handed out for it */
     expect_error(ge2_program_step(t.zero, GE2_MODE_TRAIN, old, n), GE2_ERR_STATE, "'x'", "not handed out");
 
@@ -409,21 +410,23 @@ static ge2_status cf_done(ge2_backend_ctx *ctx, void *fence, bool *done)
  * the step before it through that slot was waited for. */
 static ge2_status cf_exec_run(ge2_backend_ctx *ctx, ge2_exec *exec, int slot)
 {
-    for (int k = 0; fenced && k < fenced->n_keys; k++)
-        if (exec == &fenced->keys[k]->exec) {
-            ck_assert_ptr_eq(exec->io[slot].upload.src, fenced->keys[k]->staging[slot]);
-            ck_assert_msg(!((count_fence *)fenced->keys[k]->fence[slot])->pending,
+    for (int k = 0; fenced && k < ge2_program_key_count(fenced); k++)
+        if (exec == ge2_program_key_view(fenced, k).exec) {
+            ck_assert_ptr_eq(exec->io[slot].upload.src, ge2_program_key_view(fenced, k).staging[slot]);
+            ck_assert_msg(!((count_fence *)ge2_program_key_view(fenced, k).fence[slot])->pending,
                           "key %d staging %d rewritten while its step may be in flight", k, slot);
             steps_checked++;
         }
     return ge2_backend_cpu.exec_run(ctx, exec, slot);
 }
 
-static int staging_waits(const ge2_program_key *pk)
+/* The waits on key 0's staging fences so far; 0 before the key is made. */
+static int staging_waits(const ge2_program *program)
 {
+    const ge2_key_view pk = ge2_program_key_view(program, 0);
     int n = 0;
-    for (int i = 0; i < GE2_STAGING_BUFFERS; i++)
-        n += ((const count_fence *)pk->fence[i])->waits;
+    for (int i = 0; pk.fence && i < GE2_STAGING_BUFFERS; i++)
+        n += ((const count_fence *)pk.fence[i])->waits;
     return n;
 }
 
@@ -434,25 +437,25 @@ START_TEST(test_staging_waits_once_per_reuse)
 {
     twin t;
     twin_new_labelled(140, &t);
-    ge2_backend backend = *t.zero->backend;
+    ge2_backend backend = ge2_backend_cpu;
     backend.fence_new = cf_new;
     backend.fence_free = cf_free;
     backend.fence_record = cf_record;
     backend.fence_wait = cf_wait;
     backend.fence_done = cf_done;
     backend.exec_run = cf_exec_run;
-    t.zero->backend = &backend; /* before any key: each key's staging gets fences */
+    ge2_program_swap_backend(t.zero, &backend); /* before any key: each key's staging gets fences */
     fenced = t.zero;
     for (int s = 0; s < 12; s++) {
         bool in_place = s % 4 != 3;
-        int waits = t.zero->n_keys ? staging_waits(t.zero->keys[0]) : 0;
+        int waits = staging_waits(t.zero);
         if (in_place) {
             int n = twin_fill(&t, GE2_MODE_TRAIN, t.rg.batch, 0);
-            const ge2_program_key *pk = t.zero->keys[0];
-            ck_assert(!((count_fence *)pk->fence[pk->next_staging])->pending);
-            int after_feed_buffers = staging_waits(pk);
+            const ge2_key_view pk = ge2_program_key_view(t.zero, 0);
+            ck_assert(!((count_fence *)pk.fence[pk.next_staging])->pending);
+            int after_feed_buffers = staging_waits(t.zero);
             ck_assert_int_eq(ge2_program_step(t.zero, GE2_MODE_TRAIN, t.zfeeds, n), GE2_OK);
-            ck_assert_int_eq(staging_waits(pk), after_feed_buffers); /* the step did not wait again */
+            ck_assert_int_eq(staging_waits(t.zero), after_feed_buffers); /* the step did not wait again */
             ck_assert_int_eq(ge2_program_step(t.copy, GE2_MODE_TRAIN, t.feeds, n), GE2_OK);
         } else {
             int n = rg_feeds(&t.rg, t.rg.batch, &t.rng, t.x, t.label, t.feeds);
@@ -460,7 +463,7 @@ START_TEST(test_staging_waits_once_per_reuse)
             ck_assert_int_eq(ge2_program_step(t.copy, GE2_MODE_TRAIN, t.feeds, n), GE2_OK);
         }
         /* A buffer is waited for only from its second use on, once. */
-        ck_assert_int_eq(staging_waits(t.zero->keys[0]) - waits, s >= GE2_STAGING_BUFFERS ? 1 : 0);
+        ck_assert_int_eq(staging_waits(t.zero) - waits, s >= GE2_STAGING_BUFFERS ? 1 : 0);
         expect_same_loss(&t, GE2_MODE_TRAIN, in_place ? "fenced, in place" : "fenced, copied");
     }
     ck_assert_int_eq(steps_checked, 12);

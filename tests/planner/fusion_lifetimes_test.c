@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "capture/program_internal.h"
+#include "capture/program_inspect.h"
 #include "fusion/mlp_step/pattern.h"
 #include "tests/gpu/mlp_spec.h"
 #include "tests/support/check_main.h"
@@ -25,9 +25,8 @@ static int check_arena(const mlp_spec *spec)
     spec_model m;
     spec_open(&m, spec, GE2_DEVICE_CPU, 3);
     spec_step(&m, 7, 0);
-    const ge2_program_key *pk = m.program->keys[m.program->last_key[GE2_MODE_TRAIN]];
-    const ge2_plan *plan = pk->plan;
-    const ge2_graph *graph = m.program->graph;
+    const ge2_plan *plan = ge2_program_key_view(m.program, ge2_program_last_key(m.program, GE2_MODE_TRAIN)).plan;
+    const ge2_graph *graph = ge2_program_graph(m.program);
     const ge2_node *nodes[64];
     ck_assert_int_le(plan->n_steps, 64);
     for (int p = 0; p < plan->n_steps; p++)

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "capture/program_internal.h"
+#include "capture/program_inspect.h"
 #include "graph/alloc.h"
 #include "graph/error.h"
 #include "tests/planner/random_graph.h"
@@ -104,33 +104,37 @@ static void check_step_matches_naive(ge2_program *prog, const rg_graph *rg, int6
  * asked otherwise, their arenas are one backing sized to the largest key. */
 static void check_keys_share_pools(const ge2_program *prog)
 {
-    const ge2_graph *g = prog->graph;
-    const char *params = (const char *)prog->pools.params, *grads = (const char *)prog->pools.grads;
-    size_t largest = 0;
-    for (int k = 0; k < prog->n_keys; k++) {
-        const ge2_exec *e = &prog->keys[k]->exec;
+    const ge2_graph *g = ge2_program_graph(prog);
+    const ge2_flat_pools pools = ge2_program_pools(prog);
+    const ge2_layout *layout = ge2_program_layout(prog);
+    const char *params = (const char *)pools.params, *grads = (const char *)pools.grads;
+    const bool separate = ge2_program_options_of(prog)->o.separate_arenas;
+    size_t largest = 0, arena_bytes;
+    const void *arena = ge2_program_arena(prog, &arena_bytes);
+    for (int k = 0; k < ge2_program_key_count(prog); k++) {
+        const ge2_exec *e = ge2_program_key_view(prog, k).exec;
         largest = e->plan->arena_bytes > largest ? e->plan->arena_bytes : largest;
-        if (!prog->options.o.separate_arenas)
-            ck_assert_ptr_eq(e->arena, prog->arena); /* one backing for all keys */
+        if (!separate)
+            ck_assert_ptr_eq(e->arena, arena); /* one backing for all keys */
         else
-            ck_assert_ptr_ne(e->arena, prog->arena);
+            ck_assert_ptr_ne(e->arena, arena);
         for (int l = 0; l < e->n_launches; l++) {
             const ge2_launch *launch = &e->launches[l];
             for (int i = 0; i < launch->n_in; i++) {
                 const ge2_tensor *t = g->tensors[launch->node->inputs[i]];
                 if (t->role == GE2_ROLE_PARAMETER && launch->in[i].data)
-                    ck_assert_ptr_eq(launch->in[i].data, params + prog->layout->offset[t->id]);
+                    ck_assert_ptr_eq(launch->in[i].data, params + layout->offset[t->id]);
             }
             for (int o = 0; o < launch->n_out; o++) {
                 const ge2_tensor *t = g->tensors[launch->node->outputs[o]];
                 if (t->grad_of >= 0 && g->tensors[t->grad_of]->role == GE2_ROLE_PARAMETER &&
                     g->tensors[t->grad_of]->grad == t->id)
-                    ck_assert_ptr_eq(launch->out[o].data, grads + prog->layout->offset[t->grad_of]);
+                    ck_assert_ptr_eq(launch->out[o].data, grads + layout->offset[t->grad_of]);
             }
         }
     }
-    if (!prog->options.o.separate_arenas)
-        ck_assert_uint_eq(prog->arena_bytes, largest ? largest : 1); /* sized to the largest key */
+    if (!separate)
+        ck_assert_uint_eq(arena_bytes, largest ? largest : 1); /* sized to the largest key */
 }
 
 START_TEST(test_random_graphs_match_naive)
@@ -227,16 +231,16 @@ START_TEST(test_launch_scratch_in_the_arena)
         ck_assert_int_eq(rg_build(seed, true, &rg), GE2_OK);
         ge2_context *ctx;
         ge2_program *prog = compile_cpu(rg.graph, i % 4 == 3, &ctx);
-        ge2_backend asking = *prog->backend;
+        ge2_backend asking = ge2_backend_cpu;
         asking.launch_scratch_bytes = asking_scratch_bytes;
         asking.exec_prepare = asking_exec_prepare;
         asking.exec_run = spoiling_exec_run;
-        prog->backend = &asking;
+        ge2_program_swap_backend(prog, &asking);
         int64_t batches[4] = {rg.batch, rg.batch + 5, rg.batch > 2 ? rg.batch - 1 : 1, rg.batch};
         for (int k = 0; k < 4; k++)
             check_step_matches_naive(prog, &rg, batches[k], &rng);
         check_keys_share_pools(prog);
-        prog->backend = &ge2_backend_cpu;
+        ge2_program_swap_backend(prog, &ge2_backend_cpu);
         ge2_program_free(prog);
         ge2_context_free(ctx);
         rg_free(&rg);
@@ -474,12 +478,12 @@ END_TEST
 /* Program gradients of every parameter equal the naive run's, bitwise. */
 static void check_grads_equal(ge2_program *prog, const ge2_naive *ref)
 {
-    const ge2_graph *g = prog->graph;
+    const ge2_graph *g = ge2_program_graph(prog);
     for (int i = 0; i < g->n_tensors; i++) {
         const ge2_tensor *p = g->tensors[i];
         if (p->role != GE2_ROLE_PARAMETER)
             continue;
-        const float *got = prog->pools.grads + prog->layout->offset[i] / sizeof(float);
+        const float *got = ge2_program_pools(prog).grads + ge2_program_layout(prog)->offset[i] / sizeof(float);
         ck_assert_msg(memcmp(got, ge2_naive_data(ref, ge2_grad(p)), tensor_bytes(p, p->shape)) == 0,
                       "gradient of %s differs", p->name);
     }
@@ -488,13 +492,13 @@ static void check_grads_equal(ge2_program *prog, const ge2_naive *ref)
 /* p_next == p - lr * grad for every parameter (SGD, no momentum). */
 static void check_sgd_update(ge2_program *prog, const ge2_naive *ref, float **before, double lr)
 {
-    const ge2_graph *g = prog->graph;
+    const ge2_graph *g = ge2_program_graph(prog);
     for (int i = 0, k = 0; i < g->n_tensors; i++) {
         const ge2_tensor *p = g->tensors[i];
         if (p->role != GE2_ROLE_PARAMETER)
             continue;
         const float *grad = ge2_naive_data(ref, ge2_grad(p));
-        const float *now = prog->pools.params + prog->layout->offset[i] / sizeof(float);
+        const float *now = ge2_program_pools(prog).params + ge2_program_layout(prog)->offset[i] / sizeof(float);
         for (int64_t e = 0; e < ge2_shape_numel(p->shape); e++)
             ck_assert_float_eq_tol(now[e], (float)((double)before[k][e] - lr * (double)grad[e]), 1e-6);
         k++;
@@ -577,7 +581,7 @@ START_TEST(test_keys_in_any_order_train_alike)
         bytes[run] = tensor_bytes(n.w, n.w->shape);
         after[run] = malloc(bytes[run]);
         ck_assert_int_eq(ge2_program_get_parameter(prog, n.w, after[run], bytes[run]), GE2_OK);
-        arena[run] = prog->arena_bytes;
+        ge2_program_arena(prog, &arena[run]);
         ge2_program_free(prog);
         ge2_context_free(ctx);
         ge2_graph_free(n.graph);
@@ -629,7 +633,7 @@ static void check_train_step(ge2_program *prog, net *n, int64_t b, uint64_t *rng
     net_feeds(n, b, rng, x, y, f);
     ge2_naive *ref = NULL;
     ck_assert_int_eq(ge2_naive_new(n->graph, f, 2, &ref), GE2_OK);
-    const ge2_graph *g = prog->graph;
+    const ge2_graph *g = ge2_program_graph(prog);
     for (int i = 0; i < g->n_tensors; i++) {
         const ge2_tensor *p = g->tensors[i];
         if (p->role == GE2_ROLE_PARAMETER)
@@ -652,15 +656,16 @@ START_TEST(test_failed_prepare_during_arena_growth)
     build_net(&n, GE2_OPT_SGD);
     ge2_context *ctx;
     ge2_program *prog = compile_cpu(n.graph, false, &ctx);
-    ge2_backend flaky = *prog->backend;
+    ge2_backend flaky = ge2_backend_cpu;
     flaky.exec_prepare = flaky_exec_prepare;
     flaky.exec_run = flaky_exec_run;
     flaky.exec_release = flaky_exec_release;
-    prog->backend = &flaky;
+    ge2_program_swap_backend(prog, &flaky);
     uint64_t rng = 33;
     check_train_step(prog, &n, 2, &rng);
     check_train_step(prog, &n, 4, &rng);
-    size_t small = prog->arena_bytes;
+    size_t small, grown;
+    ge2_program_arena(prog, &small);
     /* Batch 16 grows the arena: key 2's re-prepare fails, key 4's must
      * still happen, and the step reports the failure. */
     prepare_failures = 1;
@@ -670,15 +675,16 @@ START_TEST(test_failed_prepare_during_arena_growth)
     net_feeds(&n, 16, &rng, x, y, f);
     ck_assert_int_eq(ge2_program_step(prog, GE2_MODE_TRAIN, f, 2), GE2_ERR_OUT_OF_MEMORY);
     ck_assert_ptr_nonnull(strstr(ge2_last_error(), "injected"));
-    ck_assert_uint_gt(prog->arena_bytes, small);
+    const void *arena = ge2_program_arena(prog, &grown);
+    ck_assert_uint_gt(grown, small);
     ck_assert_int_eq(prepare_failures, 0);
-    for (int k = 0; k < prog->n_keys; k++)
-        ck_assert_ptr_eq(prog->keys[k]->exec.arena, prog->arena);
+    for (int k = 0; k < ge2_program_key_count(prog); k++)
+        ck_assert_ptr_eq(ge2_program_key_view(prog, k).exec->arena, arena);
     check_train_step(prog, &n, 4, &rng);
     check_train_step(prog, &n, 2, &rng);
     check_train_step(prog, &n, 16, &rng);
     ck_assert_int_eq(ge2_program_key_count(prog), 3);
-    prog->backend = &ge2_backend_cpu;
+    ge2_program_swap_backend(prog, &ge2_backend_cpu);
     ge2_program_free(prog);
     ge2_context_free(ctx);
     ge2_graph_free(n.graph);
@@ -779,7 +785,7 @@ START_TEST(test_disable_capture_env_rule)
             unsetenv("GE2_DISABLE_CAPTURE");
         ge2_context *ctx;
         ge2_program *prog = compile_cpu(n.graph, false, &ctx);
-        ck_assert_msg(prog->options.o.disable_capture == cases[i].disabled, "GE2_DISABLE_CAPTURE=%s",
+        ck_assert_msg(ge2_program_options_of(prog)->o.disable_capture == cases[i].disabled, "GE2_DISABLE_CAPTURE=%s",
                       cases[i].value ? cases[i].value : "(unset)");
         ge2_program_free(prog);
         ge2_context_free(ctx);
@@ -822,7 +828,7 @@ static void check_head_gradient_over_logits(int64_t cols, bool over)
     ge2_naive *ref;
     ck_assert_msg(ge2_naive_run(g, f, 2, &ref) == GE2_OK, "%s", ge2_last_error());
     ck_assert_msg(ge2_program_step(prog, GE2_MODE_TRAIN, f, 2) == GE2_OK, "%s", ge2_last_error());
-    const ge2_plan *plan = prog->keys[prog->last_key[GE2_MODE_TRAIN]]->plan;
+    const ge2_plan *plan = ge2_program_key_view(prog, ge2_program_last_key(prog, GE2_MODE_TRAIN)).plan;
     const int dlogits = ge2_grad(logits)->id;
     ck_assert_msg((plan->tensors[dlogits].reuses == logits->id) == over, "%lld columns: the gradient %s the logits",
                   (long long)cols, plan->tensors[dlogits].reuses == logits->id ? "takes over" : "does not take over");

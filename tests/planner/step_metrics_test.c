@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "capture/program_internal.h"
+#include "capture/program_inspect.h"
 #include "ge2/extension.h"
 #include "graph/control.h"
 #include "graph/error.h"
@@ -259,7 +259,7 @@ static void lag_twin_open(lag_twin *t)
     ck_assert_int_eq(ge2_context_new(GE2_DEVICE_CPU, &t->ctx), GE2_OK);
     t->ref = compile_cpu(t->ctx, &t->c, false);
     t->dut = compile_cpu(t->ctx, &t->c, false);
-    t->backend = *t->dut->backend;
+    t->backend = ge2_backend_cpu;
     t->backend.fence_new = lag_new;
     t->backend.fence_free = lag_free;
     t->backend.fence_record = lag_record;
@@ -267,7 +267,7 @@ static void lag_twin_open(lag_twin *t)
     t->backend.fence_done = lag_done;
     t->backend.sync = lag_sync;
     t->backend.exec_run = failing_exec_run;
-    t->dut->backend = &t->backend; /* before any key: each key's slots get lagging fences */
+    ge2_program_swap_backend(t->dut, &t->backend); /* before any key: each key's slots get lagging fences */
     records = finished = 0;
     failures_left = 0;
     t->rng = 3;
@@ -409,14 +409,13 @@ START_TEST(test_failed_step_not_counted)
     lag_twin_open(&t);
     lag_step(&t, 0);
     lag_step(&t, 1);
-    const ge2_program_key *pk = t.dut->keys[0];
-    int next = pk->next_staging;
+    const int next = ge2_program_key_view(t.dut, 0).next_staging;
     batch in;
     batch_fill(&t.c, BATCH, &t.rng, &in);
     failures_left = 1;
     expect_error(ge2_program_step(t.dut, GE2_MODE_TRAIN, in.feeds, 2), GE2_ERR_CUDA, "injected", NULL);
-    ck_assert_int_eq(pk->next_staging, next);
-    ck_assert(!pk->in_flight[next]); /* waited for by the failed step, nothing new in it */
+    ck_assert_int_eq(ge2_program_key_view(t.dut, 0).next_staging, next);
+    ck_assert(!ge2_program_key_view(t.dut, 0).in_flight[next]); /* waited for by the failed step, nothing new in it */
     for (int i = 2; i < 6; i++)
         lag_step(&t, i);
     ck_assert_int_eq(ge2_program_sync(t.dut), GE2_OK);
