@@ -100,12 +100,13 @@ typedef struct ge2_backend {
     /* Device -> host, waits for all earlier work. */
     ge2_status (*download)(ge2_backend_ctx *ctx, void *dst, const void *src, size_t bytes);
     /* The bytes of ge2_launch.scratch launch l needs while it runs (a bf16
-     * GEMM's operand copies, cuDNN's workspace); the program places them in
-     * the key's arena (ge2_plan_set_scratch) and resolves l.scratch there.
-     * Asked before the arena exists, whose size waits on the answers, so
-     * l's arena views point at a provisional base: non-NULL where the key
-     * computes a tensor and aligned as they will be, never to be read or
-     * written. Optional: NULL means no launch needs scratch. */
+     * GEMM's operand copies, cuDNN's workspace); the planner places them in
+     * the key's arena with its tensors (ge2_plan_scratch_query) and the
+     * program resolves l.scratch there. Asked while the key is planned,
+     * before its arena and IO buffer exist, so l's views of them point at
+     * a provisional base: non-NULL where the key computes a tensor and
+     * aligned as they will be, never to be read or written. Optional: NULL
+     * means no launch needs scratch. */
     size_t (*launch_scratch_bytes)(const ge2_backend_ctx *ctx, const ge2_launch *l);
     /* Per key: fill launch resources (stream, blas handle, workspace), kernel
      * prepare. Launches come with their scratch resolved (a key made by

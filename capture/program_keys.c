@@ -16,9 +16,11 @@
 #include "graph/alloc.h"
 #include "graph/error.h"
 
-void *ge2_program_tensor_data(const ge2_program *program, const ge2_program_key *pk, int tensor_id)
+/* Where tensor_id lives for a key of plan whose feeds and outputs are at
+ * `inputs` and whose arena is at `arena`; NULL without memory. */
+static void *tensor_at(const ge2_program *program, const ge2_plan *plan, void *inputs, void *arena, int tensor_id)
 {
-    const ge2_plan_tensor *pt = &pk->plan->tensors[tensor_id];
+    const ge2_plan_tensor *pt = &plan->tensors[tensor_id];
     unsigned char *base = NULL;
     switch (pt->pool) {
     case GE2_POOL_PARAMS: base = (unsigned char *)program->pools.params; break;
@@ -26,18 +28,16 @@ void *ge2_program_tensor_data(const ge2_program *program, const ge2_program_key 
     case GE2_POOL_PARAM_COPIES: base = (unsigned char *)program->pools.copies; break;
     case GE2_POOL_CONSTANTS: base = program->constants; break;
     case GE2_POOL_BUFFERS: base = program->buffers; break;
-    case GE2_POOL_INPUTS: base = pk->inputs; break;
-    case GE2_POOL_ARENA: base = pk->exec.arena; break;
+    case GE2_POOL_INPUTS: base = inputs; break;
+    case GE2_POOL_ARENA: base = arena; break;
     default: return NULL;
     }
     return base + pt->offset;
 }
 
-static ge2_view view_of(const ge2_program *program, const ge2_program_key *pk, int tensor_id)
+void *ge2_program_tensor_data(const ge2_program *program, const ge2_program_key *pk, int tensor_id)
 {
-    const ge2_tensor *t = program->graph->tensors[tensor_id];
-    ge2_view v = {ge2_program_tensor_data(program, pk, tensor_id), t->dtype, pk->plan->tensors[tensor_id].shape};
-    return v;
+    return tensor_at(program, pk->plan, pk->inputs, pk->exec.arena, tensor_id);
 }
 
 /* Output tensor_id (device) -> *dst (host) after each step: a copy of no
@@ -82,77 +82,69 @@ static void resolve_step_io(const ge2_program *program, ge2_program_key *pk)
     }
 }
 
+/* *l: launch p of plan, its views at `inputs` and `arena` (tensor_at), its
+ * scratch where the plan placed it. */
+static void resolve_launch(const ge2_program *program, const ge2_plan *plan, void *inputs, void *arena, int p,
+                           ge2_launch *l)
+{
+    const ge2_node *node = &program->graph->nodes[plan->schedule[p]];
+    memset(l, 0, sizeof *l);
+    l->node = node;
+    l->n_in = node->n_inputs;
+    l->n_out = node->n_outputs;
+    for (int i = 0; i < node->n_inputs; i++) {
+        const int t = node->inputs[i];
+        l->in[i] = (ge2_view){tensor_at(program, plan, inputs, arena, t), program->graph->tensors[t]->dtype,
+                              plan->tensors[t].shape};
+        /* Shape only: its memory may already hold another tensor. */
+        if (ge2_op_flags(node->op) & GE2_OPF_LIKE1 && i == 1)
+            l->in[i].data = NULL;
+    }
+    for (int o = 0; o < node->n_outputs; o++) {
+        const int t = node->outputs[o];
+        l->out[o] = (ge2_view){tensor_at(program, plan, inputs, arena, t), program->graph->tensors[t]->dtype,
+                               plan->tensors[t].shape};
+    }
+    l->control = program->control;
+    l->pools = program->pools;
+    l->tf32 = program->options.o.precision == GE2_PRECISION_TF32;
+    l->bf16_operands = program->options.o.precision == GE2_PRECISION_BF16;
+    l->f16_operands = program->options.o.precision == GE2_PRECISION_FP16;
+    l->settings = &program->options.settings;
+    l->training = plan->key.mode == GE2_MODE_TRAIN;
+    l->collective = program->options.o.collective;
+    if (plan->scratch_bytes && plan->scratch_bytes[p]) {
+        l->scratch = (unsigned char *)arena + plan->scratch_offset[p];
+        l->scratch_bytes = plan->scratch_bytes[p];
+    }
+}
+
 /* Fills every launch and the step's copies from the plan and the current
  * pool addresses. */
 static void resolve_launches(const ge2_program *program, ge2_program_key *pk)
 {
-    const ge2_plan *plan = pk->plan;
-    for (int p = 0; p < plan->n_steps; p++) {
-        const ge2_node *node = &program->graph->nodes[plan->schedule[p]];
-        ge2_launch *l = &pk->exec.launches[p];
-        memset(l, 0, sizeof *l);
-        l->node = node;
-        l->n_in = node->n_inputs;
-        l->n_out = node->n_outputs;
-        for (int i = 0; i < node->n_inputs; i++) {
-            l->in[i] = view_of(program, pk, node->inputs[i]);
-            /* Shape only: its memory may already hold another tensor. */
-            if (ge2_op_flags(node->op) & GE2_OPF_LIKE1 && i == 1)
-                l->in[i].data = NULL;
-        }
-        for (int o = 0; o < node->n_outputs; o++)
-            l->out[o] = view_of(program, pk, node->outputs[o]);
-        l->control = program->control;
-        l->pools = program->pools;
-        l->tf32 = program->options.o.precision == GE2_PRECISION_TF32;
-        l->bf16_operands = program->options.o.precision == GE2_PRECISION_BF16;
-        l->f16_operands = program->options.o.precision == GE2_PRECISION_FP16;
-        l->settings = &program->options.settings;
-        l->training = pk->key.mode == GE2_MODE_TRAIN;
-        l->collective = program->options.o.collective;
-        if (plan->scratch_bytes && plan->scratch_bytes[p]) {
-            l->scratch = (unsigned char *)pk->exec.arena + plan->scratch_offset[p];
-            l->scratch_bytes = plan->scratch_bytes[p];
-        }
-    }
+    for (int p = 0; p < pk->plan->n_steps; p++)
+        resolve_launch(program, pk->plan, pk->inputs, pk->exec.arena, p, &pk->exec.launches[p]);
     resolve_step_io(program, pk);
 }
 
-/* Where a new key's arena is while its launches are asked for their
- * scratch (plan_launch_scratch), before the arena exists, whose size waits
- * on the answers: a base no one reads or writes through, aligned as the
- * arena will be, so a launch sees which tensors the key computes (non-NULL)
- * and their alignment. */
-static _Alignas(GE2_ARENA_ALIGN) unsigned char provisional_arena[GE2_ARENA_ALIGN];
+/* Where a new key's feeds, outputs and arena are while the planner asks
+ * its launches for their scratch (ge2_plan_scratch_query), before the
+ * arena exists, whose size waits on the answers: a base no one reads or
+ * writes through, aligned as the arena and the IO buffer will be, so a
+ * launch sees which tensors the key computes (non-NULL) and their
+ * alignment. */
+static _Alignas(GE2_ARENA_ALIGN) unsigned char provisional_base[GE2_ARENA_ALIGN];
 
-/* Asks the backend what scratch each of a new key's launches needs while it
- * runs, and plans it into the key's arena (ge2_plan_set_scratch), before
- * the arena is allocated. */
-static ge2_status plan_launch_scratch(ge2_program *program, ge2_program_key *pk)
+/* ge2_plan_scratch_query.bytes for a key of program (user): the backend's
+ * answer for the launch at position `step`, resolved at the provisional
+ * base. */
+static size_t launch_scratch(void *user, const ge2_plan *plan, int step)
 {
-    const ge2_backend *b = program->backend;
-    ge2_plan *plan = pk->plan;
-    if (!b->launch_scratch_bytes || plan->n_steps <= 0)
-        return GE2_OK;
-    size_t *bytes = ge2_calloc((size_t)plan->n_steps, sizeof *bytes);
-    if (!bytes)
-        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_program_step: scratch of %d launches", plan->n_steps);
-    bool any = false;
-    pk->exec.arena = provisional_arena;
-    resolve_launches(program, pk);
-    for (int p = 0; p < plan->n_steps; p++) {
-        bytes[p] = b->launch_scratch_bytes(program->bctx, &pk->exec.launches[p]);
-        any |= bytes[p] > 0;
-    }
-    pk->exec.arena = NULL;
-    ge2_status st = any ? ge2_plan_set_scratch(program->graph, plan, bytes) : GE2_OK;
-    ge2_free(bytes);
-    FILE *dump = program->options.o.dump;
-    if (st == GE2_OK && any && dump) {
-        fprintf(dump, "-- pass launch scratch\n");
-        ge2_plan_report(plan, program->graph, dump);
-    }
-    return st;
+    const ge2_program *program = user;
+    ge2_launch l;
+    resolve_launch(program, plan, provisional_base, provisional_base, step, &l);
+    return program->backend->launch_scratch_bytes(program->bctx, &l);
 }
 
 static void release_exec(ge2_program *program, ge2_program_key *pk)
@@ -232,7 +224,9 @@ static ge2_status make_key(ge2_program *program, ge2_program_key *pk, const ge2_
     if (dump)
         fprintf(dump, "== graph key %d: %s, batch %lld ==\n", program->n_keys, key->mode == GE2_MODE_TRAIN ? "train" : "eval",
                 key->n_feeds > 0 && key->feed_shapes[0].ndim > 0 ? (long long)key->feed_shapes[0].dim[0] : 1LL);
-    GE2_TRY(ge2_plan_new_dumped(program->graph, program->layout, key, dump, &pk->plan));
+    const ge2_plan_scratch_query scratch = {launch_scratch, program};
+    GE2_TRY(ge2_plan_new_dumped(program->graph, program->layout, key,
+                                program->backend->launch_scratch_bytes ? &scratch : NULL, dump, &pk->plan));
     char key_name[32];
     snprintf(key_name, sizeof key_name, "key%d", program->n_keys);
     GE2_TRY(ge2_program_dump_dot(program, key_name, pk->plan));
@@ -258,7 +252,6 @@ static ge2_status make_key(ge2_program *program, ge2_program_key *pk, const ge2_
     if (!pk->result_copies)
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_program_step: %zu result copies", results);
 
-    GE2_TRY(plan_launch_scratch(program, pk));
     size_t arena_bytes = plan->arena_bytes ? plan->arena_bytes : 1;
     const size_t more = program->options.o.separate_arenas ? arena_bytes
                         : arena_bytes > program->arena_bytes ? arena_bytes : 0;

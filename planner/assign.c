@@ -19,7 +19,6 @@
  * schedule position: no placement can beat it.
  *
  * A launch's scratch (scratch.c) is one more block, live at its position.
- * Placing again (ge2_plan_set_scratch) starts over from the lifetimes.
  */
 #include <stdlib.h>
 

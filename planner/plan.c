@@ -15,11 +15,11 @@ static void dump_schedule(const ge2_graph *graph, const ge2_plan *plan, FILE *du
 
 ge2_status ge2_plan_new(const ge2_graph *graph, const ge2_layout *layout, const ge2_key *key, ge2_plan **out)
 {
-    return ge2_plan_new_dumped(graph, layout, key, NULL, out);
+    return ge2_plan_new_dumped(graph, layout, key, NULL, NULL, out);
 }
 
-ge2_status ge2_plan_new_dumped(const ge2_graph *graph, const ge2_layout *layout, const ge2_key *key, FILE *dump,
-                               ge2_plan **out)
+ge2_status ge2_plan_new_dumped(const ge2_graph *graph, const ge2_layout *layout, const ge2_key *key,
+                               const ge2_plan_scratch_query *scratch, FILE *dump, ge2_plan **out)
 {
     if (!graph || !layout || !key || !out)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_plan_new: graph, layout, key and out must not be NULL");
@@ -44,6 +44,8 @@ ge2_status ge2_plan_new_dumped(const ge2_graph *graph, const ge2_layout *layout,
         fprintf(dump, "-- pass fuse\n");
     if (st == GE2_OK)
         st = ge2_plan_groups(graph, plan, dump);
+    if (st == GE2_OK && scratch)
+        st = ge2_plan_ask_scratch(graph, plan, scratch);
     if (st == GE2_OK)
         st = ge2_plan_assign(graph, plan);
     if (st == GE2_OK && dump) {

@@ -80,29 +80,35 @@ typedef struct ge2_plan {
     size_t input_bytes; /* the GE2_POOL_INPUTS buffer: feeds, then outputs */
     ge2_fusion_group *groups; /* [n_groups] the fuse pass's, in schedule order */
     int n_groups;
-    /* Launch scratch (ge2_plan_set_scratch): [n_steps] the bytes of the
+    /* Launch scratch (ge2_plan_scratch_query): [n_steps] the bytes of the
      * arena launch p may use while it runs, and their offset; NULL when no
      * launch asked for any. */
     size_t *scratch_bytes;
     size_t *scratch_offset;
 } ge2_plan;
 
-ge2_status ge2_plan_new(const ge2_graph *graph, const ge2_layout *layout, const ge2_key *key, ge2_plan **out);
-/* The same, printing each pass's result to dump (schedule, fuse, plan) as
- * it goes, for ge2_compile_options.dump. */
-ge2_status ge2_plan_new_dumped(const ge2_graph *graph, const ge2_layout *layout, const ge2_key *key, FILE *dump,
-                               ge2_plan **out);
-void ge2_plan_free(ge2_plan *plan);
+/* What each launch needs of the arena while it runs (ge2_launch.scratch: a
+ * bf16 GEMM's operand copies, cuDNN's workspace), as the backend says from
+ * the op's kernels. ge2_plan_new asks once per schedule position, after
+ * every tensor's pool, shape and lifetime are known and before the plan's
+ * only placement, so scratch and tensors are placed together: a launch's
+ * scratch lives at its position only (only its own kernel uses it:
+ * planner/scratch.c), takes room the tensors live across that position
+ * leave, and the arena grows only by what does not fit in its gaps. */
+typedef struct ge2_plan_scratch_query {
+    /* bytes launch `step` of plan needs (0: none); plan has its schedule,
+     * groups and tensors' pools and shapes, no arena offsets yet */
+    size_t (*bytes)(void *user, const ge2_plan *plan, int step);
+    void *user;
+} ge2_plan_scratch_query;
 
-/* Gives the launch at schedule position p scratch_bytes[p] bytes of the
- * arena ([n_steps]; 0: none) for while it runs, as the backend asks (a bf16
- * GEMM's operand copies, cuDNN's workspace), and places the arena again
- * around them. A launch's scratch lives at its position only (only its own
- * kernel uses it: planner/scratch.c), so it takes room that the tensors
- * live across that position leave, and the arena grows only by what does
- * not fit in its gaps. The schedule, lifetimes and groups stay as they
- * were; on failure the plan stays as it was without scratch. */
-ge2_status ge2_plan_set_scratch(const ge2_graph *graph, ge2_plan *plan, const size_t *scratch_bytes);
+ge2_status ge2_plan_new(const ge2_graph *graph, const ge2_layout *layout, const ge2_key *key, ge2_plan **out);
+/* The same, asking scratch (NULL: no launch has any) and printing each
+ * pass's result to dump (schedule, fuse, plan) as it goes, for
+ * ge2_compile_options.dump (NULL: quiet). */
+ge2_status ge2_plan_new_dumped(const ge2_graph *graph, const ge2_layout *layout, const ge2_key *key,
+                               const ge2_plan_scratch_query *scratch, FILE *dump, ge2_plan **out);
+void ge2_plan_free(ge2_plan *plan);
 
 /* Keys. ge2_key_init lists the graph's inputs and labels (tensor-id order) at
  * their built shapes; a caller changes feed_shapes, then ge2_key_rehash. */

@@ -24,30 +24,34 @@ void ge2_plan_drop_scratch(ge2_plan *plan)
     plan->scratch_bytes = plan->scratch_offset = NULL;
 }
 
-ge2_status ge2_plan_set_scratch(const ge2_graph *graph, ge2_plan *plan, const size_t *scratch_bytes)
+ge2_status ge2_plan_ask_scratch(const ge2_graph *graph, ge2_plan *plan, const ge2_plan_scratch_query *query)
 {
-    if (!graph || !plan || !scratch_bytes)
-        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_plan_set_scratch: graph, plan and scratch_bytes must not be NULL");
+    ge2_plan_drop_scratch(plan);
+    if (!query->bytes || plan->n_steps <= 0)
+        return GE2_OK;
+    const size_t n = (size_t)plan->n_steps;
+    size_t *bytes = ge2_malloc(n * sizeof *bytes);
+    if (!bytes)
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_plan_new: the scratch of %d launches", plan->n_steps);
     bool any = false;
     for (int p = 0; p < plan->n_steps; p++) {
-        if (scratch_bytes[p] > SIZE_MAX / 4)
-            return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_plan_set_scratch: %zu bytes of scratch for node %d %s",
-                             scratch_bytes[p], plan->schedule[p], ge2_op_name(graph->nodes[plan->schedule[p]].op));
-        any |= scratch_bytes[p] > 0;
-    }
-    ge2_plan_drop_scratch(plan);
-    if (any) {
-        const size_t n = (size_t)plan->n_steps;
-        plan->scratch_bytes = ge2_malloc(n * sizeof *plan->scratch_bytes);
-        plan->scratch_offset = ge2_calloc(n, sizeof *plan->scratch_offset);
-        if (!plan->scratch_bytes || !plan->scratch_offset) {
-            ge2_plan_drop_scratch(plan);
-            return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_plan_set_scratch: %d launches", plan->n_steps);
+        bytes[p] = query->bytes(query->user, plan, p);
+        if (bytes[p] > SIZE_MAX / 4) {
+            const int node = plan->schedule[p];
+            ge2_status st = ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_plan_new: %zu bytes of scratch for node %d %s",
+                                      bytes[p], node, ge2_op_name(graph->nodes[node].op));
+            ge2_free(bytes);
+            return st;
         }
-        memcpy(plan->scratch_bytes, scratch_bytes, n * sizeof *plan->scratch_bytes);
+        any |= bytes[p] > 0;
     }
-    ge2_status st = ge2_plan_assign(graph, plan);
-    if (st != GE2_OK) /* assign fails before it places anything: the plan without scratch stands */
-        ge2_plan_drop_scratch(plan);
-    return st;
+    size_t *offsets = any ? ge2_calloc(n, sizeof *offsets) : NULL;
+    if (!any || !offsets) {
+        ge2_free(bytes);
+        return any ? ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_plan_new: the scratch of %d launches", plan->n_steps)
+                   : GE2_OK;
+    }
+    plan->scratch_bytes = bytes;
+    plan->scratch_offset = offsets;
+    return GE2_OK;
 }

@@ -254,10 +254,10 @@ typedef struct ge2_cuda_kernel {
     /* The bytes of ge2_launch.scratch the launch needs, 0 for none: its
      * operands' 16-bit copies under precision BF16 or FP16 (bf16_operands,
      * f16_operands), say. Asked for every launch of the op (a candidate's
-     * before its applies) before the key's arena exists, so the launch's
-     * views point at a provisional base (capture/backend.h); the planner
-     * places the most any of the op's kernels asks in the arena, live at
-     * the launch. NULL: none. */
+     * before its applies) while the key is planned, before its arena
+     * exists, so the launch's views point at a provisional base
+     * (capture/backend.h); the planner places the most any of the op's
+     * kernels asks in the arena, live at the launch. NULL: none. */
     size_t (*bf16_scratch_bytes)(const ge2_launch *launch);
 } ge2_cuda_kernel;
 

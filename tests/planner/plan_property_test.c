@@ -355,39 +355,55 @@ static bool plans_equal(const ge2_plan *a, const ge2_plan *b)
     return true;
 }
 
-/* Launch scratch (ge2_plan_set_scratch) on a seeded quarter of the
- * launches: the tensors are still placed as check_assignment wants, no
- * scratch shares a byte with a tensor live at its launch's position (a
- * fused group's other positions may reuse it: only its own kernel uses
- * it), the lower bound counts it, and placing again with none gives the
- * plan without scratch back. */
-static void check_scratch(const ge2_graph *g, ge2_plan *plan, uint64_t seed)
+/* The scratch query of check_scratch: the bytes of a table, and how often
+ * each position was asked. */
+typedef struct scratch_table {
+    const size_t *bytes;
+    int *asked;
+} scratch_table;
+
+static size_t table_scratch(void *user, const ge2_plan *plan, int step)
 {
-    ge2_plan *before = malloc(sizeof *before);
-    ck_assert(before);
-    *before = *plan;
-    ge2_plan_tensor *tensors = malloc(sizeof *tensors * (size_t)plan->n_tensors);
-    ck_assert(tensors);
-    memcpy(tensors, plan->tensors, sizeof *tensors * (size_t)plan->n_tensors);
-    before->tensors = tensors;
-    const size_t n = (size_t)(plan->n_steps > 0 ? plan->n_steps : 1);
+    const scratch_table *t = user;
+    ck_assert_uint_eq(plan->arena_bytes, 0); /* asked before anything is placed */
+    t->asked[step]++;
+    return t->bytes[step];
+}
+
+/* Launch scratch (ge2_plan_scratch_query) on a seeded quarter of the
+ * launches of key's plan: each position is asked once; the tensors are
+ * still placed as check_assignment wants, no scratch shares a byte with a
+ * tensor live at its launch's position (a fused group's other positions
+ * may reuse it: only its own kernel uses it), the lower bound counts it,
+ * and a query that asks for none gives the plan without scratch. */
+static void check_scratch(const ge2_graph *g, const ge2_layout *layout, const ge2_key *key, const ge2_plan *without,
+                          uint64_t seed)
+{
+    const size_t n = (size_t)(without->n_steps > 0 ? without->n_steps : 1);
     size_t *bytes = calloc(n, sizeof *bytes);
-    ck_assert(bytes);
+    int *asked = calloc(n, sizeof *asked);
+    ck_assert(bytes && asked);
     uint64_t state = seed * 7919u + 17u;
     size_t total_aligned = 0;
     bool any = false;
-    for (int p = 0; p < plan->n_steps; p++)
+    for (int p = 0; p < without->n_steps; p++)
         if (rg_below(&state, 4) == 0) {
             bytes[p] = 1 + (size_t)rg_below(&state, 1 << 16);
             any = true;
             total_aligned += align256(bytes[p]);
         }
-    ck_assert_int_eq(ge2_plan_set_scratch(g, plan, bytes), GE2_OK);
+    scratch_table table = {bytes, asked};
+    const ge2_plan_scratch_query query = {table_scratch, &table};
+    ge2_plan *plan;
+    ck_assert_int_eq(ge2_plan_new_dumped(g, layout, key, &query, NULL, &plan), GE2_OK);
+    for (int p = 0; p < without->n_steps; p++)
+        ck_assert_int_eq(asked[p], 1);
     check_assignment(g, plan);
     size_t naive, lb = independent_lower_bound(plan, &naive, bytes);
     ck_assert_uint_eq(plan->naive_bytes, naive + total_aligned);
     ck_assert_uint_eq(plan->lower_bound_bytes, lb);
     ck_assert_uint_ge(plan->arena_bytes, plan->lower_bound_bytes);
+    ck_assert(any || !plan->scratch_bytes);
     for (int p = 0; p < plan->n_steps && any; p++) {
         ck_assert_uint_eq(plan->scratch_bytes[p], bytes[p]);
         if (!bytes[p])
@@ -405,15 +421,16 @@ static void check_scratch(const ge2_graph *g, ge2_plan *plan, uint64_t seed)
                           pt->offset, pt->bytes);
         }
     }
+    ge2_plan_free(plan);
     memset(bytes, 0, n * sizeof *bytes);
-    ck_assert_int_eq(ge2_plan_set_scratch(g, plan, bytes), GE2_OK);
+    ck_assert_int_eq(ge2_plan_new_dumped(g, layout, key, &query, NULL, &plan), GE2_OK);
     ck_assert_ptr_null(plan->scratch_bytes);
-    ck_assert_msg(plans_equal(plan, before), "seed %llu: placing again without scratch changed the plan",
+    ck_assert_msg(plans_equal(plan, without), "seed %llu: a query that asks for no scratch changed the plan",
                   (unsigned long long)seed);
-    ck_assert_uint_eq(plan->lower_bound_bytes, before->lower_bound_bytes);
+    ck_assert_uint_eq(plan->lower_bound_bytes, without->lower_bound_bytes);
+    ge2_plan_free(plan);
     free(bytes);
-    free(tensors);
-    free(before);
+    free(asked);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -484,7 +501,7 @@ static void check_graph_plans(uint64_t seed, variant v, double *ratio, int *in_p
         ck_assert_uint_ge(plan->arena_bytes, plan->lower_bound_bytes);
         ck_assert_uint_le(plan->arena_bytes, plan->naive_bytes);
         ck_assert_msg(plans_equal(plan, again), "seed %llu: same graph, different plan", (unsigned long long)seed);
-        check_scratch(g, plan, seed * GE2_MODE_COUNT + (uint64_t)m);
+        check_scratch(g, layout, &key, plan, seed * GE2_MODE_COUNT + (uint64_t)m);
         if (m == GE2_MODE_TRAIN) {
             *ratio = lb ? (double)plan->arena_bytes / (double)lb : 1.0;
             for (int t = 0; t < plan->n_tensors; t++)
