@@ -1,22 +1,23 @@
-/* The batch norm + ReLU pattern's row, a rewrite: a BATCH_NORM whose y only
- * an ACTIVATION relu reads becomes the BATCH_NORM relu form, which writes
- * max(0, ·) itself (ops/norm/norm.h); and the relu's derivative,
- * ACTIVATION_BACKWARD(dy, the relu'd y), when only that BATCH_NORM's two
- * backward ops read it, goes into them: they take dy and the relu'd y and
- * use dy where y > 0. A conv block (conv, batch norm, relu, pool) then runs
- * one elementwise kernel less forward and one less backward, and neither
- * the pre-relu y nor its gradient is ever stored.
+/* The batch norm + ReLU pattern's row, a rewrite into the pattern's fused
+ * ops (bn_relu.h): a BATCH_NORM whose y only an ACTIVATION relu reads
+ * becomes a BATCH_NORM_RELU, which writes max(0, ·) itself; and the relu's
+ * derivative, ACTIVATION_BACKWARD(dy, the relu'd y), when only that batch
+ * norm's two backward ops read it, goes into them: they become
+ * BATCH_NORM_RELU_GRAD_PARAMS and _GRAD_INPUT, which take dy and the relu'd
+ * y and use dy where y > 0. A conv block (conv, batch norm, relu, pool)
+ * then runs one elementwise kernel less forward and one less backward, and
+ * neither the pre-relu y nor its gradient is ever stored.
  *
  * The nodes keep their places; the relu's output tensor becomes the batch
  * norm's y (its readers, the pool and the derivative, read it as before). */
 #include <string.h>
 
+#include "fusion/bn_relu/bn_relu.h"
 #include "fusion/fusion.h"
 #include "graph/alloc.h"
 #include "graph/error.h"
 #include "graph/rewrite.h"
 #include "ops/elementwise/elementwise.h"
-#include "ops/norm/norm.h"
 #include "ops/ops.h"
 
 typedef struct scan {
@@ -41,20 +42,20 @@ static ge2_status fuse_forward(scan *s, int b, int *n_fused)
             fprintf(s->log, "fuse: bn_relu: batch_norm %d not fused: its y is not read by a relu alone\n", b);
         return GE2_OK;
     }
-    ge2_attrs a = bn->attrs;
-    GE2_ATTRS(ge2_batch_norm_attrs, a)->relu = true;
+    const ge2_attrs a = bn->attrs;
     int out[2] = {g->nodes[r].outputs[0], bn->n_outputs > 1 ? bn->outputs[1] : -1};
-    GE2_TRY(ge2_graph_replace_node(g, b, GE2_OP_BATCH_NORM, bn->inputs, bn->n_inputs, out, bn->n_outputs, &a));
+    GE2_TRY(ge2_graph_replace_node(g, b, ge2_op_batch_norm_relu(), bn->inputs, bn->n_inputs, out, bn->n_outputs, &a));
     s->r.drop_node[r] = true;
     s->r.drop_tensor[y] = true;
     if (s->log)
-        fprintf(s->log, "fuse: bn_relu: batch_norm %d + activation %d -> batch_norm with relu\n", b, r);
+        fprintf(s->log, "fuse: bn_relu: batch_norm %d + activation %d -> batch_norm_relu\n", b, r);
     ++*n_fused;
     return GE2_OK;
 }
 
-/* ACTIVATION_BACKWARD a = relu'(dy) from the y of a relu-form BATCH_NORM,
- * read only by that BATCH_NORM's backward ops: they take dy and y. */
+/* ACTIVATION_BACKWARD a = relu'(dy) from the y of a BATCH_NORM_RELU, read
+ * only by that batch norm's backward ops: they become the fused backward
+ * ops, which take dy and y. */
 static ge2_status fuse_backward(scan *s, int a, int *n_fused)
 {
     ge2_graph *g = s->r.graph;
@@ -62,7 +63,7 @@ static ge2_status fuse_backward(scan *s, int a, int *n_fused)
     const int dy = ab->inputs[0], y = ab->inputs[1], gz = ab->outputs[0];
     const int b = g->tensors[y]->producer;
     const ge2_node *bn = b >= 0 ? &g->nodes[b] : NULL;
-    if (!bn || bn->op != GE2_OP_BATCH_NORM || !GE2_ATTRS(ge2_batch_norm_attrs, bn->attrs)->relu || bn->outputs[0] != y ||
+    if (!bn || bn->op != ge2_op_batch_norm_relu() || bn->outputs[0] != y ||
         bn->n_outputs < 2 || !GE2_ATTRS(ge2_act_attrs, ab->attrs)->from_output)
         return GE2_OK; /* not a relu of this pattern's: nothing to say */
     int users[2], n_users = 0;
@@ -76,7 +77,7 @@ static ge2_status fuse_backward(scan *s, int a, int *n_fused)
             continue;
         const bool params = c->op == GE2_OP_BATCH_NORM_GRAD_PARAMS && c->n_inputs == 3;
         const bool input = c->op == GE2_OP_BATCH_NORM_GRAD_INPUT && c->n_inputs == 6;
-        ours = (params || input) && !GE2_ATTRS(ge2_batch_norm_attrs, c->attrs)->relu && c->inputs[0] == gz &&
+        ours = (params || input) && c->inputs[0] == gz &&
                c->inputs[1] == bn->inputs[0] && c->inputs[params ? 2 : 3] == bn->outputs[1];
         for (int i = 1; ours && i < c->n_inputs; i++)
             ours = c->inputs[i] != gz;
@@ -97,9 +98,10 @@ static ge2_status fuse_backward(scan *s, int a, int *n_fused)
         memcpy(in, c->inputs, sizeof(int) * (size_t)c->n_inputs);
         in[0] = dy;
         in[c->n_inputs] = y;
-        ge2_attrs attrs = c->attrs;
-        GE2_ATTRS(ge2_batch_norm_attrs, attrs)->relu = true;
-        GE2_TRY(ge2_graph_replace_node(g, users[u], c->op, in, c->n_inputs + 1, c->outputs, c->n_outputs, &attrs));
+        const ge2_attrs attrs = c->attrs;
+        const ge2_op fused = c->op == GE2_OP_BATCH_NORM_GRAD_PARAMS ? ge2_op_batch_norm_relu_grad_params()
+                                                                    : ge2_op_batch_norm_relu_grad_input();
+        GE2_TRY(ge2_graph_replace_node(g, users[u], fused, in, c->n_inputs + 1, c->outputs, c->n_outputs, &attrs));
     }
     s->r.drop_node[a] = true;
     s->r.drop_tensor[gz] = true;
@@ -115,11 +117,14 @@ static ge2_status fuse_backward(scan *s, int a, int *n_fused)
 static ge2_status rewrite(ge2_graph *g, FILE *log, int *n_fused)
 {
     *n_fused = 0;
+    if (ge2_op_batch_norm_relu() < 0 || ge2_op_batch_norm_relu_grad_params() < 0 ||
+        ge2_op_batch_norm_relu_grad_input() < 0)
+        return ge2_error(GE2_ERR_STATE, "fusion bn_relu: its ops did not register when the library loaded");
     scan s = {.log = log};
     GE2_TRY(ge2_rewrite_scan_begin(g, "bn_relu", &s.r));
     ge2_status st = GE2_OK;
     for (int n = 0; st == GE2_OK && n < g->n_nodes; n++)
-        if (g->nodes[n].op == GE2_OP_BATCH_NORM && !GE2_ATTRS(ge2_batch_norm_attrs, g->nodes[n].attrs)->relu)
+        if (g->nodes[n].op == GE2_OP_BATCH_NORM)
             st = fuse_forward(&s, n, n_fused);
     ge2_rewrite_scan_count(&s.r);
     for (int n = 0; st == GE2_OK && n < g->n_nodes; n++)
@@ -162,6 +167,6 @@ const ge2_fusion_pattern ge2_fusion_bn_relu = {
     .what = "a batch norm's relu in its normalizing kernel, and the relu's derivative in its backward kernels",
     .rewrite = rewrite,
     .match = NULL,
-    .cuda = NULL, /* the relu form of the batch norm ops has kernels of its own (ops/norm) */
+    .cuda = NULL, /* the fused ops have kernels of their own (bn_relu.cu) */
     .example = example,
 };

@@ -1,23 +1,18 @@
 /* Backward of BATCH_NORM (train mode: the batch statistics depend on x).
  * The parameter gradients are the two per-channel sums the input gradient
- * needs as well, so they are made first and fed to it. The relu form (the
- * fuse pass's) takes dy through relu' first, as plain nodes. */
-#include <string.h>
-
-#include "ops/elementwise/elementwise.h"
+ * needs as well, so they are made first and fed to it. */
 #include "ops/norm/norm.h"
 
 ge2_status ge2_backward_batch_norm(ge2_autograd *ag, const ge2_node *node, const int *dy)
 {
-    int x = node->inputs[0], weight = node->inputs[1], bias = node->inputs[2], saved = node->outputs[1], d;
+    int d;
     GE2_TRY(ge2_ag_dy_tensor(ag, dy[0], &d));
-    if (GE2_ATTRS(ge2_batch_norm_attrs, node->attrs)->relu) {
-        ge2_attrs a;
-        memset(&a, 0, sizeof a);
-        GE2_ATTRS(ge2_act_attrs, a)->act = GE2_ACT_RELU;
-        GE2_ATTRS(ge2_act_attrs, a)->from_output = true;
-        GE2_TRY(ge2_ag_emit2(ag, GE2_OP_ACTIVATION_BACKWARD, d, node->outputs[0], &a, &d));
-    }
+    return ge2_backward_batch_norm_from(ag, node, d);
+}
+
+ge2_status ge2_backward_batch_norm_from(ge2_autograd *ag, const ge2_node *node, int d)
+{
+    int x = node->inputs[0], weight = node->inputs[1], bias = node->inputs[2], saved = node->outputs[1];
     int in[6] = {d, x, saved}, params[2];
     GE2_TRY(ge2_ag_emit_n(ag, GE2_OP_BATCH_NORM_GRAD_PARAMS, in, 3, 2, NULL, params));
     if (ge2_ag_wants(ag, weight))

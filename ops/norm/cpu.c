@@ -8,14 +8,13 @@
  * out: y [N, C, inner] (max(0, ·) with relu), saved [2, C] (mean, rstd). A train step also updates the
  * running statistics. */
 #define BATCH_NORM(T, SUF)                                                                                        \
-    static ge2_status batch_norm_##SUF(const ge2_launch *l)                                                     \
+    static ge2_status batch_norm_##SUF(const ge2_launch *l, bool relu)                                          \
     {                                                                                                           \
         const T *x = l->in[0].data, *w = l->in[1].data, *b = l->in[2].data;                                     \
         T *run_mean = l->in[3].data, *run_var = l->in[4].data;                                                  \
         T *y = l->out[0].data, *saved = l->n_out > 1 ? l->out[1].data : NULL;                                   \
         ge2_bn_geom g = ge2_bn_geom_of(l->in[0].shape);                                                         \
         double eps = GE2_ATTRS(ge2_batch_norm_attrs, l->node->attrs)->eps, momentum = GE2_ATTRS(ge2_batch_norm_attrs, l->node->attrs)->momentum;              \
-        const bool relu = GE2_ATTRS(ge2_batch_norm_attrs, l->node->attrs)->relu;                                                       \
         for (int64_t c = 0; c < g.c; c++) {                                                                     \
             double mean, var;                                                                                   \
             if (l->training) {                                                                                  \
@@ -53,15 +52,15 @@
         return GE2_OK;                                                                                          \
     }
 
-/* dy where the relu'd y (the relu form's extra input) is positive, else 0 */
+/* dy where the relu'd y (fusion/bn_relu's ops give it) is positive, else 0 */
 #define GE2_BN_DY(dy, y, at) ((y) && !((y)[at] > 0) ? 0.0 : (double)(dy)[at])
 
-/* in: dy [N, C, inner], x [N, C, inner], saved [2, C][, y]; out: dweight [C] = Σ dy·x̂, dbias [C] = Σ dy */
+/* in: dy [N, C, inner], x [N, C, inner], saved [2, C]; out: dweight [C] = Σ dy·x̂, dbias [C] = Σ dy
+ * (dy taken where relu_y > 0 when relu_y is given) */
 #define BATCH_NORM_GRAD_PARAMS(T, SUF)                                                                            \
-    static ge2_status batch_norm_grad_params_##SUF(const ge2_launch *l)                                         \
+    static ge2_status batch_norm_grad_params_##SUF(const ge2_launch *l, const void *relu_y)                     \
     {                                                                                                           \
-        const T *dy = l->in[0].data, *x = l->in[1].data, *saved = l->in[2].data;                                \
-        const T *y = GE2_ATTRS(ge2_batch_norm_attrs, l->node->attrs)->relu ? l->in[3].data : NULL;                                     \
+        const T *dy = l->in[0].data, *x = l->in[1].data, *saved = l->in[2].data, *y = relu_y;                  \
         T *dw = l->out[0].data, *db = l->out[1].data;                                                           \
         ge2_bn_geom g = ge2_bn_geom_of(l->in[1].shape);                                                         \
         for (int64_t c = 0; c < g.c; c++) {                                                                     \
@@ -81,14 +80,13 @@
         return GE2_OK;                                                                                          \
     }
 
-/* in: dy, x [N, C, inner], weight [C], saved [2, C], dweight [C], dbias [C][, y]; out: dx [N, C, inner]
- * dx = weight · rstd / m · (m · dy - dbias - x̂ · dweight) */
+/* in: dy, x [N, C, inner], weight [C], saved [2, C], dweight [C], dbias [C]; out: dx [N, C, inner]
+ * dx = weight · rstd / m · (m · dy - dbias - x̂ · dweight) (dy taken where relu_y > 0 when given) */
 #define BATCH_NORM_GRAD_INPUT(T, SUF)                                                                             \
-    static ge2_status batch_norm_grad_input_##SUF(const ge2_launch *l)                                          \
+    static ge2_status batch_norm_grad_input_##SUF(const ge2_launch *l, const void *relu_y)                      \
     {                                                                                                           \
         const T *dy = l->in[0].data, *x = l->in[1].data, *w = l->in[2].data, *saved = l->in[3].data;            \
-        const T *dw = l->in[4].data, *db = l->in[5].data;                                                       \
-        const T *y = GE2_ATTRS(ge2_batch_norm_attrs, l->node->attrs)->relu ? l->in[6].data : NULL;                                     \
+        const T *dw = l->in[4].data, *db = l->in[5].data, *y = relu_y;                                          \
         T *dx = l->out[0].data;                                                                                 \
         ge2_bn_geom g = ge2_bn_geom_of(l->in[1].shape);                                                         \
         for (int64_t n = 0; dx && n < g.n; n++)                                                                 \
@@ -184,15 +182,28 @@ GE2_CPU_DEFINE_BOTH(LAYER_NORM)
 GE2_CPU_DEFINE_BOTH(LAYER_NORM_GRAD_PARAMS)
 GE2_CPU_DEFINE_BOTH(LAYER_NORM_GRAD_INPUT)
 
-ge2_status ge2_cpu_batch_norm(const ge2_launch *l) { return GE2_CPU_DISPATCH(batch_norm, l, l->in[0].dtype); }
-ge2_status ge2_cpu_batch_norm_grad_params(const ge2_launch *l)
+ge2_status ge2_cpu_batch_norm_with(const ge2_launch *l, bool relu)
 {
-    return GE2_CPU_DISPATCH(batch_norm_grad_params, l, l->in[1].dtype);
+    const ge2_dtype t = l->in[0].dtype;
+    return t == GE2_F64 ? batch_norm_f64(l, relu) : t == GE2_F32 ? batch_norm_f32(l, relu) : ge2_cpu_bad_dtype(l, t);
 }
-ge2_status ge2_cpu_batch_norm_grad_input(const ge2_launch *l)
+ge2_status ge2_cpu_batch_norm_grad_params_with(const ge2_launch *l, const void *relu_y)
 {
-    return GE2_CPU_DISPATCH(batch_norm_grad_input, l, l->in[1].dtype);
+    const ge2_dtype t = l->in[1].dtype;
+    return t == GE2_F64   ? batch_norm_grad_params_f64(l, relu_y)
+           : t == GE2_F32 ? batch_norm_grad_params_f32(l, relu_y)
+                          : ge2_cpu_bad_dtype(l, t);
 }
+ge2_status ge2_cpu_batch_norm_grad_input_with(const ge2_launch *l, const void *relu_y)
+{
+    const ge2_dtype t = l->in[1].dtype;
+    return t == GE2_F64   ? batch_norm_grad_input_f64(l, relu_y)
+           : t == GE2_F32 ? batch_norm_grad_input_f32(l, relu_y)
+                          : ge2_cpu_bad_dtype(l, t);
+}
+ge2_status ge2_cpu_batch_norm(const ge2_launch *l) { return ge2_cpu_batch_norm_with(l, false); }
+ge2_status ge2_cpu_batch_norm_grad_params(const ge2_launch *l) { return ge2_cpu_batch_norm_grad_params_with(l, NULL); }
+ge2_status ge2_cpu_batch_norm_grad_input(const ge2_launch *l) { return ge2_cpu_batch_norm_grad_input_with(l, NULL); }
 ge2_status ge2_cpu_layer_norm(const ge2_launch *l) { return GE2_CPU_DISPATCH(layer_norm, l, l->in[0].dtype); }
 ge2_status ge2_cpu_layer_norm_grad_params(const ge2_launch *l)
 {

@@ -217,7 +217,8 @@ static ge2_status bn_index(const ge2_launch *l, ge2_shape x, ge2_bn_index *out, 
     return GE2_OK;
 }
 
-template <typename X> static ge2_status batch_norm(const ge2_launch *l, const ge2_bn_index &g, unsigned total)
+template <typename X>
+static ge2_status batch_norm(const ge2_launch *l, const ge2_bn_index &g, unsigned total, bool relu)
 {
     const ge2_batch_norm_attrs *a = GE2_ATTRS(ge2_batch_norm_attrs, l->node->attrs);
     const X *x = (const X *)l->in[0].data;
@@ -233,7 +234,7 @@ template <typename X> static ge2_status batch_norm(const ge2_launch *l, const ge
         GE2_TRY(ge2_cuda_check_launch(l, "ge2_batch_norm_stats_kernel"));
     }
     ge2_batch_norm_apply_kernel<X><<<ge2_cuda_blocks(total, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0,
-                                     ge2_cuda_stream(l)>>>(g, total, (float)a->eps, a->relu, x,
+                                     ge2_cuda_stream(l)>>>(g, total, (float)a->eps, relu, x,
                                                            (const float *)l->in[1].data, (const float *)l->in[2].data,
                                                            stat, (const float *)l->in[3].data,
                                                            (const float *)l->in[4].data, (float *)l->out[0].data,
@@ -241,25 +242,27 @@ template <typename X> static ge2_status batch_norm(const ge2_launch *l, const ge
     return ge2_cuda_check_launch(l, "ge2_batch_norm_apply_kernel");
 }
 
-extern "C" ge2_status ge2_cuda_batch_norm_launch(const ge2_launch *l)
+extern "C" ge2_status ge2_cuda_batch_norm_launch_with(const ge2_launch *l, bool relu)
 {
     GE2_TRY(require_dtypes(l, 5, 0));
     GE2_TRY(ge2_cuda_require_control(l));
     ge2_bn_index g;
     unsigned total;
     GE2_TRY(bn_index(l, l->in[0].shape, &g, &total));
-    return l->in[0].dtype == GE2_BF16 ? batch_norm<__nv_bfloat16>(l, g, total) : batch_norm<float>(l, g, total);
+    return l->in[0].dtype == GE2_BF16 ? batch_norm<__nv_bfloat16>(l, g, total, relu)
+                                      : batch_norm<float>(l, g, total, relu);
 }
 
-template <typename X> static void grad_params(const ge2_launch *l, const ge2_bn_index &g)
+extern "C" ge2_status ge2_cuda_batch_norm_launch(const ge2_launch *l) { return ge2_cuda_batch_norm_launch_with(l, false); }
+
+template <typename X> static void grad_params(const ge2_launch *l, const ge2_bn_index &g, const float *relu_y)
 {
     ge2_batch_norm_grad_params_kernel<X><<<g.c * g.chunks, GE2_BN_THREADS, 0, ge2_cuda_stream(l)>>>(
-        g, (const float *)l->in[0].data, (const X *)l->in[1].data, (const float *)l->in[2].data,
-        GE2_ATTRS(ge2_batch_norm_attrs, l->node->attrs)->relu ? (const float *)l->in[3].data : NULL, (float *)l->out[0].data,
-        (float *)l->out[1].data, (float2 *)l->workspace, l->control);
+        g, (const float *)l->in[0].data, (const X *)l->in[1].data, (const float *)l->in[2].data, relu_y,
+        (float *)l->out[0].data, (float *)l->out[1].data, (float2 *)l->workspace, l->control);
 }
 
-extern "C" ge2_status ge2_cuda_batch_norm_grad_params_launch(const ge2_launch *l)
+extern "C" ge2_status ge2_cuda_batch_norm_grad_params_launch_with(const ge2_launch *l, const float *relu_y)
 {
     GE2_TRY(require_dtypes(l, l->n_in, 1));
     GE2_TRY(ge2_cuda_require_control(l));
@@ -267,22 +270,28 @@ extern "C" ge2_status ge2_cuda_batch_norm_grad_params_launch(const ge2_launch *l
     unsigned total;
     GE2_TRY(bn_index(l, l->in[1].shape, &g, &total));
     if (l->in[1].dtype == GE2_BF16)
-        grad_params<__nv_bfloat16>(l, g);
+        grad_params<__nv_bfloat16>(l, g, relu_y);
     else
-        grad_params<float>(l, g);
+        grad_params<float>(l, g, relu_y);
     return ge2_cuda_check_launch(l, "ge2_batch_norm_grad_params_kernel");
 }
 
-template <typename X, typename DX> static void grad_input(const ge2_launch *l, const ge2_bn_index &g, unsigned total)
+extern "C" ge2_status ge2_cuda_batch_norm_grad_params_launch(const ge2_launch *l)
+{
+    return ge2_cuda_batch_norm_grad_params_launch_with(l, NULL);
+}
+
+template <typename X, typename DX>
+static void grad_input(const ge2_launch *l, const ge2_bn_index &g, unsigned total, const float *relu_y)
 {
     ge2_batch_norm_grad_input_kernel<X, DX><<<ge2_cuda_blocks(total, GE2_CUDA_THREADS), GE2_CUDA_THREADS, 0,
                                               ge2_cuda_stream(l)>>>(
         g, total, (const float *)l->in[0].data, (const X *)l->in[1].data, (const float *)l->in[2].data,
-        (const float *)l->in[3].data, (const float *)l->in[4].data, (const float *)l->in[5].data,
-        GE2_ATTRS(ge2_batch_norm_attrs, l->node->attrs)->relu ? (const float *)l->in[6].data : NULL, (DX *)l->out[0].data);
+        (const float *)l->in[3].data, (const float *)l->in[4].data, (const float *)l->in[5].data, relu_y,
+        (DX *)l->out[0].data);
 }
 
-extern "C" ge2_status ge2_cuda_batch_norm_grad_input_launch(const ge2_launch *l)
+extern "C" ge2_status ge2_cuda_batch_norm_grad_input_launch_with(const ge2_launch *l, const float *relu_y)
 {
     GE2_TRY(require_dtypes(l, l->n_in, 1));
     if (!l->out[0].data)
@@ -292,12 +301,17 @@ extern "C" ge2_status ge2_cuda_batch_norm_grad_input_launch(const ge2_launch *l)
     GE2_TRY(bn_index(l, l->in[1].shape, &g, &total));
     const bool x16 = l->in[1].dtype == GE2_BF16, dx16 = l->out[0].dtype == GE2_BF16;
     if (x16 && dx16)
-        grad_input<__nv_bfloat16, __nv_bfloat16>(l, g, total);
+        grad_input<__nv_bfloat16, __nv_bfloat16>(l, g, total, relu_y);
     else if (x16)
-        grad_input<__nv_bfloat16, float>(l, g, total);
+        grad_input<__nv_bfloat16, float>(l, g, total, relu_y);
     else if (dx16)
-        grad_input<float, __nv_bfloat16>(l, g, total);
+        grad_input<float, __nv_bfloat16>(l, g, total, relu_y);
     else
-        grad_input<float, float>(l, g, total);
+        grad_input<float, float>(l, g, total, relu_y);
     return ge2_cuda_check_launch(l, "ge2_batch_norm_grad_input_kernel");
+}
+
+extern "C" ge2_status ge2_cuda_batch_norm_grad_input_launch(const ge2_launch *l)
+{
+    return ge2_cuda_batch_norm_grad_input_launch_with(l, NULL);
 }

@@ -52,25 +52,10 @@ ge2_status ge2_infer_BATCH_NORM(const ge2_node *node, const ge2_desc *in, ge2_de
     return GE2_OK;
 }
 
-/* With relu, the relu'd y (input `at`, the last) is like x; else no input `at`. */
-static ge2_status check_relu_y(const ge2_node *node, const ge2_desc *in, int at)
-{
-    const bool relu = GE2_ATTRS(ge2_batch_norm_attrs, node->attrs)->relu;
-    if (node->n_inputs != at + relu)
-        return ge2_error(GE2_ERR_INVALID_ARGUMENT, GE2_OP_PREFIX "%s: %d inputs; %d %s relu", ge2_op_name(node->op),
-                         node->n_inputs, at + relu, relu ? "with" : "without");
-    if (relu) {
-        GE2_TRY(ge2_infer_need_same_dtype(node, &in[1], &in[at]));
-        GE2_TRY(ge2_infer_need_same_shape(node, &in[1], &in[at]));
-    }
-    return GE2_OK;
-}
-
 /* dy, x, saved[, y] -> dweight [C], dbias [C] */
 ge2_status ge2_infer_BATCH_NORM_GRAD_PARAMS(const ge2_node *node, const ge2_desc *in, ge2_desc *out)
 {
     GE2_TRY(ge2_infer_need_outputs(node, 2, 2));
-    GE2_TRY(check_relu_y(node, in, 3));
     GE2_TRY(check_x(node, &in[1]));
     GE2_TRY(ge2_infer_need_same_dtype(node, &in[0], &in[1]));
     GE2_TRY(ge2_infer_need_same_shape(node, &in[0], &in[1]));
@@ -82,7 +67,6 @@ ge2_status ge2_infer_BATCH_NORM_GRAD_PARAMS(const ge2_node *node, const ge2_desc
 /* dy, x, weight, saved, dweight, dbias[, y] -> dx */
 ge2_status ge2_infer_BATCH_NORM_GRAD_INPUT(const ge2_node *node, const ge2_desc *in, ge2_desc *out)
 {
-    GE2_TRY(check_relu_y(node, in, 6));
     GE2_TRY(check_x(node, &in[1]));
     GE2_TRY(ge2_infer_need_same_dtype(node, &in[0], &in[1]));
     GE2_TRY(ge2_infer_need_same_shape(node, &in[0], &in[1]));

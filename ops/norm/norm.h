@@ -12,11 +12,9 @@
  * normalized with (the batch's in a train step, the running ones in eval),
  * which the backward reads instead of recomputing them.
  *
- * With ge2_batch_norm_attrs.relu (made by the fuse pass's bn_relu rewrite, not
- * by a builder) BATCH_NORM's y is max(0, ·) of the normalized value, and the
- * backward ops take that y as an extra last input and use dy · (y > 0):
- * BATCH_NORM_GRAD_PARAMS (dy, x, saved, y), BATCH_NORM_GRAD_INPUT (dy, x,
- * weight, saved, dweight, dbias, y).
+ * The kernels take a relu for the bn_relu fusion's ops (fusion/bn_relu),
+ * which run them through the *_with launchers below: y = max(0, ·) of the
+ * normalized value, and dy taken where that y is positive.
  *
  * Under precision BF16 the three batch-norm ops read x as a bf16 tensor
  * where the storage pass stored a convolution's output so, and
@@ -48,12 +46,9 @@ extern "C" {
 #include "ops/ops.h"
 
 /* The family's node attributes (graph/ir.h: GE2_ATTRS). */
-/* BATCH_NORM: PyTorch's BatchNorm momentum and eps. relu: y = max(0, ·),
- * and on its backward ops the gradient is taken through that relu (their
- * extra last input is y): the bn_relu fusion's form (fusion/bn_relu). */
+/* BATCH_NORM: PyTorch's BatchNorm momentum and eps. */
 typedef struct ge2_batch_norm_attrs {
     double momentum, eps;
-    bool relu;
 } ge2_batch_norm_attrs;
 GE2_ATTRS_FIT(ge2_batch_norm_attrs);
 
@@ -130,6 +125,9 @@ ge2_status ge2_infer_LAYER_NORM_GRAD_INPUT(const ge2_node *node, const ge2_desc 
 
 /* backward.c */
 ge2_status ge2_backward_batch_norm(ge2_autograd *ag, const ge2_node *node, const int *dy);
+/* The batch norm's backward from tensor d, the gradient of the normalized
+ * value (the bn_relu fusion's op takes its dy through relu' first). */
+ge2_status ge2_backward_batch_norm_from(ge2_autograd *ag, const ge2_node *node, int d);
 ge2_status ge2_backward_layer_norm(ge2_autograd *ag, const ge2_node *node, const int *dy);
 
 /* cpu.c: shapes from the launch views, in the dtype of input 0 (f32, or f64
@@ -137,6 +135,11 @@ ge2_status ge2_backward_layer_norm(ge2_autograd *ag, const ge2_node *node, const
 ge2_status ge2_cpu_batch_norm(const ge2_launch *l);
 ge2_status ge2_cpu_batch_norm_grad_params(const ge2_launch *l);
 ge2_status ge2_cpu_batch_norm_grad_input(const ge2_launch *l);
+/* The same with the bn_relu fusion's relu: y = max(0, ·) (relu), dy taken
+ * where relu_y > 0 (relu_y: the relu'd y, of x's dtype; NULL: none). */
+ge2_status ge2_cpu_batch_norm_with(const ge2_launch *l, bool relu);
+ge2_status ge2_cpu_batch_norm_grad_params_with(const ge2_launch *l, const void *relu_y);
+ge2_status ge2_cpu_batch_norm_grad_input_with(const ge2_launch *l, const void *relu_y);
 ge2_status ge2_cpu_layer_norm(const ge2_launch *l);
 ge2_status ge2_cpu_layer_norm_grad_params(const ge2_launch *l);
 ge2_status ge2_cpu_layer_norm_grad_input(const ge2_launch *l);
@@ -145,6 +148,10 @@ ge2_status ge2_cpu_layer_norm_grad_input(const ge2_launch *l);
 ge2_status ge2_cuda_batch_norm_launch(const ge2_launch *launch);
 ge2_status ge2_cuda_batch_norm_grad_params_launch(const ge2_launch *launch);
 ge2_status ge2_cuda_batch_norm_grad_input_launch(const ge2_launch *launch);
+/* The same with the bn_relu fusion's relu (as the CPU's *_with; relu_y f32) */
+ge2_status ge2_cuda_batch_norm_launch_with(const ge2_launch *launch, bool relu);
+ge2_status ge2_cuda_batch_norm_grad_params_launch_with(const ge2_launch *launch, const float *relu_y);
+ge2_status ge2_cuda_batch_norm_grad_input_launch_with(const ge2_launch *launch, const float *relu_y);
 ge2_status ge2_cuda_layer_norm_launch(const ge2_launch *launch);
 ge2_status ge2_cuda_layer_norm_grad_params_launch(const ge2_launch *launch);
 ge2_status ge2_cuda_layer_norm_grad_input_launch(const ge2_launch *launch);

@@ -15,11 +15,11 @@ const ge2_op_def ge2_op_def_batch_norm = {
     .reads_bf16 = ge2_reads_bf16_input0, /* x: a convolution's output stored in bf16 */
 };
 
-/* dy, x, saved[, y with relu] -> dweight, dbias */
+/* dy, x, saved -> dweight, dbias */
 const ge2_op_def ge2_op_def_batch_norm_grad_params = {
     .name = "batch_norm_grad_params",
     .min_inputs = 3,
-    .max_inputs = 4,
+    .max_inputs = 3,
     .max_outputs = 2,
     .flags = 0,
     .infer = ge2_infer_BATCH_NORM_GRAD_PARAMS,
@@ -29,11 +29,11 @@ const ge2_op_def ge2_op_def_batch_norm_grad_params = {
     .reads_bf16 = ge2_reads_bf16_input1, /* x */
 };
 
-/* dy, x, weight, saved, dweight, dbias[, y with relu] -> dx */
+/* dy, x, weight, saved, dweight, dbias -> dx */
 const ge2_op_def ge2_op_def_batch_norm_grad_input = {
     .name = "batch_norm_grad_input",
     .min_inputs = 6,
-    .max_inputs = 7,
+    .max_inputs = 6,
     .max_outputs = 1,
     .flags = 0,
     .infer = ge2_infer_BATCH_NORM_GRAD_INPUT,

@@ -7,8 +7,7 @@
 #include <string.h>
 
 #include "graph/error.h"
-#include "ops/norm/norm.h"
-#include "tests/support/op_cases.h"
+#include "ops/norm/test_cases.h"
 
 /* ---------------------------------------------------------- case bodies */
 
@@ -22,23 +21,32 @@ static ge2_shape random_x(ge2_case_ctx *c)
     return s;
 }
 
-static ge2_status case_batch_norm(ge2_case_ctx *c)
+ge2_status ge2_batch_norm_case(ge2_case_ctx *c, ge2_op op)
 {
     ge2_shape xs = random_x(c), cs = ge2_shape1(xs.dim[1]);
-    ge2_tensor *x, *w, *b, *mean, *var, *count = NULL, *y;
-    GE2_TRY(ge2_case_operand(c, cs, &w));
-    GE2_TRY(ge2_case_operand(c, xs, &x));
-    GE2_TRY(ge2_case_operand(c, cs, &b));
-    GE2_TRY(ge2_case_buffer(c, c->dtype, cs, (ge2_init){GE2_INIT_NORMAL, 0.0, 1.0, 0}, &mean));
-    GE2_TRY(ge2_case_buffer(c, c->dtype, cs, (ge2_init){GE2_INIT_UNIFORM, 0.5, 1.5, 0}, &var));
+    ge2_tensor *ts[6];
+    int n = 5;
+    GE2_TRY(ge2_case_operand(c, cs, &ts[1]));
+    GE2_TRY(ge2_case_operand(c, xs, &ts[0]));
+    GE2_TRY(ge2_case_operand(c, cs, &ts[2]));
+    GE2_TRY(ge2_case_buffer(c, c->dtype, cs, (ge2_init){GE2_INIT_NORMAL, 0.0, 1.0, 0}, &ts[3]));
+    GE2_TRY(ge2_case_buffer(c, c->dtype, cs, (ge2_init){GE2_INIT_UNIFORM, 0.5, 1.5, 0}, &ts[4]));
     if (ge2_case_coin(c))
-        GE2_TRY(ge2_case_buffer(c, GE2_I64, ge2_shape0(), (ge2_init){GE2_INIT_ZEROS, 0.0, 0.0, 0}, &count));
-    double momentum = ge2_case_uniform(c, 0.05, 0.5), eps = ge2_case_coin(c) ? 1e-5 : 1e-2;
-    GE2_TRY(ge2_batch_norm(c->inst->graph, x, w, b, mean, var, count, momentum, eps, &y));
-    /* the relu form has no builder (the fuse pass makes it); shapes are the same */
-    GE2_ATTRS(ge2_batch_norm_attrs, c->inst->graph->nodes[c->inst->graph->n_nodes - 1].attrs)->relu = ge2_case_coin(c);
-    return ge2_case_last_node(c);
+        GE2_TRY(ge2_case_buffer(c, GE2_I64, ge2_shape0(), (ge2_init){GE2_INIT_ZEROS, 0.0, 0.0, 0}, &ts[n++]));
+    const double momentum = ge2_case_uniform(c, 0.05, 0.5), eps = ge2_case_coin(c) ? 1e-5 : 1e-2;
+    if (op == GE2_OP_BATCH_NORM) { /* through the builder */
+        ge2_tensor *y;
+        GE2_TRY(ge2_batch_norm(c->inst->graph, ts[0], ts[1], ts[2], ts[3], ts[4], n > 5 ? ts[5] : NULL, momentum, eps,
+                               &y));
+        return ge2_case_last_node(c);
+    }
+    ge2_attrs a;
+    memset(&a, 0, sizeof a);
+    *GE2_ATTRS(ge2_batch_norm_attrs, a) = (ge2_batch_norm_attrs){momentum, eps};
+    return ge2_case_direct(c, op, ts, n, 2, &a);
 }
+
+static ge2_status case_batch_norm(ge2_case_ctx *c) { return ge2_batch_norm_case(c, GE2_OP_BATCH_NORM); }
 
 /* saved [2, C]: any mean, a positive rstd */
 static ge2_status case_saved(ge2_case_ctx *c, ge2_shape xs, ge2_tensor **saved)
@@ -54,32 +62,26 @@ static ge2_status case_saved(ge2_case_ctx *c, ge2_shape xs, ge2_tensor **saved)
     return GE2_OK;
 }
 
-/* The backward ops' attrs: plain, or the relu form (then y is one more input). */
-static ge2_attrs case_relu(ge2_case_ctx *c)
-{
-    ge2_attrs a;
-    memset(&a, 0, sizeof a);
-    GE2_ATTRS(ge2_batch_norm_attrs, a)->relu = ge2_case_coin(c);
-    return a;
-}
-
-static ge2_status case_batch_norm_grad_params(ge2_case_ctx *c)
+ge2_status ge2_batch_norm_grad_params_case(ge2_case_ctx *c, ge2_op op, bool relu_y)
 {
     ge2_shape xs = random_x(c);
-    ge2_attrs a = case_relu(c);
     ge2_tensor *ts[4];
     GE2_TRY(ge2_case_plain(c, xs, &ts[0]));
     GE2_TRY(ge2_case_plain(c, xs, &ts[1]));
     GE2_TRY(case_saved(c, xs, &ts[2]));
-    if (GE2_ATTRS(ge2_batch_norm_attrs, a)->relu)
+    if (relu_y)
         GE2_TRY(ge2_case_plain(c, xs, &ts[3]));
-    return ge2_case_direct(c, GE2_OP_BATCH_NORM_GRAD_PARAMS, ts, 3 + GE2_ATTRS(ge2_batch_norm_attrs, a)->relu, 2, &a);
+    return ge2_case_direct(c, op, ts, 3 + relu_y, 2, NULL);
 }
 
-static ge2_status case_batch_norm_grad_input(ge2_case_ctx *c)
+static ge2_status case_batch_norm_grad_params(ge2_case_ctx *c)
+{
+    return ge2_batch_norm_grad_params_case(c, GE2_OP_BATCH_NORM_GRAD_PARAMS, false);
+}
+
+ge2_status ge2_batch_norm_grad_input_case(ge2_case_ctx *c, ge2_op op, bool relu_y)
 {
     ge2_shape xs = random_x(c), cs = ge2_shape1(xs.dim[1]);
-    ge2_attrs a = case_relu(c);
     ge2_tensor *ts[7];
     GE2_TRY(ge2_case_plain(c, xs, &ts[0]));
     GE2_TRY(ge2_case_plain(c, xs, &ts[1]));
@@ -87,9 +89,14 @@ static ge2_status case_batch_norm_grad_input(ge2_case_ctx *c)
     GE2_TRY(case_saved(c, xs, &ts[3]));
     GE2_TRY(ge2_case_plain(c, cs, &ts[4]));
     GE2_TRY(ge2_case_plain(c, cs, &ts[5]));
-    if (GE2_ATTRS(ge2_batch_norm_attrs, a)->relu)
+    if (relu_y)
         GE2_TRY(ge2_case_plain(c, xs, &ts[6]));
-    return ge2_case_direct(c, GE2_OP_BATCH_NORM_GRAD_INPUT, ts, 6 + GE2_ATTRS(ge2_batch_norm_attrs, a)->relu, 1, &a);
+    return ge2_case_direct(c, op, ts, 6 + relu_y, 1, NULL);
+}
+
+static ge2_status case_batch_norm_grad_input(ge2_case_ctx *c)
+{
+    return ge2_batch_norm_grad_input_case(c, GE2_OP_BATCH_NORM_GRAD_INPUT, false);
 }
 
 /* x [..., C]: 1 to 3 dims, rows of 1 to 5 values */
@@ -164,7 +171,7 @@ static int64_t ref_at(ge2_shape x, int64_t c, int64_t k)
 /* train mode: y = (x - mean) / sqrt(var + eps) · w + b with the batch's
  * mean and biased variance (max(0, ·) with relu); saved = (mean,
  * 1/sqrt(var + eps)) */
-static void ref_batch_norm(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
+void ge2_batch_norm_ref(const ge2_node *node, const ref_tensor *in, ref_tensor *out, bool relu)
 {
     ge2_shape s = in[0].shape;
     int64_t C = s.dim[1], m = ge2_ref_numel(s) / C;
@@ -177,7 +184,7 @@ static void ref_batch_norm(const ge2_node *node, const ref_tensor *in, ref_tenso
         double sd = sqrt(var + GE2_ATTRS(ge2_batch_norm_attrs, node->attrs)->eps);
         for (int64_t k = 0; k < m; k++) {
             double v = (in[0].v[ref_at(s, c, k)] - mean) / sd * in[1].v[c] + in[2].v[c];
-            out[0].v[ref_at(s, c, k)] = GE2_ATTRS(ge2_batch_norm_attrs, node->attrs)->relu && v < 0 ? 0 : v;
+            out[0].v[ref_at(s, c, k)] = relu && v < 0 ? 0 : v;
         }
         if (node->n_outputs > 1) {
             out[1].v[c] = mean;
@@ -186,13 +193,18 @@ static void ref_batch_norm(const ge2_node *node, const ref_tensor *in, ref_tenso
     }
 }
 
-/* dy at `at`, through relu' when the node is the relu form (y is input `y_at`) */
-static double ref_dy(const ge2_node *node, const ref_tensor *in, int y_at, int64_t at)
+static void ref_batch_norm(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
 {
-    return GE2_ATTRS(ge2_batch_norm_attrs, node->attrs)->relu && !(in[y_at].v[at] > 0) ? 0 : in[0].v[at];
+    ge2_batch_norm_ref(node, in, out, false);
 }
 
-static void ref_batch_norm_grad_params(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
+/* dy at `at`, through relu' when the relu'd y is input y_at (-1: none) */
+static double ref_dy(const ref_tensor *in, int y_at, int64_t at)
+{
+    return y_at >= 0 && !(in[y_at].v[at] > 0) ? 0 : in[0].v[at];
+}
+
+void ge2_batch_norm_grad_params_ref(const ref_tensor *in, ref_tensor *out, int relu_y)
 {
     ge2_shape s = in[1].shape;
     int64_t C = s.dim[1], m = ge2_ref_numel(s) / C;
@@ -200,16 +212,22 @@ static void ref_batch_norm_grad_params(const ge2_node *node, const ref_tensor *i
         out[0].v[c] = out[1].v[c] = 0;
         for (int64_t k = 0; k < m; k++) {
             int64_t at = ref_at(s, c, k);
-            out[0].v[c] += ref_dy(node, in, 3, at) * (in[1].v[at] - in[2].v[c]) * in[2].v[C + c];
-            out[1].v[c] += ref_dy(node, in, 3, at);
+            out[0].v[c] += ref_dy(in, relu_y, at) * (in[1].v[at] - in[2].v[c]) * in[2].v[C + c];
+            out[1].v[c] += ref_dy(in, relu_y, at);
         }
     }
+}
+
+static void ref_batch_norm_grad_params(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
+{
+    (void)node;
+    ge2_batch_norm_grad_params_ref(in, out, -1);
 }
 
 /* d/dx of sum(dy · y) through the batch statistics, from the chain rule:
  * dx = w·rstd·(dy - mean(dy) - x̂·mean(dy·x̂)), with mean(dy) = dbias/m and
  * mean(dy·x̂) = dweight/m given as inputs */
-static void ref_batch_norm_grad_input(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
+void ge2_batch_norm_grad_input_ref(const ref_tensor *in, ref_tensor *out, int relu_y)
 {
     ge2_shape s = in[1].shape;
     int64_t C = s.dim[1], m = ge2_ref_numel(s) / C;
@@ -217,8 +235,14 @@ static void ref_batch_norm_grad_input(const ge2_node *node, const ref_tensor *in
         for (int64_t k = 0; k < m; k++) {
             int64_t at = ref_at(s, c, k);
             double rstd = in[3].v[C + c], xhat = (in[1].v[at] - in[3].v[c]) * rstd;
-            out[0].v[at] = in[2].v[c] * rstd * (ref_dy(node, in, 6, at) - in[5].v[c] / m - xhat * in[4].v[c] / m);
+            out[0].v[at] = in[2].v[c] * rstd * (ref_dy(in, relu_y, at) - in[5].v[c] / m - xhat * in[4].v[c] / m);
         }
+}
+
+static void ref_batch_norm_grad_input(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
+{
+    (void)node;
+    ge2_batch_norm_grad_input_ref(in, out, -1);
 }
 
 /* y = (x - mean) / sqrt(var + eps) · w + b per row, biased variance */

@@ -565,7 +565,9 @@ static float cnn_train(ge2_precision precision, bool check_operands)
         for (int n = 0; n < pg->n_nodes; n++) {
             const ge2_tensor *out = pg->tensors[pg->nodes[n].outputs[0]];
             stored_y += pg->nodes[n].op == GE2_OP_CONV2D && out->dtype == GE2_BF16;
-            stored_dx += pg->nodes[n].op == GE2_OP_BATCH_NORM_GRAD_INPUT && out->dtype == GE2_BF16;
+            const char *op = ge2_op_name(pg->nodes[n].op); /* the plain op or fusion/bn_relu's */
+            const bool bn_dx = !strcmp(op, "batch_norm_grad_input") || !strcmp(op, "batch_norm_relu_grad_input");
+            stored_dx += bn_dx && out->dtype == GE2_BF16;
         }
         ck_assert_msg(stored_y == 2 && stored_dx == 2, "%d convolution outputs and %d batch-norm input gradients in bf16",
                       stored_y, stored_dx);
