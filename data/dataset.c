@@ -8,8 +8,8 @@
 
 #include "data/idx.h"
 #include "graph/alloc.h"
+#include "graph/epoch_order.h"
 #include "graph/error.h"
-#include "graph/rng.h"
 
 ge2_status ge2_dataset_new(int64_t n, int64_t features, int n_classes, ge2_dataset **out)
 {
@@ -163,43 +163,14 @@ struct ge2_batcher {
     ge2_batcher_options opt;
     int64_t epoch, next; /* next batch index in the epoch */
     int64_t n_local;     /* examples in this rank's shard */
-    int64_t *order;      /* [n] example order of the epoch: this rank's shard first */
+    ge2_epoch_order order; /* the epoch's (graph/epoch_order.h) */
     float *images;       /* [batch, features] gathered batch (shuffle mode) */
     int32_t *labels;     /* [batch] */
 };
 
 static void batcher_build_order(ge2_batcher *b)
 {
-    int64_t n = b->ds->n;
-    for (int64_t i = 0; i < n; i++)
-        b->order[i] = i;
-    if (b->opt.shuffle) {
-        uint64_t key = ge2_splitmix64(ge2_splitmix64(b->opt.seed) ^ (uint64_t)b->epoch);
-        for (int64_t i = n - 1; i > 0; i--) {
-            /* multiply-shift maps 64 random bits onto [0, i] (bias < 2^-40 for n < 2^24) */
-            uint64_t r = ge2_splitmix64(key ^ ge2_splitmix64((uint64_t)i));
-            int64_t j = (int64_t)(((unsigned __int128)r * (uint64_t)(i + 1)) >> 64);
-            int64_t t = b->order[i];
-            b->order[i] = b->order[j];
-            b->order[j] = t;
-        }
-    }
-    /* this rank's shard: positions rank, rank + world, ... of the order
-     * padded cyclically by its first examples; in place, front to back
-     * (position k reads rank + k·world >= k, which no earlier write
-     * touched; the padding reads past the end, i.e. the order's first
-     * examples, kept aside before they are overwritten) */
-    const int world = b->opt.world > 1 ? b->opt.world : 1, rank = world > 1 ? b->opt.rank : 0;
-    if (world == 1)
-        return;
-    int64_t head[64];
-    const int64_t keep = n < 64 ? n : 64; /* the padding is < world <= 64 examples from the front */
-    for (int64_t i = 0; i < keep; i++)
-        head[i] = b->order[i];
-    for (int64_t k = 0; k < b->n_local; k++) {
-        const int64_t at = (int64_t)rank + k * world;
-        b->order[k] = at < n ? b->order[at] : head[at - n];
-    }
+    b->order = ge2_epoch_order_of(b->opt.seed, (uint64_t)b->epoch, (uint64_t)b->ds->n);
 }
 
 static int batcher_world(const ge2_batcher_options *o) { return o->world > 1 ? o->world : 1; }
@@ -232,10 +203,9 @@ ge2_status ge2_batcher_new(const ge2_dataset *ds, const ge2_batcher_options *opt
     b->ds = ds;
     b->opt = *options;
     b->n_local = n_local;
-    b->order = ge2_malloc((size_t)ds->n * sizeof *b->order);
     b->images = ge2_malloc((size_t)(options->batch_size * ds->features) * sizeof(float));
     b->labels = ge2_malloc((size_t)options->batch_size * sizeof(int32_t));
-    if (!b->order || !b->images || !b->labels) {
+    if (!b->images || !b->labels) {
         ge2_batcher_free(b);
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_batcher_new: out of memory");
     }
@@ -248,7 +218,6 @@ void ge2_batcher_free(ge2_batcher *b)
 {
     if (!b)
         return;
-    ge2_free(b->order);
     ge2_free(b->images);
     ge2_free(b->labels);
     ge2_free(b);
@@ -303,7 +272,7 @@ static bool batcher_take(ge2_batcher *b, ge2_batch *out, int64_t *start)
     return true;
 }
 
-/* Examples order[start, start + size) into images and labels. */
+/* The examples at this rank's positions [start, start + size) into images and labels. */
 static void batcher_gather(const ge2_batcher *b, int64_t start, int64_t size, float *images, int32_t *labels)
 {
     const ge2_dataset *ds = b->ds;
@@ -314,7 +283,7 @@ static void batcher_gather(const ge2_batcher *b, int64_t start, int64_t size, fl
         return;
     }
     for (int64_t i = 0; i < size; i++) {
-        int64_t e = b->order[start + i];
+        const int64_t e = ge2_batcher_example(b, start + i);
         memcpy(images + i * ds->features, ds->images + e * ds->features, row);
         labels[i] = ds->labels[e];
     }
@@ -355,5 +324,8 @@ void ge2_batcher_position(const ge2_batcher *b, int64_t *epoch, int64_t *batch_i
 
 int64_t ge2_batcher_example(const ge2_batcher *b, int64_t i)
 {
-    return i >= 0 && i < b->n_local ? b->order[i] : -1;
+    if (i < 0 || i >= b->n_local)
+        return -1;
+    const int world = batcher_world(&b->opt);
+    return (int64_t)ge2_epoch_shard_at(&b->order, b->opt.shuffle, world > 1 ? b->opt.rank : 0, world, (uint64_t)i);
 }

@@ -3,8 +3,9 @@
  * Not part of the public ge2 API (include/ge2/ge2.h): the trainer and the
  * benchmarks include it. A data set is images as f32 rows (pixel / 255,
  * flattened) and i32 labels. The batcher's order is a pure function of
- * (seed, epoch): a counter-based RNG drives a Fisher-Yates shuffle, so
- * training resumes at (epoch, batch_in_epoch) without replaying anything.
+ * (seed, epoch), one position at a time (graph/epoch_order.h), so training
+ * resumes at (epoch, batch_in_epoch) without replaying anything, and a
+ * program that gathers batches itself takes the same examples.
  */
 #ifndef GE2_DATA_DATASET_H
 #define GE2_DATA_DATASET_H

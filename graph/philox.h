@@ -8,10 +8,12 @@
 
 #include <stdint.h>
 
+#ifndef GE2_HD /* callable from host and device code (graph/rng.h defines it too) */
 #ifdef __CUDACC__
 #define GE2_HD __host__ __device__
 #else
 #define GE2_HD
+#endif
 #endif
 
 typedef struct ge2_philox4 {

@@ -6,11 +6,19 @@
 
 #include <stdint.h>
 
+#ifndef GE2_HD /* callable from host and device code (graph/philox.h defines it too) */
+#ifdef __CUDACC__
+#define GE2_HD __host__ __device__
+#else
+#define GE2_HD
+#endif
+#endif
+
 /* splitmix64's increment, 2^64 / golden ratio: consecutive counters land far apart. */
 #define GE2_MIX64_GAMMA 0x9e3779b97f4a7c15ull
 
 /* splitmix64's finaliser: a bijection on 64 bits with full avalanche. */
-static inline uint64_t ge2_mix64(uint64_t z)
+static inline GE2_HD uint64_t ge2_mix64(uint64_t z)
 {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;

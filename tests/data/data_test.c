@@ -11,6 +11,7 @@
 
 #include "data/dataset.h"
 #include "data/idx.h"
+#include "graph/epoch_order.h"
 #include "tests/data/testutil.h"
 
 #define tmp_path tu_path
@@ -331,6 +332,93 @@ START_TEST(batcher_permutation_and_determinism)
 }
 END_TEST
 
+/* The documented definition (graph/epoch_order.h) written out afresh: the
+ * Feistel network applied to the whole domain [0, 4^h) at once, then each
+ * position followed along that permutation until it lands below n. */
+static void reference_order(uint64_t seed, uint64_t epoch, uint64_t n, uint64_t *out)
+{
+    int h = 1;
+    while ((1ull << (2 * h)) < n)
+        h++;
+    const uint64_t domain = 1ull << (2 * h), mask = (1ull << h) - 1;
+    ge2_philox4 counter = {{(uint32_t)epoch, (uint32_t)(epoch >> 32), 0x6f726472u, 0u}};
+    const ge2_philox4 keys = ge2_philox4x32_10(counter, (uint32_t)seed, (uint32_t)(seed >> 32));
+    uint64_t *perm = malloc(domain * sizeof *perm);
+    ck_assert_ptr_nonnull(perm);
+    for (uint64_t x = 0; x < domain; x++) {
+        uint64_t half[2] = {x >> h, x & mask};
+        for (int r = 0; r < 4; r++) {
+            const uint64_t mixed = half[0] ^ (ge2_mix64(half[1] ^ keys.v[r]) & mask);
+            half[0] = half[1];
+            half[1] = mixed;
+        }
+        perm[x] = half[0] << h | half[1];
+    }
+    for (uint64_t p = 0; p < n; p++) {
+        uint64_t x = perm[p];
+        while (x >= n)
+            x = perm[x];
+        out[p] = x;
+    }
+    free(perm);
+}
+
+/* The epoch order is its definition's, a permutation for every n, another
+ * one per epoch and per seed, and spread: over many epochs every example
+ * stands first about equally often. */
+START_TEST(epoch_order_follows_its_definition)
+{
+    static const uint64_t sizes[] = {1, 2, 3, 4, 5, 17, 64, 1000, 4097, 60000};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        const uint64_t n = sizes[k];
+        uint64_t *want = malloc(n * sizeof *want);
+        bool *seen = calloc(n, sizeof *seen);
+        ck_assert(want && seen);
+        for (uint64_t epoch = 0; epoch < 3; epoch++) {
+            reference_order(42, epoch, n, want);
+            const ge2_epoch_order o = ge2_epoch_order_of(42, epoch, n);
+            memset(seen, 0, n * sizeof *seen);
+            for (uint64_t p = 0; p < n; p++) {
+                const uint64_t e = ge2_epoch_order_at(&o, p);
+                ck_assert_msg(e == want[p], "n %llu epoch %llu: position %llu holds %llu, the definition says %llu",
+                              (unsigned long long)n, (unsigned long long)epoch, (unsigned long long)p,
+                              (unsigned long long)e, (unsigned long long)want[p]);
+                ck_assert_msg(!seen[e], "n %llu: example %llu twice", (unsigned long long)n, (unsigned long long)e);
+                seen[e] = true;
+            }
+        }
+        free(want);
+        free(seen);
+    }
+    /* another epoch or seed, another order */
+    const ge2_epoch_order a = ge2_epoch_order_of(42, 0, 1000), b = ge2_epoch_order_of(42, 1, 1000),
+                          c = ge2_epoch_order_of(43, 0, 1000);
+    int same_epoch = 0, same_seed = 0;
+    for (uint64_t p = 0; p < 1000; p++) {
+        same_epoch += ge2_epoch_order_at(&a, p) == ge2_epoch_order_at(&b, p);
+        same_seed += ge2_epoch_order_at(&a, p) == ge2_epoch_order_at(&c, p);
+    }
+    ck_assert_int_lt(same_epoch, 20);
+    ck_assert_int_lt(same_seed, 20);
+    /* 10 examples, 20000 epochs: each first 2000 times, chi-square over 9
+     * degrees of freedom below 27.9 (p = 0.001) */
+    int first[10] = {0};
+    for (uint64_t epoch = 0; epoch < 20000; epoch++) {
+        const ge2_epoch_order o = ge2_epoch_order_of(7, epoch, 10);
+        first[ge2_epoch_order_at(&o, 0)]++;
+    }
+    double chi2 = 0;
+    for (int e = 0; e < 10; e++)
+        chi2 += (first[e] - 2000.0) * (first[e] - 2000.0) / 2000.0;
+    ck_assert_msg(chi2 < 27.9, "the first example is not uniform: chi-square %.1f", chi2);
+    /* past 2^32 examples the halves are 17 bits and more: still in range */
+    const uint64_t big = (1ull << 40) + 3;
+    const ge2_epoch_order o = ge2_epoch_order_of(1, 2, big);
+    for (uint64_t p = big - 5; p < big; p++)
+        ck_assert_uint_lt(ge2_epoch_order_at(&o, p), big);
+}
+END_TEST
+
 START_TEST(batcher_no_shuffle_and_last_batch)
 {
     ge2_dataset *ds = counting_dataset(25);
@@ -486,6 +574,7 @@ static Suite *data_suite(void)
     tcase_add_test(idx, dataset_label_range);
     suite_add_tcase(s, idx);
     TCase *batcher = tcase_create("batcher");
+    tcase_add_test(batcher, epoch_order_follows_its_definition);
     tcase_add_test(batcher, batcher_permutation_and_determinism);
     tcase_add_test(batcher, batcher_no_shuffle_and_last_batch);
     tcase_add_test(batcher, batcher_next_into_matches_next);
