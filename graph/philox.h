@@ -8,13 +8,7 @@
 
 #include <stdint.h>
 
-#ifndef GE2_HD /* callable from host and device code (graph/rng.h defines it too) */
-#ifdef __CUDACC__
-#define GE2_HD __host__ __device__
-#else
-#define GE2_HD
-#endif
-#endif
+#include "graph/host_device.h"
 
 typedef struct ge2_philox4 {
     uint32_t v[4];

@@ -6,13 +6,7 @@
 
 #include <stdint.h>
 
-#ifndef GE2_HD /* callable from host and device code (graph/philox.h defines it too) */
-#ifdef __CUDACC__
-#define GE2_HD __host__ __device__
-#else
-#define GE2_HD
-#endif
-#endif
+#include "graph/host_device.h"
 
 /* splitmix64's increment, 2^64 / golden ratio: consecutive counters land far apart. */
 #define GE2_MIX64_GAMMA 0x9e3779b97f4a7c15ull

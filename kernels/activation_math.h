@@ -19,12 +19,8 @@
 #include <stdint.h>
 
 #include "ge2/ge2.h"
+#include "graph/host_device.h"
 
-#ifdef __CUDACC__
-#define GE2_HD __host__ __device__
-#else
-#define GE2_HD
-#endif
 
 /* gelu_tanh(z) = 0.5 z (1 + tanh(k (z + c z^3))) */
 #define GE2_GELU_K 0.7978845608028654 /* sqrt(2/pi) */

@@ -67,6 +67,7 @@
 
 #include "ge2/ge2.h"
 #include "graph/control.h"
+#include "graph/host_device.h"
 #include "graph/ir.h"
 
 /* GRAD_NORM's and OPTIMIZER_UPDATE's node attributes (graph/ir.h: GE2_ATTRS). */
@@ -84,13 +85,6 @@ GE2_ATTRS_FIT(ge2_optim_attrs);
  * several nodes, and the update kernels sweep this many spans at most. */
 #define GE2_OPT_MAX_SPANS 2
 
-#ifndef GE2_HD
-#ifdef __CUDACC__
-#define GE2_HD __host__ __device__
-#else
-#define GE2_HD
-#endif
-#endif
 
 /* Most state slots a config can need: amsgrad's m, v, v_max plus accumulation. */
 #define GE2_OPT_MAX_SLOTS 4
