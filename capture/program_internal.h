@@ -133,6 +133,9 @@ struct ge2_program {
     void *arena;                  /* shared backing (unless separate_arenas) */
     size_t arena_bytes;
 
+    /* per mode: the data set ge2_program_set_dataset gave (capture/program_run.c) */
+    struct ge2_kept_dataset *dataset[GE2_MODE_COUNT];
+
     ge2_metrics metrics[GE2_MODE_COUNT]; /* per mode: steps done and added, not yet taken */
     /* per mode, [n_results] each: every result's sum over those steps, and
      * over the steps the last ge2_program_take_metrics took */
@@ -166,6 +169,8 @@ ge2_status ge2_program_source_done(ge2_program *program, void *fence, bool *done
 ge2_status ge2_program_key_get(ge2_program *program, const ge2_key *key, int *index);
 /* GE2_ERR_STATE if nodes or tensors were added to the graph after ge2_compile. */
 ge2_status ge2_program_check_graph(const ge2_program *program, const char *fn);
+/* Frees mode's kept data set (program_run.c); nothing without one. */
+void ge2_program_dataset_free(ge2_program *program, ge2_mode mode);
 /* Frees one key and what ge2_program_key_get made for it (not the shared arena). */
 void ge2_program_key_release(ge2_program *program, ge2_program_key *pk);
 /* Bytes of a key's feed region: its staging slots' size. */

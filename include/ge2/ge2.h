@@ -749,6 +749,67 @@ ge2_status ge2_program_take_metrics(ge2_program *program, ge2_mode mode, ge2_met
  * ge2_program_take_metrics of mode counted (ge2_metrics.steps of them). */
 ge2_status ge2_program_taken_sum(ge2_program *program, ge2_mode mode, const ge2_tensor *output, double *sum);
 
+/* ---------------------------------------- many steps per call: a kept data set
+ *
+ * A program may keep a copy of a data set for each mode and run many steps
+ * of it per call: ge2_program_run cuts each epoch's examples into batches
+ * in the order graph/epoch_order.h defines (the same order the trainers'
+ * batcher takes), writes each batch into the step's feeds itself and runs
+ * the steps as that many ge2_program_step calls on the same batches would,
+ * bit for bit. Under data parallelism (ge2_compile_options.collective)
+ * each rank takes its shard of every epoch, as PyTorch's
+ * DistributedSampler: positions rank, rank + world, ... padded by the
+ * order's first examples. Every step goes through the program's step path
+ * today, one launch per step on CUDA; a run of many steps in one launch,
+ * with the data set in device memory, is the CUDA backend's next step. */
+
+/* One field of a kept data set: every example's row of one feed (an input
+ * or label of the graph; a row is the feed's built shape without its first
+ * dim). */
+typedef struct ge2_dataset_field {
+    const ge2_tensor *feed;
+    const void *data; /* [examples][row] in dtype; copied */
+    /* the feed's own dtype, or GE2_U8 for an f32 feed: each byte becomes
+     * (float)byte / divisor, as the trainers' loader makes pixels (a
+     * quarter of the memory) */
+    ge2_dtype dtype;
+    float divisor;
+} ge2_dataset_field;
+
+typedef struct ge2_dataset_desc {
+    int64_t examples;
+    const ge2_dataset_field *fields; /* one per input and label of the graph */
+    int n_fields;
+    bool shuffle;     /* each epoch in its order under seed; off: examples 0, 1, ... */
+    uint64_t seed;
+    size_t max_bytes; /* the most the copy may take; 0: 2 GiB */
+} ge2_dataset_desc;
+
+/* Keeps a copy of the data set for mode's runs, replacing one given
+ * before. Fails naming the field when a feed is missing, repeated or not
+ * an input or label, when a dtype does not fit its feed, and with both
+ * figures when the copy exceeds max_bytes or the memory left. */
+ge2_status ge2_program_set_dataset(ge2_program *program, ge2_mode mode, const ge2_dataset_desc *desc);
+
+/* Where a run starts and how far it goes. Each epoch of the kept data set
+ * has ceil(shard / batch) batches, the shard being the examples (one
+ * process) or a rank's share of them; the last batch is partial unless
+ * batch divides the shard (it is its own graph key). */
+typedef struct ge2_run {
+    int64_t batch;                 /* examples a step: the feeds' first dim */
+    int64_t epoch, batch_in_epoch; /* where the run starts; where the next one would */
+    int64_t steps;                 /* steps to run, across epochs' ends */
+} ge2_run;
+
+/* run->steps steps of mode over the kept data set from (epoch,
+ * batch_in_epoch), then moves run's position past them. Steps and their
+ * metrics are those of ge2_program_step (ge2_program_take_metrics counts
+ * them). Fails (GE2_ERR_STATE) without a data set for mode, and as a step
+ * fails, the position then at the failed step. */
+ge2_status ge2_program_run(ge2_program *program, ge2_mode mode, ge2_run *run);
+/* Batches per epoch of mode's kept data set at this batch size (0 without one). */
+int64_t ge2_program_run_batches(const ge2_program *program, ge2_mode mode, int64_t batch);
+
 ge2_status ge2_set_lr(ge2_program *program, double lr);
 ge2_status ge2_get_lr(ge2_program *program, double *lr);
 /* Optimizer steps taken. */
