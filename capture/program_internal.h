@@ -72,6 +72,8 @@ typedef struct ge2_program_key {
      * (false from then on, so a step after ge2_program_feed_buffers does not
      * wait again and no step is counted twice) */
     bool in_flight[GE2_STAGING_BUFFERS];
+    /* the mode's step number (program->steps_issued) of the slot's latest step */
+    int64_t step_number[GE2_STAGING_BUFFERS];
     int next_staging; /* the slot the key's next step uses */
     /* ge2_program_feed_buffers gave out next_staging's slots for the next
      * step: only then may a step's feed data be a slot (used in place) */
@@ -137,6 +139,7 @@ struct ge2_program {
     struct ge2_kept_dataset *dataset[GE2_MODE_COUNT];
 
     ge2_metrics metrics[GE2_MODE_COUNT]; /* per mode: steps done and added, not yet taken */
+    int64_t steps_issued[GE2_MODE_COUNT]; /* per mode: steps enqueued so far */
     /* per mode, [n_results] each: every result's sum over those steps, and
      * over the steps the last ge2_program_take_metrics took */
     double *result_sums[GE2_MODE_COUNT], *taken_sums[GE2_MODE_COUNT];

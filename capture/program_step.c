@@ -14,6 +14,7 @@
  * skips its copy (a batch of 64 x 784 floats was a 200 KB memcpy, nearly all
  * of the step's host time).
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -156,6 +157,9 @@ static ge2_status fold_slot(ge2_program *program, ge2_program_key *pk, int s)
         const int id = program->result_ids[r];
         const double v = raw_value(&results[r], g->tensors[id]->dtype);
         each[r] += v;
+        if (id == program->loss_id && !isfinite(v) &&
+            (!sums->first_nonfinite || pk->step_number[s] < sums->first_nonfinite))
+            sums->first_nonfinite = pk->step_number[s];
         if (id == program->loss_id)
             sums->loss_sum += v;
         else if (id == program->metric_id)
@@ -341,6 +345,7 @@ ge2_status ge2_program_step(ge2_program *program, ge2_mode mode, const ge2_feed 
     pk->next_staging = (s + 1) % GE2_STAGING_BUFFERS;
     pk->handed_out = false;
     pk->in_flight[s] = true;
+    pk->step_number[s] = ++program->steps_issued[mode];
     program->last_key[mode] = index;
     /* After the whole step: when it is done, slot s's staging has been read
      * and its results have landed. */

@@ -42,6 +42,7 @@ void ge2_dataset_free(ge2_dataset *ds)
         return;
     ge2_free(ds->images);
     ge2_free(ds->labels);
+    ge2_free(ds->pixels);
     ge2_free(ds);
 }
 
@@ -65,8 +66,14 @@ static ge2_status dataset_fill(const char *images_path, const char *labels_path,
                              labels->data[i], (long long)i, n_classes);
     ge2_dataset *ds;
     GE2_TRY(ge2_dataset_new(n, features, n_classes, &ds));
+    ds->pixels = ge2_malloc((size_t)(n * features));
+    if (!ds->pixels) {
+        ge2_dataset_free(ds);
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "%s: %lld images' bytes", images_path, (long long)n);
+    }
+    memcpy(ds->pixels, images->data, (size_t)(n * features));
     for (int64_t i = 0; i < n * features; i++)
-        ds->images[i] = (float)images->data[i] / 255.0f;
+        ds->images[i] = (float)images->data[i] / GE2_PIXEL_DIVISOR;
     for (int64_t i = 0; i < n; i++)
         ds->labels[i] = labels->data[i];
     if (images->ndim == 3) {

@@ -29,7 +29,14 @@ typedef struct ge2_dataset {
     int n_classes;    /* labels are in [0, n_classes) */
     float *images;    /* [n, features] */
     int32_t *labels;  /* [n] */
+    /* [n, features] the bytes the images came from (images = (float)byte /
+     * GE2_PIXEL_DIVISOR), so a program can keep a quarter of the memory
+     * (ge2_program_set_dataset); NULL for a data set made in memory */
+    uint8_t *pixels;
 } ge2_dataset;
+
+/* What a loaded pixel byte is divided by: its f32 value is (float)byte / this. */
+#define GE2_PIXEL_DIVISOR 255.0f
 
 /* Zero-filled data set for the caller to fill (tests, synthetic data). */
 ge2_status ge2_dataset_new(int64_t n, int64_t features, int n_classes, ge2_dataset **out);

@@ -87,6 +87,22 @@ check "resumed checkpoint is byte-identical to the straight one" "$rc"
 rc=$?
 check "resumed run reaches the same test accuracy" "$rc"
 
+# the training set kept by the program, run 7 steps a launch (the default: an epoch) or one step a
+# call fed by the batcher (--steps-per-launch 1): the same checkpoint, byte for byte, and the same lines
+"$bin" "${common[@]}" --steps 30 --steps-per-launch 7 --log-interval 10 --save "$tmp/k7.safetensors" \
+    >"$tmp/k7" 2>&1 &&
+    "$bin" "${common[@]}" --steps 30 --steps-per-launch 1 --log-interval 10 --save "$tmp/k1.safetensors" \
+        >"$tmp/k1" 2>&1
+rc=$?
+check "--steps-per-launch 7 and 1 run ($(tail -n 1 "$tmp/k7"))" "$rc"
+cmp -s "$tmp/straight.safetensors" "$tmp/k7.safetensors" && cmp -s "$tmp/straight.safetensors" "$tmp/k1.safetensors"
+rc=$?
+check "--steps-per-launch 7, 1 and an epoch train the same model" "$rc"
+[ "$(sed 's/ [0-9]* examples.s.*//' "$tmp/k7")" = "$(sed 's/ [0-9]* examples.s.*//' "$tmp/k1")" ]
+rc=$?
+check "--steps-per-launch 7 and 1 print the same lines" "$rc"
+expect_error "negative --steps-per-launch" 2 --steps-per-launch -1
+
 expect_error "unknown flag" 2 --bogus
 expect_error "bad number" 2 --batch abc
 expect_error "missing value" 2 --lr

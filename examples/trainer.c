@@ -94,6 +94,9 @@ static void usage(const trainer_spec *spec, FILE *out)
             "                           mpirun -np 2 %s --distributed ... (--batch is per rank)\n"
             "  --bucket-mb MB           --distributed: gradient MiB one all-reduce gathers (25, DDP's bucket_cap_mb)\n"
             "  --dist-timeout S         --distributed: seconds a rank waits for the others before it fails (300)\n"
+            "  --steps-per-launch K     train K steps per call over the training set the program keeps\n"
+            "                           (ge2_program_run; 0, the default: an epoch; 1: the batcher feeds each\n"
+            "                           step); the same batches and results either way\n"
             "  --help                   this text\n",
             spec->name, spec->summary, spec->model_usage ? spec->model_usage : "", (long long)spec->default_epochs,
             ge2_optimizer_name(spec->default_optimizer), weight_decay, spec->default_label_smoothing,
@@ -145,6 +148,7 @@ enum {
     OPT_LOG_INTERVAL,
     OPT_LOG_FILE,
     OPT_DIST_TIMEOUT,
+    OPT_STEPS_PER_LAUNCH,
     OPT_HELP
 };
 
@@ -192,6 +196,7 @@ static int parse_args(int argc, char **argv, const trainer_spec *spec, trainer_o
         {"log-interval", required_argument, NULL, OPT_LOG_INTERVAL},
         {"log-file", required_argument, NULL, OPT_LOG_FILE},
         {"dist-timeout", required_argument, NULL, OPT_DIST_TIMEOUT},
+        {"steps-per-launch", required_argument, NULL, OPT_STEPS_PER_LAUNCH},
         {"help", no_argument, NULL, OPT_HELP}};
     enum { N_COMMON = sizeof common / sizeof common[0], MAX_FLAGS = 64 };
     struct option longopts[MAX_FLAGS];
@@ -315,6 +320,11 @@ static int parse_args(int argc, char **argv, const trainer_spec *spec, trainer_o
             if (!cli_parse_f64(optarg, 0.001, 1e6, &o->dist_timeout_s))
                 return trainer_fail(spec, 2, "--dist-timeout: expected seconds in [0.001, 1e6], got '%s'", optarg);
             break;
+        case OPT_STEPS_PER_LAUNCH:
+            if (!cli_parse_i64(optarg, 0, INT32_MAX, &o->steps_per_launch))
+                return trainer_fail(spec, 2, "--steps-per-launch: expected a non-negative integer (0: an epoch), "
+                                    "got '%s'", optarg);
+            break;
         case OPT_HELP:
             usage(spec, stdout);
             return -1;
@@ -381,6 +391,8 @@ static ge2_status progress_take(run *r, progress *p)
 {
     ge2_metrics m;
     TRY(ge2_program_take_metrics(r->program, GE2_MODE_TRAIN, &m));
+    if (m.first_nonfinite) /* the program's train steps are this run's */
+        TRY(cli_check_loss(m.loss_sum, r->first_step + m.first_nonfinite, 1));
     TRY(cli_check_loss(m.loss_sum, r->first_step + r->arrived + 1, m.steps));
     r->arrived += m.steps;
     ge2_metrics *to[2] = {&p->sum, &r->interval};
@@ -506,12 +518,64 @@ static ge2_status step_next_batch(run *r, ge2_batcher *b, ge2_mode mode, ge2_bat
     return ge2_program_step(r->program, mode, feeds, 2);
 }
 
+/* Keeps the training set in the program for ge2_program_run: the pixels
+ * as bytes when the loader kept them (a quarter of the floats), in the
+ * order --seed and --no-shuffle give the batcher. */
+static ge2_status keep_train_set(run *r, const ge2_dataset *train_set)
+{
+    const ge2_dataset_field fields[2] = {
+        {r->m->labels, train_set->labels, GE2_I32, 0.0f},
+        train_set->pixels ? (ge2_dataset_field){r->m->x, train_set->pixels, GE2_U8, GE2_PIXEL_DIVISOR}
+                          : (ge2_dataset_field){r->m->x, train_set->images, GE2_F32, 0.0f}};
+    const ge2_dataset_desc desc = {train_set->n, fields, 2, r->o->shuffle, r->pos.data_seed, 0};
+    return ge2_program_set_dataset(r->program, GE2_MODE_TRAIN, &desc);
+}
+
+/* Steps to the next stop of this epoch's loop, from batch `at` of
+ * `batches`: --steps-per-launch (0: the epoch's rest), cut at the epoch's
+ * end, --steps' limit and the next log line, so a run's end is where one
+ * step at a time would print or stop. */
+static int64_t launch_steps(const run *r, int64_t at, int64_t batches)
+{
+    int64_t k = batches - at;
+    if (r->o->steps_per_launch > 0 && r->o->steps_per_launch < k)
+        k = r->o->steps_per_launch;
+    if (r->o->steps >= 0 && r->o->steps - r->steps_done < k)
+        k = r->o->steps - r->steps_done;
+    if (r->log_interval > 0 && r->log_interval - r->steps_done % r->log_interval < k)
+        k = r->log_interval - r->steps_done % r->log_interval;
+    return k;
+}
+
 /* How the training set is cut: this rank's shard of each epoch's order, in
  * batches of --batch, the last one partial */
 static ge2_batcher_options train_batching(const trainer_options *o, uint64_t data_seed)
 {
     return (ge2_batcher_options){.batch_size = o->batch, .shuffle = o->shuffle, .seed = data_seed,
                                  .drop_last = false, .rank = o->rank, .world = o->world};
+}
+
+/* The epoch's next steps from batch *at: one fed by the batcher, or (the
+ * program keeping the training set) a run of launch_steps; *done of them
+ * ran, 0 once the epoch is exhausted, and *at moves past them. */
+static ge2_status next_steps(run *r, ge2_batcher *b, int64_t epoch, int64_t batches, int64_t *at, int64_t *done)
+{
+    *done = 0;
+    if (r->o->steps_per_launch == 1) {
+        ge2_batch batch;
+        TRY(step_next_batch(r, b, GE2_MODE_TRAIN, &batch));
+        *done = batch.size > 0;
+        *at += *done;
+        return GE2_OK;
+    }
+    if (*at >= batches)
+        return GE2_OK;
+    ge2_run launch = {.batch = r->o->batch, .epoch = epoch, .batch_in_epoch = *at, .steps = launch_steps(r, *at, batches)};
+    const ge2_status st = ge2_program_run(r->program, GE2_MODE_TRAIN, &launch);
+    /* the steps before a failed one ran */
+    *done = launch.epoch > epoch ? batches - *at : launch.batch_in_epoch - *at;
+    *at += *done;
+    return st;
 }
 
 static ge2_status train(run *r, const ge2_dataset *train_set)
@@ -521,32 +585,38 @@ static ge2_status train(run *r, const ge2_dataset *train_set)
     ge2_batcher *b;
     ge2_status st = ge2_batcher_new(train_set, &bo, &b);
     r->interval_start = ge2_now_s();
-    if (st != GE2_OK)
+    if (st == GE2_OK && o->steps_per_launch != 1)
+        st = keep_train_set(r, train_set);
+    if (st != GE2_OK) {
+        ge2_batcher_free(b);
         return st;
+    }
     int64_t batches = ge2_batcher_batches_per_epoch(b);
     for (int64_t epoch = r->pos.epoch; epoch < o->epochs && st == GE2_OK && !step_limit_hit(r); epoch++) {
-        st = ge2_batcher_seek(b, epoch, epoch == r->pos.epoch ? r->pos.batch_in_epoch : 0);
+        int64_t at = epoch == r->pos.epoch ? r->pos.batch_in_epoch : 0;
+        st = ge2_batcher_seek(b, epoch, at);
         /* the live bar reads metrics whenever it redraws: alone only, as
          * ranks must gather theirs at the same points */
         progress p = {.start = ge2_now_s(), .tty = isatty(STDOUT_FILENO) && o->world == 1};
-        ge2_batch batch;
         int64_t ran = 0;
         while (st == GE2_OK && !step_limit_hit(r)) {
-            st = step_next_batch(r, b, GE2_MODE_TRAIN, &batch);
-            if (batch.size == 0)
+            int64_t done;
+            st = next_steps(r, b, epoch, batches, &at, &done);
+            if (done == 0)
                 break;
-            r->steps_done++;
-            ran++;
+            r->steps_done += done;
+            ran += done;
             if (st == GE2_OK) /* what has arrived, unwaited: a non-finite loss stops the run early */
                 st = progress_take(r, &p);
             if (st == GE2_OK && r->log_interval > 0 && r->steps_done % r->log_interval == 0)
-                st = log_interval_line(r, &p, epoch, batch.index + 1, batches);
+                st = log_interval_line(r, &p, epoch, at, batches);
             else if (st == GE2_OK && p.tty && ge2_now_s() - p.last_draw > 0.1) {
-                progress_print(&p, epoch, o->epochs, batch.index + 1, batches, false);
+                progress_print(&p, epoch, o->epochs, at, batches, false);
                 p.last_draw = ge2_now_s();
             }
         }
-        ge2_batcher_position(b, &r->pos.epoch, &r->pos.batch_in_epoch);
+        r->pos.epoch = epoch; /* an epoch run to its end stays there: (epoch, batches) */
+        r->pos.batch_in_epoch = at;
         if (st == GE2_OK && ran > 0) {
             st = ge2_program_sync(r->program);
             if (st == GE2_OK)

@@ -61,6 +61,10 @@ typedef struct trainer_options {
     int64_t log_interval;
     const char *log_file; /* --log-file: the training curve (examples/cli.h) */
     double dist_timeout_s; /* --dist-timeout; 0: CLI_DIST_TIMEOUT_S */
+    /* --steps-per-launch: steps per ge2_program_run over the training set
+     * the program keeps; 0: the rest of the epoch; 1: the batcher feeds
+     * each step (ge2_program_step) */
+    int64_t steps_per_launch;
 } trainer_options;
 
 /* What a trainer's build gives back. x holds a batch of images in any

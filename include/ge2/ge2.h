@@ -735,6 +735,10 @@ typedef struct ge2_metrics {
     double loss_sum;    /* sum over those steps of the loss output */
     double metric_sum;  /* sum of the first marked metric (e.g. correct count), 0 if none */
     int64_t examples;   /* sum of batch sizes */
+    /* The first of those steps whose loss was not finite, numbered among
+     * every step of the mode the program ran (1: its first); 0: none. A
+     * sum over many steps names its culprit so. */
+    int64_t first_nonfinite;
 } ge2_metrics;
 /* Non-blocking: the sums of what has arrived so far, i.e. of the steps of
  * mode that the GPU has finished, not taken before; resets the sums. The
