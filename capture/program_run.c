@@ -23,6 +23,7 @@
 typedef struct kept_field {
     int tensor;
     ge2_dtype dtype; /* as kept: the feed's, or GE2_U8 into an f32 feed */
+    bool widen;      /* bytes into an f32 feed: (float)byte / divisor */
     float divisor;
     int64_t row;     /* elements per example */
     unsigned char *data; /* [examples][row] of dtype */
@@ -74,7 +75,8 @@ static ge2_status field_slot(const ge2_program *program, const ge2_dataset_desc 
 }
 
 /* Checks field i against its feed and sizes its copy in *bytes. */
-static ge2_status field_bytes(const ge2_dataset_desc *desc, int i, const ge2_tensor *t, int64_t *row, size_t *bytes)
+static ge2_status field_bytes(const ge2_dataset_desc *desc, int i, const ge2_tensor *t, kept_field *kf,
+                              size_t *bytes)
 {
     const ge2_dataset_field *fd = &desc->fields[i];
     char shape[64];
@@ -92,8 +94,9 @@ static ge2_status field_bytes(const ge2_dataset_desc *desc, int i, const ge2_ten
     if (!fd->data)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_set_dataset: field %d for '%s' has no data", i,
                          t->name);
-    *row = ge2_shape_numel(t->shape) / t->shape.dim[0];
-    const size_t row_bytes = (size_t)*row * ge2_dtype_size(fd->dtype);
+    kf->widen = widened;
+    kf->row = ge2_shape_numel(t->shape) / t->shape.dim[0];
+    const size_t row_bytes = (size_t)kf->row * ge2_dtype_size(fd->dtype);
     if ((uint64_t)desc->examples > SIZE_MAX / 4 / (row_bytes ? row_bytes : 1))
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_set_dataset: %lld examples of '%s' rows (%zu bytes "
                          "each) do not fit in memory", (long long)desc->examples, t->name, row_bytes);
@@ -130,8 +133,8 @@ ge2_status ge2_program_set_dataset(ge2_program *program, ge2_mode mode, const ge
             break;
         taken[f] = true;
         kept_field *kf = &d->field[f];
-        *kf = (kept_field){k->feed_ids[f], desc->fields[i].dtype, desc->fields[i].divisor, 0, NULL};
-        st = field_bytes(desc, i, program->graph->tensors[kf->tensor], &kf->row, &bytes[f]);
+        *kf = (kept_field){k->feed_ids[f], desc->fields[i].dtype, false, desc->fields[i].divisor, 0, NULL};
+        st = field_bytes(desc, i, program->graph->tensors[kf->tensor], kf, &bytes[f]);
         total += st == GE2_OK ? bytes[f] : 0;
         if (st == GE2_OK && total > limit)
             st = ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_program_set_dataset: the %s data set takes %.1f MiB by field "
@@ -155,10 +158,13 @@ ge2_status ge2_program_set_dataset(ge2_program *program, ge2_mode mode, const ge
     return GE2_OK;
 }
 
-/* This rank's examples per epoch and its rank and world */
-static int64_t shard_of(const ge2_program *program, const struct ge2_kept_dataset *d, int *rank, int *world)
+/* This rank's examples per epoch of mode's runs, and its rank and world:
+ * training runs take a rank's shard; eval runs, whose keys have no
+ * collective, the whole data set on every rank */
+static int64_t shard_of(const ge2_program *program, ge2_mode mode, const struct ge2_kept_dataset *d, int *rank,
+                        int *world)
 {
-    const ge2_collective *group = program->options.o.collective;
+    const ge2_collective *group = mode == GE2_MODE_TRAIN ? program->options.o.collective : NULL;
     *world = group && group->world > 1 ? group->world : 1;
     *rank = *world > 1 ? group->rank : 0;
     return (d->examples + *world - 1) / *world;
@@ -169,8 +175,8 @@ int64_t ge2_program_run_batches(const ge2_program *program, ge2_mode mode, int64
     if (!program || (unsigned)mode >= GE2_MODE_COUNT || !program->dataset[mode] || batch < 1)
         return 0;
     int rank, world;
-    const int64_t shard = shard_of(program, program->dataset[mode], &rank, &world);
-    return (shard + batch - 1) / batch;
+    const int64_t shard = shard_of(program, mode, program->dataset[mode], &rank, &world);
+    return batch >= shard ? 1 : (shard + batch - 1) / batch;
 }
 
 /* Field f's rows of the shard's positions [start, start + size) into dst. */
@@ -182,7 +188,7 @@ static void gather(const struct ge2_kept_dataset *d, int f, const ge2_epoch_orde
     for (int64_t i = 0; i < size; i++) {
         const uint64_t e = ge2_epoch_shard_at(order, d->shuffle, rank, world, (uint64_t)(start + i));
         const unsigned char *src = kf->data + e * row_bytes;
-        if (kf->dtype == GE2_U8) {
+        if (kf->widen) {
             float *out = (float *)dst + i * kf->row;
             for (int64_t j = 0; j < kf->row; j++)
                 out[j] = (float)src[j] / kf->divisor;
@@ -201,7 +207,7 @@ ge2_status ge2_program_run(ge2_program *program, ge2_mode mode, ge2_run *run)
         return ge2_error(GE2_ERR_STATE, "ge2_program_run: no %s data set (ge2_program_set_dataset)",
                          mode_names[mode]);
     int rank, world;
-    const int64_t shard = shard_of(program, d, &rank, &world);
+    const int64_t shard = shard_of(program, mode, d, &rank, &world);
     if (run->batch < 1 || run->batch > shard)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_run: batch %lld; the %s data set has %lld examples%s",
                          (long long)run->batch, mode_names[mode], (long long)shard, world > 1 ? " a rank" : "");

@@ -44,7 +44,7 @@ static ge2_op add_rms_norm_op = -1;
 ge2_op ge2_op_add_rms_norm(void) { return add_rms_norm_op; }
 
 /* After the built-in ops (their ids come first); a failure leaves the id -1
- * and the rewrite declines with the registry's message */
+ * and the rewrite fails with the registry's message */
 __attribute__((constructor(GE2_OP_CANDIDATES_PRIORITY))) static void register_add_rms_norm(void)
 {
     if (ge2_op_register(&add_rms_norm_def, &add_rms_norm_op) != GE2_OK)

@@ -96,7 +96,7 @@ ge2_op ge2_op_batch_norm_relu_grad_params(void) { return grad_params_op; }
 ge2_op ge2_op_batch_norm_relu_grad_input(void) { return grad_input_op; }
 
 /* After the built-in ops (their ids come first); a failure leaves the ids
- * -1 and the rewrite declines with the registry's message */
+ * -1 and the rewrite fails naming the pattern */
 __attribute__((constructor(GE2_OP_CANDIDATES_PRIORITY))) static void register_bn_relu(void)
 {
     if (ge2_op_register(&batch_norm_relu_def, &batch_norm_relu_op) != GE2_OK ||

@@ -761,9 +761,9 @@ ge2_status ge2_program_taken_sum(ge2_program *program, ge2_mode mode, const ge2_
  * batcher takes), writes each batch into the step's feeds itself and runs
  * the steps as that many ge2_program_step calls on the same batches would,
  * bit for bit. Under data parallelism (ge2_compile_options.collective)
- * each rank takes its shard of every epoch, as PyTorch's
+ * each rank's training runs take its shard of every epoch, as PyTorch's
  * DistributedSampler: positions rank, rank + world, ... padded by the
- * order's first examples. Every step goes through the program's step path
+ * order's first examples; eval runs take the whole data set. Every step goes through the program's step path
  * today, one launch per step on CUDA; a run of many steps in one launch,
  * with the data set in device memory, is the CUDA backend's next step. */
 

@@ -281,8 +281,37 @@ START_TEST(test_mistakes_are_named)
 }
 END_TEST
 
+/* A u8 feed kept as bytes is copied as bytes (only an f32 feed widens
+ * them): it reads back as the examples' bytes. */
+START_TEST(test_byte_feed_kept_as_bytes)
+{
+    ge2_graph *g;
+    ge2_tensor *x;
+    ck_assert_int_eq(ge2_graph_new(&g), GE2_OK);
+    ck_assert_int_eq(ge2_input(g, "x", GE2_U8, ge2_shape2(2, 3), &x), GE2_OK);
+    ck_assert_int_eq(ge2_mark_output(g, x), GE2_OK);
+    ge2_context *ctx;
+    ge2_program *p;
+    ck_assert_int_eq(ge2_context_new(GE2_DEVICE_CPU, &ctx), GE2_OK);
+    ck_assert_msg(ge2_compile(ctx, g, NULL, &p) == GE2_OK, "%s", ge2_last_error());
+    const uint8_t bytes[4][3] = {{1, 2, 3}, {4, 5, 6}, {250, 251, 252}, {7, 8, 9}};
+    const ge2_dataset_field field = {x, bytes, GE2_U8, 0.0f};
+    const ge2_dataset_desc desc = {4, &field, 1, false, 0, 0};
+    ck_assert_msg(ge2_program_set_dataset(p, GE2_MODE_EVAL, &desc) == GE2_OK, "%s", ge2_last_error());
+    ge2_run r = {.batch = 2, .batch_in_epoch = 1, .steps = 1};
+    ck_assert_msg(ge2_program_run(p, GE2_MODE_EVAL, &r) == GE2_OK, "%s", ge2_last_error());
+    uint8_t got[8] = {0};
+    ck_assert_msg(ge2_program_read_output(p, GE2_MODE_EVAL, x, got, 6) == GE2_OK, "%s", ge2_last_error());
+    ck_assert_msg(memcmp(got, bytes[2], 6) == 0 && got[6] == 0, "read back %d %d %d %d %d %d", got[0], got[1], got[2],
+                  got[3], got[4], got[5]);
+    ge2_program_free(p);
+    ge2_context_free(ctx);
+    ge2_graph_free(g);
+}
+END_TEST
+
 int main(void)
 {
-    const TTest *tests[] = {test_runs_equal_single_steps, test_mistakes_are_named};
+    const TTest *tests[] = {test_runs_equal_single_steps, test_mistakes_are_named, test_byte_feed_kept_as_bytes};
     return planner_run_tests("program_run", tests, (int)(sizeof tests / sizeof tests[0]), 60);
 }
