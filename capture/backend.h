@@ -1,7 +1,7 @@
 /* A backend: where a compiled program's memory lives and how a key's step
  * runs: its feed upload, its launches and the copy of its results to the
- * host. The CPU backend (capture/backend_cpu.c) does them one after the
- * other; the CUDA backend (capture/backend_cuda.c) warms up, captures all of
+ * host. The CPU backend (capture/backends/backend_cpu.c) does them one after the
+ * other; the CUDA backend (capture/backends/backend_cuda.c) warms up, captures all of
  * it into one CUDA Graph per staging slot on the first step of a key, and
  * replays after. program.c owns pools, keys and staging and talks to a
  * backend only here.

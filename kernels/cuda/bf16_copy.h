@@ -40,7 +40,7 @@ static inline void ge2_bf16_span_add(ge2_bf16_spans *s, const void *src, void *d
 ge2_status ge2_cuda_bf16_round(const ge2_launch *launch, const ge2_bf16_spans *spans);
 /* The same outside a step: dst[i] = bf16 bits of src[i], i < n, on stream
  * (a cudaStream_t); the parameter copies after a host write of the
- * parameters (capture/backend_cuda.c) */
+ * parameters (capture/backends/backend_cuda.c) */
 ge2_status ge2_cuda_bf16_round_on(void *stream, uint16_t *dst, const float *src, int64_t n);
 /* bf16 src -> f32 dst */
 ge2_status ge2_cuda_bf16_widen(const ge2_launch *launch, const ge2_bf16_spans *spans);

@@ -1,4 +1,4 @@
-/* The CUDA backend (capture/backend_cuda.c) on its own, without the program:
+/* The CUDA backend (capture/backends/backend_cuda.c) on its own, without the program:
  * a hand-built key of two LINEAR launches (x -> relu(x·W1ᵀ + b1) -> ·W2ᵀ + b2).
  *
  *   - memory: alloc is zero-filled, upload/download round-trip, a fence

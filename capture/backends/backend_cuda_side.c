@@ -1,7 +1,7 @@
 /* The CUDA backend's side stream: in-place launches (the data-parallel
  * all-reduce) run on it beside the step's stream, and a launch that reads
  * what one writes waits for that one alone (backend_cuda.c enqueues them). */
-#include "capture/backend_cuda_internal.h"
+#include "capture/backends/backend_cuda_internal.h"
 
 void ge2_cuda_side_free(ge2_cuda_exec *ce, int n_launches)
 {

@@ -1,7 +1,7 @@
 /* Launches timed one by one (the compile option time_launches): events
  * between a key's launches on eager steps, summed after each step; the
  * kernel report prints their means (ge2_program_kernel_report). */
-#include "capture/backend_cuda_internal.h"
+#include "capture/backends/backend_cuda_internal.h"
 
 void ge2_cuda_timing_free(launch_timing *t, int n_launches)
 {

@@ -33,7 +33,7 @@
  * epilogue, algorithm and tile) each node got.
  */
 
-#include "capture/backend_cuda_internal.h"
+#include "capture/backends/backend_cuda_internal.h"
 #include "graph/clock.h"
 
 #include <stdio.h>
