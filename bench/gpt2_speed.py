@@ -23,8 +23,8 @@ Rows: 124m (12/12/768, T 1024, B 16), d6 (6/6/384, T 256, B 64), 350m
 (24/16/1024, T 1024, B 8), 124m-accum (B 16 with gradient accumulation to
 524,288 tokens a step: 32 micro-batches; ge2's --grad-accum, llm.c's -d;
 no PyTorch row), and
-124m-max (the largest batch each of ge2 and llm.c runs at T 1024, tried
-from 16 up by 8).
+124m-max (the largest batch, a multiple of 8, each of ge2 and llm.c runs
+at T 1024 up to --max-batch: 16 doubled while it runs, then bisected).
 
 Peak device memory is the same measure for every system: the largest
 used_memory nvidia-smi reports for the process while it runs (its CUDA
@@ -175,16 +175,32 @@ def build_llmc(a, log):
         return subprocess.Popen(["bash", os.path.join(a.llmc, "run.sh")], stdout=f, stderr=subprocess.STDOUT, env=env)
 
 
-def largest_batch(run, start, limit):
-    """The last batch (from start, by 8) that runs, and its result."""
-    best = None
+def largest_batch(run, start, limit, step=8):
+    """The largest multiple of step from start to limit that runs, and its
+    result: start doubled while it runs, then bisected between the last
+    batch that ran and the first that did not (a batch that fails is taken
+    to fail above it too, as running out of memory does)."""
+    best, failed = None, limit + step
     batch = start
     while batch <= limit:
         res = run(batch)
         if "error" in res:
+            failed = batch
             break
         best = (batch, res)
-        batch += 8
+        batch = batch * 2 if batch * 2 <= limit or batch == limit else limit
+    if best is None:
+        return None
+    low = best[0]
+    while failed - low > step:
+        mid = (low + failed) // 2 // step * step
+        if mid <= low:
+            break
+        res = run(mid)
+        if "error" in res:
+            failed = mid
+        else:
+            best, low = (mid, res), mid
     return best
 
 
@@ -197,7 +213,7 @@ def main(argv):
     p.add_argument("--skip", type=int, default=10, help="warm-up steps left out of the means")
     p.add_argument("--torch", default="eager,compile,graph", help="PyTorch modes ('' for none)")
     p.add_argument("--out", default=os.environ.get("OUT", "gpt2_speed_logs"))
-    p.add_argument("--max-batch", type=int, default=64, help="124m-max: the largest batch tried")
+    p.add_argument("--max-batch", type=int, default=256, help="124m-max: the largest batch tried")
     p.add_argument("--rebuild-llmc", action="store_true", help="build llm.c even when the kit's binaries exist")
     a = p.parse_args(argv)
     a.out = os.path.join(a.out, "gpt2_speed")
