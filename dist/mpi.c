@@ -77,27 +77,95 @@ ge2_status ge2_dist_broadcast_bytes(ge2_dist *dist, void *buf, size_t bytes)
     return GE2_OK;
 }
 
-/* data[0, n) of type summed over the ranks: into rank 0, then back out. */
-static ge2_status sum_through_root(ge2_dist *dist, void *data, int64_t n, MPI_Datatype type, size_t size)
+/* Waits for a started MPI call (rc its return), naming `what` on failure. */
+static ge2_status finish(ge2_dist *dist, int rc, MPI_Request *req, const char *what)
+{
+    if (rc != MPI_SUCCESS)
+        return mpi_fail(dist, rc, what);
+    return ge2_dist_wait(dist, req, what);
+}
+
+/* data[0, n) of type summed over the ranks into rank 0 (and, with
+ * broadcast, back out to every rank), a chunk of CHUNK at a time: the
+ * chunks, hence the order of the sums, are the same for every caller. */
+static ge2_status sum_through_root_then(ge2_dist *dist, void *data, int64_t n, MPI_Datatype type, size_t size,
+                                        bool broadcast, const char *what)
 {
     const bool root = dist->group.rank == 0;
     for (int64_t at = 0; at < n;) {
         int count = n - at > CHUNK ? (int)CHUNK : (int)(n - at);
         char *p = (char *)data + (size_t)at * size;
-        char what[64];
-        snprintf(what, sizeof what, "all-reduce of %lld values", (long long)n);
         MPI_Request req;
-        int rc = MPI_Ireduce(root ? MPI_IN_PLACE : p, root ? p : NULL, count, type, MPI_SUM, 0, dist->comm, &req);
-        if (rc != MPI_SUCCESS)
-            return mpi_fail(dist, rc, what);
-        GE2_TRY(ge2_dist_wait(dist, &req, what));
-        rc = MPI_Ibcast(p, count, type, 0, dist->comm, &req);
-        if (rc != MPI_SUCCESS)
-            return mpi_fail(dist, rc, what);
-        GE2_TRY(ge2_dist_wait(dist, &req, what));
+        GE2_TRY(finish(dist, MPI_Ireduce(root ? MPI_IN_PLACE : p, root ? p : NULL, count, type, MPI_SUM, 0, dist->comm,
+                                         &req),
+                       &req, what));
+        if (broadcast)
+            GE2_TRY(finish(dist, MPI_Ibcast(p, count, type, 0, dist->comm, &req), &req, what));
         at += count;
     }
     return GE2_OK;
+}
+
+/* data[0, n) of type summed over the ranks: into rank 0, then back out. */
+static ge2_status sum_through_root(ge2_dist *dist, void *data, int64_t n, MPI_Datatype type, size_t size)
+{
+    char what[64];
+    snprintf(what, sizeof what, "all-reduce of %lld values", (long long)n);
+    return sum_through_root_then(dist, data, n, type, size, true, what);
+}
+
+/* The sum into rank 0, as sum_host makes it, then each other rank's shard
+ * from rank 0 to that rank. */
+static ge2_status reduce_scatter_host(const ge2_collective *c, float *data, int64_t n)
+{
+    ge2_dist *dist = c->self;
+    char what[64];
+    snprintf(what, sizeof what, "reduce-scatter of %lld values", (long long)n);
+    GE2_TRY(sum_through_root_then(dist, data, n, MPI_FLOAT, sizeof(float), false, what));
+    const int me = c->rank;
+    for (int r = 1; r < c->world; r++) {
+        if (me != 0 && me != r)
+            continue;
+        int64_t lo, hi;
+        ge2_collective_shard(n, r, c->world, &lo, &hi);
+        for (int64_t at = lo; at < hi;) {
+            const int count = hi - at > CHUNK ? (int)CHUNK : (int)(hi - at);
+            MPI_Request req;
+            const int rc = me == 0 ? MPI_Isend(data + at, count, MPI_FLOAT, r, 0, dist->comm, &req)
+                                   : MPI_Irecv(data + at, count, MPI_FLOAT, 0, 0, dist->comm, &req);
+            GE2_TRY(finish(dist, rc, &req, what));
+            at += count;
+        }
+    }
+    return GE2_OK;
+}
+
+/* Every rank's shard to every rank in one MPI_Iallgatherv: its counts and
+ * displacements are int, so n is below 2^31 (a model of 2 billion
+ * parameters; past that the call fails, saying so). */
+static ge2_status all_gather_host(const ge2_collective *c, float *data, int64_t n)
+{
+    ge2_dist *dist = c->self;
+    char what[64];
+    snprintf(what, sizeof what, "all-gather of %lld values", (long long)n);
+    if (n > INT_MAX)
+        return ge2_error(GE2_ERR_UNSUPPORTED, "ge2 dist: %s: MPI's int displacements reach %d", what, INT_MAX);
+    int *counts = ge2_malloc(2 * (size_t)c->world * sizeof *counts);
+    if (!counts)
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 dist: %s: %d ranks' counts", what, c->world);
+    int *displs = counts + c->world;
+    for (int r = 0; r < c->world; r++) {
+        int64_t lo, hi;
+        ge2_collective_shard(n, r, c->world, &lo, &hi);
+        counts[r] = (int)(hi - lo);
+        displs[r] = (int)lo;
+    }
+    MPI_Request req;
+    const ge2_status st = finish(
+        dist, MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, counts, displs, MPI_FLOAT, dist->comm, &req),
+        &req, what);
+    ge2_free(counts);
+    return st;
 }
 
 static ge2_status sum_host(const ge2_collective *c, float *const *data, const int64_t *n, int spans)
@@ -245,6 +313,8 @@ ge2_status ge2_dist_init(int *argc, char ***argv, const ge2_dist_options *option
     dist->group.sum_host = sum_host;
     dist->group.prepare_device = ge2_nccl_prepare;
     dist->group.sum_device = ge2_nccl_sum;
+    dist->group.reduce_scatter_host = reduce_scatter_host;
+    dist->group.all_gather_host = all_gather_host;
     *out = dist;
     return GE2_OK;
 }

@@ -152,7 +152,24 @@ typedef struct ge2_collective {
      * cudaStream_t); capturable. NULL: the CUDA backend refuses the program. */
     ge2_status (*sum_device)(const struct ge2_collective *c, float *const *data, const int64_t *n, int spans,
                              void *stream);
+    /* The halves of the sum for a sharded optimizer (ZeRO-1), host memory:
+     * reduce_scatter_host leaves in data[lo, hi), this rank's shard
+     * (ge2_collective_shard), the sum over the ranks that sum_host gives
+     * there, bit for bit (the rest of data is undefined after it);
+     * all_gather_host fills every other rank's shard of data with that
+     * rank's. NULL: the group cannot shard. */
+    ge2_status (*reduce_scatter_host)(const struct ge2_collective *c, float *data, int64_t n);
+    ge2_status (*all_gather_host)(const struct ge2_collective *c, float *data, int64_t n);
 } ge2_collective;
+
+/* Rank `rank`'s shard [*lo, *hi) of n values among `world` ranks: equal
+ * contiguous parts of ceil(n / world), the last ones shorter or empty. */
+static inline void ge2_collective_shard(int64_t n, int rank, int world, int64_t *lo, int64_t *hi)
+{
+    const int64_t part = world > 1 ? (n + world - 1) / world : n;
+    *lo = (int64_t)rank * part < n ? (int64_t)rank * part : n;
+    *hi = *lo + part < n ? *lo + part : n;
+}
 
 /* The compile options a kernel's choice depends on (ge2_compile_options). */
 typedef struct ge2_kernel_settings {
