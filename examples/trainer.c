@@ -518,17 +518,18 @@ static ge2_status step_next_batch(run *r, ge2_batcher *b, ge2_mode mode, ge2_bat
     return ge2_program_step(r->program, mode, feeds, 2);
 }
 
-/* Keeps the training set in the program for ge2_program_run: the pixels
- * as bytes when the loader kept them (a quarter of the floats), in the
- * order --seed and --no-shuffle give the batcher. */
-static ge2_status keep_train_set(run *r, const ge2_dataset *train_set)
+/* Keeps a data set in the program for mode's ge2_program_run: the pixels
+ * as bytes when the loader kept them (a quarter of the floats), shuffled
+ * as the batcher would (the training set under --seed and --no-shuffle;
+ * the test set in its order). */
+static ge2_status keep_set(run *r, ge2_mode mode, const ge2_dataset *set, bool shuffle)
 {
     const ge2_dataset_field fields[2] = {
-        {r->m->labels, train_set->labels, GE2_I32, 0.0f},
-        train_set->pixels ? (ge2_dataset_field){r->m->x, train_set->pixels, GE2_U8, GE2_PIXEL_DIVISOR}
-                          : (ge2_dataset_field){r->m->x, train_set->images, GE2_F32, 0.0f}};
-    const ge2_dataset_desc desc = {train_set->n, fields, 2, r->o->shuffle, r->pos.data_seed, 0};
-    return ge2_program_set_dataset(r->program, GE2_MODE_TRAIN, &desc);
+        {r->m->labels, set->labels, GE2_I32, 0.0f},
+        set->pixels ? (ge2_dataset_field){r->m->x, set->pixels, GE2_U8, GE2_PIXEL_DIVISOR}
+                    : (ge2_dataset_field){r->m->x, set->images, GE2_F32, 0.0f}};
+    const ge2_dataset_desc desc = {set->n, fields, 2, shuffle, r->pos.data_seed, 0};
+    return ge2_program_set_dataset(r->program, mode, &desc);
 }
 
 /* Steps to the next stop of this epoch's loop, from batch `at` of
@@ -586,7 +587,7 @@ static ge2_status train(run *r, const ge2_dataset *train_set)
     ge2_status st = ge2_batcher_new(train_set, &bo, &b);
     r->interval_start = ge2_now_s();
     if (st == GE2_OK && o->steps_per_launch != 1)
-        st = keep_train_set(r, train_set);
+        st = keep_set(r, GE2_MODE_TRAIN, train_set, o->shuffle);
     if (st != GE2_OK) {
         ge2_batcher_free(b);
         return st;
@@ -644,7 +645,15 @@ static ge2_status evaluate(run *r, const ge2_dataset *test_set, ge2_metrics *m, 
         st = ge2_program_take_metrics(r->program, GE2_MODE_EVAL, m); /* start from zero */
     ge2_batch batch;
     *steps = 0;
-    while (st == GE2_OK) {
+    if (st == GE2_OK && r->o->steps_per_launch != 1) {
+        /* the test set kept too, in its order: one run over all of it */
+        st = keep_set(r, GE2_MODE_EVAL, test_set, false);
+        ge2_run pass = {.batch = r->o->batch, .steps = ge2_batcher_batches_per_epoch(b)};
+        if (st == GE2_OK)
+            st = ge2_program_run(r->program, GE2_MODE_EVAL, &pass);
+        *steps = st == GE2_OK ? pass.steps : 0;
+    }
+    while (st == GE2_OK && r->o->steps_per_launch == 1) {
         st = step_next_batch(r, b, GE2_MODE_EVAL, &batch);
         if (batch.size == 0)
             break;
