@@ -180,6 +180,7 @@ def largest_batch(run, start, limit, step=8):
     result: start doubled while it runs, then bisected between the last
     batch that ran and the first that did not (a batch that fails is taken
     to fail above it too, as running out of memory does)."""
+    limit = limit // step * step
     best, failed = None, limit + step
     batch = start
     while batch <= limit:

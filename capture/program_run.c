@@ -113,8 +113,8 @@ ge2_status ge2_program_set_dataset(ge2_program *program, ge2_mode mode, const ge
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_set_dataset: %lld examples in %d field(s); the graph "
                          "has %d input(s) and label(s), each needs one, and at least one example",
                          (long long)desc->examples, desc->n_fields, k->n_feeds);
-    const ge2_collective *group = program->options.o.collective;
-    const int world = group && group->world > 1 ? group->world : 1;
+    const ge2_collective *group = mode == GE2_MODE_TRAIN ? program->options.o.collective : NULL;
+    const int world = group && group->world > 1 ? group->world : 1; /* training runs take a rank's shard */
     if (desc->examples < world)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_set_dataset: %lld examples for %d ranks",
                          (long long)desc->examples, world);

@@ -118,14 +118,18 @@ record "CPU vs CUDA after 20/100/200 steps" "$([ $rc -eq 0 ] && echo PASS || ech
 # Many steps per call (ge2_program_run over the training set the program
 # keeps, the default) against one step a call fed by the batcher: the same
 # steps, so the same checkpoint byte for byte.
+rc=0
 for k in 0 1; do
+    rm -f "$out/ck_k$k.safetensors"
     "$train" --device cuda --data "$GE2_DATA_DIR" --steps 300 --steps-per-launch "$k" \
-        --save "$out/ck_k$k.safetensors" >"$out/train_k$k.log" 2>&1
+        --save "$out/ck_k$k.safetensors" >"$out/train_k$k.log" 2>&1 || rc=1
 done
-cmp -s "$out/ck_k0.safetensors" "$out/ck_k1.safetensors"
+[ "$rc" -eq 0 ] && cmp -s "$out/ck_k0.safetensors" "$out/ck_k1.safetensors" &&
+    [ "$(tail -n 1 "$out/train_k0.log")" = "$(tail -n 1 "$out/train_k1.log")" ]
 rc=$?
 record "train_mlp --steps-per-launch 0 (kept set) vs 1 (batcher), CUDA" "$([ $rc -eq 0 ] && echo PASS || echo FAIL)" \
-    "checkpoints after 300 steps $([ $rc -eq 0 ] && echo byte-identical || echo differ)"
+    "$([ $rc -eq 0 ] && echo "checkpoints after 300 steps byte-identical, $(tail -n 1 "$out/train_k0.log")" ||
+        echo "the runs failed or differ")"
 
 python3 "$root/tests/torch/checkpoint_interop.py" --train-mlp "$train" --data "$GE2_DATA_DIR" \
     --work "$out/interop" >"$out/interop.log" 2>&1

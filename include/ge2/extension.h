@@ -155,7 +155,8 @@ typedef struct ge2_collective {
     /* The halves of the sum for a sharded optimizer (ZeRO-1), host memory:
      * reduce_scatter_host leaves in data[lo, hi), this rank's shard
      * (ge2_collective_shard), the sum over the ranks that sum_host gives
-     * there, bit for bit (the rest of data is undefined after it);
+     * there over the same one span [0, n), bit for bit (the rest of data
+     * is undefined after it);
      * all_gather_host fills every other rank's shard of data with that
      * rank's. NULL: the group cannot shard. */
     ge2_status (*reduce_scatter_host)(const struct ge2_collective *c, float *data, int64_t n);
