@@ -7,8 +7,6 @@
 #include "capture/program_internal.h"
 #include "graph/error.h"
 
-static const char *const mode_names[GE2_MODE_COUNT] = {"train", "eval"};
-
 /* --------------------------------------------------- learning rate, steps */
 
 ge2_status ge2_set_lr(ge2_program *program, double lr)
@@ -260,7 +258,7 @@ ge2_status ge2_program_plan_svg(ge2_program *program, ge2_mode mode, const char 
     FILE *f = fopen(path, "w");
     if (!f) {
         ge2_plan_free(made);
-        return ge2_error(GE2_ERR_IO, "ge2_program_plan_svg: cannot open '%s' for the %s plan", path, mode_names[mode]);
+        return ge2_error(GE2_ERR_IO, "ge2_program_plan_svg: cannot open '%s' for the %s plan", path, ge2_program_mode_name(mode));
     }
     ge2_status st = ge2_plan_svg(plan, program->graph, f);
     if (fclose(f) != 0 && st == GE2_OK)
@@ -322,10 +320,10 @@ ge2_status ge2_program_kernel_report(ge2_program *program, ge2_mode mode, FILE *
         return ge2_error(GE2_ERR_STATE,
                          "ge2_program_kernel_report: no %s step has run yet; kernels are chosen when a graph key "
                          "first runs",
-                         mode_names[mode]);
+                         ge2_program_mode_name(mode));
     const ge2_program_key *key = program->keys[program->last_key[mode]];
     char update[96];
-    fprintf(out, "ge2 kernels: %s key, batch %lld, %s backend, %d launches per step\n", mode_names[mode],
+    fprintf(out, "ge2 kernels: %s key, batch %lld, %s backend, %d launches per step\n", ge2_program_mode_name(mode),
             (long long)key->batch, program->backend->name, key->exec.n_launches);
     fprintf(out, "optimizer: %s\n", update_mode_text(program, update, sizeof update));
     ge2_program_print_kernels(program, key, out);

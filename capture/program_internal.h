@@ -145,6 +145,9 @@ struct ge2_program {
     double *result_sums[GE2_MODE_COUNT], *taken_sums[GE2_MODE_COUNT];
 };
 
+/* "train" or "eval", for messages */
+static inline const char *ge2_program_mode_name(ge2_mode mode) { return mode == GE2_MODE_EVAL ? "eval" : "train"; }
+
 /* What each step copies back per slot: the n_results results, then the
  * control block's count of out-of-range labels and ids. */
 static inline int ge2_program_slot_results(const ge2_program *program) { return program->n_results + 1; }

@@ -37,8 +37,6 @@ struct ge2_kept_dataset {
     kept_field field[GE2_MAX_FEEDS];
 };
 
-static const char *const mode_names[GE2_MODE_COUNT] = {"train", "eval"};
-
 void ge2_program_dataset_free(ge2_program *program, ge2_mode mode)
 {
     struct ge2_kept_dataset *d = program->dataset[mode];
@@ -104,6 +102,16 @@ static ge2_status field_bytes(const ge2_dataset_desc *desc, int i, const ge2_ten
     return GE2_OK;
 }
 
+/* The rank and world mode's runs are cut for: training runs take a rank's
+ * shard of each epoch; eval runs, whose keys have no collective, the whole
+ * data set on every rank (rank 0 of 1). */
+static void run_group(const ge2_program *program, ge2_mode mode, int *rank, int *world)
+{
+    const ge2_collective *group = mode == GE2_MODE_TRAIN ? program->options.o.collective : NULL;
+    *world = group && group->world > 1 ? group->world : 1;
+    *rank = *world > 1 ? group->rank : 0;
+}
+
 ge2_status ge2_program_set_dataset(ge2_program *program, ge2_mode mode, const ge2_dataset_desc *desc)
 {
     if (!program || !desc || (unsigned)mode >= GE2_MODE_COUNT)
@@ -113,8 +121,8 @@ ge2_status ge2_program_set_dataset(ge2_program *program, ge2_mode mode, const ge
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_set_dataset: %lld examples in %d field(s); the graph "
                          "has %d input(s) and label(s), each needs one, and at least one example",
                          (long long)desc->examples, desc->n_fields, k->n_feeds);
-    const ge2_collective *group = mode == GE2_MODE_TRAIN ? program->options.o.collective : NULL;
-    const int world = group && group->world > 1 ? group->world : 1; /* training runs take a rank's shard */
+    int rank, world;
+    run_group(program, mode, &rank, &world);
     if (desc->examples < world)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_set_dataset: %lld examples for %d ranks",
                          (long long)desc->examples, world);
@@ -138,12 +146,12 @@ ge2_status ge2_program_set_dataset(ge2_program *program, ge2_mode mode, const ge
         total += st == GE2_OK ? bytes[f] : 0;
         if (st == GE2_OK && total > limit)
             st = ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_program_set_dataset: the %s data set takes %.1f MiB by field "
-                           "%d, over its limit of %.1f MiB (ge2_dataset_desc.max_bytes)", mode_names[mode],
+                           "%d, over its limit of %.1f MiB (ge2_dataset_desc.max_bytes)", ge2_program_mode_name(mode),
                            (double)total / 1048576.0, i, (double)limit / 1048576.0);
         if (st == GE2_OK && !(kf->data = ge2_malloc(bytes[f] ? bytes[f] : 1)))
             st = ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_program_set_dataset: %.1f MiB for field %d ('%s') of the %s "
                            "data set", (double)bytes[f] / 1048576.0, i, program->graph->tensors[kf->tensor]->name,
-                           mode_names[mode]);
+                           ge2_program_mode_name(mode));
         if (st == GE2_OK)
             memcpy(kf->data, desc->fields[i].data, bytes[f]);
     }
@@ -158,15 +166,11 @@ ge2_status ge2_program_set_dataset(ge2_program *program, ge2_mode mode, const ge
     return GE2_OK;
 }
 
-/* This rank's examples per epoch of mode's runs, and its rank and world:
- * training runs take a rank's shard; eval runs, whose keys have no
- * collective, the whole data set on every rank */
+/* This rank's examples per epoch of mode's runs, and its rank and world */
 static int64_t shard_of(const ge2_program *program, ge2_mode mode, const struct ge2_kept_dataset *d, int *rank,
                         int *world)
 {
-    const ge2_collective *group = mode == GE2_MODE_TRAIN ? program->options.o.collective : NULL;
-    *world = group && group->world > 1 ? group->world : 1;
-    *rank = *world > 1 ? group->rank : 0;
+    run_group(program, mode, rank, world);
     return (d->examples + *world - 1) / *world;
 }
 
@@ -205,12 +209,12 @@ ge2_status ge2_program_run(ge2_program *program, ge2_mode mode, ge2_run *run)
     const struct ge2_kept_dataset *d = program->dataset[mode];
     if (!d)
         return ge2_error(GE2_ERR_STATE, "ge2_program_run: no %s data set (ge2_program_set_dataset)",
-                         mode_names[mode]);
+                         ge2_program_mode_name(mode));
     int rank, world;
     const int64_t shard = shard_of(program, mode, d, &rank, &world);
     if (run->batch < 1 || run->batch > shard)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_run: batch %lld; the %s data set has %lld examples%s",
-                         (long long)run->batch, mode_names[mode], (long long)shard, world > 1 ? " a rank" : "");
+                         (long long)run->batch, ge2_program_mode_name(mode), (long long)shard, world > 1 ? " a rank" : "");
     const int64_t batches = (shard + run->batch - 1) / run->batch;
     if (run->epoch < 0 || run->batch_in_epoch < 0 || run->batch_in_epoch >= batches || run->steps < 0)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_run: %lld steps from batch %lld of epoch %lld; an "

@@ -23,8 +23,6 @@
 #include "graph/control.h"
 #include "graph/error.h"
 
-static const char *const mode_names[GE2_MODE_COUNT] = {"train", "eval"};
-
 static ge2_status check_mode(ge2_mode mode, const char *fn)
 {
     if ((unsigned)mode >= GE2_MODE_COUNT)
@@ -266,7 +264,7 @@ static ge2_status check_staged_data(const ge2_program_key *pk, int s, const ge2_
         return ge2_error(GE2_ERR_STATE,
                          "ge2_program_step: feed '%s' %s: its data is a feed buffer not handed out for this %s step "
                          "(an earlier step used it); call ge2_program_feed_buffers before every step",
-                         feed->tensor->name, shape, mode_names[pk->key.mode]);
+                         feed->tensor->name, shape, ge2_program_mode_name(pk->key.mode));
     }
     return GE2_OK;
 }
@@ -367,7 +365,7 @@ ge2_status ge2_program_read_output(ge2_program *program, ge2_mode mode, const ge
     if (!ge2_program_has_tensor(program, t))
         return ge2_error(GE2_ERR_GRAPH, "ge2_program_read_output: tensor '%s' belongs to another graph", t->name);
     if (program->last_key[mode] < 0)
-        return ge2_error(GE2_ERR_STATE, "ge2_program_read_output: no %s step has run yet", mode_names[mode]);
+        return ge2_error(GE2_ERR_STATE, "ge2_program_read_output: no %s step has run yet", ge2_program_mode_name(mode));
     const ge2_program_key *pk = program->keys[program->last_key[mode]];
     const ge2_plan_tensor *pt = &pk->plan->tensors[t->id];
     char s[64];
@@ -384,7 +382,7 @@ ge2_status ge2_program_read_output(ge2_program *program, ge2_mode mode, const ge
     if (!kept)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT,
                          "ge2_program_read_output: '%s' %s is not an output of the %s step (mark it with ge2_mark_output)",
-                         t->name, s, mode_names[mode]);
+                         t->name, s, ge2_program_mode_name(mode));
     if (bytes != pt->bytes)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_read_output: '%s' is %s %s (%zu bytes), dst has %zu",
                          t->name, ge2_dtype_name(t->dtype), s, pt->bytes, bytes);

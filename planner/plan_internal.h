@@ -67,7 +67,8 @@ ge2_status ge2_plan_liveness(const ge2_graph *graph, const ge2_layout *layout, g
 ge2_status ge2_plan_groups(const ge2_graph *graph, ge2_plan *plan, FILE *log);
 
 /* plan->scratch_bytes from the query, before ge2_plan_assign places it
- * (scratch.c); left NULL when no launch asks for any. */
+ * (scratch.c), on a plan that has none yet; left NULL when no launch asks
+ * for any. */
 ge2_status ge2_plan_ask_scratch(const ge2_graph *graph, ge2_plan *plan, const ge2_plan_scratch_query *query);
 /* Frees the plan's launch scratch (scratch.c): none is asked for. */
 void ge2_plan_drop_scratch(ge2_plan *plan);

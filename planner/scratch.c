@@ -26,7 +26,6 @@ void ge2_plan_drop_scratch(ge2_plan *plan)
 
 ge2_status ge2_plan_ask_scratch(const ge2_graph *graph, ge2_plan *plan, const ge2_plan_scratch_query *query)
 {
-    ge2_plan_drop_scratch(plan);
     if (!query->bytes || plan->n_steps <= 0)
         return GE2_OK;
     const size_t n = (size_t)plan->n_steps;

@@ -11,6 +11,7 @@
 
 #include "data/dataset.h"
 #include "ge2/ge2.h"
+#include "tests/planner/random_graph.h"
 #include "tests/planner/suite.h"
 
 #define FEATURES 12
@@ -78,8 +79,7 @@ static void data_make(int64_t n, uint64_t seed, data *d)
     ck_assert_int_eq(ge2_dataset_new(n, FEATURES, CLASSES, &d->set), GE2_OK);
     uint64_t s = seed;
     for (int64_t i = 0; i < n * FEATURES; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        d->bytes[i] = (uint8_t)(s >> 56);
+        d->bytes[i] = (uint8_t)rg_below(&s, 256);
         d->set->images[i] = (float)d->bytes[i] / 255.0f;
     }
     for (int64_t i = 0; i < n; i++)
