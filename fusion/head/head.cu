@@ -321,8 +321,6 @@ static bool match_gradients(const ge2_launch *gi, const ge2_launch *gw, char *wh
         return no(why, size, "a saved activation of another shape");
     if (writes_what_reads(gi, gw, NULL) || writes_what_reads(gw, gi, NULL))
         return no(why, size, "one gradient writes what the other reads");
-    if (GE2_ATTRS(ge2_act_attrs, gi->node->attrs)->recompute)
-        return no(why, size, "the input gradient makes an activation again (fusion/recompute_act)");
     return true;
 }
 

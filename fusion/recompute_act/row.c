@@ -4,9 +4,10 @@
  * layer's weight gradient (LINEAR_GRAD_WEIGHT, dW = dyᵀ·h) reads h again in
  * the backward, so h lives from the forward to there, beside z. After
  * backward_gemm, that layer's LINEAR_GRAD_INPUT already loads z to apply
- * act' to its dx; this row has it write act(z) again as a third output
- * (ge2_act_attrs.recompute) and the weight gradient read that instead:
- *     LINEAR_GRAD_INPUT (dy, w, z) -> dz[, db], h'     LINEAR_GRAD_WEIGHT (dy, h') -> dW
+ * act' to its dx; this row puts the pattern's op in its place, which
+ * writes act(z) again as its last output (recompute_act.h), and has the
+ * weight gradient read that instead:
+ *     LINEAR_GRAD_INPUT_RECOMPUTE (dy, w, z) -> dz[, db], h'     LINEAR_GRAD_WEIGHT (dy, h') -> dW
  * h then dies in the forward, and each h' lives from one node to the next:
  * a GPT's MLP keeps 4C values a position less per layer, for one more
  * store of them in a kernel that runs anyway. h' is the forward's function
@@ -23,6 +24,7 @@
 
 #include "fusion/fusion.h"
 #include "fusion/head/head.h"
+#include "fusion/recompute_act/recompute_act.h"
 #include "graph/error.h"
 #include "graph/rewrite.h"
 #include "ops/linear/linear.h"
@@ -36,7 +38,7 @@ static void say(FILE *log, const ge2_node *gi, const char *why)
 /* The LINEAR that saved z for gi, with act(z) its output 0; NULL if none */
 static const ge2_node *saver_of(const ge2_graph *g, const ge2_node *gi)
 {
-    if (gi->n_inputs < 3 || GE2_ATTRS(ge2_act_attrs, gi->attrs)->from_output || GE2_ATTRS(ge2_act_attrs, gi->attrs)->recompute)
+    if (gi->n_inputs < 3 || GE2_ATTRS(ge2_act_attrs, gi->attrs)->from_output)
         return NULL;
     const int z = gi->inputs[2], p = g->tensors[z]->producer;
     if (p < 0)
@@ -86,13 +88,12 @@ static ge2_status rewrite_one(ge2_graph *g, int at, FILE *log, int *n_fused)
     }
     int again;
     GE2_TRY(ge2_graph_new_like(g, h, "again", &again));
-    ge2_attrs a = gi->attrs;
-    GE2_ATTRS(ge2_act_attrs, a)->recompute = true;
+    const ge2_attrs a = gi->attrs;
     int out[3] = {gi->outputs[0], gi->outputs[1], -1};
     const int n_out = gi->n_outputs + 1; /* dx[, db], act(z) last */
     out[n_out - 1] = again;
     const int in[3] = {gi->inputs[0], gi->inputs[1], gi->inputs[2]};
-    GE2_TRY(ge2_graph_replace_node(g, at, GE2_OP_LINEAR_GRAD_INPUT, in, 3, out, n_out, &a));
+    GE2_TRY(ge2_graph_replace_node(g, at, ge2_op_linear_grad_input_recompute(), in, 3, out, n_out, &a));
     g->nodes[gw].inputs[1] = again;
     g->changes++;
     if (log)
@@ -105,6 +106,8 @@ static ge2_status rewrite_one(ge2_graph *g, int at, FILE *log, int *n_fused)
 static ge2_status rewrite(ge2_graph *g, FILE *log, int *n_fused)
 {
     *n_fused = 0;
+    if (ge2_op_linear_grad_input_recompute() < 0)
+        return ge2_error(GE2_ERR_STATE, "fusion recompute_act: its op did not register when the library loaded");
     for (int n = 0; n < g->n_nodes; n++)
         if (g->nodes[n].op == GE2_OP_LINEAR_GRAD_INPUT)
             GE2_TRY(rewrite_one(g, n, log, n_fused));
@@ -128,7 +131,7 @@ const ge2_fusion_pattern ge2_fusion_recompute_act = {
             "weight gradient, instead of kept from the forward",
     .rewrite = rewrite,
     .match = NULL,
-    .cuda = NULL, /* LINEAR_GRAD_INPUT's own kernels write it (ops/linear) */
+    .cuda = NULL, /* its op's kernels are the linear family's (recompute_act.c) */
     .example = example,
     .exact = true,
 };

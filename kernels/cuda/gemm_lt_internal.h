@@ -65,6 +65,9 @@ struct ge2_gemm_plan {
     // D goes into out[d_out] rather than out[0] (0 unless set; gemm_writes_z
     // wins): LINEAR_GRAD_INPUT's act(z) tensor when dx has z's memory
     int d_out;
+    // Another output the op's post step writes (0 unless set: none); the
+    // op's own bookkeeping, which the GEMM path only carries
+    int post_out;
     int64_t span_a, span_b; // elements of A and B the GEMM reads (what the bf16 copies hold)
     int64_t n_out; // elements of y
     int bias_view;  // GE2_GEMM_IN/OUT: CUBLASLT_MATMUL_DESC_BIAS_POINTER (a bias, or a BGRAD epilogue's output)

@@ -25,10 +25,6 @@ typedef struct ge2_act_attrs {
     /* ACTIVATION_BACKWARD, LINEAR_GRAD_INPUT: the saved input is y = act(z), not z
      * (LINEAR_GRAD_INPUT's relu from z reads LINEAR's U8 bit-mask instead) */
     bool from_output;
-    /* LINEAR_GRAD_INPUT with a saved z: output 2 (beside dx and db) is
-     * act(z) made again, for the next layer's weight gradient, so the
-     * forward's y need not live until the backward (fusion/recompute_act) */
-    bool recompute;
 } ge2_act_attrs;
 GE2_ATTRS_FIT(ge2_act_attrs);
 

@@ -88,16 +88,16 @@ GE2_CPU_DEFINE_BOTH(GEMM)
 
 /* in: dz [B, out], w [out, in], saved (optional): z or y [B, in], or the relu bit-mask [B, mask_row(in)];
  * out: dx [B, in] = (dz · w) ⊙ act'(saved), db [in] (optional) = column sums of dx, act(z) [B, in]
- * (recompute: the last). With act(z), dz · w goes into its tensor first and
+ * (made again: output `again`, the last). With act(z), dz · w goes into its tensor first and
  * each element of z is read before dx's is written: dx may be z's memory
  * (ops.c, grad_input_over_z). */
 #define LINEAR_GRAD_INPUT(T, SUF)                                                                                 \
-    static ge2_status linear_grad_input_##SUF(const ge2_launch *l)                                              \
+    static ge2_status linear_grad_input_##SUF(const ge2_launch *l, int again_at)                                \
     {                                                                                                           \
         const T *dz = l->in[0].data, *w = l->in[1].data;                                                        \
         const void *saved = l->n_in > 2 ? l->in[2].data : NULL;                                                 \
         bool mask = saved && l->in[2].dtype == GE2_U8;                                                          \
-        const int db_at = ge2_linear_grad_input_db(l->node), again_at = ge2_linear_grad_input_again(l->node);    \
+        const int db_at = ge2_linear_grad_input_db(l->n_out, again_at);                                         \
         T *dx = l->out[0].data, *db = db_at >= 0 ? l->out[db_at].data : NULL;                                   \
         T *again = again_at >= 0 ? l->out[again_at].data : NULL;                                                \
         int64_t rows = l->in[0].shape.dim[0], k = l->in[0].shape.dim[1], n = l->in[1].shape.dim[1];            \
@@ -149,5 +149,12 @@ GE2_CPU_DEFINE_BOTH(LINEAR_GRAD_WEIGHT)
 /* (bf16 operand tensors arrive widened: ge2_op_run_cpu) */
 ge2_status ge2_cpu_linear(const ge2_launch *l) { return GE2_CPU_DISPATCH(linear, l, l->in[0].dtype); }
 ge2_status ge2_cpu_matmul(const ge2_launch *l) { return GE2_CPU_DISPATCH(matmul, l, l->in[0].dtype); }
-ge2_status ge2_cpu_linear_grad_input(const ge2_launch *l) { return GE2_CPU_DISPATCH(linear_grad_input, l, l->in[0].dtype); }
+ge2_status ge2_cpu_linear_grad_input_with(const ge2_launch *l, int again)
+{
+    const ge2_dtype dtype = l->in[0].dtype;
+    return dtype == GE2_F64   ? linear_grad_input_f64(l, again)
+           : dtype == GE2_F32 ? linear_grad_input_f32(l, again)
+                              : ge2_cpu_bad_dtype(l, dtype);
+}
+ge2_status ge2_cpu_linear_grad_input(const ge2_launch *l) { return ge2_cpu_linear_grad_input_with(l, -1); }
 ge2_status ge2_cpu_linear_grad_weight(const ge2_launch *l) { return GE2_CPU_DISPATCH(linear_grad_weight, l, l->in[0].dtype); }

@@ -187,10 +187,8 @@ extern "C" void ge2_cuda_linear_release(ge2_launch *launch)
 extern "C" bool ge2_cuda_linear_d_bf16(const ge2_launch *launch)
 {
     const bool y = launch->out[0].data != NULL;
-    if (launch->node->op == GE2_OP_LINEAR_GRAD_INPUT || launch->node->op == GE2_OP_MATMUL)
+    if (launch->node->op != GE2_OP_LINEAR) // dx or y: no stash, no bias
         return y && launch->out[0].dtype == GE2_BF16;
-    if (launch->node->op != GE2_OP_LINEAR)
-        return false;
     const bool stash = launch->n_out > 1 && launch->out[1].data;
     const bool bias_ok = launch->n_in < 3 || !launch->in[2].data || launch->in[2].dtype == GE2_BF16;
     return bias_ok && ge2_linear_d_bf16(y, launch->out[0].dtype, stash, stash ? launch->out[1].dtype : GE2_F32);

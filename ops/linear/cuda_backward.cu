@@ -74,7 +74,7 @@ static __device__ __forceinline__ float dact_at(const ge2_act_attrs &a, const S 
 // dx [rows, n] = d ⊙ act'(saved): saved is z or y [rows, n], or relu's
 // bit-mask [rows, row_bytes]; neither: dx = d. d may be dx itself (in
 // place); a bf16 dx (the storage pass's) is rounded at the store, a bf16 d
-// or saved (likewise) widened. again (recompute; saved is z): act(z) too,
+// or saved (likewise) widened. again (act(z) made again; saved is z): act(z) too,
 // f32 or bf16, from the z this pass loads anyway. With quads (no mask; d,
 // dx, saved and again aligned for them), four elements a thread.
 template <typename S, typename D, typename DX, typename A>
@@ -135,22 +135,21 @@ ge2_status ge2_gemm_relu_mask_post(const ge2_launch *launch, const ge2_gemm_plan
     return GE2_OK;
 }
 
-// recompute's act(z) (the last output); NULL: not asked
-static const ge2_view *again_of(const ge2_launch *launch)
+// act(z) made again into output at (the plan's post_out; 0: none); NULL: not asked
+static const ge2_view *again_of(const ge2_launch *launch, int at)
 {
-    const int at = ge2_linear_grad_input_again(launch->node);
-    return at >= 0 && launch->out[at].data ? &launch->out[at] : NULL;
+    return at > 0 && launch->out[at].data ? &launch->out[at] : NULL;
 }
 
 // LINEAR_GRAD_INPUT's db, when it has one and the plan gave it memory
-static float *db_of(const ge2_launch *launch)
+static float *db_of(const ge2_launch *launch, int again)
 {
-    const int at = ge2_linear_grad_input_db(launch->node);
+    const int at = ge2_linear_grad_input_db(launch->n_out, again > 0 ? again : -1);
     return at >= 0 ? (float *)launch->out[at].data : NULL;
 }
 
 // dx = d ⊙ act'(saved) (saved absent: dx = d), saved S and d D (f32 or bf16),
-// into an f32 or bf16 dx; recompute's act(z) A beside it (NULL: none)
+// into an f32 or bf16 dx; act(z) made again, A, beside it (NULL: none)
 template <typename S, typename D, typename DX, typename A>
 static ge2_status dact_into(const ge2_launch *launch, const S *saved, const uint8_t *mask, const D *d, DX *dx,
                             A *again)
@@ -167,22 +166,23 @@ static ge2_status dact_into(const ge2_launch *launch, const S *saved, const uint
 
 // The same with act(z) as the storage pass left it: bf16, f32 or not asked
 template <typename S, typename D, typename DX>
-static ge2_status dact_as(const ge2_launch *launch, const S *saved, const uint8_t *mask, const D *d, DX *dx)
+static ge2_status dact_as(const ge2_launch *launch, const ge2_gemm_plan *p, const S *saved, const uint8_t *mask,
+                          const D *d, DX *dx)
 {
-    const ge2_view *again = again_of(launch);
+    const ge2_view *again = again_of(launch, p->post_out);
     if (again && again->dtype == GE2_BF16)
         return dact_into(launch, saved, mask, d, dx, (__nv_bfloat16 *)again->data);
     return dact_into(launch, saved, mask, d, dx, again ? (float *)again->data : (float *)NULL);
 }
 
 template <typename D, typename DX>
-static ge2_status dact(const ge2_launch *launch, const D *d, DX *dx)
+static ge2_status dact(const ge2_launch *launch, const ge2_gemm_plan *p, const D *d, DX *dx)
 {
     const ge2_view *saved = launch->n_in > 2 ? &launch->in[2] : NULL;
     if (saved && saved->dtype == GE2_BF16) // the storage pass's z
-        return dact_as(launch, (const __nv_bfloat16 *)saved->data, NULL, d, dx);
+        return dact_as(launch, p, (const __nv_bfloat16 *)saved->data, NULL, d, dx);
     const bool mask = saved && saved->dtype == GE2_U8;
-    return dact_as(launch, saved && !mask ? (const float *)saved->data : NULL,
+    return dact_as(launch, p, saved && !mask ? (const float *)saved->data : NULL,
                    mask ? (const uint8_t *)saved->data : NULL, d, dx);
 }
 
@@ -194,23 +194,23 @@ static ge2_status dact(const ge2_launch *launch, const D *d, DX *dx)
 // gives db, then is rounded into dx (one pass when no db is wanted).
 static ge2_status grad_input_post(const ge2_launch *launch, const ge2_gemm_plan *p)
 {
-    float *db = db_of(launch);
+    float *db = db_of(launch, p->post_out);
     int64_t rows = launch->out[0].shape.dim[0], n = launch->out[0].shape.dim[1];
     bool dact_done = p->epilogue != CUBLASLT_EPILOGUE_DEFAULT;
     if (p->d_bf16) {
         __nv_bfloat16 *dx = (__nv_bfloat16 *)launch->out[0].data;
         if (launch->n_in > 2 && !dact_done && rows * n > 0)
-            GE2_TRY(dact(launch, (const __nv_bfloat16 *)ge2_gemm_d(p, launch), dx));
+            GE2_TRY(dact(launch, p, (const __nv_bfloat16 *)ge2_gemm_d(p, launch), dx));
         if (db && !has_bgrad(p->epilogue))
             GE2_TRY(ge2_cuda_column_sums(launch, dx, GE2_BF16, rows, n, db));
         return GE2_OK;
     }
     float *d = (float *)ge2_gemm_d(p, launch);
     if (p->d_scratch && !db)
-        return rows * n == 0 ? GE2_OK : dact(launch, d, (__nv_bfloat16 *)launch->out[0].data);
+        return rows * n == 0 ? GE2_OK : dact(launch, p, d, (__nv_bfloat16 *)launch->out[0].data);
     float *dx = p->d_scratch ? d : (float *)launch->out[0].data; // the f32 dx (D itself unless D is act(z)'s tensor)
     if (launch->n_in > 2 && !dact_done && rows * n > 0)
-        GE2_TRY(dact(launch, d, dx));
+        GE2_TRY(dact(launch, p, d, dx));
     if (db && !has_bgrad(p->epilogue)) // (no rows: zeros)
         GE2_TRY(ge2_cuda_column_sums(launch, dx, GE2_F32, rows, n, db));
     if (!p->d_scratch || rows * n == 0)
@@ -232,12 +232,13 @@ static ge2_status grad_weight_post(const ge2_launch *launch, const ge2_gemm_plan
 
 // dz [rows, k], w [k, n][, saved] -> dx [rows, n] = (dz·w) ⊙ act'(saved).
 // The bias-gradient form (out[1]) has no tiled equivalent: its column sums
-// run across the CTAs that split the rows (fusion/backward_gemm never asks it).
+// run across the CTAs that split the rows (fusion/backward_gemm never asks
+// it); nor has act(z) made again (its plan binds no tiled GEMM).
 static bool grad_input_tiled_bind(const ge2_launch *launch, ge2_tiled_gemm *g)
 {
     const ge2_view *dz = &launch->in[0], *w = &launch->in[1];
     memset(g, 0, sizeof *g);
-    if ((launch->n_out > 1 && launch->out[1].data) || GE2_ATTRS(ge2_act_attrs, launch->node->attrs)->recompute)
+    if (launch->n_out > 1 && launch->out[1].data)
         return false;
     g->m = dz->shape.dim[0];
     g->k = dz->shape.dim[1];
@@ -285,11 +286,11 @@ static bool grad_weight_tiled_bind(const ge2_launch *launch, ge2_tiled_gemm *g)
     return ge2_tiled_supports(g, NULL, 0);
 }
 
-// Checks a backward GEMM's launch (f32 2-D operands a, b) and allocates its plan.
-static ge2_status new_plan(ge2_launch *launch, const char *a, const char *b, ge2_gemm_plan **out)
+// Checks a backward GEMM's launch (f32 2-D operands a, b; in[mask_view] may
+// be relu's bit-mask) and allocates its plan.
+static ge2_status new_plan(ge2_launch *launch, const char *a, const char *b, int mask_view, ge2_gemm_plan **out)
 {
-    // LINEAR_GRAD_INPUT reads relu's bit-mask as in[2]
-    GE2_TRY(ge2_gemm_check_launch(launch, launch->node->op == GE2_OP_LINEAR_GRAD_INPUT ? GE2_GEMM_IN(2) : GE2_GEMM_NO_VIEW));
+    GE2_TRY(ge2_gemm_check_launch(launch, mask_view));
     const ge2_view *x = &launch->in[0], *y = &launch->in[1];
     char s0[64], s1[64];
     if (x->shape.ndim != 2 || y->shape.ndim != 2)
@@ -326,18 +327,18 @@ static ge2_status prepare_with_fallback(ge2_launch *launch, ge2_gemm_plan *p, ge
     return ge2_gemm_plan_commit(launch, p, st, found);
 }
 
-// dz [B, out], w [out, in][, saved] -> dx [B, in][, db [in]]; act' (and
-// db) in cuBLASLt's epilogue when fuse and it has one, else in the post kernel
-static ge2_status grad_input_prepare(ge2_launch *launch, bool fuse)
+// dz [B, out], w [out, in][, saved] -> dx [B, in][, db [in]][, act(z)
+// into out[again] (-1: none)]; act' (and db) in cuBLASLt's epilogue when
+// fuse and it has one, else in the post kernel
+static ge2_status grad_input_prepare_at(ge2_launch *launch, bool fuse, int again_at)
 {
-    if (again_of(launch) && !launch->out[0].data)
+    if (again_at > 0 && again_of(launch, again_at) && !launch->out[0].data)
         return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_linear_grad_input (node %d): act(z) is asked for without dx; "
                          "the CUDA kernels make it beside dx", launch->node->id);
     // dx on z's memory (the planner's takeover, ops.c): the GEMM must not
     // write over z before the post step reads it, so D goes into act(z)'s
     // tensor (same type), which the post step then overwrites element by
     // element; an f32 D in the scratch needs no such room
-    const int again_at = ge2_linear_grad_input_again(launch->node);
     int d_out = 0;
     if (again_at >= 0 && launch->n_in > 2 && launch->out[0].data == launch->in[2].data &&
         !ge2_cuda_linear_d_in_scratch(launch)) {
@@ -348,19 +349,20 @@ static ge2_status grad_input_prepare(ge2_launch *launch, bool fuse)
         d_out = again_at;
     }
     ge2_gemm_plan *p;
-    GE2_TRY(new_plan(launch, "dz", "w", &p));
+    GE2_TRY(new_plan(launch, "dz", "w", GE2_GEMM_IN(2), &p)); // relu's bit-mask as in[2]
+    p->post_out = again_at > 0 ? again_at : 0;
     const int64_t rows = launch->in[0].shape.dim[0], k = launch->in[0].shape.dim[1], n = launch->in[1].shape.dim[1];
     const ge2_act_attrs *a = GE2_ATTRS(ge2_act_attrs, launch->node->attrs);
     const bool mask = launch->n_in > 2 && launch->in[2].dtype == GE2_U8;
     // (cuBLASLt's DGELU reads an f32 z: a bf16 one, the storage pass's, goes to ge2's kernel)
     const bool gelu_z = launch->n_in > 2 && a->act == GE2_ACT_GELU_TANH && !a->from_output && n % 8 == 0 &&
                         launch->in[2].dtype == GE2_F32;
-    const bool want_db = db_of(launch) != NULL;
-    // recompute's act(z) comes from ge2's act' kernel, which loads z anyway
+    const bool want_db = db_of(launch, p->post_out) != NULL;
+    // act(z) made again comes from ge2's act' kernel, which loads z anyway
     // (after the GEMM: so it needs dx, checked above)
-    fuse = fuse && !a->recompute;
+    fuse = fuse && p->post_out == 0;
     p->n_out = rows * n;
-    p->tiled_bind = grad_input_tiled_bind;
+    p->tiled_bind = p->post_out == 0 ? grad_input_tiled_bind : NULL;
     // dx stored in bf16 (the storage pass's): the GEMM writes it in bf16,
     // the post step applies act' and sums db from it (cuBLASLt's DGELU
     // epilogues on bf16 were slower than the plain GEMM and the post step:
@@ -389,16 +391,24 @@ static ge2_status grad_input_prepare(ge2_launch *launch, bool fuse)
 // The fused act' epilogue or the plain GEMM and the post kernel, whichever
 // is faster: cuBLASLt's DGELU epilogue can cost several plain GEMMs
 // (bench/RESULTS.md has the measurement)
+static ge2_status grad_input_prepare(ge2_launch *launch, bool fuse) { return grad_input_prepare_at(launch, fuse, -1); }
+
 extern "C" ge2_status ge2_cuda_linear_grad_input_prepare(ge2_launch *launch)
 {
     return ge2_gemm_prepare_timed(launch, grad_input_prepare);
+}
+
+// (no epilogue to time against: act(z) made again takes the post kernel)
+extern "C" ge2_status ge2_cuda_linear_grad_input_prepare_with(ge2_launch *launch, int again)
+{
+    return again < 0 ? ge2_cuda_linear_grad_input_prepare(launch) : grad_input_prepare_at(launch, false, again);
 }
 
 // dz [B, out], x [B, in] -> dw [out, in][, db [out]]
 extern "C" ge2_status ge2_cuda_linear_grad_weight_prepare(ge2_launch *launch)
 {
     ge2_gemm_plan *p;
-    GE2_TRY(new_plan(launch, "dz", "x", &p));
+    GE2_TRY(new_plan(launch, "dz", "x", GE2_GEMM_NO_VIEW, &p));
     const int64_t rows = launch->in[0].shape.dim[0], m = launch->in[0].shape.dim[1], n = launch->in[1].shape.dim[1];
     const bool want_db = launch->n_out > 1 && launch->out[1].data;
     p->n_out = m * n;

@@ -53,21 +53,22 @@ ge2_status ge2_infer_MATMUL(const ge2_node *node, const ge2_desc *in, ge2_desc *
 
 /* dz [B, out], w [out, in][, saved] -> dx [B, in][, db [in]][, act(z) [B, in]].
  * saved is the previous layer's stash: z or y [B, in] in dz's dtype, or
- * relu's bit-mask; act(z), the last output, is the recompute attribute's. */
-ge2_status ge2_infer_LINEAR_GRAD_INPUT(const ge2_node *node, const ge2_desc *in, ge2_desc *out)
+ * relu's bit-mask; act(z) goes to output again (the last; -1: none) and
+ * needs a saved z. */
+ge2_status ge2_infer_linear_grad_input_with(const ge2_node *node, const ge2_desc *in, ge2_desc *out, int again)
 {
     const ge2_desc *dz = &in[0], *w = &in[1], *saved = node->n_inputs > 2 ? &in[2] : NULL;
     GE2_TRY(ge2_infer_need_float(node, dz, "dz"));
     GE2_TRY(ge2_infer_need_same_dtype(node, dz, w));
     const ge2_act_attrs *a = GE2_ATTRS(ge2_act_attrs, node->attrs);
     if ((unsigned)a->act >= GE2_ACT_COUNT)
-        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_linear_grad_input: unknown activation %d", (int)a->act);
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_%s: unknown activation %d", ge2_node_op_name(node), (int)a->act);
     if (dz->shape.ndim != 2 || w->shape.ndim != 2 || dz->shape.dim[1] != w->shape.dim[0])
-        return ge2_error(GE2_ERR_SHAPE, "ge2_linear_grad_input: need dz [B,out] and w [out,in]: %s is %s, %s is %s",
+        return ge2_error(GE2_ERR_SHAPE, "ge2_%s: need dz [B,out] and w [out,in]: %s is %s, %s is %s", ge2_node_op_name(node),
                          dz->name, GE2_SHAPE_STR(dz->shape), w->name, GE2_SHAPE_STR(w->shape));
     int64_t rows = dz->shape.dim[0], n = w->shape.dim[1];
     if ((a->act == GE2_ACT_NONE) != !saved)
-        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_linear_grad_input: activation %s %s a saved input",
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_%s: activation %s %s a saved input", ge2_node_op_name(node),
                          ge2_activation_name(a->act), saved ? "takes no" : "needs");
     if (saved) {
         /* relu from z is relu from its bit-mask: the only relu stash there is */
@@ -75,28 +76,30 @@ ge2_status ge2_infer_LINEAR_GRAD_INPUT(const ge2_node *node, const ge2_desc *in,
         ge2_dtype want_dtype = mask ? GE2_U8 : dz->dtype;
         ge2_shape want = ge2_shape2(rows, mask ? ge2_relu_mask_row_bytes(n) : n);
         if (saved->dtype != want_dtype)
-            return ge2_error(GE2_ERR_DTYPE, "ge2_linear_grad_input: saved %s is %s, expected %s for %s%s",
+            return ge2_error(GE2_ERR_DTYPE, "ge2_%s: saved %s is %s, expected %s for %s%s", ge2_node_op_name(node),
                              saved->name, ge2_dtype_name(saved->dtype), ge2_dtype_name(want_dtype),
                              ge2_activation_name(a->act), a->from_output ? " from y" : "");
         if (!ge2_shape_equal(saved->shape, want))
-            return ge2_error(GE2_ERR_SHAPE, "ge2_linear_grad_input: saved %s is %s, expected %s", saved->name,
+            return ge2_error(GE2_ERR_SHAPE, "ge2_%s: saved %s is %s, expected %s", ge2_node_op_name(node), saved->name,
                              GE2_SHAPE_STR(saved->shape), GE2_SHAPE_STR(want));
     }
-    if (a->recompute && (!saved || a->from_output || saved->dtype == GE2_U8 || node->n_outputs < 2))
-        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_linear_grad_input: recompute makes act(z) from a saved z as "
-                         "its last output: %s, %d output(s)",
+    if (again >= 0 && (!saved || a->from_output || saved->dtype == GE2_U8 || again != node->n_outputs - 1 || again < 1))
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_%s: act(z) is made again from a saved z as the last of 2 or "
+                         "3 outputs: %s, %d output(s)", ge2_node_op_name(node),
                          !saved ? "nothing saved" : saved->dtype == GE2_U8 || a->from_output ? "no z saved" : "z saved",
                          node->n_outputs);
-    if (!a->recompute && node->n_outputs > 2)
-        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_linear_grad_input: %d outputs; a third is recompute's",
-                         node->n_outputs);
     out[0] = (ge2_desc){dz->dtype, ge2_shape2(rows, n), NULL};
-    const int db = ge2_linear_grad_input_db(node), again = ge2_linear_grad_input_again(node);
+    const int db = ge2_linear_grad_input_db(node->n_outputs, again);
     if (db >= 0)
         out[db] = (ge2_desc){dz->dtype, ge2_shape1(n), NULL};
     if (again >= 0)
         out[again] = (ge2_desc){dz->dtype, ge2_shape2(rows, n), NULL};
     return GE2_OK;
+}
+
+ge2_status ge2_infer_LINEAR_GRAD_INPUT(const ge2_node *node, const ge2_desc *in, ge2_desc *out)
+{
+    return ge2_infer_linear_grad_input_with(node, in, out, -1);
 }
 
 /* dz [B, out], x [B, in] -> dw [out, in][, db [out]] */

@@ -69,8 +69,9 @@ size_t ge2_cuda_gemm_bf16_scratch_bytes(const ge2_launch *launch);
 bool ge2_cuda_linear_d_in_scratch(const ge2_launch *launch);
 /* The GEMM writes its result D in bf16 straight into its bf16 tensor:
  * LINEAR where ge2_linear_d_bf16 says so and its bias (if any) is bf16 too,
- * LINEAR_GRAD_INPUT whenever dx is bf16 (act' and db then read it back),
- * MATMUL whenever y is bf16 (so its scratch holds no f32 result) */
+ * any other op of the family whenever its out[0] is bf16: LINEAR_GRAD_INPUT's
+ * dx (act' and db then read it back), MATMUL's y (so its scratch holds no
+ * f32 result); a weight gradient is never bf16 */
 bool ge2_cuda_linear_d_bf16(const ge2_launch *launch);
 /* Under the storage pass of precision BF16: does LINEAR's GEMM write its
  * result D in bf16? D is the z stash when one is kept (has_stash; relu's
@@ -83,17 +84,25 @@ static inline bool ge2_linear_d_bf16(bool has_y, ge2_dtype y, bool has_stash, ge
 {
     return has_y && y == GE2_BF16 && (!has_stash || stash == GE2_BF16);
 }
-/* LINEAR_GRAD_INPUT's outputs: dx, then db [in] when asked, then, with
- * ge2_act_attrs.recompute, act(z) last. The index of db and of act(z)
- * (-1: none). */
-static inline int ge2_linear_grad_input_db(const ge2_node *node)
+/* LINEAR_GRAD_INPUT's work with act(z) made again (`again`: the output it
+ * goes to, the last; -1: none): the family's kernels take it as an argument
+ * (the *_with functions) for fusion/recompute_act's op, whose outputs are
+ * dx[, db], act(z). The index of db among n_outputs (-1: none). */
+static inline int ge2_linear_grad_input_db(int n_outputs, int again)
 {
-    return node->n_outputs > (GE2_ATTRS(ge2_act_attrs, node->attrs)->recompute ? 2 : 1) ? 1 : -1;
+    return n_outputs > (again >= 0 ? 2 : 1) ? 1 : -1;
 }
-static inline int ge2_linear_grad_input_again(const ge2_node *node)
-{
-    return GE2_ATTRS(ge2_act_attrs, node->attrs)->recompute ? node->n_outputs - 1 : -1;
-}
+/* infer.c: inference with act(z) into output again (checks that a z is saved) */
+ge2_status ge2_infer_linear_grad_input_with(const ge2_node *node, const ge2_desc *in, ge2_desc *out, int again);
+/* ops.c: dx (and act(z)) stored in bf16; dx over z's memory (output_over_input) */
+bool ge2_linear_grad_input_stores_bf16_with(const ge2_node *node, int output, int again);
+int ge2_linear_grad_input_over_z_with(const ge2_graph *graph, const ge2_node *node, int again);
+/* cpu.c */
+ge2_status ge2_cpu_linear_grad_input_with(const ge2_launch *l, int again);
+/* cuda_backward.cu: the prepare (launch, release and describe are
+ * LINEAR_GRAD_INPUT's); act(z) comes from ge2's act' kernel, never from a
+ * cuBLASLt epilogue */
+ge2_status ge2_cuda_linear_grad_input_prepare_with(ge2_launch *launch, int again);
 /* ops.c: LINEAR stores y and its z stash in bf16 (the GEMM writes D in bf16,
  * the act kernel y from it), but y beside relu's bit-mask */
 bool ge2_linear_stores_bf16(const ge2_node *node, int output);

@@ -40,22 +40,27 @@ const ge2_op_def ge2_op_def_matmul = {
     .stores_bf16 = ge2_stores_bf16_output0, /* y, where every reader reads it in bf16 (a tied head's logits) */
 };
 
-/* dx, and recompute's act(z): the post step rounds them */
-static bool grad_input_stores_bf16(const ge2_node *node, int output)
+/* dx, and act(z) when made again: the post step rounds them */
+bool ge2_linear_grad_input_stores_bf16_with(const ge2_node *node, int output, int again)
 {
-    return output == 0 || output == ge2_linear_grad_input_again(node);
+    (void)node;
+    return output == 0 || output == again;
 }
 
-/* Under recompute, dx may take over z's memory where z is read last: the
- * kernels write dz·w into act(z)'s tensor first (the CPU's GEMM and
- * cuBLASLt's), then read z, dz·w beside it, and write dx and act(z)
+static bool grad_input_stores_bf16(const ge2_node *node, int output)
+{
+    return ge2_linear_grad_input_stores_bf16_with(node, output, -1);
+}
+
+/* With act(z) made again, dx may take over z's memory where z is read
+ * last: the kernels write dz·w into act(z)'s tensor first (the CPU's GEMM
+ * and cuBLASLt's), then read z, dz·w beside it, and write dx and act(z)
  * element by element. The three must share a dtype (one size, and the
  * GEMM's result fits act(z)'s tensor), and act(z) must have memory in the
  * key (the planner checks). In a GPT this is the MLP's widest tensor, live
  * at the backward's peak. */
-static int grad_input_over_z(const ge2_graph *graph, const ge2_node *node)
+int ge2_linear_grad_input_over_z_with(const ge2_graph *graph, const ge2_node *node, int again)
 {
-    const int again = ge2_linear_grad_input_again(node);
     if (again < 0 || node->n_inputs < 3)
         return -1;
     const ge2_dtype dx = graph->tensors[node->outputs[0]]->dtype;
@@ -63,12 +68,12 @@ static int grad_input_over_z(const ge2_graph *graph, const ge2_node *node)
     return same ? 2 : -1;
 }
 
-/* dz [B,out], w [out,in][, saved] -> (dz·w) ⊙ act'(saved) [B,in][, its column sums [in][, act(saved)]] */
+/* dz [B,out], w [out,in][, saved] -> (dz·w) ⊙ act'(saved) [B,in][, its column sums [in]] */
 const ge2_op_def ge2_op_def_linear_grad_input = {
     .name = "linear_grad_input",
     .min_inputs = 2,
     .max_inputs = 3,
-    .max_outputs = 3,
+    .max_outputs = 2,
     .flags = GE2_OPF_BF16_OPERANDS,
     .infer = ge2_infer_LINEAR_GRAD_INPUT,
     .backward = NULL,
@@ -77,7 +82,6 @@ const ge2_op_def ge2_op_def_linear_grad_input = {
              ge2_cuda_gemm_bf16_scratch_bytes},
     .stores_bf16 = grad_input_stores_bf16,
     .reads_bf16 = ge2_reads_bf16_input2, /* the saved z or y (not relu's bit-mask) */
-    .output_over_input = grad_input_over_z,
 };
 
 /* dz [B,out], x [B,in] -> dzᵀ·x [out,in][, column sums of dz [out]] */

@@ -6,6 +6,7 @@
 
 #include "graph/error.h"
 #include "ops/linear/linear.h"
+#include "ops/linear/test_cases.h"
 #include "tests/support/op_cases.h"
 
 /* ---------------------------------------------------------- case bodies */
@@ -44,22 +45,29 @@ static ge2_status case_matmul(ge2_case_ctx *c)
 
 /* dz [B, out], w [out, in][, saved] -> dx[, db][, act(z)]: every
  * activation, each stash kind (relu's random bit-mask, z, y), with and
- * without db, and from z with and without recompute's act(z). */
-static ge2_status case_linear_grad_input(ge2_case_ctx *c)
+ * without db; with act(z) made again (test_cases.h), from z only. */
+ge2_status ge2_linear_grad_input_case(ge2_case_ctx *c, ge2_op op, bool again)
 {
     int64_t b = ge2_case_irange(c, 1, 4), out = ge2_case_irange(c, 1, 5), in = ge2_case_irange(c, 1, 12);
     ge2_attrs a = ge2_case_random_act_backward(c);
+    ge2_act_attrs *act = GE2_ATTRS(ge2_act_attrs, a);
+    if (again && (act->act == GE2_ACT_NONE || act->act == GE2_ACT_RELU)) /* (relu keeps a bit-mask, not z) */
+        act->act = GE2_ACT_GELU_TANH;
+    act->from_output = act->from_output && !again;
     ge2_tensor *ts[3];
     int n = 2;
     GE2_TRY(ge2_case_plain(c, ge2_shape2(b, out), &ts[0]));
     GE2_TRY(ge2_case_plain(c, ge2_shape2(out, in), &ts[1]));
-    if (GE2_ATTRS(ge2_act_attrs, a)->act == GE2_ACT_RELU && !GE2_ATTRS(ge2_act_attrs, a)->from_output)
+    if (act->act == GE2_ACT_RELU && !act->from_output)
         GE2_TRY(ge2_case_feed(c, GE2_ROLE_INPUT, GE2_U8, ge2_shape2(b, (in + 127) / 128 * 16), 0, false, &ts[n++]));
-    else if (GE2_ATTRS(ge2_act_attrs, a)->act != GE2_ACT_NONE)
+    else if (act->act != GE2_ACT_NONE)
         GE2_TRY(ge2_case_plain(c, ge2_shape2(b, in), &ts[n++]));
-    const bool z = n == 3 && ts[2]->dtype != GE2_U8 && !GE2_ATTRS(ge2_act_attrs, a)->from_output;
-    GE2_ATTRS(ge2_act_attrs, a)->recompute = z && ge2_case_coin(c);
-    return ge2_case_direct(c, GE2_OP_LINEAR_GRAD_INPUT, ts, n, (ge2_case_coin(c) ? 2 : 1) + GE2_ATTRS(ge2_act_attrs, a)->recompute, &a);
+    return ge2_case_direct(c, op, ts, n, (ge2_case_coin(c) ? 2 : 1) + again, &a);
+}
+
+static ge2_status case_linear_grad_input(ge2_case_ctx *c)
+{
+    return ge2_linear_grad_input_case(c, GE2_OP_LINEAR_GRAD_INPUT, false);
 }
 
 /* dz [B, out], x [B, in] -> dw[, db] */
@@ -91,11 +99,13 @@ static void ref_linear(const ge2_node *node, const ref_tensor *in, ref_tensor *o
 }
 
 /* dz [B, O], w [O, N], saved [B, N] (z, y, or bytes of the relu bit-mask) ->
- * dx = (dz w) * act'(saved) [B, N], db = column sums of dx [N] */
-static void ref_linear_grad_input(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
+ * dx = (dz w) * act'(saved) [B, N], db = column sums of dx [N], act(z)
+ * [B, N] into output again (-1: none) */
+void ge2_linear_grad_input_ref(const ge2_node *node, const ref_tensor *in, ref_tensor *out, int again)
 {
     int64_t B = in[0].shape.dim[0], O = in[0].shape.dim[1], N = in[1].shape.dim[1];
     const ge2_act_attrs *a = GE2_ATTRS(ge2_act_attrs, node->attrs);
+    const int db = ge2_linear_grad_input_db(node->n_outputs, again);
     for (int64_t r = 0; r < B; r++)
         for (int64_t c = 0; c < N; c++) {
             double g = 0, d = 1;
@@ -106,11 +116,16 @@ static void ref_linear_grad_input(const ge2_node *node, const ref_tensor *in, re
             else if (node->n_inputs > 2)
                 d = ge2_ref_act_grad(a->act, in[2].v[r * N + c], a->from_output, a->slope);
             out[0].v[r * N + c] = g * d;
-            if (node->n_outputs > (a->recompute ? 2 : 1))
-                out[1].v[c] += g * d;
-            if (a->recompute) /* act(z) again, last */
-                out[node->n_outputs - 1].v[r * N + c] = ge2_ref_act(a->act, in[2].v[r * N + c], a->slope);
+            if (db >= 0)
+                out[db].v[c] += g * d;
+            if (again >= 0)
+                out[again].v[r * N + c] = ge2_ref_act(a->act, in[2].v[r * N + c], a->slope);
         }
+}
+
+static void ref_linear_grad_input(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
+{
+    ge2_linear_grad_input_ref(node, in, out, -1);
 }
 
 /* dz [B, O], x [B, N] -> dw = dzᵀ x [O, N], db = column sums of dz [O] */

@@ -17,6 +17,7 @@
 
 #include "capture/program_inspect.h"
 #include "fusion/fusion.h"
+#include "fusion/recompute_act/recompute_act.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/ops.h"
 #include "tests/support/check_main.h"
@@ -246,7 +247,7 @@ START_TEST(test_recompute_puts_dx_over_z)
     int over_z = 0;
     for (int p = 0; p < plan->n_steps; p++) {
         const ge2_node *node = &g->nodes[plan->schedule[p]];
-        over_z += node->op == GE2_OP_LINEAR_GRAD_INPUT && GE2_ATTRS(ge2_act_attrs, node->attrs)->recompute &&
+        over_z += node->op == ge2_op_linear_grad_input_recompute() &&
                   plan->tensors[node->outputs[0]].reuses == node->inputs[2];
     }
     ck_assert_int_ge(over_z, 1);

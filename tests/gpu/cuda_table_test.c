@@ -14,13 +14,14 @@
 #include "ops/reduce/reduce.h"
 #include "optim/optimizer_math.h"
 #include "tests/support/check_main.h"
+#include "fusion/recompute_act/recompute_act.h"
 #include "kernels/cuda/candidates.h"
 #include "ops/ops.h"
 
 static bool gemm_op(ge2_op op)
 {
     return op == GE2_OP_LINEAR || op == GE2_OP_MATMUL || op == GE2_OP_LINEAR_GRAD_INPUT ||
-           op == GE2_OP_LINEAR_GRAD_WEIGHT;
+           op == GE2_OP_LINEAR_GRAD_WEIGHT || op == ge2_op_linear_grad_input_recompute();
 }
 
 static bool optimizer_op(ge2_op op)

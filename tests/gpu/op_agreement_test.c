@@ -43,6 +43,7 @@
 #include "tests/support/check_main.h"
 #include "tests/support/op_cases.h"
 #include "fusion/fusion.h"
+#include "fusion/recompute_act/recompute_act.h"
 #include "kernels/cuda/candidates.h"
 #include "ops/cast/cast.h"
 #include "passes/passes.h"
@@ -358,7 +359,7 @@ static double rng01(void)
 static bool gemm_op(ge2_op op)
 {
     return op == GE2_OP_LINEAR || op == GE2_OP_MATMUL || op == GE2_OP_LINEAR_GRAD_INPUT ||
-           op == GE2_OP_LINEAR_GRAD_WEIGHT;
+           op == GE2_OP_LINEAR_GRAD_WEIGHT || op == ge2_op_linear_grad_input_recompute();
 }
 
 static bool attention_op(ge2_op op) { return op == GE2_OP_ATTENTION || op == GE2_OP_ATTENTION_GRAD; }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "capture/program_state.h"
+#include "fusion/recompute_act/recompute_act.h"
 #include "ge2/ge2.h"
 #include "graph/ir.h"
 #include "ops/ops.h"
@@ -709,7 +710,9 @@ START_TEST(bf16_storage_rounds_each_operand_once)
                 for (int i = 0; i < pg->nodes[r].n_inputs; i++)
                     if (pg->nodes[r].inputs[i] == node->outputs[o])
                         ck_assert_msg(ge2_op_bf16_operand(pg->nodes[r].op, i) ||
-                                          (pg->nodes[r].op == GE2_OP_LINEAR_GRAD_INPUT && i == 2),
+                                          ((pg->nodes[r].op == GE2_OP_LINEAR_GRAD_INPUT ||
+                                            pg->nodes[r].op == ge2_op_linear_grad_input_recompute()) &&
+                                           i == 2),
                                       "bf16 '%s' is read by node %d (%s) input %d",
                                       pg->tensors[node->outputs[o]]->name, r, ge2_op_name(pg->nodes[r].op), i);
             stored += o != 1 || node->op != GE2_OP_LINEAR; /* (a z stash is no GEMM operand) */
