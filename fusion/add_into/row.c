@@ -1,30 +1,30 @@
 /* The add-into pattern's row, a rewrite. An ADD of a tensor x and the
- * output of an op that can add an addend to its output at its store
- * becomes that op with x as the addend: one kernel and one tensor's write
- * and read fewer, and the same bits (the op rounds its own value before
- * the sum, as it did apart). The ops that take one:
- *   - DROPOUT (input 1): a transformer block's residual x + dropout(z)
+ * output of an op that has a form adding an addend at its store (the
+ * pattern's ops, add_into.h) becomes that form with x as the addend: one
+ * kernel and one tensor's write and read fewer, and the same bits (the op
+ * rounds its own value before the sum, as it did apart). The ops:
+ *   - DROPOUT -> DROPOUT_ADD (x, plus): a transformer block's residual x + dropout(z)
  *     (z's masked copy was read by the ADD alone: its backward draws the
  *     mask again and the ADD's passes dy through);
- *   - LAYER_NORM_GRAD_INPUT (input 4): the residual stream's gradient, the
+ *   - LAYER_NORM_GRAD_INPUT -> LAYER_NORM_GRAD_INPUT_ADD (its 4 inputs, plus): the residual stream's gradient, the
  *     skip's plus the layer norm's (autograd's accumulating ADD).
  * The fused node takes the ADD's place (every input exists by then) and
  * the op's node and its output go. */
 #include <stdio.h>
 
+#include "fusion/add_into/add_into.h"
 #include "fusion/fusion.h"
 #include "graph/error.h"
 #include "graph/op_support.h"
 #include "graph/rewrite.h"
 #include "ops/ops.h"
 
-/* The ops that take an addend: for each, how many inputs it has without
- * one (the addend comes next) */
-static int inputs_before_addend(ge2_op op)
+/* The ops with a form that adds an addend: that form (-1: none) */
+static ge2_op adding_form(ge2_op op)
 {
     switch (op) {
-    case GE2_OP_DROPOUT: return 1;
-    case GE2_OP_LAYER_NORM_GRAD_INPUT: return 4;
+    case GE2_OP_DROPOUT: return ge2_op_dropout_add();
+    case GE2_OP_LAYER_NORM_GRAD_INPUT: return ge2_op_layer_norm_grad_input_add();
     default: return -1;
     }
 }
@@ -55,9 +55,10 @@ static ge2_status fuse_one(ge2_rewrite_scan *s, int at, FILE *log, int *n_fused)
         const int made = add->inputs[side], x = add->inputs[1 - side];
         const int p = g->tensors[made]->producer;
         const ge2_node *op = p >= 0 ? &g->nodes[p] : NULL;
-        const int n_in = op ? inputs_before_addend(op->op) : -1;
-        if (n_in < 0 || op->n_inputs != n_in || op->n_outputs != 1 || s->drop_node[p])
+        const ge2_op fused = op ? adding_form(op->op) : -1;
+        if (fused < 0 || op->n_outputs != 1 || s->drop_node[p])
             continue;
+        const int n_in = op->n_inputs; /* the addend comes next */
         const char *why = s->readers[made] != 1 || g->tensors[made]->is_output || made == x
                               ? "its output has other readers"
                           : is_a_gradient(g, made) ? "its output is a tensor's gradient (ge2_grad), which must stay"
@@ -76,12 +77,12 @@ static ge2_status fuse_one(ge2_rewrite_scan *s, int at, FILE *log, int *n_fused)
             in[i] = op->inputs[i];
         in[n_in] = x;
         const ge2_attrs a = op->attrs;
-        const ge2_op fused = op->op;
+        const ge2_op plain = op->op;
         GE2_TRY(ge2_graph_replace_node(g, at, fused, in, n_in + 1, &y, 1, &a));
         s->drop_node[p] = true;
         s->drop_tensor[made] = true;
         if (log)
-            fprintf(log, "fuse: add_into: %s %d + add %d -> %s adding the other operand\n", ge2_op_name(fused), p, at,
+            fprintf(log, "fuse: add_into: %s %d + add %d -> %s adding the other operand\n", ge2_op_name(plain), p, at,
                     ge2_op_name(fused));
         ++*n_fused;
         return GE2_OK;
@@ -92,6 +93,8 @@ static ge2_status fuse_one(ge2_rewrite_scan *s, int at, FILE *log, int *n_fused)
 static ge2_status rewrite(ge2_graph *g, FILE *log, int *n_fused)
 {
     *n_fused = 0;
+    if (ge2_op_dropout_add() < 0 || ge2_op_layer_norm_grad_input_add() < 0)
+        return ge2_error(GE2_ERR_STATE, "fusion add_into: its ops did not register when the library loaded");
     ge2_rewrite_scan s;
     GE2_TRY(ge2_rewrite_scan_begin(g, "add_into", &s));
     ge2_status st = GE2_OK;
@@ -142,7 +145,7 @@ const ge2_fusion_pattern ge2_fusion_add_into = {
     .what = "an add of an op's output (dropout, layer norm's input gradient) done by that op at its store",
     .rewrite = rewrite,
     .match = NULL,
-    .cuda = NULL, /* the ops' own kernels take the addend */
+    .cuda = NULL, /* its ops' kernels are the op families' (add_into.c) */
     .example = example,
     .exact = true,
 };

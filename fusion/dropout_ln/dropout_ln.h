@@ -1,5 +1,5 @@
-/* A dropout and the layer norm of its result in one pass: DROPOUT (with
- * or without its residual addend, fusion/add_into), any RESHAPEs of its
+/* A dropout and the layer norm of its result in one pass: DROPOUT (or
+ * DROPOUT_ADD, with its residual addend: fusion/add_into), any RESHAPEs of its
  * result, then the LAYER_NORM of it, consecutive in the schedule, as one
  * kernel that keeps the dropout's row in registers for the norm.
  *

@@ -1,6 +1,7 @@
 /* The dropout-then-layer-norm pattern's row: a DROPOUT, the RESHAPEs of
  * its result if any, and the LAYER_NORM of it, consecutive in the
  * schedule, as one kernel (dropout_ln.h), side by side in one phase. */
+#include "fusion/add_into/add_into.h"
 #include "fusion/dropout_ln/dropout_ln.h"
 #include "fusion/fusion.h"
 #include "graph/error.h"
@@ -13,8 +14,8 @@
 static bool match(const ge2_fusion_key *key, int at, ge2_fusion_group *group, char *why, size_t why_size)
 {
     const ge2_node *d = key->nodes[at];
-    if (d->op != GE2_OP_DROPOUT || d->n_outputs < 1)
-        return ge2_fusion_no(why, why_size, "not a DROPOUT");
+    if ((d->op != GE2_OP_DROPOUT && d->op != ge2_op_dropout_add()) || d->n_outputs < 1)
+        return ge2_fusion_no(why, why_size, "not a DROPOUT or DROPOUT_ADD");
     int t = d->outputs[0], next = at + 1;
     while (next < key->n && next - at <= MAX_VIEWS && key->nodes[next]->op == GE2_OP_RESHAPE &&
            key->nodes[next]->inputs[0] == t)
@@ -37,7 +38,7 @@ static const ge2_fusion_impl cuda = {
     .what = "ge2 fused dropout and layer norm (the norm reads the dropout's row from registers)",
 };
 
-/* x -> linear -> h + dropout(h) (one DROPOUT with its addend, add_into) ->
+/* x -> linear -> h + dropout(h) (one DROPOUT_ADD, add_into) ->
  * viewed as [10, 10, 300] -> layer_norm -> back to [100, 300] -> head: rows
  * of 300 (the last of a lane's fours past the row for some lanes) and 100
  * rows (the last block's 8 not all there), through a RESHAPE as a GPT's

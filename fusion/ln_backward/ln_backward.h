@@ -30,6 +30,7 @@
 #include <stddef.h>
 
 #include "graph/ir.h"
+#include "fusion/add_into/add_into.h"
 #include "ops/ops.h"
 
 #ifdef __cplusplus
@@ -43,7 +44,8 @@ extern "C" {
  * (the same dy, x and saved statistics); graph-level, for the matcher. */
 static inline bool ge2_ln_backward_pair(const ge2_node *a, const ge2_node *b)
 {
-    return a->op == GE2_OP_LAYER_NORM_GRAD_PARAMS && b->op == GE2_OP_LAYER_NORM_GRAD_INPUT && a->n_inputs == 3 &&
+    const bool grad_input = b->op == GE2_OP_LAYER_NORM_GRAD_INPUT || b->op == ge2_op_layer_norm_grad_input_add();
+    return a->op == GE2_OP_LAYER_NORM_GRAD_PARAMS && grad_input && a->n_inputs == 3 &&
            b->n_inputs >= 4 && a->inputs[0] == b->inputs[0] && a->inputs[1] == b->inputs[1] &&
            a->inputs[2] == b->inputs[3];
 }

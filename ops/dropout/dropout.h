@@ -9,6 +9,11 @@
  * kernel at memory speed. Both
  * backends compute exactly that, so one seed gives one mask on both.
  *
+ * The family's functions (inference, backward rule, kernels) also take an
+ * addend as input 1, which y gets at the store (y = plus + the masked x;
+ * its gradient is dy): fusion/add_into's DROPOUT_ADD runs them so, the
+ * plain DROPOUT has no such input.
+ *
  * ops.c holds the definitions (registered by ops/builtin.def's lines); the
  * rest of the folder is their parts: infer.c, backward.c, api.c (the public
  * builder), cpu.c, cuda.cu and test.c (test cases and float64 references). */

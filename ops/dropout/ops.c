@@ -2,11 +2,11 @@
  * one kernel: a dropout's backward is the same masking of dy. */
 #include "ops/dropout/dropout.h"
 
-/* x[, plus] -> y (plus + the masked x: fusion/add_into) */
+/* x -> y */
 const ge2_op_def ge2_op_def_dropout = {
     .name = "dropout",
     .min_inputs = 1,
-    .max_inputs = 2,
+    .max_inputs = 1,
     .max_outputs = 1,
     .flags = GE2_OPF_ELEMENTWISE | GE2_OPF_RANDOM,
     .infer = ge2_infer_DROPOUT,

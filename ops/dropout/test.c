@@ -9,25 +9,29 @@
 
 #include "graph/error.h"
 #include "ops/dropout/dropout.h"
+#include "ops/dropout/test_cases.h"
 #include "tests/support/op_cases.h"
 
-/* the plain op, or (a coin) with the residual addend fusion/add_into gives it */
-static ge2_status case_dropout(ge2_case_ctx *c)
+/* x[, plus] -> a node of op: the plain op, or with an addend (test_cases.h) */
+ge2_status ge2_dropout_case(ge2_case_ctx *c, ge2_op op, bool plus)
 {
     const ge2_shape s = ge2_case_random_shape(c, 1, 3);
     ge2_tensor *ts[2], *y;
     GE2_TRY(ge2_case_operand(c, s, &ts[0]));
-    if (!ge2_case_coin(c)) {
+    if (!plus && op == GE2_OP_DROPOUT) {
         GE2_TRY(ge2_dropout(c->inst->graph, ts[0], 0.5, &y));
         return ge2_case_last_node(c);
     }
-    GE2_TRY(ge2_case_operand(c, s, &ts[1]));
+    if (plus)
+        GE2_TRY(ge2_case_operand(c, s, &ts[1]));
     ge2_attrs a;
     memset(&a, 0, sizeof a);
     GE2_ATTRS(ge2_dropout_attrs, a)->p = 0.5;
     GE2_ATTRS(ge2_dropout_attrs, a)->stream = (uint32_t)ge2_case_irange(c, 0, 1000);
-    return ge2_case_direct(c, GE2_OP_DROPOUT, ts, 2, 1, &a);
+    return ge2_case_direct(c, op, ts, plus ? 2 : 1, 1, &a);
 }
+
+static ge2_status case_dropout(ge2_case_ctx *c) { return ge2_dropout_case(c, GE2_OP_DROPOUT, false); }
 
 static ge2_status case_dropout_backward(ge2_case_ctx *c)
 {
@@ -44,7 +48,7 @@ static ge2_status case_dropout_backward(ge2_case_ctx *c)
  * word i mod 4 of Philox4x32-10 (checked against its published answers in
  * tests/ops/dropout_test) at the counter layout ops/dropout/dropout.h
  * documents */
-static void ref_dropout(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
+void ge2_dropout_ref(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
 {
     const double p = GE2_ATTRS(ge2_dropout_attrs, node->attrs)->p;
     const uint64_t seed = ge2_ref_rng_seed, offset = ge2_ref_rng_offset;
@@ -58,5 +62,5 @@ static void ref_dropout(const ge2_node *node, const ref_tensor *in, ref_tensor *
     }
 }
 
-GE2_OP_TEST(dropout, GE2_CASE_GRADIENT, case_dropout, ref_dropout)
-GE2_OP_TEST(dropout_backward, GE2_CASE_FORWARD, case_dropout_backward, ref_dropout)
+GE2_OP_TEST(dropout, GE2_CASE_GRADIENT, case_dropout, ge2_dropout_ref)
+GE2_OP_TEST(dropout_backward, GE2_CASE_FORWARD, case_dropout_backward, ge2_dropout_ref)

@@ -25,7 +25,10 @@
  * x, weight [C][, bias [C]], outputs y and saved [2, rows] (each row's mean
  * and 1/sqrt(var + eps)); its backward ops LAYER_NORM_GRAD_PARAMS (dy, x,
  * saved -> dweight, dbias: sums over the rows) and LAYER_NORM_GRAD_INPUT
- * (dy, x, weight, saved -> dx: within each row).
+ * (dy, x, weight, saved -> dx: within each row). LAYER_NORM_GRAD_INPUT's
+ * inference and kernels also take an addend as input 4, which dx gets at
+ * the store: fusion/add_into's LAYER_NORM_GRAD_INPUT_ADD runs them so (the
+ * residual stream's gradient), the plain op has no such input.
  *
  * ops.c holds the definitions (registered by ops/builtin.def's line for
  * each); the rest of the folder is their parts: infer.c, backward.c, api.c

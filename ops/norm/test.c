@@ -144,8 +144,8 @@ static ge2_status case_layer_norm_grad_params(ge2_case_ctx *c)
     return ge2_case_direct(c, GE2_OP_LAYER_NORM_GRAD_PARAMS, ts, 3, 2, NULL);
 }
 
-/* dy, x, weight, saved, and (a coin) the addend fusion/add_into gives it */
-static ge2_status case_layer_norm_grad_input(ge2_case_ctx *c)
+/* dy, x, weight, saved[, plus] -> a node of op (test_cases.h) */
+ge2_status ge2_layer_norm_grad_input_case(ge2_case_ctx *c, ge2_op op, bool plus)
 {
     ge2_shape xs = random_rows(c);
     ge2_tensor *ts[5];
@@ -153,10 +153,14 @@ static ge2_status case_layer_norm_grad_input(ge2_case_ctx *c)
     GE2_TRY(ge2_case_plain(c, xs, &ts[1]));
     GE2_TRY(ge2_case_plain(c, ge2_shape1(xs.dim[xs.ndim - 1]), &ts[2]));
     GE2_TRY(case_row_saved(c, xs, &ts[3]));
-    const int n = ge2_case_coin(c) ? 5 : 4;
-    if (n == 5)
+    if (plus)
         GE2_TRY(ge2_case_plain(c, xs, &ts[4]));
-    return ge2_case_direct(c, GE2_OP_LAYER_NORM_GRAD_INPUT, ts, n, 1, NULL);
+    return ge2_case_direct(c, op, ts, plus ? 5 : 4, 1, NULL);
+}
+
+static ge2_status case_layer_norm_grad_input(ge2_case_ctx *c)
+{
+    return ge2_layer_norm_grad_input_case(c, GE2_OP_LAYER_NORM_GRAD_INPUT, false);
 }
 
 /* ------------------------------------------------- float64 references */
@@ -281,7 +285,7 @@ static void ref_layer_norm_grad_params(const ge2_node *node, const ref_tensor *i
 
 /* d/dx of sum(dy · y) within each row, from the chain rule:
  * dx = rstd·(g - mean(g) - x̂·mean(g·x̂)), g = dy·w */
-static void ref_layer_norm_grad_input(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
+void ge2_layer_norm_grad_input_ref(const ge2_node *node, const ref_tensor *in, ref_tensor *out)
 {
     const int64_t C = in[1].shape.dim[in[1].shape.ndim - 1], rows = ge2_ref_numel(in[1].shape) / C;
     for (int64_t r = 0; r < rows; r++) {
@@ -306,4 +310,4 @@ GE2_OP_TEST(batch_norm_grad_params, GE2_CASE_FORWARD, case_batch_norm_grad_param
 GE2_OP_TEST(batch_norm_grad_input, GE2_CASE_FORWARD, case_batch_norm_grad_input, ref_batch_norm_grad_input)
 GE2_OP_TEST(layer_norm, GE2_CASE_GRADIENT, case_layer_norm, ref_layer_norm)
 GE2_OP_TEST(layer_norm_grad_params, GE2_CASE_FORWARD, case_layer_norm_grad_params, ref_layer_norm_grad_params)
-GE2_OP_TEST(layer_norm_grad_input, GE2_CASE_FORWARD, case_layer_norm_grad_input, ref_layer_norm_grad_input)
+GE2_OP_TEST(layer_norm_grad_input, GE2_CASE_FORWARD, case_layer_norm_grad_input, ge2_layer_norm_grad_input_ref)

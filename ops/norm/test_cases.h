@@ -1,6 +1,8 @@
 /* The batch norm's test cases and float64 references (ops/norm/test.c), by
  * op and with the relu of the bn_relu fusion's ops, which
- * fusion/bn_relu/test.c registers them for. Test code only. */
+ * fusion/bn_relu/test.c registers them for, and the layer norm's input
+ * gradient's, with the addend of add_into's op (fusion/add_into/test.c).
+ * Test code only. */
 #ifndef GE2_OPS_NORM_TEST_CASES_H
 #define GE2_OPS_NORM_TEST_CASES_H
 
@@ -22,5 +24,10 @@ ge2_status ge2_batch_norm_grad_input_case(ge2_case_ctx *c, ge2_op op, bool relu_
 void ge2_batch_norm_ref(const ge2_node *node, const ref_tensor *in, ref_tensor *out, bool relu);
 void ge2_batch_norm_grad_params_ref(const ref_tensor *in, ref_tensor *out, int relu_y);
 void ge2_batch_norm_grad_input_ref(const ref_tensor *in, ref_tensor *out, int relu_y);
+
+/* dy, x, weight, saved[, plus] -> a node of op (LAYER_NORM_GRAD_INPUT's
+ * inputs, and with plus its addend), and the reference: dx (+ plus) */
+ge2_status ge2_layer_norm_grad_input_case(ge2_case_ctx *c, ge2_op op, bool plus);
+void ge2_layer_norm_grad_input_ref(const ge2_node *node, const ref_tensor *in, ref_tensor *out);
 
 #endif /* GE2_OPS_NORM_TEST_CASES_H */

@@ -56,6 +56,8 @@ END_TEST
 START_TEST(test_dropout_keeps_the_adds_in_the_dropouts)
 {
     ck_assert_int_eq(compile_count(0.1, "-> add_layer_norm"), 0);
+    /* both residual adds of every block, as add_into's op */
+    ck_assert_int_eq(compile_count(0.1, "-> dropout_add adding"), 2 * LAYERS);
 }
 END_TEST
 
