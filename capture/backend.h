@@ -46,11 +46,11 @@ typedef struct ge2_copy {
  * and `upload` would move that into the feed region as the step's first
  * act. The feed region is read until the step's end (the first layer's
  * weight gradient reads the input), so the next batch cannot land there
- * early. A backend whose kernels read the feeds at the device staging
- * instead skips `upload` (CUDA does: its launches' feed views point at the
- * slot's device staging, one graph per slot), so ge2_program_read_output
- * reads feeds from the staging. Elsewhere `stage` is empty and `upload`
- * reads the host staging. */
+ * early. So a slot with a device staging has launches of its own
+ * (ge2_exec.slot_launches), whose feed views point at that staging: the
+ * CUDA backend runs them and skips `upload`, one graph per slot, and
+ * ge2_program_read_output reads feeds from the staging. Elsewhere `stage`
+ * is empty and `upload` reads the host staging. */
 typedef struct ge2_step_io {
     ge2_copy stage;                     /* slot's staging (host) -> slot's device staging; bytes 0: none */
     ge2_copy upload;                    /* slot's (device or host) staging -> the key's feed region (device) */
@@ -70,6 +70,12 @@ typedef struct ge2_exec {
     /* per staging slot; set with the launches, before exec_prepare, and not
      * changed until exec_release (the CUDA graphs hold these addresses) */
     ge2_step_io io[GE2_STAGING_BUFFERS];
+    /* Per staging slot with a device staging: the launches as that slot runs
+     * them, resolved beside `launches` and alike but for the feed views,
+     * which point at the slot's device staging (same offsets, so the same
+     * alignment); exec_prepare gives them what it prepared for `launches`.
+     * NULL: the slot's steps run `launches`, reading the feed region. */
+    ge2_launch *slot_launches[GE2_STAGING_BUFFERS];
     void *backend_data; /* backend's per-key state (CUDA: its graph execs, ...) */
     bool captured;
 } ge2_exec;

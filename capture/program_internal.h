@@ -23,8 +23,9 @@
  *     Graph). The caller may write a batch straight into the next slot's
  *     staging (ge2_program_feed_buffers). On CUDA each slot also has a
  *     device staging: the slot's staging is copied there by the copy engine
- *     as the step is enqueued, beside the step still running, and the step
- *     uploads from it (ge2_step_io).
+ *     as the step is enqueued, beside the step still running, and the
+ *     slot's own launches (ge2_exec.slot_launches) read the feeds there
+ *     (ge2_step_io).
  *
  * Metrics: each slot has a fence, recorded after the slot's step. Before a
  * slot is used again the host waits on it (it must anyway, to refill the

@@ -16,11 +16,22 @@
 #include "graph/alloc.h"
 #include "graph/error.h"
 
-/* Where tensor_id lives for a key of plan whose feeds and outputs are at
- * `inputs` and whose arena is at `arena`; NULL without memory. */
-static void *tensor_at(const ge2_program *program, const ge2_plan *plan, void *inputs, void *arena, int tensor_id)
+/* Where a key's launches find its IO buffer: the feeds and outputs at
+ * `inputs`, but the feed region's first feed_bytes at `feeds` (a staging
+ * slot's device copy of them; `inputs` itself when the launches read the
+ * feed region) */
+typedef struct io_bases {
+    unsigned char *inputs, *feeds;
+    size_t feed_bytes;
+} io_bases;
+
+/* Where tensor_id lives for a key of plan whose IO buffer is at io and
+ * whose arena is at `arena`; NULL without memory. */
+static void *tensor_at(const ge2_program *program, const ge2_plan *plan, io_bases io, void *arena, int tensor_id)
 {
     const ge2_plan_tensor *pt = &plan->tensors[tensor_id];
+    if (pt->pool == GE2_POOL_INPUTS && pt->offset < io.feed_bytes)
+        return io.feeds + pt->offset;
     unsigned char *base = NULL;
     switch (pt->pool) {
     case GE2_POOL_PARAMS: base = (unsigned char *)program->pools.params; break;
@@ -28,16 +39,22 @@ static void *tensor_at(const ge2_program *program, const ge2_plan *plan, void *i
     case GE2_POOL_PARAM_COPIES: base = (unsigned char *)program->pools.copies; break;
     case GE2_POOL_CONSTANTS: base = program->constants; break;
     case GE2_POOL_BUFFERS: base = program->buffers; break;
-    case GE2_POOL_INPUTS: base = inputs; break;
+    case GE2_POOL_INPUTS: base = io.inputs; break;
     case GE2_POOL_ARENA: base = arena; break;
     default: return NULL;
     }
     return base + pt->offset;
 }
 
+/* The key's IO buffer as the launches that read the feed region see it */
+static io_bases io_of(const ge2_program_key *pk)
+{
+    return (io_bases){pk->inputs, pk->inputs, 0};
+}
+
 void *ge2_program_tensor_data(const ge2_program *program, const ge2_program_key *pk, int tensor_id)
 {
-    return tensor_at(program, pk->plan, pk->inputs, pk->exec.arena, tensor_id);
+    return tensor_at(program, pk->plan, io_of(pk), pk->exec.arena, tensor_id);
 }
 
 /* Output tensor_id (device) -> *dst (host) after each step: a copy of no
@@ -82,9 +99,9 @@ static void resolve_step_io(const ge2_program *program, ge2_program_key *pk)
     }
 }
 
-/* *l: launch p of plan, its views at `inputs` and `arena` (tensor_at), its
+/* *l: launch p of plan, its views at io and `arena` (tensor_at), its
  * scratch where the plan placed it. */
-static void resolve_launch(const ge2_program *program, const ge2_plan *plan, void *inputs, void *arena, int p,
+static void resolve_launch(const ge2_program *program, const ge2_plan *plan, io_bases io, void *arena, int p,
                            ge2_launch *l)
 {
     const ge2_node *node = &program->graph->nodes[plan->schedule[p]];
@@ -94,7 +111,7 @@ static void resolve_launch(const ge2_program *program, const ge2_plan *plan, voi
     l->n_out = node->n_outputs;
     for (int i = 0; i < node->n_inputs; i++) {
         const int t = node->inputs[i];
-        l->in[i] = (ge2_view){tensor_at(program, plan, inputs, arena, t), program->graph->tensors[t]->dtype,
+        l->in[i] = (ge2_view){tensor_at(program, plan, io, arena, t), program->graph->tensors[t]->dtype,
                               plan->tensors[t].shape};
         /* Shape only: its memory may already hold another tensor. */
         if (ge2_op_flags(node->op) & GE2_OPF_LIKE1 && i == 1)
@@ -102,7 +119,7 @@ static void resolve_launch(const ge2_program *program, const ge2_plan *plan, voi
     }
     for (int o = 0; o < node->n_outputs; o++) {
         const int t = node->outputs[o];
-        l->out[o] = (ge2_view){tensor_at(program, plan, inputs, arena, t), program->graph->tensors[t]->dtype,
+        l->out[o] = (ge2_view){tensor_at(program, plan, io, arena, t), program->graph->tensors[t]->dtype,
                                plan->tensors[t].shape};
     }
     l->control = program->control;
@@ -119,12 +136,20 @@ static void resolve_launch(const ge2_program *program, const ge2_plan *plan, voi
     }
 }
 
-/* Fills every launch and the step's copies from the plan and the current
- * pool addresses. */
+/* Fills every launch, each staging slot's own (feeds at its device
+ * staging, where it has one) and the step's copies from the plan and the
+ * current pool addresses. */
 static void resolve_launches(const ge2_program *program, ge2_program_key *pk)
 {
     for (int p = 0; p < pk->plan->n_steps; p++)
-        resolve_launch(program, pk->plan, pk->inputs, pk->exec.arena, p, &pk->exec.launches[p]);
+        resolve_launch(program, pk->plan, io_of(pk), pk->exec.arena, p, &pk->exec.launches[p]);
+    for (int s = 0; s < GE2_STAGING_BUFFERS; s++) {
+        if (!pk->exec.slot_launches[s])
+            continue;
+        const io_bases staged = {pk->inputs, pk->device_staging[s], pk->staging_bytes};
+        for (int p = 0; p < pk->plan->n_steps; p++)
+            resolve_launch(program, pk->plan, staged, pk->exec.arena, p, &pk->exec.slot_launches[s][p]);
+    }
     resolve_step_io(program, pk);
 }
 
@@ -143,7 +168,8 @@ static size_t launch_scratch(void *user, const ge2_plan *plan, int step)
 {
     const ge2_program *program = user;
     ge2_launch l;
-    resolve_launch(program, plan, provisional_base, provisional_base, step, &l);
+    const io_bases io = {provisional_base, provisional_base, 0};
+    resolve_launch(program, plan, io, provisional_base, step, &l);
     return program->backend->launch_scratch_bytes(program->bctx, &l);
 }
 
@@ -243,8 +269,14 @@ static ge2_status make_key(ge2_program *program, ge2_program_key *pk, const ge2_
         GE2_TRY(b->alloc_host(program->bctx, pk->staging_bytes ? pk->staging_bytes : 1, &pk->staging[i]));
         if (b->fence_new)
             GE2_TRY(b->fence_new(program->bctx, &pk->fence[i]));
-        if (ge2_program_feeds_ahead(program) && pk->staging_bytes)
+        if (ge2_program_feeds_ahead(program) && pk->staging_bytes) {
             GE2_TRY(b->alloc(program->bctx, pk->staging_bytes, &pk->device_staging[i]));
+            pk->exec.slot_launches[i] =
+                ge2_calloc((size_t)(plan->n_steps > 0 ? plan->n_steps : 1), sizeof *pk->exec.slot_launches[i]);
+            if (!pk->exec.slot_launches[i])
+                return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_program_step: %d launches of staging slot %d",
+                                 plan->n_steps, i);
+        }
     }
     const size_t results = (size_t)GE2_STAGING_BUFFERS * (size_t)ge2_program_slot_results(program);
     GE2_TRY(b->alloc_host(program->bctx, results * sizeof(double), (void **)&pk->results));
@@ -278,6 +310,10 @@ void ge2_program_key_release(ge2_program *program, ge2_program_key *pk)
         release_exec(program, pk);
     ge2_free(pk->exec.launches);
     pk->exec.launches = NULL;
+    for (int s = 0; s < GE2_STAGING_BUFFERS; s++) {
+        ge2_free(pk->exec.slot_launches[s]);
+        pk->exec.slot_launches[s] = NULL;
+    }
     b->free(program->bctx, pk->arena_own);
     b->free(program->bctx, pk->inputs);
     b->free_host(program->bctx, pk->results);

@@ -1,6 +1,7 @@
 /* The CUDA backend: one non-blocking stream per program, and per graph key
- * and staging slot one CUDA Graph holding the whole step: the launches,
- * reading the feeds at the slot's device staging, and the copy of the loss
+ * and staging slot one CUDA Graph holding the whole step: the slot's
+ * launches, which read the feeds at its device staging (the program
+ * resolves them so, ge2_exec.slot_launches), and the copy of the loss
  * and metric into the slot's pinned result area.
  *
  * The batch reaches the slot's device staging before that, by the copy
@@ -343,23 +344,33 @@ static void release_launches(ge2_exec *exec, int n)
     }
 }
 
+/* Each slot's state once (slots that run the key's launches share one) */
+static void release_group(cuda_group *g)
+{
+    for (int s = 0; s < GE2_STAGING_BUFFERS; s++) {
+        bool shared = false;
+        for (int t = 0; t < s; t++)
+            shared = shared || g->state[t] == g->state[s];
+        if (g->state[s] && !shared && g->impl->release)
+            g->impl->release(g->state[s]);
+        g->state[s] = NULL;
+    }
+}
+
 static void free_groups(ge2_cuda_exec *ce)
 {
     if (!ce)
         return;
     for (int g = 0; g < ce->n_groups; g++)
-        if (ce->groups[g].impl->release)
-            ce->groups[g].impl->release(ce->groups[g].state);
+        release_group(&ce->groups[g]);
     ge2_free(ce->groups);
     ge2_free(ce->group_at);
-    ge2_free(ce->as_run);
     for (int s = 0; s < GE2_STAGING_BUFFERS; s++) {
         ge2_free(ce->results[s]);
         ce->results[s] = NULL;
     }
     ce->groups = NULL;
     ce->group_at = NULL;
-    ce->as_run = NULL;
     ce->n_groups = 0;
 }
 
@@ -434,9 +445,8 @@ static ge2_status prepare_groups(ge2_backend_ctx *ctx, ge2_exec *exec, ge2_cuda_
     const int n_groups = plan ? plan->n_groups : 0;
     const size_t n = (size_t)(exec->n_launches > 0 ? exec->n_launches : 1);
     ce->group_at = ge2_malloc(sizeof *ce->group_at * n);
-    ce->as_run = ge2_malloc(sizeof *ce->as_run * n);
     ce->groups = ge2_calloc(n_groups > 0 ? (size_t)n_groups : 1, sizeof *ce->groups);
-    if (!ce->group_at || !ce->as_run || !ce->groups)
+    if (!ce->group_at || !ce->groups)
         return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2 cuda backend: out of host memory");
     for (int i = 0; i < exec->n_launches; i++)
         ce->group_at[i] = -1;
@@ -446,25 +456,44 @@ static ge2_status prepare_groups(ge2_backend_ctx *ctx, ge2_exec *exec, ge2_cuda_
         if (!pattern->cuda || fg->first + fg->count > exec->n_launches)
             continue;
         char why[256] = "";
-        void *state = NULL;
-        if (group_has_bf16(exec, fg, pattern->cuda->does)) /* a group's own kernels compute and store f32 */
+        cuda_group cg = {pattern->cuda, {NULL}, fg->first, fg->count};
+        const bool bf16 = group_has_bf16(exec, fg, pattern->cuda->does);
+        if (bf16) /* a group's own kernels compute and store f32 */
             snprintf(why, sizeof why, "precision %s: fused groups run node by node (their own kernels compute in fp32)",
                      exec->n_launches ? (exec->launches[0].f16_operands ? "fp16" : "bf16") : "bf16");
-        else if (pattern->cuda->prepare)
-            GE2_TRY(pattern->cuda->prepare(&exec->launches[fg->first], fg->count, &state, why, sizeof why));
-        else if (pattern->cuda->takes && pattern->cuda->takes(&exec->launches[fg->first], fg->count, why, sizeof why))
-            state = (void *)pattern->cuda; /* stateless: any non-NULL says it takes them */
-        if (!state) {
+        /* each slot's launches: their feeds differ (the same for all but the address) */
+        bool taken = !bf16;
+        for (int s = 0; taken && s < GE2_STAGING_BUFFERS; s++) {
+            if (s > 0 && !exec->slot_launches[s]) {
+                cg.state[s] = cg.state[0];
+                continue;
+            }
+            const ge2_launch *first = &ge2_cuda_slot_launches(exec, s)[fg->first];
+            if (pattern->cuda->prepare) {
+                ge2_status st = pattern->cuda->prepare(first, fg->count, &cg.state[s], why, sizeof why);
+                if (st != GE2_OK) {
+                    release_group(&cg);
+                    return st;
+                }
+            } else if (pattern->cuda->takes && pattern->cuda->takes(first, fg->count, why, sizeof why)) {
+                cg.state[s] = (void *)pattern->cuda; /* stateless: any non-NULL says it takes them */
+            }
+            taken = cg.state[s] != NULL;
+        }
+        if (!taken) {
+            release_group(&cg);
             if (ctx->print_kernels)
                 fprintf(stderr, "ge2: %s group at node %d runs node by node: %s\n", pattern->name,
                         exec->launches[fg->first].node->id, why);
             continue;
         }
-        ce->groups[ce->n_groups] = (cuda_group){pattern->cuda, state, fg->first, fg->count};
+        ce->groups[ce->n_groups] = cg;
         ce->group_at[fg->first] = ce->n_groups++;
-        const char *what = pattern->cuda->describe ? pattern->cuda->describe(state) : pattern->cuda->what;
+        const char *what = pattern->cuda->describe ? pattern->cuda->describe(cg.state[0]) : pattern->cuda->what;
         for (int i = 0; i < fg->count; i++)
-            exec->launches[fg->first + i].fused_into = what;
+            for (int s = -1; s < GE2_STAGING_BUFFERS; s++)
+                if (s < 0 || exec->slot_launches[s])
+                    (s < 0 ? exec->launches : exec->slot_launches[s])[fg->first + i].fused_into = what;
     }
     return GE2_OK;
 }
@@ -491,6 +520,23 @@ static size_t cuda_launch_scratch_bytes(const ge2_backend_ctx *ctx, const ge2_la
     return need;
 }
 
+/* Each staging slot's own launches take what prepare made of the key's
+ * (streams, the kernel chosen, its plans): a slot's launch differs only in
+ * where it reads the feeds, at the same offsets and alignment, and every
+ * kernel reads its views when it is enqueued. The plans stay the key's
+ * launches' (released with them). */
+static void give_slots_the_prepared(ge2_exec *exec)
+{
+    for (int s = 0; s < GE2_STAGING_BUFFERS; s++) {
+        for (int i = 0; exec->slot_launches[s] && i < exec->n_launches; i++) {
+            ge2_launch *l = &exec->slot_launches[s][i];
+            ge2_launch prepared = exec->launches[i];
+            memcpy(prepared.in, l->in, sizeof prepared.in);
+            memcpy(prepared.out, l->out, sizeof prepared.out);
+            *l = prepared;
+        }
+    }
+}
 
 static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
 {
@@ -523,6 +569,7 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
         }
     }
     exec->backend_data = ce;
+    give_slots_the_prepared(exec);
     ge2_status st = prepare_groups(ctx, exec, ce);
     for (int s = 0; st == GE2_OK && s < GE2_STAGING_BUFFERS; s++) {
         const ge2_step_io *io = &exec->io[s];
@@ -571,56 +618,29 @@ static ge2_status cuda_exec_prepare(ge2_backend_ctx *ctx, ge2_exec *exec)
     return GE2_OK;
 }
 
-/* l, or (in *moved) l with every input that lies in the feed region read
- * where `upload` takes it from instead. Launches resolve their views at
- * every launch (cuBLASLt's epilogue pointers included), and the device
- * staging keeps the feed region's offsets and alignment. */
-static const ge2_launch *read_feeds_at_source(const ge2_launch *l, const ge2_cuda_copy *upload, ge2_launch *moved)
-{
-    bool any = false;
-    for (int i = 0; i < l->n_in && !any; i++)
-        any = ge2_cuda_copy_source_of(upload, l->in[i].data) != l->in[i].data;
-    if (!any)
-        return l;
-    *moved = *l;
-    for (int i = 0; i < l->n_in; i++)
-        moved->in[i].data = ge2_cuda_copy_source_of(upload, l->in[i].data);
-    return moved;
-}
-
-/* Launch i as it runs: reading the feeds at the upload's source when
- * feeds_from is not NULL (a copy in *moved then). */
-static const ge2_launch *launch_as_run(const ge2_exec *exec, int i, const ge2_cuda_copy *feeds_from, ge2_launch *moved)
-{
-    return feeds_from ? read_feeds_at_source(&exec->launches[i], feeds_from, moved) : &exec->launches[i];
-}
-
-/* What the step's copies need from the launches: the feed upload (its
- * source is where the launches read the feeds when the step staged them)
- * and the result copies, each either done by a group or by the backend. */
+/* What the step's copies need from the launches: the feed upload (none
+ * when the slot's launches read its device staging) and the result
+ * copies, each either done by a group or by the backend. */
 typedef struct step_copies {
-    const ge2_cuda_copy *upload;
-    const ge2_cuda_copy *feeds_from; /* &upload when staged, else NULL */
+    const ge2_cuda_copy *upload; /* NULL: none */
     const ge2_cuda_copy *results;
     int n_results;
     bool results_done; /* a group did them */
 } step_copies;
 
-/* Enqueues launch i, or the group starting there; the launches done in *done. */
-static ge2_status enqueue_one(ge2_backend_ctx *ctx, const ge2_exec *exec, const ge2_cuda_exec *ce, int i,
+/* Enqueues launch i of the slot's launches, or the group starting there;
+ * the launches done in *done. */
+static ge2_status enqueue_one(ge2_backend_ctx *ctx, const ge2_exec *exec, const ge2_cuda_exec *ce, int slot, int i,
                               step_copies *sc, int *done)
 {
-    ge2_launch moved;
+    const ge2_launch *launches = ge2_cuda_slot_launches(exec, slot);
     if (ce->group_at[i] < 0) {
-        const ge2_launch *l = launch_as_run(exec, i, sc->feeds_from, &moved);
         *done = 1;
-        return l->kernel->launch(l);
+        return launches[i].kernel->launch(&launches[i]);
     }
     const cuda_group *g = &ce->groups[ce->group_at[i]];
-    for (int k = 0; k < g->count; k++)
-        ce->as_run[k] = *launch_as_run(exec, i + k, sc->feeds_from, &moved);
     const bool ends = i + g->count == exec->n_launches;
-    ge2_fusion_run run = {ce->as_run, g->count, ctx->stream, NULL, NULL, 0};
+    ge2_fusion_run run = {&launches[i], g->count, ctx->stream, NULL, NULL, 0};
     if (i == 0 && (g->impl->does & GE2_FUSION_DOES_UPLOAD))
         run.upload = sc->upload;
     if (ends && (g->impl->does & GE2_FUSION_DOES_RESULTS)) {
@@ -629,7 +649,7 @@ static ge2_status enqueue_one(ge2_backend_ctx *ctx, const ge2_exec *exec, const 
         sc->results_done = true;
     }
     *done = g->count;
-    return g->impl->launch ? g->impl->launch(g->state, &run) : g->impl->run(run.launches, run.n);
+    return g->impl->launch ? g->impl->launch(g->state[slot], &run) : g->impl->run(run.launches, run.n);
 }
 
 /* The launches of a step. An in-place launch (ge2_cuda_goes_beside) goes on the
@@ -639,8 +659,8 @@ static ge2_status enqueue_one(ge2_backend_ctx *ctx, const ge2_exec *exec, const 
  * whether a side launch was forked that no wait has covered. During
  * capture, *broke is the index of the launch after which the capture was
  * invalidated. */
-static ge2_status enqueue_all(ge2_backend_ctx *ctx, ge2_exec *exec, step_copies *sc, bool capturing, int *broke,
-                              bool *unjoined)
+static ge2_status enqueue_all(ge2_backend_ctx *ctx, ge2_exec *exec, int slot, step_copies *sc, bool capturing,
+                              int *broke, bool *unjoined)
 {
     const ge2_cuda_exec *ce = exec->backend_data;
     launch_timing *t = capturing ? NULL : ce->timing;
@@ -668,7 +688,7 @@ static ge2_status enqueue_all(ge2_backend_ctx *ctx, ge2_exec *exec, step_copies 
             if (t)
                 CUDA_TRY(cudaEventRecord(t->joined[i], ctx->stream));
         }
-        ge2_status st = enqueue_one(ctx, exec, ce, i, sc, &done);
+        ge2_status st = enqueue_one(ctx, exec, ce, slot, i, sc, &done);
         if (t)
             t->next[i] = i + done;
         if (beside && st == GE2_OK) {
@@ -697,12 +717,12 @@ static ge2_status enqueue_all(ge2_backend_ctx *ctx, ge2_exec *exec, step_copies 
  * however that ended, joins the side stream: a captured step must join
  * every stream it forked, and a failed one must not leave work behind the
  * step's stream's back. */
-static ge2_status enqueue_launches(ge2_backend_ctx *ctx, ge2_exec *exec, step_copies *sc, bool capturing,
-                                   int *broke)
+static ge2_status enqueue_launches(ge2_backend_ctx *ctx, ge2_exec *exec, int slot, step_copies *sc,
+                                   bool capturing, int *broke)
 {
     ge2_cuda_exec *ce = exec->backend_data;
     bool unjoined = false;
-    ge2_status st = enqueue_all(ctx, exec, sc, capturing, broke, &unjoined);
+    ge2_status st = enqueue_all(ctx, exec, slot, sc, capturing, broke, &unjoined);
     if (unjoined) {
         ge2_status joined = ge2_cuda_side_join(ctx);
         if (st == GE2_OK)
@@ -720,10 +740,10 @@ static ge2_status enqueue_launches(ge2_backend_ctx *ctx, ge2_exec *exec, step_co
  * copy engine and the SMs costs replay time); a fused group may do them
  * itself. When
  * the batch already lies in the slot's device staging (io->stage), the
- * kernels read it there and the upload does not run: one kernel and a
- * device-to-device copy of the batch less per step. During capture, *broke is the index of the launch
- * after which the capture was invalidated (-1 if none, or if a copy
- * failed). */
+ * slot's own launches read it there and the upload does not run: one
+ * kernel and a device-to-device copy of the batch less per step. During
+ * capture, *broke is the index of the launch after which the capture was
+ * invalidated (-1 if none, or if a copy failed). */
 static ge2_status enqueue_step(ge2_backend_ctx *ctx, ge2_exec *exec, int slot, bool capturing, int *broke)
 {
     const ge2_step_io *io = &exec->io[slot];
@@ -731,13 +751,13 @@ static ge2_status enqueue_step(ge2_backend_ctx *ctx, ge2_exec *exec, int slot, b
     ge2_cuda_copy upload = cuda_copy_of(&io->upload);
     const ge2_cuda_copy *results = ce->results[slot];
     *broke = -1;
-    const bool staged = io->stage.bytes != 0;
-    step_copies sc = {&upload, staged ? &upload : NULL, results, io->n_results, false};
+    const bool staged = exec->slot_launches[slot] != NULL;
+    step_copies sc = {staged ? NULL : &upload, results, io->n_results, false};
     const bool group_uploads = exec->n_launches > 0 && ce->group_at[0] >= 0 &&
                                (ce->groups[ce->group_at[0]].impl->does & GE2_FUSION_DOES_UPLOAD);
     if (!staged && !group_uploads)
         GE2_TRY(ge2_cuda_copy_launch(&upload, 1, ctx->stream));
-    GE2_TRY(enqueue_launches(ctx, exec, &sc, capturing, broke));
+    GE2_TRY(enqueue_launches(ctx, exec, slot, &sc, capturing, broke));
     return sc.results_done ? GE2_OK : ge2_cuda_copy_launch(results, io->n_results, ctx->stream);
 }
 

@@ -47,7 +47,10 @@ struct ge2_backend_ctx {
 /* A fused group the CUDA backend runs with its pattern's implementation. */
 typedef struct cuda_group {
     const ge2_fusion_impl *impl;
-    void *state; /* what impl->prepare made (stateless: impl) */
+    /* per staging slot, what impl->prepare made of the slot's launches
+     * (ge2_cuda_slot_launches; stateless: impl); slots that run the key's
+     * own launches share one */
+    void *state[GE2_STAGING_BUFFERS];
     int first, count;
 } cuda_group;
 
@@ -75,7 +78,6 @@ typedef struct ge2_cuda_exec {
     cuda_group *groups;
     int n_groups;
     int *group_at;       /* [n_launches] */
-    ge2_launch *as_run;  /* [n_launches] scratch: a group's launches as they run */
     ge2_cuda_copy *results[GE2_STAGING_BUFFERS]; /* [io.n_results] each slot's result copies, as kernels take them */
     /* feeds_ahead: recorded on the feed stream after the slot's stage copy,
      * waited for by the step stream before the slot's step */
@@ -90,6 +92,14 @@ typedef struct ge2_cuda_exec {
     int *side_wait;
     launch_timing *timing; /* NULL unless time_launches */
 } ge2_cuda_exec;
+
+/* The launches a step through staging slot `slot` runs: the slot's own
+ * (their feed views at its device staging) where it has them, else the
+ * key's */
+static inline ge2_launch *ge2_cuda_slot_launches(const ge2_exec *exec, int slot)
+{
+    return exec->slot_launches[slot] ? exec->slot_launches[slot] : exec->launches;
+}
 
 static inline ge2_status cuda_fail(cudaError_t e, const char *call)
 {

@@ -126,14 +126,10 @@ struct mlp_params {
     const float *loss_partials, *correct_partials;
     float *loss, *correct;
     float inv_rows;
-    // the step's copies (step_copy.h): in before phase 0, out at the end
+    // the step's copies (step_copy.h): in before phase 0 (none when the
+    // launches read the feeds at a staging slot's device staging: no
+    // barrier and no copy then), out at the end
     ge2_cuda_copy upload, results[GE2_CUDA_MAX_COPIES];
-    // the upload's source is device memory (the backend's device staging):
-    // the jobs read the feeds there (their pointers moved at launch) and
-    // the upload is not done at all (read_output reads feeds from the
-    // staging too): no barrier and no copy before phase 0; copying them
-    // into the feed region anyway, beside phase 0, only cost time.
-    bool feeds_at_source;
     int n_results;
     // the profile_fused option: block 0 stamps the global timer at the start,
     // after the upload and after every phase (ns) [n_phases + 2]; NULL otherwise
@@ -840,7 +836,7 @@ __global__ void __launch_bounds__(MLP_THREADS, 1) ge2_mlp_step_kernel(const mlp_
         scalars = ge2_opt_scalars_of(&p.cfg, p.ctl);
     mlp_stamp(p, 0);
     bool b_staged;
-    if (p.upload.bytes && !p.feeds_at_source) {
+    if (p.upload.bytes) {
         ge2_copy_share(p.upload, (long long)blockIdx.x * blockDim.x + threadIdx.x,
                        (long long)gridDim.x * blockDim.x);
         auto arrived = grid.barrier_arrive();
@@ -1235,33 +1231,6 @@ extern "C" ge2_status ge2_mlp_step_prepare(const ge2_mlp_step_desc *d, ge2_mlp_s
     return GE2_OK;
 }
 
-static bool device_memory(const void *ptr)
-{
-    cudaPointerAttributes a;
-    if (cudaPointerGetAttributes(&a, ptr) != cudaSuccess) {
-        cudaGetLastError();
-        return false;
-    }
-    return a.type == cudaMemoryTypeDevice;
-}
-
-template <class T> static T *at_source(T *ptr, const ge2_cuda_copy &upload)
-{
-    return (T *)ge2_cuda_copy_source_of(&upload, ptr);
-}
-
-// The jobs read the feeds from the upload's source (mlp_params.feeds_at_source).
-// Feeds are inputs and labels: only operands and labels can point at them.
-static void read_feeds_at_source(mlp_params *p)
-{
-    for (int j = 0; j < p->n_jobs; j++) {
-        mlp_job *jb = &p->jobs[j];
-        jb->a = at_source(jb->a, p->upload);
-        jb->b = at_source(jb->b, p->upload);
-        jb->labels = at_source(jb->labels, p->upload);
-    }
-}
-
 extern "C" ge2_status ge2_mlp_step_launch(const ge2_mlp_step *s, void *stream, const ge2_cuda_copy *upload,
                                           const ge2_cuda_copy *results, int n_results)
 {
@@ -1269,9 +1238,6 @@ extern "C" ge2_status ge2_mlp_step_launch(const ge2_mlp_step *s, void *stream, c
     mlp_params *params = s->launch_params;
     *params = s->params;
     params->upload = upload ? *upload : ge2_cuda_copy{};
-    params->feeds_at_source = params->upload.bytes && device_memory(params->upload.src);
-    if (params->feeds_at_source)
-        read_feeds_at_source(params);
     params->n_results = 0;
     int taken = 0; /* results the kernel does itself; the rest follow it */
     for (; taken < n_results && params->n_results < GE2_CUDA_MAX_COPIES; taken++)

@@ -32,18 +32,6 @@ typedef struct ge2_cuda_copy {
  * empty. */
 ge2_status ge2_cuda_copy_launch(const ge2_cuda_copy *copies, int n, void *stream);
 
-/* Where p lies in c's source if it points into c's destination, else p:
- * a kernel that would read the copy's result reads its source instead, and
- * the copy need not run (the feed upload, when the batch already lies in a
- * device staging). */
-static inline void *ge2_cuda_copy_source_of(const ge2_cuda_copy *c, const void *p)
-{
-    const char *at = (const char *)p, *dst = (const char *)c->dst;
-    if (!p || !c->bytes || at < dst || at >= dst + c->bytes)
-        return (void *)p;
-    return (void *)((const char *)c->src + (at - dst));
-}
-
 #ifdef __cplusplus
 }
 

@@ -49,6 +49,7 @@ typedef struct key {
     int next_slot;
     ge2_node nodes[2];
     ge2_launch launches[2];
+    ge2_launch slot_launches[GE2_STAGING_BUFFERS][2]; /* with device staging: each slot's, x at slot_dx */
     ge2_exec exec;
     ge2_copy result[GE2_STAGING_BUFFERS]; /* each slot's one result copy: y back to slot_y */
     float hw1[H * IN], hb1[H], hw2[OUT * H], hb2[OUT];
@@ -112,8 +113,9 @@ static void upload_floats(key *k, float *dst, const float *src, size_t n)
 }
 
 /* device_staging: each slot's feed goes host -> the slot's device staging
- * (io.stage, on the feed stream, ahead of the step) -> x (io.upload), as a
- * program on a feeds_ahead backend sets it up; else host -> x. */
+ * (io.stage, on the feed stream, ahead of the step), where the slot's own
+ * launches read it (exec.slot_launches), as a program on a feeds_ahead
+ * backend sets it up; else host -> x (io.upload). */
 static void key_open_with(key *k, bool disable_capture, bool device_staging)
 {
     memset(k, 0, sizeof *k);
@@ -149,6 +151,10 @@ static void key_open_with(key *k, bool disable_capture, bool device_staging)
             k->slot_dx[s] = dev(k, B * IN);
             k->exec.io[s].stage = (ge2_copy){k->slot_dx[s], k->slot_x[s], B * IN * sizeof(float)};
             feed = k->slot_dx[s];
+            /* the slot's own launches read the feed at its device staging */
+            memcpy(k->slot_launches[s], k->launches, sizeof k->launches);
+            k->slot_launches[s][0].in[0].data = k->slot_dx[s];
+            k->exec.slot_launches[s] = k->slot_launches[s];
         }
         k->exec.io[s].upload = (ge2_copy){k->x, feed, B * IN * sizeof(float)};
         k->result[s] = (ge2_copy){k->slot_y[s], k->y, B * OUT * sizeof(float)};
