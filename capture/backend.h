@@ -125,7 +125,9 @@ typedef struct ge2_backend {
     bool (*feeds_ahead)(const ge2_backend_ctx *ctx);
     /* One step of the key through staging slot `slot`, in this order on the
      * device: exec->io[slot].stage (which may overlap the step before),
-     * exec->io[slot].upload, the launches, exec->io[slot].results. The
+     * then either the slot's own launches (exec->slot_launches[slot]) or
+     * exec->io[slot].upload and the key's launches, then
+     * exec->io[slot].results. The
      * program calls it only once the slot's previous step is done (its
      * fence), so the slot's staging, host and device, is free.
      * Returns once it is enqueued (CPU: done). CUDA: the first run after

@@ -18,7 +18,8 @@
  *     that reuses the shared arena cannot clobber what read_output returns.
  *   - GE2_STAGING_BUFFERS slots of host memory (pinned on CUDA), used in
  *     turn, one per step: the slot's staging, which the step uploads to the
- *     feed region first, and its result area, into which the step copies its
+ *     feed region first (or reads at its device staging, below), and its
+ *     result area, into which the step copies its
  *     loss and metric last (both copies part of the step: inside its CUDA
  *     Graph). The caller may write a batch straight into the next slot's
  *     staging (ge2_program_feed_buffers). On CUDA each slot also has a

@@ -387,9 +387,8 @@ ge2_status ge2_program_read_output(ge2_program *program, ge2_mode mode, const ge
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_read_output: '%s' is %s %s (%zu bytes), dst has %zu",
                          t->name, ge2_dtype_name(t->dtype), s, pt->bytes, bytes);
     /* A feed is read from the last step's device staging where the key has
-     * one: the whole-step kernel reads the feeds there and leaves the feed
-     * region alone (the launches' upload does fill it, with the same bytes).
-     * The next step stages into the other slot. */
+     * one: the slot's launches read the feeds there and nothing fills the
+     * feed region. The next step stages into the other slot. */
     const void *src = ge2_program_tensor_data(program, pk, t->id);
     const int last = (pk->next_staging + GE2_STAGING_BUFFERS - 1) % GE2_STAGING_BUFFERS;
     if (pt->pool == GE2_POOL_INPUTS && pt->offset + pt->bytes <= pk->staging_bytes && pk->device_staging[last])

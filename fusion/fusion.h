@@ -92,9 +92,12 @@ enum {
 
 typedef struct ge2_fusion_impl {
     unsigned does; /* GE2_FUSION_DOES_* */
-    /* Per key before warm-up and capture, given the group's prepared
-     * launches: *state, or NULL with why filled when these buffers or
-     * shapes are not its (the backend then runs the nodes). */
+    /* Per key and staging slot with launches of its own (ge2_exec.
+     * slot_launches: the same but for the feeds' addresses) before warm-up
+     * and capture, given the group's prepared launches: *state, or NULL
+     * with why filled when these buffers or shapes are not its (the
+     * backend then runs the nodes). A slot's state is its own: a group's
+     * launch gets the one its step's slot made. */
     ge2_status (*prepare)(const ge2_launch *launches, int n, void **state, char *why, size_t why_size);
     /* Enqueues the group; capturable like any kernel launch. Its kernels
      * use none of the launches' ge2_launch.scratch: the planner gives each

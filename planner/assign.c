@@ -93,7 +93,8 @@ static void mark_written(const ge2_graph *graph, const ge2_plan *plan, bool *wri
 
 /* Whether every output of node has memory in this key: an op that writes
  * output 0 over an input may need its other outputs as room meanwhile
- * (LINEAR_GRAD_INPUT's GEMM result goes into act(z)'s tensor) */
+ * (a linear input gradient that makes act(z) again puts its GEMM result
+ * into act(z)'s tensor: fusion/recompute_act) */
 static bool outputs_placed(const ge2_plan *plan, const ge2_node *node)
 {
     for (int o = 0; o < node->n_outputs; o++)

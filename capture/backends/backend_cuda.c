@@ -353,8 +353,8 @@ static void release_group(cuda_group *g)
             shared = shared || g->state[t] == g->state[s];
         if (g->state[s] && !shared && g->impl->release)
             g->impl->release(g->state[s]);
-        g->state[s] = NULL;
     }
+    memset(g->state, 0, sizeof g->state);
 }
 
 static void free_groups(ge2_cuda_exec *ce)
@@ -464,8 +464,8 @@ static ge2_status prepare_groups(ge2_backend_ctx *ctx, ge2_exec *exec, ge2_cuda_
         /* each slot's launches: their feeds differ (the same for all but the address) */
         bool taken = !bf16;
         for (int s = 0; taken && s < GE2_STAGING_BUFFERS; s++) {
-            if (s > 0 && !exec->slot_launches[s]) {
-                cg.state[s] = cg.state[0];
+            if (s > 0 && !exec->slot_launches[s] && !exec->slot_launches[0]) {
+                cg.state[s] = cg.state[0]; /* both run the key's launches */
                 continue;
             }
             const ge2_launch *first = &ge2_cuda_slot_launches(exec, s)[fg->first];

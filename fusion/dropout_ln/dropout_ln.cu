@@ -1,5 +1,4 @@
 // The fused dropout-then-layer-norm (dropout_ln.h): kernel, then launchers.
-#include "fusion/add_into/add_into.h"
 #include "fusion/dropout_ln/dropout_ln.h"
 #include "fusion/fusion.h"
 #include "kernels/cuda/check.h"
@@ -49,9 +48,9 @@ __global__ void __launch_bounds__(GE2_DLN_THREADS)
 extern "C" bool ge2_dropout_ln_takes(const ge2_launch *launches, int n, char *why, size_t why_size)
 {
     const ge2_launch *d = &launches[0], *ln = &launches[n - 1];
-    if (n < 2 || (d->node->op != GE2_OP_DROPOUT && d->node->op != ge2_op_dropout_add()) ||
-        ln->node->op != GE2_OP_LAYER_NORM)
-        return ge2_fusion_no(why, why_size, "not a DROPOUT (or DROPOUT_ADD) ... LAYER_NORM group");
+    // (the matcher took a DROPOUT or DROPOUT_ADD, row.c: x[, plus] -> y)
+    if (n < 2 || d->n_in > 2 || d->n_out != 1 || ln->node->op != GE2_OP_LAYER_NORM)
+        return ge2_fusion_no(why, why_size, "not a dropout ... LAYER_NORM group");
     for (int i = 0; i < d->n_in; i++)
         if (d->in[i].dtype != GE2_F32)
             return ge2_fusion_no(why, why_size, "the dropout's input %s is not f32", i ? "addend" : "x");

@@ -27,7 +27,7 @@ static inline ge2_head_kind ge2_head_pair_of(const ge2_node *a, const ge2_node *
     const bool gi_gw = a->op == GE2_OP_LINEAR_GRAD_INPUT && b->op == GE2_OP_LINEAR_GRAD_WEIGHT;
     const bool gw_gi = a->op == GE2_OP_LINEAR_GRAD_WEIGHT && b->op == GE2_OP_LINEAR_GRAD_INPUT;
     if ((gi_gw || gw_gi) && a->n_inputs >= 1 && b->n_inputs >= 1 && a->inputs[0] == b->inputs[0] &&
-        !ge2_node_reads_output_of(b, a)) /* (a recomputing input gradient feeds its weight gradient: not one) */
+        !ge2_node_reads_output_of(b, a)) /* (two gradients one of which feeds the other: not a pair) */
         return GE2_HEAD_GRADIENTS;
     return GE2_HEAD_NONE;
 }

@@ -19,9 +19,10 @@
  * ge2_mlp_step_match checks it did.
  *
  * Phases: fusion/mlp_step/pattern.h's table, after the step's feed upload
- * when that reads pinned host memory; from a device staging (the backend's
- * feeds ahead) the phases read the feeds there and the upload is skipped
- * (the program reads feeds back from the staging). In the row chain each work item takes a few
+ * when the backend gives it one (the launches read pinned host memory's
+ * copy in the feed region); a staging slot with a device staging has its
+ * own launches, which read the feeds there, so its state (one per slot)
+ * has its phases read them there and gets no upload. In the row chain each work item takes a few
  * batch rows through the chain's forward, the loss epilogue (logits,
  * dlogits, the item's loss partials) and back through the input gradients:
  * a row needs only itself and the weights, so no barrier is needed between
@@ -93,8 +94,7 @@ typedef struct ge2_mlp_step ge2_mlp_step;
 ge2_status ge2_mlp_step_prepare(const ge2_mlp_step_desc *desc, ge2_mlp_step **out);
 /* Enqueues the step on stream (a cudaStream_t); capturable. The kernel also
  * does the step's copies (step_copy.h): upload before the first phase
- * (none when its source is device memory: the phases read the feeds
- * there), the n_results result copies after the last. */
+ * (NULL: none), the n_results result copies after the last. */
 ge2_status ge2_mlp_step_launch(const ge2_mlp_step *step, void *stream, const ge2_cuda_copy *upload,
                                const ge2_cuda_copy *results, int n_results);
 void ge2_mlp_step_free(ge2_mlp_step *step);

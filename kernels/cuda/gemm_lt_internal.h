@@ -63,7 +63,8 @@ struct ge2_gemm_plan {
     // step read it back from there
     bool d_bf16;
     // D goes into out[d_out] rather than out[0] (0 unless set; gemm_writes_z
-    // wins): LINEAR_GRAD_INPUT's act(z) tensor when dx has z's memory
+    // wins): an output the op's post step overwrites after reading D, when
+    // out[0] has the memory of an input the post step reads
     int d_out;
     // Another output the op's post step writes (0 unless set: none); the
     // op's own bookkeeping, which the GEMM path only carries

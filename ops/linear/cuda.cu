@@ -187,6 +187,8 @@ extern "C" void ge2_cuda_linear_release(ge2_launch *launch)
 extern "C" bool ge2_cuda_linear_d_bf16(const ge2_launch *launch)
 {
     const bool y = launch->out[0].data != NULL;
+    if (launch->node->op == GE2_OP_LINEAR_GRAD_WEIGHT) // dW, a gradient: the GEMM writes it in f32
+        return false;
     if (launch->node->op != GE2_OP_LINEAR) // dx or y: no stash, no bias
         return y && launch->out[0].dtype == GE2_BF16;
     const bool stash = launch->n_out > 1 && launch->out[1].data;

@@ -333,8 +333,8 @@ static ge2_status prepare_with_fallback(ge2_launch *launch, ge2_gemm_plan *p, ge
 static ge2_status grad_input_prepare_at(ge2_launch *launch, bool fuse, int again_at)
 {
     if (again_at > 0 && again_of(launch, again_at) && !launch->out[0].data)
-        return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_linear_grad_input (node %d): act(z) is asked for without dx; "
-                         "the CUDA kernels make it beside dx", launch->node->id);
+        return ge2_error(GE2_ERR_UNSUPPORTED, "ge2_%s (node %d): act(z) is asked for without dx; "
+                         "the CUDA kernels make it beside dx", ge2_cuda_op_name(launch), launch->node->id);
     // dx on z's memory (the planner's takeover, ops.c): the GEMM must not
     // write over z before the post step reads it, so D goes into act(z)'s
     // tensor (same type), which the post step then overwrites element by
@@ -343,8 +343,8 @@ static ge2_status grad_input_prepare_at(ge2_launch *launch, bool fuse, int again
     if (again_at >= 0 && launch->n_in > 2 && launch->out[0].data == launch->in[2].data &&
         !ge2_cuda_linear_d_in_scratch(launch)) {
         if (launch->out[again_at].dtype != launch->out[0].dtype)
-            return ge2_error(GE2_ERR_STATE, "ge2_linear_grad_input (node %d): dx has z's memory but act(z) is %s, "
-                             "dx %s: no room for the GEMM's result", launch->node->id,
+            return ge2_error(GE2_ERR_STATE, "ge2_%s (node %d): dx has z's memory but act(z) is %s, "
+                             "dx %s: no room for the GEMM's result", ge2_cuda_op_name(launch), launch->node->id,
                              ge2_dtype_name(launch->out[again_at].dtype), ge2_dtype_name(launch->out[0].dtype));
         d_out = again_at;
     }

@@ -71,7 +71,7 @@ bool ge2_cuda_linear_d_in_scratch(const ge2_launch *launch);
  * LINEAR where ge2_linear_d_bf16 says so and its bias (if any) is bf16 too,
  * any other op of the family whenever its out[0] is bf16: LINEAR_GRAD_INPUT's
  * dx (act' and db then read it back), MATMUL's y (so its scratch holds no
- * f32 result); a weight gradient is never bf16 */
+ * f32 result); never LINEAR_GRAD_WEIGHT's dW (a gradient) */
 bool ge2_cuda_linear_d_bf16(const ge2_launch *launch);
 /* Under the storage pass of precision BF16: does LINEAR's GEMM write its
  * result D in bf16? D is the z stash when one is kept (has_stash; relu's
