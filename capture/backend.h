@@ -11,6 +11,7 @@
 
 #include "graph/control.h"
 #include "graph/ir.h"
+#include "graph/step_loop.h"
 #include "planner/plan.h"
 
 typedef struct ge2_backend_ctx ge2_backend_ctx; /* a backend's per-program state */
@@ -134,6 +135,19 @@ typedef struct ge2_backend {
      * exec_prepare runs eagerly (the warm-up, and the step itself), then
      * captures one graph per slot; later runs replay the slot's graph. */
     ge2_status (*exec_run)(ge2_backend_ctx *ctx, ge2_exec *exec, int slot);
+    /* Steps of a key in one launch (graph/step_loop.h): while the loop's
+     * counters have steps remaining, the gather, the slot's launches
+     * (without its upload and result copies: the loop gathers the feeds
+     * and sums the results) and the advance. Only for a key whose steps
+     * replay a captured graph (exec->captured); the loop's counters are
+     * the caller's to fill before and read after (upload, download). The
+     * first call, and one with another `generation` (the loop's addresses
+     * or constants changed), captures the loop's graph, which the key keeps
+     * until exec_release. Returns once the launch is enqueued. Optional:
+     * NULL means the program runs the steps one at a time; so does an
+     * error, whose message says why. */
+    ge2_status (*exec_loop)(ge2_backend_ctx *ctx, ge2_exec *exec, int slot, const ge2_step_loop *loop,
+                            uint64_t generation);
     void (*exec_release)(ge2_backend_ctx *ctx, ge2_exec *exec);
     ge2_status (*sync)(ge2_backend_ctx *ctx);
     /* Keys captured over the program's life (each holds a graph per slot). */

@@ -85,7 +85,14 @@ typedef struct ge2_program_key {
     /* false after a failed exec_prepare (e.g. while the shared arena grew):
      * prepared again on the key's next use */
     bool prepared;
+    /* a step has run since exec_prepare: were the key's steps to replay a
+     * graph, it would be captured now (ge2_exec.captured) */
+    bool ran_since_prepare;
     bool dumped_kernels; /* options.dump has shown its kernels */
+    /* Device loops of this key (program_loop.c), made by its first: the
+     * loop's counters, sums and results (device), and their host mirror
+     * (pinned), each [ge2_program_loop_block_bytes] */
+    void *loop_block, *loop_host;
 } ge2_program_key;
 
 struct ge2_program {
@@ -139,6 +146,12 @@ struct ge2_program {
 
     /* per mode: the data set ge2_program_set_dataset gave (capture/program_run.c) */
     struct ge2_kept_dataset *dataset[GE2_MODE_COUNT];
+    /* counts the data sets given: a key's device loop made for another
+     * one is made again (ge2_backend.exec_loop's generation) */
+    uint64_t dataset_generation;
+    /* per mode: why its runs take a launch a step on a backend that has
+     * device loops ("" while they may loop; ge2_program_run_per_step) */
+    char per_step_why[GE2_MODE_COUNT][256];
 
     ge2_metrics metrics[GE2_MODE_COUNT]; /* per mode: steps done and added, not yet taken */
     int64_t steps_issued[GE2_MODE_COUNT]; /* per mode: steps enqueued so far */
@@ -177,6 +190,27 @@ ge2_status ge2_program_source_done(ge2_program *program, void *fence, bool *done
 ge2_status ge2_program_key_get(ge2_program *program, const ge2_key *key, int *index);
 /* GE2_ERR_STATE if nodes or tensors were added to the graph after ge2_compile. */
 ge2_status ge2_program_check_graph(const ge2_program *program, const char *fn);
+/* The key of these feeds (shapes only; data may be NULL), planned and
+ * prepared on first sight, and its index; fn names the caller. */
+ge2_status ge2_program_key_of(ge2_program *program, ge2_mode mode, const ge2_feed *feeds, int n_feeds, const char *fn,
+                              ge2_program_key **pk, int *index);
+/* Waits for every step enqueued and adds the results of those not yet
+ * added to their mode's sums, in step order (program_step.c). */
+ge2_status ge2_program_finish_steps(ge2_program *program);
+/* Fails as a finished step that saw the device's count of out-of-range
+ * labels and ids reach `count` does (program_step.c). */
+ge2_status ge2_program_bad_index_found(ge2_program *program, int64_t count);
+/* Runs `steps` (>= 1) full-batch steps of key pk (index `index`) in one
+ * device launch (ge2_backend.exec_loop), from the run's position (epoch,
+ * batch_in_epoch): loop holds the data set's part (fields with their
+ * rows, batch, batches, the order's constants), and feed_ids[f] is field
+ * f's tensor. Afterwards the program is as after those steps one at a
+ * time: sums, step numbers, the key's last slot. *looped false (and the
+ * mode's per_step_why set): the backend could not make the loop, nothing
+ * ran, and the caller runs the steps one at a time (program_loop.c). */
+ge2_status ge2_program_loop(ge2_program *program, ge2_program_key *pk, int index, ge2_step_loop *loop,
+                            const int *feed_ids, int64_t steps, int64_t epoch, int64_t batch_in_epoch,
+                            bool *looped);
 /* Frees mode's kept data set (program_run.c); nothing without one. */
 void ge2_program_dataset_free(ge2_program *program, ge2_mode mode);
 /* Frees one key and what ge2_program_key_get made for it (not the shared arena). */

@@ -185,6 +185,7 @@ static ge2_status prepare_exec(ge2_program *program, ge2_program_key *pk)
 {
     GE2_TRY(program->backend->exec_prepare(program->bctx, &pk->exec));
     pk->prepared = true;
+    pk->ran_since_prepare = false;
     FILE *dump = program->options.o.dump;
     if (dump && !pk->dumped_kernels) {
         fprintf(dump, "-- pass select kernels\n");
@@ -318,6 +319,8 @@ void ge2_program_key_release(ge2_program *program, ge2_program_key *pk)
     b->free(program->bctx, pk->inputs);
     b->free_host(program->bctx, pk->results);
     ge2_free(pk->result_copies);
+    b->free(program->bctx, pk->loop_block);
+    b->free_host(program->bctx, pk->loop_host);
     for (int i = 0; i < GE2_STAGING_BUFFERS; i++) {
         b->free_host(program->bctx, pk->staging[i]);
         b->free(program->bctx, pk->device_staging[i]);

@@ -8,7 +8,14 @@
  * (ge2_program_feed_buffers), a byte widened to f32 on the way as the
  * trainers' loader widens a pixel. Each step is an ordinary
  * ge2_program_step: the same key, staging, metrics and checks, so a run
- * equals its steps made one at a time, by construction. */
+ * equals its steps made one at a time, by construction.
+ *
+ * On a backend with device loops (CUDA) the run's full batches go many to
+ * a launch instead, once their key has replayed a step: the data set is
+ * copied to the device once, and each launch gathers, steps and sums
+ * there (capture/program_loop.c, graph/step_loop.h), with the same order
+ * and arithmetic, so the bits stay those of the steps one at a time. A
+ * partial last batch (its own key) still goes alone. */
 #include <string.h>
 
 #include "capture/program_internal.h"
@@ -27,6 +34,8 @@ typedef struct kept_field {
     float divisor;
     int64_t row;     /* elements per example */
     unsigned char *data; /* [examples][row] of dtype */
+    size_t bytes;        /* of data */
+    void *device;        /* its copy for device loops; NULL until one needs it */
 } kept_field;
 
 struct ge2_kept_dataset {
@@ -37,14 +46,24 @@ struct ge2_kept_dataset {
     kept_field field[GE2_MAX_FEEDS];
 };
 
+_Static_assert(GE2_MAX_FEEDS <= GE2_LOOP_MAX_FIELDS, "a device loop gathers every feed");
+
+static void dataset_release(ge2_program *program, struct ge2_kept_dataset *d)
+{
+    for (int f = 0; f < d->n_fields; f++) {
+        ge2_free(d->field[f].data);
+        if (d->field[f].device)
+            program->backend->free(program->bctx, d->field[f].device);
+    }
+    ge2_free(d);
+}
+
 void ge2_program_dataset_free(ge2_program *program, ge2_mode mode)
 {
     struct ge2_kept_dataset *d = program->dataset[mode];
     if (!d)
         return;
-    for (int f = 0; f < d->n_fields; f++)
-        ge2_free(d->field[f].data);
-    ge2_free(d);
+    dataset_release(program, d);
     program->dataset[mode] = NULL;
 }
 
@@ -99,6 +118,7 @@ static ge2_status field_bytes(const ge2_dataset_desc *desc, int i, const ge2_ten
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_set_dataset: %lld examples of '%s' rows (%zu bytes "
                          "each) do not fit in memory", (long long)desc->examples, t->name, row_bytes);
     *bytes = (size_t)desc->examples * row_bytes;
+    kf->bytes = *bytes;
     return GE2_OK;
 }
 
@@ -141,7 +161,7 @@ ge2_status ge2_program_set_dataset(ge2_program *program, ge2_mode mode, const ge
             break;
         taken[f] = true;
         kept_field *kf = &d->field[f];
-        *kf = (kept_field){k->feed_ids[f], desc->fields[i].dtype, false, desc->fields[i].divisor, 0, NULL};
+        *kf = (kept_field){k->feed_ids[f], desc->fields[i].dtype, false, desc->fields[i].divisor, 0, NULL, 0, NULL};
         st = field_bytes(desc, i, program->graph->tensors[kf->tensor], kf, &bytes[f]);
         total += st == GE2_OK ? bytes[f] : 0;
         if (st == GE2_OK && total > limit)
@@ -156,13 +176,12 @@ ge2_status ge2_program_set_dataset(ge2_program *program, ge2_mode mode, const ge
             memcpy(kf->data, desc->fields[i].data, bytes[f]);
     }
     if (st != GE2_OK) {
-        for (int f = 0; f < d->n_fields; f++)
-            ge2_free(d->field[f].data);
-        ge2_free(d);
+        dataset_release(program, d);
         return st;
     }
     ge2_program_dataset_free(program, mode);
     program->dataset[mode] = d;
+    program->dataset_generation++;
     return GE2_OK;
 }
 
@@ -202,11 +221,115 @@ static void gather(const struct ge2_kept_dataset *d, int f, const ge2_epoch_orde
     }
 }
 
+/* Full batches in a row from the run's position, at most `steps`: every
+ * one when the batch divides the shard, else those before the epoch's
+ * partial last batch. */
+static int64_t full_batches_ahead(const ge2_run *run, int64_t steps, int64_t batches, int64_t shard)
+{
+    if (shard % run->batch == 0)
+        return steps;
+    const int64_t before_partial = batches - 1 - run->batch_in_epoch;
+    return steps < before_partial ? steps : before_partial;
+}
+
+/* The kept data set in device memory, copied on a device loop's first need;
+ * false, with the mode's per_step_why, when it does not fit. */
+static ge2_status copy_to_device(ge2_program *program, ge2_mode mode, struct ge2_kept_dataset *d, bool *ok)
+{
+    *ok = true;
+    size_t total = 0;
+    for (int f = 0; f < d->n_fields; f++)
+        total += d->field[f].device ? 0 : d->field[f].bytes;
+    if (total == 0)
+        return GE2_OK;
+    char what[64];
+    snprintf(what, sizeof what, "the kept %s data set", ge2_program_mode_name(mode));
+    if (ge2_program_check_memory(program, "ge2_program_run", (double)total, what) != GE2_OK) {
+        snprintf(program->per_step_why[mode], sizeof program->per_step_why[mode], "%s", ge2_last_error());
+        *ok = false;
+        return GE2_OK;
+    }
+    for (int f = 0; f < d->n_fields; f++) {
+        kept_field *kf = &d->field[f];
+        if (kf->device)
+            continue;
+        GE2_TRY(program->backend->alloc(program->bctx, kf->bytes ? kf->bytes : 1, &kf->device));
+        GE2_TRY(program->backend->upload(program->bctx, kf->device, kf->data, kf->bytes));
+    }
+    return program->backend->sync(program->bctx); /* the host copies may go at once after */
+}
+
+/* Runs up to `full` full-batch steps from the run's position in one device
+ * launch; *took: how many ran (0: the caller steps one at a time). */
+static ge2_status try_loop(ge2_program *program, ge2_mode mode, struct ge2_kept_dataset *d, const ge2_run *run,
+                           int64_t full, int rank, int world, int64_t batches, int64_t *took)
+{
+    *took = 0;
+    if (!program->backend->exec_loop || program->per_step_why[mode][0])
+        return GE2_OK;
+    if (world > 1) {
+        snprintf(program->per_step_why[mode], sizeof program->per_step_why[mode],
+                 "data parallel training steps run a launch each (their collectives stay outside device loops)");
+        return GE2_OK;
+    }
+    ge2_feed feeds[GE2_MAX_FEEDS];
+    int feed_ids[GE2_MAX_FEEDS];
+    for (int f = 0; f < d->n_fields; f++) {
+        const ge2_tensor *t = program->graph->tensors[d->field[f].tensor];
+        feeds[f] = (ge2_feed){t, NULL, t->shape};
+        feeds[f].shape.dim[0] = run->batch;
+        feed_ids[f] = t->id;
+    }
+    ge2_program_key *pk;
+    int index;
+    GE2_TRY(ge2_program_key_of(program, mode, feeds, d->n_fields, "ge2_program_run", &pk, &index));
+    if (!pk->exec.captured) {
+        /* its first step (after it was prepared, again when the shared
+         * arena grew) captures it; one that has run since and is not
+         * captured runs eagerly for good */
+        if (pk->ran_since_prepare)
+            snprintf(program->per_step_why[mode], sizeof program->per_step_why[mode],
+                     "the %s steps run eagerly (capture is off, launches are timed, or the capture failed)",
+                     ge2_program_mode_name(mode));
+        return GE2_OK;
+    }
+    bool ok;
+    GE2_TRY(copy_to_device(program, mode, d, &ok));
+    if (!ok)
+        return GE2_OK;
+    ge2_step_loop loop;
+    memset(&loop, 0, sizeof loop);
+    loop.n_fields = d->n_fields;
+    for (int f = 0; f < d->n_fields; f++) {
+        const kept_field *kf = &d->field[f];
+        loop.field[f] = (ge2_loop_field){kf->device, NULL, kf->row, (int32_t)ge2_dtype_size(kf->dtype),
+                                         kf->widen, kf->divisor};
+    }
+    loop.batch = run->batch;
+    loop.batches = batches;
+    loop.seed = d->seed;
+    loop.examples = (uint64_t)d->examples;
+    loop.shuffle = d->shuffle;
+    loop.rank = rank;
+    loop.world = world;
+    bool looped;
+    GE2_TRY(ge2_program_loop(program, pk, index, &loop, feed_ids, full, run->epoch, run->batch_in_epoch, &looped));
+    *took = looped ? full : 0;
+    return GE2_OK;
+}
+
+const char *ge2_program_run_per_step(const ge2_program *program, ge2_mode mode)
+{
+    if (!program || (unsigned)mode >= GE2_MODE_COUNT || !program->per_step_why[mode][0])
+        return NULL;
+    return program->per_step_why[mode];
+}
+
 ge2_status ge2_program_run(ge2_program *program, ge2_mode mode, ge2_run *run)
 {
     if (!program || !run || (unsigned)mode >= GE2_MODE_COUNT)
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_run: program, a mode and run are required");
-    const struct ge2_kept_dataset *d = program->dataset[mode];
+    struct ge2_kept_dataset *d = program->dataset[mode];
     if (!d)
         return ge2_error(GE2_ERR_STATE, "ge2_program_run: no %s data set (ge2_program_set_dataset)",
                          ge2_program_mode_name(mode));
@@ -223,7 +346,22 @@ ge2_status ge2_program_run(ge2_program *program, ge2_mode mode, ge2_run *run)
     ge2_epoch_order order = ge2_epoch_order_of(d->seed, (uint64_t)run->epoch, (uint64_t)d->examples);
     ge2_feed feeds[GE2_MAX_FEEDS];
     void *slots[GE2_MAX_FEEDS];
+    run->device_loop_steps = 0;
     for (int64_t s = 0; s < run->steps; s++) {
+        /* the full batches ahead in one launch where the backend loops */
+        const int64_t full = full_batches_ahead(run, run->steps - s, batches, shard);
+        int64_t took = 0;
+        if (full >= 2)
+            GE2_TRY(try_loop(program, mode, d, run, full, rank, world, batches, &took));
+        if (took > 0) {
+            s += took - 1;
+            run->device_loop_steps += took;
+            const int64_t at = run->batch_in_epoch + took;
+            run->epoch += at / batches;
+            run->batch_in_epoch = at % batches;
+            order = ge2_epoch_order_of(d->seed, (uint64_t)run->epoch, (uint64_t)d->examples);
+            continue;
+        }
         const int64_t start = run->batch_in_epoch * run->batch;
         const int64_t size = shard - start < run->batch ? shard - start : run->batch;
         for (int f = 0; f < d->n_fields; f++) {

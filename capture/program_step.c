@@ -133,9 +133,12 @@ static ge2_status bad_index_found(ge2_program *program, int64_t count)
                      first, before > 0 ? "an earlier step's first" : "the first", (long long)(count - before));
 }
 
+ge2_status ge2_program_bad_index_found(ge2_program *program, int64_t count) { return bad_index_found(program, count); }
+
 /* Slot s's step is done: its results are final. Adds them to the sums of
  * the key's mode, once (the slot is no longer in flight after); fails when
- * the step read a label or id out of range. */
+ * the step read a label or id out of range. Only fold_up_to calls it, so
+ * steps are added in the order they ran. */
 static ge2_status fold_slot(ge2_program *program, ge2_program_key *pk, int s)
 {
     pk->in_flight[s] = false;
@@ -166,6 +169,31 @@ static ge2_status fold_slot(ge2_program *program, ge2_program_key *pk, int s)
     return GE2_OK;
 }
 
+/* Folds every step of mode still in flight up to the step numbered `last`,
+ * in the order they ran, whichever key ran them: one stream runs the steps
+ * in order, so once step `last` is done so are those before it. The sums
+ * then take each step's results in step order, as a device loop adds them
+ * (capture/program_loop.c), however the host's waits fell. */
+static ge2_status fold_up_to(ge2_program *program, ge2_mode mode, int64_t last)
+{
+    for (;;) {
+        ge2_program_key *first = NULL;
+        int first_slot = -1;
+        for (int k = 0; k < program->n_keys; k++) {
+            ge2_program_key *pk = program->keys[k];
+            for (int s = 0; pk->key.mode == mode && s < GE2_STAGING_BUFFERS; s++)
+                if (pk->in_flight[s] && pk->step_number[s] <= last &&
+                    (!first || pk->step_number[s] < first->step_number[first_slot])) {
+                    first = pk;
+                    first_slot = s;
+                }
+        }
+        if (!first)
+            return GE2_OK;
+        GE2_TRY(fold_slot(program, first, first_slot));
+    }
+}
+
 /* Folds the key's slots whose step is done, oldest first, without waiting.
  * One stream runs the steps in order, so the first one still running ends
  * the search. */
@@ -179,7 +207,7 @@ static ge2_status fold_done(ge2_program *program, ge2_program_key *pk)
         GE2_TRY(ge2_program_source_done(program, pk->fence[s], &done));
         if (!done)
             return GE2_OK;
-        GE2_TRY(fold_slot(program, pk, s));
+        GE2_TRY(fold_up_to(program, pk->key.mode, pk->step_number[s]));
     }
     return GE2_OK;
 }
@@ -192,7 +220,15 @@ static ge2_status staging_wait(ge2_program *program, ge2_program_key *pk, int s)
     if (!pk->in_flight[s])
         return GE2_OK;
     GE2_TRY(ge2_program_source_wait(program, pk->fence[s]));
-    return fold_slot(program, pk, s);
+    return fold_up_to(program, pk->key.mode, pk->step_number[s]);
+}
+
+ge2_status ge2_program_finish_steps(ge2_program *program)
+{
+    GE2_TRY(program->backend->sync(program->bctx));
+    for (int m = 0; m < GE2_MODE_COUNT; m++)
+        GE2_TRY(fold_up_to(program, (ge2_mode)m, INT64_MAX));
+    return GE2_OK;
 }
 
 /* Sums of the steps known done: none is waited for. */
@@ -304,6 +340,13 @@ static ge2_status key_for_feeds(ge2_program *program, ge2_mode mode, const ge2_f
     return GE2_OK;
 }
 
+ge2_status ge2_program_key_of(ge2_program *program, ge2_mode mode, const ge2_feed *feeds, int n_feeds, const char *fn,
+                              ge2_program_key **pk, int *index)
+{
+    int feed_of[GE2_MAX_FEEDS];
+    return key_for_feeds(program, mode, feeds, n_feeds, fn, false, pk, index, feed_of);
+}
+
 ge2_status ge2_program_feed_buffers(ge2_program *program, ge2_mode mode, const ge2_feed *feeds, int n_feeds,
                                     void **ptrs)
 {
@@ -342,6 +385,7 @@ ge2_status ge2_program_step(ge2_program *program, ge2_mode mode, const ge2_feed 
     }
     pk->next_staging = (s + 1) % GE2_STAGING_BUFFERS;
     pk->handed_out = false;
+    pk->ran_since_prepare = true;
     pk->in_flight[s] = true;
     pk->step_number[s] = ++program->steps_issued[mode];
     program->last_key[mode] = index;

@@ -371,7 +371,10 @@ typedef struct run {
     cli_log *log;         /* --log-file, or NULL */
     ge2_metrics interval; /* what has arrived since the last log line (across epochs) */
     double interval_start;
+    const char *name;     /* the trainer's, for notes */
+    bool said_per_step;   /* the note on why runs take a launch a step is out */
 } run;
+
 
 /* Metrics of the epoch so far: whatever has been read back. */
 typedef struct progress {
@@ -383,6 +386,17 @@ typedef struct progress {
 static bool is_rank0(void)
 {
     return !job || ge2_dist_rank(job) == 0;
+}
+
+/* Says once, on stderr, why the program's runs of mode take a launch a
+ * step where the device could loop (ge2_program_run_per_step). */
+static void note_per_step(run *r, ge2_mode mode)
+{
+    const char *why = ge2_program_run_per_step(r->program, mode);
+    if (why && !r->said_per_step && is_rank0()) {
+        fprintf(stderr, "%s: note: each step is its own launch: %s\n", r->name, why);
+        r->said_per_step = true;
+    }
 }
 
 /* Takes what has arrived, without waiting; a loss that is not finite stops
@@ -573,6 +587,7 @@ static ge2_status next_steps(run *r, ge2_batcher *b, int64_t epoch, int64_t batc
         return GE2_OK;
     ge2_run launch = {.batch = r->o->batch, .epoch = epoch, .batch_in_epoch = *at, .steps = launch_steps(r, *at, batches)};
     const ge2_status st = ge2_program_run(r->program, GE2_MODE_TRAIN, &launch);
+    note_per_step(r, GE2_MODE_TRAIN);
     /* the steps before a failed one ran */
     *done = launch.epoch > epoch ? batches - *at : launch.batch_in_epoch - *at;
     *at += *done;
@@ -651,6 +666,7 @@ static ge2_status evaluate(run *r, const ge2_dataset *test_set, ge2_metrics *m, 
         ge2_run pass = {.batch = r->o->batch, .steps = ge2_batcher_batches_per_epoch(b)};
         if (st == GE2_OK)
             st = ge2_program_run(r->program, GE2_MODE_EVAL, &pass);
+        note_per_step(r, GE2_MODE_EVAL);
         *steps = st == GE2_OK ? pass.steps : 0;
     }
     while (st == GE2_OK && r->o->steps_per_launch == 1) {
@@ -734,7 +750,7 @@ static int train_and_test(const trainer_spec *spec, const trainer_options *o, ge
     ge2_optimizer_config oc = optimizer_config(o, steps_per_epoch(o, train_set->n));
     trainer_model m = {0};
     ge2_program *program = NULL;
-    run r = {.o = o, .oc = &oc, .m = &m, .pos = {0, 0, o->seed, 0}};
+    run r = {.o = o, .oc = &oc, .m = &m, .pos = {0, 0, o->seed, 0}, .name = spec->name};
     int code = 0;
     ge2_compile_options co = o->compile;
     co.collective = ge2_dist_collective(job);

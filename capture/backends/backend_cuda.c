@@ -386,6 +386,7 @@ static void cuda_exec_release(ge2_backend_ctx *ctx, ge2_exec *exec)
     }
     free_groups(ce);
     if (ce) {
+        ge2_cuda_loop_release(ce);
         ge2_cuda_side_free(ce, exec->n_launches);
         ge2_cuda_timing_free(ce->timing, exec->n_launches);
     }
@@ -761,6 +762,13 @@ static ge2_status enqueue_step(ge2_backend_ctx *ctx, ge2_exec *exec, int slot, b
     return sc.results_done ? GE2_OK : ge2_cuda_copy_launch(results, io->n_results, ctx->stream);
 }
 
+ge2_status ge2_cuda_enqueue_body(ge2_backend_ctx *ctx, ge2_exec *exec, int slot, bool capturing, int *broke)
+{
+    step_copies sc = {NULL, NULL, 0, false};
+    *broke = -1;
+    return enqueue_launches(ctx, exec, slot, &sc, capturing, broke);
+}
+
 /* What one replay really launches: a cuBLASLt call may add split-K reduction
  * or epilogue kernels to the one launch ge2 enqueues, so benchmarks compare
  * this count, not the launch count, with a profiler's kernel count. */
@@ -938,6 +946,7 @@ const ge2_backend ge2_backend_cuda = {
     .launch_scratch_bytes = cuda_launch_scratch_bytes,
     .exec_prepare = cuda_exec_prepare,
     .exec_run = cuda_exec_run,
+    .exec_loop = ge2_cuda_exec_loop,
     .exec_release = cuda_exec_release,
     .sync = cuda_sync,
     .fence_new = cuda_fence_new,

@@ -91,6 +91,11 @@ typedef struct ge2_cuda_exec {
      * SIDE_NONE: none. The same every step, so found once (ge2_cuda_side_find_waits). */
     int *side_wait;
     launch_timing *timing; /* NULL unless time_launches */
+    /* the key's device loop (backend_cuda_loop.c): NULL until a loop asks
+     * for it; made for the loop generation loop_generation */
+    cudaGraphExec_t loop;
+    uint64_t loop_generation;
+    int loop_slot; /* whose launches its body runs */
 } ge2_cuda_exec;
 
 /* The launches a step through staging slot `slot` runs: the slot's own
@@ -158,5 +163,17 @@ ge2_status ge2_cuda_timing_collect(launch_timing *t, int n_launches);
 /* The backend's launch_us and side_stream_us (capture/backend.h) */
 double ge2_cuda_launch_us(const ge2_backend_ctx *ctx, const ge2_exec *exec, int i, int *steps);
 bool ge2_cuda_side_stream_us(const ge2_backend_ctx *ctx, const ge2_exec *exec, int i, ge2_side_stream_us *out);
+
+/* Enqueues the key's launches through staging slot `slot` as a step does,
+ * without the feed upload and the result copies (a device loop's body;
+ * backend_cuda.c). During capture, *broke is the index of the launch after
+ * which the capture was invalidated (-1 if none). */
+ge2_status ge2_cuda_enqueue_body(ge2_backend_ctx *ctx, ge2_exec *exec, int slot, bool capturing, int *broke);
+
+/* The CUDA backend's exec_loop, and the release of what it made for a key
+ * (backend_cuda_loop.c). */
+ge2_status ge2_cuda_exec_loop(ge2_backend_ctx *ctx, ge2_exec *exec, int slot, const ge2_step_loop *loop,
+                              uint64_t generation);
+void ge2_cuda_loop_release(ge2_cuda_exec *ce);
 
 #endif /* GE2_CAPTURE_BACKEND_CUDA_INTERNAL_H */

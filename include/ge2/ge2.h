@@ -763,9 +763,12 @@ ge2_status ge2_program_taken_sum(ge2_program *program, ge2_mode mode, const ge2_
  * bit for bit. Under data parallelism (ge2_compile_options.collective)
  * each rank's training runs take its shard of every epoch, as PyTorch's
  * DistributedSampler: positions rank, rank + world, ... padded by the
- * order's first examples; eval runs take the whole data set. Every step goes through the program's step path
- * today, one launch per step on CUDA; a run of many steps in one launch,
- * with the data set in device memory, is the CUDA backend's next step. */
+ * order's first examples; eval runs take the whole data set. On the CPU
+ * every step goes through the program's step path; on CUDA a run's full
+ * batches go many to one launch once their key is captured: the data set is
+ * copied to the device once, and a loop in the captured graph (a WHILE
+ * conditional node) gathers each batch, runs the step and sums its
+ * results there, with the same bits as the steps one at a time. */
 
 /* One field of a kept data set: every example's row of one feed (an input
  * or label of the graph; a row is the feed's built shape without its first
@@ -803,6 +806,9 @@ typedef struct ge2_run {
     int64_t batch;                 /* examples a step: the feeds' first dim */
     int64_t epoch, batch_in_epoch; /* where the run starts; where the next one would */
     int64_t steps;                 /* steps to run, across epochs' ends */
+    /* out: how many of the call's steps ran inside device loops, many
+     * steps a launch (CUDA); the rest ran a launch each */
+    int64_t device_loop_steps;
 } ge2_run;
 
 /* run->steps steps of mode over the kept data set from (epoch,
@@ -811,6 +817,13 @@ typedef struct ge2_run {
  * them). Fails (GE2_ERR_STATE) without a data set for mode, and as a step
  * fails, the position then at the failed step. */
 ge2_status ge2_program_run(ge2_program *program, ge2_mode mode, ge2_run *run);
+/* Why mode's runs take a launch a step on a backend that can run many in
+ * one (CUDA's device loop): data parallel training, launches timed or not
+ * captured, a data set too large for the device, or the loop's own
+ * failure, said once it is known. NULL while they may loop, and on the CPU
+ * backend, which runs each step in turn. The string lives with the
+ * program. */
+const char *ge2_program_run_per_step(const ge2_program *program, ge2_mode mode);
 /* Batches per epoch of mode's kept data set at this batch size (0 without one). */
 int64_t ge2_program_run_batches(const ge2_program *program, ge2_mode mode, int64_t batch);
 

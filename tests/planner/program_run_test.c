@@ -14,6 +14,16 @@
 #include "tests/planner/random_graph.h"
 #include "tests/planner/suite.h"
 
+/* Built twice: on the CPU (CI) and, as program_run_gpu_test, on CUDA,
+ * where a run's full batches go many to a launch (a device loop) and must
+ * still equal the steps one at a time bit for bit. */
+#ifdef PROGRAM_RUN_ON_CUDA
+#include "tests/gpu/capture_suite.h"
+#define DEVICE GE2_DEVICE_CUDA
+#else
+#define DEVICE GE2_DEVICE_CPU
+#endif
+
 #define FEATURES 12
 #define CLASSES 4
 #define TRAIN_EXAMPLES 50 /* batches of 8: six full, one of 2 */
@@ -92,10 +102,10 @@ static void data_free(data *d)
     ge2_dataset_free(d->set);
 }
 
-static ge2_program *compile_cpu(const model *m, ge2_context **ctx)
+static ge2_program *compile_on_device(const model *m, ge2_context **ctx)
 {
     ge2_program *p;
-    ck_assert_int_eq(ge2_context_new(GE2_DEVICE_CPU, ctx), GE2_OK);
+    ck_assert_int_eq(ge2_context_new(DEVICE, ctx), GE2_OK);
     ck_assert_msg(ge2_compile(*ctx, m->graph, NULL, &p) == GE2_OK, "%s", ge2_last_error());
     return p;
 }
@@ -109,10 +119,14 @@ static void keep(ge2_program *p, const model *m, ge2_mode mode, const data *d, b
     ck_assert_msg(ge2_program_set_dataset(p, mode, &desc) == GE2_OK, "%s", ge2_last_error());
 }
 
+/* Steps run inside device loops by the runs so far */
+static int64_t looped_steps;
+
 static void run(ge2_program *p, ge2_mode mode, ge2_run *r, int64_t steps)
 {
     r->steps = steps;
     ck_assert_msg(ge2_program_run(p, mode, r) == GE2_OK, "%s", ge2_last_error());
+    looped_steps += r->device_loop_steps;
 }
 
 /* The reference: `steps` ge2_program_step calls on the batcher's batches. */
@@ -174,7 +188,7 @@ START_TEST(test_runs_equal_single_steps)
         data_make(TRAIN_EXAMPLES, 5, &train);
         data_make(EVAL_EXAMPLES, 6, &eval);
         ge2_context *ca, *cb, *cc;
-        ge2_program *a = compile_cpu(&m, &ca), *b = compile_cpu(&m, &cb), *c = compile_cpu(&m, &cc);
+        ge2_program *a = compile_on_device(&m, &ca), *b = compile_on_device(&m, &cb), *c = compile_on_device(&m, &cc);
         keep(a, &m, GE2_MODE_TRAIN, &train, shuffle);
         keep(a, &m, GE2_MODE_EVAL, &eval, false);
         keep(c, &m, GE2_MODE_TRAIN, &train, shuffle);
@@ -205,8 +219,17 @@ START_TEST(test_runs_equal_single_steps)
         ck_assert(r.epoch == epoch && r.batch_in_epoch == at);
         expect_same(a, b, &m, shuffle ? "shuffled runs" : "runs in order");
 
+        /* CUDA: each run's full batches after the key's first step loop on
+         * the device (5 + 6 + 4 of the 18); the CPU runs each step itself */
+        ck_assert_msg(looped_steps == (DEVICE == GE2_DEVICE_CUDA ? 14 : 0), "%lld steps ran in device loops (%s)",
+                      (long long)looped_steps, ge2_program_run_per_step(a, GE2_MODE_TRAIN) ?
+                      ge2_program_run_per_step(a, GE2_MODE_TRAIN) : "no reason given");
+        looped_steps = 0;
         ge2_run all = {.batch = BATCH};
         run(c, GE2_MODE_TRAIN, &all, 18);
+        ck_assert_msg(looped_steps == (DEVICE == GE2_DEVICE_CUDA ? 15 : 0), "%lld of 18 steps in device loops",
+                      (long long)looped_steps);
+        looped_steps = 0;
         float wa[CLASSES * 16], wc[CLASSES * 16];
         ck_assert_int_eq(ge2_program_get_parameter(a, m.params[2], wa, sizeof wa), GE2_OK);
         ck_assert_int_eq(ge2_program_get_parameter(c, m.params[2], wc, sizeof wc), GE2_OK);
@@ -227,6 +250,9 @@ START_TEST(test_runs_equal_single_steps)
 }
 END_TEST
 
+/* CPU only: a CPU step fails at once, where a CUDA step's count is seen
+ * at a later wait, with the run's position past it. */
+#ifndef PROGRAM_RUN_ON_CUDA
 START_TEST(test_mistakes_are_named)
 {
     model m;
@@ -234,7 +260,7 @@ START_TEST(test_mistakes_are_named)
     data d;
     data_make(TRAIN_EXAMPLES, 5, &d);
     ge2_context *ctx;
-    ge2_program *p = compile_cpu(&m, &ctx);
+    ge2_program *p = compile_on_device(&m, &ctx);
     ge2_run r = {.batch = BATCH, .steps = 1};
     expect_error(ge2_program_run(p, GE2_MODE_TRAIN, &r), GE2_ERR_STATE, "no train data set", NULL);
 
@@ -280,6 +306,7 @@ START_TEST(test_mistakes_are_named)
     ge2_graph_free(m.graph);
 }
 END_TEST
+#endif
 
 /* A u8 feed kept as bytes is copied as bytes (only an f32 feed widens
  * them): it reads back as the examples' bytes. */
@@ -310,8 +337,39 @@ START_TEST(test_byte_feed_kept_as_bytes)
 }
 END_TEST
 
+#ifdef PROGRAM_RUN_ON_CUDA
+/* A label out of range inside a device loop: the loop's count shows it
+ * when the launch is done, and the run fails naming it, as a CUDA step's
+ * fold does. */
+START_TEST(test_loop_reports_bad_labels)
+{
+    model m;
+    model_build(&m);
+    data d;
+    data_make(TRAIN_EXAMPLES, 5, &d);
+    d.set->labels[8 * 3 + 2] = 9; /* the fourth batch, inside the loop */
+    ge2_context *ctx;
+    ge2_program *p = compile_on_device(&m, &ctx);
+    keep(p, &m, GE2_MODE_TRAIN, &d, false);
+    ge2_run r = {.batch = BATCH, .steps = 6};
+    expect_error(ge2_program_run(p, GE2_MODE_TRAIN, &r), GE2_ERR_INVALID_ARGUMENT, "is 9, outside [0, 4)", NULL);
+    ge2_program_free(p);
+    ge2_context_free(ctx);
+    data_free(&d);
+    ge2_graph_free(m.graph);
+}
+END_TEST
+
+int main(void)
+{
+    const TTest *const tests[] = {test_runs_equal_single_steps, test_byte_feed_kept_as_bytes,
+                                  test_loop_reports_bad_labels};
+    return ge2_gpu_suite_main("program_run_gpu", 120, tests, (int)(sizeof tests / sizeof tests[0]));
+}
+#else
 int main(void)
 {
     const TTest *tests[] = {test_runs_equal_single_steps, test_mistakes_are_named, test_byte_feed_kept_as_bytes};
     return planner_run_tests("program_run", tests, (int)(sizeof tests / sizeof tests[0]), 60);
 }
+#endif

@@ -1,0 +1,113 @@
+/* Many steps of one graph key in one device launch (ge2_backend.exec_loop),
+ * for ge2_program_run.
+ *
+ * The loop starts where the host's bookkeeping stands: every step enqueued
+ * before it is waited for and added to the sums, and the sums, the mode's
+ * step number and its first non-finite loss go to the loop's counters. The
+ * device then adds each step's results in step order, as the host would
+ * (program_step.c's fold_up_to), so the sums come back with the same bits
+ * as those steps made one at a time; the host takes them as its own. The
+ * loop runs staging slot 0's launches (its feed views at the slot's device
+ * staging, or the feed region) and gathers each batch there, so the key's
+ * last step is slot 0's for ge2_program_read_output.
+ */
+#include <string.h>
+
+#include "capture/program_internal.h"
+#include "graph/error.h"
+
+/* counters, then [n_results] sums, then [n_results] result descriptions */
+static size_t sums_offset(void) { return (sizeof(ge2_loop_counters) + 15) / 16 * 16; }
+static size_t results_offset(int n) { return sums_offset() + ((size_t)n * sizeof(double) + 15) / 16 * 16; }
+static size_t block_bytes(int n) { return results_offset(n) + (size_t)n * sizeof(ge2_loop_result); }
+
+/* The key's loop block (device) and its mirror (pinned), with the result
+ * descriptions written once: slot 0's copies name where each result is. */
+static ge2_status make_block(ge2_program *program, ge2_program_key *pk, int n_results)
+{
+    if (pk->loop_block)
+        return GE2_OK;
+    const ge2_backend *b = program->backend;
+    const size_t bytes = block_bytes(n_results);
+    GE2_TRY(b->alloc_host(program->bctx, bytes, &pk->loop_host));
+    ge2_status st = b->alloc(program->bctx, bytes, &pk->loop_block);
+    if (st != GE2_OK) {
+        b->free_host(program->bctx, pk->loop_host);
+        pk->loop_host = NULL;
+        return st;
+    }
+    memset(pk->loop_host, 0, bytes);
+    ge2_loop_result *res = (ge2_loop_result *)((unsigned char *)pk->loop_host + results_offset(n_results));
+    for (int r = 0; r < n_results; r++) {
+        const int id = program->result_ids[r];
+        res[r].src = pk->exec.io[0].results[r].src;
+        res[r].is_f64 = program->graph->tensors[id]->dtype == GE2_F64;
+        res[r].role = id == program->loss_id ? GE2_LOOP_LOSS : id == program->metric_id ? GE2_LOOP_METRIC : 0;
+    }
+    return GE2_OK;
+}
+
+/* Where slot 0's launches read feed tensor `id`. */
+static void *slot0_feed(const ge2_program *program, const ge2_program_key *pk, int id)
+{
+    const ge2_plan_tensor *pt = &pk->plan->tensors[id];
+    if (pk->device_staging[0] && pt->offset + pt->bytes <= pk->staging_bytes)
+        return (unsigned char *)pk->device_staging[0] + pt->offset;
+    return ge2_program_tensor_data(program, pk, id);
+}
+
+ge2_status ge2_program_loop(ge2_program *program, ge2_program_key *pk, int index, ge2_step_loop *loop,
+                            const int *feed_ids, int64_t steps, int64_t epoch, int64_t batch_in_epoch,
+                            bool *looped)
+{
+    *looped = false;
+    const ge2_mode mode = pk->key.mode;
+    /* without a loss no step is counted, and nothing is summed */
+    const int n_results = program->loss_id >= 0 ? program->n_results : 0;
+    GE2_TRY(make_block(program, pk, n_results));
+    GE2_TRY(ge2_program_finish_steps(program));
+
+    unsigned char *host = pk->loop_host, *dev = pk->loop_block;
+    ge2_loop_counters *c = (ge2_loop_counters *)host;
+    ge2_metrics *m = &program->metrics[mode];
+    *c = (ge2_loop_counters){steps, epoch, batch_in_epoch, program->steps_issued[mode], m->first_nonfinite,
+                             program->bad_index_seen, m->loss_sum, m->metric_sum};
+    double *sums = (double *)(host + sums_offset());
+    for (int r = 0; r < n_results; r++)
+        sums[r] = program->result_sums[mode][r];
+    for (int f = 0; f < loop->n_fields; f++)
+        loop->field[f].feed = slot0_feed(program, pk, feed_ids[f]);
+    loop->counters = (ge2_loop_counters *)dev;
+    loop->sums = (double *)(dev + sums_offset());
+    loop->results = (const ge2_loop_result *)(dev + results_offset(n_results));
+    loop->n_results = n_results;
+    loop->bad_index_count = &program->control->bad_index.count;
+
+    const size_t bytes = block_bytes(n_results);
+    GE2_TRY(program->backend->upload(program->bctx, dev, host, bytes));
+    ge2_status st = program->backend->exec_loop(program->bctx, &pk->exec, 0, loop, program->dataset_generation);
+    if (st != GE2_OK) {
+        /* nothing of the loop ran: the steps go one at a time, and the
+         * mode's runs say why */
+        snprintf(program->per_step_why[mode], sizeof program->per_step_why[mode], "%s", ge2_last_error());
+        return GE2_OK;
+    }
+    *looped = true;
+    GE2_TRY(program->backend->download(program->bctx, host, dev, sums_offset() + (size_t)n_results * sizeof(double)));
+    program->steps_issued[mode] += steps;
+    program->last_key[mode] = index;
+    pk->next_staging = 1 % GE2_STAGING_BUFFERS;
+    pk->handed_out = false;
+    if (c->bad_index_count > program->bad_index_seen)
+        return ge2_program_bad_index_found(program, c->bad_index_count);
+    if (program->loss_id < 0)
+        return GE2_OK;
+    m->steps += steps;
+    m->examples += steps * pk->batch;
+    m->loss_sum = c->loss_sum;
+    m->metric_sum = c->metric_sum;
+    m->first_nonfinite = c->first_nonfinite;
+    for (int r = 0; r < n_results; r++)
+        program->result_sums[mode][r] = sums[r];
+    return GE2_OK;
+}
