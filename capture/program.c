@@ -451,6 +451,8 @@ void ge2_program_free(ge2_program *program)
         b->free(program->bctx, program->pools.grads);
         b->free(program->bctx, program->pools.params);
         b->free(program->bctx, program->pools.copies);
+        for (int m = 0; m < GE2_MODE_COUNT; m++) /* their device copies are the backend's */
+            ge2_program_dataset_free(program, (ge2_mode)m);
         b->close(program->bctx);
     }
     for (int m = 0; m < GE2_MODE_COUNT; m++)

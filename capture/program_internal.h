@@ -146,12 +146,16 @@ struct ge2_program {
 
     /* per mode: the data set ge2_program_set_dataset gave (capture/program_run.c) */
     struct ge2_kept_dataset *dataset[GE2_MODE_COUNT];
-    /* counts the data sets given: a key's device loop made for another
-     * one is made again (ge2_backend.exec_loop's generation) */
-    uint64_t dataset_generation;
-    /* per mode: why its runs take a launch a step on a backend that has
-     * device loops ("" while they may loop; ge2_program_run_per_step) */
+    /* per mode: counts the data sets given, so a key's device loop made
+     * for another one is made again (ge2_backend.exec_loop's generation) */
+    uint64_t dataset_generation[GE2_MODE_COUNT];
+    /* per mode: why (some of) its runs' steps take a launch each on a
+     * backend that has device loops ("": none has; ge2_program_run_per_step),
+     * and whether that holds for every key until the data set is given
+     * again (data parallel, too large, the loop failed) or only for the
+     * keys whose steps run eagerly */
     char per_step_why[GE2_MODE_COUNT][256];
+    bool loops_off[GE2_MODE_COUNT];
 
     ge2_metrics metrics[GE2_MODE_COUNT]; /* per mode: steps done and added, not yet taken */
     int64_t steps_issued[GE2_MODE_COUNT]; /* per mode: steps enqueued so far */
@@ -200,17 +204,23 @@ ge2_status ge2_program_finish_steps(ge2_program *program);
 /* Fails as a finished step that saw the device's count of out-of-range
  * labels and ids reach `count` does (program_step.c). */
 ge2_status ge2_program_bad_index_found(ge2_program *program, int64_t count);
+/* Mode's runs go a step a launch until its data set is given again, for
+ * `why` (program_loop.c). */
+void ge2_program_loops_off(ge2_program *program, ge2_mode mode, const char *why);
 /* Runs `steps` (>= 1) full-batch steps of key pk (index `index`) in one
  * device launch (ge2_backend.exec_loop), from the run's position (epoch,
  * batch_in_epoch): loop holds the data set's part (fields with their
  * rows, batch, batches, the order's constants), and feed_ids[f] is field
  * f's tensor. Afterwards the program is as after those steps one at a
- * time: sums, step numbers, the key's last slot. *looped false (and the
- * mode's per_step_why set): the backend could not make the loop, nothing
- * ran, and the caller runs the steps one at a time (program_loop.c). */
+ * time: sums, step numbers, the key's last slot; *counted of them moved
+ * the run's position (all, unless one read an out-of-range label or id:
+ * then those before it, and the error). *counted 0 without an error: the
+ * loop could not be made (the mode's loops are off, with the reason),
+ * nothing ran, and the caller runs the steps one at a time
+ * (program_loop.c). */
 ge2_status ge2_program_loop(ge2_program *program, ge2_program_key *pk, int index, ge2_step_loop *loop,
                             const int *feed_ids, int64_t steps, int64_t epoch, int64_t batch_in_epoch,
-                            bool *looped);
+                            int64_t *counted);
 /* Frees mode's kept data set (program_run.c); nothing without one. */
 void ge2_program_dataset_free(ge2_program *program, ge2_mode mode);
 /* Frees one key and what ge2_program_key_get made for it (not the shared arena). */

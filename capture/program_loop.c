@@ -9,7 +9,9 @@
  * as those steps made one at a time; the host takes them as its own. The
  * loop runs staging slot 0's launches (its feed views at the slot's device
  * staging, or the feed region) and gathers each batch there, so the key's
- * last step is slot 0's for ge2_program_read_output.
+ * last step is slot 0's for ge2_program_read_output. What keeps a loop
+ * from running (its memory, its capture) leaves the mode's runs a step a
+ * launch, with the reason, rather than failing them.
  */
 #include <string.h>
 
@@ -40,7 +42,7 @@ static ge2_status make_block(ge2_program *program, ge2_program_key *pk, int n_re
     ge2_loop_result *res = (ge2_loop_result *)((unsigned char *)pk->loop_host + results_offset(n_results));
     for (int r = 0; r < n_results; r++) {
         const int id = program->result_ids[r];
-        res[r].src = pk->exec.io[0].results[r].src;
+        res[r].src = pk->exec.io[0].results[r].bytes ? pk->exec.io[0].results[r].src : NULL; /* NULL: not computed */
         res[r].is_f64 = program->graph->tensors[id]->dtype == GE2_F64;
         res[r].role = id == program->loss_id ? GE2_LOOP_LOSS : id == program->metric_id ? GE2_LOOP_METRIC : 0;
     }
@@ -56,22 +58,34 @@ static void *slot0_feed(const ge2_program *program, const ge2_program_key *pk, i
     return ge2_program_tensor_data(program, pk, id);
 }
 
+void ge2_program_loops_off(ge2_program *program, ge2_mode mode, const char *why)
+{
+    snprintf(program->per_step_why[mode], sizeof program->per_step_why[mode], "%s", why);
+    program->loops_off[mode] = true;
+}
+
 ge2_status ge2_program_loop(ge2_program *program, ge2_program_key *pk, int index, ge2_step_loop *loop,
                             const int *feed_ids, int64_t steps, int64_t epoch, int64_t batch_in_epoch,
-                            bool *looped)
+                            int64_t *counted)
 {
-    *looped = false;
+    *counted = 0;
     const ge2_mode mode = pk->key.mode;
     /* without a loss no step is counted, and nothing is summed */
     const int n_results = program->loss_id >= 0 ? program->n_results : 0;
-    GE2_TRY(make_block(program, pk, n_results));
+    if (make_block(program, pk, n_results) != GE2_OK) {
+        ge2_program_loops_off(program, mode, ge2_last_error());
+        return GE2_OK;
+    }
+    /* the host waits here and after the launch: the loop starts from the
+     * sums of every step before it, and its own come back before the run
+     * returns (a run is many steps, so the two waits cost little a step) */
     GE2_TRY(ge2_program_finish_steps(program));
 
     unsigned char *host = pk->loop_host, *dev = pk->loop_block;
     ge2_loop_counters *c = (ge2_loop_counters *)host;
     ge2_metrics *m = &program->metrics[mode];
     *c = (ge2_loop_counters){steps, epoch, batch_in_epoch, program->steps_issued[mode], m->first_nonfinite,
-                             program->bad_index_seen, m->loss_sum, m->metric_sum};
+                             program->bad_index_seen, 0, 0, m->loss_sum, m->metric_sum};
     double *sums = (double *)(host + sums_offset());
     for (int r = 0; r < n_results; r++)
         sums[r] = program->result_sums[mode][r];
@@ -83,31 +97,31 @@ ge2_status ge2_program_loop(ge2_program *program, ge2_program_key *pk, int index
     loop->n_results = n_results;
     loop->bad_index_count = &program->control->bad_index.count;
 
-    const size_t bytes = block_bytes(n_results);
-    GE2_TRY(program->backend->upload(program->bctx, dev, host, bytes));
-    ge2_status st = program->backend->exec_loop(program->bctx, &pk->exec, 0, loop, program->dataset_generation);
-    if (st != GE2_OK) {
-        /* nothing of the loop ran: the steps go one at a time, and the
-         * mode's runs say why */
-        snprintf(program->per_step_why[mode], sizeof program->per_step_why[mode], "%s", ge2_last_error());
+    GE2_TRY(program->backend->upload(program->bctx, dev, host, block_bytes(n_results)));
+    if (program->backend->exec_loop(program->bctx, &pk->exec, 0, loop, program->dataset_generation[mode]) !=
+        GE2_OK) {
+        /* nothing of the loop ran: these steps and the mode's later ones
+         * go one at a time, and its runs say why */
+        ge2_program_loops_off(program, mode, ge2_last_error());
         return GE2_OK;
     }
-    *looped = true;
     GE2_TRY(program->backend->download(program->bctx, host, dev, sums_offset() + (size_t)n_results * sizeof(double)));
-    program->steps_issued[mode] += steps;
+    program->steps_issued[mode] += c->steps_run;
     program->last_key[mode] = index;
     pk->next_staging = 1 % GE2_STAGING_BUFFERS;
     pk->handed_out = false;
+    /* a failed step ran but is not counted, and the run stays at it */
+    *counted = c->steps_run - (c->failed ? 1 : 0);
+    if (program->loss_id >= 0) {
+        m->steps += *counted;
+        m->examples += *counted * pk->batch;
+        m->loss_sum = c->loss_sum;
+        m->metric_sum = c->metric_sum;
+        m->first_nonfinite = c->first_nonfinite;
+        for (int r = 0; r < n_results; r++)
+            program->result_sums[mode][r] = sums[r];
+    }
     if (c->bad_index_count > program->bad_index_seen)
         return ge2_program_bad_index_found(program, c->bad_index_count);
-    if (program->loss_id < 0)
-        return GE2_OK;
-    m->steps += steps;
-    m->examples += steps * pk->batch;
-    m->loss_sum = c->loss_sum;
-    m->metric_sum = c->metric_sum;
-    m->first_nonfinite = c->first_nonfinite;
-    for (int r = 0; r < n_results; r++)
-        program->result_sums[mode][r] = sums[r];
     return GE2_OK;
 }

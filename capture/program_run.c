@@ -11,7 +11,7 @@
  * equals its steps made one at a time, by construction.
  *
  * On a backend with device loops (CUDA) the run's full batches go many to
- * a launch instead, once their key has replayed a step: the data set is
+ * a launch instead, once their key is captured (by its first step): the data set is
  * copied to the device once, and each launch gathers, steps and sums
  * there (capture/program_loop.c, graph/step_loop.h), with the same order
  * and arithmetic, so the bits stay those of the steps one at a time. A
@@ -181,7 +181,9 @@ ge2_status ge2_program_set_dataset(ge2_program *program, ge2_mode mode, const ge
     }
     ge2_program_dataset_free(program, mode);
     program->dataset[mode] = d;
-    program->dataset_generation++;
+    program->dataset_generation[mode]++;
+    program->per_step_why[mode][0] = '\0'; /* the reasons were the old data set's */
+    program->loops_off[mode] = false;
     return GE2_OK;
 }
 
@@ -232,8 +234,11 @@ static int64_t full_batches_ahead(const ge2_run *run, int64_t steps, int64_t bat
     return steps < before_partial ? steps : before_partial;
 }
 
-/* The kept data set in device memory, copied on a device loop's first need;
- * false, with the mode's per_step_why, when it does not fit. */
+/* The kept data set in device memory, copied on a device loop's first
+ * need. It may take at most half the device's free memory, leaving as much
+ * again for the keys made later (a partial batch, evaluation); where it
+ * does not fit, or its memory cannot be had, *ok is false and the mode's
+ * loops are off, with the reason. */
 static ge2_status copy_to_device(ge2_program *program, ge2_mode mode, struct ge2_kept_dataset *d, bool *ok)
 {
     *ok = true;
@@ -242,34 +247,40 @@ static ge2_status copy_to_device(ge2_program *program, ge2_mode mode, struct ge2
         total += d->field[f].device ? 0 : d->field[f].bytes;
     if (total == 0)
         return GE2_OK;
-    char what[64];
-    snprintf(what, sizeof what, "the kept %s data set", ge2_program_mode_name(mode));
-    if (ge2_program_check_memory(program, "ge2_program_run", (double)total, what) != GE2_OK) {
-        snprintf(program->per_step_why[mode], sizeof program->per_step_why[mode], "%s", ge2_last_error());
-        *ok = false;
-        return GE2_OK;
-    }
-    for (int f = 0; f < d->n_fields; f++) {
+    char what[96];
+    snprintf(what, sizeof what, "the kept %s data set (twice its %.1f MiB: as much again for later keys)",
+             ge2_program_mode_name(mode), (double)total / 1048576.0);
+    ge2_status st = ge2_program_check_memory(program, "ge2_program_run", 2.0 * (double)total, what);
+    for (int f = 0; st == GE2_OK && f < d->n_fields; f++) {
         kept_field *kf = &d->field[f];
-        if (kf->device)
-            continue;
-        GE2_TRY(program->backend->alloc(program->bctx, kf->bytes ? kf->bytes : 1, &kf->device));
-        GE2_TRY(program->backend->upload(program->bctx, kf->device, kf->data, kf->bytes));
+        if (!kf->device && (st = program->backend->alloc(program->bctx, kf->bytes ? kf->bytes : 1, &kf->device)) ==
+                               GE2_OK)
+            st = program->backend->upload(program->bctx, kf->device, kf->data, kf->bytes);
     }
-    return program->backend->sync(program->bctx); /* the host copies may go at once after */
+    if (st != GE2_OK) {
+        ge2_program_loops_off(program, mode, ge2_last_error());
+        for (int f = 0; f < d->n_fields; f++) {
+            if (d->field[f].device)
+                program->backend->free(program->bctx, d->field[f].device);
+            d->field[f].device = NULL;
+        }
+        *ok = false;
+    }
+    return GE2_OK;
 }
 
 /* Runs up to `full` full-batch steps from the run's position in one device
- * launch; *took: how many ran (0: the caller steps one at a time). */
+ * launch; *took: how many moved the position (0 and no error: the caller
+ * steps one at a time). */
 static ge2_status try_loop(ge2_program *program, ge2_mode mode, struct ge2_kept_dataset *d, const ge2_run *run,
                            int64_t full, int rank, int world, int64_t batches, int64_t *took)
 {
     *took = 0;
-    if (!program->backend->exec_loop || program->per_step_why[mode][0])
+    if (!program->backend->exec_loop || program->loops_off[mode])
         return GE2_OK;
-    if (world > 1) {
-        snprintf(program->per_step_why[mode], sizeof program->per_step_why[mode],
-                 "data parallel training steps run a launch each (their collectives stay outside device loops)");
+    if (mode == GE2_MODE_TRAIN && program->options.o.collective) {
+        ge2_program_loops_off(program, mode, "data parallel training steps run a launch each (their collectives stay outside "
+                                 "device loops)");
         return GE2_OK;
     }
     ge2_feed feeds[GE2_MAX_FEEDS];
@@ -286,8 +297,9 @@ static ge2_status try_loop(ge2_program *program, ge2_mode mode, struct ge2_kept_
     if (!pk->exec.captured) {
         /* its first step (after it was prepared, again when the shared
          * arena grew) captures it; one that has run since and is not
-         * captured runs eagerly for good */
-        if (pk->ran_since_prepare)
+         * captured runs eagerly for good, which the runs say (other keys
+         * of the mode may still loop) */
+        if (pk->ran_since_prepare && !program->per_step_why[mode][0])
             snprintf(program->per_step_why[mode], sizeof program->per_step_why[mode],
                      "the %s steps run eagerly (capture is off, launches are timed, or the capture failed)",
                      ge2_program_mode_name(mode));
@@ -312,10 +324,7 @@ static ge2_status try_loop(ge2_program *program, ge2_mode mode, struct ge2_kept_
     loop.shuffle = d->shuffle;
     loop.rank = rank;
     loop.world = world;
-    bool looped;
-    GE2_TRY(ge2_program_loop(program, pk, index, &loop, feed_ids, full, run->epoch, run->batch_in_epoch, &looped));
-    *took = looped ? full : 0;
-    return GE2_OK;
+    return ge2_program_loop(program, pk, index, &loop, feed_ids, full, run->epoch, run->batch_in_epoch, took);
 }
 
 const char *ge2_program_run_per_step(const ge2_program *program, ge2_mode mode)
@@ -351,17 +360,19 @@ ge2_status ge2_program_run(ge2_program *program, ge2_mode mode, ge2_run *run)
         /* the full batches ahead in one launch where the backend loops */
         const int64_t full = full_batches_ahead(run, run->steps - s, batches, shard);
         int64_t took = 0;
-        if (full >= 2)
-            GE2_TRY(try_loop(program, mode, d, run, full, rank, world, batches, &took));
-        if (took > 0) {
+        const ge2_status looped = full >= 2 ? try_loop(program, mode, d, run, full, rank, world, batches, &took)
+                                            : GE2_OK;
+        if (took > 0) { /* the position past the steps that counted, even when one then failed */
             s += took - 1;
             run->device_loop_steps += took;
             const int64_t at = run->batch_in_epoch + took;
             run->epoch += at / batches;
             run->batch_in_epoch = at % batches;
             order = ge2_epoch_order_of(d->seed, (uint64_t)run->epoch, (uint64_t)d->examples);
-            continue;
         }
+        GE2_TRY(looped);
+        if (took > 0)
+            continue;
         const int64_t start = run->batch_in_epoch * run->batch;
         const int64_t size = shard - start < run->batch ? shard - start : run->batch;
         for (int f = 0; f < d->n_fields; f++) {

@@ -115,7 +115,7 @@ static double raw_value(const double *slot, ge2_dtype dtype)
 /* Steps finished since the last fold that saw the count counted
  * out-of-range labels or ids on the device (graph/control.h): the fold
  * fails with the first one the program met, said as the CPU kernels say
- * it. Keys fold their own slots in order, not each other's, so which step
+ * it. A fold covers every step up to the one waited for, so which step
  * read it is not known here; the node, position and value are. */
 static ge2_status bad_index_found(ge2_program *program, int64_t count)
 {
@@ -194,9 +194,10 @@ static ge2_status fold_up_to(ge2_program *program, ge2_mode mode, int64_t last)
     }
 }
 
-/* Folds the key's slots whose step is done, oldest first, without waiting.
- * One stream runs the steps in order, so the first one still running ends
- * the search. */
+/* Folds the key's slots whose step is done, oldest first, without waiting,
+ * and with each the mode's earlier steps of any key (fold_up_to). One
+ * stream runs the steps in order, so the first one still running ends the
+ * search. */
 static ge2_status fold_done(ge2_program *program, ge2_program_key *pk)
 {
     for (int i = 0; i < GE2_STAGING_BUFFERS; i++) {

@@ -372,7 +372,7 @@ typedef struct run {
     ge2_metrics interval; /* what has arrived since the last log line (across epochs) */
     double interval_start;
     const char *name;     /* the trainer's, for notes */
-    bool said_per_step;   /* the note on why runs take a launch a step is out */
+    bool said_per_step[GE2_MODE_COUNT]; /* each mode's note on why its runs take a launch a step is out */
 } run;
 
 
@@ -393,9 +393,10 @@ static bool is_rank0(void)
 static void note_per_step(run *r, ge2_mode mode)
 {
     const char *why = ge2_program_run_per_step(r->program, mode);
-    if (why && !r->said_per_step && is_rank0()) {
-        fprintf(stderr, "%s: note: each step is its own launch: %s\n", r->name, why);
-        r->said_per_step = true;
+    if (why && !r->said_per_step[mode] && is_rank0()) {
+        fprintf(stderr, "%s: note: each %s step is its own launch: %s\n", r->name,
+                mode == GE2_MODE_EVAL ? "evaluation" : "training", why);
+        r->said_per_step[mode] = true;
     }
 }
 

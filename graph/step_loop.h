@@ -14,7 +14,10 @@
  * graph/epoch_order.h, a byte widened to f32 by the divisor, as the CPU
  * does: the same bits); the key's launches run the step; the advance adds
  * the step's results to the sums in the order the host would, counts the
- * step, moves the position and ends the loop when `remaining` reaches 0.
+ * step, moves the position and ends the loop when `remaining` reaches 0,
+ * or at once after a step that read a label or id out of range (which is
+ * then not counted, and the position stays at it, as the host's fold of
+ * such a step fails).
  */
 #ifndef GE2_GRAPH_STEP_LOOP_H
 #define GE2_GRAPH_STEP_LOOP_H
@@ -37,7 +40,7 @@ typedef struct ge2_loop_field {
 /* One step result the loop sums: a one-element tensor of the key's IO
  * buffer (the loss, a marked output). */
 typedef struct ge2_loop_result {
-    const void *src; /* device: f32, or f64 when is_f64 */
+    const void *src; /* device: f32, or f64 when is_f64; NULL: the key does not compute it, and adds 0 */
     int32_t is_f64;
     int32_t role;    /* GE2_LOOP_LOSS, GE2_LOOP_METRIC or 0 */
 } ge2_loop_result;
@@ -52,6 +55,8 @@ typedef struct ge2_loop_counters {
     int64_t step_number;     /* the mode's steps issued before the next one */
     int64_t first_nonfinite; /* the mode's first step whose loss was not finite; 0: none */
     int64_t bad_index_count; /* the control block's count of out-of-range labels and ids after the last step */
+    int64_t steps_run;       /* steps this launch ran, a failed one included */
+    int64_t failed;          /* the last step read an out-of-range label or id */
     double loss_sum, metric_sum;
 } ge2_loop_counters;
 

@@ -37,7 +37,8 @@ static ge2_status enqueue_iteration(ge2_backend_ctx *ctx, ge2_exec *exec, int sl
         char why[512];
         snprintf(why, sizeof why, "%s", ge2_last_error());
         const ge2_launch *l = &exec->launches[broke];
-        return ge2_error(GE2_ERR_CUDA, "the loop's capture broken by node %d (%s): %s", l->node->id,
+        return ge2_error(GE2_ERR_CUDA, "ge2 cuda backend: the device loop's capture broken by node %d (%s): %s",
+                         l->node->id,
                          ge2_op_name(l->node->op), why);
     }
     return ge2_cuda_loop_advance(loop, handle, ctx->stream);

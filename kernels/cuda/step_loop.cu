@@ -50,9 +50,17 @@ __global__ void ge2_loop_advance_kernel(const ge2_step_loop loop, cudaGraphCondi
 {
     ge2_loop_counters *c = loop.counters;
     const int64_t step = ++c->step_number;
+    c->steps_run++;
+    const int64_t bad = *loop.bad_index_count;
+    if (bad > c->bad_index_count) { // the host fails this step: not counted, the position stays
+        c->bad_index_count = bad;
+        c->failed = 1;
+        cudaGraphSetConditional(handle, 0u);
+        return;
+    }
     for (int r = 0; r < loop.n_results; r++) {
         const ge2_loop_result *res = &loop.results[r];
-        const double v = res->is_f64 ? *(const double *)res->src : (double)*(const float *)res->src;
+        const double v = !res->src ? 0.0 : res->is_f64 ? *(const double *)res->src : (double)*(const float *)res->src;
         loop.sums[r] += v;
         if (res->role == GE2_LOOP_LOSS) {
             c->loss_sum += v;
@@ -62,7 +70,6 @@ __global__ void ge2_loop_advance_kernel(const ge2_step_loop loop, cudaGraphCondi
             c->metric_sum += v;
         }
     }
-    c->bad_index_count = *loop.bad_index_count;
     if (++c->batch_in_epoch == loop.batches) {
         c->batch_in_epoch = 0;
         c->epoch++;

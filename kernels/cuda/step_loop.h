@@ -18,7 +18,9 @@ ge2_status ge2_cuda_loop_gather(const ge2_step_loop *loop, void *stream);
 
 /* After the step: its results into the sums, the position one batch on,
  * `remaining` one less, and the WHILE node's condition (`handle`, a
- * cudaGraphConditionalHandle) set to whether any step remains. */
+ * cudaGraphConditionalHandle) set to whether any step remains; after a
+ * step that read an out-of-range label or id only `failed` and the
+ * condition, 0. */
 ge2_status ge2_cuda_loop_advance(const ge2_step_loop *loop, unsigned long long handle, void *stream);
 
 #ifdef __cplusplus

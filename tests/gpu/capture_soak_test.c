@@ -6,6 +6,8 @@
  *   (6) The same for the CNN with the eval key and the train key
  *       alternating (an eval step after every ninth train step): two
  *       captured graphs, nothing allocated, running statistics finite.
+ *   (7) 10,000 steps in device loops of 100 over a kept data set: nothing
+ *       allocated, and the parameters equal an eager program's bitwise.
  *
  * GE2_TEST_SHORT=1 (the sanitizer run) replays 10 steps instead: enough to
  * run every key's graph, while racecheck slows each replay of the GPT's
@@ -182,5 +184,86 @@ START_TEST(test_gpt_ten_thousand_replays_three_keys)
 }
 END_TEST
 
+/* The MLP's training set kept by the program, n_batches full batches of
+ * BATCH from the suite's data stream. */
+static void keep_mlp_batches(mlp *m, int n_batches, float *x, int32_t *labels)
+{
+    for (int b = 0; b < n_batches; b++)
+        mlp_batch(DATA_SEED, b, BATCH, x + (size_t)b * BATCH * MLP_IN, labels + (size_t)b * BATCH);
+    const ge2_dataset_field fields[2] = {{m->x, x, GE2_F32, 0.0f}, {m->labels, labels, GE2_I32, 0.0f}};
+    const ge2_dataset_desc desc = {(int64_t)n_batches * BATCH, fields, 2, true, SEED, 0};
+    ck_assert_msg(ge2_program_set_dataset(m->program, GE2_MODE_TRAIN, &desc) == GE2_OK, "%s", ge2_last_error());
+}
+
+/* (7) 10,000 steps in launches of 100 (device loops over a kept data set)
+ * after warm-up: no host allocation, device free memory unchanged, no CUDA
+ * error, every step in a loop; and the parameters those loops trained
+ * equal, bit for bit, an eager program's after the same 10,000 steps. */
+START_TEST(test_ten_thousand_steps_in_device_loops)
+{
+    const int n = soak_replays() < 100 ? 100 : soak_replays(), per_launch = 100, n_batches = 50;
+    float *x = malloc(sizeof(float) * (size_t)n_batches * BATCH * MLP_IN);
+    int32_t *labels = malloc(sizeof(int32_t) * (size_t)n_batches * BATCH);
+    ck_assert(x && labels);
+    mlp looped, eager;
+    mlp_open(&looped, GE2_DEVICE_CUDA, BATCH, SEED, LR, false);
+    mlp_open(&eager, GE2_DEVICE_CUDA, BATCH, SEED, LR, true);
+    keep_mlp_batches(&looped, n_batches, x, labels);
+    keep_mlp_batches(&eager, n_batches, x, labels);
+    /* warm-up: the key's capture (a step alone), then the loop's, over the
+     * first epoch */
+    ge2_run run = {.batch = BATCH, .steps = n_batches};
+    ck_assert_msg(ge2_program_run(looped.program, GE2_MODE_TRAIN, &run) == GE2_OK, "%s", ge2_last_error());
+    ck_assert_msg(run.device_loop_steps == n_batches - 1, "%lld of %d warm-up steps looped: %s",
+                  (long long)run.device_loop_steps, n_batches,
+                  ge2_program_run_per_step(looped.program, GE2_MODE_TRAIN));
+    ge2_metrics metrics;
+    ck_assert_int_eq(ge2_program_take_metrics(looped.program, GE2_MODE_TRAIN, &metrics), GE2_OK);
+
+    ge2_alloc_stats before, after;
+    size_t free_before = 0, free_after = 0, total = 0;
+    ck_assert_int_eq(cudaMemGetInfo(&free_before, &total), cudaSuccess);
+    ge2_alloc_stats_get(&before);
+    int64_t looped_steps = 0, steps_seen = 0;
+    double loss_sum = 0;
+    for (int i = 0; i < n / per_launch; i++) {
+        run.steps = per_launch;
+        ck_assert_msg(ge2_program_run(looped.program, GE2_MODE_TRAIN, &run) == GE2_OK, "%s", ge2_last_error());
+        looped_steps += run.device_loop_steps;
+        ck_assert_int_eq(ge2_program_take_metrics(looped.program, GE2_MODE_TRAIN, &metrics), GE2_OK);
+        steps_seen += metrics.steps;
+        loss_sum += metrics.loss_sum;
+    }
+    ge2_alloc_stats_get(&after);
+    ck_assert_int_eq(cudaMemGetInfo(&free_after, &total), cudaSuccess);
+    ck_assert_msg(after.allocations == before.allocations, "%llu host allocations during %d looped steps",
+                  (unsigned long long)(after.allocations - before.allocations), n);
+    ck_assert_msg(free_after == free_before, "device free memory changed: %zu -> %zu bytes", free_before,
+                  free_after);
+    cudaError_t e = cudaGetLastError();
+    ck_assert_msg(e == cudaSuccess, "CUDA error after the run: %s", cudaGetErrorString(e));
+    ck_assert_msg(looped_steps == n && steps_seen == n, "%lld of %d steps looped, %lld summed",
+                  (long long)looped_steps, n, (long long)steps_seen);
+    ck_assert_msg(isfinite(loss_sum / (double)n), "mean loss %g", loss_sum / (double)n);
+
+    ge2_run eager_run = {.batch = BATCH, .steps = n_batches + n};
+    ck_assert_msg(ge2_program_run(eager.program, GE2_MODE_TRAIN, &eager_run) == GE2_OK, "%s", ge2_last_error());
+    ck_assert_int_eq(eager_run.device_loop_steps, 0);
+    ck_assert(eager_run.epoch == run.epoch && eager_run.batch_in_epoch == run.batch_in_epoch);
+    float *a = mlp_get_params(&looped), *b = mlp_get_params(&eager);
+    char why[256];
+    ck_assert_msg(memcmp(a, b, sizeof(float) * (size_t)mlp_total_numel()) == 0,
+                  "looped and eager parameters differ after %d steps: %s", n_batches + n,
+                  mlp_worst_element(a, b, NULL, why, sizeof why));
+    free(a);
+    free(b);
+    mlp_close(&looped);
+    mlp_close(&eager);
+    free(x);
+    free(labels);
+}
+END_TEST
+
 GE2_GPU_SUITE_MAIN("capture_soak_test", 900, test_ten_thousand_replays_leak_nothing,
-                   test_cnn_ten_thousand_replays_with_eval_keys, test_gpt_ten_thousand_replays_three_keys)
+                   test_cnn_ten_thousand_replays_with_eval_keys, test_gpt_ten_thousand_replays_three_keys,
+                   test_ten_thousand_steps_in_device_loops)

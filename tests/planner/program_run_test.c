@@ -220,7 +220,9 @@ START_TEST(test_runs_equal_single_steps)
         expect_same(a, b, &m, shuffle ? "shuffled runs" : "runs in order");
 
         /* CUDA: each run's full batches after the key's first step loop on
-         * the device (5 + 6 + 4 of the 18); the CPU runs each step itself */
+         * the device (4 + 6 + 4 of a's 18 train steps; the eval run's two
+         * full batches are its key's first and a lone one); the CPU runs
+         * each step itself */
         ck_assert_msg(looped_steps == (DEVICE == GE2_DEVICE_CUDA ? 14 : 0), "%lld steps ran in device loops (%s)",
                       (long long)looped_steps, ge2_program_run_per_step(a, GE2_MODE_TRAIN) ?
                       ge2_program_run_per_step(a, GE2_MODE_TRAIN) : "no reason given");
@@ -338,9 +340,9 @@ START_TEST(test_byte_feed_kept_as_bytes)
 END_TEST
 
 #ifdef PROGRAM_RUN_ON_CUDA
-/* A label out of range inside a device loop: the loop's count shows it
- * when the launch is done, and the run fails naming it, as a CUDA step's
- * fold does. */
+/* A label out of range inside a device loop: the loop ends after that
+ * step, and the run fails naming it, as a CUDA step's fold does, its
+ * position at the failed step (the loop's steps before it counted). */
 START_TEST(test_loop_reports_bad_labels)
 {
     model m;
@@ -353,6 +355,9 @@ START_TEST(test_loop_reports_bad_labels)
     keep(p, &m, GE2_MODE_TRAIN, &d, false);
     ge2_run r = {.batch = BATCH, .steps = 6};
     expect_error(ge2_program_run(p, GE2_MODE_TRAIN, &r), GE2_ERR_INVALID_ARGUMENT, "is 9, outside [0, 4)", NULL);
+    ck_assert_msg(r.epoch == 0 && r.batch_in_epoch == 3 && r.device_loop_steps == 2,
+                  "after the failed run: epoch %lld, batch %lld, %lld steps looped", (long long)r.epoch,
+                  (long long)r.batch_in_epoch, (long long)r.device_loop_steps);
     ge2_program_free(p);
     ge2_context_free(ctx);
     data_free(&d);
