@@ -484,6 +484,7 @@ static ge2_status run_row(ge2_context *ctx, const bench_workload *w, const bench
     ge2_compile_options copt = ge2_compile_defaults();
     copt.precision = mode->precision;
     copt.disable_capture = !mode->capture;
+    copt.device_loop = w->kept;
     ROW_TRY(ge2_compile(ctx, m.graph, &copt, &m.program));
     if (w->epoch) {
         m.data = fmnist;

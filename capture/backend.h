@@ -138,16 +138,23 @@ typedef struct ge2_backend {
     /* Steps of a key in one launch (graph/step_loop.h): while the loop's
      * counters have steps remaining, the gather, the slot's launches
      * (without its upload and result copies: the loop gathers the feeds
-     * and sums the results) and the advance. Only for a key whose steps
-     * replay a captured graph (exec->captured); the loop's counters are
-     * the caller's to fill before and read after (upload, download). The
-     * first call, and one with another `generation` (the loop's addresses
-     * or constants changed), captures the loop's graph, which the key keeps
-     * until exec_release. Returns once the launch is enqueued. Optional:
-     * NULL means the program runs the steps one at a time; so does an
-     * error, whose message says why. */
+     * and sums the results) and the advance. Only for a key loop_ready
+     * says yes to; the loop's counters are the caller's to fill before and
+     * read after (upload, download). CUDA: the first call, and one with
+     * another `generation` (the loop's addresses or constants changed),
+     * captures the loop's graph, which the key keeps until exec_release,
+     * and it returns once the launch is enqueued; the CPU runs it in C
+     * with graph/step_loop.h's helpers. An error with the counters'
+     * steps_run 0: nothing ran, and the program runs the steps one at a
+     * time; with steps_run > 0 (the CPU, whose kernels fail at once):
+     * that step failed, and the error is its. Optional: NULL means the
+     * program runs the steps one at a time. */
     ge2_status (*exec_loop)(ge2_backend_ctx *ctx, ge2_exec *exec, int slot, const ge2_step_loop *loop,
                             uint64_t generation);
+    /* Whether exec_loop may run the key now: the CPU unless it times
+     * launches; CUDA once the key's steps replay a captured graph, with
+     * ge2_compile_options.device_loop. NULL: never. */
+    bool (*loop_ready)(const ge2_backend_ctx *ctx, const ge2_exec *exec);
     void (*exec_release)(ge2_backend_ctx *ctx, ge2_exec *exec);
     ge2_status (*sync)(ge2_backend_ctx *ctx);
     /* Keys captured over the program's life (each holds a graph per slot). */

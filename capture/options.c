@@ -68,6 +68,7 @@ ge2_status ge2_options_resolve(const ge2_compile_options *given, ge2_program_opt
     env_switch("GE2_KERNEL_CANDIDATES", &o->kernel_candidates);
     env_switch("GE2_PDL", &o->pdl);
     env_switch("GE2_FEED_AHEAD", &o->feed_ahead);
+    env_switch("GE2_DEVICE_LOOP", &o->device_loop);
     env_switch("GE2_PRINT_KERNELS", &o->print_kernels);
     env_switch("GE2_MLP_STEP_PROFILE", &o->profile_fused);
     env_switch("GE2_TIME_LAUNCHES", &o->time_launches);

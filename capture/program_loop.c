@@ -98,15 +98,21 @@ ge2_status ge2_program_loop(ge2_program *program, ge2_program_key *pk, int index
     loop->bad_index_count = &program->control->bad_index.count;
 
     GE2_TRY(program->backend->upload(program->bctx, dev, host, block_bytes(n_results)));
-    if (program->backend->exec_loop(program->bctx, &pk->exec, 0, loop, program->dataset_generation[mode]) !=
-        GE2_OK) {
+    const ge2_status ran = program->backend->exec_loop(program->bctx, &pk->exec, 0, loop,
+                                                       program->dataset_generation[mode]);
+    char why[512] = "";
+    if (ran != GE2_OK)
+        snprintf(why, sizeof why, "%s", ge2_last_error());
+    GE2_TRY(program->backend->download(program->bctx, host, dev, sums_offset() + (size_t)n_results * sizeof(double)));
+    if (ran != GE2_OK && c->steps_run == 0) {
         /* nothing of the loop ran: these steps and the mode's later ones
          * go one at a time, and its runs say why */
-        ge2_program_loops_off(program, mode, ge2_last_error());
+        ge2_program_loops_off(program, mode, why);
         return GE2_OK;
     }
-    GE2_TRY(program->backend->download(program->bctx, host, dev, sums_offset() + (size_t)n_results * sizeof(double)));
-    program->steps_issued[mode] += c->steps_run;
+    /* a step whose own kernel failed (the CPU) is not issued, as
+     * ge2_program_step does not count one */
+    program->steps_issued[mode] += c->steps_run - (ran != GE2_OK ? 1 : 0);
     program->last_key[mode] = index;
     pk->next_staging = 1 % GE2_STAGING_BUFFERS;
     pk->handed_out = false;
@@ -121,6 +127,8 @@ ge2_status ge2_program_loop(ge2_program *program, ge2_program_key *pk, int index
         for (int r = 0; r < n_results; r++)
             program->result_sums[mode][r] = sums[r];
     }
+    if (ran != GE2_OK) /* the CPU: the failed step's own error */
+        return ge2_error(ran, "%s", why);
     if (c->bad_index_count > program->bad_index_seen)
         return ge2_program_bad_index_found(program, c->bad_index_count);
     return GE2_OK;

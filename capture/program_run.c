@@ -10,12 +10,13 @@
  * ge2_program_step: the same key, staging, metrics and checks, so a run
  * equals its steps made one at a time, by construction.
  *
- * On a backend with device loops (CUDA) the run's full batches go many to
- * a launch instead, once their key is captured (by its first step): the data set is
- * copied to the device once, and each launch gathers, steps and sums
- * there (capture/program_loop.c, graph/step_loop.h), with the same order
- * and arithmetic, so the bits stay those of the steps one at a time. A
- * partial last batch (its own key) still goes alone. */
+ * The run's full batches go through a loop of the backend instead
+ * (capture/program_loop.c, graph/step_loop.h): the CPU's in C over the
+ * kept rows; CUDA's, with ge2_compile_options.device_loop, many steps a
+ * launch once the key is captured (by its first step), the data set
+ * copied to the device once. Each iteration gathers, steps and sums with
+ * the same order and arithmetic, so the bits stay those of the steps one
+ * at a time. A partial last batch (its own key) still goes alone. */
 #include <string.h>
 
 #include "capture/program_internal.h"
@@ -242,6 +243,8 @@ static int64_t full_batches_ahead(const ge2_run *run, int64_t steps, int64_t bat
 static ge2_status copy_to_device(ge2_program *program, ge2_mode mode, struct ge2_kept_dataset *d, bool *ok)
 {
     *ok = true;
+    if (program->device == GE2_DEVICE_CPU) /* the loop reads the kept rows themselves */
+        return GE2_OK;
     size_t total = 0;
     for (int f = 0; f < d->n_fields; f++)
         total += d->field[f].device ? 0 : d->field[f].bytes;
@@ -276,7 +279,7 @@ static ge2_status try_loop(ge2_program *program, ge2_mode mode, struct ge2_kept_
                            int64_t full, int rank, int world, int64_t batches, int64_t *took)
 {
     *took = 0;
-    if (!program->backend->exec_loop || program->loops_off[mode])
+    if (!program->backend->exec_loop || !program->backend->loop_ready || program->loops_off[mode])
         return GE2_OK;
     if (mode == GE2_MODE_TRAIN && program->options.o.collective) {
         ge2_program_loops_off(program, mode, "data parallel training steps run a launch each (their collectives stay outside "
@@ -294,15 +297,15 @@ static ge2_status try_loop(ge2_program *program, ge2_mode mode, struct ge2_kept_
     ge2_program_key *pk;
     int index;
     GE2_TRY(ge2_program_key_of(program, mode, feeds, d->n_fields, "ge2_program_run", &pk, &index));
-    if (!pk->exec.captured) {
-        /* its first step (after it was prepared, again when the shared
-         * arena grew) captures it; one that has run since and is not
-         * captured runs eagerly for good, which the runs say (other keys
-         * of the mode may still loop) */
+    if (!program->backend->loop_ready(program->bctx, &pk->exec)) {
+        /* CUDA: its first step (after it was prepared, again when the
+         * shared arena grew) captures it; one that has run since and is
+         * still not ready stays so, which the runs say (other keys of the
+         * mode may still loop) */
         if (pk->ran_since_prepare && !program->per_step_why[mode][0])
             snprintf(program->per_step_why[mode], sizeof program->per_step_why[mode],
-                     "the %s steps run eagerly (capture is off, launches are timed, or the capture failed)",
-                     ge2_program_mode_name(mode));
+                     "device loops are off (ge2_compile_options.device_loop), launches are timed, or the %s "
+                     "steps run eagerly (capture off or failed)", ge2_program_mode_name(mode));
         return GE2_OK;
     }
     bool ok;
@@ -314,8 +317,8 @@ static ge2_status try_loop(ge2_program *program, ge2_mode mode, struct ge2_kept_
     loop.n_fields = d->n_fields;
     for (int f = 0; f < d->n_fields; f++) {
         const kept_field *kf = &d->field[f];
-        loop.field[f] = (ge2_loop_field){kf->device, NULL, kf->row, (int32_t)ge2_dtype_size(kf->dtype),
-                                         kf->widen, kf->divisor};
+        loop.field[f] = (ge2_loop_field){program->device == GE2_DEVICE_CPU ? kf->data : kf->device, NULL, kf->row,
+                                         (int32_t)ge2_dtype_size(kf->dtype), kf->widen, kf->divisor};
     }
     loop.batch = run->batch;
     loop.batches = batches;

@@ -97,6 +97,8 @@ static void usage(const trainer_spec *spec, FILE *out)
             "  --steps-per-launch K     train K steps per call over the training set the program keeps\n"
             "                           (ge2_program_run; 0, the default: an epoch; 1: the batcher feeds each\n"
             "                           step); the same batches and results either way\n"
+            "  --device-loop            CUDA: run each call's full batches in one launch (a loop in the\n"
+            "                           captured graph, batches gathered on the device)\n"
             "  --help                   this text\n",
             spec->name, spec->summary, spec->model_usage ? spec->model_usage : "", (long long)spec->default_epochs,
             ge2_optimizer_name(spec->default_optimizer), weight_decay, spec->default_label_smoothing,
@@ -149,6 +151,7 @@ enum {
     OPT_LOG_FILE,
     OPT_DIST_TIMEOUT,
     OPT_STEPS_PER_LAUNCH,
+    OPT_DEVICE_LOOP,
     OPT_HELP
 };
 
@@ -197,6 +200,7 @@ static int parse_args(int argc, char **argv, const trainer_spec *spec, trainer_o
         {"log-file", required_argument, NULL, OPT_LOG_FILE},
         {"dist-timeout", required_argument, NULL, OPT_DIST_TIMEOUT},
         {"steps-per-launch", required_argument, NULL, OPT_STEPS_PER_LAUNCH},
+        {"device-loop", no_argument, NULL, OPT_DEVICE_LOOP},
         {"help", no_argument, NULL, OPT_HELP}};
     enum { N_COMMON = sizeof common / sizeof common[0], MAX_FLAGS = 64 };
     struct option longopts[MAX_FLAGS];
@@ -325,6 +329,9 @@ static int parse_args(int argc, char **argv, const trainer_spec *spec, trainer_o
                 return trainer_fail(spec, 2, "--steps-per-launch: expected a non-negative integer (0: an epoch), "
                                     "got '%s'", optarg);
             break;
+        case OPT_DEVICE_LOOP:
+            o->compile.device_loop = true;
+            break;
         case OPT_HELP:
             usage(spec, stdout);
             return -1;
@@ -393,7 +400,8 @@ static bool is_rank0(void)
 static void note_per_step(run *r, ge2_mode mode)
 {
     const char *why = ge2_program_run_per_step(r->program, mode);
-    if (why && !r->said_per_step[mode] && is_rank0()) {
+    /* unasked (no --device-loop), CUDA going a launch a step is no news */
+    if (why && r->o->compile.device_loop && !r->said_per_step[mode] && is_rank0()) {
         fprintf(stderr, "%s: note: each %s step is its own launch: %s\n", r->name,
                 mode == GE2_MODE_EVAL ? "evaluation" : "training", why);
         r->said_per_step[mode] = true;

@@ -4,10 +4,11 @@
  * backend captures and runs it, kernels/cuda/step_loop.cu does the work
  * between the steps).
  *
- * A plain description, for C and CUDA: device addresses and the constants
- * of the epoch order. What moves from step to step lives in the loop's
- * counters in device memory, so a launch of any length replays the same
- * graph.
+ * A plain description, for C and CUDA: the backend's addresses and the
+ * constants of the epoch order. What moves from step to step lives in the
+ * loop's counters in the backend's memory, so a launch of any length
+ * replays the same graph. The CPU backend runs the same loop in C with the
+ * same helpers (below), so CI tests everything but the CUDA launches.
  *
  * One iteration, in order: the gather writes the batch at (epoch,
  * batch_in_epoch) into the feeds (every example's row through
@@ -22,7 +23,12 @@
 #ifndef GE2_GRAPH_STEP_LOOP_H
 #define GE2_GRAPH_STEP_LOOP_H
 
+#include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
+
+#include "graph/epoch_order.h"
+#include "graph/host_device.h"
 
 /* Most feeds a loop gathers (the planner's GE2_MAX_FEEDS). */
 #define GE2_LOOP_MAX_FIELDS 16
@@ -74,5 +80,74 @@ typedef struct ge2_step_loop {
     int32_t n_results;
     const int64_t *bad_index_count; /* device: the control block's count */
 } ge2_step_loop;
+
+/* The example at row i of the batch at the counters' position: the epoch
+ * order's, as ge2_program_run and the trainers' batcher take it. */
+static inline GE2_HD uint64_t ge2_loop_example(const ge2_step_loop *loop, const ge2_loop_counters *c, int64_t i)
+{
+    const ge2_epoch_order order = ge2_epoch_order_of(loop->seed, (uint64_t)c->epoch, loop->examples);
+    const uint64_t position = (uint64_t)(c->batch_in_epoch * loop->batch + i);
+    return ge2_epoch_shard_at(&order, loop->shuffle, loop->rank, loop->world, position);
+}
+
+/* Elements first, first + stride, ... of row i of the field's feed from
+ * the example's row: bytes widened by the divisor (IEEE division, the
+ * same bits everywhere), else the bytes as they are, 4 at a time where
+ * both rows and their length allow it. */
+static inline GE2_HD void ge2_loop_copy_row(const ge2_loop_field *fd, uint64_t example, int64_t i, int64_t first,
+                                            int64_t stride)
+{
+    if (fd->widen) {
+        const unsigned char *src = (const unsigned char *)fd->rows + example * (uint64_t)fd->row;
+        float *dst = (float *)fd->feed + i * fd->row;
+        for (int64_t j = first; j < fd->row; j += stride)
+            dst[j] = (float)src[j] / fd->divisor;
+        return;
+    }
+    const int64_t bytes = fd->row * fd->elem_bytes;
+    const unsigned char *src = (const unsigned char *)fd->rows + example * (uint64_t)bytes;
+    unsigned char *dst = (unsigned char *)fd->feed + i * bytes;
+    if (((uintptr_t)src | (uintptr_t)dst | (uintptr_t)bytes) % 4 == 0) {
+        for (int64_t j = first; j < bytes / 4; j += stride)
+            ((uint32_t *)dst)[j] = ((const uint32_t *)src)[j];
+    } else {
+        for (int64_t j = first; j < bytes; j += stride)
+            dst[j] = src[j];
+    }
+}
+
+/* After a step: counts it; a step that read an out-of-range label or id
+ * ends the loop uncounted, the position at it; else its results go into
+ * the sums in result order (as the host folds a step: a result the key
+ * does not compute adds 0), the position one batch on and `remaining` one
+ * less. Whether another step follows. */
+static inline GE2_HD bool ge2_loop_advance(const ge2_step_loop *loop, ge2_loop_counters *c)
+{
+    const int64_t step = ++c->step_number;
+    c->steps_run++;
+    const int64_t bad = *loop->bad_index_count;
+    if (bad > c->bad_index_count) {
+        c->bad_index_count = bad;
+        c->failed = 1;
+        return false;
+    }
+    for (int r = 0; r < loop->n_results; r++) {
+        const ge2_loop_result *res = &loop->results[r];
+        const double v = !res->src ? 0.0 : res->is_f64 ? *(const double *)res->src : (double)*(const float *)res->src;
+        loop->sums[r] += v;
+        if (res->role == GE2_LOOP_LOSS) {
+            c->loss_sum += v;
+            if (!isfinite(v) && c->first_nonfinite == 0)
+                c->first_nonfinite = step;
+        } else if (res->role == GE2_LOOP_METRIC) {
+            c->metric_sum += v;
+        }
+    }
+    if (++c->batch_in_epoch == loop->batches) {
+        c->batch_in_epoch = 0;
+        c->epoch++;
+    }
+    return --c->remaining > 0;
+}
 
 #endif /* GE2_GRAPH_STEP_LOOP_H */

@@ -98,14 +98,9 @@ static void copy(const ge2_copy *c)
         memcpy(c->dst, c->src, c->bytes);
 }
 
-/* The same order as CUDA's stream: feeds in, launches, results out. */
-static ge2_status cpu_exec_run(ge2_backend_ctx *ctx, ge2_exec *exec, int slot)
+/* The key's launches, one after the other. */
+static ge2_status run_launches(ge2_backend_ctx *ctx, ge2_exec *exec)
 {
-    if (slot < 0 || slot >= GE2_STAGING_BUFFERS)
-        return ge2_error(GE2_ERR_STATE, "ge2_backend_cpu: staging slot %d of %d", slot, GE2_STAGING_BUFFERS);
-    const ge2_step_io *io = &exec->io[slot];
-    copy(&io->stage); /* empty: no feeds_ahead here, nothing runs beside a step */
-    copy(&io->upload);
     cpu_timing *timing = ctx->time_launches ? exec->backend_data : NULL;
     const bool timed = timing && timing->steps++ > 0;
     for (int i = 0; i < exec->n_launches; i++) {
@@ -125,9 +120,54 @@ static ge2_status cpu_exec_run(ge2_backend_ctx *ctx, ge2_exec *exec, int slot)
             return ge2_error(st, "%s (node %d, step position %d)", msg, node->id, i);
         }
     }
+    return GE2_OK;
+}
+
+/* The same order as CUDA's stream: feeds in, launches, results out. */
+static ge2_status cpu_exec_run(ge2_backend_ctx *ctx, ge2_exec *exec, int slot)
+{
+    if (slot < 0 || slot >= GE2_STAGING_BUFFERS)
+        return ge2_error(GE2_ERR_STATE, "ge2_backend_cpu: staging slot %d of %d", slot, GE2_STAGING_BUFFERS);
+    const ge2_step_io *io = &exec->io[slot];
+    copy(&io->stage); /* empty: no feeds_ahead here, nothing runs beside a step */
+    copy(&io->upload);
+    GE2_TRY(run_launches(ctx, exec));
     for (int r = 0; r < io->n_results; r++)
         copy(&io->results[r]);
     return GE2_OK;
+}
+
+/* The device loop in C (graph/step_loop.h): its helpers are the CUDA
+ * kernels' own. A failed step is counted as run and failed, and its error
+ * returned. */
+static ge2_status cpu_exec_loop(ge2_backend_ctx *ctx, ge2_exec *exec, int slot, const ge2_step_loop *loop,
+                                uint64_t generation)
+{
+    (void)generation; /* nothing is kept between loops */
+    if (slot < 0 || slot >= GE2_STAGING_BUFFERS)
+        return ge2_error(GE2_ERR_STATE, "ge2_backend_cpu: staging slot %d of %d", slot, GE2_STAGING_BUFFERS);
+    ge2_loop_counters *c = loop->counters;
+    do {
+        for (int64_t i = 0; i < loop->batch; i++) {
+            const uint64_t example = ge2_loop_example(loop, c, i);
+            for (int f = 0; f < loop->n_fields; f++)
+                ge2_loop_copy_row(&loop->field[f], example, i, 0, 1);
+        }
+        const ge2_status st = run_launches(ctx, exec);
+        if (st != GE2_OK) {
+            c->step_number++;
+            c->steps_run++;
+            c->failed = 1;
+            return st;
+        }
+    } while (ge2_loop_advance(loop, c));
+    return GE2_OK;
+}
+
+static bool cpu_loop_ready(const ge2_backend_ctx *ctx, const ge2_exec *exec)
+{
+    (void)exec;
+    return !ctx->time_launches;
 }
 
 static void cpu_exec_release(ge2_backend_ctx *ctx, ge2_exec *exec)
@@ -202,6 +242,8 @@ const ge2_backend ge2_backend_cpu = {
     .download = cpu_copy,
     .exec_prepare = cpu_exec_prepare,
     .exec_run = cpu_exec_run,
+    .exec_loop = cpu_exec_loop,
+    .loop_ready = cpu_loop_ready,
     .exec_release = cpu_exec_release,
     .sync = cpu_sync,
     .capture_count = cpu_capture_count,

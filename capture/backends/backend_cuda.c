@@ -125,6 +125,7 @@ static ge2_status cuda_open(const ge2_program_options *options, ge2_backend_ctx 
     ctx->print_kernels = options->o.print_kernels;
     ctx->time_launches = options->o.time_launches;
     ctx->feeds_ahead = options->o.feed_ahead;
+    ctx->device_loop = options->o.device_loop;
     ctx->wait_timeout_s = options->o.collective ? options->o.collective->timeout_s : 0;
     ctx->wait_rank = options->o.collective ? options->o.collective->rank : 0;
     ge2_status st = open_resources(ctx);
@@ -947,6 +948,7 @@ const ge2_backend ge2_backend_cuda = {
     .exec_prepare = cuda_exec_prepare,
     .exec_run = cuda_exec_run,
     .exec_loop = ge2_cuda_exec_loop,
+    .loop_ready = ge2_cuda_loop_ready,
     .exec_release = cuda_exec_release,
     .sync = cuda_sync,
     .fence_new = cuda_fence_new,

@@ -41,6 +41,7 @@ struct ge2_backend_ctx {
     bool print_kernels; /* describe every launch at prepare */
     bool time_launches; /* eager steps with events between launches */
     bool feeds_ahead;   /* feeds copied ahead on feed_stream */
+    bool device_loop;   /* ge2_compile_options.device_loop */
     int capture_count; /* keys captured over the program's life */
 };
 
@@ -174,6 +175,7 @@ ge2_status ge2_cuda_enqueue_body(ge2_backend_ctx *ctx, ge2_exec *exec, int slot,
  * (backend_cuda_loop.c). */
 ge2_status ge2_cuda_exec_loop(ge2_backend_ctx *ctx, ge2_exec *exec, int slot, const ge2_step_loop *loop,
                               uint64_t generation);
+bool ge2_cuda_loop_ready(const ge2_backend_ctx *ctx, const ge2_exec *exec);
 void ge2_cuda_loop_release(ge2_cuda_exec *ce);
 
 #endif /* GE2_CAPTURE_BACKEND_CUDA_INTERNAL_H */

@@ -99,12 +99,19 @@ static ge2_status capture_loop(ge2_backend_ctx *ctx, ge2_exec *exec, int slot, c
     return st;
 }
 
+bool ge2_cuda_loop_ready(const ge2_backend_ctx *ctx, const ge2_exec *exec)
+{
+    const ge2_cuda_exec *ce = exec->backend_data;
+    return ctx->device_loop && ce && exec->captured && !ce->eager && !ce->timing;
+}
+
 ge2_status ge2_cuda_exec_loop(ge2_backend_ctx *ctx, ge2_exec *exec, int slot, const ge2_step_loop *loop,
                               uint64_t generation)
 {
     ge2_cuda_exec *ce = exec->backend_data;
-    if (!ce || !exec->captured || ce->eager || ce->timing)
-        return ge2_error(GE2_ERR_STATE, "ge2 cuda backend: a device loop needs a key whose steps replay a graph");
+    if (!ge2_cuda_loop_ready(ctx, exec))
+        return ge2_error(GE2_ERR_STATE, "ge2 cuda backend: a device loop needs device_loop and a key whose steps "
+                         "replay a graph");
     if (slot < 0 || slot >= GE2_STAGING_BUFFERS)
         return ge2_error(GE2_ERR_STATE, "ge2 cuda backend: staging slot %d of %d", slot, GE2_STAGING_BUFFERS);
     if (ce->loop && (ce->loop_generation != generation || ce->loop_slot != slot))

@@ -676,6 +676,11 @@ typedef struct ge2_compile_options {
      * faster (true); false: every op runs its own kernel
      * (GE2_KERNEL_CANDIDATES=0) */
     bool kernel_candidates;
+    /* CUDA: ge2_program_run runs a run's full batches in device loops,
+     * many steps a launch (a WHILE node in the captured graph, the batches
+     * gathered on the device), instead of a launch a step (false,
+     * GE2_DEVICE_LOOP=1 turns it on). The CPU always runs its loop in C. */
+    bool device_loop;
 } ge2_compile_options;
 
 ge2_compile_options ge2_compile_defaults(void);
@@ -763,12 +768,13 @@ ge2_status ge2_program_taken_sum(ge2_program *program, ge2_mode mode, const ge2_
  * bit for bit. Under data parallelism (ge2_compile_options.collective)
  * each rank's training runs take its shard of every epoch, as PyTorch's
  * DistributedSampler: positions rank, rank + world, ... padded by the
- * order's first examples; eval runs take the whole data set. On the CPU
- * every step goes through the program's step path; on CUDA a run's full
- * batches go many to one launch once their key is captured: the data set is
- * copied to the device once, and a loop in the captured graph (a WHILE
- * conditional node) gathers each batch, runs the step and sums its
- * results there, with the same bits as the steps one at a time. */
+ * order's first examples; eval runs take the whole data set. A run's full
+ * batches go through a loop of the backend: the CPU's, in C; on CUDA,
+ * with ge2_compile_options.device_loop, many steps to one launch once
+ * their key is captured: the data set is copied to the device once, and a
+ * loop in the captured graph (a WHILE conditional node) gathers each
+ * batch, runs the step and sums its results there. Either way the bits
+ * are those of the steps one at a time. */
 
 /* One field of a kept data set: every example's row of one feed (an input
  * or label of the graph; a row is the feed's built shape without its first
@@ -806,8 +812,8 @@ typedef struct ge2_run {
     int64_t batch;                 /* examples a step: the feeds' first dim */
     int64_t epoch, batch_in_epoch; /* where the run starts; where the next one would */
     int64_t steps;                 /* steps to run, across epochs' ends */
-    /* out: how many of the call's steps ran inside device loops, many
-     * steps a launch (CUDA); the rest ran a launch each */
+    /* out: how many of the call's steps ran inside the backend's loops
+     * (CUDA: many steps a launch); the rest ran one ge2_program_step each */
     int64_t device_loop_steps;
 } ge2_run;
 
@@ -817,11 +823,11 @@ typedef struct ge2_run {
  * them). Fails (GE2_ERR_STATE) without a data set for mode, and as a step
  * fails, the position then at the failed step. */
 ge2_status ge2_program_run(ge2_program *program, ge2_mode mode, ge2_run *run);
-/* Why mode's runs take a launch a step on a backend that can run many in
- * one (CUDA's device loop): data parallel training, launches timed or not
- * captured, a data set too large for the device, or the loop's own
- * failure, said once it is known. NULL while they may loop, and on the CPU
- * backend, which runs each step in turn. The string lives with the
+/* Why some of mode's runs' steps go one at a time rather than through a
+ * loop of the backend (the CPU's in C, CUDA's device loop): data parallel
+ * training, launches timed, device loops off or the key not captured, a
+ * data set too large for the device, or the loop's own failure, said once
+ * it is known. NULL while they may loop. The string lives with the
  * program. */
 const char *ge2_program_run_per_step(const ge2_program *program, ge2_mode mode);
 /* Batches per epoch of mode's kept data set at this batch size (0 without one). */

@@ -206,8 +206,11 @@ START_TEST(test_ten_thousand_steps_in_device_loops)
     int32_t *labels = malloc(sizeof(int32_t) * (size_t)n_batches * BATCH);
     ck_assert(x && labels);
     mlp looped, eager;
-    mlp_open(&looped, GE2_DEVICE_CUDA, BATCH, SEED, LR, false);
-    mlp_open(&eager, GE2_DEVICE_CUDA, BATCH, SEED, LR, true);
+    ge2_compile_options loops = ge2_compile_defaults(), steps = ge2_compile_defaults();
+    loops.device_loop = true;
+    steps.disable_capture = true;
+    mlp_open_with(&looped, GE2_DEVICE_CUDA, BATCH, SEED, LR, &loops);
+    mlp_open_with(&eager, GE2_DEVICE_CUDA, BATCH, SEED, LR, &steps);
     keep_mlp_batches(&looped, n_batches, x, labels);
     keep_mlp_batches(&eager, n_batches, x, labels);
     /* warm-up: the key's capture (a step alone), then the loop's, over the
