@@ -119,17 +119,22 @@ record "CPU vs CUDA after 20/100/200 steps" "$([ $rc -eq 0 ] && echo PASS || ech
 # keeps, the default) against one step a call fed by the batcher: the same
 # steps, so the same checkpoint byte for byte.
 rc=0
-for k in 0 1; do
+for k in 0 1 loop; do
     rm -f "$out/ck_k$k.safetensors"
-    "$train" --device cuda --data "$GE2_DATA_DIR" --steps 300 --steps-per-launch "$k" \
+    flags=(--steps-per-launch "$k")
+    [ "$k" = loop ] && flags=(--steps-per-launch 0 --device-loop)
+    "$train" --device cuda --data "$GE2_DATA_DIR" --steps 300 "${flags[@]}" \
         --save "$out/ck_k$k.safetensors" >"$out/train_k$k.log" 2>&1 || rc=1
 done
 [ "$rc" -eq 0 ] && cmp -s "$out/ck_k0.safetensors" "$out/ck_k1.safetensors" &&
-    [ "$(tail -n 1 "$out/train_k0.log")" = "$(tail -n 1 "$out/train_k1.log")" ]
+    cmp -s "$out/ck_kloop.safetensors" "$out/ck_k1.safetensors" &&
+    [ "$(tail -n 1 "$out/train_k0.log")" = "$(tail -n 1 "$out/train_k1.log")" ] &&
+    [ "$(tail -n 1 "$out/train_kloop.log")" = "$(tail -n 1 "$out/train_k1.log")" ] &&
+    ! grep -q "note: each training step is its own launch" "$out/train_kloop.log"
 rc=$?
-record "train_mlp --steps-per-launch 0 (kept set) vs 1 (batcher), CUDA" "$([ $rc -eq 0 ] && echo PASS || echo FAIL)" \
+record "train_mlp kept set, --device-loop, batcher: CUDA" "$([ $rc -eq 0 ] && echo PASS || echo FAIL)" \
     "$([ $rc -eq 0 ] && echo "checkpoints after 300 steps byte-identical, $(tail -n 1 "$out/train_k0.log")" ||
-        echo "the runs failed or differ")"
+        echo "the runs failed, differ, or the device loop did not run")"
 
 python3 "$root/tests/torch/checkpoint_interop.py" --train-mlp "$train" --data "$GE2_DATA_DIR" \
     --work "$out/interop" >"$out/interop.log" 2>&1
