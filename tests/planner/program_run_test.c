@@ -312,6 +312,88 @@ START_TEST(test_mistakes_are_named)
 END_TEST
 #endif
 
+/* A step result a key does not compute (a marked bias gradient, which the
+ * eval key has not) adds 0 in a loop as in a step alone: runs of both
+ * modes equal the steps one at a time in every result's sum. */
+START_TEST(test_uncomputed_result_adds_zero)
+{
+    ge2_graph *g;
+    ge2_tensor *x, *t, *w, *b, *pred, *loss;
+    ck_assert_int_eq(ge2_graph_new(&g), GE2_OK);
+    ck_assert_int_eq(ge2_input(g, "x", GE2_F32, ge2_shape2(BATCH, FEATURES), &x), GE2_OK);
+    ck_assert_int_eq(ge2_input(g, "t", GE2_F32, ge2_shape2(BATCH, 1), &t), GE2_OK);
+    ck_assert_int_eq(ge2_parameter(g, "w", GE2_F32, ge2_shape2(1, FEATURES),
+                                   (ge2_init){GE2_INIT_LINEAR_DEFAULT, 0, 0, FEATURES}, &w), GE2_OK);
+    ck_assert_int_eq(ge2_parameter(g, "b", GE2_F32, ge2_shape1(1), (ge2_init){GE2_INIT_LINEAR_DEFAULT, 0, 0, FEATURES},
+                                   &b), GE2_OK);
+    ck_assert_int_eq(ge2_linear(g, x, w, b, GE2_ACT_NONE, 0.0f, &pred), GE2_OK);
+    ck_assert_int_eq(ge2_mse_loss(g, pred, t, &loss), GE2_OK);
+    ck_assert_int_eq(ge2_backward(g, loss), GE2_OK);
+    ck_assert_int_eq(ge2_mark_output(g, ge2_grad(b)), GE2_OK);
+    ge2_optimizer_config sgd = ge2_optimizer_defaults(GE2_OPT_SGD);
+    sgd.update_mode = GE2_UPDATE_FLAT;
+    ck_assert_int_eq(ge2_optimizer(g, &sgd), GE2_OK);
+    enum { N = 6 * BATCH };
+    float xs[N * FEATURES], ts[N];
+    uint64_t s = 3;
+    for (int i = 0; i < N * FEATURES; i++)
+        xs[i] = (float)rg_below(&s, 1000) / 1000.0f;
+    for (int i = 0; i < N; i++)
+        ts[i] = (float)rg_below(&s, 1000) / 500.0f;
+    const ge2_dataset_field fields[2] = {{x, xs, GE2_F32, 0.0f}, {t, ts, GE2_F32, 0.0f}};
+    const ge2_dataset_desc desc = {N, fields, 2, true, 7, 0};
+    ge2_context *ca, *cb;
+    ge2_program *a, *p;
+    ck_assert_int_eq(ge2_context_new(DEVICE, &ca), GE2_OK);
+    ck_assert_int_eq(ge2_context_new(DEVICE, &cb), GE2_OK);
+    ge2_compile_options o = ge2_compile_defaults();
+    o.device_loop = true;
+    ck_assert_msg(ge2_compile(ca, g, &o, &a) == GE2_OK, "%s", ge2_last_error());
+    ck_assert_msg(ge2_compile(cb, g, &o, &p) == GE2_OK, "%s", ge2_last_error());
+    for (int mode = 0; mode < GE2_MODE_COUNT; mode++) {
+        ck_assert_msg(ge2_program_set_dataset(a, (ge2_mode)mode, &desc) == GE2_OK, "%s", ge2_last_error());
+        ck_assert_msg(ge2_program_set_dataset(p, (ge2_mode)mode, &desc) == GE2_OK, "%s", ge2_last_error());
+    }
+    for (int round = 0; round < 2; round++)
+        for (int mode = 0; mode < GE2_MODE_COUNT; mode++) {
+            ge2_run all = {.batch = BATCH, .epoch = round, .steps = 6};
+            looped_steps = 0;
+            run(a, (ge2_mode)mode, &all, 6);
+            ck_assert_msg(looped_steps >= 5, "%lld of 6 %s steps looped", (long long)looped_steps,
+                          mode ? "eval" : "train");
+            for (int i = 0; i < 6; i++) {
+                ge2_run one = {.batch = BATCH, .epoch = round, .batch_in_epoch = i, .steps = 1};
+                run(p, (ge2_mode)mode, &one, 1);
+            }
+        }
+    looped_steps = 0;
+    for (int mode = 0; mode < GE2_MODE_COUNT; mode++) {
+        ge2_metrics ma, mp;
+        double ga, gp;
+        ck_assert_int_eq(ge2_program_sync(a), GE2_OK);
+        ck_assert_int_eq(ge2_program_sync(p), GE2_OK);
+        ck_assert_int_eq(ge2_program_take_metrics(a, (ge2_mode)mode, &ma), GE2_OK);
+        ck_assert_int_eq(ge2_program_take_metrics(p, (ge2_mode)mode, &mp), GE2_OK);
+        ck_assert_int_eq(ge2_program_taken_sum(a, (ge2_mode)mode, ge2_grad(b), &ga), GE2_OK);
+        ck_assert_int_eq(ge2_program_taken_sum(p, (ge2_mode)mode, ge2_grad(b), &gp), GE2_OK);
+        ck_assert_msg(ma.steps == 12 && mp.steps == 12 && memcmp(&ma.loss_sum, &mp.loss_sum, sizeof ma.loss_sum) == 0 &&
+                          memcmp(&ga, &gp, sizeof ga) == 0,
+                      "%s: %lld steps, loss %.9g, b's gradient %.9g against %lld, %.9g, %.9g",
+                      mode ? "eval" : "train", (long long)ma.steps, ma.loss_sum, ga, (long long)mp.steps,
+                      mp.loss_sum, gp);
+        if (mode == GE2_MODE_EVAL)
+            ck_assert_msg(ga == 0.0, "the eval key's gradient sum is %g", ga);
+        else
+            ck_assert_msg(ga != 0.0, "the train key's gradient sum is 0");
+    }
+    ge2_program_free(a);
+    ge2_program_free(p);
+    ge2_context_free(ca);
+    ge2_context_free(cb);
+    ge2_graph_free(g);
+}
+END_TEST
+
 /* A u8 feed kept as bytes is copied as bytes (only an f32 feed widens
  * them): it reads back as the examples' bytes. */
 START_TEST(test_byte_feed_kept_as_bytes)
@@ -373,14 +455,14 @@ END_TEST
 int main(void)
 {
     const TTest *const tests[] = {test_runs_equal_single_steps, test_byte_feed_kept_as_bytes,
-                                  test_loop_reports_bad_labels};
+                                  test_loop_reports_bad_labels, test_uncomputed_result_adds_zero};
     return ge2_gpu_suite_main("program_run_gpu", 120, tests, (int)(sizeof tests / sizeof tests[0]));
 }
 #else
 int main(void)
 {
     const TTest *tests[] = {test_runs_equal_single_steps, test_mistakes_are_named, test_byte_feed_kept_as_bytes,
-                            test_loop_reports_bad_labels};
+                            test_loop_reports_bad_labels, test_uncomputed_result_adds_zero};
     return planner_run_tests("program_run", tests, (int)(sizeof tests / sizeof tests[0]), 60);
 }
 #endif
