@@ -153,7 +153,8 @@ typedef struct ge2_backend {
                             uint64_t generation);
     /* Whether exec_loop may run the key now: the CPU unless it times
      * launches; CUDA once the key's steps replay a captured graph, with
-     * ge2_compile_options.device_loop. NULL: never. */
+     * ge2_compile_options.device_loop. exec NULL: whether any key ever may.
+     * NULL: never. */
     bool (*loop_ready)(const ge2_backend_ctx *ctx, const ge2_exec *exec);
     void (*exec_release)(ge2_backend_ctx *ctx, ge2_exec *exec);
     ge2_status (*sync)(ge2_backend_ctx *ctx);

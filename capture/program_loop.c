@@ -42,7 +42,9 @@ static ge2_status make_block(ge2_program *program, ge2_program_key *pk, int n_re
     ge2_loop_result *res = (ge2_loop_result *)((unsigned char *)pk->loop_host + results_offset(n_results));
     for (int r = 0; r < n_results; r++) {
         const int id = program->result_ids[r];
-        res[r].src = pk->exec.io[0].results[r].bytes ? pk->exec.io[0].results[r].src : NULL; /* NULL: not computed */
+        const ge2_copy *copy = &pk->exec.io[0].results[r];
+        res[r].src = copy->bytes ? copy->src : NULL; /* NULL: not computed */
+        res[r].bytes = (int32_t)copy->bytes;
         res[r].is_f64 = program->graph->tensors[id]->dtype == GE2_F64;
         res[r].role = id == program->loss_id ? GE2_LOOP_LOSS : id == program->metric_id ? GE2_LOOP_METRIC : 0;
     }
@@ -112,10 +114,14 @@ ge2_status ge2_program_loop(ge2_program *program, ge2_program_key *pk, int index
     }
     /* a step whose own kernel failed (the CPU) is not issued, as
      * ge2_program_step does not count one */
-    program->steps_issued[mode] += c->steps_run - (ran != GE2_OK ? 1 : 0);
-    program->last_key[mode] = index;
-    pk->next_staging = 1 % GE2_STAGING_BUFFERS;
-    pk->handed_out = false;
+    const int64_t issued = c->steps_run - (ran != GE2_OK ? 1 : 0);
+    program->steps_issued[mode] += issued;
+    if (issued > 0) {
+        program->last_key[mode] = index;
+        pk->next_staging = 1 % GE2_STAGING_BUFFERS;
+        pk->handed_out = false;
+        pk->ran_since_prepare = true;
+    }
     /* a failed step ran but is not counted, and the run stays at it */
     *counted = c->steps_run - (c->failed ? 1 : 0);
     if (program->loss_id >= 0) {

@@ -281,6 +281,12 @@ static ge2_status try_loop(ge2_program *program, ge2_mode mode, struct ge2_kept_
     *took = 0;
     if (!program->backend->exec_loop || !program->backend->loop_ready || program->loops_off[mode])
         return GE2_OK;
+    if (!program->backend->loop_ready(program->bctx, NULL)) {
+        ge2_program_loops_off(program, mode, program->device == GE2_DEVICE_CUDA ?
+                              "device loops are off (ge2_compile_options.device_loop), capture is off, or launches are "
+                              "timed" : "launches are timed");
+        return GE2_OK;
+    }
     if (mode == GE2_MODE_TRAIN && program->options.o.collective) {
         ge2_program_loops_off(program, mode, "data parallel training steps run a launch each (their collectives stay outside "
                                  "device loops)");
@@ -304,8 +310,8 @@ static ge2_status try_loop(ge2_program *program, ge2_mode mode, struct ge2_kept_
          * mode may still loop) */
         if (pk->ran_since_prepare && !program->per_step_why[mode][0])
             snprintf(program->per_step_why[mode], sizeof program->per_step_why[mode],
-                     "device loops are off (ge2_compile_options.device_loop), launches are timed, or the %s "
-                     "steps run eagerly (capture off or failed)", ge2_program_mode_name(mode));
+                     "the %s steps of batch %lld run eagerly (their capture failed)", ge2_program_mode_name(mode),
+                     (long long)run->batch);
         return GE2_OK;
     }
     bool ok;

@@ -26,6 +26,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "graph/epoch_order.h"
 #include "graph/host_device.h"
@@ -46,9 +47,10 @@ typedef struct ge2_loop_field {
 /* One step result the loop sums: a one-element tensor of the key's IO
  * buffer (the loss, a marked output). */
 typedef struct ge2_loop_result {
-    const void *src; /* device: f32, or f64 when is_f64; NULL: the key does not compute it, and adds 0 */
-    int32_t is_f64;
-    int32_t role;    /* GE2_LOOP_LOSS, GE2_LOOP_METRIC or 0 */
+    const void *src; /* device; NULL: the key does not compute it, and adds 0 */
+    int32_t bytes;   /* of the result (at most 8) */
+    int16_t is_f64;  /* read as f64, else as f32 */
+    int16_t role;    /* GE2_LOOP_LOSS, GE2_LOOP_METRIC or 0 */
 } ge2_loop_result;
 
 enum { GE2_LOOP_LOSS = 1, GE2_LOOP_METRIC = 2 };
@@ -116,6 +118,23 @@ static inline GE2_HD void ge2_loop_copy_row(const ge2_loop_field *fd, uint64_t e
     }
 }
 
+/* A result's value as the host's fold reads it back: its bytes in a zeroed
+ * slot, read as f64 or as f32 (capture/program_step.c's raw_value). */
+static inline GE2_HD double ge2_loop_result_value(const ge2_loop_result *res)
+{
+    unsigned char slot[8] = {0};
+    for (int k = 0; res->src && k < res->bytes && k < 8; k++)
+        slot[k] = ((const unsigned char *)res->src)[k];
+    if (res->is_f64) {
+        double d;
+        memcpy(&d, slot, sizeof d);
+        return d;
+    }
+    float f;
+    memcpy(&f, slot, sizeof f);
+    return f;
+}
+
 /* After a step: counts it; a step that read an out-of-range label or id
  * ends the loop uncounted, the position at it; else its results go into
  * the sums in result order (as the host folds a step: a result the key
@@ -133,7 +152,7 @@ static inline GE2_HD bool ge2_loop_advance(const ge2_step_loop *loop, ge2_loop_c
     }
     for (int r = 0; r < loop->n_results; r++) {
         const ge2_loop_result *res = &loop->results[r];
-        const double v = !res->src ? 0.0 : res->is_f64 ? *(const double *)res->src : (double)*(const float *)res->src;
+        const double v = ge2_loop_result_value(res);
         loop->sums[r] += v;
         if (res->role == GE2_LOOP_LOSS) {
             c->loss_sum += v;

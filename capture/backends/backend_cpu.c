@@ -166,7 +166,7 @@ static ge2_status cpu_exec_loop(ge2_backend_ctx *ctx, ge2_exec *exec, int slot, 
 
 static bool cpu_loop_ready(const ge2_backend_ctx *ctx, const ge2_exec *exec)
 {
-    (void)exec;
+    (void)exec; /* every key is ready once prepared */
     return !ctx->time_launches;
 }
 

@@ -101,6 +101,8 @@ static ge2_status capture_loop(ge2_backend_ctx *ctx, ge2_exec *exec, int slot, c
 
 bool ge2_cuda_loop_ready(const ge2_backend_ctx *ctx, const ge2_exec *exec)
 {
+    if (!exec)
+        return ctx->device_loop && !ctx->time_launches && !ctx->disable_capture;
     const ge2_cuda_exec *ce = exec->backend_data;
     return ctx->device_loop && ce && exec->captured && !ce->eager && !ce->timing;
 }

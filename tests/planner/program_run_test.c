@@ -169,7 +169,7 @@ static void expect_same(ge2_program *a, ge2_program *b, const model *m, const ch
         ck_assert_int_eq(ge2_program_sync(b), GE2_OK);
         ck_assert_int_eq(ge2_program_take_metrics(a, (ge2_mode)mode, &ma), GE2_OK);
         ck_assert_int_eq(ge2_program_take_metrics(b, (ge2_mode)mode, &mb), GE2_OK);
-        ck_assert_msg(ma.steps == mb.steps && ma.examples == mb.examples &&
+        ck_assert_msg(ma.steps == mb.steps && ma.examples == mb.examples && ma.first_nonfinite == mb.first_nonfinite &&
                           memcmp(&ma.loss_sum, &mb.loss_sum, sizeof ma.loss_sum) == 0 &&
                           memcmp(&ma.metric_sum, &mb.metric_sum, sizeof ma.metric_sum) == 0,
                       "%s, %s metrics: %lld steps, %lld examples, loss %.9g, metric %g against %lld, %lld, %.9g, %g",
@@ -395,7 +395,8 @@ START_TEST(test_uncomputed_result_adds_zero)
 END_TEST
 
 /* A u8 feed kept as bytes is copied as bytes (only an f32 feed widens
- * them): it reads back as the examples' bytes. */
+ * them): it reads back as the examples' bytes, after a step alone and
+ * after a loop (its last batch). */
 START_TEST(test_byte_feed_kept_as_bytes)
 {
     ge2_graph *g;
@@ -405,11 +406,14 @@ START_TEST(test_byte_feed_kept_as_bytes)
     ck_assert_int_eq(ge2_mark_output(g, x), GE2_OK);
     ge2_context *ctx;
     ge2_program *p;
-    ck_assert_int_eq(ge2_context_new(GE2_DEVICE_CPU, &ctx), GE2_OK);
-    ck_assert_msg(ge2_compile(ctx, g, NULL, &p) == GE2_OK, "%s", ge2_last_error());
-    const uint8_t bytes[4][3] = {{1, 2, 3}, {4, 5, 6}, {250, 251, 252}, {7, 8, 9}};
+    ck_assert_int_eq(ge2_context_new(DEVICE, &ctx), GE2_OK);
+    ge2_compile_options o = ge2_compile_defaults();
+    o.device_loop = true;
+    ck_assert_msg(ge2_compile(ctx, g, &o, &p) == GE2_OK, "%s", ge2_last_error());
+    const uint8_t bytes[8][3] = {{1, 2, 3},       {4, 5, 6},    {250, 251, 252}, {7, 8, 9},
+                                 {10, 11, 12}, {13, 14, 15}, {16, 17, 18},    {19, 20, 21}};
     const ge2_dataset_field field = {x, bytes, GE2_U8, 0.0f};
-    const ge2_dataset_desc desc = {4, &field, 1, false, 0, 0};
+    const ge2_dataset_desc desc = {8, &field, 1, false, 0, 0};
     ck_assert_msg(ge2_program_set_dataset(p, GE2_MODE_EVAL, &desc) == GE2_OK, "%s", ge2_last_error());
     ge2_run r = {.batch = 2, .batch_in_epoch = 1, .steps = 1};
     ck_assert_msg(ge2_program_run(p, GE2_MODE_EVAL, &r) == GE2_OK, "%s", ge2_last_error());
@@ -417,6 +421,12 @@ START_TEST(test_byte_feed_kept_as_bytes)
     ck_assert_msg(ge2_program_read_output(p, GE2_MODE_EVAL, x, got, 6) == GE2_OK, "%s", ge2_last_error());
     ck_assert_msg(memcmp(got, bytes[2], 6) == 0 && got[6] == 0, "read back %d %d %d %d %d %d", got[0], got[1], got[2],
                   got[3], got[4], got[5]);
+    r = (ge2_run){.batch = 2, .steps = 4};
+    ck_assert_msg(ge2_program_run(p, GE2_MODE_EVAL, &r) == GE2_OK, "%s", ge2_last_error());
+    ck_assert_msg(r.device_loop_steps >= 3, "%lld of 4 steps looped", (long long)r.device_loop_steps);
+    ck_assert_msg(ge2_program_read_output(p, GE2_MODE_EVAL, x, got, 6) == GE2_OK, "%s", ge2_last_error());
+    ck_assert_msg(memcmp(got, bytes[6], 6) == 0, "after the loop: read back %d %d %d %d %d %d", got[0], got[1],
+                  got[2], got[3], got[4], got[5]);
     ge2_program_free(p);
     ge2_context_free(ctx);
     ge2_graph_free(g);
