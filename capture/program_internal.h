@@ -156,6 +156,10 @@ struct ge2_program {
      * keys whose steps run eagerly */
     char per_step_why[GE2_MODE_COUNT][256];
     bool loops_off[GE2_MODE_COUNT];
+    /* ge2_program_set_lr_table's: each train step's base LR as ge2_set_lr
+     * stores it, on the host and (on CUDA) the device; NULL: none */
+    float *lr_table, *lr_table_device;
+    int64_t lr_entries, lr_steps_each;
 
     ge2_metrics metrics[GE2_MODE_COUNT]; /* per mode: steps done and added, not yet taken */
     int64_t steps_issued[GE2_MODE_COUNT]; /* per mode: steps enqueued so far */
@@ -221,6 +225,8 @@ void ge2_program_loops_off(ge2_program *program, ge2_mode mode, const char *why)
 ge2_status ge2_program_loop(ge2_program *program, ge2_program_key *pk, int index, ge2_step_loop *loop,
                             const int *feed_ids, int64_t steps, int64_t epoch, int64_t batch_in_epoch,
                             int64_t *counted);
+/* Frees the learning-rate table (program_run.c); nothing without one. */
+void ge2_program_lr_table_free(ge2_program *program);
 /* Frees mode's kept data set (program_run.c); nothing without one. */
 void ge2_program_dataset_free(ge2_program *program, ge2_mode mode);
 /* Frees one key and what ge2_program_key_get made for it (not the shared arena). */

@@ -17,6 +17,7 @@
  * copied to the device once. Each iteration gathers, steps and sums with
  * the same order and arithmetic, so the bits stay those of the steps one
  * at a time. A partial last batch (its own key) still goes alone. */
+#include <math.h>
 #include <string.h>
 
 #include "capture/program_internal.h"
@@ -224,6 +225,68 @@ static void gather(const struct ge2_kept_dataset *d, int f, const ge2_epoch_orde
     }
 }
 
+void ge2_program_lr_table_free(ge2_program *program)
+{
+    ge2_free(program->lr_table);
+    if (program->lr_table_device)
+        program->backend->free(program->bctx, program->lr_table_device);
+    program->lr_table = program->lr_table_device = NULL;
+    program->lr_entries = 0;
+}
+
+ge2_status ge2_program_set_lr_table(ge2_program *program, const double *lrs, int64_t entries, int64_t steps_each)
+{
+    if (!program || entries < 0 || (entries > 0 && (!lrs || steps_each < 1)))
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_set_lr_table: program, and %lld learning rates with "
+                         "steps_each >= 1 (got %lld)", (long long)entries, (long long)steps_each);
+    for (int64_t i = 0; i < entries; i++)
+        if (!isfinite(lrs[i]) || lrs[i] < 0)
+            return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_set_lr_table: lrs[%lld] is %g; a learning rate "
+                             "must be finite and >= 0", (long long)i, lrs[i]);
+    if ((uint64_t)entries > SIZE_MAX / 2 / sizeof(float))
+        return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_set_lr_table: %lld learning rates", (long long)entries);
+    GE2_TRY(program->backend->sync(program->bctx)); /* no loop reads the old table any more */
+    ge2_program_lr_table_free(program);
+    if (entries == 0)
+        return GE2_OK;
+    const size_t bytes = (size_t)entries * sizeof(float);
+    float *table = ge2_malloc(bytes);
+    if (!table)
+        return ge2_error(GE2_ERR_OUT_OF_MEMORY, "ge2_program_set_lr_table: %lld learning rates", (long long)entries);
+    for (int64_t i = 0; i < entries; i++)
+        table[i] = (float)lrs[i]; /* as ge2_set_lr stores one */
+    void *device = NULL;
+    ge2_status st = GE2_OK;
+    if (program->device != GE2_DEVICE_CPU) {
+        st = program->backend->alloc(program->bctx, bytes, &device);
+        if (st == GE2_OK)
+            st = program->backend->upload(program->bctx, device, table, bytes);
+        if (st == GE2_OK)
+            st = program->backend->sync(program->bctx); /* the upload read the host table */
+    }
+    if (st != GE2_OK) {
+        if (device)
+            program->backend->free(program->bctx, device);
+        ge2_free(table);
+        return st;
+    }
+    program->lr_table = table;
+    program->lr_table_device = device;
+    program->lr_entries = entries;
+    program->lr_steps_each = steps_each;
+    return GE2_OK;
+}
+
+/* Before a train step of a run: its learning rate from the table, as
+ * ge2_set_lr would set it (nothing without a table). */
+static ge2_status set_step_lr(ge2_program *program, ge2_mode mode)
+{
+    if (mode != GE2_MODE_TRAIN || !program->lr_table)
+        return GE2_OK;
+    return ge2_set_lr(program, ge2_lr_table_at(program->lr_table, program->lr_entries, program->lr_steps_each,
+                                                program->steps_issued[GE2_MODE_TRAIN]));
+}
+
 /* Full batches in a row from the run's position, at most `steps`: every
  * one when the batch divides the shard, else those before the epoch's
  * partial last batch. */
@@ -333,7 +396,19 @@ static ge2_status try_loop(ge2_program *program, ge2_mode mode, struct ge2_kept_
     loop.shuffle = d->shuffle;
     loop.rank = rank;
     loop.world = world;
-    return ge2_program_loop(program, pk, index, &loop, feed_ids, full, run->epoch, run->batch_in_epoch, took);
+    if (mode == GE2_MODE_TRAIN && program->lr_table) {
+        loop.lr_table = program->device == GE2_DEVICE_CPU ? program->lr_table : program->lr_table_device;
+        loop.lr_entries = program->lr_entries;
+        loop.lr_steps_each = program->lr_steps_each;
+        loop.base_lr = &program->control->base_lr;
+        GE2_TRY(set_step_lr(program, mode)); /* the first step's; the loop sets the others' */
+    }
+    const ge2_status st = ge2_program_loop(program, pk, index, &loop, feed_ids, full, run->epoch, run->batch_in_epoch,
+                                           took);
+    if (loop.lr_table) /* the mirror ge2_get_lr reads: what the loop left for the next step */
+        program->control_host->base_lr = ge2_lr_table_at(program->lr_table, program->lr_entries,
+                                                         program->lr_steps_each, program->steps_issued[mode]);
+    return st;
 }
 
 const char *ge2_program_run_per_step(const ge2_program *program, ge2_mode mode)
@@ -389,6 +464,7 @@ ge2_status ge2_program_run(ge2_program *program, ge2_mode mode, ge2_run *run)
             feeds[f] = (ge2_feed){t, NULL, t->shape};
             feeds[f].shape.dim[0] = size;
         }
+        GE2_TRY(set_step_lr(program, mode));
         GE2_TRY(ge2_program_feed_buffers(program, mode, feeds, d->n_fields, slots));
         for (int f = 0; f < d->n_fields; f++) {
             gather(d, f, &order, rank, world, start, size, slots[f]);

@@ -81,7 +81,21 @@ typedef struct ge2_step_loop {
     const ge2_loop_result *results; /* device [n_results] */
     int32_t n_results;
     const int64_t *bad_index_count; /* device: the control block's count */
+    /* A learning rate per train step (ge2_program_set_lr_table), or NULL:
+     * after each step the advance sets *base_lr (the control block's) to
+     * the next step's, ge2_lr_table_at */
+    const float *lr_table; /* device [lr_entries] */
+    int64_t lr_entries, lr_steps_each;
+    float *base_lr;
 } ge2_step_loop;
+
+/* The base LR of the train step numbered `step` (from 0, as the program
+ * counts them): entry step / steps_each of the table, the last past its end. */
+static inline GE2_HD float ge2_lr_table_at(const float *table, int64_t entries, int64_t steps_each, int64_t step)
+{
+    const int64_t i = step / steps_each;
+    return table[i < entries ? i : entries - 1];
+}
 
 /* The example at row i of the batch at the counters' position: the epoch
  * order's, as ge2_program_run and the trainers' batcher take it. */
@@ -139,7 +153,8 @@ static inline GE2_HD double ge2_loop_result_value(const ge2_loop_result *res)
  * ends the loop uncounted, the position at it; else its results go into
  * the sums in result order (as the host folds a step: a result the key
  * does not compute adds 0), the position one batch on and `remaining` one
- * less. Whether another step follows. */
+ * less, and the next step's learning rate set where the loop has a table.
+ * Whether another step follows. */
 static inline GE2_HD bool ge2_loop_advance(const ge2_step_loop *loop, ge2_loop_counters *c)
 {
     const int64_t step = ++c->step_number;
@@ -166,6 +181,8 @@ static inline GE2_HD bool ge2_loop_advance(const ge2_step_loop *loop, ge2_loop_c
         c->batch_in_epoch = 0;
         c->epoch++;
     }
+    if (loop->lr_table)
+        *loop->base_lr = ge2_lr_table_at(loop->lr_table, loop->lr_entries, loop->lr_steps_each, c->step_number);
     return --c->remaining > 0;
 }
 

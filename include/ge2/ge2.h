@@ -830,6 +830,15 @@ ge2_status ge2_program_run(ge2_program *program, ge2_mode mode, ge2_run *run);
  * it is known. NULL while they may loop. The string lives with the
  * program. */
 const char *ge2_program_run_per_step(const ge2_program *program, ge2_mode mode);
+/* A learning rate for each train step ge2_program_run makes, computed by
+ * the host (nanoGPT's warmup and cosine in double, say): the train step
+ * the program counts as number s (from 0, ge2_program_step's included)
+ * takes lrs[s / steps_each] as its base LR, the last entry past the
+ * table's end, set as ge2_set_lr would before it. A device loop sets it
+ * between its steps, so a run of many steps in one launch follows the
+ * schedule with the bits of ge2_set_lr before each step. Entries 0 removes
+ * the table; an lr that is negative or not finite is refused, naming it. */
+ge2_status ge2_program_set_lr_table(ge2_program *program, const double *lrs, int64_t entries, int64_t steps_each);
 /* Batches per epoch of mode's kept data set at this batch size (0 without one). */
 int64_t ge2_program_run_batches(const ge2_program *program, ge2_mode mode, int64_t batch);
 

@@ -312,6 +312,62 @@ START_TEST(test_mistakes_are_named)
 END_TEST
 #endif
 
+/* A learning-rate table gives runs, loops included, the bits of
+ * ge2_set_lr before each step, past the table's end too; a run without it
+ * trains another model; bad tables are named. */
+START_TEST(test_lr_table_equals_set_lr_each_step)
+{
+    model m;
+    model_build(&m);
+    data train;
+    data_make(TRAIN_EXAMPLES, 5, &train);
+    ge2_context *ca, *cb, *cc;
+    ge2_program *a = compile_on_device(&m, &ca), *b = compile_on_device(&m, &cb), *c = compile_on_device(&m, &cc);
+    keep(a, &m, GE2_MODE_TRAIN, &train, true);
+    keep(c, &m, GE2_MODE_TRAIN, &train, true);
+    double lrs[10];
+    for (int i = 0; i < 10; i++)
+        lrs[i] = 1e-3 * (1.0 + 0.37 * i) / (1 + i % 4);
+    expect_error(ge2_program_set_lr_table(a, lrs, 10, 0), GE2_ERR_INVALID_ARGUMENT, "steps_each >= 1", NULL);
+    lrs[4] = -1.0;
+    expect_error(ge2_program_set_lr_table(a, lrs, 10, 2), GE2_ERR_INVALID_ARGUMENT, "lrs[4] is -1", NULL);
+    lrs[4] = 2e-3;
+    ck_assert_msg(ge2_program_set_lr_table(a, lrs, 10, 2) == GE2_OK, "%s", ge2_last_error());
+    ck_assert_int_eq(ge2_set_lr(c, lrs[0]), GE2_OK);
+
+    const ge2_batcher_options order = {.batch_size = BATCH, .shuffle = true, .seed = 99};
+    ge2_batcher *tb;
+    ck_assert_int_eq(ge2_batcher_new(train.set, &order, &tb), GE2_OK);
+    ge2_run r = {.batch = BATCH}, rc = {.batch = BATCH};
+    run(a, GE2_MODE_TRAIN, &r, 9);
+    run(a, GE2_MODE_TRAIN, &r, 14); /* 23 steps: 3 past the table's 20 */
+    run(c, GE2_MODE_TRAIN, &rc, 23);
+    looped_steps = 0;
+    for (int s = 0; s < 23; s++) {
+        ck_assert_int_eq(ge2_set_lr(b, lrs[s / 2 < 10 ? s / 2 : 9]), GE2_OK);
+        steps_from(b, &m, GE2_MODE_TRAIN, tb, 1);
+    }
+    expect_same(a, b, &m, "a learning-rate table");
+    double la = 0, lb = 0;
+    ck_assert_int_eq(ge2_get_lr(a, &la), GE2_OK);
+    ck_assert_int_eq(ge2_get_lr(b, &lb), GE2_OK);
+    ck_assert_msg(la == lb, "ge2_get_lr after the runs: %.9g, after the steps %.9g", la, lb);
+    float wa[CLASSES * 16], wc[CLASSES * 16];
+    ck_assert_int_eq(ge2_program_get_parameter(a, m.params[2], wa, sizeof wa), GE2_OK);
+    ck_assert_int_eq(ge2_program_get_parameter(c, m.params[2], wc, sizeof wc), GE2_OK);
+    ck_assert_msg(memcmp(wa, wc, sizeof wa) != 0, "the table changed nothing");
+    ge2_batcher_free(tb);
+    ge2_program_free(a);
+    ge2_program_free(b);
+    ge2_program_free(c);
+    ge2_context_free(ca);
+    ge2_context_free(cb);
+    ge2_context_free(cc);
+    data_free(&train);
+    ge2_graph_free(m.graph);
+}
+END_TEST
+
 /* A step result a key does not compute (a marked bias gradient, which the
  * eval key has not) adds 0 in a loop as in a step alone: runs of both
  * modes equal the steps one at a time in every result's sum. */
@@ -465,14 +521,16 @@ END_TEST
 int main(void)
 {
     const TTest *const tests[] = {test_runs_equal_single_steps, test_byte_feed_kept_as_bytes,
-                                  test_loop_reports_bad_labels, test_uncomputed_result_adds_zero};
+                                  test_loop_reports_bad_labels, test_uncomputed_result_adds_zero,
+                                  test_lr_table_equals_set_lr_each_step};
     return ge2_gpu_suite_main("program_run_gpu", 120, tests, (int)(sizeof tests / sizeof tests[0]));
 }
 #else
 int main(void)
 {
     const TTest *tests[] = {test_runs_equal_single_steps, test_mistakes_are_named, test_byte_feed_kept_as_bytes,
-                            test_loop_reports_bad_labels, test_uncomputed_result_adds_zero};
+                            test_loop_reports_bad_labels, test_uncomputed_result_adds_zero,
+                            test_lr_table_equals_set_lr_each_step};
     return planner_run_tests("program_run", tests, (int)(sizeof tests / sizeof tests[0]), 60);
 }
 #endif
