@@ -146,8 +146,9 @@ struct ge2_program {
 
     /* per mode: the data set ge2_program_set_dataset gave (capture/program_run.c) */
     struct ge2_kept_dataset *dataset[GE2_MODE_COUNT];
-    /* per mode: counts the data sets given, so a key's device loop made
-     * for another one is made again (ge2_backend.exec_loop's generation) */
+    /* per mode: counts the data sets given (and, for training, the
+     * learning-rate tables), so a key's device loop made for another one
+     * is made again (ge2_backend.exec_loop's generation) */
     uint64_t dataset_generation[GE2_MODE_COUNT];
     /* per mode: why (some of) its runs' steps take a launch each on a
      * backend that has device loops ("": none has; ge2_program_run_per_step),

@@ -247,6 +247,7 @@ ge2_status ge2_program_set_lr_table(ge2_program *program, const double *lrs, int
         return ge2_error(GE2_ERR_INVALID_ARGUMENT, "ge2_program_set_lr_table: %lld learning rates", (long long)entries);
     GE2_TRY(program->backend->sync(program->bctx)); /* no loop reads the old table any more */
     ge2_program_lr_table_free(program);
+    program->dataset_generation[GE2_MODE_TRAIN]++; /* a captured train loop holds the old table's address */
     if (entries == 0)
         return GE2_OK;
     const size_t bytes = (size_t)entries * sizeof(float);
