@@ -406,6 +406,17 @@ static ge2_status time_steps(bench_model *m, double seconds, bench_result *r)
     return st;
 }
 
+/* The median epoch of ms[epochs] (and µs a step: median, p10, p90). */
+static void epoch_result(double *ms, int epochs, int64_t steps, bench_result *r)
+{
+    r->ms_epoch = quantile(ms, epochs, 0.5);
+    r->us_median = r->ms_epoch * 1e3 / (double)steps;
+    r->us_p10 = quantile(ms, epochs, 0.1) * 1e3 / (double)steps;
+    r->us_p90 = quantile(ms, epochs, 0.9) * 1e3 / (double)steps;
+    r->steps_timed = (int64_t)epochs * steps;
+    r->steps_per_epoch = steps;
+}
+
 /* One warm-up epoch (it captures the full and the last, partial, batch's
  * keys), then `epochs` timed epochs, data staging included. */
 static ge2_status time_epochs(bench_model *m, int epochs, bench_result *r)
@@ -420,12 +431,7 @@ static ge2_status time_epochs(bench_model *m, int epochs, bench_result *r)
         if (e >= 0)
             ms[e] = us * (double)steps * 1e-3;
     }
-    r->ms_epoch = quantile(ms, epochs, 0.5);
-    r->us_median = r->ms_epoch * 1e3 / (double)steps;
-    r->us_p10 = quantile(ms, epochs, 0.1) * 1e3 / (double)steps;
-    r->us_p90 = quantile(ms, epochs, 0.9) * 1e3 / (double)steps;
-    r->steps_timed = (int64_t)epochs * steps;
-    r->steps_per_epoch = steps;
+    epoch_result(ms, epochs, steps, r);
     return GE2_OK;
 }
 
@@ -456,12 +462,7 @@ static ge2_status time_kept_epochs(bench_model *m, int64_t batch, int epochs, be
     const char *why = ge2_program_run_per_step(m->program, GE2_MODE_TRAIN);
     if (why)
         fprintf(stderr, "ge2_bench: note: each step of the kept epoch is its own launch: %s\n", why);
-    r->ms_epoch = quantile(ms, epochs, 0.5);
-    r->us_median = r->ms_epoch * 1e3 / (double)steps;
-    r->us_p10 = quantile(ms, epochs, 0.1) * 1e3 / (double)steps;
-    r->us_p90 = quantile(ms, epochs, 0.9) * 1e3 / (double)steps;
-    r->steps_timed = (int64_t)epochs * steps;
-    r->steps_per_epoch = steps;
+    epoch_result(ms, epochs, steps, r);
     return GE2_OK;
 }
 

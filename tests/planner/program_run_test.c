@@ -148,6 +148,23 @@ static void steps_from(ge2_program *p, const model *m, ge2_mode mode, ge2_batche
     }
 }
 
+/* Whether two programs hold the same second layer's weight, bit for bit. */
+static bool same_weights(ge2_program *a, ge2_program *b, const model *m)
+{
+    float wa[CLASSES * 16], wb[CLASSES * 16];
+    ck_assert_int_eq(ge2_program_get_parameter(a, m->params[2], wa, sizeof wa), GE2_OK);
+    ck_assert_int_eq(ge2_program_get_parameter(b, m->params[2], wb, sizeof wb), GE2_OK);
+    return memcmp(wa, wb, sizeof wa) == 0;
+}
+
+static void free_programs(ge2_program *const *programs, ge2_context *const *contexts, int n)
+{
+    for (int i = 0; i < n; i++) {
+        ge2_program_free(programs[i]);
+        ge2_context_free(contexts[i]);
+    }
+}
+
 /* The model's state and both modes' metrics, bit for bit. */
 static void expect_same(ge2_program *a, ge2_program *b, const model *m, const char *what)
 {
@@ -234,19 +251,11 @@ START_TEST(test_runs_equal_single_steps)
         ck_assert_msg(looped_steps == (DEVICE == GE2_DEVICE_CUDA ? 15 : 16), "%lld of 18 steps in loops",
                       (long long)looped_steps);
         looped_steps = 0;
-        float wa[CLASSES * 16], wc[CLASSES * 16];
-        ck_assert_int_eq(ge2_program_get_parameter(a, m.params[2], wa, sizeof wa), GE2_OK);
-        ck_assert_int_eq(ge2_program_get_parameter(c, m.params[2], wc, sizeof wc), GE2_OK);
-        ck_assert_msg(memcmp(wa, wc, sizeof wa) == 0, "one run of 18 steps trained another model than 5 + 9 + 4");
+        ck_assert_msg(same_weights(a, c, &m), "one run of 18 steps trained another model than 5 + 9 + 4");
 
         ge2_batcher_free(tb);
         ge2_batcher_free(eb);
-        ge2_program_free(a);
-        ge2_program_free(b);
-        ge2_program_free(c);
-        ge2_context_free(ca);
-        ge2_context_free(cb);
-        ge2_context_free(cc);
+        free_programs((ge2_program *[]){a, b, c}, (ge2_context *[]){ca, cb, cc}, 3);
         data_free(&train);
         data_free(&eval);
         ge2_graph_free(m.graph);
@@ -352,17 +361,9 @@ START_TEST(test_lr_table_equals_set_lr_each_step)
     ck_assert_int_eq(ge2_get_lr(a, &la), GE2_OK);
     ck_assert_int_eq(ge2_get_lr(b, &lb), GE2_OK);
     ck_assert_msg(la == lb, "ge2_get_lr after the runs: %.9g, after the steps %.9g", la, lb);
-    float wa[CLASSES * 16], wc[CLASSES * 16];
-    ck_assert_int_eq(ge2_program_get_parameter(a, m.params[2], wa, sizeof wa), GE2_OK);
-    ck_assert_int_eq(ge2_program_get_parameter(c, m.params[2], wc, sizeof wc), GE2_OK);
-    ck_assert_msg(memcmp(wa, wc, sizeof wa) != 0, "the table changed nothing");
+    ck_assert_msg(!same_weights(a, c, &m), "the table changed nothing");
     ge2_batcher_free(tb);
-    ge2_program_free(a);
-    ge2_program_free(b);
-    ge2_program_free(c);
-    ge2_context_free(ca);
-    ge2_context_free(cb);
-    ge2_context_free(cc);
+    free_programs((ge2_program *[]){a, b, c}, (ge2_context *[]){ca, cb, cc}, 3);
     data_free(&train);
     ge2_graph_free(m.graph);
 }
