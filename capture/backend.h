@@ -136,7 +136,7 @@ typedef struct ge2_backend {
      * captures one graph per slot; later runs replay the slot's graph. */
     ge2_status (*exec_run)(ge2_backend_ctx *ctx, ge2_exec *exec, int slot);
     /* Steps of a key in one launch (graph/step_loop.h): while the loop's
-     * counters have steps remaining, the gather, the slot's launches
+     * counters have steps remaining, the gather, staging slot 0's launches
      * (without its upload and result copies: the loop gathers the feeds
      * and sums the results) and the advance. Only for a key loop_ready
      * says yes to; the loop's counters are the caller's to fill before and
@@ -149,8 +149,7 @@ typedef struct ge2_backend {
      * time; with steps_run > 0 (the CPU, whose kernels fail at once):
      * that step failed, and the error is its. Optional: NULL means the
      * program runs the steps one at a time. */
-    ge2_status (*exec_loop)(ge2_backend_ctx *ctx, ge2_exec *exec, int slot, const ge2_step_loop *loop,
-                            uint64_t generation);
+    ge2_status (*exec_loop)(ge2_backend_ctx *ctx, ge2_exec *exec, const ge2_step_loop *loop, uint64_t generation);
     /* Whether exec_loop may run the key now: the CPU unless it times
      * launches; CUDA once the key's steps replay a captured graph, with
      * ge2_compile_options.device_loop. exec NULL: whether any key ever may.

@@ -456,9 +456,6 @@ void ge2_program_free(ge2_program *program)
         ge2_program_lr_table_free(program);
         b->close(program->bctx);
     }
-    for (int m = 0; m < GE2_MODE_COUNT; m++)
-        ge2_program_dataset_free(program, (ge2_mode)m);
-    ge2_program_lr_table_free(program);
     ge2_free(program->keys);
     ge2_free(program->result_ids);
     for (int m = 0; m < GE2_MODE_COUNT; m++) {

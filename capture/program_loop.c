@@ -24,7 +24,8 @@ static size_t results_offset(int n) { return sums_offset() + ((size_t)n * sizeof
 static size_t block_bytes(int n) { return results_offset(n) + (size_t)n * sizeof(ge2_loop_result); }
 
 /* The key's loop block (device) and its mirror (pinned), with the result
- * descriptions written once: slot 0's copies name where each result is. */
+ * descriptions written and uploaded once: slot 0's copies name where each
+ * result is. */
 static ge2_status make_block(ge2_program *program, ge2_program_key *pk, int n_results)
 {
     if (pk->loop_block)
@@ -48,7 +49,7 @@ static ge2_status make_block(ge2_program *program, ge2_program_key *pk, int n_re
         res[r].is_f64 = program->graph->tensors[id]->dtype == GE2_F64;
         res[r].role = id == program->loss_id ? GE2_LOOP_LOSS : id == program->metric_id ? GE2_LOOP_METRIC : 0;
     }
-    return GE2_OK;
+    return b->upload(program->bctx, pk->loop_block, pk->loop_host, bytes); /* the descriptions, once */
 }
 
 /* Where slot 0's launches read feed tensor `id`. */
@@ -99,9 +100,9 @@ ge2_status ge2_program_loop(ge2_program *program, ge2_program_key *pk, int index
     loop->n_results = n_results;
     loop->bad_index_count = &program->control->bad_index.count;
 
-    GE2_TRY(program->backend->upload(program->bctx, dev, host, block_bytes(n_results)));
-    const ge2_status ran = program->backend->exec_loop(program->bctx, &pk->exec, 0, loop,
-                                                       program->dataset_generation[mode]);
+    /* the counters and sums; the result descriptions are there already */
+    GE2_TRY(program->backend->upload(program->bctx, dev, host, sums_offset() + (size_t)n_results * sizeof(double)));
+    const ge2_status ran = program->backend->exec_loop(program->bctx, &pk->exec, loop, program->dataset_generation[mode]);
     char why[512] = "";
     if (ran != GE2_OK)
         snprintf(why, sizeof why, "%s", ge2_last_error());

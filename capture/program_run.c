@@ -206,23 +206,21 @@ int64_t ge2_program_run_batches(const ge2_program *program, ge2_mode mode, int64
     return batch >= shard ? 1 : (shard + batch - 1) / batch;
 }
 
-/* Field f's rows of the shard's positions [start, start + size) into dst. */
+/* A kept field as a loop gathers it: from `rows` (the host's or the
+ * device's copy) into `feed`. */
+static ge2_loop_field loop_field_of(const kept_field *kf, const void *rows, void *feed)
+{
+    return (ge2_loop_field){rows, feed, kf->row, (int32_t)ge2_dtype_size(kf->dtype), kf->widen, kf->divisor};
+}
+
+/* Field f's rows of the shard's positions [start, start + size) into dst,
+ * each copied as a loop copies it (graph/step_loop.h). */
 static void gather(const struct ge2_kept_dataset *d, int f, const ge2_epoch_order *order, int rank, int world,
                    int64_t start, int64_t size, void *dst)
 {
-    const kept_field *kf = &d->field[f];
-    const size_t row_bytes = (size_t)kf->row * ge2_dtype_size(kf->dtype);
-    for (int64_t i = 0; i < size; i++) {
-        const uint64_t e = ge2_epoch_shard_at(order, d->shuffle, rank, world, (uint64_t)(start + i));
-        const unsigned char *src = kf->data + e * row_bytes;
-        if (kf->widen) {
-            float *out = (float *)dst + i * kf->row;
-            for (int64_t j = 0; j < kf->row; j++)
-                out[j] = (float)src[j] / kf->divisor;
-        } else {
-            memcpy((unsigned char *)dst + (size_t)i * row_bytes, src, row_bytes);
-        }
-    }
+    const ge2_loop_field fd = loop_field_of(&d->field[f], d->field[f].data, dst);
+    for (int64_t i = 0; i < size; i++)
+        ge2_loop_copy_row(&fd, ge2_epoch_shard_at(order, d->shuffle, rank, world, (uint64_t)(start + i)), i, 0, 1);
 }
 
 void ge2_program_lr_table_free(ge2_program *program)
@@ -387,8 +385,7 @@ static ge2_status try_loop(ge2_program *program, ge2_mode mode, struct ge2_kept_
     loop.n_fields = d->n_fields;
     for (int f = 0; f < d->n_fields; f++) {
         const kept_field *kf = &d->field[f];
-        loop.field[f] = (ge2_loop_field){program->device == GE2_DEVICE_CPU ? kf->data : kf->device, NULL, kf->row,
-                                         (int32_t)ge2_dtype_size(kf->dtype), kf->widen, kf->divisor};
+        loop.field[f] = loop_field_of(kf, program->device == GE2_DEVICE_CPU ? kf->data : kf->device, NULL);
     }
     loop.batch = run->batch;
     loop.batches = batches;

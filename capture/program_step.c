@@ -117,7 +117,7 @@ static double raw_value(const double *slot, ge2_dtype dtype)
  * fails with the first one the program met, said as the CPU kernels say
  * it. A fold covers every step up to the one waited for, so which step
  * read it is not known here; the node, position and value are. */
-static ge2_status bad_index_found(ge2_program *program, int64_t count)
+ge2_status ge2_program_bad_index_found(ge2_program *program, int64_t count)
 {
     const int64_t before = program->bad_index_seen;
     program->bad_index_seen = count;
@@ -133,8 +133,6 @@ static ge2_status bad_index_found(ge2_program *program, int64_t count)
                      first, before > 0 ? "an earlier step's first" : "the first", (long long)(count - before));
 }
 
-ge2_status ge2_program_bad_index_found(ge2_program *program, int64_t count) { return bad_index_found(program, count); }
-
 /* Slot s's step is done: its results are final. Adds them to the sums of
  * the key's mode, once (the slot is no longer in flight after); fails when
  * the step read a label or id out of range. Only fold_up_to calls it, so
@@ -146,7 +144,7 @@ static ge2_status fold_slot(ge2_program *program, ge2_program_key *pk, int s)
     int64_t bad;
     memcpy(&bad, &results[program->n_results], sizeof bad);
     if (bad > program->bad_index_seen)
-        return bad_index_found(program, bad);
+        return ge2_program_bad_index_found(program, bad);
     if (program->loss_id < 0)
         return GE2_OK;
     const ge2_graph *g = program->graph;
@@ -158,8 +156,7 @@ static ge2_status fold_slot(ge2_program *program, ge2_program_key *pk, int s)
         const int id = program->result_ids[r];
         const double v = raw_value(&results[r], g->tensors[id]->dtype);
         each[r] += v;
-        if (id == program->loss_id && !isfinite(v) &&
-            (!sums->first_nonfinite || pk->step_number[s] < sums->first_nonfinite))
+        if (id == program->loss_id && !isfinite(v) && !sums->first_nonfinite) /* folds come in step order */
             sums->first_nonfinite = pk->step_number[s];
         if (id == program->loss_id)
             sums->loss_sum += v;

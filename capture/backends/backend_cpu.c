@@ -140,12 +140,9 @@ static ge2_status cpu_exec_run(ge2_backend_ctx *ctx, ge2_exec *exec, int slot)
 /* The device loop in C (graph/step_loop.h): its helpers are the CUDA
  * kernels' own. A failed step is counted as run and failed, and its error
  * returned. */
-static ge2_status cpu_exec_loop(ge2_backend_ctx *ctx, ge2_exec *exec, int slot, const ge2_step_loop *loop,
-                                uint64_t generation)
+static ge2_status cpu_exec_loop(ge2_backend_ctx *ctx, ge2_exec *exec, const ge2_step_loop *loop, uint64_t generation)
 {
     (void)generation; /* nothing is kept between loops */
-    if (slot < 0 || slot >= GE2_STAGING_BUFFERS)
-        return ge2_error(GE2_ERR_STATE, "ge2_backend_cpu: staging slot %d of %d", slot, GE2_STAGING_BUFFERS);
     ge2_loop_counters *c = loop->counters;
     do {
         for (int64_t i = 0; i < loop->batch; i++) {

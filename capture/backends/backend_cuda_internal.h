@@ -96,7 +96,6 @@ typedef struct ge2_cuda_exec {
      * for it; made for the loop generation loop_generation */
     cudaGraphExec_t loop;
     uint64_t loop_generation;
-    int loop_slot; /* whose launches its body runs */
 } ge2_cuda_exec;
 
 /* The launches a step through staging slot `slot` runs: the slot's own
@@ -173,8 +172,7 @@ ge2_status ge2_cuda_enqueue_body(ge2_backend_ctx *ctx, ge2_exec *exec, int slot,
 
 /* The CUDA backend's exec_loop, and the release of what it made for a key
  * (backend_cuda_loop.c). */
-ge2_status ge2_cuda_exec_loop(ge2_backend_ctx *ctx, ge2_exec *exec, int slot, const ge2_step_loop *loop,
-                              uint64_t generation);
+ge2_status ge2_cuda_exec_loop(ge2_backend_ctx *ctx, ge2_exec *exec, const ge2_step_loop *loop, uint64_t generation);
 bool ge2_cuda_loop_ready(const ge2_backend_ctx *ctx, const ge2_exec *exec);
 void ge2_cuda_loop_release(ge2_cuda_exec *ce);
 

@@ -107,21 +107,18 @@ bool ge2_cuda_loop_ready(const ge2_backend_ctx *ctx, const ge2_exec *exec)
     return ctx->device_loop && ce && exec->captured && !ce->eager && !ce->timing;
 }
 
-ge2_status ge2_cuda_exec_loop(ge2_backend_ctx *ctx, ge2_exec *exec, int slot, const ge2_step_loop *loop,
-                              uint64_t generation)
+ge2_status ge2_cuda_exec_loop(ge2_backend_ctx *ctx, ge2_exec *exec, const ge2_step_loop *loop, uint64_t generation)
 {
+    const int slot = 0; /* the loop's feeds are slot 0's (capture/program_loop.c) */
     ge2_cuda_exec *ce = exec->backend_data;
     if (!ge2_cuda_loop_ready(ctx, exec))
         return ge2_error(GE2_ERR_STATE, "ge2 cuda backend: a device loop needs device_loop and a key whose steps "
                          "replay a graph");
-    if (slot < 0 || slot >= GE2_STAGING_BUFFERS)
-        return ge2_error(GE2_ERR_STATE, "ge2 cuda backend: staging slot %d of %d", slot, GE2_STAGING_BUFFERS);
-    if (ce->loop && (ce->loop_generation != generation || ce->loop_slot != slot))
+    if (ce->loop && ce->loop_generation != generation)
         ge2_cuda_loop_release(ce);
     if (!ce->loop) {
         GE2_TRY(capture_loop(ctx, exec, slot, loop, &ce->loop));
         ce->loop_generation = generation;
-        ce->loop_slot = slot;
     }
     CUDA_TRY(cudaGraphLaunch(ce->loop, ctx->stream));
     return GE2_OK;

@@ -416,7 +416,9 @@ START_TEST(test_uncomputed_result_adds_zero)
             ge2_run all = {.batch = BATCH, .epoch = round, .steps = 6};
             looped_steps = 0;
             run(a, (ge2_mode)mode, &all, 6);
-            ck_assert_msg(looped_steps >= 5, "%lld of 6 %s steps looped", (long long)looped_steps,
+            /* CUDA's first run of a key starts with its capture, alone */
+            const int64_t want = DEVICE == GE2_DEVICE_CUDA && round == 0 ? 5 : 6;
+            ck_assert_msg(looped_steps == want, "%lld of 6 %s steps looped", (long long)looped_steps,
                           mode ? "eval" : "train");
             for (int i = 0; i < 6; i++) {
                 ge2_run one = {.batch = BATCH, .epoch = round, .batch_in_epoch = i, .steps = 1};
@@ -480,7 +482,9 @@ START_TEST(test_byte_feed_kept_as_bytes)
                   got[3], got[4], got[5]);
     r = (ge2_run){.batch = 2, .steps = 4};
     ck_assert_msg(ge2_program_run(p, GE2_MODE_EVAL, &r) == GE2_OK, "%s", ge2_last_error());
-    ck_assert_msg(r.device_loop_steps >= 3, "%lld of 4 steps looped", (long long)r.device_loop_steps);
+    /* the key ran (and, on CUDA, was captured) by the step above: all loop */
+    ck_assert_msg(r.device_loop_steps == 4, "%lld of 4 steps looped",
+                  (long long)r.device_loop_steps);
     ck_assert_msg(ge2_program_read_output(p, GE2_MODE_EVAL, x, got, 6) == GE2_OK, "%s", ge2_last_error());
     ck_assert_msg(memcmp(got, bytes[6], 6) == 0, "after the loop: read back %d %d %d %d %d %d", got[0], got[1],
                   got[2], got[3], got[4], got[5]);
